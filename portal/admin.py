@@ -1,0 +1,81 @@
+"""Admin for platform models, and the audited base class every app's admin uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db import models
+from django.forms import ModelForm
+from django.http import HttpRequest
+
+from portal.audit import record_audit
+from portal.models import AuditEvent, PlatformRole
+from portal.services import snapshot
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Records every admin save and delete in the audit log, in the same transaction."""
+
+    def save_model(
+        self, request: HttpRequest, obj: models.Model, form: ModelForm, change: bool
+    ) -> None:
+        old = None
+        if change:
+            previous = type(obj)._default_manager.filter(pk=obj.pk).first()
+            old = snapshot(previous) if previous is not None else None
+        super().save_model(request, obj, form, change)
+        label = obj._meta.model_name
+        record_audit(
+            actor=request.user,
+            event=f"{label}.{'changed' if change else 'created'}",
+            source="admin",
+            target=obj,
+            team=self.team_of(obj),
+            old=old,
+            new=snapshot(obj),
+        )
+
+    def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
+        record_audit(
+            actor=request.user,
+            event=f"{obj._meta.model_name}.deleted",
+            source="admin",
+            target=obj,
+            team=self.team_of(obj),
+            old=snapshot(obj),
+        )
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+    def team_of(self, obj: models.Model) -> Any:
+        return None
+
+
+@admin.register(PlatformRole)
+class PlatformRoleAdmin(AuditedAdmin):
+    list_display = ["user", "role"]
+    list_filter = ["role"]
+    search_fields = ["user__username"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is append-only."""
+
+    list_display = ["time", "actor_name", "event", "team", "target_repr", "source"]
+    list_filter = ["event", "source", "team"]
+    search_fields = ["actor_name", "event", "target_repr"]
+    date_hierarchy = "time"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,66 @@
+"""Platform-wide models: platform roles and the append-only audit log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class PlatformRole(models.Model):
+    """A platform-wide role held by a user.
+
+    ``admin`` manages flavors, queues, cohorts, priority classes and every team;
+    ``approver`` decides change requests (never their own).
+    """
+
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Platform admin"
+        APPROVER = "approver", "Approver"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "role"], name="platform_role_once_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.get_role_display()}"
+
+
+class AuditEvent(models.Model):
+    """One change, request or decision; written by services in their transaction, never edited."""
+
+    class Source(models.TextChoices):
+        WEB = "web"
+        API = "api"
+        TASK = "task"
+        CLI = "cli"
+        ADMIN = "admin"
+
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    team = models.ForeignKey(
+        "tenants.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    event = models.CharField(max_length=64)
+    target_type = models.CharField(max_length=64, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_repr = models.CharField(max_length=200, blank=True)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    source = models.CharField(max_length=8, choices=Source.choices)
+    request_id = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-time", "-id"]
+        indexes = [models.Index(fields=["team", "event", "time"], name="audit_team_event_time")]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M:%S} {self.actor_name or 'system'} {self.event}"

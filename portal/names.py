@@ -1,0 +1,74 @@
+"""Kubernetes name rules: DNS-1123 labels and subdomains, qualified names, label values.
+
+The messages follow the API server's wording so that what the portal says matches what
+``kubectl`` would say, but the portal says it before anything reaches the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        errors.append(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+            "or '-', and must start and end with an alphanumeric character (e.g. 'team-a')"
+        )
+    return errors
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errors.append(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+            "characters, '-' or '.', and must start and end with an alphanumeric character "
+            "(e.g. 'a100-80gb')"
+        )
+    return errors
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """Label keys and resource names: an optional DNS subdomain prefix, '/', a name."""
+    prefix, slash, name = value.rpartition("/")
+    errors = []
+    if slash:
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        else:
+            errors.extend(f"prefix part {e}" for e in dns1123_subdomain_errors(prefix))
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    elif not _QUALIFIED_NAME.match(name):
+        errors.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character (e.g. 'nvidia.com/gpu')"
+        )
+    return errors
+
+
+def label_value_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _LABEL_VALUE.match(value):
+        errors.append(
+            "a valid label value must be an empty string or consist of alphanumeric "
+            "characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        )
+    return errors

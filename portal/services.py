@@ -1,0 +1,58 @@
+"""Shared write helpers for services: permission, validation, audit in one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db import models, transaction
+from django.forms.models import model_to_dict
+
+from portal.audit import record_audit
+from portal.permissions import is_platform_admin
+
+Actor = AbstractBaseUser | AnonymousUser | None
+
+
+def require_platform_admin(actor: Actor) -> None:
+    """``None`` is the system (a command or a task); everyone else needs the admin role."""
+    if actor is not None and not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins can change this.")
+
+
+def snapshot(instance: models.Model) -> dict[str, Any]:
+    """A JSON-safe picture of a model's own fields, for the audit log."""
+    data = model_to_dict(instance)
+    return {
+        key: ([getattr(v, "pk", v) for v in value] if isinstance(value, list | tuple) else value)
+        for key, value in data.items()
+    }
+
+
+@transaction.atomic
+def save_validated(
+    instance: models.Model,
+    *,
+    actor: Actor,
+    source: str,
+    event: str,
+    team: Any = None,
+) -> models.Model:
+    """Validate (field errors raise ``ValidationError``), save, and audit old -> new."""
+    old = None
+    if instance.pk is not None:
+        previous = type(instance)._default_manager.filter(pk=instance.pk).first()
+        old = snapshot(previous) if previous is not None else None
+    instance.full_clean()
+    instance.save()
+    record_audit(
+        actor=actor,
+        event=event,
+        source=source,
+        target=instance,
+        team=team,
+        old=old,
+        new=snapshot(instance),
+    )
+    return instance

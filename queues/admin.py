@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from portal.admin import AuditedAdmin
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+
+
+@admin.register(ResourceFlavor)
+class ResourceFlavorAdmin(AuditedAdmin):
+    list_display = ["name", "node_labels", "topology_name"]
+    search_fields = ["name"]
+
+
+@admin.register(Cohort)
+class CohortAdmin(AuditedAdmin):
+    list_display = ["name", "parent", "fair_sharing_weight"]
+    list_select_related = ["parent"]
+    search_fields = ["name"]
+
+
+class LocalQueueInline(admin.TabularInline):
+    model = LocalQueue
+    extra = 0
+    autocomplete_fields = ["namespace"]
+
+
+@admin.register(ClusterQueue)
+class ClusterQueueAdmin(AuditedAdmin):
+    list_display = ["name", "cohort", "fair_sharing_weight", "queueing_strategy", "stop_policy"]
+    list_filter = ["cohort", "queueing_strategy", "stop_policy"]
+    list_select_related = ["cohort"]
+    search_fields = ["name"]
+    inlines = [LocalQueueInline]
+
+
+@admin.register(LocalQueue)
+class LocalQueueAdmin(AuditedAdmin):
+    list_display = ["name", "namespace", "cluster_queue", "stop_policy"]
+    list_filter = ["cluster_queue", "namespace__team", "stop_policy"]
+    list_select_related = ["namespace", "cluster_queue"]
+    search_fields = ["name", "namespace__name"]
+    autocomplete_fields = ["namespace"]
+
+    def team_of(self, obj: Any) -> Any:
+        return obj.namespace.team

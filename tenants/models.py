@@ -1,0 +1,239 @@
+"""Tenants: teams, their members and namespaces, namespace quotas and container limits,
+and the platform's PriorityClass catalog."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from portal.names import dns1123_label_errors, dns1123_subdomain_errors
+from tenants.rules import LIMIT_TYPES, LimitSpec, check_limit, check_quota_item
+
+# Kubernetes refuses user PriorityClasses above one billion (higher is for system-* classes).
+HIGHEST_USER_PRIORITY = 1_000_000_000
+LOWEST_PRIORITY = -2_147_483_648
+
+
+def validate_dns1123_label(value: str) -> None:
+    """Model validator: a DNS-1123 label (namespaces, team slugs, LocalQueues)."""
+    errors = dns1123_label_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+def validate_dns1123_subdomain(value: str) -> None:
+    """Model validator: a DNS-1123 subdomain (most cluster-scoped object names)."""
+    errors = dns1123_subdomain_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+class PriorityClass(models.Model):
+    """A PriorityClass in the platform catalog; teams may use the subset they are allowed."""
+
+    class Preemption(models.TextChoices):
+        PREEMPT_LOWER = "PreemptLowerPriority", "PreemptLowerPriority"
+        NEVER = "Never", "Never"
+
+    name = models.CharField(max_length=253, unique=True, validators=[validate_dns1123_subdomain])
+    value = models.IntegerField(
+        help_text=f"Higher runs first; at most {HIGHEST_USER_PRIORITY:,} for non-system classes."
+    )
+    preemption_policy = models.CharField(
+        max_length=32, choices=Preemption.choices, default=Preemption.PREEMPT_LOWER
+    )
+    global_default = models.BooleanField(
+        default=False, help_text="Pods without a priorityClassName get this class. At most one."
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["global_default"],
+                condition=models.Q(global_default=True),
+                name="at_most_one_global_default_priority_class",
+                violation_error_message=(
+                    "Another PriorityClass is already the global default; "
+                    "clear it there first (Kubernetes allows only one)."
+                ),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.name.startswith("system-"):
+            errors["name"] = "Names starting with 'system-' are reserved by Kubernetes."
+        if self.value is not None and not LOWEST_PRIORITY <= self.value <= HIGHEST_USER_PRIORITY:
+            errors["value"] = (
+                f"Must be between {LOWEST_PRIORITY:,} and {HIGHEST_USER_PRIORITY:,}; "
+                "higher values are reserved for system-* classes."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+
+class Team(models.Model):
+    """A tenant: a group of people with namespaces, quotas and queues."""
+
+    slug = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[validate_dns1123_label],
+        help_text="Lowercase letters, digits and '-'; used in labels and object names.",
+    )
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    allowed_priority_classes = models.ManyToManyField(
+        PriorityClass, blank=True, related_name="teams"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's role in a team: lead (tenant admin), member, or viewer (read-only)."""
+
+    class Role(models.TextChoices):
+        LEAD = "lead", "Lead"
+        MEMBER = "member", "Member"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role} of {self.team})"
+
+
+class Namespace(models.Model):
+    """A Kubernetes namespace owned by exactly one team."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.name.startswith("kube-") or self.name in {"default", "kube-system"}:
+            raise ValidationError(
+                {"name": "Names starting with 'kube-' and 'default' belong to the cluster."}
+            )
+
+    @property
+    def quota_name(self) -> str:
+        return f"{self.name}-gpu-quota"
+
+    @property
+    def limit_range_name(self) -> str:
+        return f"{self.name}-gpu-defaults"
+
+
+class QuotaItem(models.Model):
+    """One ``ResourceQuota.spec.hard`` entry of a namespace (``requests.nvidia.com/gpu: 16``)."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="quota_items")
+    resource = models.CharField(max_length=253)
+    hard = models.CharField(max_length=64, help_text="A quantity: 16, 500m, 64Gi.")
+
+    class Meta:
+        ordering = ["namespace", "resource"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "resource"],
+                name="one_quota_item_per_resource",
+                violation_error_message="This namespace already has a quota for this resource.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}: {self.resource}={self.hard}"
+
+    def clean(self) -> None:
+        _raise_field_errors(check_quota_item(self.resource, self.hard).errors)
+
+    @property
+    def warnings(self) -> list[str]:
+        return check_quota_item(self.resource, self.hard).warnings
+
+
+class LimitRangeItem(models.Model):
+    """One resource's defaults and bounds in a namespace's LimitRange."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="limit_items")
+    limit_type = models.CharField(
+        max_length=16, choices=[(t, t) for t in LIMIT_TYPES], default="Container"
+    )
+    resource = models.CharField(max_length=253)
+    default = models.CharField(max_length=64, blank=True, help_text="Default limit.")
+    default_request = models.CharField(max_length=64, blank=True)
+    max = models.CharField(max_length=64, blank=True)
+    min = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "limit_type", "resource"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "limit_type", "resource"],
+                name="one_limit_per_type_and_resource",
+                violation_error_message="This namespace already limits this resource.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}: {self.limit_type} {self.resource}"
+
+    def spec(self) -> LimitSpec:
+        return LimitSpec(
+            limit_type=self.limit_type,
+            resource=self.resource,
+            default=self.default,
+            default_request=self.default_request,
+            max=self.max,
+            min=self.min,
+        )
+
+    def clean(self) -> None:
+        _raise_field_errors(check_limit(self.spec()).errors)
+
+    @property
+    def warnings(self) -> list[str]:
+        return check_limit(self.spec()).warnings
+
+
+def _raise_field_errors(messages: list[str]) -> None:
+    """Turn ``"field: message"`` strings from the rules into a field-keyed ValidationError."""
+    if not messages:
+        return
+    by_field: dict[str, list[str]] = {}
+    for message in messages:
+        name, sep, text = message.partition(": ")
+        if sep and name.isidentifier():
+            by_field.setdefault(name, []).append(text)
+        else:
+            by_field.setdefault("__all__", []).append(message)
+    raise ValidationError(by_field)

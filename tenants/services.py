@@ -1,0 +1,125 @@
+"""Writes to tenants: each validates with field errors, audits, and changes nothing on error."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from portal.audit import record_audit
+from portal.services import Actor, require_platform_admin, save_validated
+from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
+from tenants.rules import LimitSpec, check_limit, check_quota_item
+
+
+@transaction.atomic
+def save_team(*, actor: Actor, team: Team, source: str) -> Team:
+    """Create or update a team."""
+    require_platform_admin(actor)
+    created = team.pk is None
+    save_validated(
+        team,
+        actor=actor,
+        source=source,
+        team=team,
+        event="team.created" if created else "team.changed",
+    )
+    return team
+
+
+@transaction.atomic
+def save_namespace(*, actor: Actor, namespace: Namespace, source: str) -> Namespace:
+    """Create or update a namespace of a team."""
+    require_platform_admin(actor)
+    created = namespace.pk is None
+    save_validated(
+        namespace,
+        actor=actor,
+        source=source,
+        team=namespace.team,
+        event="namespace.created" if created else "namespace.changed",
+    )
+    return namespace
+
+
+@transaction.atomic
+def save_priority_class(
+    *, actor: Actor, priority_class: PriorityClass, source: str
+) -> PriorityClass:
+    """Create or update a PriorityClass of the platform catalog."""
+    require_platform_admin(actor)
+    save_validated(priority_class, actor=actor, source=source, event="priority_class.saved")
+    return priority_class
+
+
+@transaction.atomic
+def set_namespace_quota(
+    *, actor: Actor, namespace: Namespace, hard: dict[str, str], source: str
+) -> list[str]:
+    """Replace a namespace's ResourceQuota ``hard`` items; return warnings to show.
+
+    Errors are keyed ``hard[<resource>]`` like the API server's ``spec.hard[...]`` and
+    nothing is written when any item is refused.
+    """
+    require_platform_admin(actor)
+    errors: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    for resource, value in hard.items():
+        check = check_quota_item(resource, str(value))
+        if check.errors:
+            errors[f"hard[{resource}]"] = check.errors
+        warnings.extend(check.warnings)
+    if errors:
+        raise ValidationError(errors)
+    old = dict(namespace.quota_items.values_list("resource", "hard"))
+    namespace.quota_items.exclude(resource__in=list(hard)).delete()
+    for resource, value in hard.items():
+        QuotaItem.objects.update_or_create(
+            namespace=namespace, resource=resource, defaults={"hard": str(value)}
+        )
+    record_audit(
+        actor=actor,
+        event="quota.changed",
+        source=source,
+        target=namespace,
+        team=namespace.team,
+        old=old,
+        new=dict(hard),
+    )
+    return warnings
+
+
+@transaction.atomic
+def set_namespace_limits(
+    *, actor: Actor, namespace: Namespace, limits: list[LimitSpec], source: str
+) -> list[str]:
+    """Replace a namespace's LimitRange items; return warnings to show."""
+    require_platform_admin(actor)
+    errors: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for spec in limits:
+        key = f"limits[{spec.limit_type}][{spec.resource}]"
+        check = check_limit(spec)
+        if (spec.limit_type, spec.resource) in seen:
+            check.errors.append("resource: listed twice for the same type")
+        seen.add((spec.limit_type, spec.resource))
+        if check.errors:
+            errors[key] = check.errors
+        warnings.extend(check.warnings)
+    if errors:
+        raise ValidationError(errors)
+    old = [item.spec().__dict__ for item in namespace.limit_items.all()]
+    namespace.limit_items.all().delete()
+    LimitRangeItem.objects.bulk_create(
+        LimitRangeItem(namespace=namespace, **spec.__dict__) for spec in limits
+    )
+    record_audit(
+        actor=actor,
+        event="limits.changed",
+        source=source,
+        target=namespace,
+        team=namespace.team,
+        old=old,
+        new=[spec.__dict__ for spec in limits],
+    )
+    return warnings
