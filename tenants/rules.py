@@ -50,8 +50,8 @@ _STORAGE_CLASS = re.compile(
     r"(requests\.storage|persistentvolumeclaims)$"
 )
 _COUNT = re.compile(r"^count/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-# Resource names in a kubernetes.io domain are native, not extended.
-_NATIVE_DOMAIN = re.compile(r"^([^/]*\.)?kubernetes\.io/")
+# Resource names in a kubernetes.io or k8s.io domain are native, not extended.
+_NATIVE_DOMAIN = re.compile(r"^([^/]*\.)?(kubernetes|k8s)\.io/")
 
 LIMIT_TYPES = ("Container", "Pod")
 

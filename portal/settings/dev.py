@@ -5,3 +5,8 @@ from .base import env_bool, env_secret
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
+
+# Serve static files straight from the source folders (no collectstatic needed).
+STATIC_ROOT = None
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Set up and run Quartermaster on a machine that has nothing but Python 3.11+.
+
+    python3 dev.py run     install, migrate, load the demo, run web + worker + beat
+    python3 dev.py test    install, run the whole test suite (what CI runs)
+    python3 dev.py stop    stop the embedded PostgreSQL and Redis
+
+The first call creates ``.venv/`` and installs the project with its dev extras; later calls
+reinstall only when ``pyproject.toml`` changed. Without ``DATABASE_URL`` / ``REDIS_URL``
+the portal starts embedded real servers (data under ``.data/``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMP = VENV / ".quartermaster-installed"
+
+
+def say(message: str) -> None:
+    print(f"[quartermaster] {message}", flush=True)
+
+
+def ensure_environment() -> None:
+    """Create the virtualenv and install the project when pyproject.toml changed."""
+    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs on any python3
+        sys.exit("Quartermaster needs Python 3.11 or newer.")
+    if not PYTHON.exists():
+        say("creating .venv/")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == digest:
+        return
+    say("installing dependencies (first run takes a minute)")
+    subprocess.run(
+        [
+            str(PYTHON),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-e",
+            f"{ROOT}[dev]",
+        ],
+        check=True,
+    )
+    STAMP.write_text(digest)
+
+
+def manage(*args: str, env: dict[str, str]) -> None:
+    subprocess.run([str(PYTHON), "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def run() -> int:
+    """Web, Celery worker and beat in the foreground; Ctrl-C stops them all."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "portal.settings.dev"),
+    }
+    host = os.environ.get("QM_HOST", "127.0.0.1")
+    port = os.environ.get("QM_PORT", "8000")
+    say("preparing the database")
+    manage("migrate", "--no-input", "-v", "0", env=env)
+    manage("load_demo", env=env)
+    data = ROOT / ".data"
+    data.mkdir(exist_ok=True)
+    commands = {
+        "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
+        "worker": [
+            str(PYTHON),
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+        ],
+        "beat": [
+            str(PYTHON),
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(data / "celerybeat-schedule"),
+        ],
+    }
+    processes = {
+        name: subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+        for name, cmd in commands.items()
+    }
+    time.sleep(2)
+    say(f"portal:  http://{host}:{port}/   (admin: http://{host}:{port}/admin/)")
+    say(
+        "log in as admin (platform admin) or lead-a (team lead of team-a); "
+        "password: quartermaster-demo"
+    )
+    say("Ctrl-C stops everything")
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    status = 0
+    while not stopping:
+        for name, process in processes.items():
+            if process.poll() is not None:
+                say(f"{name} exited with {process.returncode}; stopping the others")
+                status = process.returncode or 1
+                stopping = True
+        time.sleep(0.5)
+    for process in processes.values():
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes.values():
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    stop_embedded()
+    return status
+
+
+def test(args: list[str]) -> int:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    return subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+
+
+def stop_embedded() -> None:
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        return
+    subprocess.run(
+        [
+            str(PYTHON),
+            "-c",
+            "from portal import embedded; embedded.stop_postgres(); embedded.stop_redis()",
+        ],
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else "help"
+    if command not in {"run", "test", "stop"}:
+        print(__doc__)
+        return 0 if command in {"help", "-h", "--help"} else 2
+    ensure_environment()
+    if command == "run":
+        return run()
+    if command == "test":
+        return test(argv[1:])
+    stop_embedded()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

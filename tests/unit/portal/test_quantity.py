@@ -1,0 +1,52 @@
+from fractions import Fraction
+
+import pytest
+
+from portal.quantity import QuantityError, format_quantity, manifest_value, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("16", Fraction(16)),
+        ("500m", Fraction(1, 2)),
+        ("1.5", Fraction(3, 2)),
+        ("64Gi", Fraction(64 * 2**30)),
+        ("1Ki", Fraction(1024)),
+        ("2k", Fraction(2000)),
+        ("1M", Fraction(10**6)),
+        ("2e3", Fraction(2000)),
+        ("1E", Fraction(10**18)),
+        ("100n", Fraction(1, 10**7)),
+        ("+3", Fraction(3)),
+        ("-1", Fraction(-1)),
+        (".5", Fraction(1, 2)),
+        ("3000m", Fraction(3)),
+        (7, Fraction(7)),
+    ],
+)
+def test_parses_kubernetes_quantities_exactly(text: str | int, value: Fraction) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["two", "", "1.5.1", "1Gb", "1 Gi", " 1", "1e", "Gi", "1ki", True])
+def test_refuses_what_the_api_server_refuses(text: str) -> None:
+    with pytest.raises(QuantityError, match="is not a Kubernetes quantity"):
+        parse_quantity(text)
+
+
+def test_sums_never_drift_like_floats() -> None:
+    assert sum(parse_quantity("100m") for _ in range(10)) == 1
+
+
+def test_manifest_value_keeps_plain_integers_as_integers() -> None:
+    assert manifest_value("8") == 8
+    assert manifest_value("64Gi") == "64Gi"
+    assert manifest_value("1.5") == "1.5"
+
+
+def test_format_quantity_is_exact() -> None:
+    assert format_quantity(Fraction(16)) == "16"
+    assert format_quantity(Fraction(1, 2)) == "500m"
+    with pytest.raises(QuantityError):
+        format_quantity(Fraction(1, 3))

@@ -1,0 +1,125 @@
+"""Login, home and admin pages; team scoping; a fixed number of queries per page."""
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.factories import MembershipFactory, NamespaceFactory, TeamFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_login_page_renders_with_csrf(client: Client) -> None:
+    response = client.get("/login/")
+    assert response.status_code == 200
+    assert b'name="csrfmiddlewaretoken"' in response.content
+    assert b"htmx-2.0.11.min.js" in response.content
+
+
+def test_anonymous_users_are_sent_to_login(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/login/?next=/"
+
+
+def test_login_with_wrong_password_says_so(client: Client, demo: None) -> None:
+    response = client.post("/login/", {"username": "lead-a", "password": "nope"})
+    assert response.status_code == 200
+    assert b"Please enter a correct username and password" in response.content
+
+
+def test_login_then_home_shows_only_my_teams(client: Client, demo: None) -> None:
+    response = client.post("/login/", {"username": "lead-a", "password": "quartermaster-demo"})
+    assert response.status_code == 302
+    page = client.get("/").content.decode()
+    assert "team-a-gpu-quota" in page
+    assert "team-a-train" in page
+    assert "team-b" not in page
+    # The seed's risky values are explained where the lead sees them.
+    assert "never enforced" in page
+    assert "sidecars" in page
+
+
+def test_platform_admin_sees_every_team_and_the_admin_link(client: Client, demo: None) -> None:
+    client.login(username="admin", password="quartermaster-demo")
+    page = client.get("/").content.decode()
+    for slug in ("team-a", "team-b", "team-infer", "team-dev"):
+        assert f">{slug}<" in page
+    assert 'href="/admin/"' in page
+
+
+def test_user_without_team_gets_a_clear_empty_state(client: Client) -> None:
+    client.force_login(UserFactory(username="newcomer"))
+    assert b"not a member of any team yet" in client.get("/").content
+
+
+def test_home_query_count_does_not_grow_with_data(
+    client: Client, django_assert_max_num_queries: Any
+) -> None:
+    user = UserFactory(username="lead")
+    for i in range(6):
+        team = TeamFactory(slug=f"t{i}")
+        MembershipFactory(user=user, team=team, role="lead")
+        for j in range(3):
+            NamespaceFactory(name=f"t{i}-ns{j}", team=team)
+    client.force_login(user)
+    with django_assert_max_num_queries(14):
+        assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/",
+        "/admin/tenants/team/",
+        "/admin/tenants/namespace/",
+        "/admin/tenants/quotaitem/",
+        "/admin/tenants/limitrangeitem/",
+        "/admin/tenants/priorityclass/",
+        "/admin/tenants/membership/",
+        "/admin/queues/clusterqueue/",
+        "/admin/queues/localqueue/",
+        "/admin/queues/resourceflavor/",
+        "/admin/queues/cohort/",
+        "/admin/portal/auditevent/",
+        "/admin/portal/platformrole/",
+    ],
+)
+def test_admin_pages_render_for_the_platform_admin(client: Client, demo: None, url: str) -> None:
+    client.login(username="admin", password="quartermaster-demo")
+    assert client.get(url).status_code == 200
+
+
+def test_admin_is_closed_to_team_leads(client: Client, demo: None) -> None:
+    client.login(username="lead-a", password="quartermaster-demo")
+    assert client.get("/admin/").status_code == 302
+
+
+def test_admin_save_is_audited(client: Client, demo: None) -> None:
+    from portal.models import AuditEvent
+    from tenants.models import Team
+
+    client.login(username="admin", password="quartermaster-demo")
+    team = Team.objects.get(slug="team-dev")
+    response = client.post(
+        f"/admin/tenants/team/{team.pk}/change/",
+        {
+            "slug": "team-dev",
+            "name": "Dev & test",
+            "description": "",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "namespaces-TOTAL_FORMS": "0",
+            "namespaces-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+    event = AuditEvent.objects.filter(source="admin").get()
+    assert event.event == "team.changed"
+    assert event.old["name"] == "Development" and event.new["name"] == "Dev & test"
+    assert event.actor_name == "admin"
+
+
+def test_healthz(client: Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
