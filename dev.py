@@ -142,7 +142,30 @@ def run() -> int:
 
 
 def test(args: list[str]) -> int:
+    """Static checks (when no test selection is given), then the whole pytest suite."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    if not args:
+        checks = {
+            "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],
+            "ruff format": [str(PYTHON), "-m", "ruff", "format", "--check", "--quiet", "."],
+            "import contracts": [str(VENV / "bin" / "lint-imports"), "--no-cache"],
+            "migrations up to date": [
+                str(PYTHON),
+                "manage.py",
+                "makemigrations",
+                "--check",
+                "--dry-run",
+                "-v",
+                "0",
+            ],
+        }
+        for name, command in checks.items():
+            say(f"check: {name}")
+            result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+            if result.returncode != 0:
+                print(result.stdout, result.stderr, sep="\n")
+                say(f"check failed: {name}")
+                return result.returncode
     return subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
