@@ -106,13 +106,16 @@ def run() -> int:
         name: subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
         for name, cmd in commands.items()
     }
-    time.sleep(2)
-    say(f"portal:  http://{host}:{port}/   (admin: http://{host}:{port}/admin/)")
-    say(
-        "log in as admin (platform admin) or lead-a (team lead of team-a); "
-        "password: quartermaster-demo"
-    )
-    say("Ctrl-C stops everything")
+    wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
+    banner = [
+        f"Quartermaster is running at http://{host}:{port}/",
+        f"  admin     platform admin        (also http://{host}:{port}/admin/)",
+        "  lead-a    team lead of team-a",
+        "  password  quartermaster-demo    (every demo login is listed above)",
+        "Ctrl-C stops web, worker and beat.",
+    ]
+    rule = "=" * max(map(len, banner))
+    print("\n".join(["", rule, *banner, rule, ""]), flush=True)
     stopping = False
 
     def stop(*_: object) -> None:
@@ -139,6 +142,19 @@ def run() -> int:
             os.killpg(process.pid, signal.SIGKILL)
     stop_embedded()
     return status
+
+
+def wait_until_serving(url: str, web: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Block until the web process answers, so the printed URL works when it appears."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and web.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
 
 
 def test(args: list[str]) -> int:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
 from django.db import models
-from django.forms import ModelForm
+from django.forms import JSONField as JSONFormField
+from django.forms import ModelForm, Textarea
 from django.http import HttpRequest
 
 from portal.audit import record_audit
@@ -14,8 +16,24 @@ from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
 
 
+class IndentedJSONField(JSONFormField):
+    """JSON edited as indented text: resource groups stay readable in the admin."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 class AuditedAdmin(admin.ModelAdmin):
     """Records every admin save and delete in the audit log, in the same transaction."""
+
+    formfield_overrides = {
+        models.JSONField: {
+            "form_class": IndentedJSONField,
+            "widget": Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}),
+        }
+    }
 
     def save_model(
         self, request: HttpRequest, obj: models.Model, form: ModelForm, change: bool
@@ -79,3 +97,8 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+admin.site.site_header = "Quartermaster administration"
+admin.site.site_title = "Quartermaster admin"
+admin.site.index_title = "Teams, quotas and queues"

@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib import admin
 
 from portal.admin import AuditedAdmin
+from portal.quantity import format_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
 
@@ -29,11 +30,25 @@ class LocalQueueInline(admin.TabularInline):
 
 @admin.register(ClusterQueue)
 class ClusterQueueAdmin(AuditedAdmin):
-    list_display = ["name", "cohort", "fair_sharing_weight", "queueing_strategy", "stop_policy"]
+    list_display = [
+        "name",
+        "cohort",
+        "fair_sharing_weight",
+        "nominal_quota",
+        "queueing_strategy",
+        "stop_policy",
+    ]
     list_filter = ["cohort", "queueing_strategy", "stop_policy"]
     list_select_related = ["cohort"]
     search_fields = ["name"]
     inlines = [LocalQueueInline]
+
+    @admin.display(description="nominal quota (flavor: resource)")
+    def nominal_quota(self, cq: ClusterQueue) -> str:
+        return "; ".join(
+            f"{flavor}: {resource.removeprefix('nvidia.com/')} {format_quantity(value)}"
+            for (flavor, resource), value in cq.quota().items()
+        )
 
 
 @admin.register(LocalQueue)
@@ -43,6 +58,10 @@ class LocalQueueAdmin(AuditedAdmin):
     list_select_related = ["namespace", "cluster_queue"]
     search_fields = ["name", "namespace__name"]
     autocomplete_fields = ["namespace"]
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        # Kueue makes spec.clusterQueue immutable: a LocalQueue is recreated, not retargeted.
+        return ["cluster_queue"] if obj is not None else []
 
     def team_of(self, obj: Any) -> Any:
         return obj.namespace.team

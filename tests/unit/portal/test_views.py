@@ -123,3 +123,62 @@ def test_admin_save_is_audited(client: Client, demo: None) -> None:
 
 def test_healthz(client: Client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_admin_refuses_an_invalid_cluster_queue_with_the_field_error(
+    client: Client, demo: None
+) -> None:
+    import json
+
+    from portal.models import AuditEvent
+    from queues.models import ClusterQueue
+
+    client.login(username="admin", password="quartermaster-demo")
+    groups = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {
+                    "name": "h100-80gb",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "2"}
+                    ],
+                }
+            ],
+        }
+    ]
+    before = AuditEvent.objects.count()
+    response = client.post(
+        "/admin/queues/clusterqueue/add/",
+        {
+            "name": "cq-solo",
+            "cohort": "",
+            "fair_sharing_weight": "",
+            "queueing_strategy": "BestEffortFIFO",
+            "namespace_selector": "null",
+            "preemption_within_cluster_queue": "Never",
+            "preemption_reclaim_within_cohort": "Never",
+            "preemption_borrow_within_cohort": "Never",
+            "when_can_borrow": "MayStopSearch",
+            "when_can_preempt": "TryNextFlavor",
+            "flavor_fungibility_preference": "",
+            "stop_policy": "None",
+            "resource_groups": json.dumps(groups),
+            "description": "",
+            "local_queues-TOTAL_FORMS": "0",
+            "local_queues-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 200
+    assert "borrowingLimit must be nil when cohort is empty" in response.content.decode()
+    assert not ClusterQueue.objects.filter(name="cq-solo").exists()
+    assert AuditEvent.objects.count() == before
+
+
+def test_admin_shows_resource_groups_as_indented_json(client: Client, demo: None) -> None:
+    from queues.models import ClusterQueue
+
+    client.login(username="admin", password="quartermaster-demo")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    page = client.get(f"/admin/queues/clusterqueue/{cq.pk}/change/").content.decode()
+    assert "[\n  {\n    &quot;" in page
