@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from fleet.catalog import unknown_gpu_resource_note
 from portal.names import qualified_name_errors
 from portal.quantity import QuantityError, is_whole, parse_quantity
 
@@ -101,6 +102,14 @@ def check_quota_item(resource: str, hard: str) -> Check:
     if extended:
         bare = resource.removeprefix("requests.").removeprefix("limits.")
         check.errors.extend(f"resource: {e}" for e in qualified_name_errors(bare))
+        if "+" in bare:
+            check.errors.append(
+                f"resource: MIG resource names spell '+' as '.': {resource.replace('+', '.')}"
+            )
+        else:
+            note = unknown_gpu_resource_note(bare)
+            if note:
+                check.warnings.append(note)
         if resource.startswith("limits."):
             check.warnings.append(
                 f"{resource} is accepted by the API server but never enforced: Kubernetes "
@@ -166,6 +175,9 @@ def check_limit(spec: LimitSpec) -> Check:
             "without requests./limits."
         )
     extended = is_extended_resource(resource)
+    note = unknown_gpu_resource_note(resource)
+    if note:
+        check.warnings.append(note)
     values: dict[str, Fraction] = {}
     for name in ("default", "default_request", "max", "min"):
         text = getattr(spec, name)

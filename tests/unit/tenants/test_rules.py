@@ -111,3 +111,39 @@ def test_gpu_min_is_warned_because_it_rejects_sidecars() -> None:
     check = check_limit(LimitSpec("Container", "nvidia.com/gpu", min="1", max="2"))
     assert check.errors == []
     assert "rejects every container" in check.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("resource", "hint"),
+    [
+        ("requests.nvidia.com/mig-3g.40g", "Did you mean nvidia.com/mig-3g.40gb?"),
+        ("requests.nvidia.com/tpu", ""),
+    ],
+)
+def test_gpu_resources_no_gpu_offers_are_warned_with_a_suggestion(resource: str, hint: str) -> None:
+    check = check_quota_item(resource, "2")
+    assert check.errors == []
+    assert "not offered by any GPU model in the MIG catalog" in check.warnings[0]
+    assert hint in check.warnings[0]
+
+
+def test_plus_in_a_mig_name_is_refused_with_the_right_spelling() -> None:
+    check = check_quota_item("requests.nvidia.com/mig-1g.10gb+me", "1")
+    assert "resource: MIG resource names spell '+' as '.': requests.nvidia.com/mig-1g.10gb.me" in (
+        check.errors
+    )
+
+
+def test_every_mig_profile_name_of_the_catalog_is_known() -> None:
+    for resource in (
+        "nvidia.com/mig-1g.10gb.me",
+        "nvidia.com/mig-4g.96gb.gfx",
+        "nvidia.com/mig-3g.40gb.shared",
+        "nvidia.com/gpu.shared",
+    ):
+        assert check_quota_item(f"requests.{resource}", "1").warnings == []
+
+
+def test_limit_range_typo_in_gpu_resource_is_warned() -> None:
+    check = check_limit(LimitSpec("Container", "nvidia.com/mig-2g.20g", max="1"))
+    assert "Did you mean nvidia.com/mig-2g.20gb?" in check.warnings[0]
