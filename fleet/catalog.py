@@ -1,4 +1,4 @@
-"""The GPU and MIG catalog, read from ``fleet/data/mig-profiles.yaml`` (reference data).
+"""The GPU and MIG catalog, read from ``reference/mig-profiles.yaml`` (reference data).
 
 Pure Python (no Django): rules and renderers may use it. The YAML is a research snapshot
 of NVIDIA's MIG profiles per GPU model, with placements and the resource names the device
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-DATA = Path(__file__).resolve().parent / "data" / "mig-profiles.yaml"
+DATA = Path(__file__).resolve().parent.parent / "reference" / "mig-profiles.yaml"
 
 # Whole GPUs and time-sliced / MPS GPUs renamed with renameByDefault.
 WHOLE_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")

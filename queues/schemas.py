@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-CRD_DIR = Path(__file__).resolve().parent / "crds"
+CRD_DIR = Path(__file__).resolve().parent.parent / "reference" / "crds"
 _FILES = {
     ("kueue.x-k8s.io", "ClusterQueue"): "kueue/kueue.x-k8s.io_clusterqueues.yaml",
     ("kueue.x-k8s.io", "LocalQueue"): "kueue/kueue.x-k8s.io_localqueues.yaml",

@@ -1,0 +1,55 @@
+"""A demo GPU cluster that speaks the Kubernetes REST API (see ``python -m devcluster -h``).
+
+It imports nothing from the portal, and the portal imports nothing from it: the portal
+talks to it over HTTP exactly as to a real API server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from devcluster.cluster import Cluster
+from devcluster.controllers import Controllers, Options
+from devcluster.scenario import generate_fleet, load_seed
+from devcluster.server import API, Server, serve
+
+
+@dataclass
+class DemoCluster:
+    cluster: Cluster
+    controllers: Controllers
+    server: Server
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self.controllers.stop()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    scenario: str = "seed",
+    nodes: int = 0,
+    pods: int = 0,
+    token: str = "",
+    options: Options | None = None,
+    continue_ttl: float = 300.0,
+) -> DemoCluster:
+    """Start a demo cluster in this process (threads) and return it."""
+    cluster = Cluster(continue_ttl=continue_ttl)
+    controllers = Controllers(cluster, options or Options())
+    controllers.install()
+    if scenario == "seed":
+        load_seed(cluster, controllers)
+    if nodes:
+        generate_fleet(cluster, controllers, nodes=nodes, pods=pods)
+    server = serve(API(cluster, controllers, token=token), host, port)
+    controllers.start()
+    return DemoCluster(cluster, controllers, server)

@@ -1,0 +1,76 @@
+"""``python -m devcluster --port PORT``: run the demo GPU cluster until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from devcluster import start
+from devcluster.controllers import Options
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=6443, help="0 picks a free port")
+    parser.add_argument(
+        "--scenario",
+        choices=["seed", "empty"],
+        default="seed",
+        help="seed: the seed chapter's fleet and MIG incident (default)",
+    )
+    parser.add_argument("--nodes", type=int, default=0, help="add a generated fleet of N nodes")
+    parser.add_argument("--pods", type=int, default=0, help="with --nodes: running pods to add")
+    parser.add_argument(
+        "--mig-delay",
+        type=float,
+        default=3.0,
+        help="seconds the MIG Manager takes to apply a config (default 3)",
+    )
+    parser.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=10.0,
+        help="how often the scheduler retries unschedulable pods",
+    )
+    parser.add_argument("--token", default="", help="require this bearer token (default: none)")
+    parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for kubectl here")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    options = Options(mig_delay_seconds=args.mig_delay, retry_seconds=args.retry_seconds)
+    demo = start(
+        host=args.host,
+        port=args.port,
+        scenario=args.scenario,
+        nodes=args.nodes,
+        pods=args.pods,
+        token=args.token,
+        options=options,
+    )
+    demo.server.verbose = args.verbose
+    if args.kubeconfig:
+        args.kubeconfig.write_text(kubeconfig(demo.url, args.token))
+    print(f"devcluster listening on {demo.url}", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()
+    demo.stop()
+    return 0
+
+
+def kubeconfig(url: str, token: str) -> str:
+    user = f"    token: {token}\n" if token else "    token: devcluster\n"
+    return (
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: devcluster\n  cluster:\n"
+        f"    server: {url}\ncontexts:\n- name: devcluster\n  context:\n    cluster: devcluster\n"
+        "    user: devcluster\ncurrent-context: devcluster\nusers:\n- name: devcluster\n  user:\n"
+        f"{user}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""HTTP front of the demo cluster: Kubernetes REST paths, verbs, content types, Status errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+import yaml
+
+from devcluster import resources
+from devcluster.cluster import Cluster
+from devcluster.controllers import Controllers
+from devcluster.errors import APIError
+
+VERSION = {
+    "major": "1",
+    "minor": "36",
+    "emulationMajor": "1",
+    "emulationMinor": "36",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "35",
+    "gitVersion": "v1.36.2",
+    "gitCommit": "devcluster",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-30T00:00:00Z",
+    "goVersion": "go1.26.10",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+
+class Response:
+    def __init__(
+        self,
+        status: int,
+        body: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+        self.raw = raw
+
+
+class API:
+    """Routes one request to the cluster; independent of the HTTP transport (testable)."""
+
+    def __init__(self, cluster: Cluster, controllers: Controllers, *, token: str = "") -> None:
+        self.cluster = cluster
+        self.controllers = controllers
+        self.token = token
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
+        self.cluster.warnings.items = []
+        try:
+            response = self._route(method, target, headers, body)
+        except APIError as error:
+            response = Response(error.code, error.status())
+        warnings = getattr(self.cluster.warnings, "items", [])
+        if warnings:
+            response.headers["Warning"] = ", ".join(f"299 - {json.dumps(w)}" for w in warnings)
+        return response
+
+    # ------------------------------------------------------------------ routing
+
+    def _route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
+        url = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        path = url.path.rstrip("/") or "/"
+        if path in ("/healthz", "/readyz", "/livez"):
+            return Response(200, None, {"Content-Type": "text/plain; charset=utf-8"}, raw=b"ok")
+        if self.token and headers.get("authorization", "") != f"Bearer {self.token}":
+            raise APIError(401, "Unauthorized")
+        if path == "/version":
+            return Response(200, VERSION, {"pretty": "1"})
+        if path == "/api":
+            return Response(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": headers.get("host", "")}
+                    ],
+                },
+            )
+        if path == "/apis":
+            return Response(
+                200,
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [
+                        self._group(g, v) for g, v in resources.group_versions().items() if g
+                    ],
+                },
+            )
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 2:
+            if len(parts) == 2:
+                versions = resources.group_versions().get(parts[1])
+                if not versions:
+                    raise APIError(
+                        404, "the server could not find the requested resource", details={}
+                    )
+                return Response(
+                    200, {"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1], versions)}
+                )
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise APIError(404, "the server could not find the requested resource", details={})
+        if not rest:
+            listing = resources.resource_list(group, version)
+            if listing is None:
+                raise APIError(404, "the server could not find the requested resource", details={})
+            return Response(200, listing)
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3 and resources.find(group, version, rest[2]):
+            namespace, rest = rest[1], rest[2:]
+        resource = resources.find(group, version, rest[0])
+        if resource is None:
+            raise APIError(404, "the server could not find the requested resource", details={})
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    @staticmethod
+    def _group(group: str, versions: list[str]) -> dict[str, Any]:
+        return {
+            "name": group,
+            "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+            "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]},
+        }
+
+    def _verb(
+        self,
+        method: str,
+        resource: resources.Resource,
+        version: str,
+        namespace: str,
+        name: str,
+        sub: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: bytes,
+    ) -> Response:
+        cluster = self.cluster
+        manager = headers.get("user-agent", "unknown").split("/")[0] or "unknown"
+        if method == "GET" and not name:
+            if query.get("watch") in ("1", "true"):
+                raise APIError(
+                    405,
+                    "the demo cluster does not serve WATCH; LIST with resourceVersion instead",
+                    reason="MethodNotAllowed",
+                )
+            items, metadata = cluster.list(
+                resource,
+                namespace or None,
+                label_selector=query.get("labelSelector", ""),
+                field_selector=query.get("fieldSelector", ""),
+                limit=int(query.get("limit") or 0),
+                continue_token=query.get("continue", ""),
+            )
+            api_version = f"{resource.group}/{version}" if resource.group else version
+            if resource.group == "events.k8s.io" or resource.kind == "ClusterQueue":
+                items = [cluster.list_item(resource, i, version) for i in items]
+            return Response(
+                200,
+                {
+                    "kind": f"{resource.kind}List",
+                    "apiVersion": api_version,
+                    "metadata": metadata,
+                    "items": items,
+                },
+            )
+        if method == "GET":
+            obj = cluster.require(resource, namespace, name)
+            return Response(200, cluster.output(resource, obj, version))
+        if method == "POST" and sub == "eviction":
+            self.controllers.evict(namespace, name)
+            return Response(
+                201,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "code": 201,
+                },
+            )
+        if method == "POST" and not name:
+            obj = cluster.create(
+                resource,
+                namespace,
+                self._body(resource, headers, body),
+                manager=manager,
+                strict=query.get("fieldValidation") == "Strict",
+            )
+            return Response(201, cluster.output(resource, obj, version))
+        if method == "PUT" and name:
+            obj = cluster.replace(
+                resource,
+                namespace,
+                name,
+                self._body(resource, headers, body),
+                manager=manager,
+                subresource=sub,
+            )
+            return Response(200, cluster.output(resource, obj, version))
+        if method == "PATCH" and name:
+            content_type = headers.get("content-type", "application/json")
+            obj, created = cluster.patch(
+                resource,
+                namespace,
+                name,
+                content_type,
+                self._body(resource, headers, body),
+                manager=manager,
+                field_manager=query.get("fieldManager", ""),
+                force=query.get("force") == "true",
+                subresource=sub,
+            )
+            return Response(201 if created else 200, cluster.output(resource, obj, version))
+        if method == "DELETE" and name:
+            options = self._body(resource, headers, body) if body else {}
+            grace = query.get("gracePeriodSeconds")
+            grace_value = (
+                int(grace) if grace not in (None, "") else options.get("gracePeriodSeconds")
+            )
+            obj = cluster.delete(resource, namespace, name, grace_seconds=grace_value)
+            return Response(200, cluster.output(resource, obj, version))
+        raise APIError(
+            405,
+            "the server does not allow this method on the requested resource",
+            reason="MethodNotAllowed",
+        )
+
+    @staticmethod
+    def _body(resource: resources.Resource, headers: dict[str, str], body: bytes) -> Any:
+        content_type = headers.get("content-type", "application/json").split(";")[0].strip()
+        try:
+            if content_type == "application/apply-patch+yaml":
+                return yaml.safe_load(body.decode() or "{}")
+            return orjson.loads(body or b"{}")
+        except (ValueError, yaml.YAMLError) as exc:
+            raise APIError(
+                400,
+                f'{resource.kind} in version "{resource.version}" cannot be '
+                f"handled as a {resource.kind}: {exc}",
+            ) from None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "devcluster"
+    api: API
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if getattr(self.server, "verbose", False):
+            super().log_message(format, *args)
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        response = self.api.handle(self.command, self.path, headers, body)
+        pretty = (
+            response.headers.pop("pretty", None)
+            or "pretty=true" in self.path
+            or headers.get("user-agent", "").startswith(("curl", "Wget", "Mozilla/5.0"))
+        )
+        if response.raw is not None:
+            payload = response.raw
+        elif pretty:
+            payload = json.dumps(response.body, indent=2).encode() + (
+                b"" if self.path == "/version" else b"\n"
+            )
+        else:
+            payload = orjson.dumps(response.body) + b"\n"
+        self.send_response(response.status)
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", response.headers.pop("Content-Type", "application/json"))
+        for key, value in response.headers.items():
+            self.send_header(key, value)
+        self.send_header("Date", formatdate(usegmt=True))
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    verbose = False
+
+
+def serve(api: API, host: str, port: int) -> Server:
+    handler = type("BoundHandler", (Handler,), {"api": api})
+    server = Server((host, port), handler)
+    threading.Thread(target=server.serve_forever, name="devcluster-http", daemon=True).start()
+    return server
