@@ -190,14 +190,14 @@ class Cluster:
             start, token_rv = self._decode_continue(continue_token)
             issued = self.continue_issued.get(token_rv)
             if token_rv != -1 and (issued is None or time.monotonic() - issued > self.continue_ttl):
-                fresh = self._encode_continue(-1, start)
+                fresh = self._encode_continue(-1, start.lstrip("/"))
                 raise APIError(410, EXPIRED_MSG, metadata={"continue": fresh})
         with self.lock:
             table = self.table(resource)
             keys = table.keys()
             objects = table.objects
             list_rv = self.rv
-            index = bisect.bisect_right(keys, self._key_from_start(start)) if start else 0
+            index = bisect.bisect_right(keys, self._key_from_start(resource, start)) if start else 0
             items: list[Obj] = []
             last: Key | None = None
             scanned = index
@@ -228,7 +228,8 @@ class Cluster:
         metadata: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if limit and last is not None and remaining != 0 and len(items) >= limit:
             token_rv = self._token_rv(continue_token, list_rv)
-            metadata["continue"] = self._encode_continue(token_rv, f"{last[0]}/{last[1]}")
+            start_key = f"/{last[0]}/{last[1]}" if resource.namespaced else f"/{last[1]}"
+            metadata["continue"] = self._encode_continue(token_rv, start_key)
             if remaining > 0:
                 metadata["remainingItemCount"] = remaining
         return items, metadata
@@ -240,7 +241,10 @@ class Cluster:
         return list_rv
 
     @staticmethod
-    def _key_from_start(start: str) -> Key:
+    def _key_from_start(resource: Resource, start: str) -> Key:
+        start = start.lstrip("/")
+        if not resource.namespaced:
+            return ("", start)
         namespace, _, name = start.partition("/")
         return (namespace, name)
 
@@ -290,12 +294,14 @@ class Cluster:
             if self.get(resource, meta.get("namespace", ""), name) is not None:
                 raise already_exists(resource, name)
             self._admit_create(resource, obj)
+            obj = self._default(resource, obj)
+            meta = obj["metadata"]
             self._validate(resource, obj)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now()
             if resource.crd or resource.kind == "Pod":
                 meta["generation"] = 1
-            self._track_update(obj, None, manager)
+            self._track_update(resource, obj, None, manager)
             return self._store(resource, obj, None)
 
     def replace(
@@ -343,6 +349,13 @@ class Cluster:
             )
         if content_type == "application/strategic-merge-patch+json" and not resource.crd:
             content_type = "application/merge-patch+json"
+        if content_type not in ("application/merge-patch+json", "application/json-patch+json"):
+            raise APIError(
+                415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml",
+            )
         with self.lock:
             old = self.require(resource, namespace, name)
             if content_type == "application/merge-patch+json":
@@ -354,7 +367,7 @@ class Cluster:
                 if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
                     raise conflict_modified(resource, name)
                 new = fields.json_merge_patch(self._external(resource, old), body)
-            elif content_type == "application/json-patch+json":
+            else:
                 try:
                     new = fields.json_patch(self._external(resource, old), body)
                 except (fields.JSONPatchError, ValueError, IndexError, KeyError, TypeError):
@@ -363,13 +376,6 @@ class Cluster:
                         "the server rejected our request due to an error in our request",
                         details={},
                     ) from None
-            else:
-                raise APIError(
-                    415,
-                    "the body of the request was in an unknown format - accepted media types "
-                    "include: application/json-patch+json, application/merge-patch+json, "
-                    "application/apply-patch+yaml",
-                )
             obj = self._decode(resource, new, strict=False, ssa=False)
             return self._write(resource, old, obj, manager=manager, subresource=subresource), False
 
@@ -416,6 +422,7 @@ class Cluster:
             entries = copy.deepcopy(old["metadata"].get("managedFields") or [])
             current = fields.leaf_paths(old, atomic, status=status_only)
             conflicts: list[tuple[str, str]] = []
+            conflicting: set[tuple[str, fields.Path]] = set()
             for entry in entries:
                 if (entry["manager"] == manager and entry["operation"] == "Apply") or entry.get(
                     "subresource", ""
@@ -425,6 +432,7 @@ class Cluster:
                 for path, value in applied.items():
                     if path in owned and current.get(path, _MISSING) != value:
                         conflicts.append((entry["manager"], "." + ".".join(path)))
+                        conflicting.add((entry["manager"], path))
             if conflicts and not force:
                 message = "; ".join(f'conflict with "{m}": {p}' for m, p in conflicts)
                 raise APIError(
@@ -458,8 +466,9 @@ class Cluster:
                     continue
                 owned = self._owned(entry)
                 if force and entry.get("subresource", "") == subresource:
-                    owned -= set(applied)
-                    entry["fieldsV1"] = fields.fields_v1(owned)
+                    # Forcing takes only the conflicting fields; equal values become shared.
+                    owned -= {p for m, p in conflicting if m == entry["manager"]}
+                    entry["fieldsV1"] = fields.fields_v1(owned, dots=entry["operation"] != "Apply")
                 others |= owned
             if previous is not None:
                 for path in self._owned(previous) - set(applied) - others:
@@ -469,7 +478,9 @@ class Cluster:
             obj = self._default(resource, obj)
             self._validate(resource, obj)
             entries = [e for e in entries if e is not previous and e.get("fieldsV1")]
-            entries.append(self._entry(manager, "Apply", resource, applied.keys(), subresource))
+            entry = self._entry(manager, "Apply", resource, applied.keys(), subresource)
+            fields.drop_shared_dots(entry["fieldsV1"], [e["fieldsV1"] for e in entries])
+            entries.append(entry)
             if (
                 self._same(old, obj)
                 and previous is not None
@@ -566,7 +577,7 @@ class Cluster:
             return old
         meta = obj["metadata"]
         meta["managedFields"] = copy.deepcopy(old["metadata"].get("managedFields") or [])
-        self._track_update(obj, old, manager, subresource)
+        self._track_update(resource, obj, old, manager, subresource)
         self._bump_generation(resource, old, obj)
         return self._store(resource, obj, old)
 
@@ -586,7 +597,9 @@ class Cluster:
         ) or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
         new["metadata"]["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
 
-    def _track_update(self, obj: Obj, old: Obj | None, manager: str, subresource: str = "") -> None:
+    def _track_update(
+        self, resource: Resource, obj: Obj, old: Obj | None, manager: str, subresource: str = ""
+    ) -> None:
         """Give ``manager`` (an Update) the fields it changed; others lose them."""
         status = subresource == "status"
         new_paths = fields.leaf_paths(obj, status=status)
@@ -608,19 +621,20 @@ class Cluster:
                 continue
             if entry.get("subresource", "") == subresource:
                 owned -= changed
-                entry["fieldsV1"] = fields.fields_v1(owned)
+                entry["fieldsV1"] = fields.fields_v1(owned, dots=entry["operation"] != "Apply")
             if owned:
                 kept.append(entry)
         mine = (mine | changed) & set(new_paths)
-        api_version = obj.get("apiVersion") or ""
+        tree = fields.fields_v1(mine)
+        fields.drop_shared_dots(tree, [e["fieldsV1"] for e in kept])
         kept.append(
             {
                 "manager": manager,
                 "operation": "Update",
-                "apiVersion": api_version,
+                "apiVersion": resource.api_version,
                 "time": now(),
                 "fieldsType": "FieldsV1",
-                "fieldsV1": fields.fields_v1(mine),
+                "fieldsV1": tree,
                 **({"subresource": subresource} if subresource else {}),
             }
         )
@@ -655,7 +669,7 @@ class Cluster:
             "apiVersion": resource.api_version,
             "time": now(),
             "fieldsType": "FieldsV1",
-            "fieldsV1": fields.fields_v1(set(paths)),
+            "fieldsV1": fields.fields_v1(set(paths), dots=operation != "Apply"),
         }
         if subresource:
             entry["subresource"] = subresource

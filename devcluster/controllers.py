@@ -111,7 +111,7 @@ class Controllers:
     pending_mig: dict[str, MigChange] = field(default_factory=dict)
     node_layouts: dict[str, list[dict[str, int]]] = field(default_factory=dict)
     last_attempt: dict[tuple[str, str], float] = field(default_factory=dict)
-    last_message: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    last_message: dict[tuple[str, str], tuple[str, str, int]] = field(default_factory=dict)
     bound_at: dict[tuple[str, str], float] = field(default_factory=dict)
     stop_at: dict[tuple[str, str], float] = field(default_factory=dict)
     dirty: bool = True
@@ -549,18 +549,21 @@ class Controllers:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         previous = self.last_message.get(key)
         if previous is not None and previous[0] == message:
-            event = self.cluster.get(EVENTS, key[0], previous[1])
-            if event is not None:
-                new_event = copy.deepcopy(event)
-                series = new_event.get("series", {"count": 1})
-                new_event["series"] = {
-                    "count": series["count"] + 1,
-                    "lastObservedTime": now_micro(),
-                }
-                self.cluster._store(EVENTS, new_event, event)
+            # As kube-scheduler's event recorder: the 2nd failure makes a new Event, later
+            # ones add a series to that second Event.
+            _, name, attempts = previous
+            if attempts == 1:
+                name = self._event(pod, "Warning", "FailedScheduling", message)
+            else:
+                event = self.cluster.get(EVENTS, key[0], name)
+                if event is not None:
+                    new_event = copy.deepcopy(event)
+                    new_event["series"] = {"count": attempts, "lastObservedTime": now_micro()}
+                    self.cluster._store(EVENTS, new_event, event)
+            self.last_message[key] = (message, name, attempts + 1)
         else:
-            name = self._event(pod, "Warning", "FailedScheduling", message)
-            self.last_message[key] = (message, name)
+            first = self._event(pod, "Warning", "FailedScheduling", message)
+            self.last_message[key] = (message, first, 1)
         current = next(
             (c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None
         )

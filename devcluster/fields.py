@@ -98,14 +98,19 @@ def delete_path(obj: dict[str, Any], path: Path) -> None:
             break
 
 
-def fields_v1(paths: Iterator[Path] | list[Path] | set[Path]) -> dict[str, Any]:
-    """The ``fieldsV1`` tree of a set of leaf paths (``{"f:spec": {"f:hard": {...}}}``)."""
+def fields_v1(
+    paths: Iterator[Path] | list[Path] | set[Path], *, dots: bool = True
+) -> dict[str, Any]:
+    """The ``fieldsV1`` tree of a set of leaf paths (``{"f:spec": {"f:hard": {...}}}``).
+
+    Update entries mark the maps they own with ``"."``; Apply entries list leaves only.
+    """
     tree: dict[str, Any] = {}
     for path in sorted(paths):
         node = tree
         for depth, part in enumerate(path):
             node = node.setdefault(f"f:{part}", {})
-            if depth < len(path) - 1:
+            if dots and depth < len(path) - 1:
                 node.setdefault(".", {})
     _drop_top_dots(tree)
     return tree
@@ -115,6 +120,27 @@ def _drop_top_dots(tree: dict[str, Any]) -> None:
     for value in tree.values():
         if isinstance(value, dict):
             value.pop(".", None)
+
+
+def drop_shared_dots(tree: dict[str, Any], others: list[dict[str, Any]]) -> None:
+    """A map node ('.') belongs to the manager that created it; later owners share only leaves."""
+
+    def owned_dot(other: dict[str, Any], path: list[str]) -> bool:
+        node: Any = other
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return isinstance(node, dict) and "." in node
+
+    def walk(node: dict[str, Any], path: list[str]) -> None:
+        if "." in node and any(owned_dot(o, path) for o in others):
+            del node["."]
+        for key, child in node.items():
+            if key != "." and isinstance(child, dict):
+                walk(child, [*path, key])
+
+    walk(tree, [])
 
 
 def json_merge_patch(target: Any, patch: Any) -> Any:
