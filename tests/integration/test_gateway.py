@@ -1,0 +1,135 @@
+"""The gateway against the demo cluster over HTTP, with the real kubernetes client."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kube import (
+    ApplyConflict,
+    EvictionBlocked,
+    Gateway,
+    NotFound,
+    ObjectRef,
+    PermanentKubeError,
+    RetryableKubeError,
+    connect,
+)
+
+QUOTA = {
+    "apiVersion": "v1",
+    "kind": "ResourceQuota",
+    "metadata": {
+        "name": "team-a-gpu-quota",
+        "namespace": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "quartermaster"},
+    },
+    "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
+}
+
+
+def wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_paginated_list_decodes_every_node(gateway: Gateway) -> None:
+    pages = list(gateway.list_pages("v1", "Node", page_size=2))
+    assert [len(p) for p in pages] == [2, 2, 1]
+    names = [n["metadata"]["name"] for page in pages for n in page]
+    assert names == ["gpu-a100-01", "gpu-a100-02", "gpu-a100-03", "gpu-h100-01", "gpu-h100-02"]
+    assert isinstance(pages[0][0], dict)
+
+
+def test_list_with_selectors(gateway: Gateway) -> None:
+    a100 = gateway.list("v1", "Node", label_selector="nvidia.com/mig.config=all-3g.40gb")
+    assert [n["metadata"]["name"] for n in a100] == ["gpu-a100-01", "gpu-a100-02"]
+    pending = gateway.list("v1", "Pod", field_selector="spec.nodeName=,status.phase=Pending")
+    assert [p["metadata"]["name"] for p in pending] == ["train-3g"]
+
+
+def test_apply_is_idempotent_and_reports_conflicts(gateway: Gateway) -> None:
+    first = gateway.apply(QUOTA)
+    again = gateway.apply(QUOTA)
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    other = connect(url=gateway.api.configuration.host, field_manager="ops-cli")
+    changed = {**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    with pytest.raises(ApplyConflict) as caught:
+        other.apply(changed)
+    assert caught.value.fields == [("quartermaster", ".spec.hard.requests.nvidia.com/gpu")]
+    assert other.apply(changed, force=True)["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
+
+
+def test_permanent_errors_keep_the_servers_message(gateway: Gateway) -> None:
+    bad = {**QUOTA, "metadata": {**QUOTA["metadata"], "name": "Bad_Name"}}
+    with pytest.raises(PermanentKubeError) as caught:
+        gateway.apply(bad)
+    assert caught.value.status == 422
+    assert 'ResourceQuota "Bad_Name" is invalid' in caught.value.message
+    with pytest.raises(NotFound):
+        gateway.get(ObjectRef("v1", "Node", "gpu-h100-99"))
+
+
+def test_unreachable_server_is_retryable() -> None:
+    gateway = connect(url="http://127.0.0.1:9")
+    with pytest.raises(RetryableKubeError, match="cannot reach the Kubernetes API"):
+        gateway.version()
+
+
+def test_delete_touches_only_managed_objects(gateway: Gateway) -> None:
+    gateway.apply(QUOTA)
+    assert gateway.delete_if_managed(ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a"))
+    # team-b's namespace exists in the cluster but the portal did not create it.
+    assert not gateway.delete_if_managed(ObjectRef("v1", "Namespace", "team-b"))
+    assert gateway.get(ObjectRef("v1", "Namespace", "team-b"))
+
+
+def test_labels_cordon_and_the_mig_manager(gateway: Gateway) -> None:
+    gateway.evict("team-b", "dev-test-1g")
+    wait_for(
+        lambda: (
+            not gateway.list(
+                "v1", "Pod", field_selector="spec.nodeName=gpu-a100-03", namespace="team-b"
+            )
+        )
+    )
+    gateway.cordon("gpu-a100-03")
+    gateway.patch_node_labels(
+        "gpu-a100-03", {"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": None}
+    )
+
+    def configured() -> bool:
+        node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+        return node["metadata"]["labels"].get("nvidia.com/mig.config.state") == "success"
+
+    wait_for(configured)
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+    assert node["spec"]["unschedulable"] is True
+    assert node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
+    assert node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "0"  # lingers at 0
+    gateway.cordon("gpu-a100-03", False)
+    # The pending team-a pod now fits.
+    wait_for(
+        lambda: (
+            gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName")
+            == "gpu-a100-03"
+        )
+    )
+
+
+def test_eviction_respects_disruption_budgets(gateway: Gateway) -> None:
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "filler", "namespace": "team-b"},
+        "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "filler"}}},
+    }
+    gateway.apply(pdb)
+    with pytest.raises(EvictionBlocked, match="disruption budget"):
+        gateway.evict("team-b", "filler-3g-0")
+    gateway.evict("team-b", "no-such-pod")  # already gone is fine
