@@ -102,6 +102,8 @@ class Gateway:
     ) -> None:
         self.api = api_client
         self.field_manager = field_manager
+        # Non-apply writes are attributed to the User-Agent's product name in managedFields.
+        self.api.user_agent = f"{field_manager}/1.0"
         self.timeout = timeout
 
     # ------------------------------------------------------------------ transport

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from portal.audit import record_audit
 from portal.models import AuditEvent, PlatformRole
-from portal.services import snapshot
+from portal.services import request_apply, snapshot
 
 
 class IndentedJSONField(JSONFormField):
@@ -43,6 +43,7 @@ class AuditedAdmin(admin.ModelAdmin):
             previous = type(obj)._default_manager.filter(pk=obj.pk).first()
             old = snapshot(previous) if previous is not None else None
         super().save_model(request, obj, form, change)
+        request_apply()
         label = obj._meta.model_name
         record_audit(
             actor=request.user,
@@ -64,6 +65,7 @@ class AuditedAdmin(admin.ModelAdmin):
             old=snapshot(obj),
         )
         super().delete_model(request, obj)
+        request_apply()
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for obj in queryset:

@@ -17,6 +17,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from fleet.models import NodePool
+from fleet.services import save_node_pool
 from portal.models import PlatformRole
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor
@@ -103,6 +105,23 @@ FLAVORS: tuple[tuple[str, dict[str, str], list[dict[str, Any]], list[dict[str, A
         [],
         [],
         "A100 80GB on all-balanced: 2 x 1g.10gb + 2g.20gb + 3g.40gb per GPU (mixed strategy).",
+    ),
+)
+
+NODE_POOLS = (
+    (
+        "train",
+        {"quartermaster.io/pool": "train"},
+        "train",
+        "all-3g.40gb",
+        "A100 80GB nodes sliced for training: 2 x 3g.40gb per GPU.",
+    ),
+    (
+        "h100",
+        {"quartermaster.io/pool": "h100"},
+        "train",
+        "all-disabled",
+        "H100 80GB nodes with whole GPUs for large training jobs.",
     ),
 )
 
@@ -254,6 +273,21 @@ def load_demo() -> list[str]:
                     "node_labels": labels,
                     "node_taints": taints,
                     "tolerations": tolerations,
+                    "description": description,
+                },
+            ),
+        )
+    for name, selector, purpose, config, description in NODE_POOLS:
+        save_node_pool(
+            actor=None,
+            source=SOURCE,
+            pool=_upsert(
+                NodePool,
+                {"name": name},
+                {
+                    "node_selector": selector,
+                    "purpose": purpose,
+                    "mig_config": config,
                     "description": description,
                 },
             ),

@@ -15,6 +15,13 @@ from portal.permissions import is_platform_admin
 Actor = AbstractBaseUser | AnonymousUser | None
 
 
+def request_apply() -> None:
+    """Apply desired state to the cluster once this transaction commits."""
+    from sync.services import request_apply as queue_apply
+
+    queue_apply()
+
+
 def require_platform_admin(actor: Actor) -> None:
     """``None`` is the system (a command or a task); everyone else needs the admin role."""
     if actor is not None and not is_platform_admin(actor):
@@ -46,6 +53,7 @@ def save_validated(
         old = snapshot(previous) if previous is not None else None
     instance.full_clean()
     instance.save()
+    request_apply()
     record_audit(
         actor=actor,
         event=event,

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.audit import record_audit
-from portal.services import Actor, require_platform_admin, save_validated
+from portal.services import Actor, request_apply, require_platform_admin, save_validated
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 from tenants.rules import LimitSpec, check_limit, check_quota_item
 
@@ -76,6 +76,7 @@ def set_namespace_quota(
         QuotaItem.objects.update_or_create(
             namespace=namespace, resource=resource, defaults={"hard": str(value)}
         )
+    request_apply()
     record_audit(
         actor=actor,
         event="quota.changed",
@@ -113,6 +114,7 @@ def set_namespace_limits(
     LimitRangeItem.objects.bulk_create(
         LimitRangeItem(namespace=namespace, **spec.__dict__) for spec in limits
     )
+    request_apply()
     record_audit(
         actor=actor,
         event="limits.changed",
@@ -123,3 +125,20 @@ def set_namespace_limits(
         new=[spec.__dict__ for spec in limits],
     )
     return warnings
+
+
+@transaction.atomic
+def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None:
+    """Remove a namespace from the portal; the applier removes the portal's objects in it
+    from the cluster (and the namespace itself only if the portal created it)."""
+    require_platform_admin(actor)
+    record_audit(
+        actor=actor,
+        event="namespace.deleted",
+        source=source,
+        target=namespace,
+        team=namespace.team,
+        old={"name": namespace.name, "team": namespace.team.slug},
+    )
+    namespace.delete()
+    request_apply()

@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "portal",
     "tenants",
     "queues",
+    "fleet",
+    "sync",
 ]
 
 MIDDLEWARE = [
@@ -119,7 +121,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 360)
 # Above the longest countdown a task schedules itself with, so no task is delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
@@ -159,6 +161,31 @@ QM_QUEUE_BACKEND = env_str("QM_QUEUE_BACKEND", "kueue")
 QM_KUEUE_API_VERSION = env_str("QM_KUEUE_API_VERSION", "v1beta2")
 # Label prefix for the labels the portal stamps on everything it manages.
 QM_LABEL_DOMAIN = env_str("QM_LABEL_DOMAIN", "quartermaster.io")
+
+# --- The Kubernetes API -------------------------------------------------------------------
+# One of: KUBE_URL (+ KUBE_TOKEN / KUBE_TOKEN_FILE), KUBECONFIG (+ KUBE_CONTEXT), or
+# KUBE_IN_CLUSTER=true (the pod's service account). Nothing set: no cluster (sync is off).
+KUBE_URL = env_str("KUBE_URL")
+KUBE_TOKEN = env_secret("KUBE_TOKEN")
+KUBECONFIG = env_str("KUBECONFIG")
+KUBE_CONTEXT = env_str("KUBE_CONTEXT")
+KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
+KUBE_VERIFY_TLS = env_bool("KUBE_VERIFY_TLS", True)
+KUBE_CA_FILE = env_str("KUBE_CA_FILE")
+QM_FIELD_MANAGER = env_str("QM_FIELD_MANAGER", "quartermaster")
+# Seconds between polls of the cluster, and between full re-applies of desired state.
+QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
+QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
+QM_POOL_LABEL = env_str("QM_POOL_LABEL", "quartermaster.io/pool")
+
+CELERY_BEAT_SCHEDULE = {
+    "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    "reapply-desired-state": {
+        "task": "sync.tasks.apply_desired_state_task",
+        "schedule": float(QM_REAPPLY_SECONDS),
+        "kwargs": {"full": True},
+    },
+}
 
 if QM_QUEUE_BACKEND not in {"kueue", "volcano"}:
     raise ValueError(f"QM_QUEUE_BACKEND={QM_QUEUE_BACKEND!r}: use 'kueue' or 'volcano'")

@@ -1,6 +1,14 @@
 """Settings for the test suite: fast hashing, tasks never leave the process by accident."""
 
 from .base import *  # noqa: F403
+from .base import REDIS_URL
+
+# Tests use their own Redis database, so a developer's running worker never sees them.
+CELERY_BROKER_URL = REDIS_URL.rsplit("/", 1)[0] + "/15"
+# No cluster unless a test points at its demo cluster.
+KUBE_URL = ""
+KUBECONFIG = ""
+KUBE_IN_CLUSTER = False
 
 SECRET_KEY = "test-only-key"
 DEBUG = False

@@ -1,0 +1,145 @@
+"""The GPU fleet: node pools (desired) and what the poller last saw of nodes and pods
+(observed). The poller writes only the observed tables; admins write node pools."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tenants.models import validate_dns1123_label
+
+
+class NodePool(models.Model):
+    """A group of GPU nodes selected by labels, with the MIG layout they should have."""
+
+    class Purpose(models.TextChoices):
+        TRAIN = "train", "Training"
+        INFER = "infer", "Inference"
+        DEV = "dev", "Development"
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    node_selector = models.JSONField(
+        default=dict,
+        help_text='Node labels that pick the pool, e.g. {"quartermaster.io/pool": "train"}.',
+    )
+    purpose = models.CharField(max_length=8, choices=Purpose.choices, default=Purpose.TRAIN)
+    mig_config = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="Intended nvidia.com/mig.config of every node in the pool.",
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        return bool(self.node_selector) and all(
+            labels.get(key) == value for key, value in self.node_selector.items()
+        )
+
+
+class ObservedNode(models.Model):
+    """A node as the last poll saw it (GPU facts pulled out of labels and status)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    gpu_product = models.CharField(max_length=128, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    mig_capable = models.BooleanField(default=False)
+    mig_strategy = models.CharField(max_length=16, blank=True)
+    mig_config = models.CharField(max_length=63, blank=True)
+    mig_config_state = models.CharField(max_length=16, blank=True)
+    pool_label = models.CharField(max_length=63, blank=True)
+    capacity = models.JSONField(default=dict)
+    allocatable = models.JSONField(default=dict)
+    allocated = models.JSONField(
+        default=dict, help_text="GPU resources requested by pods on the node."
+    )
+    labels = models.JSONField(default=dict)
+    taints = models.JSONField(default=list)
+    unschedulable = models.BooleanField(default=False)
+    ready = models.BooleanField(default=False)
+    resource_version = models.CharField(max_length=32, blank=True)
+    row_hash = models.CharField(max_length=32, blank=True)
+    first_seen = models.DateTimeField()
+    last_changed = models.DateTimeField()
+    gone_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["pool_label", "name"], name="observed_node_pool")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def gpu_resources(self) -> list[tuple[str, int, int]]:
+        """(resource, allocatable, allocated) for GPU resources the node offers (0 is absent)."""
+        out = []
+        for name, value in sorted(self.allocatable.items()):
+            if name.startswith("nvidia.com/") and int(value or 0) > 0:
+                out.append((name, int(value), int(self.allocated.get(name, 0))))
+        return out
+
+
+class ObservedPod(models.Model):
+    """A non-terminal pod that asks for GPU resources, or any Pending pod, as last polled."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    phase = models.CharField(max_length=16, blank=True)
+    gpu_requests = models.JSONField(default=dict)
+    priority = models.IntegerField(default=0)
+    queue_name = models.CharField(max_length=63, blank=True)
+    pending_reason = models.CharField(max_length=64, blank=True)
+    pending_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    row_hash = models.CharField(max_length=32, blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_pod_once")
+        ]
+        indexes = [models.Index(fields=["node_name"], name="observed_pod_node")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Drift(models.Model):
+    """Something the cluster shows differently from what the portal intends."""
+
+    class Kind(models.TextChoices):
+        MIG_LAYOUT = "mig_layout", "MIG layout"
+        OBJECT = "object", "Managed object"
+        MISSING = "missing", "Managed object missing"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    subject = models.CharField(max_length=300, help_text="Node name, or Kind namespace/name.")
+    field = models.CharField(max_length=200, blank=True)
+    desired = models.TextField(blank=True)
+    observed = models.TextField(blank=True)
+    detail = models.TextField(blank=True)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-first_seen"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "subject", "field"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="one_open_drift_per_field",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.field}: {self.observed!r} (wanted {self.desired!r})"

@@ -1,0 +1,32 @@
+"""Writes to the fleet's desired state (node pools): admins only, validated, audited."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from fleet.models import NodePool
+from portal.names import label_value_errors, qualified_name_errors
+from portal.services import Actor, require_platform_admin, save_validated
+
+
+@transaction.atomic
+def save_node_pool(*, actor: Actor, pool: NodePool, source: str) -> NodePool:
+    """Create or update a node pool (its label selector and intended MIG config)."""
+    require_platform_admin(actor)
+    errors: dict[str, list[str]] = {}
+    if not isinstance(pool.node_selector, dict) or not pool.node_selector:
+        errors["node_selector"] = [
+            "Give at least one node label, e.g. quartermaster.io/pool: train."
+        ]
+    else:
+        for key, value in pool.node_selector.items():
+            problems = qualified_name_errors(key) + label_value_errors(str(value))
+            if problems:
+                errors.setdefault("node_selector", []).extend(f"{key}: {p}" for p in problems)
+    if pool.mig_config and label_value_errors(pool.mig_config):
+        errors["mig_config"] = ["A MIG config name is a label value, e.g. all-3g.40gb."]
+    if errors:
+        raise ValidationError(errors)
+    save_validated(pool, actor=actor, source=source, event="node_pool.saved")
+    return pool

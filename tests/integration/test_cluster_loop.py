@@ -1,0 +1,228 @@
+"""Desired state reaches the demo cluster, and the fleet comes back (services, real HTTP)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import devcluster
+from fleet.models import Drift, ObservedNode, ObservedPod
+from fleet.observe import poll_cluster
+from kube import Gateway, NotFound, ObjectRef, connect
+from portal.demo import load_demo
+from sync.models import AppliedObject, SyncRun
+from sync.services import apply_desired_state
+from tenants.models import Namespace
+from tenants.services import delete_namespace, set_namespace_quota
+
+pytestmark = pytest.mark.django_db
+
+QUOTA = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def portal_cluster(settings: Any, cluster: devcluster.DemoCluster) -> Iterator[Gateway]:
+    settings.KUBE_URL = cluster.url
+    load_demo()
+    yield connect(url=cluster.url)
+
+
+def test_demo_state_is_applied_and_a_second_apply_changes_nothing(portal_cluster: Gateway) -> None:
+    report = apply_desired_state(gateway=portal_cluster)
+    assert not report.failed and not report.conflicts
+    assert len(report.applied) == AppliedObject.objects.count() > 20
+    quota = portal_cluster.get(QUOTA)
+    assert quota["spec"]["hard"] == {
+        "limits.nvidia.com/gpu": "16",
+        "pods": "50",
+        "requests.nvidia.com/gpu": "16",
+    }
+    queue = portal_cluster.get(
+        ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "team-a-train", "team-a")
+    )
+    assert queue["spec"]["clusterQueue"] == "cq-train"
+    cq = portal_cluster.get(ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-dev"))
+    assert cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["borrowingLimit"] == 10
+    ns = portal_cluster.get(ObjectRef("v1", "Namespace", "team-dev"))
+    assert ns["metadata"]["labels"]["quartermaster.io/team"] == "team-dev"
+    again = apply_desired_state(gateway=portal_cluster)
+    assert (again.applied, again.removed, again.unchanged) == ([], [], len(report.applied))
+
+
+def test_a_quota_change_reaches_the_cluster(portal_cluster: Gateway) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    namespace = Namespace.objects.get(name="team-a")
+    set_namespace_quota(
+        actor=None,
+        namespace=namespace,
+        source="cli",
+        hard={"requests.nvidia.com/gpu": "24", "pods": "60"},
+    )
+    report = apply_desired_state(gateway=portal_cluster)
+    assert report.applied == ["ResourceQuota team-a/team-a-gpu-quota"]
+    assert portal_cluster.get(QUOTA)["spec"]["hard"] == {
+        "pods": "60",
+        "requests.nvidia.com/gpu": "24",
+    }
+
+
+def test_deleting_a_namespace_removes_the_portals_objects_and_nothing_else(
+    portal_cluster: Gateway,
+) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-dev"), source="cli")
+    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-b"), source="cli")
+    report = apply_desired_state(gateway=portal_cluster)
+    assert "Namespace team-dev" in report.removed
+    with pytest.raises(NotFound):
+        portal_cluster.get(ObjectRef("v1", "Namespace", "team-dev"))
+    # team-b existed before the portal (with running pods): only the portal's fields go.
+    team_b = portal_cluster.get(ObjectRef("v1", "Namespace", "team-b"))
+    assert "quartermaster.io/team" not in team_b["metadata"].get("labels", {})
+    assert portal_cluster.list("v1", "Pod", namespace="team-b")
+    with pytest.raises(NotFound):
+        portal_cluster.get(ObjectRef("v1", "ResourceQuota", "team-b-gpu-quota", "team-b"))
+    # Unrelated objects stay.
+    assert portal_cluster.get(QUOTA)
+    assert portal_cluster.get(ObjectRef("v1", "Namespace", "gpu-operator"))
+
+
+def test_a_refused_object_is_recorded_with_the_servers_message(
+    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+) -> None:
+    # Someone else owns the quota's pods field with another value: the apply reports it.
+    other = connect(url=cluster.url, field_manager="kubectl-edit")
+    apply_desired_state(gateway=portal_cluster)
+    other.merge_patch(QUOTA, {"spec": {"hard": {"pods": "7"}}})
+    namespace = Namespace.objects.get(name="team-a")
+    set_namespace_quota(
+        actor=None,
+        namespace=namespace,
+        source="cli",
+        hard={"requests.nvidia.com/gpu": "16", "pods": "51"},
+    )
+    report = apply_desired_state(gateway=portal_cluster)
+    assert report.conflicts == ["ResourceQuota team-a/team-a-gpu-quota"]
+    record = AppliedObject.objects.get(kind="ResourceQuota", name="team-a-gpu-quota")
+    assert record.outcome == "conflict"
+    assert (
+        "Fields are owned by kubectl-edit: Apply failed with 1 conflict: "
+        'conflict with "kubectl-edit": .spec.hard.pods' in record.message
+    )
+
+
+def test_poll_reads_the_fleet_and_flags_the_incident_node(portal_cluster: Gateway) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    run = poll_cluster(gateway=portal_cluster)
+    assert run.ok and run.nodes == 5
+    node = ObservedNode.objects.get(name="gpu-a100-03")
+    assert (node.gpu_product, node.gpu_count, node.mig_config, node.mig_config_state) == (
+        "NVIDIA-A100-SXM4-80GB",
+        8,
+        "all-balanced",
+        "failed",
+    )
+    assert node.gpu_resources() == [
+        ("nvidia.com/mig-1g.10gb", 16, 4),
+        ("nvidia.com/mig-2g.20gb", 8, 0),
+    ]
+    assert ObservedNode.objects.get(name="gpu-a100-01").allocated == {"nvidia.com/mig-3g.40gb": 16}
+    pending = ObservedPod.objects.get(namespace="team-a", name="train-3g")
+    assert pending.phase == "Pending"
+    assert pending.pending_message.startswith(
+        "0/5 nodes are available: 2 node(s) had untolerated taint(s), "
+        "3 Insufficient nvidia.com/mig-3g.40gb."
+    )
+    drift = Drift.objects.get(resolved_at__isnull=True, kind="mig_layout")
+    assert (drift.subject, drift.desired, drift.observed) == (
+        "gpu-a100-03",
+        "all-3g.40gb",
+        "all-balanced (failed)",
+    )
+    assert "mig-2g.20gb x 8" in drift.detail
+
+
+def test_an_allocatable_change_shows_after_one_poll_and_resolves_the_drift(
+    portal_cluster: Gateway,
+) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    poll_cluster(gateway=portal_cluster)
+    portal_cluster.evict("team-b", "dev-test-1g")
+    wait_for(
+        lambda: (
+            not portal_cluster.list(
+                "v1", "Pod", namespace="team-b", field_selector="spec.nodeName=gpu-a100-03"
+            )
+        )
+    )
+    portal_cluster.patch_node_labels(
+        "gpu-a100-03", {"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig.config.state": None}
+    )
+    wait_for(
+        lambda: (
+            portal_cluster.get(ObjectRef("v1", "Node", "gpu-a100-03"))["metadata"]["labels"].get(
+                "nvidia.com/mig.config.state"
+            )
+            == "success"
+        )
+    )
+    poll_cluster(gateway=portal_cluster)
+    node = ObservedNode.objects.get(name="gpu-a100-03")
+    assert node.allocatable["nvidia.com/mig-3g.40gb"] == "16"
+    assert [r for r, _, _ in node.gpu_resources()] == ["nvidia.com/mig-3g.40gb"]
+    assert not Drift.objects.filter(resolved_at__isnull=True, kind="mig_layout").exists()
+    assert Drift.objects.get(kind="mig_layout").resolved_at is not None
+
+
+def test_out_of_band_changes_to_managed_objects_are_drift(
+    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    other = connect(url=cluster.url, field_manager="kubectl-edit")
+    other.merge_patch(QUOTA, {"spec": {"hard": {"pods": "500"}}})
+    other.delete(ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev"))
+    poll_cluster(gateway=portal_cluster)
+    open_drift = {
+        (d.kind, d.subject, d.field): (d.desired, d.observed)
+        for d in Drift.objects.filter(resolved_at__isnull=True).exclude(kind="mig_layout")
+    }
+    assert open_drift == {
+        ("object", "ResourceQuota team-a/team-a-gpu-quota", "spec.hard.pods"): ("50", "500"),
+        ("missing", "LocalQueue team-dev/dev-test", ""): ("present", "(absent)"),
+    }
+    # The desired state is untouched by the poller.
+    assert Namespace.objects.get(name="team-a").quota_items.get(resource="pods").hard == "50"
+
+
+def test_vanished_nodes_are_marked_not_deleted(
+    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+) -> None:
+    poll_cluster(gateway=portal_cluster)
+    with cluster.cluster.lock:
+        from devcluster.resources import find
+
+        nodes = find("", "v1", "nodes")
+        cluster.cluster._remove(nodes, cluster.cluster.get(nodes, "", "gpu-h100-02"))
+    run = poll_cluster(gateway=portal_cluster)
+    assert run.nodes == 4
+    assert ObservedNode.objects.get(name="gpu-h100-02").gone_since is not None
+
+
+def test_a_poll_of_an_unreachable_cluster_is_recorded(settings: Any) -> None:
+    run = poll_cluster(gateway=connect(url="http://127.0.0.1:9"))
+    assert not run.ok
+    assert "cannot reach the Kubernetes API" in run.error
+    assert SyncRun.objects.count() == 1
