@@ -70,11 +70,39 @@ def run() -> int:
     }
     host = os.environ.get("QM_HOST", "127.0.0.1")
     port = os.environ.get("QM_PORT", "8000")
+    data = ROOT / ".data"
+    data.mkdir(exist_ok=True)
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    if not (env.get("KUBE_URL") or env.get("KUBECONFIG") or env.get("KUBE_IN_CLUSTER")):
+        say("starting the demo GPU cluster")
+        demo = subprocess.Popen(
+            [
+                str(PYTHON),
+                "-m",
+                "devcluster",
+                "--port",
+                os.environ.get("QM_DEVCLUSTER_PORT", "0"),
+                "--kubeconfig",
+                str(data / "devcluster.kubeconfig"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert demo.stdout is not None
+        line = demo.stdout.readline().decode()
+        if "listening on" not in line:
+            sys.exit(f"the demo cluster did not start: {line}")
+        env["KUBE_URL"] = line.rsplit(" ", 1)[-1].strip()
+        processes["devcluster"] = demo
+        kubeconfig = data / "devcluster.kubeconfig"
+        say(f"demo cluster at {env['KUBE_URL']} (kubectl --kubeconfig {kubeconfig})")
     say("preparing the database")
     manage("migrate", "--no-input", "-v", "0", env=env)
     manage("load_demo", env=env)
-    data = ROOT / ".data"
-    data.mkdir(exist_ok=True)
+    if "devcluster" in processes:
+        manage("sync_cluster", env=env)
     commands = {
         "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
         "worker": [
@@ -102,10 +130,8 @@ def run() -> int:
             str(data / "celerybeat-schedule"),
         ],
     }
-    processes = {
-        name: subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
-        for name, cmd in commands.items()
-    }
+    for name, cmd in commands.items():
+        processes[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
     banner = [
         f"Quartermaster is running at http://{host}:{port}/",
