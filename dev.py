@@ -13,6 +13,7 @@ the portal starts embedded real servers (data under ``.data/``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -72,6 +73,7 @@ def run() -> int:
     port = os.environ.get("QM_PORT", "8000")
     data = ROOT / ".data"
     data.mkdir(exist_ok=True)
+    already_up = embedded_running()
     processes: dict[str, subprocess.Popen[bytes]] = {}
     if not (env.get("KUBE_URL") or env.get("KUBECONFIG") or env.get("KUBE_IN_CLUSTER")):
         say("starting the demo GPU cluster")
@@ -166,7 +168,8 @@ def run() -> int:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-    stop_embedded()
+    if not any(already_up.values()):
+        stop_embedded()  # leave servers that another session (tests, a shell) started
     return status
 
 
@@ -209,6 +212,24 @@ def test(args: list[str]) -> int:
                 say(f"check failed: {name}")
                 return result.returncode
     return subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+
+
+def embedded_running() -> dict[str, bool]:
+    result = subprocess.run(
+        [
+            str(PYTHON),
+            "-c",
+            "import json; from portal import embedded; print(json.dumps(embedded.running()))",
+        ],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    try:
+        return dict(json.loads(result.stdout))
+    except ValueError:
+        return {}
 
 
 def stop_embedded() -> None:

@@ -27,8 +27,16 @@ class DemoCluster:
 
     def stop(self) -> None:
         self.controllers.stop()
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
+
+    def pause(self) -> None:
+        """An outage: the API stops answering (state and controllers keep going)."""
+        self.server.close()
+
+    def resume(self) -> None:
+        """Answer again on the same address, with the same state."""
+        host, port = self.server.server_address[:2]
+        self.server = serve(self.server.RequestHandlerClass.api, str(host), int(port))  # type: ignore[attr-defined]
 
 
 def start(

@@ -102,6 +102,7 @@ class Options:
     kubelet_stop_seconds: float = 1.0
     mig_delay_seconds: float = 3.0
     tick: float = 0.2
+    write_delay_seconds: float = 0.0  # slow every write down (tests of crashes mid-apply)
 
 
 @dataclass

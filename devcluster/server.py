@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+import time
 import uuid
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +63,9 @@ class API:
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         self.cluster.warnings.items = []
+        delay = self.controllers.options.write_delay_seconds
+        if delay and method in ("POST", "PUT", "PATCH", "DELETE"):
+            time.sleep(delay)
         try:
             response = self._route(method, target, headers, body)
         except APIError as error:
@@ -312,6 +317,26 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     verbose = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: set[socket.socket] = set()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close(self) -> None:
+        """Stop listening and drop every open connection (keep-alive ones included)."""
+        self.shutdown()
+        self.server_close()
+        for conn in list(self.connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 def serve(api: API, host: str, port: int) -> Server:

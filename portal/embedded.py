@@ -166,3 +166,18 @@ def _terminate(pid: int, sig: signal.Signals) -> bool:
             return True
         time.sleep(0.1)
     return True
+
+
+def running() -> dict[str, bool]:
+    """Which embedded servers are up now (so a caller stops only what it started)."""
+    pg_pid = data_dir() / "postgres" / "postmaster.pid"
+    redis_port = data_dir() / "redis" / "port"
+    pg = False
+    if pg_pid.exists():
+        try:
+            os.kill(int(pg_pid.read_text().splitlines()[0]), 0)
+            pg = True
+        except (ProcessLookupError, ValueError, IndexError):
+            pg = False
+    redis = redis_port.exists() and _redis_alive(int(redis_port.read_text() or 0))
+    return {"postgres": pg, "redis": redis}

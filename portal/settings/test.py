@@ -1,14 +1,15 @@
 """Settings for the test suite: fast hashing, tasks never leave the process by accident."""
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL
+from .base import REDIS_URL, env_bool
 
 # Tests use their own Redis database, so a developer's running worker never sees them.
 CELERY_BROKER_URL = REDIS_URL.rsplit("/", 1)[0] + "/15"
-# No cluster unless a test points at its demo cluster.
-KUBE_URL = ""
-KUBECONFIG = ""
-KUBE_IN_CLUSTER = False
+# No cluster unless a test points at its demo cluster (a test's worker gets it by env).
+if not env_bool("QM_TEST_WORKER", False):
+    KUBE_URL = ""
+    KUBECONFIG = ""
+    KUBE_IN_CLUSTER = False
 
 SECRET_KEY = "test-only-key"
 DEBUG = False

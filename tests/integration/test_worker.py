@@ -1,0 +1,231 @@
+"""The cluster loop with a real Celery worker process, real Redis and PostgreSQL, and the
+demo cluster over HTTP: changes reach the cluster, outages are ridden out, and a worker
+killed mid-apply loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+
+import devcluster
+from devcluster.controllers import Options
+from kube import Gateway, NotFound, ObjectRef, connect
+from portal.celery import app
+from portal.demo import load_demo
+from portal.manifests import collect_manifests
+from sync.models import AppliedObject
+from tenants.models import Namespace
+from tenants.services import delete_namespace, set_namespace_quota
+
+ROOT = Path(__file__).resolve().parents[2]
+QUOTA = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except NotFound:
+            value = None
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what or 'a condition'}")
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    host = quote(db["HOST"] or "127.0.0.1", safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    auth = quote(db["USER"] or "", safe="") + (
+        f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
+    )
+    return f"postgres://{auth}@{host}{port}/{db['NAME']}"
+
+
+class Worker:
+    """A `celery worker` process with the test database, test broker and demo cluster."""
+
+    def __init__(self, kube_url: str) -> None:
+        from django.conf import settings
+
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "portal.settings.test",
+            "QM_TEST_WORKER": "true",
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "KUBE_URL": kube_url,
+            "CELERY_VISIBILITY_TIMEOUT": "4",
+            "CELERY_RESTORE_INTERVAL": "1",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = Path(tempfile.mkstemp(prefix="worker-", suffix=".log")[1])
+
+    def start(self) -> None:
+        offset = self.log.stat().st_size
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "portal",
+                    "worker",
+                    "--pool",
+                    "prefork",
+                    "--concurrency",
+                    "1",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--loglevel",
+                    "INFO",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if b" ready." in self.log.read_bytes()[offset:]:
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"the worker did not start:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def demo_cluster() -> Iterator[devcluster.DemoCluster]:
+    demo = devcluster.start(options=Options(mig_delay_seconds=0.3, retry_seconds=0.5, tick=0.05))
+    yield demo
+    demo.stop()
+
+
+@pytest.fixture
+def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
+    settings.KUBE_URL = demo_cluster.url
+    app.control.purge()
+    process = Worker(demo_cluster.url)
+    process.start()
+    yield process
+    process.stop()
+    app.control.purge()
+
+
+@pytest.fixture
+def gateway(demo_cluster: devcluster.DemoCluster) -> Gateway:
+    return connect(url=demo_cluster.url)
+
+
+def all_applied() -> bool:
+    wanted = len(collect_manifests())
+    return AppliedObject.objects.filter(outcome="applied").count() == wanted
+
+
+def test_changes_in_the_portal_reach_the_cluster_through_the_worker(
+    worker: Worker, gateway: Gateway
+) -> None:
+    load_demo()  # commits; the apply is queued on commit and run by the worker
+    wait_for(lambda: gateway.get(QUOTA), what="the demo quota in the cluster")
+    wait_for(all_applied, what="every object applied")
+    set_namespace_quota(
+        actor=None,
+        namespace=Namespace.objects.get(name="team-a"),
+        source="cli",
+        hard={"requests.nvidia.com/gpu": "20"},
+    )
+    wait_for(
+        lambda: gateway.get(QUOTA)["spec"]["hard"] == {"requests.nvidia.com/gpu": "20"},
+        what="the changed quota",
+    )
+    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-dev"), source="cli")
+    wait_for(
+        lambda: (
+            not gateway.list("v1", "Namespace", label_selector="quartermaster.io/team=team-dev")
+        ),
+        what="team-dev removed",
+    )
+    assert gateway.get(ObjectRef("v1", "Namespace", "team-b"))  # adopted, still there
+
+
+def test_an_outage_is_ridden_out_and_everything_converges(
+    worker: Worker, gateway: Gateway, demo_cluster: devcluster.DemoCluster
+) -> None:
+    load_demo()
+    wait_for(all_applied, what="every object applied")
+    demo_cluster.pause()
+    set_namespace_quota(
+        actor=None,
+        namespace=Namespace.objects.get(name="team-a"),
+        source="cli",
+        hard={"requests.nvidia.com/gpu": "12", "pods": "40"},
+    )
+    wait_for(
+        lambda: AppliedObject.objects.filter(outcome="retrying").exists(), what="a failed attempt"
+    )
+    record = AppliedObject.objects.get(outcome="retrying")
+    assert "cannot reach the Kubernetes API" in record.message
+    time.sleep(2)
+    demo_cluster.resume()
+    wait_for(
+        lambda: (
+            gateway.get(QUOTA)["spec"]["hard"] == {"pods": "40", "requests.nvidia.com/gpu": "12"}
+        ),
+        timeout=60,
+        what="the quota after the outage",
+    )
+    wait_for(all_applied, what="every object applied after the outage")
+
+
+def test_a_worker_killed_mid_apply_finishes_the_work_exactly_once(
+    worker: Worker, gateway: Gateway, demo_cluster: devcluster.DemoCluster
+) -> None:
+    demo_cluster.controllers.options.write_delay_seconds = 0.15
+    load_demo()
+    wait_for(
+        lambda: AppliedObject.objects.filter(outcome="applied").count() >= 4, what="a few applies"
+    )
+    worker.kill()
+    done_before = AppliedObject.objects.filter(outcome="applied").count()
+    assert done_before < len(collect_manifests()), "the kill came too late to test anything"
+    demo_cluster.controllers.options.write_delay_seconds = 0
+    worker.start()
+    wait_for(all_applied, timeout=60, what="the redelivered apply")
+    assert AppliedObject.objects.count() == len(collect_manifests())
+    for manifest in collect_manifests():
+        live = gateway.get(ObjectRef.of(manifest))
+        applies = [e for e in live["metadata"]["managedFields"] if e["operation"] == "Apply"]
+        assert [e["manager"] for e in applies] == ["quartermaster"], manifest["metadata"]["name"]
+        if "generation" in live["metadata"]:
+            assert live["metadata"]["generation"] == 1, manifest["metadata"]["name"]
