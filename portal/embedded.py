@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-DATABASE_NAME = "quartermaster"
+DATABASE_NAME = os.environ.get("QM_EMBEDDED_DB_NAME", "quartermaster")
 
 
 def data_dir() -> Path:

@@ -1,0 +1,125 @@
+"""Benchmark: a steady-state poll of a large fleet, next to the floor measured in the same run.
+
+    python bench/poll.py [--nodes 5000] [--pods 50000] [--changed 0.01]
+
+1. Starts the demo cluster in its own process with a generated fleet.
+2. Floor: one plain HTTP GET of all nodes and of all non-terminal pods, decoded with orjson.
+3. First poll into empty observed tables.
+4. Changes about 1% of the objects (node labels; pods replaced), then polls again.
+The last line is ``poll_s=… floor_s=… ratio=…`` for the steady-state poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
+
+
+def floor(url: str) -> float:
+    import orjson
+    import urllib3
+
+    http = urllib3.PoolManager()
+    started = time.perf_counter()
+    for path in ("/api/v1/nodes", "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"):
+        response = http.request("GET", url + path, preload_content=True)
+        gc.disable()
+        try:
+            orjson.loads(response.data)
+        finally:
+            gc.enable()
+    return time.perf_counter() - started
+
+
+def change_fleet(url: str, *, nodes: int, pods: int, share: float) -> tuple[int, int]:
+    """Relabel share x nodes and replace share x pods (delete + create on the same node)."""
+    import orjson
+    import urllib3
+
+    http = urllib3.PoolManager(maxsize=4)
+    changed_nodes = max(1, int(nodes * share))
+    step = max(1, nodes // changed_nodes)
+    for index in range(0, nodes, step)[:changed_nodes]:
+        body = orjson.dumps({"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"}}})
+        http.request("PATCH", f"{url}/api/v1/nodes/gpu-node-{index:05d}", body=body,
+                     headers={"Content-Type": "application/merge-patch+json"})
+    changed_pods = max(1, int(pods * share))
+    step = max(1, pods // changed_pods)
+    for index in range(0, pods, step)[:changed_pods]:
+        namespace, name = f"bench-{index % 20:02d}", f"job-{index:06d}"
+        response = http.request("GET", f"{url}/api/v1/namespaces/{namespace}/pods/{name}")
+        pod = orjson.loads(response.data)
+        http.request("DELETE", f"{url}/api/v1/namespaces/{namespace}/pods/{name}",
+                     body=orjson.dumps({"gracePeriodSeconds": 0}), headers={"Content-Type": "application/json"})
+        new = {"metadata": {"name": f"{name}-b", "namespace": namespace, "labels": pod["metadata"]["labels"]},
+               "spec": {"nodeName": pod["spec"]["nodeName"], "containers": pod["spec"]["containers"],
+                        "tolerations": pod["spec"].get("tolerations") or []}}
+        http.request("POST", f"{url}/api/v1/namespaces/{namespace}/pods", body=orjson.dumps(new),
+                     headers={"Content-Type": "application/json"})
+    return changed_nodes, changed_pods
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=50000)
+    parser.add_argument("--changed", type=float, default=0.01)
+    args = parser.parse_args()
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "devcluster", "--scenario", "empty", "--port", "0",
+         "--nodes", str(args.nodes), "--pods", str(args.pods), "--retry-seconds", "3600"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        url = demo.stdout.readline().split()[-1]
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        from fleet.models import ObservedNode, ObservedPod
+        from fleet.observe import poll_cluster
+        from kube import connect
+
+        ObservedNode.objects.all().delete()
+        ObservedPod.objects.all().delete()
+        gateway = connect(url=url)
+
+        floor_s = min(floor(url) for _ in range(2))
+        started = time.perf_counter()
+        first = poll_cluster(gateway=gateway)
+        first_s = time.perf_counter() - started
+        assert first.ok, first.error
+        print(f"fleet: {first.nodes} nodes, {first.pods} pods; observed rows: "
+              f"{ObservedNode.objects.count()} nodes, {ObservedPod.objects.count()} pods")
+        print(f"first poll (empty tables): {first_s:.2f} s, {first.changed} rows written, "
+              f"ratio to floor {first_s / floor_s:.2f}")
+        nodes_changed, pods_changed = change_fleet(url, nodes=args.nodes, pods=args.pods, share=args.changed)
+        started = time.perf_counter()
+        steady = poll_cluster(gateway=gateway)
+        poll_s = time.perf_counter() - started
+        assert steady.ok, steady.error
+        print(f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods replaced; "
+              f"steady poll wrote {steady.changed} rows")
+        print(f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f}")
+    finally:
+        demo.terminate()
+        demo.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
