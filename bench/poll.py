@@ -31,7 +31,10 @@ def floor(url: str) -> float:
 
     http = urllib3.PoolManager()
     started = time.perf_counter()
-    for path in ("/api/v1/nodes", "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"):
+    for path in (
+        "/api/v1/nodes",
+        "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+    ):
         response = http.request("GET", url + path, preload_content=True)
         gc.disable()
         try:
@@ -51,35 +54,73 @@ def change_fleet(url: str, *, nodes: int, pods: int, share: float) -> tuple[int,
     step = max(1, nodes // changed_nodes)
     for index in range(0, nodes, step)[:changed_nodes]:
         body = orjson.dumps({"metadata": {"labels": {"nvidia.com/mig.config.state": "pending"}}})
-        http.request("PATCH", f"{url}/api/v1/nodes/gpu-node-{index:05d}", body=body,
-                     headers={"Content-Type": "application/merge-patch+json"})
+        http.request(
+            "PATCH",
+            f"{url}/api/v1/nodes/gpu-node-{index:05d}",
+            body=body,
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
     changed_pods = max(1, int(pods * share))
     step = max(1, pods // changed_pods)
     for index in range(0, pods, step)[:changed_pods]:
         namespace, name = f"bench-{index % 20:02d}", f"job-{index:06d}"
         response = http.request("GET", f"{url}/api/v1/namespaces/{namespace}/pods/{name}")
         pod = orjson.loads(response.data)
-        http.request("DELETE", f"{url}/api/v1/namespaces/{namespace}/pods/{name}",
-                     body=orjson.dumps({"gracePeriodSeconds": 0}), headers={"Content-Type": "application/json"})
-        new = {"metadata": {"name": f"{name}-b", "namespace": namespace, "labels": pod["metadata"]["labels"]},
-               "spec": {"nodeName": pod["spec"]["nodeName"], "containers": pod["spec"]["containers"],
-                        "tolerations": pod["spec"].get("tolerations") or []}}
-        http.request("POST", f"{url}/api/v1/namespaces/{namespace}/pods", body=orjson.dumps(new),
-                     headers={"Content-Type": "application/json"})
+        http.request(
+            "DELETE",
+            f"{url}/api/v1/namespaces/{namespace}/pods/{name}",
+            body=orjson.dumps({"gracePeriodSeconds": 0}),
+            headers={"Content-Type": "application/json"},
+        )
+        new = {
+            "metadata": {
+                "name": f"{name}-b",
+                "namespace": namespace,
+                "labels": pod["metadata"]["labels"],
+            },
+            "spec": {
+                "nodeName": pod["spec"]["nodeName"],
+                "containers": pod["spec"]["containers"],
+                "tolerations": pod["spec"].get("tolerations") or [],
+            },
+        }
+        http.request(
+            "POST",
+            f"{url}/api/v1/namespaces/{namespace}/pods",
+            body=orjson.dumps(new),
+            headers={"Content-Type": "application/json"},
+        )
     return changed_nodes, changed_pods
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--changed", type=float, default=0.01)
     args = parser.parse_args()
 
     demo = subprocess.Popen(
-        [sys.executable, "-m", "devcluster", "--scenario", "empty", "--port", "0",
-         "--nodes", str(args.nodes), "--pods", str(args.pods), "--retry-seconds", "3600"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "devcluster",
+            "--scenario",
+            "empty",
+            "--port",
+            "0",
+            "--nodes",
+            str(args.nodes),
+            "--pods",
+            str(args.pods),
+            "--retry-seconds",
+            "3600",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert demo.stdout is not None
@@ -103,17 +144,25 @@ def main() -> int:
         first = poll_cluster(gateway=gateway)
         first_s = time.perf_counter() - started
         assert first.ok, first.error
-        print(f"fleet: {first.nodes} nodes, {first.pods} pods; observed rows: "
-              f"{ObservedNode.objects.count()} nodes, {ObservedPod.objects.count()} pods")
-        print(f"first poll (empty tables): {first_s:.2f} s, {first.changed} rows written, "
-              f"ratio to floor {first_s / floor_s:.2f}")
-        nodes_changed, pods_changed = change_fleet(url, nodes=args.nodes, pods=args.pods, share=args.changed)
+        print(
+            f"fleet: {first.nodes} nodes, {first.pods} pods; observed rows: "
+            f"{ObservedNode.objects.count()} nodes, {ObservedPod.objects.count()} pods"
+        )
+        print(
+            f"first poll (empty tables): {first_s:.2f} s, {first.changed} rows written, "
+            f"ratio to floor {first_s / floor_s:.2f}"
+        )
+        nodes_changed, pods_changed = change_fleet(
+            url, nodes=args.nodes, pods=args.pods, share=args.changed
+        )
         started = time.perf_counter()
         steady = poll_cluster(gateway=gateway)
         poll_s = time.perf_counter() - started
         assert steady.ok, steady.error
-        print(f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods replaced; "
-              f"steady poll wrote {steady.changed} rows")
+        print(
+            f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods replaced; "
+            f"steady poll wrote {steady.changed} rows"
+        )
         print(f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f}")
     finally:
         demo.terminate()

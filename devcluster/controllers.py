@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import gpu, quantity
+from devcluster import gpu, kueue, quantity
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -116,6 +116,7 @@ class Controllers:
     bound_at: dict[tuple[str, str], float] = field(default_factory=dict)
     stop_at: dict[tuple[str, str], float] = field(default_factory=dict)
     dirty: bool = True
+    kueue_dirty: bool = True
     last_schedule: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -127,6 +128,14 @@ class Controllers:
     def _mark_dirty(self, resource: Resource, old: Obj | None, new: Obj | None) -> None:
         if resource.kind in ("Pod", "Node", "ResourceQuota", "PodDisruptionBudget", "LimitRange"):
             self.dirty = True
+        if resource.kind in (
+            "Workload",
+            "ClusterQueue",
+            "LocalQueue",
+            "ResourceFlavor",
+            "Namespace",
+        ):
+            self.kueue_dirty = True
 
     # ------------------------------------------------------------ admission (pod create)
 
@@ -728,6 +737,10 @@ class Controllers:
         if dirty:
             self._quota_status()
             self._pdb_statuses()
+        if self.kueue_dirty:
+            self.kueue_dirty = False
+            with self.cluster.lock:
+                kueue.reconcile(self.cluster)
 
     def start(self) -> threading.Thread:
         def loop() -> None:

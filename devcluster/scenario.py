@@ -11,6 +11,7 @@ asking for ``nvidia.com/mig-3g.40gb`` stays Pending.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -22,6 +23,7 @@ from devcluster.resources import find
 NODES = find("", "v1", "nodes")
 PODS = find("", "v1", "pods")
 NAMESPACES = find("", "v1", "namespaces")
+WORKLOADS = find("kueue.x-k8s.io", "v1beta2", "workloads")
 
 A100 = {
     "product": "NVIDIA-A100-SXM4-80GB",
@@ -360,6 +362,45 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
         ),
         manager="kubectl",
     )
+    # Kueue workloads (as Kueue makes them from Jobs); they wait for the portal's queues.
+    for minutes, (namespace, name, queue, count, requests) in enumerate(SEED_WORKLOADS):
+        created = cluster.create(
+            WORKLOADS, namespace, workload(name, namespace, queue, count, requests), manager="kueue"
+        )
+        # Submitted a while ago, in this order (Kueue admits the oldest first).
+        stamp = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30 - minutes)
+        created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+SEED_WORKLOADS = (
+    ("team-a", "job-llm-pretrain", "team-a-train", 2, {"nvidia.com/gpu": "4"}),
+    ("team-a", "job-vision-3g", "team-a-train", 4, {"nvidia.com/mig-3g.40gb": "1"}),
+    ("team-b", "job-big-train", "team-b-train", 3, {"nvidia.com/gpu": "4"}),
+)
+
+
+def workload(name: str, namespace: str, queue: str, count: int, requests: dict[str, str]) -> Obj:
+    """A Kueue Workload as Kueue creates it for a Job (one pod set, ``main``)."""
+    container = {
+        "name": "main",
+        "image": "trainer:latest",
+        "resources": {"requests": dict(requests)},
+    }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": queue},
+        },
+        "spec": {
+            "queueName": queue,
+            "active": True,
+            "priority": 0,
+            "podSets": [
+                {"name": "main", "count": count, "template": {"spec": {"containers": [container]}}}
+            ],
+        },
+    }
 
 
 def generate_fleet(cluster: Cluster, controllers: Controllers, *, nodes: int, pods: int) -> None:

@@ -143,3 +143,30 @@ class Drift(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} {self.field}: {self.observed!r} (wanted {self.desired!r})"
+
+
+class ObservedWorkload(models.Model):
+    """A Kueue Workload as last polled: which queue, admitted or why it waits."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    queue_name = models.CharField(max_length=63, blank=True)
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    admitted = models.BooleanField(default=False)
+    finished = models.BooleanField(default=False)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    requests = models.JSONField(default=dict)
+    priority = models.IntegerField(default=0)
+    created_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_workload_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"

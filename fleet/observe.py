@@ -215,8 +215,11 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
                 field_selector="status.phase!=Succeeded,status.phase!=Failed",
             )
             managed = _list_managed(gateway)
+            workloads = _list_workloads(gateway)
             with transaction.atomic():
                 changed = write_fleet(nodes, pods, now=started)
+                if workloads is not None:
+                    changed += write_workloads(workloads, now=started)
                 write_managed(managed, now=started)
                 record_drift(now=started)
         finally:
@@ -334,6 +337,95 @@ def _list_managed(gateway: Gateway) -> dict[tuple[str, str], list[dict[str, Any]
         except NotFound:
             out[(api_version, kind)] = []  # the CRD is not installed
     return out
+
+
+def _list_workloads(gateway: Gateway) -> list[dict[str, Any]] | None:
+    """Kueue workloads, or None with the Volcano backend or without the Kueue CRDs."""
+    if settings.QM_QUEUE_BACKEND != "kueue":
+        return None
+    try:
+        return gateway.list(
+            f"kueue.x-k8s.io/{settings.QM_KUEUE_API_VERSION}", "Workload", page_size=500
+        )
+    except NotFound:
+        return None
+
+
+def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
+    """Queue, admission and the reason a workload waits (pure)."""
+    meta = workload.get("metadata") or {}
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    reserved = conditions.get("QuotaReserved") or {}
+    admitted = conditions.get("Admitted") or {}
+    finished = conditions.get("Finished") or {}
+    requests: dict[str, int] = {}
+    for pod_set in spec.get("podSets") or []:
+        count = _int(pod_set.get("count", 1))
+        for container in ((pod_set.get("template") or {}).get("spec") or {}).get(
+            "containers"
+        ) or []:
+            resources = container.get("resources") or {}
+            for name, value in (resources.get("requests") or resources.get("limits") or {}).items():
+                try:
+                    amount = parse_quantity(value) * count
+                except QuantityError:
+                    continue
+                if amount.denominator == 1:
+                    requests[name] = requests.get(name, 0) + int(amount)
+    is_admitted = admitted.get("status") == "True"
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue_name": spec.get("queueName", ""),
+        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
+        "admitted": is_admitted,
+        "finished": finished.get("status") == "True",
+        "reason": "" if is_admitted else reserved.get("reason", ""),
+        "message": "" if is_admitted else reserved.get("message", ""),
+        "requests": requests,
+        "priority": _int(spec.get("priority") or 0),
+        "created_at": meta.get("creationTimestamp"),
+        "admitted_at": admitted.get("lastTransitionTime") if is_admitted else None,
+    }
+
+
+def write_workloads(workloads: list[dict[str, Any]], *, now: dt.datetime) -> int:
+    """Replace changed workload rows and drop those gone (a few thousand at most)."""
+    from fleet.models import ObservedWorkload
+
+    current = {}
+    for item in workloads:
+        values = workload_values(item)
+        current[(values["namespace"], values["name"])] = values
+    existing = {(w.namespace, w.name): w for w in ObservedWorkload.objects.all()}
+    written = 0
+    for key, values in current.items():
+        row = existing.get(key)
+        if (
+            row is not None
+            and all(
+                str(getattr(row, k) or "") == str(v or "")
+                for k, v in values.items()
+                if k not in ("created_at", "admitted_at", "requests")
+            )
+            and row.requests == values["requests"]
+        ):
+            continue
+        ObservedWorkload.objects.update_or_create(
+            namespace=key[0],
+            name=key[1],
+            defaults={
+                **{k: v for k, v in values.items() if k not in ("namespace", "name")},
+                "last_changed": now,
+            },
+        )
+        written += 1
+    gone = [row.pk for key, row in existing.items() if key not in current]
+    if gone:
+        written += ObservedWorkload.objects.filter(pk__in=gone).delete()[0]
+    return written
 
 
 def write_managed(

@@ -226,3 +226,42 @@ def test_a_poll_of_an_unreachable_cluster_is_recorded(settings: Any) -> None:
     assert not run.ok
     assert "cannot reach the Kubernetes API" in run.error
     assert SyncRun.objects.count() == 1
+
+
+def test_kueue_admission_and_why_a_workload_waits(
+    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+) -> None:
+    from fleet.models import ObservedWorkload
+
+    apply_desired_state(gateway=portal_cluster)
+
+    def admitted() -> bool:
+        items = portal_cluster.list("kueue.x-k8s.io/v1beta2", "Workload")
+        return sum(1 for w in items if (w.get("status") or {}).get("admission")) == 2
+
+    wait_for(admitted)
+    poll_cluster(gateway=portal_cluster)
+    rows = {w.name: w for w in ObservedWorkload.objects.all()}
+    assert (
+        rows["job-llm-pretrain"].admitted and rows["job-llm-pretrain"].cluster_queue == "cq-train"
+    )
+    assert rows["job-vision-3g"].admitted
+    waiting = rows["job-big-train"]
+    assert not waiting.admitted
+    assert (waiting.reason, waiting.message) == (
+        "Pending",
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+        "in flavor h100-80gb, 4 more needed",
+    )
+    assert waiting.requests == {"nvidia.com/gpu": 12}
+    cq = portal_cluster.get(ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-train"))
+    assert (cq["status"]["pendingWorkloads"], cq["status"]["admittedWorkloads"]) == (1, 2)
+    usage = {
+        (f["name"], r["name"]): r for f in cq["status"]["flavorsUsage"] for r in f["resources"]
+    }
+    assert usage[("h100-80gb", "nvidia.com/gpu")] == {
+        "name": "nvidia.com/gpu",
+        "total": "8",
+        "borrowed": "0",
+    }
+    assert usage[("a100-80gb-3g", "nvidia.com/mig-3g.40gb")]["total"] == "4"
