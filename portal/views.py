@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from fleet.selectors import last_sync, waiting_in_namespaces
 from tenants.selectors import list_teams_for_user
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's teams, their namespaces, quotas and queues at a glance."""
-    return render(request, "portal/home.html", {"teams": list_teams_for_user(request.user)})
+    """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
+    teams = list(list_teams_for_user(request.user))
+    namespaces = [ns for team in teams for ns in team.namespaces.all()]
+    workloads, pods = waiting_in_namespaces([ns.name for ns in namespaces])
+    by_namespace: dict[str, dict[str, list[object]]] = defaultdict(lambda: {"workloads": [], "pods": []})
+    for workload in workloads:
+        by_namespace[workload.namespace]["workloads"].append(workload)
+    for pod in pods:
+        by_namespace[pod.namespace]["pods"].append(pod)
+    for ns in namespaces:
+        ns.observed = by_namespace[ns.name]  # type: ignore[attr-defined]
+    return render(request, "portal/home.html", {"teams": teams, "sync": last_sync()})
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -1,0 +1,54 @@
+"""Reads of the observed fleet (the same for every signed-in user: nodes are not team data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import QuerySet
+
+from fleet.models import Drift, NodePool, ObservedNode, ObservedPod, ObservedWorkload
+from sync.models import AppliedObject, SyncRun
+
+
+@dataclass
+class PoolView:
+    name: str
+    mig_config: str
+    purpose: str
+    nodes: list[ObservedNode] = field(default_factory=list)
+
+
+def fleet_by_pool() -> list[PoolView]:
+    """Nodes grouped by the first pool whose selector matches (two queries in all)."""
+    pools = [PoolView(p.name, p.mig_config, p.get_purpose_display()) for p in NodePool.objects.all()]
+    selectors = list(NodePool.objects.values_list("node_selector", flat=True))
+    other = PoolView("(no pool)", "", "")
+    for node in ObservedNode.objects.filter(gone_since__isnull=True).order_by("name"):
+        for pool, selector in zip(pools, selectors, strict=True):
+            if selector and all(node.labels.get(k) == v for k, v in selector.items()):
+                pool.nodes.append(node)
+                break
+        else:
+            other.nodes.append(node)
+    return [p for p in [*pools, other] if p.nodes or p.name != "(no pool)"]
+
+
+def open_drift() -> QuerySet[Drift]:
+    return Drift.objects.filter(resolved_at__isnull=True).order_by("kind", "subject")
+
+
+def last_sync() -> SyncRun | None:
+    return SyncRun.objects.order_by("-started_at").first()
+
+
+def apply_problems() -> QuerySet[AppliedObject]:
+    return AppliedObject.objects.exclude(outcome=AppliedObject.Outcome.APPLIED).order_by("kind", "name")
+
+
+def waiting_in_namespaces(namespaces: list[str]) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
+    """Workloads not admitted and Pending pods of these namespaces, with the reason."""
+    workloads = list(ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False)
+                     .order_by("admitted", "namespace", "created_at"))
+    pods = list(ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending")
+                .order_by("namespace", "name"))
+    return workloads, pods
