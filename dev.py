@@ -104,7 +104,7 @@ def run() -> int:
     manage("migrate", "--no-input", "-v", "0", env=env)
     manage("load_demo", env=env)
     if "devcluster" in processes:
-        manage("sync_cluster", env=env)
+        manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
     commands = {
         "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
         "worker": [

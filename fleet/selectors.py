@@ -20,7 +20,9 @@ class PoolView:
 
 def fleet_by_pool() -> list[PoolView]:
     """Nodes grouped by the first pool whose selector matches (two queries in all)."""
-    pools = [PoolView(p.name, p.mig_config, p.get_purpose_display()) for p in NodePool.objects.all()]
+    pools = [
+        PoolView(p.name, p.mig_config, p.get_purpose_display()) for p in NodePool.objects.all()
+    ]
     selectors = list(NodePool.objects.values_list("node_selector", flat=True))
     other = PoolView("(no pool)", "", "")
     for node in ObservedNode.objects.filter(gone_since__isnull=True).order_by("name"):
@@ -42,13 +44,23 @@ def last_sync() -> SyncRun | None:
 
 
 def apply_problems() -> QuerySet[AppliedObject]:
-    return AppliedObject.objects.exclude(outcome=AppliedObject.Outcome.APPLIED).order_by("kind", "name")
+    return AppliedObject.objects.exclude(outcome=AppliedObject.Outcome.APPLIED).order_by(
+        "kind", "name"
+    )
 
 
-def waiting_in_namespaces(namespaces: list[str]) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
+def waiting_in_namespaces(
+    namespaces: list[str],
+) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
     """Workloads not admitted and Pending pods of these namespaces, with the reason."""
-    workloads = list(ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False)
-                     .order_by("admitted", "namespace", "created_at"))
-    pods = list(ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending")
-                .order_by("namespace", "name"))
+    workloads = list(
+        ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False).order_by(
+            "admitted", "namespace", "created_at"
+        )
+    )
+    pods = list(
+        ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending").order_by(
+            "namespace", "name"
+        )
+    )
     return workloads, pods

@@ -18,7 +18,9 @@ def home(request: HttpRequest) -> HttpResponse:
     teams = list(list_teams_for_user(request.user))
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     workloads, pods = waiting_in_namespaces([ns.name for ns in namespaces])
-    by_namespace: dict[str, dict[str, list[object]]] = defaultdict(lambda: {"workloads": [], "pods": []})
+    by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
+        lambda: {"workloads": [], "pods": []}
+    )
     for workload in workloads:
         by_namespace[workload.namespace]["workloads"].append(workload)
     for pod in pods:

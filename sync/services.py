@@ -24,6 +24,7 @@ from kube import (
 )
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from portal.manifests import collect_manifests
+from fleet.models import Drift
 from sync.models import AppliedObject
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,8 @@ def _record(ref: ObjectRef, **values: Any) -> None:
 
 def apply_desired_state(*, gateway: Gateway, full: bool = False) -> ApplyReport:
     """1. render everything the portal wants; 2. apply each object whose rendering changed
-    since its last successful apply (all of them when ``full``), in apply order; 3. remove
+    since its last successful apply, or that the last poll found deleted or changed in the
+    cluster (all of them when ``full``), in apply order; 3. remove
     objects applied before and no longer wanted, in reverse order, only if they carry the
     portal's managed-by label. Each outcome is recorded as it happens, so a crash loses
     nothing: the next run finds the unapplied rest by hash."""
@@ -85,12 +87,19 @@ def apply_desired_state(*, gateway: Gateway, full: bool = False) -> ApplyReport:
         manifests = collect_manifests()
         desired = {object_key(ObjectRef.of(m)): m for m in manifests}
         records = {(r.kind, r.namespace, r.name): r for r in AppliedObject.objects.all()}
+        # Objects the last poll found deleted or changed in the cluster are applied again.
+        drifted = set(
+            Drift.objects.filter(
+                resolved_at__isnull=True, kind__in=[Drift.Kind.OBJECT, Drift.Kind.MISSING]
+            ).values_list("subject", flat=True)
+        )
         for manifest in manifests:
             ref = ObjectRef.of(manifest)
             digest = content_hash(manifest)
             record = records.get(object_key(ref))
             if (
                 not full
+                and str(ref) not in drifted
                 and record is not None
                 and record.content_hash == digest
                 and record.outcome == AppliedObject.Outcome.APPLIED

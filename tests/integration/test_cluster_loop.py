@@ -265,3 +265,18 @@ def test_kueue_admission_and_why_a_workload_waits(
         "borrowed": "0",
     }
     assert usage[("a100-80gb-3g", "nvidia.com/mig-3g.40gb")]["total"] == "4"
+
+
+def test_objects_deleted_in_the_cluster_are_applied_again_after_a_poll(
+    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+) -> None:
+    apply_desired_state(gateway=portal_cluster)
+    other = connect(url=cluster.url, field_manager="kubectl")
+    lq = ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev")
+    other.delete(lq)
+    assert apply_desired_state(gateway=portal_cluster).applied == []  # unchanged by hash
+    poll_cluster(gateway=portal_cluster)
+    assert apply_desired_state(gateway=portal_cluster).applied == ["LocalQueue team-dev/dev-test"]
+    assert portal_cluster.get(lq)["spec"]["clusterQueue"] == "cq-dev"
+    poll_cluster(gateway=portal_cluster)
+    assert not Drift.objects.filter(resolved_at__isnull=True, kind="missing").exists()

@@ -15,27 +15,61 @@ from sync.models import SyncRun
 pytestmark = pytest.mark.django_db
 
 
-def node(name: str, *, pool: str = "train", config: str = "all-3g.40gb", state: str = "success",
-         allocatable: dict[str, str] | None = None, allocated: dict[str, int] | None = None) -> ObservedNode:
+def node(
+    name: str,
+    *,
+    pool: str = "train",
+    config: str = "all-3g.40gb",
+    state: str = "success",
+    allocatable: dict[str, str] | None = None,
+    allocated: dict[str, int] | None = None,
+) -> ObservedNode:
     now = timezone.now()
     return ObservedNode.objects.create(
-        name=name, gpu_product="NVIDIA-A100-SXM4-80GB", gpu_count=8, mig_config=config,
-        mig_config_state=state, labels={"quartermaster.io/pool": pool},
+        name=name,
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config=config,
+        mig_config_state=state,
+        labels={"quartermaster.io/pool": pool},
         allocatable=allocatable or {"nvidia.com/mig-3g.40gb": "16", "cpu": "128"},
-        allocated=allocated or {}, ready=True, first_seen=now, last_changed=now)
+        allocated=allocated or {},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
 
 
 def test_fleet_groups_nodes_by_pool_and_shows_drift(client: Client, team_a_member: Any) -> None:
-    NodePool.objects.create(name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb")
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
     node("gpu-a100-01", allocated={"nvidia.com/mig-3g.40gb": 12})
-    node("gpu-a100-03", config="all-balanced", state="failed",
-         allocatable={"nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16", "nvidia.com/mig-3g.40gb": "0"})
+    node(
+        "gpu-a100-03",
+        config="all-balanced",
+        state="failed",
+        allocatable={
+            "nvidia.com/mig-2g.20gb": "8",
+            "nvidia.com/mig-1g.10gb": "16",
+            "nvidia.com/mig-3g.40gb": "0",
+        },
+    )
     node("spare-01", pool="other")
     now = timezone.now()
-    Drift.objects.create(kind="mig_layout", subject="gpu-a100-03", field="nvidia.com/mig.config",
-                         desired="all-3g.40gb", observed="all-balanced (failed)",
-                         detail="Pool train intends all-3g.40gb.", first_seen=now, last_seen=now)
-    SyncRun.objects.create(started_at=now - dt.timedelta(seconds=20), finished_at=now, nodes=3, pods=10, duration_ms=42)
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced (failed)",
+        detail="Pool train intends all-3g.40gb.",
+        first_seen=now,
+        last_seen=now,
+    )
+    SyncRun.objects.create(
+        started_at=now - dt.timedelta(seconds=20), finished_at=now, nodes=3, pods=10, duration_ms=42
+    )
     client.force_login(team_a_member)
     page = client.get("/fleet/").content.decode()
     assert "Pool train" in page and "(no pool)" in page
@@ -54,9 +88,12 @@ def test_fleet_partial_for_htmx_polling(client: Client, team_a_member: Any) -> N
     assert "<html" not in body
 
 
-def test_fleet_query_count_does_not_grow_with_nodes(client: Client, team_a_member: Any,
-                                                    django_assert_max_num_queries: Any) -> None:
-    NodePool.objects.create(name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb")
+def test_fleet_query_count_does_not_grow_with_nodes(
+    client: Client, team_a_member: Any, django_assert_max_num_queries: Any
+) -> None:
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
     for i in range(40):
         node(f"n{i:02d}")
     client.force_login(team_a_member)
@@ -68,19 +105,34 @@ def test_fleet_needs_login(client: Client) -> None:
     assert client.get("/fleet/").status_code == 302
 
 
-def test_home_explains_what_waits_in_my_namespaces_only(client: Client, team_a_admin: Any, team_b: Any) -> None:
+def test_home_explains_what_waits_in_my_namespaces_only(
+    client: Client, team_a_admin: Any, team_b: Any
+) -> None:
     from tests.factories import NamespaceFactory
 
     team_a = team_a_admin.memberships.get().team
     NamespaceFactory(name="team-a", team=team_a)
     NamespaceFactory(name="team-b", team=team_b)
     now = timezone.now()
-    ObservedWorkload.objects.create(namespace="team-a", name="job-1", queue_name="team-a-train", admitted=False,
-                                    reason="Pending", message="couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100-80gb, 4 more needed",
-                                    last_changed=now)
-    ObservedWorkload.objects.create(namespace="team-b", name="secret-job", queue_name="team-b-train", last_changed=now)
-    ObservedPod.objects.create(namespace="team-a", name="train-3g", phase="Pending",
-                               pending_message="0/5 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb.", last_changed=now)
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-1",
+        queue_name="team-a-train",
+        admitted=False,
+        reason="Pending",
+        message="couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100-80gb, 4 more needed",
+        last_changed=now,
+    )
+    ObservedWorkload.objects.create(
+        namespace="team-b", name="secret-job", queue_name="team-b-train", last_changed=now
+    )
+    ObservedPod.objects.create(
+        namespace="team-a",
+        name="train-3g",
+        phase="Pending",
+        pending_message="0/5 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb.",
+        last_changed=now,
+    )
     client.force_login(team_a_admin)
     page = client.get("/").content.decode()
     assert "4 more needed" in page
