@@ -14,6 +14,7 @@ import orjson
 from django.db import connection, transaction
 from django.utils import timezone
 
+from fleet.models import Drift
 from kube import (
     ApplyConflict,
     Gateway,
@@ -24,7 +25,6 @@ from kube import (
 )
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from portal.manifests import collect_manifests
-from fleet.models import Drift
 from sync.models import AppliedObject
 
 log = logging.getLogger(__name__)
