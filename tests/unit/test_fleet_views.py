@@ -120,7 +120,10 @@ def test_home_explains_what_waits_in_my_namespaces_only(
         queue_name="team-a-train",
         admitted=False,
         reason="Pending",
-        message="couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100-80gb, 4 more needed",
+        message=(
+            "couldn't assign flavors to pod set main: insufficient unused quota for "
+            "nvidia.com/gpu in flavor h100-80gb, 4 more needed"
+        ),
         last_changed=now,
     )
     ObservedWorkload.objects.create(
