@@ -229,3 +229,21 @@ def test_a_worker_killed_mid_apply_finishes_the_work_exactly_once(
         assert [e["manager"] for e in applies] == ["quartermaster"], manifest["metadata"]["name"]
         if "generation" in live["metadata"]:
             assert live["metadata"]["generation"] == 1, manifest["metadata"]["name"]
+
+
+def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gateway) -> None:
+    from fleet.models import ObservedNode
+    from sync.tasks import poll_cluster_task
+
+    load_demo()
+    wait_for(all_applied, what="every object applied")
+    poll_cluster_task.delay()
+    wait_for(
+        lambda: ObservedNode.objects.filter(name="gpu-a100-03").exists(), what="the first poll"
+    )
+    gateway.patch_node_labels("gpu-h100-02", {"nvidia.com/mig.config.state": "failed"})
+    poll_cluster_task.delay()
+    wait_for(
+        lambda: ObservedNode.objects.get(name="gpu-h100-02").mig_config_state == "failed",
+        what="the change after one poll",
+    )
