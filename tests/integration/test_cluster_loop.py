@@ -235,11 +235,18 @@ def test_kueue_admission_and_why_a_workload_waits(
 
     apply_desired_state(gateway=portal_cluster)
 
-    def admitted() -> bool:
+    def settled() -> bool:
+        # Kueue looks again whenever a queue appears: wait for the last verdict.
         items = portal_cluster.list("kueue.x-k8s.io/v1beta2", "Workload")
-        return sum(1 for w in items if (w.get("status") or {}).get("admission")) == 2
+        messages = [
+            c.get("message", "")
+            for w in items
+            for c in (w.get("status") or {}).get("conditions", [])
+        ]
+        admitted = sum(1 for w in items if (w.get("status") or {}).get("admission"))
+        return admitted == 2 and any("more needed" in m for m in messages)
 
-    wait_for(admitted)
+    wait_for(settled)
     poll_cluster(gateway=portal_cluster)
     rows = {w.name: w for w in ObservedWorkload.objects.all()}
     assert (
