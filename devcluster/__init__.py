@@ -47,6 +47,7 @@ def start(
     nodes: int = 0,
     pods: int = 0,
     token: str = "",
+    users: dict[str, tuple[str, frozenset[str]]] | None = None,
     options: Options | None = None,
     continue_ttl: float = 300.0,
 ) -> DemoCluster:
@@ -58,6 +59,6 @@ def start(
         load_seed(cluster, controllers)
     if nodes:
         generate_fleet(cluster, controllers, nodes=nodes, pods=pods)
-    server = serve(API(cluster, controllers, token=token), host, port)
+    server = serve(API(cluster, controllers, token=token, users=users), host, port)
     controllers.start()
     return DemoCluster(cluster, controllers, server)

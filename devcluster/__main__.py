@@ -37,10 +37,21 @@ def main(argv: list[str] | None = None) -> int:
         help="how often the scheduler retries unschedulable pods",
     )
     parser.add_argument("--token", default="", help="require this bearer token (default: none)")
+    parser.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="NAME:TOKEN:VERBS",
+        help="a limited user, e.g. alice:t0ken:get,list (RBAC refusals for tests)",
+    )
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for kubectl here")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     options = Options(mig_delay_seconds=args.mig_delay, retry_seconds=args.retry_seconds)
+    users = {}
+    for spec in args.user:
+        name, token, verbs = spec.split(":", 2)
+        users[token] = (name, frozenset(verbs.split(",")))
     demo = start(
         host=args.host,
         port=args.port,
@@ -48,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes=args.nodes,
         pods=args.pods,
         token=args.token,
+        users=users,
         options=options,
     )
     demo.server.verbose = args.verbose

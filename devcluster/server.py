@@ -56,10 +56,20 @@ class Response:
 class API:
     """Routes one request to the cluster; independent of the HTTP transport (testable)."""
 
-    def __init__(self, cluster: Cluster, controllers: Controllers, *, token: str = "") -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        controllers: Controllers,
+        *,
+        token: str = "",
+        users: dict[str, tuple[str, frozenset[str]]] | None = None,
+    ) -> None:
+        """``token``: the admin's bearer token; ``users``: token -> (user, allowed verbs),
+        for RBAC refusals (403) as the API server words them."""
         self.cluster = cluster
         self.controllers = controllers
         self.token = token
+        self.users = users or {}
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         self.cluster.warnings.items = []
@@ -70,6 +80,8 @@ class API:
             response = self._route(method, target, headers, body)
         except APIError as error:
             response = Response(error.code, error.status())
+            if error.code == 403 and error.reason == "Forbidden":
+                response.headers["X-Content-Type-Options"] = "nosniff"
         warnings = getattr(self.cluster.warnings, "items", [])
         if warnings:
             response.headers["Warning"] = ", ".join(f"299 - {json.dumps(w)}" for w in warnings)
@@ -83,7 +95,9 @@ class API:
         path = url.path.rstrip("/") or "/"
         if path in ("/healthz", "/readyz", "/livez"):
             return Response(200, None, {"Content-Type": "text/plain; charset=utf-8"}, raw=b"ok")
-        if self.token and headers.get("authorization", "") != f"Bearer {self.token}":
+        bearer = headers.get("authorization", "").removeprefix("Bearer ")
+        user = self.users.get(bearer)
+        if (self.token or self.users) and bearer != self.token and user is None:
             raise APIError(401, "Unauthorized")
         if path == "/version":
             return Response(200, VERSION, {"pretty": "1"})
@@ -138,7 +152,48 @@ class API:
             raise APIError(404, "the server could not find the requested resource", details={})
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
+        if user is not None:
+            self._authorize(user, method, resource, namespace, name, sub)
         return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    @staticmethod
+    def _authorize(
+        user: tuple[str, frozenset[str]],
+        method: str,
+        resource: resources.Resource,
+        namespace: str,
+        name: str,
+        sub: str,
+    ) -> None:
+        verb = {
+            "GET": "get" if name else "list",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete",
+        }.get(method, method.lower())
+        username, verbs = user
+        if verb in verbs or "*" in verbs:
+            return
+        plural = f"{resource.plural}/{sub}" if sub else resource.plural
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        subject = (
+            f'{resource.group_resource} "{name}"'
+            if name and method != "POST"
+            else resource.group_resource
+        )
+        details: dict[str, str] = {}
+        if name and method != "POST":
+            details["name"] = name
+        if resource.group:
+            details["group"] = resource.group
+        details["kind"] = resource.plural
+        raise APIError(
+            403,
+            f'{subject} is forbidden: User "{username}" cannot {verb} resource "{plural}" in '
+            f'API group "{resource.group}" {scope}',
+            details=details,
+        )
 
     @staticmethod
     def _group(group: str, versions: list[str]) -> dict[str, Any]:

@@ -28,7 +28,9 @@ def recording(name: str) -> dict[str, Any]:
 
 
 class Demo:
-    def __init__(self, *, token: str = "") -> None:
+    def __init__(
+        self, *, token: str = "", users: dict[str, tuple[str, frozenset[str]]] | None = None
+    ) -> None:
         self.cluster = Cluster()
         self.controllers = Controllers(
             self.cluster,
@@ -41,7 +43,7 @@ class Demo:
         )
         self.controllers.install()
         load_seed(self.cluster, self.controllers)
-        self.api = API(self.cluster, self.controllers, token=token)
+        self.api = API(self.cluster, self.controllers, token=token, users=users)
         for namespace in ("team-c", "team-d"):
             self.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
 
@@ -615,3 +617,27 @@ def test_node_status_patch_canonicalises_quantities(demo: Demo) -> None:
 def test_wrong_token_is_401() -> None:
     demo = Demo(token="secret")
     assert_same_status(demo.replay("i1-unauthorized-401"), "i1-unauthorized-401")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "i2-rbac-forbidden-list-nodes-403",
+        "i3-rbac-forbidden-get-clusterqueue-403",
+        "i4-rbac-forbidden-create-namespaced-403",
+    ],
+)
+def test_rbac_refusals_match(case: str) -> None:
+    demo = Demo(users={"alice-token": ("alice", frozenset())})
+    request = recording(case)["request"]
+    target = request["path"] + (f"?{request['query']}" if request["query"] else "")
+    body = request["body"]
+    raw = b"" if body is None else json.dumps(body).encode()
+    response = demo.api.handle(
+        request["method"],
+        target,
+        {"authorization": "Bearer alice-token", "content-type": "application/json"},
+        raw,
+    )
+    assert_same_status(response, case)
+    assert response.headers["X-Content-Type-Options"] == "nosniff"

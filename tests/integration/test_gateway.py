@@ -133,3 +133,23 @@ def test_eviction_respects_disruption_budgets(gateway: Gateway) -> None:
     with pytest.raises(EvictionBlocked, match="disruption budget"):
         gateway.evict("team-b", "filler-3g-0")
     gateway.evict("team-b", "no-such-pod")  # already gone is fine
+
+
+def test_rbac_refusal_is_permanent_with_the_servers_words() -> None:
+    import devcluster
+
+    demo = devcluster.start(users={"viewer-token": ("alice", frozenset({"get", "list"}))})
+    try:
+        viewer = connect(url=demo.url, token="viewer-token")
+        assert viewer.list("v1", "Node")
+        with pytest.raises(PermanentKubeError) as caught:
+            viewer.apply(QUOTA)
+        assert caught.value.status == 403
+        assert caught.value.message == (
+            'resourcequotas "team-a-gpu-quota" is forbidden: User "alice" cannot patch resource '
+            '"resourcequotas" in API group "" in the namespace "team-a"'
+        )
+        with pytest.raises(PermanentKubeError, match="Unauthorized"):
+            connect(url=demo.url, token="wrong").list("v1", "Node")
+    finally:
+        demo.stop()
