@@ -46,3 +46,148 @@ def unknown_gpu_resource_note(resource: str) -> str | None:
         f"{resource} is not offered by any GPU model in the MIG catalog, so nothing will ever "
         f"use this entry.{hint}"
     )
+
+
+# ----------------------------------------------------------------------------- models
+
+CONFIGS = Path(__file__).resolve().parent.parent / "reference" / "mig-parted-config.yaml"
+
+
+@functools.cache
+def standard_configs() -> dict[str, list[dict[str, Any]]]:
+    """The GPU Operator's named mig-parted configs (and the reference's custom examples)."""
+    return dict(yaml.safe_load(CONFIGS.read_text())["mig-configs"])
+
+
+def gpu_models() -> dict[str, dict[str, Any]]:
+    return dict(catalog()["gpus"])
+
+
+@functools.cache
+def model_for_product(product: str) -> str | None:
+    """The catalog key of a GFD ``nvidia.com/gpu.product`` value (MIG suffixes ignored)."""
+    base = product.split("-MIG-")[0]
+    for name, model in catalog()["gpus"].items():
+        if any(label["value"] == base for label in model.get("gfd_product_labels", [])):
+            return str(name)
+    return None
+
+
+def resource_name(profile: str) -> str:
+    """``1g.10gb+me`` -> ``nvidia.com/mig-1g.10gb.me`` (the device plugin's spelling)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def placement_errors(model_name: str, devices: dict[str, int]) -> list[str]:
+    """Why these MIG instances cannot share one GPU of this model (empty when they can).
+
+    Checks each profile exists for the model, its maximum count, and that all instances
+    can be given non-overlapping placements on the model's grid (as nvidia-smi's
+    ``-lgipp`` lists them); mig-parted tries every order, so order does not matter.
+    """
+    model = gpu_models().get(model_name)
+    if model is None:
+        return [f"unknown GPU model {model_name!r}"]
+    profiles = {p["name"]: p for p in model.get("profiles", [])}
+    errors = []
+    instances: list[tuple[list[int], int]] = []
+    for name, count in devices.items():
+        profile = profiles.get(name)
+        if profile is None:
+            known = ", ".join(sorted(profiles)) or "none"
+            errors.append(f"{model_name} has no MIG profile {name} (it has: {known})")
+            continue
+        if count < 0:
+            errors.append(f"{name}: the count cannot be negative")
+            continue
+        if count > profile["max_instances"]:
+            errors.append(
+                f"{name}: at most {profile['max_instances']} per GPU on {model_name}, not {count}"
+            )
+            continue
+        placements = profile["placements"]
+        instances += [(list(placements["starts"]), int(placements["size"]))] * count
+    if errors:
+        return errors
+    units = int(model["placement_units"])
+    instances.sort(key=lambda item: -item[1])
+
+    def place(index: int, used: int) -> bool:
+        if index == len(instances):
+            return True
+        starts, size = instances[index]
+        for start in starts:
+            mask = ((1 << size) - 1) << start
+            if start + size <= units and not used & mask and place(index + 1, used | mask):
+                return True
+        return False
+
+    if not place(0, 0):
+        mix = " + ".join(f"{n} x {p}" for p, n in devices.items() if n)
+        return [
+            f"{mix} does not fit one {model_name}: the instances overlap on its {units}-slot "
+            "placement grid (see the profiles' allowed start positions)"
+        ]
+    return []
+
+
+def _entry_matches(entry: dict[str, Any], model: dict[str, Any], index: int) -> bool:
+    filters = entry.get("device-filter")
+    if filters is not None:
+        wanted = {f.upper() for f in ([filters] if isinstance(filters, str) else filters)}
+        if not wanted & {d.upper() for d in model.get("pci_device_ids", [])}:
+            return False
+    devices = entry.get("devices", "all")
+    return devices == "all" or index in devices
+
+
+def config_layout(
+    config: list[dict[str, Any]],
+    model_name: str,
+    gpu_count: int,
+) -> tuple[list[dict[str, int] | None], list[str]]:
+    """Per GPU: its MIG devices ({} = MIG off, whole GPU; None = no entry matches, left as
+    it is), and errors for entries that cannot work on this model."""
+    model = gpu_models()[model_name]
+    layout: list[dict[str, int] | None] = []
+    errors: list[str] = []
+    for index in range(gpu_count):
+        chosen = next((e for e in config if _entry_matches(e, model, index)), None)
+        if chosen is None:
+            layout.append(None)
+        elif not chosen.get("mig-enabled"):
+            layout.append({})
+        else:
+            devices = {str(k): int(v) for k, v in (chosen.get("mig-devices") or {}).items()}
+            problems = placement_errors(model_name, devices)
+            if problems:
+                errors.extend(f"GPU {index}: {p}" for p in problems)
+            layout.append(devices)
+    return layout, sorted(set(errors))
+
+
+def layout_resources(layout: list[dict[str, int] | None]) -> dict[str, int]:
+    """What a node with this layout advertises (mixed strategy)."""
+    totals: dict[str, int] = {}
+    for gpu in layout:
+        if gpu is None:
+            continue
+        if not gpu:
+            totals["nvidia.com/gpu"] = totals.get("nvidia.com/gpu", 0) + 1
+        for profile, count in gpu.items():
+            if count:
+                name = resource_name(profile)
+                totals[name] = totals.get(name, 0) + count
+    return totals
+
+
+def gpu_share(model_name: str, profile: str) -> tuple[int, int, int, int]:
+    """(compute slices, of total, memory slices, of total) of one instance of a profile."""
+    model = gpu_models()[model_name]
+    entry = next(p for p in model["profiles"] if p["name"] == profile)
+    return (
+        int(entry["compute_slices"]),
+        int(model["compute_slices"]),
+        int(entry["memory_slices"]),
+        int(model["memory_slices_total"]),
+    )

@@ -170,3 +170,145 @@ class ObservedWorkload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class MigConfig(models.Model):
+    """A custom MIG layout an admin defines for one GPU model (the same on every GPU).
+
+    The GPU Operator's standard configs (``all-3g.40gb``…) come from the catalog; custom
+    ones must also be added to the MIG Manager's ConfigMap under the same name.
+    """
+
+    name = models.CharField(max_length=63, unique=True)
+    gpu_model = models.CharField(max_length=64, help_text="Catalog key, e.g. A100-80GB.")
+    devices = models.JSONField(
+        default=dict, help_text='Per GPU, e.g. {"3g.40gb": 1, "2g.20gb": 2}.'
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["gpu_model", "name"]
+        verbose_name = "custom MIG config"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from fleet.catalog import gpu_models, placement_errors, standard_configs
+        from portal.names import label_value_errors
+
+        errors: dict[str, list[str]] = {}
+        if label_value_errors(self.name):
+            errors["name"] = ["A MIG config name is a label value: letters, digits, '-', '_', '.'."]
+        elif self.name in standard_configs():
+            errors["name"] = [
+                f"{self.name} is a standard GPU Operator config; choose another name."
+            ]
+        if self.gpu_model not in gpu_models():
+            errors["gpu_model"] = [f"Unknown GPU model; known: {', '.join(sorted(gpu_models()))}."]
+        elif not isinstance(self.devices, dict) or not self.devices:
+            errors["devices"] = ['Give the MIG devices per GPU, e.g. {"3g.40gb": 2}.']
+        else:
+            problems = placement_errors(
+                self.gpu_model, {str(k): int(v) for k, v in self.devices.items()}
+            )
+            if problems:
+                errors["devices"] = problems
+        if errors:
+            raise ValidationError(errors)
+
+
+class MigChangeRequest(models.Model):
+    """A request to re-slice GPU nodes, with its impact assessment, decision and execution."""
+
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PENDING = "pending", "Pending approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        SCHEDULED = "scheduled", "Scheduled"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        ROLLING_BACK = "rolling_back", "Rolling back"
+        ROLLED_BACK = "rolled_back", "Rolled back"
+
+    team = models.ForeignKey("tenants.Team", on_delete=models.PROTECT, related_name="mig_changes")
+    requested_by = models.ForeignKey(
+        "auth.User", on_delete=models.PROTECT, related_name="mig_changes_requested"
+    )
+    nodes = models.JSONField(default=list, help_text="Node names the change applies to.")
+    pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL)
+    target_config = models.CharField(max_length=63)
+    reason = models.TextField()
+    window_start = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
+    assessment = models.JSONField(default=dict)
+    verdict = models.CharField(max_length=16, blank=True)
+    previous_configs = models.JSONField(default=dict, help_text="Node -> MIG config before.")
+    queue_changes = models.JSONField(
+        default=list, help_text="ClusterQueue nominal quota changes applied after verification."
+    )
+    decided_by = models.ForeignKey(
+        "auth.User",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="mig_changes_decided",
+    )
+    decision_comment = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    failure = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "created_at"], name="mig_change_state")]
+
+    def __str__(self) -> str:
+        return f"MIG change #{self.pk}: {', '.join(self.nodes)} -> {self.target_config}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+OPEN_STATES = {"draft", "pending", "approved", "scheduled", "running", "rolling_back"}
+TERMINAL_STATES = {"rejected", "cancelled", "succeeded", "failed", "rolled_back"}
+
+
+class MigChangeStep(models.Model):
+    """One step of the execution on one node, recorded as it runs (resumable)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    request = models.ForeignKey(MigChangeRequest, on_delete=models.CASCADE, related_name="steps")
+    round = models.CharField(max_length=8, default="apply", help_text="apply or rollback")
+    node = models.CharField(max_length=253, blank=True)
+    step = models.CharField(max_length=16)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
+    message = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "round", "node", "step"], name="one_step_record"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.step}: {self.status}"

@@ -184,7 +184,18 @@ QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
 QM_POOL_LABEL = env_str("QM_POOL_LABEL", "quartermaster.io/pool")
 
+# MIG changes: how long to wait for evictions and for MIG Manager before giving up.
+QM_EVICTION_TIMEOUT_SECONDS = env_int("QM_EVICTION_TIMEOUT_SECONDS", 600)
+QM_MIG_STUCK_SECONDS = env_int("QM_MIG_STUCK_SECONDS", 900)
+QM_MIG_POLL_SECONDS = env_int("QM_MIG_POLL_SECONDS", 5)
+# Notifications of MIG change requests (new, decided, succeeded, failed).
+QM_NOTIFY_WEBHOOK_URL = env_str("QM_NOTIFY_WEBHOOK_URL")
+QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
+
 CELERY_BEAT_SCHEDULE = {
+    "resume-mig-changes": {"task": "fleet.tasks.resume_mig_changes_task", "schedule": 60.0},
     "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
     "reapply-desired-state": {
         "task": "sync.tasks.apply_desired_state_task",
