@@ -149,15 +149,15 @@ def test_blocked_verdicts() -> None:
     assert assess(fleet, targets=["gpu-a100-03"], config="all-3g.40gb")["reasons"][0] == (
         "gpu-a100-03 is already part of open request #7."
     )
-    checks = {
-        ("gpu-a100-09",): ("all-3g.40gb", "Not in the fleet (or gone): gpu-a100-09."),
-        ("gpu-a100-01",): ("all-1g.5gb", "cannot be applied to A100-80GB"),
-        ("gpu-a100-02",): ("all-1g.35gb", "matches none of gpu-a100-02's A100-80GB GPUs"),
-        ("gpu-a100-01", "gpu-a100-02"): ("all-3g.40gb", "Every node is already on all-3g.40gb"),
-        (): ("all-3g.40gb", "Choose at least one node."),
-        ("gpu-a100-01",): ("no-such-config", "There is no MIG config named no-such-config."),
-    }
-    for targets, (config, reason) in checks.items():
+    checks = [
+        (("gpu-a100-09",), "all-3g.40gb", "Not in the fleet (or gone): gpu-a100-09."),
+        (("gpu-a100-01",), "all-1g.5gb", "cannot be applied to A100-80GB"),
+        (("gpu-a100-02",), "all-1g.35gb", "matches none of gpu-a100-02's A100-80GB GPUs"),
+        (("gpu-a100-01", "gpu-a100-02"), "all-3g.40gb", "Every node is already on all-3g.40gb"),
+        ((), "all-3g.40gb", "Choose at least one node."),
+        (("gpu-a100-01",), "no-such-config", "There is no MIG config named no-such-config."),
+    ]
+    for targets, config, reason in checks:
         result = assess(seed_fleet(), targets=list(targets), config=config)
         assert result["verdict"] == "blocked", targets
         assert any(reason in r for r in result["reasons"]), result["reasons"]
