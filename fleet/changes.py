@@ -246,7 +246,6 @@ def request_mig_change(
     return request
 
 
-@transaction.atomic
 def approve_mig_change(
     *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> MigChangeRequest:
@@ -287,28 +286,29 @@ def approve_mig_change(
     target = (
         State.SCHEDULED if request.window_start and request.window_start > now else State.APPROVED
     )
-    transition(
-        request,
-        State.APPROVED,
-        decided_by_id=approver.pk,
-        decision_comment=comment,
-        decided_at=now,
-        assessment=fresh,
-        verdict=fresh["verdict"],
-    )
-    if target == State.SCHEDULED:
-        transition(request, State.SCHEDULED)
-    record_audit(
-        actor=approver,
-        event="mig_change.approved",
-        source=source,
-        target=request,
-        team=request.team,
-        new={"comment": comment, "verdict": fresh["verdict"]},
-    )
-    if target == State.APPROVED:
-        transaction.on_commit(lambda: queue_execution(request.pk))
-    transaction.on_commit(lambda: _notify("approved", request))
+    with transaction.atomic():
+        transition(
+            request,
+            State.APPROVED,
+            decided_by_id=approver.pk,
+            decision_comment=comment,
+            decided_at=now,
+            assessment=fresh,
+            verdict=fresh["verdict"],
+        )
+        if target == State.SCHEDULED:
+            transition(request, State.SCHEDULED)
+        record_audit(
+            actor=approver,
+            event="mig_change.approved",
+            source=source,
+            target=request,
+            team=request.team,
+            new={"comment": comment, "verdict": fresh["verdict"]},
+        )
+        if target == State.APPROVED:
+            transaction.on_commit(lambda: queue_execution(request.pk))
+        transaction.on_commit(lambda: _notify("approved", request))
     return request
 
 

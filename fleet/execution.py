@@ -206,7 +206,7 @@ def advance(
         for node in request.nodes:
             info = nodes_info.get(node, {})
             config = request.previous_configs.get(node, "") if rollback else request.target_config
-            promised = info.get("before") if rollback else info.get("after")
+            promised = _promised_by(config, info) if rollback else info.get("after")
             for step in STEPS:
                 record, _ = MigChangeStep.objects.get_or_create(
                     request=request,
@@ -259,6 +259,20 @@ def advance(
             )
         _notify("succeeded", request)
         return _done("succeeded")
+
+
+def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:
+    """What ``config`` makes of this node (rolling back restores the config, and the config
+    decides the resources, whatever state the node was in before)."""
+    from fleet.impact import Fleet, NodeFacts, promised_resources
+    from fleet.models import MigConfig
+
+    node = NodeFacts(
+        info.get("name", ""), info.get("model"), int(info.get("gpu_count") or 0), "", "", {}, {}
+    )
+    custom = {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
+    promised, _ = promised_resources(config, node, Fleet(nodes=[], custom_configs=custom))
+    return promised
 
 
 def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outcome) -> None:

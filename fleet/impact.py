@@ -340,6 +340,7 @@ def assess(
             {
                 "name": n.name,
                 "model": n.model,
+                "gpu_count": n.gpu_count,
                 "config_before": n.mig_config,
                 "state_before": n.mig_state,
                 "before": dict(n.allocatable),

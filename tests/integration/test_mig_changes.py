@@ -1,0 +1,292 @@
+"""The MIG change flow on the demo cluster: request, assess, approve, execute step by step,
+fail, get stuck, roll back, and resume after a crash at every step."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
+
+import devcluster
+from devcluster.controllers import Options
+from fleet import changes
+from fleet.execution import STEPS, advance
+from fleet.models import MigChangeRequest, MigChangeStep
+from fleet.observe import poll_cluster
+from kube import Gateway, ObjectRef, connect
+from portal.demo import load_demo
+from portal.errors import DomainError
+from portal.models import AuditEvent
+from queues.models import ClusterQueue
+from sync.services import apply_desired_state
+from tenants.models import Team
+
+pytestmark = pytest.mark.django_db
+INCIDENT = "gpu-a100-03"
+
+
+@pytest.fixture
+def demo_cluster() -> Iterator[devcluster.DemoCluster]:
+    demo = devcluster.start(options=Options(mig_delay_seconds=0.2, retry_seconds=0.3,
+                                            kubelet_start_seconds=0.05, kubelet_stop_seconds=0.1,
+                                            tick=0.03))
+    yield demo
+    demo.stop()
+
+
+@pytest.fixture
+def gateway(settings: Any, demo_cluster: devcluster.DemoCluster) -> Gateway:
+    settings.KUBE_URL = demo_cluster.url
+    settings.QM_MIG_POLL_SECONDS = 0
+    load_demo()
+    gw = connect(url=demo_cluster.url)
+    apply_desired_state(gateway=gw)
+    poll_cluster(gateway=gw)
+    return gw
+
+
+def users() -> tuple[User, User, User]:
+    return (User.objects.get(username="lead-a"), User.objects.get(username="approver"),
+            User.objects.get(username="admin"))
+
+
+def ask(lead: User, **overrides: Any) -> MigChangeRequest:
+    values = {"team": Team.objects.get(slug="team-a"), "nodes": [INCIDENT],
+              "target_config": "all-3g.40gb",
+              "reason": "gpu-a100-03 was left on a test layout; team-a's 3g.40gb jobs wait."}
+    return changes.request_mig_change(actor=lead, **{**values, **overrides})
+
+
+def run_until_settled(request: MigChangeRequest, gateway: Gateway, *, timeout: float = 20,
+                      **kwargs: Any) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        outcome = advance(request.pk, gateway=gateway, **kwargs)
+        if outcome.kind != "wait":
+            request.refresh_from_db()
+            return request.state
+        time.sleep(0.05)
+    raise AssertionError("the change did not settle")
+
+
+def node(gateway: Gateway) -> dict[str, Any]:
+    return gateway.get(ObjectRef("v1", "Node", INCIDENT))
+
+
+def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
+    lead, approver, _ = users()
+    request = ask(lead)
+    # The dev queue counted on the test layout: its slices go, and the request carries the
+    # matching ClusterQueue change so Kueue stops promising them.
+    assert (request.state, request.verdict) == ("pending", "breaks_quota")
+    assert request.queue_changes == [
+        {"cluster_queue": "cq-dev", "flavor": "a100-80gb-balanced", "resource": "nvidia.com/mig-1g.10gb",
+         "from": 16, "to": 0},
+        {"cluster_queue": "cq-dev", "flavor": "a100-80gb-balanced", "resource": "nvidia.com/mig-2g.20gb",
+         "from": 8, "to": 0},
+    ]
+    assert [e["pod"] for e in request.assessment["evictions"]] == ["dev-test-1g"]
+    assert [s["pod"] for s in request.assessment["schedulable"]] == ["train-3g"]
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="Go ahead.")
+    assert run_until_settled(request, gateway) == "succeeded"
+    steps = list(MigChangeStep.objects.filter(request=request).values_list("step", "status"))
+    assert steps == [*[(s, "done") for s in STEPS], ("queues", "done")]
+    live = node(gateway)
+    assert live["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+    assert live["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
+    assert not live["spec"].get("unschedulable")
+    assert live["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
+    # team-a's waiting pod now fits on the node.
+    deadline = time.monotonic() + 5
+    while gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName") != INCIDENT:
+        assert time.monotonic() < deadline, "train-3g was not scheduled"
+        time.sleep(0.05)
+    dev = ClusterQueue.objects.get(name="cq-dev").quota()
+    assert (dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")], dev[("a100-80gb-balanced", "nvidia.com/mig-2g.20gb")]) == (0, 0)
+    story = list(AuditEvent.objects.filter(target_type="fleet.migchangerequest").order_by("id")
+                 .values_list("event", flat=True))
+    assert story[:3] == ["mig_change.requested", "mig_change.approved", "mig_change.started"]
+    assert story[-1] == "mig_change.succeeded"
+    assert story.count("mig_change.step.done") == len(STEPS)
+
+
+def test_nobody_approves_their_own_request(gateway: Gateway) -> None:
+    _, approver, admin = users()
+    request = ask(admin)
+    with pytest.raises(DomainError, match="cannot approve your own request"):
+        changes.approve_mig_change(request_id=request.pk, approver=admin, comment="mine")
+    request.refresh_from_db()
+    assert request.state == "pending"
+
+
+def test_only_approvers_decide_and_only_leads_ask(gateway: Gateway) -> None:
+    lead, _, _ = users()
+    request = ask(lead)
+    member = User.objects.get(username="member-a")
+    with pytest.raises(PermissionDenied):
+        changes.approve_mig_change(request_id=request.pk, approver=member, comment="")
+    with pytest.raises(PermissionDenied):
+        ask(member)
+    lead_b = User.objects.get(username="lead-b")
+    with pytest.raises(PermissionDenied):
+        ask(lead_b)  # on behalf of team-a
+
+
+def test_a_blocked_request_is_refused_with_field_errors(gateway: Gateway) -> None:
+    lead, _, _ = users()
+    with pytest.raises(ValidationError) as caught:
+        ask(lead, target_config="all-1g.5gb")
+    assert "cannot be applied to A100-80GB" in caught.value.message_dict["target_config"][0]
+    with pytest.raises(ValidationError) as caught:
+        ask(lead, reason=" ", nodes=[])
+    assert set(caught.value.message_dict) == {"reason", "nodes"}
+    assert not MigChangeRequest.objects.exists()
+
+
+def test_a_second_request_on_a_busy_node_is_blocked(gateway: Gateway) -> None:
+    lead, _, _ = users()
+    first = ask(lead)
+    with pytest.raises(ValidationError) as caught:
+        ask(lead, target_config="all-7g.80gb")
+    assert f"already part of open request #{first.pk}" in str(caught.value)
+
+
+def test_every_refused_transition_changes_nothing(gateway: Gateway) -> None:
+    lead, approver, admin = users()
+    request = ask(lead)
+    changes.reject_mig_change(request_id=request.pk, approver=approver, comment="Not now.")
+    for call in (
+        lambda: changes.approve_mig_change(request_id=request.pk, approver=approver, comment=""),
+        lambda: changes.cancel_mig_change(request_id=request.pk, actor=lead),
+        lambda: changes.rollback_mig_change(request_id=request.pk, actor=admin),
+    ):
+        with pytest.raises(DomainError):
+            call()
+        request.refresh_from_db()
+        assert request.state == "rejected"
+    for state, targets in changes.TRANSITIONS.items():
+        for target in MigChangeRequest.State.values:
+            request.state = state
+            if target in targets:
+                continue
+            with pytest.raises(DomainError):
+                changes.transition(request, target)
+
+
+def test_the_verdict_getting_worse_refuses_the_approval(gateway: Gateway, demo_cluster: devcluster.DemoCluster) -> None:
+    lead, approver, _ = users()
+    request = ask(lead)
+    from django.utils import timezone
+
+    from fleet.models import ObservedNode
+
+    ObservedNode.objects.filter(name=INCIDENT).update(gone_since=timezone.now())  # the node vanished
+    with pytest.raises(DomainError, match="verdict is now blocked"):
+        changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    request.refresh_from_db()
+    assert (request.state, request.verdict) == ("pending", "blocked")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_approvals_make_exactly_one_transition(settings: Any, demo_cluster: devcluster.DemoCluster) -> None:
+    settings.KUBE_URL = demo_cluster.url
+    load_demo()
+    gw = connect(url=demo_cluster.url)
+    apply_desired_state(gateway=gw)
+    poll_cluster(gateway=gw)
+    lead, approver, admin = users()
+    request = ask(lead)
+    results: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def decide(user: User) -> None:
+        try:
+            barrier.wait()
+            changes.approve_mig_change(request_id=request.pk, approver=user, comment="yes")
+            results.append("approved")
+        except DomainError as exc:
+            results.append(exc.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=decide, args=(u,)) for u in (approver, admin)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["approved", "conflict"] or sorted(results) == ["approved", "illegal_transition"]
+    assert AuditEvent.objects.filter(event="mig_change.approved").count() == 1
+
+
+@pytest.mark.parametrize("crash_after", STEPS)
+def test_a_crash_after_any_step_resumes_without_repeating_it(gateway: Gateway, crash_after: str) -> None:
+    lead, approver, _ = users()
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    with pytest.raises(SystemExit):
+        run_until_settled(request, gateway, stop_after=f"{INCIDENT}:{crash_after}")
+    assert run_until_settled(request, gateway) == "succeeded"
+    records = MigChangeStep.objects.filter(request=request).exclude(step="queues")
+    assert sorted(records.values_list("step", flat=True)) == sorted(STEPS)
+    assert set(records.values_list("status", flat=True)) == {"done"}
+    # The label was set once: MIG Manager reconfigured once (one success, no second pending).
+    assert node(gateway)["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
+
+
+def test_mig_manager_failure_stops_in_failed_and_rollback_restores(gateway: Gateway) -> None:
+    lead, approver, admin = users()
+    gateway.patch_node_labels(INCIDENT, {"devcluster.quartermaster.io/fail-mig": "true"})
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert run_until_settled(request, gateway) == "failed"
+    assert "MIG Manager reported failed" in request.failure
+    assert node(gateway)["spec"].get("unschedulable") is True  # left cordoned, safe
+    gateway.patch_node_labels(INCIDENT, {"devcluster.quartermaster.io/fail-mig": None})
+    changes.rollback_mig_change(request_id=request.pk, actor=admin)
+    assert run_until_settled(request, gateway) == "rolled_back"
+    live = node(gateway)
+    assert live["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    assert not live["spec"].get("unschedulable")
+
+
+def test_a_mig_manager_that_never_answers_is_stuck(gateway: Gateway, settings: Any, demo_cluster: devcluster.DemoCluster) -> None:
+    lead, approver, _ = users()
+    settings.QM_MIG_STUCK_SECONDS = 0.5
+    demo_cluster.controllers.options.mig_delay_seconds = 60
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert run_until_settled(request, gateway) == "failed"
+    assert "treated as stuck" in request.failure
+
+
+def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(gateway: Gateway, settings: Any) -> None:
+    lead, approver, _ = users()
+    settings.QM_EVICTION_TIMEOUT_SECONDS = 0.5
+    gateway.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "dev", "namespace": "team-b"},
+                   "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}}})
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert run_until_settled(request, gateway) == "failed"
+    assert "evict failed" in request.failure and "disruption budget" in request.failure
+
+
+def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> None:
+    """A config that matches none of the GPUs reports success and changes nothing: verify
+    catches a promise that the node does not keep."""
+    lead, approver, _ = users()
+    request = ask(lead)
+    request.assessment["nodes"][0]["after"] = {"nvidia.com/mig-3g.40gb": 99}
+    request.save()
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    MigChangeRequest.objects.filter(pk=request.pk).update(assessment={
+        **request.assessment, "nodes": [{**request.assessment["nodes"][0], "after": {"nvidia.com/mig-3g.40gb": 99}}]})
+    assert run_until_settled(request, gateway) == "failed"
+    assert "promises mig-3g.40gb x 99 but gpu-a100-03 offers mig-3g.40gb x 16" in request.failure
+
