@@ -33,9 +33,15 @@ INCIDENT = "gpu-a100-03"
 
 @pytest.fixture
 def demo_cluster() -> Iterator[devcluster.DemoCluster]:
-    demo = devcluster.start(options=Options(mig_delay_seconds=0.2, retry_seconds=0.3,
-                                            kubelet_start_seconds=0.05, kubelet_stop_seconds=0.1,
-                                            tick=0.03))
+    demo = devcluster.start(
+        options=Options(
+            mig_delay_seconds=0.2,
+            retry_seconds=0.3,
+            kubelet_start_seconds=0.05,
+            kubelet_stop_seconds=0.1,
+            tick=0.03,
+        )
+    )
     yield demo
     demo.stop()
 
@@ -52,19 +58,26 @@ def gateway(settings: Any, demo_cluster: devcluster.DemoCluster) -> Gateway:
 
 
 def users() -> tuple[User, User, User]:
-    return (User.objects.get(username="lead-a"), User.objects.get(username="approver"),
-            User.objects.get(username="admin"))
+    return (
+        User.objects.get(username="lead-a"),
+        User.objects.get(username="approver"),
+        User.objects.get(username="admin"),
+    )
 
 
 def ask(lead: User, **overrides: Any) -> MigChangeRequest:
-    values = {"team": Team.objects.get(slug="team-a"), "nodes": [INCIDENT],
-              "target_config": "all-3g.40gb",
-              "reason": "gpu-a100-03 was left on a test layout; team-a's 3g.40gb jobs wait."}
+    values = {
+        "team": Team.objects.get(slug="team-a"),
+        "nodes": [INCIDENT],
+        "target_config": "all-3g.40gb",
+        "reason": "gpu-a100-03 was left on a test layout; team-a's 3g.40gb jobs wait.",
+    }
     return changes.request_mig_change(actor=lead, **{**values, **overrides})
 
 
-def run_until_settled(request: MigChangeRequest, gateway: Gateway, *, timeout: float = 20,
-                      **kwargs: Any) -> str:
+def run_until_settled(
+    request: MigChangeRequest, gateway: Gateway, *, timeout: float = 20, **kwargs: Any
+) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         outcome = advance(request.pk, gateway=gateway, **kwargs)
@@ -86,10 +99,20 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     # matching ClusterQueue change so Kueue stops promising them.
     assert (request.state, request.verdict) == ("pending", "breaks_quota")
     assert request.queue_changes == [
-        {"cluster_queue": "cq-dev", "flavor": "a100-80gb-balanced", "resource": "nvidia.com/mig-1g.10gb",
-         "from": 16, "to": 0},
-        {"cluster_queue": "cq-dev", "flavor": "a100-80gb-balanced", "resource": "nvidia.com/mig-2g.20gb",
-         "from": 8, "to": 0},
+        {
+            "cluster_queue": "cq-dev",
+            "flavor": "a100-80gb-balanced",
+            "resource": "nvidia.com/mig-1g.10gb",
+            "from": 16,
+            "to": 0,
+        },
+        {
+            "cluster_queue": "cq-dev",
+            "flavor": "a100-80gb-balanced",
+            "resource": "nvidia.com/mig-2g.20gb",
+            "from": 8,
+            "to": 0,
+        },
     ]
     assert [e["pod"] for e in request.assessment["evictions"]] == ["dev-test-1g"]
     assert [s["pod"] for s in request.assessment["schedulable"]] == ["train-3g"]
@@ -104,13 +127,22 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     assert live["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
     # team-a's waiting pod now fits on the node.
     deadline = time.monotonic() + 5
-    while gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName") != INCIDENT:
+    while (
+        gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName")
+        != INCIDENT
+    ):
         assert time.monotonic() < deadline, "train-3g was not scheduled"
         time.sleep(0.05)
     dev = ClusterQueue.objects.get(name="cq-dev").quota()
-    assert (dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")], dev[("a100-80gb-balanced", "nvidia.com/mig-2g.20gb")]) == (0, 0)
-    story = list(AuditEvent.objects.filter(target_type="fleet.migchangerequest").order_by("id")
-                 .values_list("event", flat=True))
+    assert (
+        dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")],
+        dev[("a100-80gb-balanced", "nvidia.com/mig-2g.20gb")],
+    ) == (0, 0)
+    story = list(
+        AuditEvent.objects.filter(target_type="fleet.migchangerequest")
+        .order_by("id")
+        .values_list("event", flat=True)
+    )
     assert story[:3] == ["mig_change.requested", "mig_change.approved", "mig_change.started"]
     assert story[-1] == "mig_change.succeeded"
     assert story.count("mig_change.step.done") == len(STEPS)
@@ -179,14 +211,18 @@ def test_every_refused_transition_changes_nothing(gateway: Gateway) -> None:
                 changes.transition(request, target)
 
 
-def test_the_verdict_getting_worse_refuses_the_approval(gateway: Gateway, demo_cluster: devcluster.DemoCluster) -> None:
+def test_the_verdict_getting_worse_refuses_the_approval(
+    gateway: Gateway, demo_cluster: devcluster.DemoCluster
+) -> None:
     lead, approver, _ = users()
     request = ask(lead)
     from django.utils import timezone
 
     from fleet.models import ObservedNode
 
-    ObservedNode.objects.filter(name=INCIDENT).update(gone_since=timezone.now())  # the node vanished
+    ObservedNode.objects.filter(name=INCIDENT).update(
+        gone_since=timezone.now()
+    )  # the node vanished
     with pytest.raises(DomainError, match="verdict is now blocked"):
         changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     request.refresh_from_db()
@@ -194,7 +230,9 @@ def test_the_verdict_getting_worse_refuses_the_approval(gateway: Gateway, demo_c
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_approvals_make_exactly_one_transition(settings: Any, demo_cluster: devcluster.DemoCluster) -> None:
+def test_concurrent_approvals_make_exactly_one_transition(
+    settings: Any, demo_cluster: devcluster.DemoCluster
+) -> None:
     settings.KUBE_URL = demo_cluster.url
     load_demo()
     gw = connect(url=demo_cluster.url)
@@ -220,12 +258,17 @@ def test_concurrent_approvals_make_exactly_one_transition(settings: Any, demo_cl
         t.start()
     for t in threads:
         t.join()
-    assert sorted(results) == ["approved", "conflict"] or sorted(results) == ["approved", "illegal_transition"]
+    assert sorted(results) == ["approved", "conflict"] or sorted(results) == [
+        "approved",
+        "illegal_transition",
+    ]
     assert AuditEvent.objects.filter(event="mig_change.approved").count() == 1
 
 
 @pytest.mark.parametrize("crash_after", STEPS)
-def test_a_crash_after_any_step_resumes_without_repeating_it(gateway: Gateway, crash_after: str) -> None:
+def test_a_crash_after_any_step_resumes_without_repeating_it(
+    gateway: Gateway, crash_after: str
+) -> None:
     lead, approver, _ = users()
     request = ask(lead)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
@@ -255,7 +298,9 @@ def test_mig_manager_failure_stops_in_failed_and_rollback_restores(gateway: Gate
     assert not live["spec"].get("unschedulable")
 
 
-def test_a_mig_manager_that_never_answers_is_stuck(gateway: Gateway, settings: Any, demo_cluster: devcluster.DemoCluster) -> None:
+def test_a_mig_manager_that_never_answers_is_stuck(
+    gateway: Gateway, settings: Any, demo_cluster: devcluster.DemoCluster
+) -> None:
     lead, approver, _ = users()
     settings.QM_MIG_STUCK_SECONDS = 0.5
     demo_cluster.controllers.options.mig_delay_seconds = 60
@@ -265,12 +310,19 @@ def test_a_mig_manager_that_never_answers_is_stuck(gateway: Gateway, settings: A
     assert "treated as stuck" in request.failure
 
 
-def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(gateway: Gateway, settings: Any) -> None:
+def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(
+    gateway: Gateway, settings: Any
+) -> None:
     lead, approver, _ = users()
     settings.QM_EVICTION_TIMEOUT_SECONDS = 0.5
-    gateway.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                   "metadata": {"name": "dev", "namespace": "team-b"},
-                   "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}}})
+    gateway.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dev", "namespace": "team-b"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
+        }
+    )
     request = ask(lead)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     assert run_until_settled(request, gateway) == "failed"
@@ -285,8 +337,11 @@ def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> No
     request.assessment["nodes"][0]["after"] = {"nvidia.com/mig-3g.40gb": 99}
     request.save()
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
-    MigChangeRequest.objects.filter(pk=request.pk).update(assessment={
-        **request.assessment, "nodes": [{**request.assessment["nodes"][0], "after": {"nvidia.com/mig-3g.40gb": 99}}]})
+    MigChangeRequest.objects.filter(pk=request.pk).update(
+        assessment={
+            **request.assessment,
+            "nodes": [{**request.assessment["nodes"][0], "after": {"nvidia.com/mig-3g.40gb": 99}}],
+        }
+    )
     assert run_until_settled(request, gateway) == "failed"
     assert "promises mig-3g.40gb x 99 but gpu-a100-03 offers mig-3g.40gb x 16" in request.failure
-
