@@ -4,12 +4,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from fleet import change_views
 from fleet import views as fleet_views
 from portal import views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("fleet/", fleet_views.fleet, name="fleet"),
+    path("changes/", change_views.change_list, name="change-list"),
+    path("changes/new/", change_views.change_new, name="change-new"),
+    path("changes/preview/", change_views.change_preview, name="change-preview"),
+    path("changes/<int:pk>/", change_views.change_detail, name="change-detail"),
+    path("changes/<int:pk>/<str:action>/", change_views.change_action, name="change-action"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
