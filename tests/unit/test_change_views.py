@@ -149,7 +149,7 @@ def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None
 def test_the_timeline_stops_polling_when_the_request_is_done(
     client: Client, observed: None
 ) -> None:
-    from fleet.changes import request_mig_change, reject_mig_change
+    from fleet.changes import reject_mig_change, request_mig_change
     from tenants.models import Team
 
     change = request_mig_change(
