@@ -125,7 +125,7 @@ def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         text = (
             exc.message
             if isinstance(exc, DomainError)
-            else " ".join((m for ms in exc.message_dict.values() for m in ms))
+            else " ".join(m for ms in exc.message_dict.values() for m in ms)
         )
         messages.error(request, text)
     if request.htmx:
