@@ -24,6 +24,12 @@ from typing import Any
 from fleet.catalog import config_layout, layout_resources, standard_configs
 
 VERDICTS = ("safe", "needs_drain", "breaks_quota", "blocked")  # from best to worst
+VERDICT_LABELS = {
+    "safe": "Safe",
+    "needs_drain": "Needs a drain",
+    "breaks_quota": "Breaks quota",
+    "blocked": "Blocked",
+}
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
@@ -333,6 +339,7 @@ def assess(
     changed = sorted(set(before) | set(after))
     return {
         "verdict": verdict,
+        "verdict_label": VERDICT_LABELS[verdict],
         "reasons": reasons,
         "notes": notes,
         "config": config,
