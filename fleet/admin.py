@@ -58,3 +58,41 @@ class DriftAdmin(ReadOnlyAdmin):
     list_display = ["subject", "kind", "field", "desired", "observed", "first_seen", "resolved_at"]
     list_filter = ["kind", "resolved_at"]
     search_fields = ["subject"]
+
+
+from fleet.models import MigChangeRequest, MigChangeStep, MigConfig  # noqa: E402
+
+
+@admin.register(MigConfig)
+class MigConfigAdmin(AuditedAdmin):
+    list_display = ["name", "gpu_model", "devices", "description"]
+    list_filter = ["gpu_model"]
+    search_fields = ["name"]
+
+
+class MigChangeStepInline(admin.TabularInline):
+    model = MigChangeStep
+    extra = 0
+    can_delete = False
+    readonly_fields = ["round", "node", "step", "status", "message", "started_at", "finished_at"]
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(MigChangeRequest)
+class MigChangeRequestAdmin(ReadOnlyAdmin):
+    """Decisions happen through the request pages and the API (never edited here)."""
+
+    list_display = [
+        "pk",
+        "team",
+        "target_config",
+        "verdict",
+        "state",
+        "requested_by",
+        "decided_by",
+        "created_at",
+    ]
+    list_filter = ["state", "verdict", "team"]
+    inlines = [MigChangeStepInline]

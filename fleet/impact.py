@@ -385,3 +385,30 @@ def fingerprint(
 
 def worse(new: str, old: str) -> bool:
     return VERDICTS.index(new) > VERDICTS.index(old)
+
+
+def flavor_shortfalls(fleet: Fleet) -> list[dict[str, Any]]:
+    """Every (flavor, resource) whose queues' total nominal quota exceeds the allocatable
+    capacity of the nodes behind the flavor (queues promising what does not exist)."""
+    capacity: dict[tuple[str, str], int] = defaultdict(int)
+    for flavor, node_labels in fleet.flavors.items():
+        for node in fleet.nodes:
+            if not node.gone and _selects(node_labels, node.labels):
+                for resource, amount in node.allocatable.items():
+                    capacity[(flavor, resource)] += amount
+    nominal: dict[tuple[str, str], int] = defaultdict(int)
+    owners: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for quota in fleet.queues:
+        nominal[(quota.flavor, quota.resource)] += quota.nominal
+        owners[(quota.flavor, quota.resource)].append(f"{quota.cluster_queue} ({quota.nominal})")
+    return [
+        {
+            "flavor": flavor,
+            "resource": resource,
+            "nominal": total,
+            "capacity": capacity.get((flavor, resource), 0),
+            "queues": owners[(flavor, resource)],
+        }
+        for (flavor, resource), total in sorted(nominal.items())
+        if total > capacity.get((flavor, resource), 0)
+    ]

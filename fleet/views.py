@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from fleet import selectors
+from fleet.changes import fleet_facts
+from fleet.impact import flavor_shortfalls
 
 
 @login_required
@@ -16,6 +18,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "drift": list(selectors.open_drift()),
         "sync": selectors.last_sync(),
         "problems": list(selectors.apply_problems()),
+        "shortfalls": flavor_shortfalls(fleet_facts()),
     }
     template = "fleet/fleet.html#fleet-body" if request.htmx else "fleet/fleet.html"
     response = render(request, template, context)

@@ -185,3 +185,23 @@ def test_custom_configs_are_offered_for_their_model_only() -> None:
     assert "train-4g3g" in offered and "h100-only" not in offered
     result = assess(fleet, targets=["gpu-a100-03"], config="train-4g3g")
     assert result["nodes"][0]["after"] == {"nvidia.com/mig-4g.40gb": 8, "nvidia.com/mig-3g.40gb": 8}
+
+
+def test_fleet_wide_check_flags_flavors_promised_beyond_capacity() -> None:
+    from fleet.impact import flavor_shortfalls
+
+    fleet = seed_fleet()
+    assert flavor_shortfalls(fleet) == []  # 24 promised, 32 offered
+    fleet.queues = [
+        *fleet.queues,
+        QueueQuota("cq-infer", "a100-80gb-3g", "nvidia.com/mig-3g.40gb", 16),
+    ]
+    assert flavor_shortfalls(fleet) == [
+        {
+            "flavor": "a100-80gb-3g",
+            "resource": "nvidia.com/mig-3g.40gb",
+            "nominal": 40,
+            "capacity": 32,
+            "queues": ["cq-train (24)", "cq-infer (16)"],
+        }
+    ]
