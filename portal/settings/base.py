@@ -196,6 +196,7 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
 
 CELERY_BEAT_SCHEDULE = {
     "resume-mig-changes": {"task": "fleet.tasks.resume_mig_changes_task", "schedule": 60.0},
+    "expire-quota-grants": {"task": "tenants.tasks.expire_quota_grants_task", "schedule": 300.0},
     "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
     "reapply-desired-state": {
         "task": "sync.tasks.apply_desired_state_task",

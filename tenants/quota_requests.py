@@ -1,0 +1,423 @@
+"""Self-service quota requests: a team lead asks, an approver (or an auto-approval rule)
+decides, the desired state changes and the cluster loop applies it. A grant may end: at its
+expiry the previous value comes back through the same path, and the team hears of it a day
+before."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from fractions import Fraction
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from portal.audit import record_audit
+from portal.errors import DomainError
+from portal.permissions import is_approver, is_platform_admin
+from portal.quantity import QuantityError, format_quantity, parse_quantity
+from queues.models import ClusterQueue
+from tenants.models import AutoApprovalRule, Membership, Namespace, QuotaChangeRequest, Team
+from tenants.rules import check_quota_item
+
+log = logging.getLogger(__name__)
+User = AbstractBaseUser | AnonymousUser
+State = QuotaChangeRequest.State
+WARN_BEFORE = dt.timedelta(days=1)
+
+
+def _amount(text: str) -> Fraction:
+    try:
+        return parse_quantity(text) if text else Fraction(0)
+    except QuantityError:
+        return Fraction(0)
+
+
+def list_quota_requests_for_user(user: User) -> QuerySet[QuotaChangeRequest]:
+    requests = QuotaChangeRequest.objects.select_related(
+        "team", "namespace", "cluster_queue", "requested_by", "decided_by", "auto_rule"
+    )
+    if is_platform_admin(user) or is_approver(user):
+        return requests
+    return requests.filter(team__memberships__user_id=user.pk).distinct()
+
+
+def get_quota_request_for_user(user: User, request_id: int) -> QuotaChangeRequest:
+    try:
+        return list_quota_requests_for_user(user).get(pk=request_id)
+    except QuotaChangeRequest.DoesNotExist:
+        raise Http404("No such request.") from None
+
+
+def _current(
+    kind: str, namespace: Namespace | None, cq: ClusterQueue | None, flavor: str, resource: str
+) -> str:
+    if kind == QuotaChangeRequest.Kind.NAMESPACE and namespace is not None:
+        item = namespace.quota_items.filter(resource=resource).first()
+        return item.hard if item else ""
+    if cq is not None:
+        for group in cq.resource_groups:
+            for entry in group["flavors"]:
+                if entry["name"] == flavor:
+                    for quota in entry["resources"]:
+                        if quota["name"] == resource:
+                            return str(quota["nominalQuota"])
+    return ""
+
+
+def assess_quota_change(
+    *,
+    kind: str,
+    namespace: Namespace | None,
+    cq: ClusterQueue | None,
+    flavor: str,
+    resource: str,
+    previous: str,
+    requested: str,
+) -> dict[str, Any]:
+    """Does the fleet (or the cohort) have the capacity, and what it does to others."""
+    from fleet.changes import fleet_facts
+    from fleet.impact import flavor_shortfalls
+
+    facts = fleet_facts()
+    delta = _amount(requested) - _amount(previous)
+    notes: list[str] = []
+    fits = True
+    if kind == QuotaChangeRequest.Kind.NAMESPACE:
+        bare = resource.removeprefix("requests.").removeprefix("limits.")
+        capacity = sum(n.allocatable.get(bare, 0) for n in facts.nodes)
+        promised = sum(
+            q.hard
+            for q in facts.quotas
+            if q.resource == bare and not (namespace and q.namespace == namespace.name)
+        ) + _amount(requested)
+        if bare.startswith("nvidia.com/"):
+            notes.append(
+                f"The fleet offers {capacity} {bare}; namespace quotas would allow "
+                f"{format_quantity(Fraction(promised))} in all."
+            )
+            fits = promised <= capacity
+            if not fits:
+                notes.append(
+                    "Quotas would be oversubscribed: a quota is a ceiling, not a "
+                    "reservation, so teams may wait for each other."
+                )
+    else:
+        assert cq is not None
+        queues = [
+            q
+            for q in facts.queues
+            if not (q.cluster_queue == cq.name and q.flavor == flavor and q.resource == resource)
+        ]
+        from fleet.impact import QueueQuota
+
+        if _amount(requested).denominator == 1:
+            queues.append(QueueQuota(cq.name, flavor, resource, int(_amount(requested))))
+        facts.queues = queues
+        shortfalls = [
+            s
+            for s in flavor_shortfalls(facts)
+            if s["flavor"] == flavor and s["resource"] == resource
+        ]
+        if shortfalls:
+            fits = False
+            s = shortfalls[0]
+            notes.append(
+                f"Queues would promise {s['nominal']} {resource} on flavor {flavor}, but its "
+                f"nodes offer {s['capacity']}."
+            )
+        else:
+            notes.append(f"Flavor {flavor} has the capacity for it.")
+        if cq.cohort_id and delta > 0:
+            members = list(
+                ClusterQueue.objects.filter(cohort_id=cq.cohort_id)
+                .exclude(pk=cq.pk)
+                .values_list("name", flat=True)
+            )
+            if members:
+                notes.append(
+                    f"Cohort {cq.cohort}: {', '.join(members)} can borrow up to "
+                    f"{format_quantity(delta)} less of it while {cq.name} uses it."
+                )
+    return {
+        "delta": format_quantity(delta)
+        if delta.denominator == 1 or (delta * 1000).denominator == 1
+        else str(float(delta)),
+        "fits": fits,
+        "notes": notes,
+    }
+
+
+def _matching_rule(
+    kind: str, resource: str, delta: Fraction, grant_until: dt.datetime | None, fits: bool
+) -> AutoApprovalRule | None:
+    if delta <= 0 or grant_until is None:
+        return None
+    days = (grant_until - timezone.now()).total_seconds() / 86400
+    for rule in AutoApprovalRule.objects.filter(active=True, kind=kind, resource=resource):
+        if (
+            delta <= rule.max_increase
+            and days <= rule.max_days
+            and (fits or not rule.requires_capacity)
+        ):
+            return rule
+    return None
+
+
+@transaction.atomic
+def request_quota_change(
+    *,
+    actor: User,
+    team: Team,
+    kind: str,
+    resource: str,
+    requested: str,
+    reason: str,
+    namespace: Namespace | None = None,
+    cluster_queue: ClusterQueue | None = None,
+    flavor: str = "",
+    grant_until: dt.datetime | None = None,
+    source: str = "web",
+) -> QuotaChangeRequest:
+    """Ask for a quota change; an auto-approval rule may grant it at once."""
+    lead = Membership.objects.filter(
+        user_id=actor.pk, team=team, role=Membership.Role.LEAD
+    ).exists()
+    if not (lead or is_platform_admin(actor)):
+        raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
+    errors: dict[str, list[str]] = {}
+    if not reason.strip():
+        errors["reason"] = ["Say why the team needs it."]
+    if grant_until is not None and grant_until <= timezone.now():
+        errors["grant_until"] = ["The end of the grant must be in the future."]
+    if kind == QuotaChangeRequest.Kind.NAMESPACE:
+        if namespace is None or namespace.team_id != team.pk:
+            errors["namespace"] = ["Choose one of the team's namespaces."]
+        check = check_quota_item(resource, requested)
+        for message in check.errors:
+            field, _, text = message.partition(": ")
+            errors.setdefault("requested" if field == "hard" else "resource", []).append(text)
+    elif kind == QuotaChangeRequest.Kind.QUEUE:
+        served = (
+            cluster_queue is not None
+            and cluster_queue.local_queues.filter(namespace__team=team).exists()
+        )
+        if not served:
+            errors["cluster_queue"] = ["Choose a ClusterQueue the team's LocalQueues submit to."]
+        elif not _current(kind, None, cluster_queue, flavor, resource):
+            errors["resource"] = [
+                f"{cluster_queue} has no quota for {resource} on flavor {flavor}."
+            ]
+        try:
+            amount = parse_quantity(requested)
+            if amount < 0 or ("/" in resource and amount.denominator != 1):
+                errors["requested"] = ["A whole number, at least 0."]
+        except QuantityError as exc:
+            errors["requested"] = [str(exc)]
+    else:
+        errors["kind"] = ["Choose namespace or queue."]
+    if errors:
+        raise ValidationError(errors)
+    previous = _current(kind, namespace, cluster_queue, flavor, resource)
+    assessment = assess_quota_change(
+        kind=kind,
+        namespace=namespace,
+        cq=cluster_queue,
+        flavor=flavor,
+        resource=resource,
+        previous=previous,
+        requested=requested,
+    )
+    request = QuotaChangeRequest.objects.create(
+        team=team,
+        requested_by=actor,
+        kind=kind,
+        namespace=namespace,
+        cluster_queue=cluster_queue,
+        flavor=flavor,
+        resource=resource,
+        previous=previous,
+        requested=requested,
+        reason=reason.strip(),
+        grant_until=grant_until,
+        assessment=assessment,
+    )
+    record_audit(
+        actor=actor,
+        event="quota_change.requested",
+        source=source,
+        target=request,
+        team=team,
+        old={"value": previous},
+        new={"value": requested, "until": str(grant_until or "")},
+    )
+    rule = _matching_rule(
+        kind, resource, _amount(requested) - _amount(previous), grant_until, assessment["fits"]
+    )
+    if rule is not None:
+        _approve(
+            request,
+            approver=None,
+            comment=f"Approved by rule “{rule.name}”.",
+            rule=rule,
+            source=source,
+        )
+    return request
+
+
+def _apply_value(request: QuotaChangeRequest, value: str) -> None:
+    """Write ``value`` into desired state (the cluster loop applies it)."""
+    from queues.services import save_cluster_queue
+    from tenants.services import set_namespace_quota
+
+    if request.kind == QuotaChangeRequest.Kind.NAMESPACE:
+        assert request.namespace is not None
+        hard = dict(request.namespace.quota_items.values_list("resource", "hard"))
+        if value:
+            hard[request.resource] = value
+        else:
+            hard.pop(request.resource, None)
+        set_namespace_quota(actor=None, namespace=request.namespace, hard=hard, source="task")
+        return
+    cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)
+    for group in cq.resource_groups:
+        for entry in group["flavors"]:
+            if entry["name"] == request.flavor:
+                for quota in entry["resources"]:
+                    if quota["name"] == request.resource:
+                        quota["nominalQuota"] = value
+    save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+
+
+def _approve(
+    request: QuotaChangeRequest,
+    *,
+    approver: User | None,
+    comment: str,
+    rule: AutoApprovalRule | None = None,
+    source: str = "web",
+) -> None:
+    updated = QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
+        state=State.APPROVED,
+        decided_by=approver if approver is not None and approver.is_authenticated else None,
+        decision_comment=comment,
+        decided_at=timezone.now(),
+        auto_rule=rule,
+    )
+    if not updated:
+        raise DomainError("This request was already decided.", code="conflict")
+    request.refresh_from_db()
+    _apply_value(request, request.requested)
+    record_audit(
+        actor=approver,
+        event="quota_change.auto_approved" if rule else "quota_change.approved",
+        source=source,
+        target=request,
+        team=request.team,
+        old={"value": request.previous},
+        new={"value": request.requested, "comment": comment},
+    )
+
+
+@transaction.atomic
+def approve_quota_change(
+    *, request_id: int, approver: User, comment: str, source: str = "web"
+) -> QuotaChangeRequest:
+    request = get_quota_request_for_user(approver, request_id)
+    if not (is_approver(approver) or is_platform_admin(approver)):
+        raise PermissionDenied("Only approvers decide quota requests.")
+    if request.requested_by_id == approver.pk:
+        raise DomainError(
+            "You cannot approve your own request; another approver must.", code="self_approval"
+        )
+    _approve(request, approver=approver, comment=comment, source=source)
+    return request
+
+
+@transaction.atomic
+def reject_quota_change(
+    *, request_id: int, approver: User, comment: str, source: str = "web"
+) -> QuotaChangeRequest:
+    request = get_quota_request_for_user(approver, request_id)
+    if not (is_approver(approver) or is_platform_admin(approver)):
+        raise PermissionDenied("Only approvers decide quota requests.")
+    if request.requested_by_id == approver.pk:
+        raise DomainError("You cannot decide your own request.", code="self_approval")
+    if not comment.strip():
+        raise ValidationError({"comment": ["Say why it is rejected."]})
+    if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
+        state=State.REJECTED,
+        decided_by=approver,
+        decision_comment=comment,
+        decided_at=timezone.now(),
+    ):
+        raise DomainError("This request was already decided.", code="conflict")
+    record_audit(
+        actor=approver,
+        event="quota_change.rejected",
+        source=source,
+        target=request,
+        team=request.team,
+        new={"comment": comment},
+    )
+    request.refresh_from_db()
+    return request
+
+
+def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
+    """Warn a day before a grant ends; at the end, put the previous value back (unless
+    someone changed it since, which is then left alone and said in the audit log)."""
+    now = now or timezone.now()
+    for request in QuotaChangeRequest.objects.filter(
+        state=State.APPROVED,
+        warned_at__isnull=True,
+        grant_until__lte=now + WARN_BEFORE,
+        grant_until__gt=now,
+    ):
+        QuotaChangeRequest.objects.filter(pk=request.pk).update(warned_at=now)
+        record_audit(
+            actor=None,
+            event="quota_change.expiring",
+            source="task",
+            target=request,
+            team=request.team,
+            new={"until": request.grant_until.isoformat()},
+        )
+    expired = []
+    for request in QuotaChangeRequest.objects.filter(state=State.APPROVED, grant_until__lte=now):
+        with transaction.atomic():
+            if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.APPROVED).update(
+                state=State.EXPIRED, reverted_at=now
+            ):
+                continue
+            current = _current(
+                request.kind,
+                request.namespace,
+                request.cluster_queue,
+                request.flavor,
+                request.resource,
+            )
+            if _amount(current) == _amount(request.requested):
+                _apply_value(request, request.previous)
+                event, new = "quota_change.reverted", {"value": request.previous}
+            else:
+                event, new = (
+                    "quota_change.revert_skipped",
+                    {"value": current, "note": "changed since the grant; left as it is"},
+                )
+            record_audit(
+                actor=None,
+                event=event,
+                source="task",
+                target=request,
+                team=request.team,
+                old={"value": current},
+                new=new,
+            )
+            expired.append(request.pk)
+    return expired
