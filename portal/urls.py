@@ -7,10 +7,15 @@ from django.urls import path
 from fleet import change_views
 from fleet import views as fleet_views
 from portal import views
+from tenants import views as tenant_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("fleet/", fleet_views.fleet, name="fleet"),
+    path("quota/", tenant_views.quota_list, name="quota-list"),
+    path("quota/new/", tenant_views.quota_new, name="quota-new"),
+    path("quota/<int:pk>/", tenant_views.quota_detail, name="quota-detail"),
+    path("quota/<int:pk>/<str:action>/", tenant_views.quota_action, name="quota-action"),
     path("changes/", change_views.change_list, name="change-list"),
     path("changes/new/", change_views.change_new, name="change-new"),
     path("changes/preview/", change_views.change_preview, name="change-preview"),

@@ -165,3 +165,49 @@ def test_the_timeline_stops_polling_when_the_request_is_done(
     login(client, "lead-a")
     response = client.get(f"/changes/{change.pk}/?part=timeline", headers={"HX-Request": "true"})
     assert response.status_code == 286
+
+
+def test_quota_request_pages(client: Client, observed: None) -> None:
+    from tenants.models import Namespace, QuotaChangeRequest, Team
+
+    login(client, "lead-a")
+    assert client.get("/quota/new/").status_code == 200
+    response = client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "2.5",
+            "reason": "",
+        },
+    )
+    page = response.content.decode()
+    assert "must be a whole number" in page and "Say why the team needs it." in page
+    client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "20",
+            "reason": "deadline",
+        },
+    )
+    change = QuotaChangeRequest.objects.get()
+    assert "Approve" not in client.get(f"/quota/{change.pk}/").content.decode()
+    login(client, "lead-b")
+    assert client.get(f"/quota/{change.pk}/").status_code == 404
+    login(client, "approver")
+    assert f"#{change.pk}" in client.get("/quota/").content.decode()
+    client.post(f"/quota/{change.pk}/approve/", {"comment": "ok"})
+    change.refresh_from_db()
+    assert change.state == "approved"
+    assert (
+        Namespace.objects.get(name="team-a")
+        .quota_items.get(resource="requests.nvidia.com/gpu")
+        .hard
+        == "20"
+    )
