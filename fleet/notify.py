@@ -1,21 +1,10 @@
-"""Notification hooks for MIG change requests: a generic webhook and e-mail.
-
-Sent by a Celery task so a slow endpoint never slows a page down; a failure is logged and
-never undoes the change it reports.
-"""
+"""Notifications of MIG change requests (new, decided, succeeded, failed, rolled back)."""
 
 from __future__ import annotations
 
-import json
-import logging
-import urllib.request
-
-from django.conf import settings
-from django.core.mail import send_mail
-
 from fleet.models import MigChangeRequest
+from portal.notify import notify_event, send_event
 
-log = logging.getLogger(__name__)
 SUBJECTS = {
     "requested": "MIG change #{id} requested: {nodes} -> {config}",
     "approved": "MIG change #{id} approved",
@@ -26,21 +15,8 @@ SUBJECTS = {
 }
 
 
-def notify(event: str, request: MigChangeRequest) -> None:
-    """Queue the notification (nothing configured: nothing sent)."""
-    if not (settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS):
-        return
-    from fleet.tasks import notify_task
-
-    try:
-        notify_task.delay(event, request.pk)
-    except Exception as exc:  # a broker outage must not fail the change itself
-        log.warning("could not queue a %s notification: %s", event, exc)
-
-
-def payload(event: str, request: MigChangeRequest) -> dict[str, object]:
+def payload(request: MigChangeRequest) -> dict[str, object]:
     return {
-        "event": f"mig_change.{event}",
         "id": request.pk,
         "state": request.state,
         "team": request.team.slug,
@@ -54,20 +30,16 @@ def payload(event: str, request: MigChangeRequest) -> dict[str, object]:
     }
 
 
+def subject(event: str, request: MigChangeRequest) -> str:
+    return SUBJECTS[event].format(
+        id=request.pk, nodes=", ".join(request.nodes), config=request.target_config
+    )
+
+
+def notify(event: str, request: MigChangeRequest) -> None:
+    notify_event(f"mig_change.{event}", subject(event, request), payload(request))
+
+
 def send(event: str, request: MigChangeRequest) -> None:
-    data = payload(event, request)
-    if settings.QM_NOTIFY_WEBHOOK_URL:
-        body = json.dumps(data).encode()
-        http = urllib.request.Request(
-            settings.QM_NOTIFY_WEBHOOK_URL,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(http, timeout=10) as response:  # the URL is set by an admin
-            response.read()
-    if settings.QM_NOTIFY_EMAILS:
-        subject = SUBJECTS[event].format(
-            id=request.pk, nodes=", ".join(request.nodes), config=request.target_config
-        )
-        send_mail(subject, json.dumps(data, indent=2), None, settings.QM_NOTIFY_EMAILS)
+    """Send now (what the task does)."""
+    send_event(f"mig_change.{event}", subject(event, request), payload(request))

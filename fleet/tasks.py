@@ -44,16 +44,3 @@ def resume_mig_changes_task() -> None:
     active = MigChangeRequest.objects.filter(state__in=["approved", "running", "rolling_back"])
     for request_id in {*due.values_list("pk", flat=True), *active.values_list("pk", flat=True)}:
         queue_execution(request_id)
-
-
-@shared_task(autoretry_for=(OSError,), retry_backoff=5, max_retries=5, ignore_result=True)
-def notify_task(event: str, request_id: int) -> None:
-    from fleet.models import MigChangeRequest
-    from fleet.notify import send
-
-    send(
-        event,
-        MigChangeRequest.objects.select_related("team", "requested_by", "decided_by").get(
-            pk=request_id
-        ),
-    )

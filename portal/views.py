@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from fleet.selectors import last_sync, waiting_in_namespaces
+from tenants.models import QuotaChangeRequest
 from tenants.selectors import list_teams_for_user
 
 
@@ -27,6 +28,17 @@ def home(request: HttpRequest) -> HttpResponse:
         by_namespace[pod.namespace]["pods"].append(pod)
     for ns in namespaces:
         ns.observed = by_namespace[ns.name]  # type: ignore[attr-defined]
+    grants = defaultdict(list)
+    for grant in (
+        QuotaChangeRequest.objects.filter(
+            team__in=teams, state=QuotaChangeRequest.State.APPROVED, grant_until__isnull=False
+        )
+        .select_related("namespace", "cluster_queue")
+        .order_by("grant_until")
+    ):
+        grants[grant.team_id].append(grant)
+    for team in teams:
+        team.grants = grants[team.pk]  # type: ignore[attr-defined]
     return render(request, "portal/home.html", {"teams": teams, "sync": last_sync()})
 
 

@@ -153,6 +153,24 @@ def assess_quota_change(
     }
 
 
+def _notify(event: str, request: QuotaChangeRequest) -> None:
+    from portal.notify import notify_event
+
+    where = str(request.namespace or f"{request.cluster_queue}/{request.flavor}")
+    payload = {
+        "id": request.pk,
+        "team": request.team.slug,
+        "where": where,
+        "resource": request.resource,
+        "previous": request.previous,
+        "requested": request.requested,
+        "state": request.state,
+        "until": request.grant_until.isoformat() if request.grant_until else None,
+    }
+    subject = f"Quota request #{request.pk} ({request.team.slug}): {event.replace('_', ' ')}"
+    transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload))
+
+
 def _matching_rule(
     kind: str, resource: str, delta: Fraction, grant_until: dt.datetime | None, fits: bool
 ) -> AutoApprovalRule | None:
@@ -256,6 +274,7 @@ def request_quota_change(
         old={"value": previous},
         new={"value": requested, "until": str(grant_until or "")},
     )
+    _notify("requested", request)
     rule = _matching_rule(
         kind, resource, _amount(requested) - _amount(previous), grant_until, assessment["fits"]
     )
@@ -313,6 +332,7 @@ def _approve(
         raise DomainError("This request was already decided.", code="conflict")
     request.refresh_from_db()
     _apply_value(request, request.requested)
+    _notify("approved", request)
     record_audit(
         actor=approver,
         event="quota_change.auto_approved" if rule else "quota_change.approved",
@@ -357,6 +377,7 @@ def reject_quota_change(
         decided_at=timezone.now(),
     ):
         raise DomainError("This request was already decided.", code="conflict")
+    _notify("rejected", request)
     record_audit(
         actor=approver,
         event="quota_change.rejected",
@@ -380,6 +401,7 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
         grant_until__gt=now,
     ):
         QuotaChangeRequest.objects.filter(pk=request.pk).update(warned_at=now)
+        _notify("expiring", request)
         record_audit(
             actor=None,
             event="quota_change.expiring",
@@ -419,5 +441,6 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
                 old={"value": current},
                 new=new,
             )
+            _notify("reverted" if event == "quota_change.reverted" else "revert_skipped", request)
             expired.append(request.pk)
     return expired

@@ -211,3 +211,27 @@ def test_quota_request_pages(client: Client, observed: None) -> None:
         .hard
         == "20"
     )
+
+
+def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -> None:
+    import datetime as dt
+
+    from tenants.models import Namespace, Team
+    from tenants.quota_requests import approve_quota_change, request_quota_change
+
+    grant = request_quota_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        kind="namespace",
+        namespace=Namespace.objects.get(name="team-a"),
+        resource="requests.nvidia.com/gpu",
+        requested="24",
+        reason="deadline",
+        grant_until=timezone.now() + dt.timedelta(hours=20),
+    )
+    approve_quota_change(
+        request_id=grant.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    login(client, "member-a")
+    page = client.get("/").content.decode()
+    assert "Time-limited quota" in page and "then back to 16" in page

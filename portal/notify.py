@@ -1,0 +1,43 @@
+"""Notification hooks: a generic webhook (JSON POST) and e-mail, for any portal event.
+
+Queued as a Celery task so a slow endpoint never slows a page down; a failure is logged and
+never undoes what it reports. Nothing configured: nothing sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+
+log = logging.getLogger(__name__)
+
+
+def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
+    if not (settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS):
+        return
+    from portal.tasks import notify_task
+
+    try:
+        notify_task.delay(event, subject, payload)
+    except Exception as exc:  # a broker outage must not fail what is being reported
+        log.warning("could not queue a %s notification: %s", event, exc)
+
+
+def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
+    data = {"event": event, **payload}
+    if settings.QM_NOTIFY_WEBHOOK_URL:
+        http = urllib.request.Request(
+            settings.QM_NOTIFY_WEBHOOK_URL,
+            data=json.dumps(data).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(http, timeout=10) as response:  # the URL is set by an admin
+            response.read()
+    if settings.QM_NOTIFY_EMAILS:
+        send_mail(subject, json.dumps(data, indent=2), None, settings.QM_NOTIFY_EMAILS)
