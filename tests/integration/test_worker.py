@@ -247,3 +247,46 @@ def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gat
         lambda: ObservedNode.objects.get(name="gpu-h100-02").mig_config_state == "failed",
         what="the change after one poll",
     )
+
+
+def test_a_worker_killed_during_a_mig_change_resumes_it(
+    worker: Worker, gateway: Gateway, demo_cluster: devcluster.DemoCluster, settings: Any
+) -> None:
+    from django.contrib.auth.models import User
+
+    from fleet import changes
+    from fleet.models import MigChangeRequest, MigChangeStep
+    from fleet.observe import poll_cluster
+    from tenants.models import Team
+
+    load_demo()
+    wait_for(all_applied, what="every object applied")
+    poll_cluster(gateway=gateway)
+    demo_cluster.controllers.options.mig_delay_seconds = 3  # the worker waits in the "wait" step
+    request = changes.request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+    )
+    changes.approve_mig_change(
+        request_id=request.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    wait_for(
+        lambda: MigChangeStep.objects.filter(request=request, step="label", status="done").exists(),
+        what="the label step",
+    )
+    worker.kill()
+    worker.start()
+    wait_for(
+        lambda: MigChangeRequest.objects.get(pk=request.pk).state == "succeeded",
+        timeout=60,
+        what="the change to finish after the restart",
+    )
+    assert set(MigChangeStep.objects.filter(request=request).values_list("status", flat=True)) == {
+        "done"
+    }
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+    assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
+    assert node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
