@@ -46,7 +46,11 @@ def change_list(request: HttpRequest) -> HttpResponse:
 def change_new(request: HttpRequest) -> HttpResponse:
     if not changes.teams_user_may_request_for(request.user).exists():
         raise PermissionDenied("Only team leads and platform admins ask for MIG changes.")
-    form = MigChangeForm(request.POST or None, user=request.user)
+    initial = {
+        "nodes": request.GET.getlist("nodes"),
+        "target_config": request.GET.get("target_config", ""),
+    }
+    form = MigChangeForm(request.POST or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -35,7 +35,10 @@ class MigChangeForm(forms.Form):
             )
             for n in sorted(gpu_nodes, key=lambda n: n.name)
         ]
-        chosen = self.data.getlist("nodes") if hasattr(self.data, "getlist") else []
+        if self.is_bound and hasattr(self.data, "getlist"):
+            chosen = self.data.getlist("nodes")
+        else:
+            chosen = list(self.initial.get("nodes") or [])
         by_name = {n.name: n for n in gpu_nodes}
         picked = [by_name[n] for n in chosen if n in by_name]
         if picked:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import QuerySet
 
@@ -64,3 +65,35 @@ def waiting_in_namespaces(
         )
     )
     return workloads, pods
+
+
+def explainer_view() -> Any:
+    """The fleet as the explainer sees it (a fixed number of queries, layouts cached)."""
+    from fleet.catalog import model_for_product
+    from fleet.explain import fleet_view
+    from fleet.impact import Fleet, NodeFacts, promised_resources
+    from fleet.models import MigChangeRequest, MigConfig
+
+    nodes = list(ObservedNode.objects.filter(gone_since__isnull=True))
+    pools = list(NodePool.objects.exclude(mig_config=""))
+    custom = Fleet(
+        nodes=[], custom_configs={c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
+    )
+    cache: dict[tuple[str, str | None, int], dict[str, int] | None] = {}
+    promised: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        pool = next((p for p in pools if p.selects(node.labels)), None)
+        if pool is None:
+            continue
+        model = model_for_product(node.gpu_product) if node.gpu_product else None
+        key = (pool.mig_config, model, node.gpu_count)
+        if key not in cache:
+            facts = NodeFacts(node.name, model, node.gpu_count, "", "", {}, {})
+            cache[key] = promised_resources(pool.mig_config, facts, custom)[0]
+        if cache[key]:
+            promised[node.name] = dict(cache[key] or {})
+    changing = {}
+    for request in MigChangeRequest.objects.filter(state__in=["approved", "running", "scheduled"]):
+        for name in request.nodes:
+            changing[name] = request.pk
+    return fleet_view(nodes, [], pools, list(open_drift()), changing, promised)

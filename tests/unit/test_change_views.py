@@ -235,3 +235,38 @@ def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -
     login(client, "member-a")
     page = client.get("/").content.decode()
     assert "Time-limited quota" in page and "then back to 16" in page
+
+
+def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed: None) -> None:
+    from fleet.models import Drift
+
+    now = timezone.now()
+    ObservedNode.objects.filter(name="gpu-a100-01").update(allocated={"nvidia.com/mig-3g.40gb": 16})
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced (success)",
+        first_seen=now,
+        last_seen=now,
+    )
+    ObservedPod.objects.create(
+        namespace="team-a",
+        name="train-3g",
+        phase="Pending",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        pending_message="0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient "
+        "nvidia.com/mig-3g.40gb. no new claims to deallocate, preemption: …",
+        last_changed=now,
+    )
+    login(client, "lead-a")
+    page = client.get("/").content.decode()
+    assert (
+        "All 16 mig-3g.40gb in the fleet are in use (0 free, the pod needs 1): gpu-a100-03 would offer 16 more"
+        in page
+    )
+    assert 'href="/changes/new/?nodes=gpu-a100-03&amp;target_config=all-3g.40gb"' in page
+    form = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content.decode()
+    assert 'value="gpu-a100-03"' in form and "checked" in form
+    assert '<option value="all-3g.40gb" selected>' in form
