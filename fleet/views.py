@@ -24,3 +24,24 @@ def fleet(request: HttpRequest) -> HttpResponse:
     response = render(request, template, context)
     response["Vary"] = "HX-Request"
     return response
+
+
+@login_required
+def operator_check(request: HttpRequest) -> HttpResponse:
+    """The GPU Operator post-install checklist, read live from the cluster."""
+    from django.conf import settings
+
+    from fleet.operator_check import check_gpu_operator
+    from kube import KubeError
+    from portal.gateway import get_gateway
+
+    try:
+        items = check_gpu_operator(get_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+        error = ""
+    except KubeError as exc:
+        items, error = [], exc.message
+    return render(
+        request,
+        "fleet/operator_check.html",
+        {"items": items, "error": error, "namespace": settings.QM_GPU_OPERATOR_NAMESPACE},
+    )

@@ -183,6 +183,7 @@ QM_FIELD_MANAGER = env_str("QM_FIELD_MANAGER", "quartermaster")
 QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
 QM_POOL_LABEL = env_str("QM_POOL_LABEL", "quartermaster.io/pool")
+QM_GPU_OPERATOR_NAMESPACE = env_str("QM_GPU_OPERATOR_NAMESPACE", "gpu-operator")
 
 # MIG changes: how long to wait for evictions and for MIG Manager before giving up.
 QM_EVICTION_TIMEOUT_SECONDS = env_int("QM_EVICTION_TIMEOUT_SECONDS", 600)

@@ -153,3 +153,27 @@ def test_rbac_refusal_is_permanent_with_the_servers_words() -> None:
             connect(url=demo.url, token="wrong").list("v1", "Node")
     finally:
         demo.stop()
+
+
+def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
+    from fleet.operator_check import check_gpu_operator
+
+    items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
+    assert items["Nodes report GPU resources"].ok
+    assert all(
+        items[f"{t} runs on every GPU node"].ok
+        for t in ("device plugin", "GPU Feature Discovery", "DCGM exporter", "MIG Manager")
+    )
+    # The seed's incident node reports MIG Manager failed.
+    mig = items["MIG Manager states are not failed"]
+    assert (
+        not mig.ok and mig.detail == "failed on: gpu-a100-03." and "nvidia-mig-manager" in mig.fix
+    )
+    gateway.patch_node_labels("gpu-a100-03", {"nvidia.com/mig.config.state": "success"})
+    gateway.delete(ObjectRef("v1", "Pod", "nvidia-dcgm-exporter-a100-02", "gpu-operator"))
+    items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
+    assert items["MIG Manager states are not failed"].ok
+    dcgm = items["DCGM exporter runs on every GPU node"]
+    assert not dcgm.ok
+    assert dcgm.detail == "Running on 4 of 5 nodes. Missing on: gpu-a100-02."
+    assert "kubectl get pods -n gpu-operator -l app=nvidia-dcgm-exporter -o wide" in dcgm.fix
