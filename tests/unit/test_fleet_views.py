@@ -143,7 +143,9 @@ def test_home_explains_what_waits_in_my_namespaces_only(
     assert "secret-job" not in page
 
 
-def test_operator_check_page_says_when_no_cluster_is_configured(client: Client, team_a_member: Any) -> None:
+def test_operator_check_page_says_when_no_cluster_is_configured(
+    client: Client, team_a_member: Any
+) -> None:
     client.force_login(team_a_member)
     page = client.get("/fleet/gpu-operator/").content.decode()
     assert "Cannot read the cluster: No Kubernetes cluster is configured" in page
