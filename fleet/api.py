@@ -1,0 +1,234 @@
+"""REST API of the fleet: observed nodes, node pools, MIG configs, MIG change requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from fleet import changes
+from fleet.models import MigChangeRequest, MigChangeStep, NodePool, ObservedNode
+from tenants.models import Team
+
+
+class NodeSerializer(serializers.ModelSerializer[ObservedNode]):
+    class Meta:
+        model = ObservedNode
+        fields = [
+            "name",
+            "gpu_product",
+            "gpu_count",
+            "mig_capable",
+            "mig_strategy",
+            "mig_config",
+            "mig_config_state",
+            "pool_label",
+            "capacity",
+            "allocatable",
+            "allocated",
+            "taints",
+            "unschedulable",
+            "ready",
+            "first_seen",
+            "last_changed",
+            "gone_since",
+        ]
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet[ObservedNode]):
+    """GPU nodes as the last poll saw them (observed state, read-only)."""
+
+    serializer_class = NodeSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_fields = [
+        "gpu_product",
+        "mig_config",
+        "mig_config_state",
+        "pool_label",
+        "unschedulable",
+    ]
+    ordering_fields = ["name", "last_changed"]
+
+    def get_queryset(self) -> Any:
+        return ObservedNode.objects.filter(gone_since__isnull=True).order_by("name")
+
+
+class NodePoolSerializer(serializers.ModelSerializer[NodePool]):
+    class Meta:
+        model = NodePool
+        fields = ["name", "node_selector", "purpose", "mig_config", "description"]
+
+
+class NodePoolViewSet(viewsets.ReadOnlyModelViewSet[NodePool]):
+    serializer_class = NodePoolSerializer
+    queryset = NodePool.objects.all()
+    lookup_field = "name"
+
+
+class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
+    class Meta:
+        model = MigChangeStep
+        fields = ["round", "node", "step", "status", "message", "started_at", "finished_at"]
+
+
+class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.get_username", read_only=True)
+    decided_by = serializers.CharField(
+        source="decided_by.get_username", read_only=True, default=None
+    )
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = MigChangeRequest
+        fields = [
+            "id",
+            "team",
+            "nodes",
+            "target_config",
+            "reason",
+            "window_start",
+            "state",
+            "verdict",
+            "assessment",
+            "queue_changes",
+            "previous_configs",
+            "requested_by",
+            "decided_by",
+            "decision_comment",
+            "decided_at",
+            "failure",
+            "created_at",
+            "steps",
+        ]
+
+
+class MigChangeCreateSerializer(serializers.Serializer[Any]):
+    team = serializers.SlugField()
+    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
+    target_config = serializers.CharField(max_length=63)
+    reason = serializers.CharField(allow_blank=True)
+    window_start = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class PreviewSerializer(serializers.Serializer[Any]):
+    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=False)
+    target_config = serializers.CharField(max_length=63)
+
+
+class DecisionSerializer(serializers.Serializer[Any]):
+    comment = serializers.CharField(allow_blank=True, required=False, default="")
+
+
+class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[MigChangeRequest]):
+    """MIG change requests of your teams (all of them for approvers and admins)."""
+
+    serializer_class = MigChangeSerializer
+    filterset_fields = ["state", "verdict", "target_config"]
+
+    def get_queryset(self) -> Any:
+        return changes.list_mig_changes_for_user(self.request.user).prefetch_related("steps")
+
+    @extend_schema(request=MigChangeCreateSerializer, responses={201: MigChangeSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = MigChangeCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        team = (
+            changes.teams_user_may_request_for(request.user)
+            .filter(slug=data.validated_data["team"])
+            .first()
+        )
+        if team is None:
+            if Team.objects.filter(slug=data.validated_data["team"]).exists():
+                from django.core.exceptions import PermissionDenied
+
+                raise PermissionDenied(
+                    "Only the team's lead or a platform admin can ask for a MIG change."
+                )
+            from django.core.exceptions import ValidationError
+
+            raise ValidationError({"team": ["No such team."]})
+        created = changes.request_mig_change(
+            actor=request.user,
+            team=team,
+            nodes=data.validated_data["nodes"],
+            target_config=data.validated_data["target_config"],
+            reason=data.validated_data["reason"],
+            window_start=data.validated_data.get("window_start"),
+            source="api",
+        )
+        return Response(MigChangeSerializer(created).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=PreviewSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request) -> Response:
+        """The impact assessment of a change, nothing saved."""
+        data = PreviewSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(
+            changes.preview(
+                nodes=data.validated_data["nodes"], config=data.validated_data["target_config"]
+            )
+        )
+
+    def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        data = DecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        comment = data.validated_data["comment"]
+        if verb == "approve":
+            changes.approve_mig_change(
+                request_id=int(pk), approver=request.user, comment=comment, source="api"
+            )
+        elif verb == "reject":
+            changes.reject_mig_change(
+                request_id=int(pk), approver=request.user, comment=comment, source="api"
+            )
+        elif verb == "cancel":
+            changes.cancel_mig_change(request_id=int(pk), actor=request.user, source="api")
+        else:
+            changes.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
+        return Response(
+            MigChangeSerializer(changes.get_mig_change_for_user(request.user, int(pk))).data
+        )
+
+    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "approve")
+
+    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "reject")
+
+    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "cancel")
+
+    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "rollback")
+
+
+class MigConfigsViewSet(viewsets.ViewSet):
+    """MIG configs a node's GPU model can take (standard and custom)."""
+
+    @extend_schema(parameters=[OpenApiParameter("node", str, required=True)], responses={200: dict})
+    def list(self, request: Request) -> Response:
+        from fleet.impact import valid_configs
+
+        facts = changes.fleet_facts()
+        name = request.query_params.get("node", "")
+        node = next((n for n in facts.nodes if n.name == name), None)
+        if node is None:
+            from django.http import Http404
+
+            raise Http404
+        return Response({"node": name, "model": node.model, "configs": valid_configs(node, facts)})

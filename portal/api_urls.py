@@ -1,0 +1,32 @@
+"""Routes of the REST API (``/api/v1/``) and its schema (``/api/schema/``, ``/api/docs/``)."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from fleet.api import MigChangeViewSet, MigConfigsViewSet, NodePoolViewSet, NodeViewSet
+from portal.api import AuditEventViewSet, ManifestsView, SyncStatusView, TokenViewSet
+from queues.api import ClusterQueueViewSet, LocalQueueViewSet, ResourceFlavorViewSet
+from tenants.api import NamespaceViewSet, QuotaRequestViewSet, TeamViewSet
+
+router = DefaultRouter()
+router.register("tokens", TokenViewSet, basename="token")
+router.register("teams", TeamViewSet, basename="team")
+router.register("namespaces", NamespaceViewSet, basename="namespace")
+router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
+router.register("resource-flavors", ResourceFlavorViewSet, basename="resource-flavor")
+router.register("cluster-queues", ClusterQueueViewSet, basename="cluster-queue")
+router.register("local-queues", LocalQueueViewSet, basename="local-queue")
+router.register("nodes", NodeViewSet, basename="node")
+router.register("node-pools", NodePoolViewSet, basename="node-pool")
+router.register("mig-configs", MigConfigsViewSet, basename="mig-config")
+router.register("mig-changes", MigChangeViewSet, basename="mig-change")
+router.register("audit", AuditEventViewSet, basename="audit")
+
+urlpatterns = [
+    path("v1/", include(router.urls)),
+    path("v1/sync-status/", SyncStatusView.as_view(), name="sync-status"),
+    path("v1/manifests/", ManifestsView.as_view(), name="manifests"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]

@@ -1,0 +1,218 @@
+"""REST API: tokens, scoping, the permission matrix on decisions, one error format."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from fleet.models import MigChangeRequest, ObservedNode, ObservedPod
+from portal.demo import load_demo
+from portal.models import ApiToken
+from portal.tokens import create_token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet(db: Any) -> None:
+    load_demo()
+    now = timezone.now()
+    ObservedNode.objects.create(
+        name="gpu-a100-03",
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config="all-balanced",
+        mig_config_state="failed",
+        labels={"quartermaster.io/pool": "train", "nvidia.com/mig.config": "all-balanced"},
+        allocatable={"nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
+    ObservedPod.objects.create(
+        namespace="team-b",
+        name="dev-test-1g",
+        node_name="gpu-a100-03",
+        phase="Running",
+        gpu_requests={"nvidia.com/mig-1g.10gb": 4},
+        last_changed=now,
+    )
+
+
+def bearer(username: str) -> dict[str, str]:
+    _, text = create_token(user=User.objects.get(username=username), name="test")
+    return {"Authorization": f"Bearer {text}"}
+
+
+def test_tokens_are_shown_once_stored_hashed_and_revocable(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    created = client.post(
+        "/api/v1/tokens/", {"name": "ci", "days": 30}, content_type="application/json"
+    ).json()
+    text = created["token"]
+    assert text.startswith(f"qm_{created['prefix']}_")
+    assert text not in str(ApiToken.objects.values_list("digest", flat=True))
+    client.logout()
+    auth = {"Authorization": f"Bearer {text}"}
+    assert client.get("/api/v1/teams/", headers=auth).json()["results"][0]["slug"] == "team-a"
+    assert "token" not in client.get("/api/v1/tokens/", headers=auth).json()["results"][0]
+    assert client.delete(f"/api/v1/tokens/{created['id']}/", headers=auth).status_code == 204
+    response = client.get("/api/v1/teams/", headers=auth)
+    assert (response.status_code, response.json()["detail"]) == (401, "This token was revoked.")
+
+
+def test_expired_and_wrong_tokens_are_refused(client: Client, fleet: None) -> None:
+    token, text = create_token(user=User.objects.get(username="lead-a"), name="old")
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert (
+        client.get("/api/v1/teams/", headers={"Authorization": f"Bearer {text}"}).json()["detail"]
+        == "This token has expired."
+    )
+    assert (
+        client.get("/api/v1/teams/", headers={"Authorization": "Bearer qm_nope_x"}).status_code
+        == 401
+    )
+    assert client.get("/api/v1/teams/").status_code in (401, 403)
+
+
+def test_scoping_other_teams_are_404(client: Client, fleet: None) -> None:
+    assert client.get("/api/v1/namespaces/team-b/", headers=bearer("lead-a")).status_code == 404
+    names = [
+        n["name"]
+        for n in client.get("/api/v1/namespaces/", headers=bearer("lead-a")).json()["results"]
+    ]
+    assert names == ["team-a"]
+    assert (
+        client.get("/api/v1/namespaces/team-a/", headers=bearer("lead-a")).json()["quota"]["pods"]
+        == "50"
+    )
+
+
+def test_mig_change_over_the_api_with_the_permission_matrix(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "back to 3g",
+    }
+    assert (
+        client.post(
+            "/api/v1/mig-changes/",
+            body,
+            content_type="application/json",
+            headers=bearer("member-a"),
+        ).status_code
+        == 403
+    )
+    created = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert created.status_code == 201, created.json()
+    change = created.json()
+    assert (change["state"], change["verdict"]) == ("pending", "breaks_quota")
+    url = f"/api/v1/mig-changes/{change['id']}/approve/"
+    # The requester is no approver (403); other teams do not see it (404).
+    matrix = {"lead-a": 403, "member-a": 403, "lead-b": 404, "viewer-dev": 404}
+    for user, expected in matrix.items():
+        assert (
+            client.post(url, {}, content_type="application/json", headers=bearer(user)).status_code
+            == expected
+        ), user
+    refused = client.post(url, {}, content_type="application/json", headers=bearer("lead-a")).json()
+    assert refused == {"detail": "Only approvers decide MIG changes.", "code": "permission_denied"}
+    approved = client.post(
+        url, {"comment": "ok"}, content_type="application/json", headers=bearer("approver")
+    )
+    assert approved.status_code == 200 and approved.json()["state"] == "approved"
+    assert (
+        client.post(url, {}, content_type="application/json", headers=bearer("admin")).json()[
+            "code"
+        ]
+        == "illegal_transition"
+    )
+
+
+def test_bad_input_gives_field_errors_and_writes_nothing(client: Client, fleet: None) -> None:
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {"team": "team-a", "nodes": ["gpu-a100-03"], "target_config": "all-1g.5gb", "reason": ""},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"reason"}
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {"team": "team-a", "nodes": "gpu-a100-03"},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and {"nodes", "target_config", "reason"} <= set(
+        response.json()["errors"]
+    )
+    response = client.post(
+        "/api/v1/mig-changes/",
+        "{not json",
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and response.json()["code"] == "parse_error"
+    assert not MigChangeRequest.objects.exists()
+
+
+def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:
+    preview = client.post(
+        "/api/v1/mig-changes/preview/",
+        {"nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    ).json()
+    assert preview["evictions"][0]["pod"] == "dev-test-1g"
+    configs = client.get("/api/v1/mig-configs/?node=gpu-a100-03", headers=bearer("lead-a")).json()
+    assert configs["model"] == "A100-80GB" and "all-3g.40gb" in configs["configs"]
+    yaml_text = client.get(
+        "/api/v1/manifests/?team=team-a&format=yaml", headers=bearer("lead-a")
+    ).content.decode()
+    assert "kind: ResourceQuota" in yaml_text and "team-b" not in yaml_text
+    assert client.get("/api/v1/manifests/", headers=bearer("lead-a")).status_code == 403
+    assert client.get("/api/v1/manifests/?team=team-b", headers=bearer("lead-a")).status_code == 404
+
+
+def test_schema_and_docs_are_served(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    schema = client.get(
+        "/api/schema/?format=json", headers={"Accept": "application/vnd.oai.openapi+json"}
+    )
+    assert schema.status_code == 200
+    assert b"/api/v1/mig-changes/{id}/approve/" in schema.content
+    assert client.get("/api/docs/").status_code == 200
+
+
+def test_an_admin_cannot_approve_their_own_request(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "mine",
+    }
+    change = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("admin")
+    ).json()
+    own = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers=bearer("admin"),
+    )
+    assert (own.status_code, own.json()) == (
+        409,
+        {
+            "detail": "You cannot approve your own request; another approver must.",
+            "code": "self_approval",
+        },
+    )
