@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from fleet.explain import explain_pod, explain_workload
 from fleet.selectors import explainer_view, last_sync, waiting_in_namespaces
@@ -65,3 +65,38 @@ def home(request: HttpRequest) -> HttpResponse:
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers."""
     return JsonResponse({"status": "ok"})
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """Personal API tokens: create (the text is shown once), list, revoke."""
+    from django.core.exceptions import ValidationError
+
+    from portal.models import ApiToken
+    from portal.tokens import create_token, revoke_token
+
+    created_text = ""
+    errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            revoke_token(user=request.user, token_id=int(request.POST["revoke"]))
+            return redirect("tokens")
+        days_text = request.POST.get("days", "90")
+        try:
+            days = int(days_text) if days_text else None
+            _, created_text = create_token(
+                user=request.user, name=request.POST.get("name", ""), days=days
+            )
+        except ValueError:
+            errors = {"days": ["A number of days, or empty for no expiry."]}
+        except ValidationError as exc:
+            errors = exc.message_dict
+    return render(
+        request,
+        "portal/tokens.html",
+        {
+            "tokens": ApiToken.objects.filter(user=request.user),
+            "created": created_text,
+            "errors": errors,
+        },
+    )

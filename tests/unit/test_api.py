@@ -216,3 +216,19 @@ def test_an_admin_cannot_approve_their_own_request(client: Client, fleet: None) 
             "code": "self_approval",
         },
     )
+
+
+def test_token_page_creates_shows_once_and_revokes(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    page = client.post("/tokens/", {"name": "laptop", "days": "7"}).content.decode()
+    assert "shown only this once" in page
+    token = ApiToken.objects.get(name="laptop")
+    assert "shown only this once" not in client.get("/tokens/").content.decode()
+    assert (
+        "A number of days"
+        in client.post("/tokens/", {"name": "x", "days": "soon"}).content.decode()
+    )
+    assert "Name the token" in client.post("/tokens/", {"name": "", "days": "7"}).content.decode()
+    client.post("/tokens/", {"revoke": token.pk})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
