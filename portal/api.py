@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import APIException
@@ -87,6 +88,8 @@ class TokenViewSet(
     serializer_class = TokenSerializer
 
     def get_queryset(self) -> Any:
+        if getattr(self, "swagger_fake_view", False):
+            return ApiToken.objects.none()
         return ApiToken.objects.filter(user=self.request.user)
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
@@ -108,7 +111,7 @@ class TokenViewSet(
 
 
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEvent
@@ -182,7 +185,9 @@ class ManifestsView(APIView):
             OpenApiParameter("team", str),
             OpenApiParameter("format", str, enum=["json", "yaml"]),
         ],
-        responses={200: dict},
+        # The YAML form is a stream of documents (``---``), served as text for
+        # ``kubectl apply -f -``.
+        responses={(200, "application/json"): dict, (200, "text/plain"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Response | HttpResponse:
         from portal.manifests import collect_manifests, to_yaml_stream
@@ -197,5 +202,5 @@ class ManifestsView(APIView):
             raise Http404
         manifests = collect_manifests(team_slug=team)
         if request.query_params.get("format") == "yaml":
-            return HttpResponse(to_yaml_stream(manifests), content_type="application/yaml")
+            return HttpResponse(to_yaml_stream(manifests), content_type="text/plain; charset=utf-8")
         return Response({"items": manifests})

@@ -1,6 +1,7 @@
 """Routes of the REST API (``/api/v1/``) and its schema (``/api/schema/``, ``/api/docs/``)."""
 
-from django.urls import include, path
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -30,3 +31,11 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+
+def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Unknown API paths answer in the API's error format, never an HTML page."""
+    return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+
+
+urlpatterns.append(re_path(r"^(?P<rest>.*)$", not_found))

@@ -96,3 +96,18 @@ class TokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="api"'
+
+
+try:
+    from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+    class TokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+        """Documents the bearer token in the OpenAPI schema."""
+
+        target_class = "portal.tokens.TokenAuthentication"
+        name = "bearerAuth"
+
+        def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+            return {"type": "http", "scheme": "bearer", "bearerFormat": "qm_<prefix>_<secret>"}
+except ImportError:  # pragma: no cover - drf-spectacular is a dependency
+    pass

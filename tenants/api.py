@@ -108,7 +108,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer[Any]):
     grant_until = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class DecisionSerializer(serializers.Serializer[Any]):
+class QuotaDecisionSerializer(serializers.Serializer[Any]):
     comment = serializers.CharField(allow_blank=True, required=False, default="")
 
 
@@ -151,10 +151,10 @@ class QuotaRequestViewSet(
         created.refresh_from_db()
         return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
+    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
-        data = DecisionSerializer(data=request.data)
+        data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         service.approve_quota_change(
             request_id=int(pk),
@@ -166,10 +166,10 @@ class QuotaRequestViewSet(
             QuotaRequestSerializer(service.get_quota_request_for_user(request.user, int(pk))).data
         )
 
-    @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
+    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
-        data = DecisionSerializer(data=request.data)
+        data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         service.reject_quota_change(
             request_id=int(pk),
