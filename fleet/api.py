@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from fleet import changes
+from portal.api_safety import check_if_match, etag_of, idempotent
 from fleet.models import MigChangeRequest, MigChangeStep, NodePool, ObservedNode
 from tenants.models import Team
 
@@ -134,7 +135,14 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     def get_queryset(self) -> Any:
         return changes.list_mig_changes_for_user(self.request.user).prefetch_related("steps")
 
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        response = Response(self.get_serializer(instance).data)
+        response["ETag"] = etag_of(instance.pk, instance.state, instance.updated_at.isoformat())
+        return response
+
     @extend_schema(request=MigChangeCreateSerializer, responses={201: MigChangeSerializer})
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = MigChangeCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -176,7 +184,14 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             )
         )
 
+    @idempotent
     def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        current = changes.get_mig_change_for_user(request.user, int(pk))
+        refused = check_if_match(
+            request, etag_of(current.pk, current.state, current.updated_at.isoformat())
+        )
+        if refused is not None:
+            return refused
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         comment = data.validated_data["comment"]

@@ -85,3 +85,25 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class IdempotencyRecord(models.Model):
+    """The response to a POST sent with an ``Idempotency-Key``: a replay gets it again."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=500)
+    status = models.PositiveSmallIntegerField(
+        default=0, help_text="0 while the first request runs."
+    )
+    body = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="one_idempotency_key_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} ({self.key})"

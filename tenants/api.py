@@ -11,6 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.api_safety import idempotent
 from queues.models import ClusterQueue
 from tenants import quota_requests as service
 from tenants.models import Namespace, QuotaChangeRequest, Team
@@ -122,6 +123,7 @@ class QuotaRequestViewSet(
         return service.list_quota_requests_for_user(self.request.user)
 
     @extend_schema(request=QuotaRequestCreateSerializer, responses={201: QuotaRequestSerializer})
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = QuotaRequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)

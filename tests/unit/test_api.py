@@ -232,3 +232,58 @@ def test_token_page_creates_shows_once_and_revokes(client: Client, fleet: None) 
     client.post("/tokens/", {"revoke": token.pk})
     token.refresh_from_db()
     assert token.revoked_at is not None
+
+
+def test_idempotency_key_replays_the_first_response(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "retry-safe",
+    }
+    headers = {**bearer("lead-a"), "Idempotency-Key": "create-1"}
+    first = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=headers
+    )
+    again = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=headers
+    )
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"] and again["Idempotent-Replayed"] == "true"
+    assert MigChangeRequest.objects.count() == 1
+    other = client.post(
+        "/api/v1/quota-requests/", {}, content_type="application/json", headers=headers
+    )
+    assert other.json()["code"] == "idempotency_key_reused"
+
+
+def test_if_match_refuses_a_decision_on_a_stale_read(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "x",
+    }
+    change = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    ).json()
+    read = client.get(f"/api/v1/mig-changes/{change['id']}/", headers=bearer("approver"))
+    etag = read["ETag"]
+    MigChangeRequest.objects.filter(pk=change["id"]).update(
+        decision_comment="touched", updated_at=timezone.now()
+    )
+    stale = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers={**bearer("approver"), "If-Match": etag},
+    )
+    assert (stale.status_code, stale.json()["code"]) == (412, "precondition_failed")
+    fresh = client.get(f"/api/v1/mig-changes/{change['id']}/", headers=bearer("approver"))["ETag"]
+    ok = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers={**bearer("approver"), "If-Match": fresh},
+    )
+    assert ok.status_code == 200

@@ -1,0 +1,99 @@
+"""Idempotency-Key on POSTs and ETag / If-Match on decisions (two scripts never overwrite
+each other silently, and a retried POST never acts twice)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from portal.models import IdempotencyRecord
+
+
+def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
+    """Honour ``Idempotency-Key``: the first response is stored and replayed for the same
+    user, method and path; reusing a key for another request is refused."""
+
+    @functools.wraps(view)
+    def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if not key:
+            return view(self, request, *args, **kwargs)
+        if len(key) > 200:
+            return Response(
+                {"detail": "Idempotency-Key is at most 200 characters.", "code": "invalid"},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        existing = IdempotencyRecord.objects.filter(user=request.user, key=key).first()
+        if existing is not None:
+            if (existing.method, existing.path) != (request.method, request.path):
+                return Response(
+                    {
+                        "detail": "This Idempotency-Key was used for another request.",
+                        "code": "idempotency_key_reused",
+                    },
+                    status=status.HTTP_409_CONFLICT,
+                )
+            if existing.status == 0:
+                return Response(
+                    {
+                        "detail": "A request with this Idempotency-Key is still running.",
+                        "code": "idempotency_in_progress",
+                    },
+                    status=status.HTTP_409_CONFLICT,
+                )
+            replay = Response(existing.body, status=existing.status)
+            replay["Idempotent-Replayed"] = "true"
+            return replay
+        try:
+            with transaction.atomic():
+                record = IdempotencyRecord.objects.create(
+                    user=request.user, key=key, method=request.method, path=request.path
+                )
+        except IntegrityError:
+            return Response(
+                {
+                    "detail": "A request with this Idempotency-Key is still running.",
+                    "code": "idempotency_in_progress",
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        try:
+            response = view(self, request, *args, **kwargs)
+        except Exception:
+            record.delete()
+            raise
+        if 200 <= response.status_code < 300:
+            IdempotencyRecord.objects.filter(pk=record.pk).update(
+                status=response.status_code, body=response.data
+            )
+        else:
+            record.delete()  # a refused request may be retried with the same key
+        return response
+
+    return wrapper
+
+
+def etag_of(*parts: object) -> str:
+    return '"' + hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:20] + '"'
+
+
+def check_if_match(request: Request, current: str) -> Response | None:
+    """412 when ``If-Match`` names another version than the current one."""
+    wanted = request.headers.get("If-Match")
+    if wanted and wanted.strip() != "*" and current not in [w.strip() for w in wanted.split(",")]:
+        return Response(
+            {
+                "detail": "The object changed since you read it (If-Match does not match); "
+                "read it again.",
+                "code": "precondition_failed",
+            },
+            status=status.HTTP_412_PRECONDITION_FAILED,
+        )
+    return None
