@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from fleet import changes
-from portal.api_safety import check_if_match, etag_of, idempotent
 from fleet.models import MigChangeRequest, MigChangeStep, NodePool, ObservedNode
+from portal.api_safety import check_if_match, etag_of, idempotent
 from tenants.models import Team
 
 
