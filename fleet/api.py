@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from fleet import changes
 from fleet.models import MigChangeRequest, MigChangeStep, NodePool, ObservedNode
-from portal.api_safety import check_if_match, etag_of, idempotent
+from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
 from tenants.models import Team
 
 
@@ -109,7 +109,7 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         ]
 
 
-class MigChangeCreateSerializer(serializers.Serializer[Any]):
+class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
     team = serializers.SlugField()
     nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
     target_config = serializers.CharField(max_length=63)
@@ -117,12 +117,12 @@ class MigChangeCreateSerializer(serializers.Serializer[Any]):
     window_start = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class PreviewSerializer(serializers.Serializer[Any]):
+class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
     nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=False)
     target_config = serializers.CharField(max_length=63)
 
 
-class DecisionSerializer(serializers.Serializer[Any]):
+class DecisionSerializer(StrictInput, serializers.Serializer[Any]):
     comment = serializers.CharField(allow_blank=True, required=False, default="")
 
 

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.api_safety import StrictInput
 from portal.errors import DomainError
 from portal.models import ApiToken, AuditEvent
 from portal.permissions import is_platform_admin
@@ -68,7 +69,7 @@ class TokenSerializer(serializers.ModelSerializer[ApiToken]):
         fields = ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at"]
 
 
-class TokenCreateSerializer(serializers.Serializer[Any]):
+class TokenCreateSerializer(StrictInput, serializers.Serializer[Any]):
     name = serializers.CharField(max_length=100)
     days = serializers.IntegerField(required=False, allow_null=True, default=90)
 

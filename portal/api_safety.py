@@ -97,3 +97,16 @@ def check_if_match(request: Request, current: str) -> Response | None:
             status=status.HTTP_412_PRECONDITION_FAILED,
         )
     return None
+
+
+class StrictInput:
+    """Mixin for input serializers: unknown fields are an error, not silently dropped."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        from rest_framework import serializers
+
+        if hasattr(data, "keys"):
+            unknown = sorted(set(data.keys()) - set(self.fields))  # type: ignore[attr-defined]
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)  # type: ignore[misc]

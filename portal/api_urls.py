@@ -7,13 +7,22 @@ from rest_framework.routers import DefaultRouter
 
 from fleet.api import MigChangeViewSet, MigConfigsViewSet, NodePoolViewSet, NodeViewSet
 from portal.api import AuditEventViewSet, ManifestsView, SyncStatusView, TokenViewSet
-from queues.api import ClusterQueueViewSet, LocalQueueViewSet, ResourceFlavorViewSet
-from tenants.api import NamespaceViewSet, QuotaRequestViewSet, TeamViewSet
+from queues.api import ClusterQueueViewSet, CohortViewSet, LocalQueueViewSet, ResourceFlavorViewSet
+from tenants.api import (
+    MembershipViewSet,
+    NamespaceViewSet,
+    PriorityClassViewSet,
+    QuotaRequestViewSet,
+    TeamViewSet,
+)
 
 router = DefaultRouter()
 router.register("tokens", TokenViewSet, basename="token")
 router.register("teams", TeamViewSet, basename="team")
+router.register("memberships", MembershipViewSet, basename="membership")
 router.register("namespaces", NamespaceViewSet, basename="namespace")
+router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
+router.register("cohorts", CohortViewSet, basename="cohort")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("resource-flavors", ResourceFlavorViewSet, basename="resource-flavor")
 router.register("cluster-queues", ClusterQueueViewSet, basename="cluster-queue")

@@ -76,3 +76,23 @@ class LocalQueueViewSet(viewsets.ReadOnlyModelViewSet[LocalQueue]):
         return LocalQueue.objects.filter(namespace__team__in=teams).select_related(
             "namespace", "cluster_queue"
         )
+
+
+class CohortSerializer(serializers.ModelSerializer[Any]):
+    parent = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+
+    class Meta:
+        from queues.models import Cohort
+
+        model = Cohort
+        fields = ["name", "parent", "fair_sharing_weight", "resource_groups", "description"]
+
+
+class CohortViewSet(viewsets.ReadOnlyModelViewSet[Any]):
+    serializer_class = CohortSerializer
+    lookup_field = "name"
+
+    def get_queryset(self) -> Any:
+        from queues.models import Cohort
+
+        return Cohort.objects.select_related("parent")

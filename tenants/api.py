@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import idempotent
+from portal.api_safety import StrictInput, idempotent
 from queues.models import ClusterQueue
 from tenants import quota_requests as service
 from tenants.models import Namespace, QuotaChangeRequest, Team
@@ -97,7 +97,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
         ]
 
 
-class QuotaRequestCreateSerializer(serializers.Serializer[Any]):
+class QuotaRequestCreateSerializer(StrictInput, serializers.Serializer[Any]):
     team = serializers.SlugField()
     kind = serializers.ChoiceField(choices=QuotaChangeRequest.Kind.choices)
     namespace = serializers.CharField(required=False, allow_blank=True, default="")
@@ -109,7 +109,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer[Any]):
     grant_until = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class QuotaDecisionSerializer(serializers.Serializer[Any]):
+class QuotaDecisionSerializer(StrictInput, serializers.Serializer[Any]):
     comment = serializers.CharField(allow_blank=True, required=False, default="")
 
 
@@ -182,3 +182,47 @@ class QuotaRequestViewSet(
         return Response(
             QuotaRequestSerializer(service.get_quota_request_for_user(request.user, int(pk))).data
         )
+
+
+class MembershipSerializer(serializers.ModelSerializer[Any]):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    user = serializers.CharField(source="user.get_username", read_only=True)
+
+    class Meta:
+        from tenants.models import Membership
+
+        model = Membership
+        fields = ["id", "team", "user", "role"]
+
+
+class MembershipViewSet(viewsets.ReadOnlyModelViewSet[Any]):
+    """Members of your teams."""
+
+    serializer_class = MembershipSerializer
+    filterset_fields = ["role"]
+
+    def get_queryset(self) -> Any:
+        from tenants.models import Membership
+
+        teams = list_teams_for_user(self.request.user)
+        return Membership.objects.filter(team__in=teams).select_related("team", "user")
+
+
+class PriorityClassSerializer(serializers.ModelSerializer[Any]):
+    class Meta:
+        from tenants.models import PriorityClass
+
+        model = PriorityClass
+        fields = ["name", "value", "preemption_policy", "global_default", "description"]
+
+
+class PriorityClassViewSet(viewsets.ReadOnlyModelViewSet[Any]):
+    """The platform's PriorityClass catalog."""
+
+    serializer_class = PriorityClassSerializer
+    lookup_field = "name"
+
+    def get_queryset(self) -> Any:
+        from tenants.models import PriorityClass
+
+        return PriorityClass.objects.all()

@@ -287,3 +287,77 @@ def test_if_match_refuses_a_decision_on_a_stale_read(client: Client, fleet: None
         headers={**bearer("approver"), "If-Match": fresh},
     )
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/teams/",
+        "/api/v1/memberships/",
+        "/api/v1/namespaces/",
+        "/api/v1/priority-classes/",
+        "/api/v1/resource-flavors/",
+        "/api/v1/cohorts/",
+        "/api/v1/cluster-queues/",
+        "/api/v1/local-queues/",
+        "/api/v1/nodes/",
+        "/api/v1/node-pools/",
+        "/api/v1/mig-changes/",
+        "/api/v1/quota-requests/",
+        "/api/v1/audit/",
+        "/api/v1/sync-status/",
+        "/api/v1/tokens/",
+    ],
+)
+def test_every_list_needs_authentication_and_is_scoped(
+    client: Client, fleet: None, path: str
+) -> None:
+    assert client.get(path).status_code in (401, 403)
+    for user in ("viewer-dev", "member-a", "lead-b", "lead-a", "approver", "admin"):
+        response = client.get(path, headers=bearer(user))
+        assert response.status_code == 200, (path, user)
+    if path in ("/api/v1/namespaces/", "/api/v1/memberships/", "/api/v1/local-queues/"):
+        seen = str(client.get(path, headers=bearer("viewer-dev")).json())
+        assert "team-a" not in seen and "team-b" not in seen
+
+
+def test_unknown_fields_and_bad_names_are_refused(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "x",
+        "force": True,
+    }
+    response = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert (response.status_code, response.json()["errors"]) == (400, {"force": ["Unknown field."]})
+    response = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "team-a",
+            "kind": "namespace",
+            "namespace": "team-a",
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "-4",
+            "reason": "x",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and "requested" in response.json()["errors"]
+    response = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "Team_A!",
+            "kind": "namespace",
+            "resource": "pods",
+            "requested": "1",
+            "reason": "x",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and "team" in response.json()["errors"]
+    assert not MigChangeRequest.objects.exists()
