@@ -56,7 +56,12 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet[ObservedNode]):
     ordering_fields = ["name", "last_changed"]
 
     def get_queryset(self) -> Any:
-        return ObservedNode.objects.filter(gone_since__isnull=True).order_by("name")
+        # Only the columns shown: labels and the poller's bookkeeping stay in the database.
+        return (
+            ObservedNode.objects.filter(gone_since__isnull=True)
+            .only(*NodeSerializer.Meta.fields)
+            .order_by("name")
+        )
 
 
 class NodePoolSerializer(serializers.ModelSerializer[NodePool]):

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, throttling
 
 from portal.audit import record_audit
 from portal.models import ApiToken
@@ -111,3 +111,21 @@ try:
             return {"type": "http", "scheme": "bearer", "bearerFormat": "qm_<prefix>_<secret>"}
 except ImportError:  # pragma: no cover - drf-spectacular is a dependency
     pass
+
+
+class TokenRateThrottle(throttling.SimpleRateThrottle):
+    """Rate limit per API token (each token its own budget), per user for browser sessions.
+
+    Anonymous callers are keyed by address. The rate is ``QM_API_RATE``.
+    """
+
+    scope = "token"
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        if isinstance(request.auth, ApiToken):
+            ident = f"token-{request.auth.pk}"
+        elif request.user is not None and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
+            ident = f"anon-{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -14,7 +15,7 @@ from rest_framework.response import Response
 from portal.api_safety import StrictInput, idempotent
 from queues.models import ClusterQueue
 from tenants import quota_requests as service
-from tenants.models import Namespace, QuotaChangeRequest, Team
+from tenants.models import Namespace, PriorityClass, QuotaChangeRequest, Team
 from tenants.selectors import list_teams_for_user
 
 
@@ -36,7 +37,15 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
     lookup_field = "slug"
 
     def get_queryset(self) -> Any:
-        return list_teams_for_user(self.request.user)
+        # Only what the serializer shows (the pages' selector also loads quotas and queues).
+        return (
+            list_teams_for_user(self.request.user)
+            .prefetch_related(None)
+            .prefetch_related(
+                Prefetch("namespaces", queryset=Namespace.objects.only("name", "team_id")),
+                Prefetch("allowed_priority_classes", queryset=PriorityClass.objects.only("name")),
+            )
+        )
 
 
 class NamespaceSerializer(serializers.ModelSerializer[Namespace]):

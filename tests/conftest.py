@@ -11,6 +11,15 @@ from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Any:
+    """Each test starts with no rate-limit history (the cache is a real Redis database)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def team_a(db: Any) -> Any:
     return TeamFactory(slug="team-a", name="Team A")

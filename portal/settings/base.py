@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 
@@ -116,8 +117,24 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and Celery: REDIS_URL, or the embedded server ----------------------------------
+
+
+def redis_db(url: str, db: int) -> str:
+    """The same Redis server as ``url``, database ``db``."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, parts.fragment))
+
+
 REDIS_URL = env_str("REDIS_URL") or embedded.ensure_redis()
 CELERY_BROKER_URL = REDIS_URL
+# The cache (API rate limits) is shared by every web process: Redis database 1.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": redis_db(REDIS_URL, 1),
+        "KEY_PREFIX": "qm",
+    }
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = False  # set per task, only on idempotent ones
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -171,8 +188,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": env_str("QM_API_RATE", "1200/minute")},
+    "DEFAULT_THROTTLE_CLASSES": ["portal.tokens.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": env_str("QM_API_RATE", "1200/minute")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quartermaster API",

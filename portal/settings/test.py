@@ -1,10 +1,11 @@
 """Settings for the test suite: fast hashing, tasks never leave the process by accident."""
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL, env_bool
+from .base import REDIS_URL, env_bool, redis_db
 
 # Tests use their own Redis database, so a developer's running worker never sees them.
-CELERY_BROKER_URL = REDIS_URL.rsplit("/", 1)[0] + "/15"
+CELERY_BROKER_URL = redis_db(REDIS_URL, 15)
+CACHES["default"]["LOCATION"] = redis_db(REDIS_URL, 14)  # noqa: F405
 # No cluster unless a test points at its demo cluster (a test's worker gets it by env).
 if not env_bool("QM_TEST_WORKER", False):
     KUBE_URL = ""

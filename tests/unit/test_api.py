@@ -361,3 +361,24 @@ def test_unknown_fields_and_bad_names_are_refused(client: Client, fleet: None) -
     )
     assert response.status_code == 400 and "team" in response.json()["errors"]
     assert not MigChangeRequest.objects.exists()
+
+
+def test_rate_limit_is_per_token(
+    client: Client, fleet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.core.cache import cache
+
+    from portal.tokens import TokenRateThrottle
+
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})
+    first, second = bearer("lead-a"), bearer("lead-a")
+    for _ in range(3):
+        assert client.get("/api/v1/teams/", headers=first).status_code == 200
+    refused = client.get("/api/v1/teams/", headers=first)
+    assert refused.status_code == 429
+    assert "Retry-After" in refused.headers
+    assert refused.json()["detail"]
+    # the same user's other token has its own budget
+    assert client.get("/api/v1/teams/", headers=second).status_code == 200
+    cache.clear()

@@ -1,0 +1,7 @@
+"""Settings of ``bench/api.py``'s server: the test settings, plus the baseline list views."""
+
+from portal.settings.test import *  # noqa: F403
+
+ROOT_URLCONF = "api_urls"
+# A cache database of its own: the benchmark token's rate-limit history stays here.
+CACHES["default"]["LOCATION"] = redis_db(REDIS_URL, 13)  # noqa: F405
