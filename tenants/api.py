@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -12,10 +13,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, idempotent
+from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
 from queues.models import ClusterQueue
 from tenants import quota_requests as service
+from tenants import services as tenant_services
 from tenants.models import Namespace, PriorityClass, QuotaChangeRequest, Team
+from tenants.rules import LIMIT_TYPES, LimitSpec
 from tenants.selectors import list_teams_for_user
 
 
@@ -30,11 +33,110 @@ class TeamSerializer(serializers.ModelSerializer[Team]):
         fields = ["slug", "name", "description", "namespaces", "allowed_priority_classes"]
 
 
-class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
-    """Your teams (every team for platform admins)."""
+def team_etag(team: Team) -> str:
+    return etag_of(
+        team.pk,
+        team.name,
+        team.description,
+        sorted(pc.name for pc in team.allowed_priority_classes.all()),
+    )
+
+
+class TeamWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    slug = serializers.CharField(max_length=63)
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    allowed_priority_classes = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False, default=list
+    )
+
+
+class TeamPatchSerializer(TeamWriteSerializer):
+    slug = None  # type: ignore[assignment]
+    name = serializers.CharField(max_length=100, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    allowed_priority_classes = serializers.ListField(
+        child=serializers.CharField(max_length=253), required=False
+    )
+
+
+def _priority_classes(names: list[str]) -> list[PriorityClass]:
+    found = {pc.name: pc for pc in PriorityClass.objects.filter(name__in=names)}
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise ValidationError(
+            {"allowed_priority_classes": [f"No such PriorityClass: {', '.join(missing)}."]}
+        )
+    return [found[name] for name in names]
+
+
+class TeamViewSet(
+    mixins.CreateModelMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet[Team]
+):
+    """Your teams (every team for platform admins). Platform admins create and change teams;
+    a change needs no ``If-Match``, but one that does not match the current ``ETag`` is
+    refused with 412."""
 
     serializer_class = TeamSerializer
     lookup_field = "slug"
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        team = self.get_object()
+        response = Response(self.get_serializer(team).data)
+        response["ETag"] = team_etag(team)
+        return response
+
+    @extend_schema(request=TeamWriteSerializer, responses={201: TeamSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = TeamWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        classes = _priority_classes(values["allowed_priority_classes"])
+        if Team.objects.filter(slug=values["slug"]).exists():
+            raise ValidationError({"slug": ["A team with this slug exists."]})
+        with transaction.atomic():
+            team = tenant_services.save_team(
+                actor=request.user,
+                team=Team(
+                    slug=values["slug"], name=values["name"], description=values["description"]
+                ),
+                source="api",
+            )
+            team.allowed_priority_classes.set(classes)
+        response = Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
+        response["ETag"] = team_etag(team)
+        return response
+
+    @extend_schema(request=TeamPatchSerializer, responses={200: TeamSerializer})
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        team = self.get_object()
+        refused = check_if_match(request, team_etag(team))
+        if refused is not None:
+            return refused
+        data = TeamPatchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        classes = (
+            _priority_classes(values["allowed_priority_classes"])
+            if "allowed_priority_classes" in values
+            else None
+        )
+        with transaction.atomic():
+            for field in ("name", "description"):
+                if field in values:
+                    setattr(team, field, values[field])
+            tenant_services.save_team(actor=request.user, team=team, source="api")
+            if classes is not None:
+                team.allowed_priority_classes.set(classes)
+        team = self.get_queryset().get(pk=team.pk)
+        response = Response(TeamSerializer(team).data)
+        response["ETag"] = team_etag(team)
+        return response
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.partial_update(request, *args, **kwargs)
 
     def get_queryset(self) -> Any:
         # Only what the serializer shows (the pages' selector also loads quotas and queues).
@@ -64,9 +166,128 @@ class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
         return [i.spec().__dict__ for i in ns.limit_items.all()]
 
 
-class NamespaceViewSet(viewsets.ReadOnlyModelViewSet[Namespace]):
+def namespace_etag(ns: Namespace) -> str:
+    return etag_of(
+        ns.pk,
+        ns.team_id,
+        ns.description,
+        sorted((i.resource, i.hard) for i in ns.quota_items.all()),
+        sorted(sorted(i.spec().__dict__.items()) for i in ns.limit_items.all()),
+    )
+
+
+class NamespaceCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    name = serializers.CharField(max_length=63)
+    team = serializers.SlugField()
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class QuotaWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    hard = serializers.DictField(child=serializers.CharField(max_length=64), allow_empty=True)
+
+
+class LimitItemSerializer(StrictInput, serializers.Serializer[Any]):
+    limit_type = serializers.ChoiceField(choices=list(LIMIT_TYPES))
+    resource = serializers.CharField(max_length=253)
+    default = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    default_request = serializers.CharField(
+        max_length=64, required=False, allow_blank=True, default=""
+    )
+    max = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    min = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class LimitsWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    limits = LimitItemSerializer(many=True, allow_empty=True)
+
+
+class NamespaceViewSet(
+    mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet[Namespace]
+):
+    """Namespaces of your teams with their quota and limits. Platform admins create and
+    remove namespaces and replace a quota or limits (``PUT …/quota/``, ``PUT …/limits/``);
+    ``If-Match`` with the namespace's ``ETag`` makes a write fail with 412 when someone
+    changed it since it was read."""
+
     serializer_class = NamespaceSerializer
     lookup_field = "name"
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        ns = self.get_object()
+        response = Response(self.get_serializer(ns).data)
+        response["ETag"] = namespace_etag(ns)
+        return response
+
+    def _fresh(self, ns: Namespace) -> Response:
+        ns = self.get_queryset().get(pk=ns.pk)
+        response = Response(NamespaceSerializer(ns).data)
+        response["ETag"] = namespace_etag(ns)
+        return response
+
+    @extend_schema(request=NamespaceCreateSerializer, responses={201: NamespaceSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = NamespaceCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        team = Team.objects.filter(slug=values["team"]).first()
+        if team is None:
+            raise ValidationError({"team": ["No such team."]})
+        if Namespace.objects.filter(name=values["name"]).exists():
+            raise ValidationError({"name": ["This namespace already exists."]})
+        ns = tenant_services.save_namespace(
+            actor=request.user,
+            namespace=Namespace(name=values["name"], team=team, description=values["description"]),
+            source="api",
+        )
+        response = self._fresh(ns)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        ns = self.get_object()
+        refused = check_if_match(request, namespace_etag(ns))
+        if refused is not None:
+            return refused
+        tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=QuotaWriteSerializer, responses={200: NamespaceSerializer})
+    @action(detail=True, methods=["put"])
+    def quota(self, request: Request, name: str) -> Response:
+        """Replace the namespace's ResourceQuota ``hard`` items (an empty map removes them)."""
+        ns = self.get_object()
+        refused = check_if_match(request, namespace_etag(ns))
+        if refused is not None:
+            return refused
+        data = QuotaWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        warnings = tenant_services.set_namespace_quota(
+            actor=request.user, namespace=ns, hard=data.validated_data["hard"], source="api"
+        )
+        response = self._fresh(ns)
+        response.data = {**response.data, "warnings": warnings}
+        return response
+
+    @extend_schema(request=LimitsWriteSerializer, responses={200: NamespaceSerializer})
+    @action(detail=True, methods=["put"])
+    def limits(self, request: Request, name: str) -> Response:
+        """Replace the namespace's LimitRange items (an empty list removes them)."""
+        ns = self.get_object()
+        refused = check_if_match(request, namespace_etag(ns))
+        if refused is not None:
+            return refused
+        data = LimitsWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        warnings = tenant_services.set_namespace_limits(
+            actor=request.user,
+            namespace=ns,
+            limits=[LimitSpec(**item) for item in data.validated_data["limits"]],
+            source="api",
+        )
+        response = self._fresh(ns)
+        response.data = {**response.data, "warnings": warnings}
+        return response
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)
