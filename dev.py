@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,21 @@ def ensure_environment() -> None:
         check=True,
     )
     STAMP.write_text(digest)
+
+
+def ensure_browser() -> None:
+    """The browser tests drive Debian's Chromium; install it when missing (as root, apt)."""
+    if os.environ.get("QM_CHROMIUM") or shutil.which("chromium"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        say("browser tests need Debian's chromium: apt-get install chromium (or set QM_CHROMIUM)")
+        return
+    say("installing chromium for the browser tests")
+    apt = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    if subprocess.run(install, env=apt, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], env=apt, capture_output=True)
+        subprocess.run(install, env=apt, check=True, capture_output=True)
 
 
 def manage(*args: str, env: dict[str, str]) -> None:
@@ -189,6 +205,7 @@ def wait_until_serving(url: str, web: subprocess.Popen[bytes], timeout: float = 
 def test(args: list[str]) -> int:
     """Static checks (when no test selection is given), then the whole pytest suite."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
+    ensure_browser()
     if not args:
         checks = {
             "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],

@@ -4,125 +4,28 @@ killed mid-apply loses nothing."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
-from django.db import connection
 
 import devcluster
 from devcluster.controllers import Options
-from kube import Gateway, NotFound, ObjectRef, connect
+from kube import Gateway, ObjectRef, connect
 from portal.celery import app
 from portal.demo import load_demo
 from portal.manifests import collect_manifests
 from sync.models import AppliedObject
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
+from tests.support import Worker, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 QUOTA = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except NotFound:
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or 'a condition'}")
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    host = quote(db["HOST"] or "127.0.0.1", safe="")
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    auth = quote(db["USER"] or "", safe="") + (
-        f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
-    )
-    return f"postgres://{auth}@{host}{port}/{db['NAME']}"
-
-
-class Worker:
-    """A `celery worker` process with the test database, test broker and demo cluster."""
-
-    def __init__(self, kube_url: str) -> None:
-        from django.conf import settings
-
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "portal.settings.test",
-            "QM_TEST_WORKER": "true",
-            "DATABASE_URL": database_url(),
-            "REDIS_URL": settings.REDIS_URL,
-            "KUBE_URL": kube_url,
-            "CELERY_VISIBILITY_TIMEOUT": "4",
-            "CELERY_RESTORE_INTERVAL": "1",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = Path(tempfile.mkstemp(prefix="worker-", suffix=".log")[1])
-
-    def start(self) -> None:
-        offset = self.log.stat().st_size
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "portal",
-                    "worker",
-                    "--pool",
-                    "prefork",
-                    "--concurrency",
-                    "1",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--loglevel",
-                    "INFO",
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if b" ready." in self.log.read_bytes()[offset:]:
-                return
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"the worker did not start:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.unlink(missing_ok=True)
 
 
 @pytest.fixture

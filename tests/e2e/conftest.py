@@ -1,0 +1,90 @@
+"""Browser fixtures: the portal served by a live server on the test database, a real Celery
+worker and the demo cluster, driven by Debian's headless Chromium through Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import devcluster
+from devcluster.controllers import Options
+from portal.celery import app
+from tests.support import Worker
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+# between page actions are still synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ROOT = Path(__file__).resolve().parents[2]
+# Screenshots of the main pages; the README's come from
+# `QM_SCREENSHOTS=docs/screenshots python3 dev.py test tests/e2e`.
+SCREENSHOTS = ROOT / os.environ.get("QM_SCREENSHOTS", ".data/screenshots")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    path = os.environ.get("QM_CHROMIUM") or shutil.which("chromium")
+    if not path:
+        raise AssertionError(
+            "Browser tests need Debian's chromium (`python3 dev.py test` installs it, or set "
+            "QM_CHROMIUM to a Chromium binary)."
+        )
+    return path
+
+
+@pytest.fixture
+def demo_cluster() -> Iterator[devcluster.DemoCluster]:
+    demo = devcluster.start(options=Options(mig_delay_seconds=0.5, retry_seconds=0.5, tick=0.05))
+    yield demo
+    demo.stop()
+
+
+@pytest.fixture
+def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
+    settings.KUBE_URL = demo_cluster.url
+    app.control.purge()
+    process = Worker(demo_cluster.url, QM_MIG_POLL_SECONDS="1")
+    process.start()
+    yield process
+    process.stop()
+    app.control.purge()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+def screenshot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

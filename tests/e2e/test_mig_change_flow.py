@@ -1,0 +1,110 @@
+"""The story of the seed incident, in a real browser against the running portal: a team
+lead sees why the training job waits, asks for the MIG change with a live impact preview,
+an approver approves, and the timeline runs to success on the demo cluster."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+import devcluster
+from fleet.models import MigChangeRequest
+from fleet.observe import poll_cluster
+from kube import ObjectRef, connect
+from portal.demo import DEMO_PASSWORD, load_demo
+from portal.manifests import collect_manifests
+from sync.models import AppliedObject
+from tests.e2e.conftest import screenshot
+from tests.support import Worker, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def htmx_idle(page: Any) -> None:
+    """Wait until htmx has no request in flight and has settled (wired) swapped content."""
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
+
+
+def sign_in(page: Any, base: str, username: str) -> None:
+    page.goto(f"{base}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name=re.compile("sign in|log in", re.I)).click()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+
+
+def test_lead_asks_approver_approves_timeline_succeeds(
+    live_server: Any, worker: Worker, demo_cluster: devcluster.DemoCluster, page: Any
+) -> None:
+    base = live_server.url
+    gateway = connect(url=demo_cluster.url)
+    load_demo()  # the worker applies it to the demo cluster
+    wanted = len(collect_manifests())
+    wait_for(
+        lambda: AppliedObject.objects.filter(outcome="applied").count() == wanted,
+        what="the demo objects applied",
+    )
+    poll_cluster(gateway=gateway)
+
+    # The lead's home: the Pending training pod and why it waits (the drifted node).
+    sign_in(page, base, "lead-a")
+    page.goto(f"{base}/")
+    why = page.locator(".why-box").filter(has_text="gpu-a100-03").first
+    expect(why).to_be_visible()
+    expect(why).to_contain_text("all-3g.40gb")
+    expect(page.locator("body")).not_to_contain_text("doesn't exist")
+    screenshot(page, "home-lead")
+
+    # Ask for the MIG change; the impact preview follows the choices.
+    page.goto(f"{base}/changes/new/")
+    page.get_by_label("gpu-a100-03").check()
+    # the configs the node's GPU model can take appear once a node is picked
+    expect(page.locator("#id_target_config option[value='all-3g.40gb']")).to_have_count(1)
+    htmx_idle(page)
+    page.get_by_label("Target MIG config").select_option("all-3g.40gb")
+    assessment = page.locator("#assessment")
+    expect(assessment).to_be_visible()
+    expect(assessment).to_contain_text("Offers after (all-3g.40gb)")
+    expect(assessment).to_contain_text("1 Pending pod would fit afterwards (team-a/train-3g)")
+    htmx_idle(page)
+    page.get_by_label("Target MIG config").select_option("all-1g.10gb")
+    expect(assessment).to_contain_text("Offers after (all-1g.10gb)")
+    expect(assessment).not_to_contain_text("team-a/train-3g")
+    htmx_idle(page)
+    page.get_by_label("Target MIG config").select_option("all-3g.40gb")
+    expect(assessment).to_contain_text("Offers after (all-3g.40gb)")
+    htmx_idle(page)
+    page.get_by_label("Reason").fill("Back to the training layout (seed incident)")
+    screenshot(page, "change-form")
+    page.get_by_role("button", name="Send for approval").click()
+    expect(page).to_have_url(re.compile(r"/changes/\d+/$"))
+    change = MigChangeRequest.objects.get()
+    assert change.state == "pending"
+    page.get_by_role("button", name="Sign out").click()
+
+    # The approver reads the assessment beside the decision and approves.
+    sign_in(page, base, "approver")
+    page.goto(f"{base}/changes/{change.pk}/")
+    expect(page.locator("#assessment")).to_be_visible()
+    page.get_by_label("Comment").fill("ok, team-b agreed")
+    page.get_by_role("button", name="Approve").click()
+
+    # The timeline updates itself until the change succeeded on the demo cluster.
+    timeline = page.locator(f"#change-{change.pk}-timeline")
+    expect(timeline).to_contain_text("Succeeded", timeout=60_000)
+    expect(timeline.locator("li.step-done").first).to_be_visible()
+    expect(page.locator("#change-state")).to_have_text("Succeeded")  # the header follows
+    screenshot(page, "change-succeeded")
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+
+    # The fleet page shows the node back on its pool's layout after the next poll.
+    wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
+    page.goto(f"{base}/fleet/")
+    expect(page.locator("body")).to_contain_text("gpu-a100-03")
+    screenshot(page, "fleet")
