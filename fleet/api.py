@@ -180,7 +180,13 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     @extend_schema(request=PreviewSerializer, responses={200: dict})
     @action(detail=False, methods=["post"])
     def preview(self, request: Request) -> Response:
-        """The impact assessment of a change, nothing saved."""
+        """The impact assessment of a change, nothing saved (team leads, approvers, admins)."""
+        if not changes.may_preview(request.user):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied(
+                "Only team leads, approvers and platform admins preview changes."
+            )
         data = PreviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(

@@ -79,6 +79,8 @@ def change_new(request: HttpRequest) -> HttpResponse:
 @require_POST
 def change_preview(request: HttpRequest) -> HttpResponse:
     """The impact of the form's current nodes and config, nothing saved (htmx)."""
+    if not changes.may_preview(request.user):
+        raise PermissionDenied("Only team leads, approvers and platform admins preview changes.")
     form = MigChangeForm(request.POST, user=request.user)
     nodes = request.POST.getlist("nodes")
     config = request.POST.get("target_config", "")

@@ -142,6 +142,11 @@ def teams_user_may_request_for(user: User) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user_id=user.pk, memberships__role=Membership.Role.LEAD)
 
 
+def may_preview(user: User) -> bool:
+    """An impact preview names other teams' pods: for those who may ask or decide only."""
+    return is_approver(user) or teams_user_may_request_for(user).exists()
+
+
 def list_mig_changes_for_user(user: User) -> QuerySet[MigChangeRequest]:
     """Requests of the user's teams; approvers and admins see every request."""
     requests = MigChangeRequest.objects.select_related("team", "requested_by", "decided_by")

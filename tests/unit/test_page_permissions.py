@@ -1,0 +1,155 @@
+"""The permission matrix over every page: anonymous, viewer, member, another team's lead,
+the lead, an approver and a platform admin; reads and the state-changing POSTs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import get_resolver
+from django.utils import timezone
+
+from fleet import changes
+from fleet.models import MigChangeRequest, ObservedNode
+from portal.demo import load_demo
+from tenants import quota_requests
+from tenants.models import Namespace, QuotaChangeRequest, Team
+
+pytestmark = pytest.mark.django_db
+
+USERS = ("anonymous", "viewer-dev", "member-a", "lead-b", "lead-a", "approver", "admin")
+OK, LOGIN, DENIED, HIDDEN = 200, 302, 403, 404
+
+# Reads: {url template: status per user, in USERS order}
+READS = {
+    "/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/gpu-operator/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/quota/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/quota/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
+    "/quota/{qr}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/changes/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
+    "/changes/{mc}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
+}
+# Refused state changes: nothing may change. The lead cannot approve their own request.
+REFUSED_POSTS = {
+    "/changes/{mc}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/changes/{mc}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/changes/{mc}/cancel/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, DENIED, None),
+    "/changes/{mc}/rollback/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, None, None),
+    "/changes/preview/": (LOGIN, DENIED, DENIED, None, None, None, None),
+    "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+}
+
+
+@pytest.fixture
+def objects(db: Any) -> dict[str, int]:
+    load_demo()
+    now = timezone.now()
+    ObservedNode.objects.create(
+        name="gpu-a100-03",
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config="all-balanced",
+        mig_config_state="failed",
+        pool_label="train",
+        labels={
+            "quartermaster.io/pool": "train",
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig.config": "all-balanced",
+        },
+        allocatable={"nvidia.com/mig-1g.10gb": 16},
+        first_seen=now,
+        last_changed=now,
+        ready=True,
+    )
+    lead, team = User.objects.get(username="lead-a"), Team.objects.get(slug="team-a")
+    mc = changes.request_mig_change(
+        actor=lead, team=team, nodes=["gpu-a100-03"], target_config="all-3g.40gb", reason="x"
+    )
+    qr = quota_requests.request_quota_change(
+        actor=lead,
+        team=team,
+        kind="namespace",
+        resource="requests.nvidia.com/gpu",
+        requested="20",
+        reason="x",
+        namespace=Namespace.objects.get(name="team-a"),
+    )
+    return {"mc": mc.pk, "qr": qr.pk}
+
+
+def client_for(user: str) -> Client:
+    client = Client()
+    if user != "anonymous":
+        client.force_login(User.objects.get(username=user))
+    return client
+
+
+def test_every_page_is_in_the_matrix() -> None:
+    """A new page must be added to the matrix (and so get its permission reviewed)."""
+    routes = {
+        str(p.pattern)
+        for p in get_resolver().url_patterns
+        if not str(p.pattern).startswith(("api/", "admin/"))
+    }
+    covered = {
+        "",
+        "fleet/",
+        "fleet/gpu-operator/",
+        "quota/",
+        "quota/new/",
+        "quota/<int:pk>/",
+        "quota/<int:pk>/<str:action>/",
+        "changes/",
+        "changes/new/",
+        "changes/preview/",
+        "changes/<int:pk>/",
+        "changes/<int:pk>/<str:action>/",
+        "tokens/",
+        "login/",
+        "logout/",
+        "healthz",
+    }
+    assert routes == covered
+
+
+@pytest.mark.parametrize("url", list(READS))
+def test_reads(objects: dict[str, int], url: str) -> None:
+    for user, wanted in zip(USERS, READS[url], strict=True):
+        response = client_for(user).get(url.format(**objects))
+        assert response.status_code == wanted, (url, user, response.status_code)
+        if wanted == LOGIN:
+            assert response.headers["Location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("url", list(REFUSED_POSTS))
+def test_refused_posts_change_nothing(objects: dict[str, int], url: str) -> None:
+    body = {"comment": "c", "nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"}
+    before = (
+        list(MigChangeRequest.objects.values_list("state", flat=True)),
+        list(QuotaChangeRequest.objects.values_list("state", flat=True)),
+    )
+    for user, wanted in zip(USERS, REFUSED_POSTS[url], strict=True):
+        if wanted is None:
+            continue
+        response = client_for(user).post(url.format(**objects), body)
+        assert response.status_code == wanted, (url, user, response.status_code)
+    after = (
+        list(MigChangeRequest.objects.values_list("state", flat=True)),
+        list(QuotaChangeRequest.objects.values_list("state", flat=True)),
+    )
+    assert after == before
+
+
+def test_posts_without_csrf_token_are_refused(objects: dict[str, int]) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.get(username="approver"))
+    response = client.post(f"/changes/{objects['mc']}/approve/", {"comment": "c"})
+    assert response.status_code == 403
+    assert MigChangeRequest.objects.get(pk=objects["mc"]).state == "pending"
