@@ -20,6 +20,7 @@ from portal.api_safety import StrictInput
 from portal.errors import DomainError
 from portal.models import ApiToken, AuditEvent
 from portal.permissions import is_platform_admin
+from portal.selectors import audit_events_for_user
 from portal.tokens import create_token, revoke_token
 
 
@@ -132,16 +133,13 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
 
 
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet[AuditEvent]):
-    """The audit log: every team's for platform admins, your teams' otherwise."""
+    """The audit log: everything for platform admins and approvers, your teams' otherwise."""
 
     serializer_class = AuditEventSerializer
     filterset_fields = ["event", "source"]
 
     def get_queryset(self) -> Any:
-        events = AuditEvent.objects.select_related("team").order_by("-time", "-id")
-        if is_platform_admin(self.request.user):
-            return events
-        return events.filter(team__memberships__user_id=self.request.user.pk)
+        return audit_events_for_user(self.request.user)
 
 
 class SyncStatusView(APIView):

@@ -35,11 +35,11 @@ class AuditEvent(models.Model):
     """One change, request or decision; written by services in their transaction, never edited."""
 
     class Source(models.TextChoices):
-        WEB = "web"
-        API = "api"
-        TASK = "task"
-        CLI = "cli"
-        ADMIN = "admin"
+        WEB = "web", "Web"
+        API = "api", "API"
+        TASK = "task", "Worker"
+        CLI = "cli", "CLI"
+        ADMIN = "admin", "Admin"
 
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -52,6 +52,8 @@ def save_validated(
         previous = type(instance)._default_manager.filter(pk=instance.pk).first()
         old = snapshot(previous) if previous is not None else None
     instance.full_clean()
+    if old is not None and old == snapshot(instance):
+        return instance  # nothing changed: nothing to save, apply or audit
     instance.save()
     request_apply()
     record_audit(

@@ -100,3 +100,60 @@ def tokens(request: HttpRequest) -> HttpResponse:
             "errors": errors,
         },
     )
+
+
+AUDIT_PAGE_SIZE = 50
+
+
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    """The audit log, filtered by team, event, actor, source and day; newest first."""
+    import datetime as dt
+
+    from django.core.paginator import Paginator
+
+    from portal.models import AuditEvent
+    from portal.permissions import is_approver, is_platform_admin
+    from portal.selectors import audit_events_for_user
+
+    events = audit_events_for_user(request.user)
+    filters = {
+        key: request.GET.get(key, "").strip()
+        for key in ("team", "event", "actor", "source", "since")
+    }
+    errors: dict[str, str] = {}
+    if filters["team"]:
+        events = events.filter(team__slug=filters["team"])
+    if filters["event"]:
+        events = events.filter(event__startswith=filters["event"])
+    if filters["actor"]:
+        events = events.filter(actor_name=filters["actor"])
+    if filters["source"]:
+        if filters["source"] in AuditEvent.Source.values:
+            events = events.filter(source=filters["source"])
+        else:
+            errors["source"] = "Pick one of the listed sources."
+    if filters["since"]:
+        try:
+            since = dt.date.fromisoformat(filters["since"])
+        except ValueError:
+            errors["since"] = "A day as YYYY-MM-DD."
+        else:
+            events = events.filter(time__date__gte=since)
+    if errors:
+        events = events.none()
+    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
+    return render(
+        request,
+        "portal/audit.html",
+        {
+            "page": page,
+            "filters": filters,
+            "errors": errors,
+            "query": query,
+            "sources": AuditEvent.Source.choices,
+            "user_sees_everything": is_platform_admin(request.user) or is_approver(request.user),
+            "teams": list_teams_for_user(request.user).prefetch_related(None).only("slug"),
+        },
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -71,6 +73,8 @@ def set_namespace_quota(
     if errors:
         raise ValidationError(errors)
     old = dict(namespace.quota_items.values_list("resource", "hard"))
+    if old == {resource: str(value) for resource, value in hard.items()}:
+        return warnings  # nothing changed: nothing to apply or audit
     namespace.quota_items.exclude(resource__in=list(hard)).delete()
     for resource, value in hard.items():
         QuotaItem.objects.update_or_create(
@@ -87,6 +91,10 @@ def set_namespace_quota(
         new=dict(hard),
     )
     return warnings
+
+
+def _by_type_and_resource(specs: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    return sorted(specs, key=lambda spec: (spec["limit_type"], spec["resource"]))
 
 
 @transaction.atomic
@@ -110,6 +118,8 @@ def set_namespace_limits(
     if errors:
         raise ValidationError(errors)
     old = [item.spec().__dict__ for item in namespace.limit_items.all()]
+    if _by_type_and_resource(old) == _by_type_and_resource(spec.__dict__ for spec in limits):
+        return warnings  # nothing changed: nothing to apply or audit
     namespace.limit_items.all().delete()
     LimitRangeItem.objects.bulk_create(
         LimitRangeItem(namespace=namespace, **spec.__dict__) for spec in limits

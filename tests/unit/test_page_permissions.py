@@ -34,6 +34,7 @@ READS = {
     "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
     "/changes/{mc}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
@@ -112,6 +113,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "changes/<int:pk>/",
         "changes/<int:pk>/<str:action>/",
         "tokens/",
+        "audit/",
         "login/",
         "logout/",
         "healthz",
@@ -153,3 +155,20 @@ def test_posts_without_csrf_token_are_refused(objects: dict[str, int]) -> None:
     response = client.post(f"/changes/{objects['mc']}/approve/", {"comment": "c"})
     assert response.status_code == 403
     assert MigChangeRequest.objects.get(pk=objects["mc"]).state == "pending"
+
+
+def test_the_audit_log_is_scoped_and_filtered(objects: dict[str, int]) -> None:
+    """team-a's request events show to team-a and to approvers, never to team-b's lead."""
+    event = "mig_change.requested"
+    assert event in client_for("lead-a").get("/audit/?team=team-a").content.decode()
+    assert event in client_for("approver").get("/audit/").content.decode()
+    other = client_for("lead-b").get("/audit/").content.decode()
+    assert event not in other and "team-a" not in other
+    # lead-b asking for team-a's events by URL gets nothing
+    assert event not in client_for("lead-b").get("/audit/?team=team-a").content.decode()
+    filtered = client_for("admin").get("/audit/?event=quota_request.&actor=lead-a")
+    body = filtered.content.decode()
+    assert "quota_request." in body and event not in body
+    bad = client_for("admin").get("/audit/?since=yesterday&source=bogus").content.decode()
+    assert "A day as YYYY-MM-DD." in bad and "Pick one of the listed sources." in bad
+    assert event not in bad

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from fleet.models import MigChangeRequest, ObservedNode, ObservedPod
 from portal.demo import load_demo
+from portal.models import AuditEvent
 from tenants.models import (
     LimitRangeItem,
     Membership,
@@ -32,6 +33,7 @@ PAGES = {
     "/fleet/": ("lead-a",),
     "/changes/": ("lead-a", "approver"),
     "/quota/": ("lead-a", "admin"),
+    "/audit/": ("lead-a", "admin"),
 }
 
 
@@ -85,6 +87,15 @@ def grow(size: int, start: int) -> None:
             assessment={"verdict": "safe"},
             verdict="safe",
         )
+        AuditEvent.objects.create(
+            actor=lead,
+            actor_name="lead-a",
+            team=team,
+            event="quota_request.created",
+            target_type="QuotaChangeRequest",
+            target_repr=f"grown-{index}",
+            source="ui",
+        )
         QuotaChangeRequest.objects.create(
             team=team,
             requested_by=lead,
@@ -119,6 +130,7 @@ def test_query_counts_do_not_grow_with_data(db: Any) -> None:
         "/fleet/": "grown-node-42",
         "/changes/": "grown-42",
         "/quota/": "grown-42",
+        "/audit/": "grown-42",
     }
     large = {
         (page, user): count(page, user, shown[page])

@@ -161,3 +161,14 @@ def test_priority_class_rules(
         )
     assert any(message in m for m in caught.value.message_dict[field])
     assert not PriorityClass.objects.exists()
+
+
+def test_saving_what_is_already_there_writes_no_audit_event(db: Any) -> None:
+    """Loading the demo again (each `dev.py run` does) changes nothing, so the log stays quiet."""
+    from portal.demo import load_demo
+    from portal.models import AuditEvent
+
+    load_demo()
+    before = AuditEvent.objects.count()
+    load_demo()
+    assert AuditEvent.objects.count() == before
