@@ -25,7 +25,10 @@ def _vary(response: HttpResponse) -> HttpResponse:
 
 @login_required
 def change_list(request: HttpRequest) -> HttpResponse:
-    visible = changes.list_mig_changes_for_user(request.user)
+    # The lists show no assessment: leave the large JSON columns in the database.
+    visible = changes.list_mig_changes_for_user(request.user).defer(
+        "assessment", "previous_configs", "queue_changes"
+    )
     inbox = []
     if is_approver(request.user) or is_platform_admin(request.user):
         inbox = list(

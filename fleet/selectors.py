@@ -17,23 +17,57 @@ class PoolView:
     mig_config: str
     purpose: str
     nodes: list[ObservedNode] = field(default_factory=list)
+    total: int = 0  # nodes in the pool (matching the search), before the page's cap
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.nodes)
 
 
-def fleet_by_pool() -> list[PoolView]:
-    """Nodes grouped by the first pool whose selector matches (two queries in all)."""
+def needs_attention(node: ObservedNode, pool: PoolView) -> bool:
+    return (
+        not node.ready
+        or node.unschedulable
+        or node.mig_config_state in ("failed", "pending")
+        or bool(pool.mig_config and node.mig_config != pool.mig_config)
+    )
+
+
+def fleet_by_pool(*, search: str = "", pool: str = "", cap: int | None = None) -> list[PoolView]:
+    """Nodes grouped by the first pool whose selector matches (two queries in all).
+
+    ``search`` keeps nodes whose name contains it, ``pool`` keeps one pool. With ``cap``,
+    each pool keeps that many nodes, those needing attention (not ready, cordoned, MIG
+    failed or reconfiguring, drifted) first; ``total`` says how many there were.
+    """
+    grouped = fleet_by_pool_all(search)
+    if pool:
+        grouped = [p for p in grouped if p.name == pool]
+    for view in grouped:
+        view.total = len(view.nodes)
+        if cap is not None and view.total > cap:
+            view.nodes.sort(key=lambda node: (not needs_attention(node, view), node.name))
+            view.nodes = view.nodes[:cap]
+    return grouped
+
+
+def fleet_by_pool_all(search: str = "") -> list[PoolView]:
     pools = [
         PoolView(p.name, p.mig_config, p.get_purpose_display()) for p in NodePool.objects.all()
     ]
     selectors = list(NodePool.objects.values_list("node_selector", flat=True))
     other = PoolView("(no pool)", "", "")
-    for node in ObservedNode.objects.filter(gone_since__isnull=True).order_by("name"):
+    nodes = ObservedNode.objects.filter(gone_since__isnull=True).order_by("name")
+    if search:
+        nodes = nodes.filter(name__icontains=search)
+    for node in nodes:
         for pool, selector in zip(pools, selectors, strict=True):
             if selector and all(node.labels.get(k) == v for k, v in selector.items()):
                 pool.nodes.append(node)
                 break
         else:
             other.nodes.append(node)
-    return [p for p in [*pools, other] if p.nodes or p.name != "(no pool)"]
+    return [p for p in [*pools, other] if p.nodes or (p.name != "(no pool)" and not search)]
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -67,8 +101,45 @@ def waiting_in_namespaces(
     return workloads, pods
 
 
+_EXPLAINER: dict[str, Any] = {}
+
+
+def _explainer_version() -> tuple[Any, ...]:
+    """What the explainer's view is built from, summed up in a few small aggregate queries:
+    when none of it changed, the view built last time is still right."""
+    from django.db.models import Count, Max
+
+    from fleet.models import MigChangeRequest, MigConfig
+
+    return (
+        tuple(
+            ObservedNode.objects.aggregate(
+                n=Count("id"), changed=Max("last_changed"), gone=Max("gone_since")
+            ).values()
+        ),
+        tuple(NodePool.objects.order_by("pk").values_list("pk", "node_selector", "mig_config")),
+        tuple(MigConfig.objects.order_by("pk").values_list("pk", "name", "devices")),
+        tuple(
+            MigChangeRequest.objects.filter(state__in=["approved", "running", "scheduled"])
+            .order_by("pk")
+            .values_list("pk", "updated_at")
+        ),
+        tuple(Drift.objects.aggregate(n=Count("id"), last=Max("id")).values()),
+        tuple(open_drift().values_list("pk", "resolved_at")[:1000]),
+    )
+
+
 def explainer_view() -> Any:
-    """The fleet as the explainer sees it (a fixed number of queries, layouts cached)."""
+    """The fleet as the explainer sees it, rebuilt only when the fleet, pools, configs, open
+    changes or drift changed (a fixed number of small queries otherwise)."""
+    version = _explainer_version()
+    if _EXPLAINER.get("version") != version:
+        _EXPLAINER["view"] = _build_explainer_view()
+        _EXPLAINER["version"] = version
+    return _EXPLAINER["view"]
+
+
+def _build_explainer_view() -> Any:
     from fleet.catalog import model_for_product
     from fleet.explain import fleet_view
     from fleet.impact import Fleet, NodeFacts, promised_resources

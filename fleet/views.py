@@ -9,12 +9,25 @@ from django.shortcuts import render
 from fleet import selectors
 from fleet.changes import fleet_facts
 from fleet.impact import flavor_shortfalls
+from fleet.models import NodePool
+
+NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
+MAX_NODES = 2000
 
 
 @login_required
 def fleet(request: HttpRequest) -> HttpResponse:
+    search = request.GET.get("q", "").strip()[:253]
+    pool = request.GET.get("pool", "").strip()[:100]
+    focused = bool(search or pool)
     context = {
-        "pools": selectors.fleet_by_pool(),
+        "pools": selectors.fleet_by_pool(
+            search=search, pool=pool, cap=MAX_NODES if focused else NODES_PER_POOL
+        ),
+        "search": search,
+        "pool": pool,
+        "focused": focused,
+        "pool_names": [*NodePool.objects.order_by("name").values_list("name", flat=True)],
         "drift": list(selectors.open_drift()),
         "sync": selectors.last_sync(),
         "problems": list(selectors.apply_problems()),

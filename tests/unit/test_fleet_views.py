@@ -149,3 +149,30 @@ def test_operator_check_page_says_when_no_cluster_is_configured(
     client.force_login(team_a_member)
     page = client.get("/fleet/gpu-operator/").content.decode()
     assert "Cannot read the cluster: No Kubernetes cluster is configured" in page
+
+
+def test_a_large_pool_shows_problem_nodes_first_and_can_be_searched(
+    client: Client, team_a_member: Any
+) -> None:
+    from fleet import views
+
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
+    total = views.NODES_PER_POOL + 20
+    for index in range(total - 1):
+        node(f"gpu-{index:04d}")
+    node("zz-broken", state="failed")  # last by name, but it needs attention
+    client.force_login(team_a_member)
+
+    page = client.get("/fleet/").content.decode()
+    assert f"Showing {views.NODES_PER_POOL} of {total}" in page
+    assert "zz-broken" in page
+    assert f"gpu-{total - 2:04d}" not in page  # the tail of a healthy pool is cut
+
+    whole = client.get("/fleet/?pool=train").content.decode()
+    assert f"gpu-{total - 2:04d}" in whole and "Showing" not in whole
+
+    found = client.get("/fleet/?q=zz-").content.decode()
+    assert "zz-broken" in found and "gpu-0001" not in found
+    assert "No node matches." in client.get("/fleet/?q=nothing-like-this").content.decode()

@@ -1,0 +1,59 @@
+"""URLs of ``bench/pages.py``'s server: the portal's, plus minimal Django pages over the
+same rows (the baseline): one query set, one template loop, no layout, scoping or extras."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.template import engines
+from django.urls import path
+
+from fleet.models import MigChangeRequest, ObservedNode
+from portal.urls import urlpatterns as portal_urlpatterns
+from tenants.models import Namespace
+
+DJANGO = engines["django"]
+HOME = DJANGO.from_string(
+    "<html><body>{% for ns in namespaces %}<h2>{{ ns.team.slug }} {{ ns.name }}</h2><table>"
+    "{% for q in ns.quota_items.all %}<tr><td>{{ q.resource }}</td><td>{{ q.hard }}</td></tr>"
+    "{% endfor %}</table>{% endfor %}</body></html>"
+)
+FLEET = DJANGO.from_string(
+    "<html><body><table>{% for n in nodes %}<tr><td>{{ n.name }}</td><td>{{ n.gpu_product }}"
+    "</td><td>{{ n.mig_config }}</td><td>{{ n.allocatable }}</td><td>{{ n.allocated }}</td>"
+    "</tr>{% endfor %}</table></body></html>"
+)
+INBOX = DJANGO.from_string(
+    "<html><body><ul>{% for c in changes %}<li>#{{ c.pk }} {{ c.team.slug }} {{ c.nodes }} "
+    "{{ c.target_config }} {{ c.verdict }}</li>{% endfor %}</ul></body></html>"
+)
+
+
+@login_required
+def baseline_home(request: HttpRequest) -> HttpResponse:
+    namespaces = (
+        Namespace.objects.filter(team__memberships__user=request.user)
+        .select_related("team")
+        .prefetch_related("quota_items")
+    )
+    return HttpResponse(HOME.render({"namespaces": namespaces}))
+
+
+@login_required
+def baseline_fleet(request: HttpRequest) -> HttpResponse:
+    nodes = ObservedNode.objects.filter(gone_since__isnull=True).order_by("pool_label", "name")
+    return HttpResponse(FLEET.render({"nodes": nodes}))
+
+
+@login_required
+def baseline_inbox(request: HttpRequest) -> HttpResponse:
+    changes = MigChangeRequest.objects.filter(state="pending").select_related("team")
+    return HttpResponse(INBOX.render({"changes": changes}))
+
+
+urlpatterns = [
+    *portal_urlpatterns,
+    path("baseline/home/", baseline_home),
+    path("baseline/fleet/", baseline_fleet),
+    path("baseline/inbox/", baseline_inbox),
+]
