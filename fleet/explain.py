@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
@@ -83,6 +84,16 @@ class FleetView:
     changing: Mapping[str, int] = field(default_factory=dict)  # node -> running request id
     tainted: Sequence[str] = ()  # "key=value:Effect on node-a, node-b"
 
+    @cached_property
+    def largest(self) -> Mapping[str, int]:
+        """resource -> the most one node offers (computed once per view)."""
+        most: dict[str, int] = {}
+        for per in self.offered_by_node.values():
+            for resource, count in per.items():
+                if count > most.get(resource, 0):
+                    most[resource] = count
+        return most
+
 
 @dataclass
 class Explanation:
@@ -120,7 +131,7 @@ def explain_pod(
         wanted = requests.get(resource, 0)
         offered = fleet.offered.get(resource, 0)
         free = fleet.free.get(resource, 0)
-        biggest = max((per.get(resource, 0) for per in fleet.offered_by_node.values()), default=0)
+        biggest = fleet.largest.get(resource, 0)
         if offered and wanted > biggest:
             return Explanation(
                 f"The pod asks for {wanted} {_short(resource)} on one node; the largest node offers "

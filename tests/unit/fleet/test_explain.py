@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fleet.explain import FleetView, explain_pod, explain_workload, parse_failed_scheduling
 
 E1 = (
@@ -90,7 +92,7 @@ def test_the_seed_incident_points_at_the_drifted_node() -> None:
 
 
 def test_a_node_being_reconfigured_is_named() -> None:
-    fleet = FleetView(**{**INCIDENT.__dict__, "changing": {"gpu-a100-03": 12}})
+    fleet = dataclasses.replace(INCIDENT, changing={"gpu-a100-03": 12})
     result = explain_pod(
         namespace="team-a",
         name="train-3g",
@@ -129,12 +131,8 @@ def test_too_many_gpus_for_one_node() -> None:
 
 
 def test_every_gpu_in_use() -> None:
-    fleet = FleetView(
-        **{
-            **INCIDENT.__dict__,
-            "free": {**INCIDENT.free, "nvidia.com/gpu": 0},
-            "promised_by_intended": {},
-        }
+    fleet = dataclasses.replace(
+        INCIDENT, free={**INCIDENT.free, "nvidia.com/gpu": 0}, promised_by_intended={}
     )
     message = "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) didn't match Pod's node affinity/selector."
     result = explain_pod(
