@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -23,6 +24,9 @@ def _vary(response: HttpResponse) -> HttpResponse:
     return response
 
 
+LIST_PAGE_SIZE = 50
+
+
 @login_required
 def change_list(request: HttpRequest) -> HttpResponse:
     # The lists show no assessment: leave the large JSON columns in the database.
@@ -34,12 +38,14 @@ def change_list(request: HttpRequest) -> HttpResponse:
         inbox = list(
             visible.filter(state=MigChangeRequest.State.PENDING).exclude(requested_by=request.user)
         )
+    page = Paginator(visible, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "fleet/change_list.html",
         {
             "inbox": inbox,
-            "requests": list(visible[:200]),
+            "page": page,
+            "requests": page.object_list,
             "may_request": changes.teams_user_may_request_for(request.user).exists(),
         },
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -22,6 +23,9 @@ def _teams(user: object) -> object:
     return Team.objects.filter(memberships__user_id=user.pk, memberships__role=Membership.Role.LEAD)  # type: ignore[attr-defined]
 
 
+LIST_PAGE_SIZE = 50
+
+
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
     visible = service.list_quota_requests_for_user(request.user)
@@ -32,12 +36,14 @@ def quota_list(request: HttpRequest) -> HttpResponse:
                 requested_by=request.user
             )
         )
+    page = Paginator(visible, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "tenants/quota_list.html",
         {
             "inbox": inbox,
-            "requests": list(visible[:200]),
+            "page": page,
+            "requests": page.object_list,
             "may_request": _teams(request.user).exists(),
         },
     )  # type: ignore[attr-defined]

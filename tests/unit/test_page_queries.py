@@ -139,3 +139,16 @@ def test_query_counts_do_not_grow_with_data(db: Any) -> None:
     }
     assert large == small
     assert max(small.values()) <= 40, small
+
+
+def test_request_lists_are_paginated(db: Any) -> None:
+    load_demo()
+    grow(55, 0)
+    client = Client()
+    client.force_login(User.objects.get(username="lead-a"))
+    for page in ("/changes/", "/quota/"):
+        first = client.get(page).content.decode()
+        assert "Page 1 of 2" in first and "Older →" in first
+        assert "grown-54" in first and "grown-0<" not in first
+        second = client.get(page + "?page=2").content.decode()
+        assert "Page 2 of 2" in second and "← Newer" in second
