@@ -9,6 +9,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from fleet import changes
 from fleet.models import MigChangeRequest, MigChangeStep, NodePool, ObservedNode
@@ -258,3 +259,62 @@ class MigConfigsViewSet(viewsets.ViewSet):
 
             raise Http404
         return Response({"node": name, "model": node.model, "configs": valid_configs(node, facts)})
+
+
+class WaitingSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=["Pod", "Workload"])
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    queue = serializers.CharField(allow_blank=True)
+    cause = serializers.CharField()
+    next_step = serializers.CharField()
+    action = serializers.DictField(child=serializers.CharField(), allow_null=True)
+    evidence = serializers.ListField(child=serializers.CharField())
+
+
+class WaitingView(APIView):
+    """What waits in your teams' namespaces and why: the cause, the next step, an action
+    and the cluster's own words (the same explanations as the home page)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("namespace", str, description="Only this namespace."),
+            OpenApiParameter("team", str, description="Only this team's namespaces."),
+        ],
+        responses={200: WaitingSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        from fleet.selectors import explain_waiting
+        from tenants.models import Namespace
+        from tenants.selectors import list_teams_for_user
+
+        namespaces = Namespace.objects.filter(team__in=list_teams_for_user(request.user))
+        if request.query_params.get("team"):
+            namespaces = namespaces.filter(team__slug=request.query_params["team"])
+        if request.query_params.get("namespace"):
+            namespaces = namespaces.filter(name=request.query_params["namespace"])
+        workloads, pods = explain_waiting(list(namespaces.values_list("name", flat=True)))
+        rows = [
+            {
+                "kind": "Workload",
+                "namespace": w.namespace,
+                "name": w.name,
+                "queue": w.queue_name,
+                **_why(w.why),  # type: ignore[attr-defined]
+            }
+            for w in workloads
+            if not w.admitted
+        ] + [
+            {"kind": "Pod", "namespace": p.namespace, "name": p.name, "queue": "", **_why(p.why)}  # type: ignore[attr-defined]
+            for p in pods
+        ]
+        return Response(WaitingSerializer(rows, many=True).data)
+
+
+def _why(why: Any) -> dict[str, Any]:
+    return {
+        "cause": why.cause,
+        "next_step": why.next_step,
+        "action": why.action,
+        "evidence": list(why.evidence),
+    }

@@ -168,3 +168,33 @@ def _build_explainer_view() -> Any:
         for name in request.nodes:
             changing[name] = request.pk
     return fleet_view(nodes, [], pools, list(open_drift()), changing, promised)
+
+
+def explain_waiting(
+    namespaces: list[str],
+) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
+    """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
+    ``Explanation``): the home page and the API show the same words."""
+    from fleet.explain import explain_pod, explain_workload
+
+    workloads, pods = waiting_in_namespaces(namespaces)
+    if workloads or pods:
+        view = explainer_view()
+        for pod in pods:
+            pod.why = explain_pod(  # type: ignore[attr-defined]
+                namespace=pod.namespace,
+                name=pod.name,
+                requests=pod.gpu_requests,
+                message=pod.pending_message,
+                fleet=view,
+            )
+        for workload in workloads:
+            if not workload.admitted:
+                workload.why = explain_workload(  # type: ignore[attr-defined]
+                    namespace=workload.namespace,
+                    name=workload.name,
+                    queue=workload.queue_name,
+                    reason=workload.reason,
+                    message=workload.message,
+                )
+    return workloads, pods

@@ -6,7 +6,7 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import MigChangeViewSet, MigConfigsViewSet, NodePoolViewSet, NodeViewSet
+from fleet.api import MigChangeViewSet, MigConfigsViewSet, NodePoolViewSet, NodeViewSet, WaitingView
 from portal.api import AuditEventViewSet, ManifestsView, SyncStatusView, TokenViewSet
 from queues.api import ClusterQueueViewSet, CohortViewSet, LocalQueueViewSet, ResourceFlavorViewSet
 from tenants.api import (
@@ -37,6 +37,7 @@ router.register("audit", AuditEventViewSet, basename="audit")
 urlpatterns = [
     path("v1/", include(router.urls)),
     path("v1/sync-status/", SyncStatusView.as_view(), name="sync-status"),
+    path("v1/waiting/", WaitingView.as_view(), name="waiting"),
     path("v1/manifests/", ManifestsView.as_view(), name="manifests"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

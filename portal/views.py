@@ -8,8 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
-from fleet.explain import explain_pod, explain_workload
-from fleet.selectors import explainer_view, last_sync, waiting_in_namespaces
+from fleet.selectors import explain_waiting, last_sync
 from tenants.models import QuotaChangeRequest
 from tenants.selectors import list_teams_for_user
 
@@ -19,26 +18,7 @@ def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
     teams = list(list_teams_for_user(request.user))
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    workloads, pods = waiting_in_namespaces([ns.name for ns in namespaces])
-    if workloads or pods:
-        view = explainer_view()
-        for pod in pods:
-            pod.why = explain_pod(
-                namespace=pod.namespace,
-                name=pod.name,
-                requests=pod.gpu_requests,  # type: ignore[attr-defined]
-                message=pod.pending_message,
-                fleet=view,
-            )
-        for workload in workloads:
-            if not workload.admitted:
-                workload.why = explain_workload(  # type: ignore[attr-defined]
-                    namespace=workload.namespace,
-                    name=workload.name,
-                    queue=workload.queue_name,
-                    reason=workload.reason,
-                    message=workload.message,
-                )
+    workloads, pods = explain_waiting([ns.name for ns in namespaces])
     by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
         lambda: {"workloads": [], "pods": []}
     )

@@ -307,6 +307,7 @@ def test_if_match_refuses_a_decision_on_a_stale_read(client: Client, fleet: None
         "/api/v1/audit/",
         "/api/v1/sync-status/",
         "/api/v1/tokens/",
+        "/api/v1/waiting/",
     ],
 )
 def test_every_list_needs_authentication_and_is_scoped(
@@ -316,7 +317,12 @@ def test_every_list_needs_authentication_and_is_scoped(
     for user in ("viewer-dev", "member-a", "lead-b", "lead-a", "approver", "admin"):
         response = client.get(path, headers=bearer(user))
         assert response.status_code == 200, (path, user)
-    if path in ("/api/v1/namespaces/", "/api/v1/memberships/", "/api/v1/local-queues/"):
+    if path in (
+        "/api/v1/namespaces/",
+        "/api/v1/memberships/",
+        "/api/v1/local-queues/",
+        "/api/v1/waiting/",
+    ):
         seen = str(client.get(path, headers=bearer("viewer-dev")).json())
         assert "team-a" not in seen and "team-b" not in seen
 

@@ -142,6 +142,15 @@ def test_home_explains_what_waits_in_my_namespaces_only(
     assert "3 Insufficient nvidia.com/mig-3g.40gb" in page
     assert "secret-job" not in page
 
+    # The API gives the same explanations, scoped the same way.
+    waiting = client.get("/api/v1/waiting/").json()
+    assert [(w["kind"], w["name"]) for w in waiting] == [("Workload", "job-1"), ("Pod", "train-3g")]
+    home_causes = [w["cause"] for w in waiting]
+    assert all(cause in page for cause in home_causes)
+    assert "4 more needed" in " ".join(waiting[0]["evidence"])
+    assert client.get("/api/v1/waiting/?namespace=team-b").json() == []
+    assert client.get("/api/v1/waiting/?team=team-a&namespace=team-a").json() == waiting
+
 
 def test_operator_check_page_says_when_no_cluster_is_configured(
     client: Client, team_a_member: Any
