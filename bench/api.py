@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +36,7 @@ LISTS = {
 }
 PAGE_SIZE = 50
 
-from loadkit import fill, free_port, load, p, serve  # noqa: E402
+from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
 
 
 def main() -> int:
@@ -58,60 +57,20 @@ def main() -> int:
     server = serve(port, "api_settings")
     base = f"http://127.0.0.1:{port}"
     try:
-        import urllib3
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib3.request("GET", f"{base}/baseline/teams/", retries=False)
-                break
-            except urllib3.exceptions.HTTPError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.2)
+        wait_until_serving(base, "/baseline/teams/", server)
         rows = {"nodes": args.nodes, "teams": args.teams, "namespaces": args.teams}
-        everything: dict[str, list[float]] = {"portal": [], "baseline": []}
         print(
             f"{args.nodes} nodes, {args.teams} teams; {args.clients} clients; "
             f"{args.requests} requests per list and side, two alternating rounds"
         )
-        for name, (portal_path, baseline_path) in LISTS.items():
-            pages = max(1, rows[name] // PAGE_SIZE)
-            sides: dict[str, tuple[list[float], float]] = {
-                "portal": ([], 0.0),
-                "baseline": ([], 0.0),
-            }
-            # warm both sides, then alternate which goes first
-            for path in (portal_path, baseline_path):
-                load(
-                    base, path, pages, clients=args.clients, requests=args.clients * 4, token=token
-                )
-            for order in (("portal", "baseline"), ("baseline", "portal")):
-                for side in order:
-                    path = portal_path if side == "portal" else baseline_path
-                    latencies, wall = load(
-                        base,
-                        path,
-                        pages,
-                        clients=args.clients,
-                        requests=args.requests // 2,
-                        token=token,
-                    )
-                    sides[side] = (sides[side][0] + latencies, sides[side][1] + wall)
-            line = [f"{name:<11}"]
-            for side in ("portal", "baseline"):
-                latencies, wall = sides[side]
-                everything[side].extend(latencies)
-                line.append(
-                    f"{side} p50={p(latencies, 50):.1f} ms p99={p(latencies, 99):.1f} ms "
-                    f"{len(latencies) / wall:.0f} req/s"
-                )
-            line.append(f"p99 ratio {p(sides['portal'][0], 99) / p(sides['baseline'][0], 99):.2f}")
-            print("  ".join(line))
-        portal_p99, baseline_p99 = p(everything["portal"], 99), p(everything["baseline"], 99)
-        print(
-            f"p99_ms={portal_p99:.1f} baseline_p99_ms={baseline_p99:.1f} "
-            f"ratio={portal_p99 / baseline_p99:.2f}"
+        compare(
+            base,
+            {
+                name: (portal, baseline, max(1, rows[name] // PAGE_SIZE), {"token": token})
+                for name, (portal, baseline) in LISTS.items()
+            },
+            clients=args.clients,
+            requests=args.requests,
         )
     finally:
         server.terminate()

@@ -193,3 +193,56 @@ def load(
 
 def p(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000
+
+
+def wait_until_serving(base: str, path: str, server: subprocess.Popen[bytes]) -> None:
+    import urllib3
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib3.request("GET", f"{base}{path}", retries=False)
+            return
+        except urllib3.exceptions.HTTPError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.2)
+
+
+def compare(
+    base: str,
+    targets: dict[str, tuple[str, str, int, dict[str, str]]],
+    *,
+    clients: int,
+    requests: int,
+) -> None:
+    """For each target (name -> portal path, baseline path, pages, auth as ``token`` or
+    ``cookie``): warm both sides, then two rounds with the sides' order swapped. Prints a
+    line per target and, last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all."""
+    everything: dict[str, list[float]] = {"portal": [], "baseline": []}
+    for name, (portal_path, baseline_path, pages, auth) in targets.items():
+        paths = {"portal": portal_path, "baseline": baseline_path}
+        sides: dict[str, tuple[list[float], float]] = {"portal": ([], 0.0), "baseline": ([], 0.0)}
+        for path in paths.values():
+            load(base, path, pages, clients=clients, requests=clients * 4, **auth)
+        for order in (("portal", "baseline"), ("baseline", "portal")):
+            for side in order:
+                latencies, wall = load(
+                    base, paths[side], pages, clients=clients, requests=requests // 2, **auth
+                )
+                sides[side] = (sides[side][0] + latencies, sides[side][1] + wall)
+        line = [f"{name:<17}"]
+        for side in ("portal", "baseline"):
+            latencies, wall = sides[side]
+            everything[side].extend(latencies)
+            line.append(
+                f"{side} p50={p(latencies, 50):.1f} ms p99={p(latencies, 99):.1f} ms "
+                f"{len(latencies) / wall:.1f} req/s"
+            )
+        line.append(f"p99 ratio {p(sides['portal'][0], 99) / p(sides['baseline'][0], 99):.2f}")
+        print("  ".join(line), flush=True)
+    portal_p99, baseline_p99 = p(everything["portal"], 99), p(everything["baseline"], 99)
+    print(
+        f"p99_ms={portal_p99:.1f} baseline_p99_ms={baseline_p99:.1f} "
+        f"ratio={portal_p99 / baseline_p99:.2f}"
+    )

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 os.environ["DJANGO_SETTINGS_MODULE"] = "pages_settings"
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
-from loadkit import fill, free_port, load, p, serve  # noqa: E402
+from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
 
 PAGES = {
     "home (lead)": ("lead", "/", "/baseline/home/"),
@@ -120,56 +119,19 @@ def main() -> int:
     server = serve(port, "pages_settings")
     base = f"http://127.0.0.1:{port}"
     try:
-        import urllib3
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib3.request("GET", f"{base}/healthz", retries=False)
-                break
-            except urllib3.exceptions.HTTPError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.2)
-        everything: dict[str, list[float]] = {"portal": [], "baseline": []}
+        wait_until_serving(base, "/healthz", server)
         print(
             f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes; "
             f"{args.clients} clients; {args.requests} requests per page and side"
         )
-        for name, (who, portal_path, baseline_path) in PAGES.items():
-            cookie = cookies[who]
-            sides: dict[str, tuple[list[float], float]] = {
-                "portal": ([], 0.0),
-                "baseline": ([], 0.0),
-            }
-            for path in (portal_path, baseline_path):  # warm up
-                load(base, path, 1, clients=args.clients, requests=args.clients * 2, cookie=cookie)
-            for order in (("portal", "baseline"), ("baseline", "portal")):
-                for side in order:
-                    path = portal_path if side == "portal" else baseline_path
-                    latencies, wall = load(
-                        base,
-                        path,
-                        1,
-                        clients=args.clients,
-                        requests=args.requests // 2,
-                        cookie=cookie,
-                    )
-                    sides[side] = (sides[side][0] + latencies, sides[side][1] + wall)
-            line = [f"{name:<17}"]
-            for side in ("portal", "baseline"):
-                latencies, wall = sides[side]
-                everything[side].extend(latencies)
-                line.append(
-                    f"{side} p50={p(latencies, 50):.0f} ms p99={p(latencies, 99):.0f} ms "
-                    f"{len(latencies) / wall:.1f} req/s"
-                )
-            line.append(f"p99 ratio {p(sides['portal'][0], 99) / p(sides['baseline'][0], 99):.2f}")
-            print("  ".join(line))
-        portal_p99, baseline_p99 = p(everything["portal"], 99), p(everything["baseline"], 99)
-        print(
-            f"p99_ms={portal_p99:.1f} baseline_p99_ms={baseline_p99:.1f} "
-            f"ratio={portal_p99 / baseline_p99:.2f}"
+        compare(
+            base,
+            {
+                name: (portal, baseline, 1, {"cookie": cookies[who]})
+                for name, (who, portal, baseline) in PAGES.items()
+            },
+            clients=args.clients,
+            requests=args.requests,
         )
     finally:
         server.terminate()
