@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from fleet import changes
 from fleet.forms import MigChangeForm
 from fleet.models import MigChangeRequest
-from portal.errors import DomainError
+from portal.errors import DomainError, user_message
 from portal.permissions import is_approver, is_platform_admin
 
 
@@ -137,12 +137,7 @@ def _decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
             changes.rollback_mig_change(request_id=pk, actor=request.user)
             messages.success(request, "Rolling back to the previous configs.")
     except (DomainError, ValidationError) as exc:
-        text = (
-            exc.message
-            if isinstance(exc, DomainError)
-            else " ".join(m for ms in exc.message_dict.values() for m in ms)
-        )
-        messages.error(request, text)
+        messages.error(request, user_message(exc))
     if request.htmx:
         return HttpResponseClientRedirect(f"/changes/{pk}/")
     return redirect("change-detail", pk=pk)

@@ -383,35 +383,45 @@ class QuotaRequestViewSet(
         created.refresh_from_db()
         return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
-    @action(detail=True, methods=["post"])
-    def approve(self, request: Request, pk: str) -> Response:
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        response = Response(self.get_serializer(instance).data)
+        response["ETag"] = quota_request_etag(instance)
+        return response
+
+    @idempotent
+    def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        current = service.get_quota_request_for_user(request.user, int(pk))
+        refused = check_if_match(request, quota_request_etag(current))
+        if refused is not None:
+            return refused
         data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        service.approve_quota_change(
+        decide = service.approve_quota_change if verb == "approve" else service.reject_quota_change
+        decide(
             request_id=int(pk),
             approver=request.user,
             comment=data.validated_data["comment"],
             source="api",
         )
-        return Response(
-            QuotaRequestSerializer(service.get_quota_request_for_user(request.user, int(pk))).data
-        )
+        decided = service.get_quota_request_for_user(request.user, int(pk))
+        response = Response(QuotaRequestSerializer(decided).data)
+        response["ETag"] = quota_request_etag(decided)
+        return response
+
+    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "approve")
 
     @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
-        data = QuotaDecisionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        service.reject_quota_change(
-            request_id=int(pk),
-            approver=request.user,
-            comment=data.validated_data["comment"],
-            source="api",
-        )
-        return Response(
-            QuotaRequestSerializer(service.get_quota_request_for_user(request.user, int(pk))).data
-        )
+        return self._decide(request, pk, "reject")
+
+
+def quota_request_etag(qr: QuotaChangeRequest) -> str:
+    return etag_of(qr.pk, qr.state, qr.decided_at, qr.grant_until)
 
 
 class MembershipSerializer(serializers.ModelSerializer[Any]):

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.errors import DomainError
+from portal.errors import DomainError, user_message
 from portal.permissions import is_approver, is_platform_admin
 from tenants import quota_requests as service
 from tenants.forms import QuotaRequestForm
@@ -112,8 +112,6 @@ def quota_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
             messages.success(request, "Rejected.")
         else:
             raise PermissionDenied("Unknown action.")
-    except DomainError as exc:
-        messages.error(request, exc.message)
-    except ValidationError as exc:
-        messages.error(request, " ".join(m for ms in exc.message_dict.values() for m in ms))
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, user_message(exc))
     return redirect("quota-detail", pk=pk)

@@ -577,3 +577,41 @@ def test_unrouted_api_paths_answer_in_the_api_error_format(client: Client, fleet
     strict = Client(enforce_csrf_checks=True)
     response = strict.put("/api/v1/namespaces/a./quota/", {}, content_type="application/json")
     assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet: None) -> None:
+    from tenants.models import QuotaChangeRequest
+
+    created = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "team-a",
+            "kind": "namespace",
+            "namespace": "team-a",
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "24",
+            "reason": "deadline",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    ).json()
+    url = f"/api/v1/quota-requests/{created['id']}/"
+    approver = bearer("approver")
+    read = client.get(url, headers=approver)
+    stale = '"0000"'
+    refused = client.post(
+        url + "approve/",
+        {"comment": "ok"},
+        content_type="application/json",
+        headers={**approver, "If-Match": stale},
+    )
+    assert refused.status_code == 412
+    assert QuotaChangeRequest.objects.get(pk=created["id"]).state == "pending"
+    done = client.post(
+        url + "approve/",
+        {"comment": "ok"},
+        content_type="application/json",
+        headers={**approver, "If-Match": read.headers["ETag"]},
+    )
+    assert done.status_code == 200, done.json()
+    assert done.headers["ETag"] != read.headers["ETag"]
