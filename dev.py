@@ -53,23 +53,29 @@ def ensure_environment() -> None:
             "--quiet",
             "--disable-pip-version-check",
             "-e",
-            f"{ROOT}[dev]",
+            f"{ROOT}[dev,embedded]",
         ],
         check=True,
     )
     STAMP.write_text(digest)
 
 
-def ensure_browser() -> None:
-    """The browser tests drive Debian's Chromium; install it when missing (as root, apt)."""
-    if os.environ.get("QM_CHROMIUM") or shutil.which("chromium"):
+def ensure_test_tools() -> None:
+    """Tools the tests drive, from Debian's packages when missing (as root, apt): Chromium for
+    the browser tests, docker-compose to validate the compose files. kubectl (for
+    `kubectl kustomize`) is not packaged by Debian: install it from your distribution."""
+    wanted = {"chromium": "chromium", "docker-compose": "docker-compose"}
+    if os.environ.get("QM_CHROMIUM"):
+        wanted.pop("chromium")
+    missing = [package for tool, package in wanted.items() if not shutil.which(tool)]
+    if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        say("browser tests need Debian's chromium: apt-get install chromium (or set QM_CHROMIUM)")
+        say(f"the tests need Debian's {', '.join(missing)}: apt-get install {' '.join(missing)}")
         return
-    say("installing chromium for the browser tests")
+    say(f"installing {', '.join(missing)} for the tests")
     apt = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
     if subprocess.run(install, env=apt, capture_output=True).returncode != 0:
         subprocess.run(["apt-get", "update", "-q"], env=apt, capture_output=True)
         subprocess.run(install, env=apt, check=True, capture_output=True)
@@ -205,7 +211,7 @@ def wait_until_serving(url: str, web: subprocess.Popen[bytes], timeout: float = 
 def test(args: list[str]) -> int:
     """Static checks (when no test selection is given), then the whole pytest suite."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
-    ensure_browser()
+    ensure_test_tools()
     if not args:
         checks = {
             "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],

@@ -7,6 +7,7 @@ talks to it over HTTP exactly as to a real API server.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers, Options
@@ -24,6 +25,10 @@ class DemoCluster:
     def url(self) -> str:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
+
+    @property
+    def api(self) -> API:
+        return self.server.RequestHandlerClass.api  # type: ignore[attr-defined,no-any-return]
 
     def stop(self) -> None:
         self.controllers.stop()
@@ -47,7 +52,7 @@ def start(
     nodes: int = 0,
     pods: int = 0,
     token: str = "",
-    users: dict[str, tuple[str, frozenset[str]]] | None = None,
+    users: dict[str, tuple[str, Any]] | None = None,
     options: Options | None = None,
     continue_ttl: float = 300.0,
 ) -> DemoCluster:

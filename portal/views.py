@@ -47,6 +47,16 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: PostgreSQL and Redis answer (503 otherwise); the Kubernetes API is reported."""
+    from portal.health import readiness
+
+    ready, checks = readiness()
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
+    )
+
+
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     """Personal API tokens: create (the text is shown once), list, revoke."""

@@ -1,7 +1,7 @@
 """Settings for production: everything from the environment, no defaults for secrets."""
 
 from .base import *  # noqa: F403
-from .base import SECRET_KEY, env_bool
+from .base import SECRET_KEY, env_bool, env_int
 
 if not SECRET_KEY:
     raise RuntimeError("SECRET_KEY (or SECRET_KEY_FILE) must be set in production")
@@ -9,6 +9,21 @@ if not SECRET_KEY:
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Behind an ingress that terminates TLS: plain HTTP is redirected, except the probes and the
+# metrics scrape, which reach the pod directly.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+# HSTS for sibling subdomains and the browsers' preload list are decisions for the whole
+# domain, not for one portal: off unless set, and then `check --deploy` need not nag about it.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [
+    *(() if SECURE_HSTS_INCLUDE_SUBDOMAINS else ("security.W005",)),
+    *(() if SECURE_HSTS_PRELOAD else ("security.W021",)),
+]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

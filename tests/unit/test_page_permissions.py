@@ -117,6 +117,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "login/",
         "logout/",
         "healthz",
+        "readyz",
     }
     assert routes == covered
 

