@@ -26,6 +26,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics, name="metrics"),
     path("tokens/", views.tokens, name="tokens"),
     path("audit/", views.audit, name="audit"),
     path("admin/", admin.site.urls),

@@ -47,6 +47,27 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics of the whole installation (see portal/metrics.py)."""
+    import hmac
+
+    from django.conf import settings
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from portal.metrics import exposition
+
+    token = settings.QM_METRICS_TOKEN
+    offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if token and not hmac.compare_digest(offered.encode(), token.encode()):
+        return HttpResponse(
+            "metrics need the bearer token (QM_METRICS_TOKEN)\n",
+            status=401,
+            content_type="text/plain",
+            headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+        )
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
 def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: PostgreSQL and Redis answer (503 otherwise); the Kubernetes API is reported."""
     from portal.health import readiness

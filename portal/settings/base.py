@@ -77,6 +77,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.observability.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -262,10 +263,38 @@ if QM_QUEUE_BACKEND not in {"kueue", "volcano"}:
 if QM_KUEUE_API_VERSION not in {"v1beta2", "v1beta1"}:
     raise ValueError(f"QM_KUEUE_API_VERSION={QM_KUEUE_API_VERSION!r}: use v1beta2 or v1beta1")
 
+# --- Operations ---------------------------------------------------------------------------
+# Counters of requests and tasks, shared by every process (see portal/metrics.py).
+QM_METRICS_REDIS_URL = env_str("QM_METRICS_REDIS_URL") or redis_db(REDIS_URL, 2)
+# When set, /metrics answers only with "Authorization: Bearer <token>".
+QM_METRICS_TOKEN = env_secret("QM_METRICS_TOKEN")
+
+# LOG_FORMAT=json: one JSON object per line (time, level, logger, message, request_id, ...).
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"request_id": {"()": "portal.observability.RequestIdFilter"}},
+    "formatters": {
+        "json": {"()": "portal.observability.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pgserver": {"level": "WARNING"},
+        # One line per request (gunicorn's own access log stays off).
+        "quartermaster.access": {"level": "INFO" if env_bool("ACCESS_LOG", True) else "WARNING"},
+        # Django logs 4xx/5xx itself; the access line already says it.
+        "django.request": {"level": "ERROR"},
+        "django.server": {"level": "WARNING"},
+    },
 }
+# Celery workers log through the same configuration (not Celery's own handlers).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

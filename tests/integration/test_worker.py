@@ -135,7 +135,11 @@ def test_a_worker_killed_mid_apply_finishes_the_work_exactly_once(
 
 
 def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gateway) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
     from fleet.models import ObservedNode
+    from portal import metrics
+    from portal.observability import request_id
     from sync.tasks import poll_cluster_task
 
     load_demo()
@@ -145,11 +149,27 @@ def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gat
         lambda: ObservedNode.objects.filter(name="gpu-a100-03").exists(), what="the first poll"
     )
     gateway.patch_node_labels("gpu-h100-02", {"nvidia.com/mig.config.state": "failed"})
-    poll_cluster_task.delay()
+    # Queued while answering a request: the worker's log lines carry that request's id.
+    token = request_id.set("req-poll-7")
+    try:
+        poll_cluster_task.delay()
+    finally:
+        request_id.reset(token)
     wait_for(
         lambda: ObservedNode.objects.get(name="gpu-h100-02").mig_config_state == "failed",
         what="the change after one poll",
     )
+    wait_for(lambda: "[req-poll-7]" in worker.log.read_text(), what="the request id in the log")
+    # The worker's task timings reach the shared metrics every web process serves.
+    family = {f.name: f for f in text_string_to_metric_families(metrics.exposition().decode())}[
+        "quartermaster_task_duration_seconds"
+    ]
+    counts = {
+        s.labels["outcome"]: s.value
+        for s in family.samples
+        if s.name.endswith("_count") and s.labels["task"] == poll_cluster_task.name
+    }
+    assert counts.get("success", 0) >= 2
 
 
 def test_a_worker_killed_during_a_mig_change_resumes_it(

@@ -118,6 +118,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "logout/",
         "healthz",
         "readyz",
+        "metrics",
     }
     assert routes == covered
 

@@ -1,0 +1,163 @@
+"""Operations: request ids in every log line and response, JSON logs, and Prometheus metrics
+shared by every process through Redis."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from portal import metrics
+from portal.observability import JsonFormatter, RequestIdFilter, request_id
+from tests.factories import UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _empty_metrics() -> None:
+    metrics.connection().delete(metrics.HTTP_KEY, metrics.TASK_KEY)
+
+
+def scrape(client: Client, **headers: str) -> dict[str, Any]:
+    response = client.get("/metrics", headers=headers)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
+    samples: dict[str, Any] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_a_request_id_is_answered_and_a_sane_one_from_the_caller_is_kept(client: Client) -> None:
+    first = client.get("/healthz")
+    assert len(first["X-Request-ID"]) == 32
+    assert client.get("/healthz", headers={"X-Request-ID": "abc-123"})["X-Request-ID"] == "abc-123"
+    forged = client.get("/healthz", headers={"X-Request-ID": "bad id\nInjected: yes"})
+    assert forged["X-Request-ID"] != "bad id\nInjected: yes" and len(forged["X-Request-ID"]) == 32
+
+
+@pytest.mark.django_db
+def test_the_access_line_is_json_with_the_request_id(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = UserFactory(username="lead-x")
+    client.force_login(user)
+    with caplog.at_level(logging.INFO, logger="quartermaster.access"):
+        response = client.get("/", headers={"X-Request-ID": "req-42"})
+    (record,) = [r for r in caplog.records if r.name == "quartermaster.access"]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["request_id"] == "req-42" == response["X-Request-ID"]
+    assert line["message"].startswith("GET / 200 ")
+    assert (line["method"], line["path"], line["route"], line["status"], line["user"]) == (
+        "GET",
+        "/",
+        "home",
+        200,
+        "lead-x",
+    )
+    assert line["level"] == "INFO" and line["logger"] == "quartermaster.access"
+    assert isinstance(line["duration_ms"], float)
+
+
+def test_log_lines_inside_a_request_or_task_carry_its_id() -> None:
+    record = logging.LogRecord("fleet", logging.WARNING, __file__, 1, "node %s", ("a",), None)
+    token = request_id.set("task-7")
+    try:
+        RequestIdFilter().filter(record)
+    finally:
+        request_id.reset(token)
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["message"], line["request_id"], line["level"]) == ("node a", "task-7", "WARNING")
+
+
+def test_an_exception_is_one_json_line_with_its_traceback() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    text = JsonFormatter().format(record)
+    assert "\n" not in text
+    assert "ValueError: boom" in json.loads(text)["exception"]
+
+
+@pytest.mark.django_db
+def test_request_latency_is_counted_by_route_and_status(client: Client) -> None:
+    for _ in range(3):
+        client.get("/healthz")
+    client.get("/no-such-page/")
+    samples = scrape(client)
+    health = (("method", "GET"), ("route", "healthz"), ("status", "200"))
+    assert samples[("quartermaster_http_request_duration_seconds_count", health)] == 3
+    bucket = tuple(sorted((*health, ("le", "+Inf"))))
+    assert samples[("quartermaster_http_request_duration_seconds_bucket", bucket)] == 3
+    unmatched = (("method", "GET"), ("route", "unmatched"), ("status", "404"))
+    assert samples[("quartermaster_http_request_duration_seconds_count", unmatched)] == 1
+    assert samples[("quartermaster_metrics_store_up", ())] == 1
+
+
+@pytest.mark.django_db
+def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sync.models import SyncRun
+
+    now = timezone.now()
+    SyncRun.objects.create(
+        started_at=now - timedelta(seconds=95),
+        finished_at=now - timedelta(seconds=90),
+        duration_ms=4200,
+    )
+    SyncRun.objects.create(
+        started_at=now - timedelta(seconds=35),
+        finished_at=now - timedelta(seconds=30),
+        error="boom",
+    )
+    samples = scrape(client)
+    assert samples[("quartermaster_sync_duration_seconds", ())] == 0  # the failed one
+    assert samples[("quartermaster_sync_last_ok", ())] == 0
+    assert 89 < samples[("quartermaster_sync_age_seconds", ())] < 120
+    assert samples[("quartermaster_pending_approvals", (("kind", "mig_change"),))] == 0
+    assert ("quartermaster_pending_approvals", (("kind", "quota"),)) in samples
+    assert samples[("quartermaster_drift_open", (("kind", "mig_layout"),))] == 0
+
+
+def test_task_outcomes_are_counted(client: Client, db: Any) -> None:
+    class Task:
+        name = "sync.tasks.poll"
+
+    metrics.TaskTimer.prerun(task_id="t1")
+    metrics.TaskTimer.postrun(task_id="t1", task=Task(), state="SUCCESS")
+    metrics.TaskTimer.prerun(task_id="t2")
+    metrics.TaskTimer.postrun(task_id="t2", task=Task(), state="FAILURE")
+    samples = scrape(client)
+    for outcome in ("success", "failure"):
+        key = (("outcome", outcome), ("task", "sync.tasks.poll"))
+        assert samples[("quartermaster_task_duration_seconds_count", key)] == 1
+
+
+@pytest.mark.django_db
+def test_metrics_can_require_a_token(client: Client, settings: Any) -> None:
+    settings.QM_METRICS_TOKEN = "s3cret"
+    response = client.get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    scrape(client, Authorization="Bearer s3cret")
+
+
+@pytest.mark.django_db
+def test_without_redis_requests_still_work_and_the_scrape_says_so(
+    client: Client, settings: Any
+) -> None:
+    settings.QM_METRICS_REDIS_URL = "redis://127.0.0.1:1/0"
+    assert client.get("/healthz").status_code == 200
+    samples = scrape(client)
+    assert samples[("quartermaster_metrics_store_up", ())] == 0
