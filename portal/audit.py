@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
 from portal.models import AuditEvent
+from portal.observability import request_id as current_request_id
 
 
 def record_audit(
@@ -34,5 +35,5 @@ def record_audit(
         old=old,
         new=new,
         source=source,
-        request_id=request_id,
+        request_id=request_id or current_request_id.get(),
     )

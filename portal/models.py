@@ -21,6 +21,12 @@ class PlatformRole(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles"
     )
     role = models.CharField(max_length=16, choices=Role.choices)
+    granted_by = models.CharField(
+        max_length=8,
+        choices=[("portal", "In the portal"), ("sso", "Single sign-on groups")],
+        default="portal",
+        help_text="Roles from single sign-on follow the IdP's groups at every sign-in.",
+    )
 
     class Meta:
         constraints = [
@@ -40,6 +46,7 @@ class AuditEvent(models.Model):
         TASK = "task", "Worker"
         CLI = "cli", "CLI"
         ADMIN = "admin", "Admin"
+        SSO = "sso", "Single sign-on"
 
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

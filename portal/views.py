@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from fleet.selectors import explain_waiting, last_sync
 from tenants.models import QuotaChangeRequest
@@ -42,6 +46,39 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "portal/home.html", {"teams": teams, "sync": last_sync()})
 
 
+class LoginView(auth_views.LoginView):
+    """Username and password, single sign-on, or both (QM_LOCAL_LOGIN, OIDC_RP_CLIENT_ID)."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["sso_enabled"] = settings.QM_OIDC_ENABLED
+        context["sso_name"] = settings.QM_OIDC_PROVIDER_NAME
+        context["local_login"] = settings.QM_LOCAL_LOGIN or not settings.QM_OIDC_ENABLED
+        return context
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if settings.QM_OIDC_ENABLED and not settings.QM_LOCAL_LOGIN:
+            return HttpResponse(
+                f"Sign in with {settings.QM_OIDC_PROVIDER_NAME}: passwords are off here.",
+                status=403,
+                content_type="text/plain",
+            )
+        return super().post(request, *args, **kwargs)
+
+
+def _sso_only(view: Any) -> Any:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.QM_OIDC_ENABLED:
+            raise Http404("Single sign-on is not configured (OIDC_RP_CLIENT_ID).")
+        return view(request, *args, **kwargs)  # type: ignore[no-any-return]
+
+    return wrapped
+
+
+sso_start = _sso_only(OIDCAuthenticationRequestView.as_view())
+sso_callback = _sso_only(OIDCAuthenticationCallbackView.as_view())
+
+
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers."""
     return JsonResponse({"status": "ok"})
@@ -51,7 +88,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus metrics of the whole installation (see portal/metrics.py)."""
     import hmac
 
-    from django.conf import settings
     from prometheus_client import CONTENT_TYPE_LATEST
 
     from portal.metrics import exposition

@@ -114,6 +114,12 @@ class Membership(models.Model):
     )
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    granted_by = models.CharField(
+        max_length=8,
+        choices=[("portal", "In the portal"), ("sso", "Single sign-on groups")],
+        default="portal",
+        help_text="Memberships from single sign-on follow the IdP's groups at every sign-in.",
+    )
 
     class Meta:
         ordering = ["team", "user"]

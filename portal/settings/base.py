@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "mozilla_django_oidc",
     "template_partials",
     "rest_framework",
     "django_filters",
@@ -160,6 +161,42 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Single sign-on (OpenID Connect), on when OIDC_RP_CLIENT_ID is set ----------------------
+# The IdP's endpoints come from its discovery document (.well-known/openid-configuration).
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_RP_CLIENT_SECRET")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10)
+OIDC_CREATE_USER = True
+OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+QM_OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+# What the sign-in button says, e.g. "Keycloak" or "Company SSO".
+QM_OIDC_PROVIDER_NAME = env_str("QM_OIDC_PROVIDER_NAME", "single sign-on")
+QM_OIDC_USERNAME_CLAIM = env_str("QM_OIDC_USERNAME_CLAIM", "preferred_username")
+QM_OIDC_GROUPS_CLAIM = env_str("QM_OIDC_GROUPS_CLAIM", "groups")
+# Groups that make someone a platform admin / an approver.
+QM_OIDC_ADMIN_GROUPS = env_list("QM_OIDC_ADMIN_GROUPS", [])
+QM_OIDC_APPROVER_GROUPS = env_list("QM_OIDC_APPROVER_GROUPS", [])
+# Groups that make someone a lead, member or viewer of a team, e.g. quartermaster:team-a:lead.
+QM_OIDC_TEAM_GROUP_PATTERN = env_str("QM_OIDC_TEAM_GROUP_PATTERN", "quartermaster:{team}:{role}")
+# Username and password sign-in next to single sign-on (small installs, break-glass admin).
+QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
+AUTHENTICATION_BACKENDS = [
+    *(["portal.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),
+    *(
+        ["django.contrib.auth.backends.ModelBackend"]
+        if QM_LOCAL_LOGIN or not QM_OIDC_ENABLED
+        else []
+    ),
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")

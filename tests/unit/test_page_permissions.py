@@ -116,6 +116,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "audit/",
         "login/",
         "logout/",
+        "oidc/authenticate/",
+        "oidc/callback/",
         "healthz",
         "readyz",
         "metrics",
