@@ -161,3 +161,16 @@ def test_without_redis_requests_still_work_and_the_scrape_says_so(
     assert client.get("/healthz").status_code == 200
     samples = scrape(client)
     assert samples[("quartermaster_metrics_store_up", ())] == 0
+
+
+@pytest.mark.django_db
+def test_audit_events_record_the_request_id(client: Client) -> None:
+    from portal.models import AuditEvent
+
+    client.force_login(UserFactory(username="lead-y"))
+    response = client.post(
+        "/tokens/", {"name": "ci", "days": "30"}, headers={"X-Request-ID": "req-audit-1"}
+    )
+    assert response.status_code == 200
+    event = AuditEvent.objects.get(event="api_token.created")
+    assert event.request_id == "req-audit-1"
