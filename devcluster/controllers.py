@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import gpu, kueue, quantity
+from devcluster import dcgm, gpu, kueue, quantity
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -111,6 +111,8 @@ class Controllers:
     options: Options = field(default_factory=Options)
     pending_mig: dict[str, MigChange] = field(default_factory=dict)
     node_layouts: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    # node -> GPU index -> the last Xid that GPU reported (the DCGM exporter shows it).
+    gpu_xids: dict[str, dict[int, int]] = field(default_factory=dict)
     last_attempt: dict[tuple[str, str], float] = field(default_factory=dict)
     last_message: dict[tuple[str, str], tuple[str, str, int]] = field(default_factory=dict)
     bound_at: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -119,6 +121,34 @@ class Controllers:
     kueue_dirty: bool = True
     last_schedule: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    def dcgm_metrics(self, node_name: str) -> str:
+        """What the DCGM exporter on this node answers on /metrics."""
+        node = self.cluster.require(NODES, "", node_name)
+        labels = node["metadata"].get("labels") or {}
+        layout = self.node_layouts.get(node_name) or [
+            {} for _ in range(int(labels.get("nvidia.com/gpu.count", "0") or 0))
+        ]
+        pods = []
+        for pod in self.cluster.all(PODS):
+            if pod["spec"].get("nodeName") != node_name:
+                continue
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            wants = {k: int(v) for k, v in pod_requests(pod).items() if k.startswith("nvidia.com/")}
+            if wants:
+                container = pod["spec"]["containers"][0]["name"]
+                meta = pod["metadata"]
+                pods.append((meta["namespace"], meta["name"], container, wants))
+        return dcgm.exposition(
+            node=node_name,
+            product=labels.get("nvidia.com/gpu.product", ""),
+            memory_mib=int(labels.get("nvidia.com/gpu.memory", "81920") or 81920),
+            layout=layout,
+            pods=sorted(pods),
+            xids=self.gpu_xids.get(node_name, {}),
+            minute=int(time.time() // 60),
+        )
 
     def install(self) -> None:
         self.cluster.admission.append(self.admit_pod)

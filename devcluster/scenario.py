@@ -318,6 +318,8 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
         controllers.node_layouts[node["metadata"]["name"]] = gpu.layout_from_resources(
             extended, count
         )
+    # One H100 fell off the bus: the DCGM exporter on gpu-h100-02 reports Xid 79 for GPU 5.
+    controllers.gpu_xids["gpu-h100-02"] = {5: 79}
     for node in nodes:
         node_name = node["metadata"]["name"]
         for daemonset in OPERATOR_DAEMONSETS:

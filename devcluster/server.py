@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 import yaml
@@ -95,7 +95,7 @@ class API:
     def _route(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         url = urlsplit(target)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-        path = url.path.rstrip("/") or "/"
+        path = unquote(url.path).rstrip("/") or "/"  # as Go decodes it
         if path in ("/healthz", "/readyz", "/livez"):
             return Response(200, None, {"Content-Type": "text/plain; charset=utf-8"}, raw=b"ok")
         bearer = headers.get("authorization", "").removeprefix("Bearer ")
@@ -161,7 +161,36 @@ class API:
                 # Server-side apply of an object that does not exist yet creates it, and the
                 # API server asks for "create" on top of "patch".
                 self._authorize(user, "create", resource, namespace, name, sub)
+        if resource.plural == "pods" and sub == "proxy":
+            return self._proxy(method, namespace, name, "/".join(rest[3:]))
         return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    def _proxy(self, method: str, namespace: str, target: str, path: str) -> Response:
+        """``pods/NAME:PORT/proxy/PATH``: the DCGM exporters answer ``:9400/metrics``."""
+        name, _, port = target.partition(":")
+        pod = self.cluster.require(resources.find("", "v1", "pods"), namespace, name)  # type: ignore[arg-type]
+        labels = pod["metadata"].get("labels") or {}
+        ip = (pod.get("status") or {}).get("podIP", "10.244.0.1")
+        if (
+            method != "GET"
+            or labels.get("app") != "nvidia-dcgm-exporter"
+            or port not in ("", "9400")
+            or path != "metrics"
+            or (pod.get("status") or {}).get("phase") != "Running"
+        ):
+            raise APIError(
+                503,
+                f"error trying to reach service: dial tcp {ip}:{port or 80}: connect: "
+                "connection refused",
+                reason="ServiceUnavailable",
+            )
+        text = self.controllers.dcgm_metrics(pod["spec"].get("nodeName", ""))
+        return Response(
+            200,
+            None,
+            {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+            raw=text.encode(),
+        )
 
     def _creates(
         self, headers: dict[str, str], resource: resources.Resource, namespace: str, name: str

@@ -84,8 +84,13 @@ class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
 
 
 class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    requested_by = serializers.CharField(source="requested_by.get_username", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    requested_by = serializers.CharField(
+        source="requested_by.get_username",
+        read_only=True,
+        default=None,
+        help_text="Empty for a drain the portal suggested (GPU health).",
+    )
     decided_by = serializers.CharField(
         source="decided_by.get_username", read_only=True, default=None
     )
@@ -95,6 +100,7 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         model = MigChangeRequest
         fields = [
             "id",
+            "kind",
             "team",
             "nodes",
             "target_config",
@@ -136,7 +142,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     """MIG change requests of your teams (all of them for approvers and admins)."""
 
     serializer_class = MigChangeSerializer
-    filterset_fields = ["state", "verdict", "target_config"]
+    filterset_fields = ["kind", "state", "verdict", "target_config"]
 
     def get_queryset(self) -> Any:
         return changes.list_mig_changes_for_user(self.request.user).prefetch_related("steps")

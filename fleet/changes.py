@@ -276,6 +276,7 @@ def approve_mig_change(
         targets=request.nodes,
         config=request.target_config,
         request_id=request.pk,
+        drain=request.is_drain,
     )
     if impact.worse(fresh["verdict"], request.verdict):
         MigChangeRequest.objects.filter(pk=request.pk).update(

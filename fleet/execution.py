@@ -34,6 +34,10 @@ from portal.audit import record_audit
 
 log = logging.getLogger(__name__)
 STEPS = ("cordon", "evict", "label", "wait", "verify", "uncordon")
+# A drain (a broken GPU) stops with the node cordoned and empty; returning it to service
+# (the request's roll back) uncordons it.
+DRAIN_STEPS = ("cordon", "evict")
+RETURN_STEPS = ("uncordon",)
 CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 LOCK_BASE = 0x4D49_0000
@@ -203,11 +207,21 @@ def advance(
         rollback = request.state == State.ROLLING_BACK
         round_name = "rollback" if rollback else "apply"
         nodes_info = {n["name"]: n for n in request.assessment.get("nodes", [])}
+        if request.is_drain:
+            steps = RETURN_STEPS if rollback else DRAIN_STEPS
+        else:
+            steps = STEPS
         for node in request.nodes:
             info = nodes_info.get(node, {})
             config = request.previous_configs.get(node, "") if rollback else request.target_config
-            promised = _promised_by(config, info) if rollback else info.get("after")
-            for step in STEPS:
+            promised = (
+                None
+                if request.is_drain
+                else _promised_by(config, info)
+                if rollback
+                else info.get("after")
+            )
+            for step in steps:
                 record, _ = MigChangeStep.objects.get_or_create(
                     request=request,
                     round=round_name,

@@ -144,9 +144,15 @@ def _short(resource: str) -> str:
 
 
 def assess(
-    fleet: Fleet, *, targets: Iterable[str], config: str, request_id: int | None = None
+    fleet: Fleet,
+    *,
+    targets: Iterable[str],
+    config: str,
+    request_id: int | None = None,
+    drain: bool = False,
 ) -> dict[str, Any]:
-    """The assessment as a JSON-ready dict (stored with the request)."""
+    """The assessment as a JSON-ready dict (stored with the request). ``drain``: the nodes are
+    cordoned and drained instead of re-sliced (their GPUs leave the fleet until returned)."""
     names = list(dict.fromkeys(targets))
     by_name = {n.name: n for n in fleet.nodes if not n.gone}
     blocked: list[str] = []
@@ -163,7 +169,7 @@ def assess(
         blocked.append("The nodes have different GPU models; request one change per model.")
     after_of: dict[str, dict[str, int]] = {}
     for node in nodes:
-        promised, errors = promised_resources(config, node, fleet)
+        promised, errors = ({}, []) if drain else promised_resources(config, node, fleet)
         blocked.extend(e for e in errors if e not in blocked)
         if promised is not None:
             after_of[node.name] = promised
@@ -178,7 +184,7 @@ def assess(
         and n.name in after_of
         and dict(n.allocatable) == after_of[n.name]
     ]
-    if nodes and len(unchanged) == len(nodes):
+    if nodes and len(unchanged) == len(nodes) and not drain:
         blocked.append(f"Every node is already on {config}: there is nothing to change.")
 
     # Capacity per resource, whole fleet, before and after.
@@ -290,7 +296,13 @@ def assess(
                 )
                 break
 
-    for pool in fleet.pools:
+    if drain:
+        # Taking broken hardware out is not a choice to weigh against queue promises: the
+        # shortfall is shown, not held against the request.
+        notes.extend(quota_reasons)
+        quota_reasons, proposals, schedulable = [], [], []
+        notes.append("The nodes stay cordoned until an admin returns them to service.")
+    for pool in [] if drain else fleet.pools:
         members = [n for n in by_name.values() if _selects(pool.selector, n.labels)]
         touched = [n for n in members if n.name in after_of]
         if not touched:

@@ -236,13 +236,36 @@ class MigChangeRequest(models.Model):
         ROLLING_BACK = "rolling_back", "Rolling back"
         ROLLED_BACK = "rolled_back", "Rolled back"
 
-    team = models.ForeignKey("tenants.Team", on_delete=models.PROTECT, related_name="mig_changes")
+    class Kind(models.TextChoices):
+        MIG = "mig", "MIG change"
+        DRAIN = "drain", "Cordon and drain"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MIG)
+    team = models.ForeignKey(
+        "tenants.Team",
+        on_delete=models.PROTECT,
+        related_name="mig_changes",
+        null=True,
+        blank=True,
+        help_text="The asking team; empty for a drain the portal suggested.",
+    )
     requested_by = models.ForeignKey(
-        "auth.User", on_delete=models.PROTECT, related_name="mig_changes_requested"
+        "auth.User",
+        on_delete=models.PROTECT,
+        related_name="mig_changes_requested",
+        null=True,
+        blank=True,
+        help_text="Empty when the portal suggested it (a GPU health finding).",
     )
     nodes = models.JSONField(default=list, help_text="Node names the change applies to.")
     pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL)
-    target_config = models.CharField(max_length=63)
+    target_config = models.CharField(max_length=63, blank=True)
+    suggestion_key = models.CharField(
+        max_length=200,
+        blank=True,
+        db_index=True,
+        help_text="What made the portal suggest it (node, GPU, UUID, Xid): never suggested twice.",
+    )
     reason = models.TextField()
     window_start = models.DateTimeField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.DRAFT)
@@ -270,7 +293,13 @@ class MigChangeRequest(models.Model):
         indexes = [models.Index(fields=["state", "created_at"], name="mig_change_state")]
 
     def __str__(self) -> str:
+        if self.kind == self.Kind.DRAIN:
+            return f"Drain #{self.pk}: {', '.join(self.nodes)}"
         return f"MIG change #{self.pk}: {', '.join(self.nodes)} -> {self.target_config}"
+
+    @property
+    def is_drain(self) -> bool:
+        return self.kind == self.Kind.DRAIN
 
     @property
     def is_open(self) -> bool:
@@ -312,3 +341,23 @@ class MigChangeStep(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} {self.step}: {self.status}"
+
+
+class NodeHealth(models.Model):
+    """What the node's DCGM exporter reported at the last collection: per GPU utilisation,
+    memory, temperature, power, the last Xid, and per MIG instance utilisation and memory."""
+
+    node = models.CharField(max_length=253, unique=True)
+    observed_at = models.DateTimeField()
+    error = models.TextField(blank=True, help_text="Why the exporter could not be read.")
+    gpus = models.JSONField(default=list)
+    findings = models.JSONField(default=list, help_text="What needs attention, worst first.")
+    worst = models.CharField(
+        max_length=8, default="ok", help_text="ok, info, warning or critical", db_index=True
+    )
+
+    class Meta:
+        ordering = ["node"]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.worst}"

@@ -18,19 +18,25 @@ SUBJECTS = {
 def payload(request: MigChangeRequest) -> dict[str, object]:
     return {
         "id": request.pk,
+        "kind": request.kind,
         "state": request.state,
-        "team": request.team.slug,
+        "team": request.team.slug if request.team else None,
         "nodes": request.nodes,
         "target_config": request.target_config,
         "verdict": request.verdict,
         "reason": request.reason,
         "failure": request.failure,
-        "requested_by": request.requested_by.get_username(),
+        "requested_by": request.requested_by.get_username() if request.requested_by else None,
         "decided_by": request.decided_by.get_username() if request.decided_by else None,
     }
 
 
 def subject(event: str, request: MigChangeRequest) -> str:
+    if request.is_drain:
+        what = SUBJECTS[event].split(":")[0].replace("MIG change", "Drain")
+        return what.format(id=request.pk) + (
+            f": cordon and drain {', '.join(request.nodes)}" if event == "requested" else ""
+        )
     return SUBJECTS[event].format(
         id=request.pk, nodes=", ".join(request.nodes), config=request.target_config
     )

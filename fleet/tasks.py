@@ -44,3 +44,12 @@ def resume_mig_changes_task() -> None:
     active = MigChangeRequest.objects.filter(state__in=["approved", "running", "rolling_back"])
     for request_id in {*due.values_list("pk", flat=True), *active.values_list("pk", flat=True)}:
         queue_execution(request_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def collect_gpu_health_task() -> dict[str, Any]:
+    """Read the DCGM exporters, store GPU health, suggest drains for broken GPUs."""
+    from fleet.health import collect_gpu_health
+
+    gateway = get_gateway() if cluster_configured() else None
+    return collect_gpu_health(gateway)

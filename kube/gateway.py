@@ -171,6 +171,13 @@ class Gateway:
     def get(self, ref: ObjectRef) -> dict[str, Any]:
         return dict(self.request("GET", ref.path()))
 
+    def pod_proxy_get(self, namespace: str, pod: str, port: int, path: str) -> str:
+        """GET ``path`` from a pod's port through the API server's proxy (``pods/proxy``),
+        e.g. a DCGM exporter's ``metrics`` on 9400; the body as text."""
+        ref = ObjectRef("v1", "Pod", f"{pod}:{port}", namespace)
+        data = self.request("GET", f"{ref.path()}/proxy/{path.lstrip('/')}", decode=False)
+        return bytes(data).decode("utf-8", errors="replace")
+
     def list_pages(
         self,
         api_version: str,

@@ -273,6 +273,16 @@ QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
 QM_POOL_LABEL = env_str("QM_POOL_LABEL", "quartermaster.io/pool")
 QM_GPU_OPERATOR_NAMESPACE = env_str("QM_GPU_OPERATOR_NAMESPACE", "gpu-operator")
+# GPU health from the DCGM exporter: "proxy" reads each exporter pod's /metrics through the
+# API server (pods/proxy), "prometheus" asks QM_PROMETHEUS_URL (better for large fleets),
+# "off" reads nothing.
+QM_DCGM_SOURCE = env_str("QM_DCGM_SOURCE", "proxy")
+QM_PROMETHEUS_URL = env_str("QM_PROMETHEUS_URL")
+QM_DCGM_PORT = env_int("QM_DCGM_PORT", 9400)
+QM_DCGM_EXPORTER_SELECTOR = env_str("QM_DCGM_EXPORTER_SELECTOR", "app=nvidia-dcgm-exporter")
+QM_DCGM_CONCURRENCY = env_int("QM_DCGM_CONCURRENCY", 8)
+QM_HEALTH_SECONDS = env_int("QM_HEALTH_SECONDS", 60)
+QM_GPU_HOT_CELSIUS = env_int("QM_GPU_HOT_CELSIUS", 85)
 
 # MIG changes: how long to wait for evictions and for MIG Manager before giving up.
 QM_EVICTION_TIMEOUT_SECONDS = env_int("QM_EVICTION_TIMEOUT_SECONDS", 600)
@@ -288,6 +298,10 @@ CELERY_BEAT_SCHEDULE = {
     "resume-mig-changes": {"task": "fleet.tasks.resume_mig_changes_task", "schedule": 60.0},
     "expire-quota-grants": {"task": "tenants.tasks.expire_quota_grants_task", "schedule": 300.0},
     "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    "collect-gpu-health": {
+        "task": "fleet.tasks.collect_gpu_health_task",
+        "schedule": float(QM_HEALTH_SECONDS),
+    },
     "reapply-desired-state": {
         "task": "sync.tasks.apply_desired_state_task",
         "schedule": float(QM_REAPPLY_SECONDS),

@@ -16,6 +16,7 @@ from devcluster.controllers import Options
 from devcluster.rbac import granted
 from fleet import changes
 from fleet.execution import advance
+from fleet.health import collect_gpu_health
 from fleet.models import MigChangeRequest
 from fleet.observe import poll_cluster
 from fleet.operator_check import check_gpu_operator
@@ -103,6 +104,9 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     # The GPU Operator check, and a MIG change: label, cordon, list pods, evict, uncordon.
     checks = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
     assert checks["DCGM exporter runs on every GPU node"].ok
+    # GPU health through the exporters' pod proxy.
+    health = collect_gpu_health(gateway)
+    assert health["nodes"] == 5 and health["unreadable"] == 0
     assert run_mig_change(gateway).state == "succeeded"
 
     # Volcano instead of Kueue: the Kueue objects go, the Volcano queues come.

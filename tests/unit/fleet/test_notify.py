@@ -55,6 +55,7 @@ def test_webhook_receives_the_event(settings: Any, change: MigChangeRequest) -> 
         {
             "event": "mig_change.requested",
             "id": change.pk,
+            "kind": "mig",
             "state": "pending",
             "team": "team-a",
             "nodes": ["gpu-a100-03"],

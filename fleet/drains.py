@@ -1,0 +1,69 @@
+"""Bad GPUs become reviewed actions: a health finding that needs the node drained (an Xid
+that calls for a GPU reset or a reboot, failed row remapping) produces one suggested
+"cordon and drain" request, pending approval like any MIG change. The same finding (node,
+GPU, UUID, Xid) is never suggested twice, so a rejected suggestion stays rejected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from fleet import impact
+from fleet.changes import State, _notify, fleet_facts
+from fleet.models import MigChangeRequest, NodeHealth
+from portal.audit import record_audit
+
+
+def suggestion_key(node: str, gpu: dict[str, object], finding: dict[str, object]) -> str:
+    what = f"xid{finding['xid']}" if finding.get("xid") else "remap"
+    return f"{node}/gpu{finding['gpu']}/{gpu.get('uuid', '')}/{what}"[:200]
+
+
+def suggest_drains(rows: Iterable[NodeHealth]) -> list[int]:
+    """The ids of the requests suggested now."""
+    created = []
+    for row in rows:
+        for finding in row.findings:
+            if not finding.get("needs_drain"):
+                continue
+            gpu = next((g for g in row.gpus if g["index"] == finding["gpu"]), {})
+            key = suggestion_key(row.node, gpu, finding)
+            request = suggest_drain(row.node, key, finding["title"], finding["advice"])
+            if request is not None:
+                created.append(request.pk)
+    return created
+
+
+@transaction.atomic
+def suggest_drain(node: str, key: str, title: str, advice: str) -> MigChangeRequest | None:
+    """One suggestion per finding; none while another request on the node is open (the
+    assessment blocks it)."""
+    if MigChangeRequest.objects.filter(suggestion_key=key).exists():
+        return None
+    assessment = impact.assess(fleet_facts(), targets=[node], config="", drain=True)
+    if assessment["verdict"] == "blocked":
+        return None
+    request = MigChangeRequest.objects.create(
+        kind=MigChangeRequest.Kind.DRAIN,
+        team=None,
+        requested_by=None,
+        nodes=[node],
+        target_config="",
+        reason=f"Suggested by the portal's GPU health check: {node} {title}. {advice}",
+        state=State.PENDING,
+        assessment=assessment,
+        verdict=assessment["verdict"],
+        previous_configs={},
+        queue_changes=[],
+        suggestion_key=key,
+    )
+    record_audit(
+        actor=None,
+        event="node_drain.suggested",
+        source="task",
+        target=request,
+        new={"node": node, "finding": title, "verdict": request.verdict},
+    )
+    transaction.on_commit(lambda: _notify("requested", request))
+    return request

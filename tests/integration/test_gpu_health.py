@@ -1,0 +1,200 @@
+"""GPU health from the demo cluster's DCGM exporters (through the API server's pod proxy or
+a Prometheus), and the Xid 79 GPU turned into a reviewed cordon-and-drain request."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.contrib.auth.models import User
+
+import devcluster
+from devcluster.controllers import Options
+from fleet import changes, dcgm
+from fleet.execution import advance
+from fleet.health import PrometheusError, collect_gpu_health
+from fleet.models import MigChangeRequest, MigChangeStep, NodeHealth
+from fleet.observe import poll_cluster
+from kube import Gateway, ObjectRef, connect
+from portal.demo import load_demo
+from portal.models import AuditEvent
+from sync.services import apply_desired_state
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(settings: Any) -> Iterator[tuple[Gateway, devcluster.DemoCluster]]:
+    cluster = devcluster.start(
+        options=Options(
+            mig_delay_seconds=0.2, retry_seconds=0.3, kubelet_stop_seconds=0.1, tick=0.03
+        )
+    )
+    settings.KUBE_URL = cluster.url
+    settings.QM_MIG_POLL_SECONDS = 0
+    load_demo()
+    gateway = connect(url=cluster.url)
+    apply_desired_state(gateway=gateway)
+    poll_cluster(gateway=gateway)
+    yield gateway, cluster
+    cluster.stop()
+
+
+def settle(request: MigChangeRequest, gateway: Gateway) -> str:
+    deadline = time.monotonic() + 20
+    while advance(request.pk, gateway=gateway).kind == "wait":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    request.refresh_from_db()
+    return request.state
+
+
+def test_health_of_the_demo_fleet_and_the_xid_79_drain(
+    demo: tuple[Gateway, devcluster.DemoCluster],
+) -> None:
+    gateway, _ = demo
+    outcome = collect_gpu_health(gateway)
+    assert (outcome["nodes"], outcome["unreadable"], outcome["attention"]) == (5, 0, 1)
+    health = {h.node: h for h in NodeHealth.objects.all()}
+    assert {n: h.worst for n, h in health.items()} == {
+        "gpu-a100-01": "ok",
+        "gpu-a100-02": "ok",
+        "gpu-a100-03": "ok",
+        "gpu-h100-01": "ok",
+        "gpu-h100-02": "critical",
+    }
+    a100 = health["gpu-a100-01"].gpus[0]
+    assert [(i["profile"], i["pod"]) for i in a100["instances"]] == [
+        ("3g.40gb", "filler-3g-0"),
+        ("3g.40gb", "filler-3g-0"),
+    ]
+    (finding,) = health["gpu-h100-02"].findings
+    assert finding["title"] == "GPU 5: Xid 79, GPU has fallen off the bus (PCIe) (no metrics since)"
+
+    # One suggestion, waiting for an approver like any change; a second collection adds none.
+    (drain,) = MigChangeRequest.objects.filter(kind="drain")
+    assert drain.pk in outcome["suggested"]
+    assert (drain.state, drain.nodes, drain.requested_by, drain.team) == (
+        "pending",
+        ["gpu-h100-02"],
+        None,
+        None,
+    )
+    assert drain.reason.startswith(
+        "Suggested by the portal's GPU health check: gpu-h100-02 GPU 5: Xid 79"
+    )
+    assert drain.assessment["capacity"] == [
+        {"resource": "nvidia.com/gpu", "before": 16, "after": 8}
+    ]
+    assert (
+        "The nodes stay cordoned until an admin returns them to service."
+        in drain.assessment["notes"]
+    )
+    assert collect_gpu_health(gateway)["suggested"] == []
+    assert AuditEvent.objects.filter(event="node_drain.suggested").count() == 1
+
+    approver, admin = User.objects.get(username="approver"), User.objects.get(username="admin")
+    changes.approve_mig_change(request_id=drain.pk, approver=approver, comment="Reboot it.")
+    assert settle(drain, gateway) == "succeeded"
+    steps = list(MigChangeStep.objects.filter(request=drain).values_list("step", "status"))
+    assert steps == [("cordon", "done"), ("evict", "done")]
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-h100-02"))
+    assert node["spec"]["unschedulable"] is True
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-disabled"  # untouched
+
+    # Repaired: an admin returns it to service.
+    changes.rollback_mig_change(request_id=drain.pk, actor=admin)
+    assert settle(drain, gateway) == "rolled_back"
+    assert not gateway.get(ObjectRef("v1", "Node", "gpu-h100-02"))["spec"].get("unschedulable")
+
+
+def test_a_rejected_suggestion_is_not_made_again(
+    demo: tuple[Gateway, devcluster.DemoCluster],
+) -> None:
+    gateway, _ = demo
+    collect_gpu_health(gateway)
+    drain = MigChangeRequest.objects.get(kind="drain")
+    changes.reject_mig_change(
+        request_id=drain.pk,
+        approver=User.objects.get(username="approver"),
+        comment="A known fault; the vendor swaps the card on Monday.",
+    )
+    assert collect_gpu_health(gateway)["suggested"] == []
+    assert MigChangeRequest.objects.filter(kind="drain").count() == 1
+
+
+def test_a_silent_exporter_keeps_the_last_word_and_says_why(
+    demo: tuple[Gateway, devcluster.DemoCluster],
+) -> None:
+    gateway, cluster = demo
+    collect_gpu_health(gateway)
+    before = NodeHealth.objects.get(node="gpu-a100-02")
+    gateway.delete(ObjectRef("v1", "Pod", "nvidia-dcgm-exporter-a100-02", "gpu-operator"))
+    time.sleep(0.3)
+    outcome = collect_gpu_health(gateway)
+    after = NodeHealth.objects.get(node="gpu-a100-02")
+    assert outcome["nodes"] == 4
+    assert after.gpus == before.gpus and after.observed_at == before.observed_at
+    pods = [p["metadata"]["name"] for p in gateway.list("v1", "Pod", namespace="gpu-operator")]
+    if "nvidia-dcgm-exporter-a100-02" not in pods:  # gone: nothing to read, nothing claimed
+        assert after.error == ""
+
+
+class FakePrometheus:
+    """Answers instant queries from the demo cluster's exporters, as a Prometheus that
+    scrapes them would (only the {__name__=~"..."} selector the portal sends)."""
+
+    def __init__(self, cluster: devcluster.DemoCluster) -> None:
+        prometheus = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                query = parse_qs(url.query).get("query", [""])[0]
+                prometheus.queries.append(query)
+                names = query.removeprefix('{__name__=~"').removesuffix('"}').split("|")
+                result = []
+                for node in ("gpu-a100-01", "gpu-h100-02"):
+                    for s in dcgm.parse_exposition(cluster.controllers.dcgm_metrics(node), names):
+                        metric = {"__name__": s.name, **s.labels, "instance": "10.0.0.1:9400"}
+                        result.append({"metric": metric, "value": [time.time(), str(s.value)]})
+                body = json.dumps(
+                    {"status": "success", "data": {"resultType": "vector", "result": result}}
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+        self.queries: list[str] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+def test_health_from_prometheus(
+    settings: Any, demo: tuple[Gateway, devcluster.DemoCluster]
+) -> None:
+    _, cluster = demo
+    prometheus = FakePrometheus(cluster)
+    settings.QM_DCGM_SOURCE = "prometheus"
+    settings.QM_PROMETHEUS_URL = prometheus.url
+    try:
+        outcome = collect_gpu_health(None)
+    finally:
+        prometheus.server.shutdown()
+    assert prometheus.queries == ['{__name__=~"' + "|".join(dcgm.WANTED) + '"}']
+    assert (outcome["nodes"], outcome["attention"]) == (2, 1)
+    assert NodeHealth.objects.get(node="gpu-h100-02").worst == "critical"
+    settings.QM_PROMETHEUS_URL = "http://127.0.0.1:1"
+    with pytest.raises(PrometheusError, match=r"Prometheus at http://127.0.0.1:1 did not answer"):
+        collect_gpu_health(None)
