@@ -207,10 +207,7 @@ def advance(
         rollback = request.state == State.ROLLING_BACK
         round_name = "rollback" if rollback else "apply"
         nodes_info = {n["name"]: n for n in request.assessment.get("nodes", [])}
-        if request.is_drain:
-            steps = RETURN_STEPS if rollback else DRAIN_STEPS
-        else:
-            steps = STEPS
+        steps = (RETURN_STEPS if rollback else DRAIN_STEPS) if request.is_drain else STEPS
         for node in request.nodes:
             info = nodes_info.get(node, {})
             config = request.previous_configs.get(node, "") if rollback else request.target_config

@@ -46,6 +46,10 @@ def demo(settings: Any) -> Iterator[tuple[Gateway, devcluster.DemoCluster]]:
     cluster.stop()
 
 
+def pod_ip(gateway: Gateway, name: str) -> str:
+    return str(gateway.get(ObjectRef("v1", "Pod", name, "gpu-operator"))["status"]["podIP"])
+
+
 def settle(request: MigChangeRequest, gateway: Gateway) -> str:
     deadline = time.monotonic() + 20
     while advance(request.pk, gateway=gateway).kind == "wait":
@@ -129,21 +133,25 @@ def test_a_rejected_suggestion_is_not_made_again(
     assert MigChangeRequest.objects.filter(kind="drain").count() == 1
 
 
-def test_a_silent_exporter_keeps_the_last_word_and_says_why(
-    demo: tuple[Gateway, devcluster.DemoCluster],
+def test_an_unreadable_exporter_keeps_the_last_word_and_says_why(
+    settings: Any, demo: tuple[Gateway, devcluster.DemoCluster]
 ) -> None:
-    gateway, cluster = demo
+    gateway, _ = demo
     collect_gpu_health(gateway)
     before = NodeHealth.objects.get(node="gpu-a100-02")
-    gateway.delete(ObjectRef("v1", "Pod", "nvidia-dcgm-exporter-a100-02", "gpu-operator"))
-    time.sleep(0.3)
+    settings.QM_DCGM_PORT = 9500  # nothing listens there
     outcome = collect_gpu_health(gateway)
+    assert (outcome["nodes"], outcome["unreadable"]) == (0, 5)
     after = NodeHealth.objects.get(node="gpu-a100-02")
-    assert outcome["nodes"] == 4
     assert after.gpus == before.gpus and after.observed_at == before.observed_at
-    pods = [p["metadata"]["name"] for p in gateway.list("v1", "Pod", namespace="gpu-operator")]
-    if "nvidia-dcgm-exporter-a100-02" not in pods:  # gone: nothing to read, nothing claimed
-        assert after.error == ""
+    assert after.error == (
+        "nvidia-dcgm-exporter-a100-02: error trying to reach service: dial tcp "
+        f"{pod_ip(gateway, 'nvidia-dcgm-exporter-a100-02')}:9500: connect: connection refused"
+    )
+    # The exporter answers again: the error is gone.
+    settings.QM_DCGM_PORT = 9400
+    collect_gpu_health(gateway)
+    assert NodeHealth.objects.get(node="gpu-a100-02").error == ""
 
 
 class FakePrometheus:
