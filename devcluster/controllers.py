@@ -13,6 +13,7 @@ import random
 import string
 import threading
 import time
+import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -39,6 +40,12 @@ MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
 FAIL_LABEL = "devcluster.quartermaster.io/fail-mig"
 TERMINAL = ("Succeeded", "Failed")
+
+
+def pod_ip(namespace: str, name: str) -> str:
+    """A stable address in the pod network for a pod."""
+    digest = zlib.crc32(f"{namespace}/{name}".encode())
+    return f"10.244.{(digest >> 8) % 250}.{digest % 250 + 2}"
 
 
 def pod_requests(pod: Obj) -> Counter[str]:
@@ -683,6 +690,8 @@ class Controllers:
                     new = copy.deepcopy(pod)
                     new["status"]["phase"] = "Running"
                     new["status"]["startTime"] = now()
+                    ip = pod_ip(pod["metadata"]["namespace"], pod["metadata"]["name"])
+                    new["status"]["podIP"], new["status"]["podIPs"] = ip, [{"ip": ip}]
                     new["status"]["conditions"] = [
                         c
                         for c in new["status"].get("conditions", [])

@@ -17,7 +17,7 @@ from typing import Any
 
 from devcluster import gpu
 from devcluster.cluster import Cluster, Obj, now
-from devcluster.controllers import Controllers
+from devcluster.controllers import Controllers, pod_ip
 from devcluster.resources import find
 
 NODES = find("", "v1", "nodes")
@@ -236,9 +236,12 @@ def _seed_running(cluster: Cluster, obj: Obj) -> None:
     if obj["spec"].get("nodeName"):
         running = copy.deepcopy(created)
         stamp = now()
+        ip = pod_ip(obj["metadata"]["namespace"], obj["metadata"]["name"])
         running["status"].update(
             {
                 "phase": "Running",
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
                 "startTime": stamp,
                 "conditions": [
                     {

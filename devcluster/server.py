@@ -170,7 +170,7 @@ class API:
         name, _, port = target.partition(":")
         pod = self.cluster.require(resources.find("", "v1", "pods"), namespace, name)  # type: ignore[arg-type]
         labels = pod["metadata"].get("labels") or {}
-        ip = (pod.get("status") or {}).get("podIP", "10.244.0.1")
+        ip = (pod.get("status") or {}).get("podIP", "")
         if (
             method != "GET"
             or labels.get("app") != "nvidia-dcgm-exporter"
