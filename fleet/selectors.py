@@ -7,7 +7,15 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from fleet.models import Drift, NodePool, ObservedNode, ObservedPod, ObservedWorkload
+from fleet.layout import gpu_strips
+from fleet.models import (
+    Drift,
+    NodeHealth,
+    NodePool,
+    ObservedNode,
+    ObservedPod,
+    ObservedWorkload,
+)
 from sync.models import AppliedObject, SyncRun
 
 
@@ -24,9 +32,12 @@ class PoolView:
         return self.total - len(self.nodes)
 
 
-def needs_attention(node: ObservedNode, pool: PoolView) -> bool:
+def needs_attention(
+    node: ObservedNode, pool: PoolView, unhealthy: frozenset[str] = frozenset()
+) -> bool:
     return (
-        not node.ready
+        node.name in unhealthy
+        or not node.ready
         or node.unschedulable
         or node.mig_config_state in ("failed", "pending")
         or bool(pool.mig_config and node.mig_config != pool.mig_config)
@@ -44,12 +55,33 @@ def fleet_by_pool(*, search: str = "", pool: str = "", cap: int | None = None) -
     grouped = fleet_by_pool_all(search)
     if pool:
         grouped = [p for p in grouped if p.name == pool]
+    unhealthy = frozenset(
+        NodeHealth.objects.filter(worst__in=("warning", "critical")).values_list("node", flat=True)
+    )
     for view in grouped:
         view.total = len(view.nodes)
         if cap is not None and view.total > cap:
-            view.nodes.sort(key=lambda node: (not needs_attention(node, view), node.name))
+            view.nodes.sort(
+                key=lambda node: (not needs_attention(node, view, unhealthy), node.name)
+            )
             view.nodes = view.nodes[:cap]
+    attach_health([node for view in grouped for node in view.nodes])
     return grouped
+
+
+def attach_health(nodes: list[ObservedNode]) -> None:
+    """Each node's last GPU health (or None) and its GPUs drawn as strips (one query)."""
+    health = {h.node: h for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])}
+    for node in nodes:
+        row = health.get(node.name)
+        node.health = row  # type: ignore[attr-defined]
+        node.strips = gpu_strips(  # type: ignore[attr-defined]
+            product=node.gpu_product,
+            gpu_count=node.gpu_count,
+            mig_config=node.mig_config,
+            allocated={k: int(v) for k, v in node.allocated.items() if str(v).isdigit()},
+            health_gpus=row.gpus if row is not None and row.gpus else None,
+        )
 
 
 def fleet_by_pool_all(search: str = "") -> list[PoolView]:

@@ -9,7 +9,7 @@ from django.shortcuts import render
 from fleet import selectors
 from fleet.changes import fleet_facts
 from fleet.impact import flavor_shortfalls
-from fleet.models import NodePool
+from fleet.models import NodePool, ObservedNode
 
 NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
 MAX_NODES = 2000
@@ -37,6 +37,56 @@ def fleet(request: HttpRequest) -> HttpResponse:
     response = render(request, template, context)
     response["Vary"] = "HX-Request"
     return response
+
+
+@login_required
+def node_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """One node: its GPUs drawn and measured, what needs attention, its pods (your teams'
+    by name, others counted), and its history of changes and drift."""
+    from django.shortcuts import get_object_or_404
+
+    from fleet import changes as change_service
+    from fleet.models import Drift, ObservedPod
+    from portal.permissions import is_approver, is_platform_admin
+    from tenants.models import Namespace
+
+    node = get_object_or_404(ObservedNode, name=name)
+    selectors.attach_health([node])
+    pool = next(
+        (
+            p
+            for p in NodePool.objects.order_by("name")
+            if p.node_selector and all(node.labels.get(k) == v for k, v in p.node_selector.items())
+        ),
+        None,
+    )
+    sees_all = is_platform_admin(request.user) or is_approver(request.user)
+    mine = set(
+        Namespace.objects.filter(team__memberships__user_id=request.user.pk).values_list(
+            "name", flat=True
+        )
+    )
+    pods = list(ObservedPod.objects.filter(node_name=name).order_by("namespace", "name"))
+    shown = [p for p in pods if sees_all or p.namespace in mine]
+    history = list(
+        change_service.list_mig_changes_for_user(request.user)
+        .filter(nodes__contains=[name])
+        .order_by("-created_at")[:20]
+    )
+    drift = list(Drift.objects.filter(subject=name).order_by("-first_seen")[:20])
+    context = {
+        "node": node,
+        "pool": pool,
+        "pods": shown,
+        "hidden_pods": len(pods) - len(shown),
+        "history": history,
+        "drift": drift,
+        "may_request": change_service.teams_user_may_request_for(request.user).exists(),
+        "sees_all": sees_all,
+        "visible_namespaces": mine,
+        "gpu_labels": sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/")),
+    }
+    return render(request, "fleet/node_detail.html", context)
 
 
 @login_required

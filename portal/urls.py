@@ -13,6 +13,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("fleet/", fleet_views.fleet, name="fleet"),
     path("fleet/gpu-operator/", fleet_views.operator_check, name="operator-check"),
+    path("fleet/nodes/<str:name>/", fleet_views.node_detail, name="fleet-node"),
     path("quota/", tenant_views.quota_list, name="quota-list"),
     path("quota/new/", tenant_views.quota_new, name="quota-new"),
     path("quota/<int:pk>/", tenant_views.quota_detail, name="quota-detail"),

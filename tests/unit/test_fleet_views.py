@@ -185,3 +185,137 @@ def test_a_large_pool_shows_problem_nodes_first_and_can_be_searched(
     found = client.get("/fleet/?q=zz-").content.decode()
     assert "zz-broken" in found and "gpu-0001" not in found
     assert "No node matches." in client.get("/fleet/?q=nothing-like-this").content.decode()
+
+
+def health(node_name: str, *, pod_namespace: str, pod: str, xid: int = 0) -> Any:
+    from fleet.models import NodeHealth
+
+    gpus = [
+        {
+            "index": 0,
+            "uuid": "GPU-1",
+            "util": 71.0,
+            "fb_used_mib": 30000,
+            "fb_free_mib": 10960,
+            "temperature_c": 55.0,
+            "power_w": 210.0,
+            "xid": 0,
+            "xid_message": "",
+            "instances": [
+                {
+                    "profile": "3g.40gb",
+                    "instance": 1,
+                    "util": 71.0,
+                    "namespace": pod_namespace,
+                    "pod": pod,
+                },
+                {"profile": "3g.40gb", "instance": 2, "util": 0.0, "namespace": "", "pod": ""},
+            ],
+        },
+        {
+            "index": 1,
+            "uuid": "GPU-2",
+            "temperature_c": None,
+            "xid": xid,
+            "xid_message": "GPU has fallen off the bus",
+            "instances": [],
+        },
+    ]
+    findings = (
+        [
+            {
+                "gpu": 1,
+                "severity": "critical",
+                "title": "GPU 1: Xid 79, GPU has fallen off the bus (PCIe)",
+                "advice": "Cordon and drain the node, then reboot it.",
+                "xid": 79,
+                "needs_drain": True,
+            }
+        ]
+        if xid
+        else []
+    )
+    return NodeHealth.objects.create(
+        node=node_name,
+        observed_at=timezone.now(),
+        gpus=gpus,
+        findings=findings,
+        worst="critical" if xid else "ok",
+    )
+
+
+def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
+    client: Client, team_a_member: Any, team_b_member: Any
+) -> None:
+    node(
+        "gpu-a100-07",
+        allocatable={"nvidia.com/mig-3g.40gb": "2"},
+        allocated={"nvidia.com/mig-3g.40gb": 1},
+    )
+    health("gpu-a100-07", pod_namespace="team-a-train", pod="trainer-0", xid=79)
+    now = timezone.now()
+    ObservedPod.objects.create(
+        namespace="team-a-train",
+        name="trainer-0",
+        node_name="gpu-a100-07",
+        phase="Running",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        last_changed=now,
+    )
+    from tests.factories import NamespaceFactory
+
+    NamespaceFactory(name="team-a-train", team=team_a_member.memberships.get().team)
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
+    assert "team-a-train/trainer-0" in page
+    assert "GPU 1: Xid 79, GPU has fallen off the bus (PCIe)" in page
+    assert 'aria-label="GPU 0: 3g.40gb (in use), 3g.40gb (free)"' in page
+    assert 'aria-label="GPU 1: not reporting"' in page
+    assert "71 %" in page and "55 °C" in page
+    client.force_login(team_b_member)
+    page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
+    assert "trainer-0" not in page
+    assert "1 pod of other teams." in page
+    # The fleet page shows the strip and the finding, never a pod name.
+    fleet_page = client.get("/fleet/").content.decode()
+    assert "GPU 1: Xid 79" in fleet_page and "trainer-0" not in fleet_page
+    assert 'href="/fleet/nodes/gpu-a100-07/"' in fleet_page, fleet_page[
+        fleet_page.find("gpu-a100-07") - 300 :
+    ][:600]
+
+
+def test_without_dcgm_data_the_layout_comes_from_the_config(
+    client: Client, team_a_member: Any
+) -> None:
+    node("gpu-a100-08", config="all-3g.40gb", allocated={"nvidia.com/mig-3g.40gb": 3})
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/gpu-a100-08/").content.decode()
+    assert 'aria-label="GPU 0: 3g.40gb (in use), 3g.40gb (in use)"' in page
+    assert 'aria-label="GPU 1: 3g.40gb (in use), 3g.40gb (free)"' in page
+    assert "Drawn from the MIG config and the allocated counts (no DCGM data yet)." in page
+
+
+def test_node_page_queries_do_not_grow_with_pods(client: Client, team_a_member: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node("gpu-a100-09")
+    health("gpu-a100-09", pod_namespace="x", pod="y")
+    client.force_login(team_a_member)
+
+    def queries_with(pods: int) -> int:
+        now = timezone.now()
+        for i in range(ObservedPod.objects.count(), pods):
+            ObservedPod.objects.create(
+                namespace="x",
+                name=f"p{i}",
+                node_name="gpu-a100-09",
+                phase="Running",
+                gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+                last_changed=now,
+            )
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/fleet/nodes/gpu-a100-09/").status_code == 200
+        return len(captured)
+
+    assert queries_with(1) == queries_with(60) <= 16

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import get_resolver
 from django.utils import timezone
 
-from fleet import changes
+from fleet import changes, impact
 from fleet.models import MigChangeRequest, ObservedNode
 from portal.demo import load_demo
 from tenants import quota_requests
@@ -27,12 +27,16 @@ READS = {
     "/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/fleet/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/fleet/gpu-operator/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/nodes/gpu-a100-03/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/nodes/no-such-node/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, HIDDEN),
     "/quota/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/quota/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
     "/quota/{qr}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/changes/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
     "/changes/{mc}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    # A drain the portal suggested belongs to no team: approvers and admins only.
+    "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
 }
@@ -42,6 +46,8 @@ REFUSED_POSTS = {
     "/changes/{mc}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
     "/changes/{mc}/cancel/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, DENIED, None),
     "/changes/{mc}/rollback/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, None, None),
+    "/changes/{drain}/approve/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, None, None),
+    "/changes/{drain}/cancel/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, DENIED, None),
     "/changes/preview/": (LOGIN, DENIED, DENIED, None, None, None, None),
     "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
     "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
@@ -82,7 +88,18 @@ def objects(db: Any) -> dict[str, int]:
         reason="x",
         namespace=Namespace.objects.get(name="team-a"),
     )
-    return {"mc": mc.pk, "qr": qr.pk}
+    mc_node_free = changes.fleet_facts(exclude_request=mc.pk)
+    assessment = impact.assess(mc_node_free, targets=["gpu-a100-03"], config="", drain=True)
+    drain = MigChangeRequest.objects.create(
+        kind="drain",
+        nodes=["gpu-a100-03"],
+        reason="Suggested by the portal's GPU health check",
+        state="pending",
+        assessment=assessment,
+        verdict=assessment["verdict"],
+        suggestion_key="gpu-a100-03/gpu5/x/xid79",
+    )
+    return {"mc": mc.pk, "qr": qr.pk, "drain": drain.pk}
 
 
 def client_for(user: str) -> Client:
@@ -103,6 +120,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "",
         "fleet/",
         "fleet/gpu-operator/",
+        "fleet/nodes/<str:name>/",
         "quota/",
         "quota/new/",
         "quota/<int:pk>/",
