@@ -324,3 +324,157 @@ def _why(why: Any) -> dict[str, Any]:
         "action": why.action,
         "evidence": list(why.evidence),
     }
+
+
+class NodeHealthSerializer(serializers.Serializer[Any]):
+    node = serializers.CharField()
+    observed_at = serializers.DateTimeField()
+    error = serializers.CharField(allow_blank=True)
+    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"])
+    findings = serializers.ListField(child=serializers.DictField())
+    gpus = serializers.ListField(child=serializers.DictField())
+
+
+class DriftSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField()
+    subject = serializers.CharField()
+    field = serializers.CharField(allow_blank=True)
+    intended = serializers.CharField(allow_blank=True)
+    observed = serializers.CharField(allow_blank=True)
+    detail = serializers.CharField(allow_blank=True)
+    since = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+
+
+class CheckItemSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+    fix = serializers.CharField(allow_blank=True)
+
+
+class OperatorCheckSerializer(serializers.Serializer[Any]):
+    namespace = serializers.CharField()
+    passed = serializers.BooleanField()
+    items = CheckItemSerializer(many=True)
+
+
+class HealthQuery(serializers.Serializer[Any]):
+    node = serializers.CharField(required=False, max_length=253)
+    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"], required=False)
+
+
+class GpuHealthView(APIView):
+    """GPU health per node from the DCGM exporters: utilisation, memory, temperature, power,
+    the last Xid per GPU and per MIG instance, and what needs attention. Pods of other teams
+    are not named (approvers and platform admins see every name)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("node", str, description="Only this node."),
+            OpenApiParameter(
+                "worst", str, description="Only nodes at this level: ok, info, warning, critical."
+            ),
+        ],
+        responses={200: NodeHealthSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        from fleet.models import NodeHealth
+        from portal.permissions import is_approver, is_platform_admin
+        from tenants.models import Namespace
+
+        query = HealthQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = NodeHealth.objects.all()
+        if query.validated_data.get("node"):
+            rows = rows.filter(node=query.validated_data["node"])
+        if query.validated_data.get("worst"):
+            rows = rows.filter(worst=query.validated_data["worst"])
+        sees_all = is_platform_admin(request.user) or is_approver(request.user)
+        mine = set(
+            Namespace.objects.filter(team__memberships__user_id=request.user.pk).values_list(
+                "name", flat=True
+            )
+        )
+
+        def scoped(item: dict[str, Any]) -> dict[str, Any]:
+            if item.get("pod") and not sees_all and item.get("namespace") not in mine:
+                return {**item, "namespace": "", "pod": "(another team's pod)"}
+            return item
+
+        return Response(
+            [
+                {
+                    "node": row.node,
+                    "observed_at": row.observed_at,
+                    "error": row.error,
+                    "worst": row.worst,
+                    "findings": row.findings,
+                    "gpus": [
+                        {**scoped(g), "instances": [scoped(i) for i in g.get("instances", [])]}
+                        for g in row.gpus
+                    ],
+                }
+                for row in rows.order_by("node")
+            ]
+        )
+
+
+class DriftView(APIView):
+    """Open drift: MIG layouts, node labels and the portal's objects that differ from what
+    the portal intends, with since when."""
+
+    @extend_schema(responses={200: DriftSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        from fleet.selectors import open_drift
+
+        return Response(
+            [
+                {
+                    "kind": d.kind,
+                    "subject": d.subject,
+                    "field": d.field,
+                    "intended": d.desired,
+                    "observed": d.observed,
+                    "detail": d.detail,
+                    "since": d.first_seen,
+                    "last_seen": d.last_seen,
+                }
+                for d in open_drift()
+            ]
+        )
+
+
+class OperatorCheckView(APIView):
+    """The GPU Operator post-install checklist, run against the cluster now: each item
+    passes or fails with the fix to try (the same as the GPU Operator check page)."""
+
+    @extend_schema(responses={200: OperatorCheckSerializer})
+    def get(self, request: Request) -> Response:
+        from django.conf import settings
+
+        from fleet.operator_check import CheckItem, check_gpu_operator
+        from kube import KubeError
+        from portal.gateway import get_gateway
+
+        try:
+            items = check_gpu_operator(get_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+        except KubeError as exc:
+            items = [
+                CheckItem(
+                    "The Kubernetes API answers",
+                    False,
+                    exc.message,
+                    "Check KUBE_URL / KUBECONFIG / KUBE_IN_CLUSTER and that the portal's "
+                    "credentials are valid (GET /readyz shows the same).",
+                )
+            ]
+        return Response(
+            {
+                "namespace": settings.QM_GPU_OPERATOR_NAMESPACE,
+                "passed": all(i.ok for i in items),
+                "items": [
+                    {"name": i.name, "ok": i.ok, "detail": i.detail, "fix": i.fix} for i in items
+                ],
+            }
+        )

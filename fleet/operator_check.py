@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kube import Gateway
+from kube import Gateway, KubeError
 
 OPERATOR_PODS = {
     "nvidia-device-plugin-daemonset": ("device plugin", "nvidia.com/gpu.deploy.device-plugin"),
@@ -128,17 +128,68 @@ def evaluate(
     return items
 
 
+def dcgm_reachable(gateway: Gateway, pods: list[dict[str, Any]], *, namespace: str) -> CheckItem:
+    """Reads one exporter now (the configured way: pod proxy or Prometheus)."""
+    from django.conf import settings
+
+    from fleet import dcgm
+    from fleet.health import PrometheusError, read_from_prometheus
+
+    title = "DCGM metrics are reachable"
+    fix_proxy = (
+        f"kubectl get --raw /api/v1/namespaces/{namespace}/pods/<exporter pod>:"
+        f"{settings.QM_DCGM_PORT}/proxy/metrics | grep DCGM_FI_DEV_GPU_TEMP; check that the "
+        "portal's ClusterRole allows get on pods/proxy and that the exporter listens on "
+        f"{settings.QM_DCGM_PORT} (DCGM_EXPORTER_LISTEN)."
+    )
+    if settings.QM_DCGM_SOURCE == "off":
+        return CheckItem(
+            title,
+            False,
+            "Not read: QM_DCGM_SOURCE=off.",
+            "Set QM_DCGM_SOURCE to proxy or prometheus.",
+        )
+    if settings.QM_DCGM_SOURCE == "prometheus":
+        try:
+            found = read_from_prometheus(settings.QM_PROMETHEUS_URL)
+        except PrometheusError as exc:
+            return CheckItem(
+                title,
+                False,
+                str(exc),
+                "Check QM_PROMETHEUS_URL and that Prometheus answers /api/v1/query.",
+            )
+        if not found.gpus:
+            return CheckItem(
+                title,
+                False,
+                f"Prometheus at {settings.QM_PROMETHEUS_URL} has no DCGM series.",
+                f"Make Prometheus scrape the nvidia-dcgm-exporter Service in {namespace} (its "
+                "ServiceMonitor, or the prometheus.io/scrape annotation).",
+            )
+        return CheckItem(title, True, f"Prometheus has DCGM series for {len(found.gpus)} nodes.")
+    exporters = [
+        p
+        for p in pods
+        if ((p.get("metadata") or {}).get("labels") or {}).get("app") == "nvidia-dcgm-exporter"
+        and (p.get("status") or {}).get("phase") == "Running"
+    ]
+    if not exporters:
+        return CheckItem(title, False, "No running DCGM exporter pod to read.", fix_proxy)
+    pod = exporters[0]["metadata"]["name"]
+    try:
+        text = gateway.pod_proxy_get(namespace, pod, settings.QM_DCGM_PORT, "metrics")
+    except KubeError as exc:
+        return CheckItem(title, False, f"{pod}: {exc.message}", fix_proxy)
+    gpus = sum(len(g) for g in dcgm.gpus_by_node(dcgm.parse_exposition(text)).values())
+    if not gpus:
+        return CheckItem(title, False, f"{pod} answers without DCGM GPU series.", fix_proxy)
+    return CheckItem(title, True, f"{pod} reports {gpus} GPUs through the API server's pod proxy.")
+
+
 def check_gpu_operator(gateway: Gateway, *, namespace: str) -> list[CheckItem]:
     nodes = gateway.list("v1", "Node")
     pods = gateway.list("v1", "Pod", namespace=namespace)
     items = evaluate(nodes, pods, namespace=namespace)
-    items.append(
-        CheckItem(
-            "DCGM metrics are reachable",
-            False,
-            "Not checked: no Prometheus URL is configured and the portal does not read the DCGM exporter yet.",
-            f"kubectl port-forward -n {namespace} svc/nvidia-dcgm-exporter 9400:9400; curl -s "
-            "localhost:9400/metrics | grep DCGM_FI_DEV_GPU_UTIL",
-        )
-    )
+    items.append(dcgm_reachable(gateway, pods, namespace=namespace))
     return items

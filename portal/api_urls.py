@@ -6,7 +6,16 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from fleet.api import MigChangeViewSet, MigConfigsViewSet, NodePoolViewSet, NodeViewSet, WaitingView
+from fleet.api import (
+    DriftView,
+    GpuHealthView,
+    MigChangeViewSet,
+    MigConfigsViewSet,
+    NodePoolViewSet,
+    NodeViewSet,
+    OperatorCheckView,
+    WaitingView,
+)
 from portal.api import AuditEventViewSet, ManifestsView, SyncStatusView, TokenViewSet
 from queues.api import ClusterQueueViewSet, CohortViewSet, LocalQueueViewSet, ResourceFlavorViewSet
 from tenants.api import (
@@ -38,6 +47,9 @@ urlpatterns = [
     path("v1/", include(router.urls)),
     path("v1/sync-status/", SyncStatusView.as_view(), name="sync-status"),
     path("v1/waiting/", WaitingView.as_view(), name="waiting"),
+    path("v1/gpu-health/", GpuHealthView.as_view(), name="gpu-health"),
+    path("v1/drift/", DriftView.as_view(), name="drift"),
+    path("v1/gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
     path("v1/manifests/", ManifestsView.as_view(), name="manifests"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

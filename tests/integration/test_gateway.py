@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -155,6 +156,28 @@ def test_rbac_refusal_is_permanent_with_the_servers_words() -> None:
         demo.stop()
 
 
+def test_the_operator_check_says_how_to_fix_unreachable_dcgm_metrics(
+    gateway: Gateway, settings: Any
+) -> None:
+    from fleet.operator_check import check_gpu_operator
+
+    settings.QM_DCGM_PORT = 9500
+    items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
+    dcgm = items["DCGM metrics are reachable"]
+    assert not dcgm.ok
+    assert dcgm.detail.startswith(
+        "nvidia-dcgm-exporter-a100-01: error trying to reach service: dial tcp 10.244."
+    )
+    assert dcgm.fix.startswith(
+        "kubectl get --raw /api/v1/namespaces/gpu-operator/pods/<exporter pod>:9500/proxy/metrics"
+    )
+    settings.QM_DCGM_SOURCE = "prometheus"
+    settings.QM_PROMETHEUS_URL = "http://127.0.0.1:1"
+    items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
+    dcgm = items["DCGM metrics are reachable"]
+    assert not dcgm.ok and dcgm.detail.startswith("Prometheus at http://127.0.0.1:1 did not answer")
+
+
 def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
     from fleet.operator_check import check_gpu_operator
 
@@ -163,6 +186,10 @@ def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
     assert all(
         items[f"{t} runs on every GPU node"].ok
         for t in ("device plugin", "GPU Feature Discovery", "DCGM exporter", "MIG Manager")
+    )
+    dcgm = items["DCGM metrics are reachable"]
+    assert dcgm.ok and dcgm.detail == (
+        "nvidia-dcgm-exporter-a100-01 reports 8 GPUs through the API server's pod proxy."
     )
     # The seed's incident node reports MIG Manager failed.
     mig = items["MIG Manager states are not failed"]

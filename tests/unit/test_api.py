@@ -615,3 +615,69 @@ def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet
     )
     assert done.status_code == 200, done.json()
     assert done.headers["ETag"] != read.headers["ETag"]
+
+
+def test_gpu_health_names_only_your_teams_pods(client: Client, fleet: None) -> None:
+    from fleet.models import Drift, NodeHealth
+
+    NodeHealth.objects.create(
+        node="gpu-a100-03",
+        observed_at=timezone.now(),
+        worst="critical",
+        findings=[{"gpu": 0, "severity": "critical", "title": "GPU 0: Xid 48", "advice": "Drain."}],
+        gpus=[
+            {
+                "index": 0,
+                "xid": 48,
+                "instances": [
+                    {
+                        "profile": "1g.10gb",
+                        "instance": 1,
+                        "namespace": "team-b",
+                        "pod": "dev-test-1g",
+                    },
+                    {"profile": "1g.10gb", "instance": 2, "namespace": "team-a", "pod": "mine"},
+                ],
+            }
+        ],
+    )
+    assert client.get("/api/v1/gpu-health/").status_code in (401, 403)
+    (row,) = client.get("/api/v1/gpu-health/", headers=bearer("lead-a")).json()
+    assert row["worst"] == "critical" and row["findings"][0]["title"] == "GPU 0: Xid 48"
+    assert [(i["namespace"], i["pod"]) for i in row["gpus"][0]["instances"]] == [
+        ("", "(another team's pod)"),
+        ("team-a", "mine"),
+    ]
+    (row,) = client.get("/api/v1/gpu-health/?worst=critical", headers=bearer("approver")).json()
+    assert row["gpus"][0]["instances"][0]["pod"] == "dev-test-1g"
+    assert client.get("/api/v1/gpu-health/?worst=ok", headers=bearer("admin")).json() == []
+
+    now = timezone.now()
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced",
+        first_seen=now,
+        last_seen=now,
+    )
+    (drift,) = client.get("/api/v1/drift/", headers=bearer("member-a")).json()
+    assert (drift["subject"], drift["intended"], drift["observed"]) == (
+        "gpu-a100-03",
+        "all-3g.40gb",
+        "all-balanced",
+    )
+
+
+def test_the_operator_check_without_a_cluster_says_so(client: Client, fleet: None) -> None:
+    response = client.get("/api/v1/gpu-operator-check/", headers=bearer("admin"))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["passed"] is False
+    ((item),) = body["items"]
+    assert (item["name"], item["ok"], item["detail"]) == (
+        "The Kubernetes API answers",
+        False,
+        "No Kubernetes cluster is configured: set KUBE_URL, KUBECONFIG or KUBE_IN_CLUSTER.",
+    )
