@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fleet import knowledge
 from fleet.xid import MONITOR, UNKNOWN, describe
 
 WANTED = (
@@ -180,6 +181,7 @@ class Finding:
     advice: str
     xid: int = 0
     needs_drain: bool = False
+    topic: str = ""  # the fault table's entry (fleet.knowledge)
 
 
 def assess(gpus: Iterable[Gpu], *, hot_c: float = 85.0) -> list[Finding]:
@@ -204,6 +206,7 @@ def assess(gpus: Iterable[Gpu], *, hot_c: float = 85.0) -> list[Finding]:
                     entry.advice,
                     gpu.xid,
                     entry.needs_drain,
+                    knowledge.for_xid(gpu.xid),
                 )
             )
         if gpu.row_remap_failure:
@@ -215,6 +218,7 @@ def assess(gpus: Iterable[Gpu], *, hot_c: float = 85.0) -> list[Finding]:
                     "A replacement candidate: drain the node and open a hardware ticket.",
                     0,
                     True,
+                    "xid-hardware",
                 )
             )
         if gpu.temperature_c is not None and gpu.temperature_c >= hot_c:
@@ -224,6 +228,7 @@ def assess(gpus: Iterable[Gpu], *, hot_c: float = 85.0) -> list[Finding]:
                     "warning",
                     f"GPU {gpu.index}: {gpu.temperature_c:.0f} °C",
                     "Check cooling and fans (the DCGM temperature metric, a look at the rack).",
+                    topic="thermal",
                 )
             )
     return sorted(findings, key=lambda f: (-SEVERITY[f.severity], f.gpu))

@@ -101,6 +101,7 @@ class Explanation:
     next_step: str
     action: dict[str, str] | None = None  # {"label", "url"}
     evidence: list[str] = field(default_factory=list)
+    topic: str = ""  # the fault table's entry (fleet.knowledge)
 
 
 def _short(resource: str) -> str:
@@ -139,6 +140,7 @@ def explain_pod(
                 "Split the job across pods (one per node) or ask for fewer per pod.",
                 None,
                 evidence,
+                topic="insufficient-gpu",
             )
         if offered and free >= wanted:
             continue  # enough in the fleet: another reason keeps the pod off those nodes
@@ -157,6 +159,7 @@ def explain_pod(
                     "Wait for the change to finish; the pod is placed after it.",
                     {"label": f"Open request #{request}", "url": f"/changes/{request}/"},
                     evidence,
+                    topic="mig-mismatch",
                 )
         if drifted:
             node = drifted[0]
@@ -172,6 +175,7 @@ def explain_pod(
                     "url": f"/changes/new/?nodes={node}&target_config={fleet.intended[node]}",
                 },
                 evidence,
+                topic="mig-mismatch",
             )
         if not offered:
             others = sorted(
@@ -191,12 +195,14 @@ def explain_pod(
                 "the fleet has.",
                 {"label": "Ask for a MIG change", "url": "/changes/new/"},
                 evidence,
+                topic="mig-mismatch" if "mig-" in resource else "insufficient-gpu",
             )
         return Explanation(
             f"{_lead(resource, offered, free, wanted).rstrip(': ')}.",
             "It starts when running work finishes; a higher priority class lets it preempt.",
             None,
             evidence,
+            topic="insufficient-gpu",
         )
     if verdict.untolerated_taint:
         where = f" ({'; '.join(fleet.tainted)})" if fleet.tainted else ""
@@ -206,6 +212,7 @@ def explain_pod(
             "Add the matching toleration to the pod (or submit through a queue whose flavor adds it).",
             None,
             evidence,
+            topic="pod-pending",
         )
     if verdict.selector_mismatch == verdict.nodes:
         return Explanation(
@@ -213,6 +220,7 @@ def explain_pod(
             "Check the selector's labels against the Fleet page.",
             None,
             evidence,
+            topic="pod-pending",
         )
     if verdict.unschedulable:
         return Explanation(
@@ -256,6 +264,7 @@ def explain_workload(
             "now.",
             {"label": "Ask for quota", "url": "/quota/new/"},
             evidence,
+            topic="queue-quota",
         )
     maximum = _KUEUE_MAX.search(message or "")
     if maximum:
@@ -268,6 +277,7 @@ def explain_workload(
             "Make it smaller, or ask for a larger nominal quota or borrowing limit.",
             {"label": "Ask for quota", "url": "/quota/new/"},
             evidence,
+            topic="queue-quota",
         )
     uncovered = _KUEUE_UNCOVERED.search(message or "")
     if uncovered:

@@ -28,6 +28,7 @@ class CheckItem:
     ok: bool
     detail: str
     fix: str = ""
+    topic: str = ""  # the fault table's entry (fleet.knowledge)
 
 
 def _is_gpu_node(node: dict[str, Any]) -> bool:
@@ -71,6 +72,7 @@ def evaluate(
             if not silent
             else "kubectl describe node <node> | grep nvidia.com; check the device plugin pod "
             "on it and the driver (nvidia-smi on the node).",
+            "" if not silent else "no-gpu-node",
         )
     )
     running: dict[tuple[str, str], bool] = {}
@@ -104,6 +106,7 @@ def evaluate(
                 if not missing
                 else f"kubectl get pods -n {namespace} -l app={app} -o wide; check the "
                 f"DaemonSet {app} and the node label {deploy_label}=true; kubectl describe the pod for its events.",
+                "" if not missing else "operator-crashloop",
             )
         )
     failed = [
@@ -123,6 +126,7 @@ def evaluate(
             else "A GPU in use, or a config the GPUs cannot take: read the nvidia-mig-manager "
             "pod's log on the node, then ask for a MIG change to a config valid for the model (it evicts GPU "
             "pods first).",
+            "" if not failed else "operator-crashloop",
         )
     )
     return items

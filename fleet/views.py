@@ -90,6 +90,14 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @login_required
+def troubleshooting(request: HttpRequest) -> HttpResponse:
+    """The fault table: symptoms, root causes, how to check, what the portal does."""
+    from fleet.knowledge import by_layer
+
+    return render(request, "fleet/troubleshooting.html", {"layers": by_layer()})
+
+
+@login_required
 def operator_check(request: HttpRequest) -> HttpResponse:
     """The GPU Operator post-install checklist, read live from the cluster."""
     from django.conf import settings

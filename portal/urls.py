@@ -14,6 +14,7 @@ urlpatterns = [
     path("fleet/", fleet_views.fleet, name="fleet"),
     path("fleet/gpu-operator/", fleet_views.operator_check, name="operator-check"),
     path("fleet/nodes/<str:name>/", fleet_views.node_detail, name="fleet-node"),
+    path("fleet/troubleshooting/", fleet_views.troubleshooting, name="troubleshooting"),
     path("quota/", tenant_views.quota_list, name="quota-list"),
     path("quota/new/", tenant_views.quota_new, name="quota-new"),
     path("quota/<int:pk>/", tenant_views.quota_detail, name="quota-detail"),
