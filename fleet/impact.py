@@ -347,11 +347,16 @@ def assess(
             f"({', '.join(sorted({s['namespace'] + '/' + s['pod'] for s in schedulable}))})."
         )
     if verdict == "safe" and not reasons:
-        reasons.append("No running GPU work is affected and every queue stays backed by capacity.")
+        reasons.append(
+            "No running GPU work is affected."
+            if drain
+            else "No running GPU work is affected and every queue stays backed by capacity."
+        )
     changed = sorted(set(before) | set(after))
     return {
         "verdict": verdict,
         "verdict_label": VERDICT_LABELS[verdict],
+        "drain": drain,
         "reasons": reasons,
         "notes": notes,
         "config": config,

@@ -37,3 +37,16 @@ class Command(BaseCommand):
         if run.error:
             raise CommandError(f"poll failed: {run.error}")
         self.stdout.write(f"polled {run.nodes} nodes and {run.pods} pods in {run.duration_ms} ms")
+        if not options["poll_only"]:
+            from fleet.health import PrometheusError, collect_gpu_health
+
+            try:
+                health = collect_gpu_health(gateway)
+            except (KubeError, PrometheusError) as exc:
+                self.stdout.write(self.style.WARNING(f"GPU health not read: {exc}"))
+                return
+            if health.get("source") != "off":
+                self.stdout.write(
+                    f"GPU health of {health['nodes']} nodes, {health['attention']} needing "
+                    f"attention; drains suggested: {len(health['suggested'])}"
+                )
