@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import dcgm, gpu, kueue, quantity
+from devcluster import dcgm, gpu, jobs, kueue, quantity
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -118,6 +118,9 @@ class Controllers:
     options: Options = field(default_factory=Options)
     pending_mig: dict[str, MigChange] = field(default_factory=dict)
     node_layouts: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    # namespace -> Jobs a user submits once the namespace has its ResourceQuota (the demo's
+    # story: the portal applies the quota, then someone submits too much).
+    after_quota: dict[str, list[Obj]] = field(default_factory=dict)
     # node -> GPU index -> the last Xid that GPU reported (the DCGM exporter shows it).
     gpu_xids: dict[str, dict[int, int]] = field(default_factory=dict)
     last_attempt: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -128,6 +131,12 @@ class Controllers:
     kueue_dirty: bool = True
     last_schedule: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    def _submit_after_quota(self) -> None:
+        for namespace in list(self.after_quota):
+            if any(q["metadata"]["namespace"] == namespace for q in self.cluster.all(QUOTAS)):
+                for job in self.after_quota.pop(namespace):
+                    self.cluster.create(jobs.JOBS, namespace, job, manager="kubectl")  # type: ignore[arg-type]
 
     def dcgm_metrics(self, node_name: str) -> str:
         """What the DCGM exporter on this node answers on /metrics."""
@@ -163,7 +172,14 @@ class Controllers:
         self.cluster.watchers.append(self._mark_dirty)
 
     def _mark_dirty(self, resource: Resource, old: Obj | None, new: Obj | None) -> None:
-        if resource.kind in ("Pod", "Node", "ResourceQuota", "PodDisruptionBudget", "LimitRange"):
+        if resource.kind in (
+            "Pod",
+            "Node",
+            "ResourceQuota",
+            "PodDisruptionBudget",
+            "LimitRange",
+            "Job",
+        ):
             self.dirty = True
         if resource.kind in (
             "Workload",
@@ -181,6 +197,14 @@ class Controllers:
             return
         spec = pod.setdefault("spec", {})
         namespace = pod["metadata"]["namespace"]
+        # API defaulting (before any admission plugin): unset requests take the limits, so a
+        # LimitRange's defaultRequest only fills resources the pod did not set at all.
+        for container in spec.get("containers", []):
+            resources = container.get("resources") or {}
+            if resources.get("limits"):
+                requests = resources.setdefault("requests", {})
+                for name, value in resources["limits"].items():
+                    requests.setdefault(name, value)
         self._apply_limit_ranges(namespace, pod)
         for container in spec.get("containers", []):
             resources = container.setdefault("resources", {})
@@ -772,6 +796,9 @@ class Controllers:
             self._kubelet()
         if dirty or clock - self.last_schedule >= self.options.retry_seconds:
             self.last_schedule = clock
+            with self.cluster.lock:
+                self._submit_after_quota()
+                jobs.reconcile(self.cluster)
             self._schedule()
         if dirty:
             self._quota_status()

@@ -98,6 +98,7 @@ RESOURCES: tuple[Resource, ...] = (
         "", "v1", "resourcequotas", "ResourceQuota", True, "resourcequota", ("status",), ("quota",)
     ),
     Resource("", "v1", "limitranges", "LimitRange", True, "limitrange", (), ("limits",)),
+    Resource("batch", "v1", "jobs", "Job", True, "job", ("status",), ()),
     Resource("", "v1", "events", "Event", True, "event", (), ("ev",), field_labels=EVENT_FIELDS),
     Resource(
         "events.k8s.io",
@@ -206,6 +207,18 @@ RESOURCES: tuple[Resource, ...] = (
         "queue",
         ("status",),
         ("q", "queue-v1beta1"),
+        crd=True,
+    ),
+    # No status subresource: whoever writes a PodGroup may write its status.
+    Resource(
+        VOLCANO,
+        "v1beta1",
+        "podgroups",
+        "PodGroup",
+        True,
+        "podgroup",
+        (),
+        ("pg", "podgroup-v1beta1"),
         crd=True,
     ),
 )

@@ -24,6 +24,7 @@ NODES = find("", "v1", "nodes")
 PODS = find("", "v1", "pods")
 NAMESPACES = find("", "v1", "namespaces")
 WORKLOADS = find("kueue.x-k8s.io", "v1beta2", "workloads")
+PODGROUPS = find("scheduling.volcano.sh", "v1beta1", "podgroups")
 
 A100 = {
     "product": "NVIDIA-A100-SXM4-80GB",
@@ -367,6 +368,31 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
         ),
         manager="kubectl",
     )
+    # A plain Job of team-a too big for its namespace quota, submitted once the portal has
+    # applied that quota: the first 12-GPU pod is created (and waits: no node has 12 GPUs),
+    # the second is refused with "exceeded quota" (a FailedCreate event on the Job).
+    controllers.after_quota.setdefault("team-a", []).append(
+        {
+            "metadata": {"name": "eval-sweep", "namespace": "team-a"},
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": {"app": "eval-sweep"}},
+                    "spec": pod(
+                        "x",
+                        "team-a",
+                        limits={"nvidia.com/gpu": "12"},
+                        tolerations=[GPU_TOLERATION],
+                    )["spec"],
+                },
+            },
+        }
+    )
+    # A Volcano gang job of team-b, half started: two of its four 4-GPU pods run on
+    # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
+    load_gang(cluster)
     # Kueue workloads (as Kueue makes them from Jobs); they wait for the portal's queues.
     for minutes, (namespace, name, queue, count, requests) in enumerate(SEED_WORKLOADS):
         created = cluster.create(
@@ -375,6 +401,75 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
         # Submitted a while ago, in this order (Kueue admits the oldest first).
         stamp = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30 - minutes)
         created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+GANG = "gang-eval"
+GANG_GROUP = "gang-eval-6f1c9e2a-5b7d-4c1e-9a3f-2d8e4b6c0a17"
+
+
+def load_gang(cluster: Cluster) -> None:
+    """A vcjob's PodGroup (as Volcano's controller writes it, status included) and its pods."""
+    cluster.create(
+        PODGROUPS,
+        "team-b",
+        {
+            "metadata": {
+                "name": GANG_GROUP,
+                "namespace": "team-b",
+                "labels": {"volcano.sh/job-name": GANG},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch.volcano.sh/v1alpha1",
+                        "kind": "Job",
+                        "name": GANG,
+                        "uid": "6f1c9e2a-5b7d-4c1e-9a3f-2d8e4b6c0a17",
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "minMember": 4,
+                "minResources": {"nvidia.com/gpu": "16"},
+                "queue": "team-b",
+                "priorityClassName": "",
+            },
+            "status": {
+                "phase": "Unknown",
+                "running": 2,
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": "2/4 tasks in gang unschedulable: pod group is not ready, "
+                        "2 Pending, 4 minAvailable; Pending: 2 Unschedulable",
+                        "transitionID": "5c3f0d8e-0f7a-4b8e-8d2c-3a1e6b9f4c21",
+                        "lastTransitionTime": now(),
+                    }
+                ],
+            },
+        },
+        manager="vc-controller-manager",
+    )
+    for index in range(4):
+        obj = pod(
+            f"{GANG}-worker-{index}",
+            "team-b",
+            limits={"nvidia.com/gpu": "4"},
+            node="gpu-h100-01" if index < 2 else "",
+            labels={"volcano.sh/job-name": GANG},
+            tolerations=[GPU_TOLERATION],
+            annotations={
+                "scheduling.k8s.io/group-name": GANG_GROUP,
+                "scheduling.volcano.sh/queue-name": "team-b",
+            },
+        )
+        obj["spec"]["schedulerName"] = "volcano"
+        if index < 2:
+            _seed_running(cluster, obj)
+        else:
+            cluster.create(PODS, "team-b", obj, manager="vc-controller-manager")
 
 
 SEED_WORKLOADS = (

@@ -268,7 +268,9 @@ class MigConfigsViewSet(viewsets.ViewSet):
 
 
 class WaitingSerializer(serializers.Serializer[Any]):
-    kind = serializers.ChoiceField(choices=["Pod", "Workload"])
+    kind = serializers.CharField(
+        help_text="Pod, Workload, or the controller that cannot create its pods (Job, ...)."
+    )
     namespace = serializers.CharField()
     name = serializers.CharField()
     queue = serializers.CharField(allow_blank=True)
@@ -276,6 +278,11 @@ class WaitingSerializer(serializers.Serializer[Any]):
     next_step = serializers.CharField()
     action = serializers.DictField(child=serializers.CharField(), allow_null=True)
     evidence = serializers.ListField(child=serializers.CharField())
+
+
+class WaitingQuery(serializers.Serializer[Any]):
+    namespace = serializers.CharField(required=False, max_length=63)
+    team = serializers.CharField(required=False, max_length=63)
 
 
 class WaitingView(APIView):
@@ -294,26 +301,47 @@ class WaitingView(APIView):
         from tenants.models import Namespace
         from tenants.selectors import list_teams_for_user
 
+        query = WaitingQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
         namespaces = Namespace.objects.filter(team__in=list_teams_for_user(request.user))
-        if request.query_params.get("team"):
-            namespaces = namespaces.filter(team__slug=request.query_params["team"])
-        if request.query_params.get("namespace"):
-            namespaces = namespaces.filter(name=request.query_params["namespace"])
-        workloads, pods = explain_waiting(list(namespaces.values_list("name", flat=True)))
-        rows = [
-            {
-                "kind": "Workload",
-                "namespace": w.namespace,
-                "name": w.name,
-                "queue": w.queue_name,
-                **_why(w.why),  # type: ignore[attr-defined]
-            }
-            for w in workloads
-            if not w.admitted
-        ] + [
-            {"kind": "Pod", "namespace": p.namespace, "name": p.name, "queue": "", **_why(p.why)}  # type: ignore[attr-defined]
-            for p in pods
-        ]
+        if query.validated_data.get("team"):
+            namespaces = namespaces.filter(team__slug=query.validated_data["team"])
+        if query.validated_data.get("namespace"):
+            namespaces = namespaces.filter(name=query.validated_data["namespace"])
+        workloads, pods, failures = explain_waiting(list(namespaces.values_list("name", flat=True)))
+        rows = (
+            [
+                {
+                    "kind": "Workload",
+                    "namespace": w.namespace,
+                    "name": w.name,
+                    "queue": w.queue_name,
+                    **_why(w.why),  # type: ignore[attr-defined]
+                }
+                for w in workloads
+                if not w.admitted
+            ]
+            + [
+                {
+                    "kind": "Pod",
+                    "namespace": p.namespace,
+                    "name": p.name,
+                    "queue": "",
+                    **_why(p.why),
+                }  # type: ignore[attr-defined]
+                for p in pods
+            ]
+            + [
+                {
+                    "kind": f.kind,
+                    "namespace": f.namespace,
+                    "name": f.name,
+                    "queue": "",
+                    **_why(f.why),
+                }
+                for f in failures
+            ]
+        )
         return Response(WaitingSerializer(rows, many=True).data)
 
 

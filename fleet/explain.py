@@ -238,6 +238,92 @@ def explain_pod(
     )
 
 
+@dataclass(frozen=True)
+class Gang:
+    """A Volcano PodGroup and where its member pods are."""
+
+    name: str
+    queue: str
+    min_member: int
+    running: int  # member pods running
+    pending: int  # member pods waiting
+    held: Mapping[str, int]  # GPU resources the running members hold
+    min_resources: Mapping[str, str]
+    message: str = ""
+
+
+_UID_SUFFIX = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _amounts(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{v} {_short(k)}" for k, v in sorted(values.items())) or "nothing"
+
+
+def explain_gang(*, namespace: str, name: str, gang: Gang) -> Explanation:
+    """A Pending pod of a gang (Volcano starts none or all of its ``minMember`` pods)."""
+    job = _UID_SUFFIX.sub("", gang.name)
+    evidence = [f"Volcano: {gang.message}"] if gang.message else []
+    wants = _amounts(gang.min_resources)
+    if 0 < gang.running < gang.min_member:
+        return Explanation(
+            f"Only part of gang {job} is placed: {gang.running} of the {gang.min_member} pods it "
+            f"needs together run and hold {_amounts(gang.held)}, {gang.pending} wait.",
+            f"The gang does no work until all {gang.min_member} run: ask for room for {wants} in "
+            f"queue {gang.queue}, or stop the job and resubmit it smaller.",
+            {"label": "Ask for quota", "url": "/quota/new/"},
+            evidence,
+            topic="gang-deadlock",
+        )
+    return Explanation(
+        f"Gang {job} waits until all {gang.min_member} of its pods can start together.",
+        f"It starts when queue {gang.queue} has room for {wants}; ask for more if this is normal "
+        "now.",
+        {"label": "Ask for quota", "url": "/quota/new/"},
+        evidence,
+        topic="gang-deadlock",
+    )
+
+
+_QUOTA_REFUSAL = re.compile(
+    r'pods "(?P<pod>[^"]*)" is forbidden: exceeded quota: (?P<quota>[^,]+), '
+    r"requested: (?P<requested>.+?), used: (?P<used>.+?), limited: (?P<limited>.+)$"
+)
+
+
+def _pairs(text: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
+def explain_create_failure(*, namespace: str, kind: str, name: str, message: str) -> Explanation:
+    """A controller (a Job, a ReplicaSet) whose pods the API server refuses to create."""
+    refusal = message.removeprefix("Error creating: ")
+    evidence = [message]
+    quota = _QUOTA_REFUSAL.search(refusal)
+    if quota:
+        requested, used = _pairs(quota["requested"]), _pairs(quota["used"])
+        limited = _pairs(quota["limited"])
+        parts = [
+            f"{limited[k]} {k} in {namespace}, {used.get(k, '0')} are in use and a new pod asks "
+            f"for {requested.get(k, '?')}"
+            for k in sorted(limited)
+        ]
+        return Explanation(
+            f"{kind} {name} cannot create its pods: quota {quota['quota']} allows "
+            + "; ".join(parts)
+            + ".",
+            "Wait for running pods to finish, make the pods smaller, or ask for more quota.",
+            {"label": "Ask for quota", "url": "/quota/new/"},
+            evidence,
+            topic="quota-exceeded",
+        )
+    return Explanation(
+        f"{kind} {name} cannot create its pods: the API server refuses them.",
+        "Fix what the API server refuses (its words below), then the controller tries again.",
+        None,
+        evidence,
+    )
+
+
 def _lead(resource: str, offered: int, free: int, wanted: int) -> str:
     if not offered:
         return f"No node offers {resource}: "

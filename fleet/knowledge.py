@@ -81,6 +81,17 @@ FAULTS = (
         "The explanation names the queue, flavor and shortfall, and offers a quota request.",
     ),
     Fault(
+        "quota-exceeded",
+        SCHEDULING,
+        "Pods are never created: exceeded quota (a FailedCreate event on the Job)",
+        "The namespace's ResourceQuota has no room left for requests.nvidia.com/gpu (pending "
+        "pods count too); only requests.<resource> keys are enforced.",
+        "kubectl describe resourcequota -n <ns>; kubectl get events -n <ns> "
+        "--field-selector reason=FailedCreate",
+        "The home page and GET /api/v1/waiting/ show the refused Job with the quota, what is "
+        "used and what a pod asks for, and offer a quota request.",
+    ),
+    Fault(
         "create-container-config-error",
         CONTAINER,
         "CreateContainerConfigError",

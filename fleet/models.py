@@ -96,6 +96,9 @@ class ObservedPod(models.Model):
     gpu_requests = models.JSONField(default=dict)
     priority = models.IntegerField(default=0)
     queue_name = models.CharField(max_length=63, blank=True)
+    group_name = models.CharField(
+        max_length=253, blank=True, help_text="Its Volcano PodGroup (a gang), if any."
+    )
     pending_reason = models.CharField(max_length=64, blank=True)
     pending_message = models.TextField(blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
@@ -361,3 +364,49 @@ class NodeHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node}: {self.worst}"
+
+
+class ObservedPodGroup(models.Model):
+    """A Volcano PodGroup (a gang) as last polled: the portal reads them, never writes them."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    queue = models.CharField(max_length=253, blank=True)
+    min_member = models.PositiveIntegerField(default=0)
+    min_resources = models.JSONField(default=dict)
+    phase = models.CharField(max_length=16, blank=True)
+    running = models.PositiveIntegerField(default=0)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_podgroup_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.phase})"
+
+
+class ObservedCreateFailure(models.Model):
+    """A controller that could not create pods (a FailedCreate event, e.g. exceeded quota)."""
+
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    message = models.TextField()
+    count = models.PositiveIntegerField(default=1)
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "kind", "name"], name="observed_create_failure_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}: {self.message[:60]}"

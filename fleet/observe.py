@@ -61,6 +61,7 @@ POD_COLUMNS = (
     "gpu_requests",
     "priority",
     "queue_name",
+    "group_name",
     "pending_reason",
     "pending_message",
     "created_at",
@@ -161,6 +162,7 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "gpu_requests": gpu,
         "priority": _int(spec.get("priority")),
         "queue_name": (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
+        "group_name": (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", ""),
         "pending_reason": reason,
         "pending_message": message,
         "created_at": created,
@@ -216,10 +218,17 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
             )
             managed = _list_managed(gateway)
             workloads = _list_workloads(gateway)
+            podgroups = _list_podgroups(gateway)
+            failures = gateway.list(
+                "v1", "Event", field_selector="reason=FailedCreate", page_size=500
+            )
             with transaction.atomic():
                 changed = write_fleet(nodes, pods, now=started)
                 if workloads is not None:
                     changed += write_workloads(workloads, now=started)
+                if podgroups is not None:
+                    changed += write_podgroups(podgroups, now=started)
+                changed += write_create_failures(failures, now=started)
                 write_managed(managed, now=started)
                 record_drift(now=started)
         finally:
@@ -349,6 +358,112 @@ def _list_workloads(gateway: Gateway) -> list[dict[str, Any]] | None:
         )
     except NotFound:
         return None
+
+
+def _list_podgroups(gateway: Gateway) -> list[dict[str, Any]] | None:
+    """Volcano PodGroups (gangs), or None without the Volcano CRDs (read whatever the
+    queue backend: a Kueue cluster may run Volcano for gang jobs too)."""
+    try:
+        return gateway.list("scheduling.volcano.sh/v1beta1", "PodGroup", page_size=500)
+    except NotFound:
+        return None
+
+
+def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
+    meta = group.get("metadata") or {}
+    spec = group.get("spec") or {}
+    status = group.get("status") or {}
+    unschedulable = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") == "Unschedulable" and c.get("status") == "True"
+        ),
+        {},
+    )
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue": spec.get("queue", ""),
+        "min_member": _int(spec.get("minMember")),
+        "min_resources": dict(spec.get("minResources") or {}),
+        "phase": status.get("phase", ""),
+        "running": _int(status.get("running")),
+        "reason": unschedulable.get("reason", ""),
+        "message": unschedulable.get("message", ""),
+    }
+
+
+def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
+    """Replace the PodGroup rows that changed; drop those gone."""
+    from fleet.models import ObservedPodGroup
+
+    current = {}
+    for item in groups:
+        values = podgroup_values(item)
+        current[(values["namespace"], values["name"])] = values
+    existing = {(g.namespace, g.name): g for g in ObservedPodGroup.objects.all()}
+    written = 0
+    for key, values in current.items():
+        row = existing.get(key)
+        if row is not None and all(getattr(row, k) == v for k, v in values.items()):
+            continue
+        ObservedPodGroup.objects.update_or_create(
+            namespace=key[0],
+            name=key[1],
+            defaults={
+                **{k: v for k, v in values.items() if k not in ("namespace", "name")},
+                "last_changed": now,
+            },
+        )
+        written += 1
+    gone = [row.pk for key, row in existing.items() if key not in current]
+    if gone:
+        written += ObservedPodGroup.objects.filter(pk__in=gone).delete()[0]
+    return written
+
+
+def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> int:
+    """The last FailedCreate per involved object (Job, ReplicaSet, ...); older ones go."""
+    from django.utils.dateparse import parse_datetime
+
+    from fleet.models import ObservedCreateFailure
+
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        key = (
+            involved.get("namespace") or (event.get("metadata") or {}).get("namespace", ""),
+            involved.get("kind", ""),
+            involved.get("name", ""),
+        )
+        stamp = (
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp")
+        )
+        seen = parse_datetime(stamp) if stamp else now
+        values = {
+            "message": event.get("message", ""),
+            "count": _int(event.get("count")) or 1,
+            "last_seen": seen or now,
+        }
+        if key not in latest or values["last_seen"] >= latest[key]["last_seen"]:
+            latest[key] = values
+    existing = {(f.namespace, f.kind, f.name): f for f in ObservedCreateFailure.objects.all()}
+    written = 0
+    for key, values in latest.items():
+        row = existing.get(key)
+        if row is not None and all(getattr(row, k) == v for k, v in values.items()):
+            continue
+        ObservedCreateFailure.objects.update_or_create(
+            namespace=key[0], kind=key[1], name=key[2], defaults=values
+        )
+        written += 1
+    gone = [row.pk for key, row in existing.items() if key not in latest]
+    if gone:
+        written += ObservedCreateFailure.objects.filter(pk__in=gone).delete()[0]
+    return written
 
 
 def workload_values(workload: dict[str, Any]) -> dict[str, Any]:

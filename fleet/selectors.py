@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,17 +202,66 @@ def _build_explainer_view() -> Any:
     return fleet_view(nodes, [], pools, list(open_drift()), changing, promised)
 
 
+def gangs_of(pods: list[ObservedPod]) -> dict[tuple[str, str], Any]:
+    """The gangs these pods belong to, with where their members are (two queries)."""
+    from fleet.explain import Gang
+    from fleet.models import ObservedPodGroup
+
+    keys = {(p.namespace, p.group_name) for p in pods}
+    if not keys:
+        return {}
+    namespaces = {k[0] for k in keys}
+    names = {k[1] for k in keys}
+    groups = {
+        (g.namespace, g.name): g
+        for g in ObservedPodGroup.objects.filter(namespace__in=namespaces, name__in=names)
+    }
+    members: dict[tuple[str, str], list[ObservedPod]] = {}
+    for member in ObservedPod.objects.filter(namespace__in=namespaces, group_name__in=names):
+        members.setdefault((member.namespace, member.group_name), []).append(member)
+    out = {}
+    for key, group in groups.items():
+        if key not in keys:
+            continue
+        running = [m for m in members.get(key, []) if m.phase == "Running"]
+        held: dict[str, int] = {}
+        for member in running:
+            for resource, count in member.gpu_requests.items():
+                held[resource] = held.get(resource, 0) + int(count)
+        out[key] = Gang(
+            name=group.name,
+            queue=group.queue,
+            min_member=group.min_member,
+            running=len(running),
+            pending=sum(1 for m in members.get(key, []) if m.phase == "Pending"),
+            held=held,
+            min_resources=group.min_resources,
+            message=group.message,
+        )
+    return out
+
+
 def explain_waiting(
     namespaces: list[str],
-) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
+) -> tuple[list[ObservedWorkload], list[ObservedPod], list[Any]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
     ``Explanation``): the home page and the API show the same words."""
-    from fleet.explain import explain_pod, explain_workload
+    from django.utils import timezone
+
+    from fleet.explain import explain_create_failure, explain_gang, explain_pod, explain_workload
+    from fleet.models import ObservedCreateFailure
 
     workloads, pods = waiting_in_namespaces(namespaces)
+    gangs = gangs_of([p for p in pods if p.group_name])
     if workloads or pods:
         view = explainer_view()
         for pod in pods:
+            gang = gangs.get((pod.namespace, pod.group_name))
+            if gang is not None:
+                pod.why = explain_gang(  # type: ignore[attr-defined]
+                    namespace=pod.namespace, name=pod.name, gang=gang
+                )
+                continue
             pod.why = explain_pod(  # type: ignore[attr-defined]
                 namespace=pod.namespace,
                 name=pod.name,
@@ -228,4 +278,16 @@ def explain_waiting(
                     reason=workload.reason,
                     message=workload.message,
                 )
-    return workloads, pods
+    # The Job controller retries with back-off: an event older than that is history.
+    recent = timezone.now() - dt.timedelta(minutes=15)
+    failures = list(
+        ObservedCreateFailure.objects.filter(namespace__in=namespaces, last_seen__gte=recent)
+    )
+    for failure in failures:
+        failure.why = explain_create_failure(  # type: ignore[attr-defined]
+            namespace=failure.namespace,
+            kind=failure.kind,
+            name=failure.name,
+            message=failure.message,
+        )
+    return workloads, pods, failures

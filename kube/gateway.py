@@ -38,6 +38,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("scheduling.volcano.sh/v1beta1", "Queue"): ("queues", False),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("podgroups", True),
 }
 for _version in ("v1beta2", "v1beta1"):
     for _kind, _plural, _namespaced in (

@@ -189,10 +189,14 @@ class ManifestsView(APIView):
         responses={(200, "application/json"): dict, (200, "text/plain"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Response | HttpResponse:
+        from rest_framework import serializers as drf
+
         from portal.manifests import collect_manifests, to_yaml_stream
         from tenants.selectors import list_teams_for_user
 
         team = request.query_params.get("team")
+        if team is not None:
+            team = drf.SlugField(max_length=63).run_validation(team)
         if team is None and not is_platform_admin(request.user):
             raise DjangoPermissionDenied(
                 "Only platform admins export every object; pass ?team=<slug>."

@@ -22,10 +22,12 @@ def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
     teams = list(list_teams_for_user(request.user))
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    workloads, pods = explain_waiting([ns.name for ns in namespaces])
+    workloads, pods, failures = explain_waiting([ns.name for ns in namespaces])
     by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
-        lambda: {"workloads": [], "pods": []}
+        lambda: {"workloads": [], "pods": [], "failures": []}
     )
+    for failure in failures:
+        by_namespace[failure.namespace]["failures"].append(failure)
     for workload in workloads:
         by_namespace[workload.namespace]["workloads"].append(workload)
     for pod in pods:

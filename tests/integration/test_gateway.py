@@ -51,7 +51,11 @@ def test_list_with_selectors(gateway: Gateway) -> None:
     a100 = gateway.list("v1", "Node", label_selector="nvidia.com/mig.config=all-3g.40gb")
     assert [n["metadata"]["name"] for n in a100] == ["gpu-a100-01", "gpu-a100-02"]
     pending = gateway.list("v1", "Pod", field_selector="spec.nodeName=,status.phase=Pending")
-    assert [p["metadata"]["name"] for p in pending] == ["train-3g"]
+    assert [p["metadata"]["name"] for p in pending] == [
+        "train-3g",
+        "gang-eval-worker-2",
+        "gang-eval-worker-3",
+    ]
 
 
 def test_apply_is_idempotent_and_reports_conflicts(gateway: Gateway) -> None:

@@ -681,3 +681,17 @@ def test_the_operator_check_without_a_cluster_says_so(client: Client, fleet: Non
         False,
         "No Kubernetes cluster is configured: set KUBE_URL, KUBECONFIG or KUBE_IN_CLUSTER.",
     )
+
+
+def test_query_parameters_with_nul_bytes_are_refused_not_a_server_error(
+    client: Client, fleet: None
+) -> None:
+    for url in ("/api/v1/waiting/?namespace=a%00b", "/api/v1/gpu-health/?node=a%00b"):
+        response = client.get(url, headers=bearer("lead-a"))
+        assert response.status_code == 400, url
+        assert "Null characters are not allowed." in str(response.json())
+
+
+def test_a_bad_team_slug_in_the_export_is_a_field_error(client: Client, fleet: None) -> None:
+    response = client.get("/api/v1/manifests/?team=a%00b", headers=bearer("admin"))
+    assert response.status_code == 400
