@@ -258,6 +258,26 @@ def _seed_running(cluster: Cluster, obj: Obj) -> None:
         cluster._store(PODS, running, created)
 
 
+def _set_by_hand(obj: Obj, label: str, manager: str, *, hours_ago: float) -> None:
+    """Record in managedFields that someone labelled the object by hand a while ago (the
+    seed incident: ``kubectl label node gpu-a100-03 nvidia.com/mig.config=all-balanced``)."""
+    stamp = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    key = f"f:{label}"
+    for entry in obj["metadata"].get("managedFields") or []:
+        labels = (entry.get("fieldsV1") or {}).get("f:metadata", {}).get("f:labels", {})
+        labels.pop(key, None)
+    obj["metadata"]["managedFields"].append(
+        {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": stamp,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {key: {}}}},
+        }
+    )
+
+
 def load_seed(cluster: Cluster, controllers: Controllers) -> None:
     for name in ("default", "kube-system", OPERATOR_NAMESPACE, "team-a", "team-b"):
         cluster.create(NAMESPACES, "", {"metadata": {"name": name}}, manager="devcluster")
@@ -312,7 +332,9 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
         ),
     ]
     for node in nodes:
-        cluster.create(NODES, "", node, manager="kubelet")
+        created = cluster.create(NODES, "", node, manager="kubelet")
+        if node["metadata"]["name"] == "gpu-a100-03":
+            _set_by_hand(created, "nvidia.com/mig.config", "kubectl-label", hours_ago=3)
         count = int(node["metadata"]["labels"]["nvidia.com/gpu.count"])
         extended = {
             k: int(v)

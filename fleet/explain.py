@@ -81,6 +81,7 @@ class FleetView:
     )  # node -> resources
     current_config: Mapping[str, str] = field(default_factory=dict)
     drift_since: Mapping[str, str] = field(default_factory=dict)  # node -> "Nov 30 10:42"
+    changed_by: Mapping[str, str] = field(default_factory=dict)  # node -> who set mig.config
     changing: Mapping[str, int] = field(default_factory=dict)  # node -> running request id
     tainted: Sequence[str] = ()  # "key=value:Effect on node-a, node-b"
 
@@ -165,9 +166,10 @@ def explain_pod(
             node = drifted[0]
             since = f" (drift since {fleet.drift_since[node]})" if node in fleet.drift_since else ""
             extra = fleet.promised_by_intended[node].get(resource, 0)
+            by = f" by {fleet.changed_by[node]}" if fleet.changed_by.get(node) else ""
             return Explanation(
                 f"{_lead(resource, offered, free, wanted)}{node} would offer {extra} more but was changed "
-                f"to {fleet.current_config.get(node) or 'another layout'} instead of its pool's "
+                f"to {fleet.current_config.get(node) or 'another layout'}{by} instead of its pool's "
                 f"{fleet.intended[node]}{since}.",
                 f"Ask for a MIG change that puts {node} back on {fleet.intended[node]}.",
                 {
@@ -438,6 +440,11 @@ def fleet_view(
         current_config={n.name: n.mig_config for n in nodes},
         drift_since={
             d.subject: d.first_seen.strftime("%b %d %H:%M") for d in drift if d.kind == "mig_layout"
+        },
+        changed_by={
+            n.name: n.mig_config_by.partition(" at ")[0]
+            for n in nodes
+            if getattr(n, "mig_config_by", "")
         },
         changing=changing,
         tainted=[f"{key} on {', '.join(names)}" for key, names in sorted(tainted.items())],

@@ -53,6 +53,11 @@ class ObservedNode(models.Model):
     mig_strategy = models.CharField(max_length=16, blank=True)
     mig_config = models.CharField(max_length=63, blank=True)
     mig_config_state = models.CharField(max_length=16, blank=True)
+    mig_config_by = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who last set nvidia.com/mig.config (managedFields): manager and time.",
+    )
     pool_label = models.CharField(max_length=63, blank=True)
     capacity = models.JSONField(default=dict)
     allocatable = models.JSONField(default=dict)

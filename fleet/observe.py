@@ -38,6 +38,7 @@ NODE_COLUMNS = (
     "mig_strategy",
     "mig_config",
     "mig_config_state",
+    "mig_config_by",
     "pool_label",
     "capacity",
     "allocatable",
@@ -112,6 +113,45 @@ def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in total.items() if v} if total else total
 
 
+def field_owner(meta: dict[str, Any], path: Sequence[str]) -> dict[str, str] | None:
+    """The managedFields entry that last wrote a field (``f:``-keyed path), if any (pure)."""
+    owners = []
+    for entry in meta.get("managedFields") or []:
+        node: Any = entry.get("fieldsV1") or {}
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+            if node is None:
+                break
+        else:
+            owners.append(entry)
+    if not owners:
+        return None
+    last = max(owners, key=lambda e: e.get("time") or "")
+    return {
+        "manager": last.get("manager", ""),
+        "operation": last.get("operation", ""),
+        "time": last.get("time") or "",
+    }
+
+
+def _owner_text(owner: dict[str, str] | None) -> str:
+    return f"{owner['manager']} at {owner['time']}" if owner else ""
+
+
+def other_writers(meta: dict[str, Any], ours: str) -> list[dict[str, str]]:
+    """Who else wrote the object (managedFields), latest first (pure)."""
+    writers = [
+        {
+            "manager": e.get("manager", ""),
+            "operation": e.get("operation", ""),
+            "time": e.get("time") or "",
+        }
+        for e in meta.get("managedFields") or []
+        if e.get("manager") != ours and not e.get("subresource")
+    ]
+    return sorted(writers, key=lambda w: w["time"], reverse=True)
+
+
 def node_values(node: dict[str, Any], allocated: dict[str, int], pool_label: str) -> dict[str, Any]:
     """The observed facts of one node (pure)."""
     meta = node.get("metadata") or {}
@@ -132,6 +172,9 @@ def node_values(node: dict[str, Any], allocated: dict[str, int], pool_label: str
         "mig_strategy": labels.get("nvidia.com/mig.strategy", ""),
         "mig_config": labels.get("nvidia.com/mig.config", ""),
         "mig_config_state": labels.get("nvidia.com/mig.config.state", ""),
+        "mig_config_by": _owner_text(
+            field_owner(meta, ("f:metadata", "f:labels", "f:nvidia.com/mig.config"))
+        ),
         "pool_label": labels.get(pool_label, ""),
         "capacity": status.get("capacity") or {},
         "allocatable": status.get("allocatable") or {},
@@ -567,6 +610,7 @@ def write_managed(
                     spec=body,
                     status=item.get("status") or {},
                     resource_version=meta.get("resourceVersion", ""),
+                    changed_by=other_writers(meta, settings.QM_FIELD_MANAGER),
                     last_seen=now,
                 )
             )
@@ -611,6 +655,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
+def _who(owner: str) -> str:
+    """``manager at time`` as a reader wants it (the portal's own writes say so)."""
+    manager, _, stamp = owner.partition(" at ")
+    if manager == settings.QM_FIELD_MANAGER:
+        manager = "the portal"
+    return f"{manager} at {stamp}" if stamp else manager
+
+
 def record_drift(*, now: dt.datetime) -> None:
     """Open drift rows for what differs now, close those that no longer do."""
     found: dict[tuple[str, str, str], tuple[str, str, str]] = {}
@@ -619,7 +671,7 @@ def record_drift(*, now: dt.datetime) -> None:
         # Only the pool's nodes are loaded (jsonb containment), not the whole fleet.
         nodes = ObservedNode.objects.filter(
             gone_since__isnull=True, labels__contains=pool.node_selector
-        ).only("name", "mig_config", "mig_config_state", "allocatable")
+        ).only("name", "mig_config", "mig_config_state", "mig_config_by", "allocatable")
         for node in nodes:
             if node.name in checked:
                 continue  # a node that two pools select belongs to the first
@@ -633,7 +685,8 @@ def record_drift(*, now: dt.datetime) -> None:
                 pool.mig_config,
                 f"{node.mig_config or '(none)'} ({node.mig_config_state or 'no state'})",
                 f"Pool {pool.name} intends {pool.mig_config}; "
-                f"the node offers {offers or 'no GPU resources'}.",
+                f"the node offers {offers or 'no GPU resources'}."
+                + (f" Set by {_who(node.mig_config_by)}." if node.mig_config_by else ""),
             )
     from portal.manifests import collect_manifests  # desired state, rendered (pure)
 
@@ -658,11 +711,18 @@ def record_drift(*, now: dt.datetime) -> None:
             continue
         wanted = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata")}
         wanted["metadata"] = {"labels": manifest["metadata"].get("labels", {})}
+        writers = live.changed_by or []
+        by = (
+            " by "
+            + ", ".join(f"{w['manager']} ({w['operation']}, {w['time']})" for w in writers[:2])
+            if writers
+            else ""
+        )
         for path, desired, actual in _differences(wanted, live.spec):
             found[(Drift.Kind.OBJECT, subject, path)] = (
                 _text(desired),
                 _text(actual),
-                "Changed in the cluster outside the portal.",
+                f"Changed in the cluster outside the portal{by}.",
             )
     open_rows = {
         (d.kind, d.subject, d.field): d for d in Drift.objects.filter(resolved_at__isnull=True)

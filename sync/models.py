@@ -55,6 +55,9 @@ class ObservedObject(models.Model):
     spec = models.JSONField(default=dict)
     status = models.JSONField(default=dict)
     resource_version = models.CharField(max_length=32, blank=True)
+    changed_by = models.JSONField(
+        default=list, help_text="Other writers from managedFields: manager, operation, time."
+    )
     last_seen = models.DateTimeField()
 
     class Meta:

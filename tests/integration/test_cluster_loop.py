@@ -153,6 +153,9 @@ def test_poll_reads_the_fleet_and_flags_the_incident_node(portal_cluster: Gatewa
         "all-balanced (failed)",
     )
     assert "mig-2g.20gb x 8" in drift.detail
+    # Who set the layout, from the node's managedFields.
+    assert node.mig_config_by.startswith("kubectl-label at ")
+    assert f"Set by {node.mig_config_by}." in drift.detail
 
 
 def test_an_allocatable_change_shows_after_one_poll_and_resolves_the_drift(
@@ -203,6 +206,11 @@ def test_out_of_band_changes_to_managed_objects_are_drift(
         ("object", "ResourceQuota team-a/team-a-gpu-quota", "spec.hard.pods"): ("50", "500"),
         ("missing", "LocalQueue team-dev/dev-test", ""): ("present", "(absent)"),
     }
+    # Who changed it, from managedFields.
+    quota_drift = Drift.objects.get(resolved_at__isnull=True, field="spec.hard.pods")
+    assert quota_drift.detail.startswith(
+        "Changed in the cluster outside the portal by kubectl-edit (Update, "
+    )
     # The desired state is untouched by the poller.
     assert Namespace.objects.get(name="team-a").quota_items.get(resource="pods").hard == "50"
 

@@ -83,7 +83,8 @@ def test_each_cause_in_exact_words(waiting: dict[str, Any]) -> None:
     # MIG profile mismatch: the seed incident (gpu-a100-03 left on a test layout).
     assert causes.pop("pod team-a/train-3g").startswith(
         "All 32 mig-3g.40gb in the fleet are in use (0 free, the pod needs 1): gpu-a100-03 would "
-        "offer 16 more but was changed to all-balanced instead of its pool's all-3g.40gb "
+        "offer 16 more but was changed to all-balanced by kubectl-label instead of its pool's "
+        "all-3g.40gb "
         "(drift since "
     )
     assert causes == {

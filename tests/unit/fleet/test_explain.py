@@ -89,6 +89,15 @@ def test_the_seed_incident_points_at_the_drifted_node() -> None:
         "url": "/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb",
     }
     assert result.evidence == [E1]
+    # Who set the label, when managedFields say so.
+    who = explain_pod(
+        namespace="team-a",
+        name="train-3g",
+        requests={"nvidia.com/mig-3g.40gb": 1},
+        message=E1,
+        fleet=dataclasses.replace(INCIDENT, changed_by={"gpu-a100-03": "kubectl-label"}),
+    )
+    assert "was changed to all-balanced by kubectl-label instead of its pool's" in who.cause
 
 
 def test_a_node_being_reconfigured_is_named() -> None:
