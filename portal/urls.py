@@ -7,6 +7,7 @@ from django.urls import include, path
 from fleet import change_views
 from fleet import views as fleet_views
 from portal import views
+from queues import views as queue_views
 from tenants import views as tenant_views
 
 urlpatterns = [
@@ -15,6 +16,17 @@ urlpatterns = [
     path("fleet/gpu-operator/", fleet_views.operator_check, name="operator-check"),
     path("fleet/nodes/<str:name>/", fleet_views.node_detail, name="fleet-node"),
     path("fleet/troubleshooting/", fleet_views.troubleshooting, name="troubleshooting"),
+    path("queues/", queue_views.overview, name="queues"),
+    path(
+        "queues/cluster-queues/<str:name>/edit/",
+        queue_views.cluster_queue_edit,
+        name="cluster-queue-edit",
+    ),
+    path(
+        "queues/priority-classes/<str:name>/edit/",
+        queue_views.priority_class_edit,
+        name="priority-class-edit",
+    ),
     path("quota/", tenant_views.quota_list, name="quota-list"),
     path("quota/new/", tenant_views.quota_new, name="quota-new"),
     path("quota/<int:pk>/", tenant_views.quota_detail, name="quota-detail"),

@@ -16,6 +16,7 @@ from django.utils import timezone
 from fleet.models import MigChangeRequest, ObservedNode, ObservedPod
 from portal.demo import load_demo
 from portal.models import AuditEvent
+from queues.models import ClusterQueue, LocalQueue
 from tenants.models import (
     LimitRangeItem,
     Membership,
@@ -34,6 +35,7 @@ PAGES = {
     "/changes/": ("lead-a", "approver"),
     "/quota/": ("lead-a", "admin"),
     "/audit/": ("lead-a", "admin"),
+    "/queues/": ("lead-a", "admin"),
 }
 
 
@@ -54,6 +56,8 @@ def grow(size: int, start: int) -> None:
         LimitRangeItem.objects.create(
             namespace=ns, limit_type="Container", resource="cpu", default="1"
         )
+        cq = ClusterQueue.objects.create(name=f"grown-cq-{index}")
+        LocalQueue.objects.create(name=f"grown-lq-{index}", namespace=ns, cluster_queue=cq)
         node = f"grown-node-{index}"
         ObservedNode.objects.create(
             name=node,
@@ -131,6 +135,7 @@ def test_query_counts_do_not_grow_with_data(db: Any) -> None:
         "/changes/": "grown-42",
         "/quota/": "grown-42",
         "/audit/": "grown-42",
+        "/queues/": "grown-lq-42",
     }
     large = {
         (page, user): count(page, user, shown[page])

@@ -1,0 +1,250 @@
+"""Queues and quotas: ClusterQueues by cohort with their usage, LocalQueues per team, the
+PriorityClass catalog; platform admins edit quotas and priority classes, always through a
+preview of the rendered YAML diff, and save with the same validation as the API."""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from portal.permissions import is_approver, is_platform_admin
+from queues import preview
+from queues.models import ClusterQueue, Cohort, LocalQueue
+from sync.models import ObservedObject
+from tenants.models import PriorityClass
+
+
+def _usage(status: dict[str, Any]) -> dict[tuple[str, str], dict[str, str]]:
+    out = {}
+    for flavor in status.get("flavorsUsage") or []:
+        for resource in flavor.get("resources") or []:
+            out[(flavor.get("name", ""), resource.get("name", ""))] = {
+                "total": str(resource.get("total", "0")),
+                "borrowed": str(resource.get("borrowed", "0")),
+            }
+    return out
+
+
+def _rows(cq: ClusterQueue, status: dict[str, Any]) -> list[dict[str, Any]]:
+    usage = _usage(status)
+    rows = []
+    for gi, group in enumerate(cq.resource_groups or []):
+        for fi, flavor in enumerate(group.get("flavors") or []):
+            for ri, quota in enumerate(flavor.get("resources") or []):
+                used = usage.get((flavor["name"], quota["name"]), {})
+                rows.append(
+                    {
+                        "key": f"g{gi}f{fi}r{ri}",
+                        "flavor": flavor["name"],
+                        "resource": quota["name"],
+                        "nominal": str(quota.get("nominalQuota", "")),
+                        "borrowing": str(quota.get("borrowingLimit", "") or ""),
+                        "lending": str(quota.get("lendingLimit", "") or ""),
+                        "used": used.get("total", "—" if not status else "0"),
+                        "borrowed": used.get("borrowed", "—" if not status else "0"),
+                    }
+                )
+    return rows
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    statuses = {
+        o.name: o.status
+        for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
+    }
+    cohorts = {c.pk: c for c in Cohort.objects.all()}
+    by_cohort: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for cq in ClusterQueue.objects.order_by("name"):
+        status = statuses.get(cq.name, {})
+        by_cohort[cohorts[cq.cohort_id].name if cq.cohort_id else ""].append(
+            {
+                "cq": cq,
+                "rows": _rows(cq, status),
+                "pending": status.get("pendingWorkloads"),
+                "admitted": status.get("admittedWorkloads"),
+            }
+        )
+    parents = {c.name: cohorts[c.parent_id].name for c in cohorts.values() if c.parent_id}
+    sees_all = is_platform_admin(request.user) or is_approver(request.user)
+    local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
+        "namespace__team__slug", "namespace__name", "name"
+    )
+    if not sees_all:
+        local_queues = local_queues.filter(namespace__team__memberships__user_id=request.user.pk)
+    return render(
+        request,
+        "queues/overview.html",
+        {
+            "cohorts": [
+                (name, parents.get(name, ""), entries)
+                for name, entries in sorted(by_cohort.items(), key=lambda i: (i[0] == "", i[0]))
+            ],
+            "local_queues": list(local_queues),
+            "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
+            "is_admin": is_platform_admin(request.user),
+        },
+    )
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins edit queues and priority classes.")
+
+
+def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
+    """A copy of ``cq`` with the form's quotas (nothing saved)."""
+    edited = copy.deepcopy(cq)
+    groups = copy.deepcopy(cq.resource_groups or [])
+    for gi, group in enumerate(groups):
+        for fi, flavor in enumerate(group.get("flavors") or []):
+            for ri, quota in enumerate(flavor.get("resources") or []):
+                key = f"g{gi}f{fi}r{ri}"
+                quota["nominalQuota"] = data.get(f"{key}_nominal", "").strip()
+                for form_name, field in (
+                    ("borrowing", "borrowingLimit"),
+                    ("lending", "lendingLimit"),
+                ):
+                    value = data.get(f"{key}_{form_name}", "").strip()
+                    if value:
+                        quota[field] = value
+                    else:
+                        quota.pop(field, None)
+    edited.resource_groups = groups
+    edited.fair_sharing_weight = data.get("fair_sharing_weight", "").strip()
+    edited.stop_policy = data.get("stop_policy", cq.stop_policy)
+    return edited
+
+
+def _diff_context(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    before_text, after_text = preview.as_yaml(before), preview.as_yaml(after)
+    return {
+        "diff": preview.yaml_diff(before_text, after_text),
+        "before_hash": preview.digest(before_text),
+        "after_hash": preview.digest(after_text),
+    }
+
+
+def _preview_or_save(
+    request: HttpRequest,
+    context: dict[str, Any],
+    template: str,
+    edited: Any,
+    *,
+    before: Callable[[], dict[str, Any]],
+    after: Callable[[], dict[str, Any]],
+    save: Callable[[], Any],
+    saved: str,
+) -> HttpResponse:
+    """Validate the edited object (field errors, 422), show its YAML diff, and save only what
+    was shown: the hashes of the diff the admin saw must still match (409 otherwise)."""
+    try:
+        edited.full_clean()
+    except ValidationError as exc:
+        context["errors"] = exc.message_dict
+        context["general_errors"] = exc.message_dict.get("__all__", [])
+        return render(request, template, context, status=422)
+    context.update(_diff_context(before(), after()))
+    if request.POST.get("action") != "save":
+        return render(request, template, context)
+    seen = (request.POST.get("before_hash"), request.POST.get("after_hash"))
+    if seen != (context["before_hash"], context["after_hash"]):
+        context["stale"] = True
+        return render(request, template, context, status=409)
+    save()
+    messages.success(request, saved)
+    return redirect("queues")
+
+
+@login_required
+def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
+    _require_admin(request)
+    cq = get_object_or_404(ClusterQueue.objects.select_related("cohort"), name=name)
+    context: dict[str, Any] = {
+        "cq": cq,
+        "rows": _rows(cq, {}),
+        "errors": {},
+        "diff": None,
+        "stop_policies": [c for c, _ in ClusterQueue._meta.get_field("stop_policy").choices],
+    }
+    if request.method == "POST":
+        edited = _edited_cluster_queue(cq, request.POST)
+        context["rows"] = _rows(edited, {})
+        context["weight"] = edited.fair_sharing_weight
+        context["stop_policy"] = edited.stop_policy
+        from queues.services import save_cluster_queue
+
+        return _preview_or_save(
+            request,
+            context,
+            "queues/cluster_queue_edit.html",
+            edited,
+            before=lambda: preview.cluster_queue_manifest(cq),
+            after=lambda: preview.cluster_queue_manifest(edited),
+            save=lambda: save_cluster_queue(actor=request.user, cluster_queue=edited, source="web"),
+            saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
+        )
+    else:
+        context["weight"] = cq.fair_sharing_weight
+        context["stop_policy"] = cq.stop_policy
+    return render(request, "queues/cluster_queue_edit.html", context)
+
+
+@login_required
+def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
+    from tenants.manifests import render_priority_class
+
+    _require_admin(request)
+    pc = get_object_or_404(PriorityClass, name=name)
+    context: dict[str, Any] = {
+        "pc": pc,
+        "errors": {},
+        "diff": None,
+        "preemption_policies": [c for c, _ in PriorityClass.Preemption.choices],
+        "values": {
+            "value": str(pc.value),
+            "preemption_policy": pc.preemption_policy,
+            "description": pc.description,
+            "global_default": pc.global_default,
+        },
+    }
+    if request.method == "POST":
+        edited = copy.deepcopy(pc)
+        values = {
+            "value": request.POST.get("value", "").strip(),
+            "preemption_policy": request.POST.get("preemption_policy", pc.preemption_policy),
+            "description": request.POST.get("description", "").strip(),
+            "global_default": request.POST.get("global_default") == "on",
+        }
+        context["values"] = values
+        try:
+            edited.value = int(values["value"])
+        except ValueError:
+            context["errors"] = {"value": ["A whole number, e.g. 1000."]}
+            return render(request, "queues/priority_class_edit.html", context, status=422)
+        edited.preemption_policy = values["preemption_policy"]
+        edited.description = values["description"]
+        edited.global_default = values["global_default"]
+        from tenants.services import save_priority_class
+
+        return _preview_or_save(
+            request,
+            context,
+            "queues/priority_class_edit.html",
+            edited,
+            before=lambda: render_priority_class(pc),
+            after=lambda: render_priority_class(edited),
+            save=lambda: save_priority_class(
+                actor=request.user, priority_class=edited, source="web"
+            ),
+            saved=f"PriorityClass {pc.name} saved: the cluster loop applies it.",
+        )
+    return render(request, "queues/priority_class_edit.html", context)

@@ -1,0 +1,150 @@
+"""Queues and quotas pages: usage by cohort, team-scoped LocalQueues, and admin edits that
+always go through a preview of the rendered YAML diff."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from portal.models import AuditEvent
+from queues.models import ClusterQueue
+from tenants.models import PriorityClass
+
+pytestmark = pytest.mark.django_db
+
+
+def login(client: Client, username: str) -> Client:
+    client.force_login(User.objects.get(username=username))
+    return client
+
+
+def form_of(cq: ClusterQueue, **changes: str) -> dict[str, str]:
+    data = {"fair_sharing_weight": cq.fair_sharing_weight, "stop_policy": cq.stop_policy}
+    for gi, group in enumerate(cq.resource_groups):
+        for fi, flavor in enumerate(group["flavors"]):
+            for ri, quota in enumerate(flavor["resources"]):
+                key = f"g{gi}f{fi}r{ri}"
+                data[f"{key}_nominal"] = str(quota["nominalQuota"])
+                data[f"{key}_borrowing"] = str(quota.get("borrowingLimit", ""))
+                data[f"{key}_lending"] = str(quota.get("lendingLimit", ""))
+    data.update(changes)
+    return data
+
+
+def test_the_overview_shows_queues_by_cohort_and_only_my_teams_local_queues(
+    client: Client, demo: None
+) -> None:
+    page = login(client, "lead-a").get("/queues/").content.decode()
+    assert "Cohort ai-platform" in page
+    assert "<code>cq-train</code>" in page and "Edit quotas" not in page
+    assert "<code>team-a-train</code>" in page
+    assert "<code>team-b-train</code>" not in page  # another team's LocalQueue
+    assert "training-critical" in page
+    admin_page = login(client, "admin").get("/queues/").content.decode()
+    assert "<code>team-b-train</code>" in admin_page and "Edit quotas" in admin_page
+
+
+def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -> None:
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    assert client.get(url).status_code == 200
+    data = form_of(cq, g0f0r0_nominal="14")
+    preview = client.post(url, {**data, "action": "preview"})
+    body = preview.content.decode()
+    assert preview.status_code == 200
+    assert '<span class="d del">-         nominalQuota: 12</span>' in body
+    assert '<span class="d add">+         nominalQuota: 14</span>' in body
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    saved = client.post(url, {**data, **hashes, "action": "save"})
+    assert saved.status_code == 302 and saved["Location"] == "/queues/"
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 14
+    event = AuditEvent.objects.filter(event="cluster_queue.saved").latest("id")
+    assert (event.source, event.actor_name) == ("web", "admin")
+
+
+def test_saving_what_was_not_previewed_is_refused(client: Client, demo: None) -> None:
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    data = form_of(cq, g0f0r0_nominal="14")
+    body = client.post(url, {**data, "action": "preview"}).content.decode()
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    # Changed after the preview: the new diff is shown, nothing is saved.
+    response = client.post(url, {**data, **hashes, "g0f0r0_nominal": "20", "action": "save"})
+    assert response.status_code == 409
+    assert "changed since the diff you saw" in response.content.decode()
+    assert "+         nominalQuota: 20" in response.content.decode()
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
+
+
+def test_bad_quotas_get_the_same_field_errors_as_the_api(client: Client, demo: None) -> None:
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    before = AuditEvent.objects.count()
+    response = client.post(
+        "/queues/cluster-queues/cq-train/edit/",
+        {**form_of(cq, g0f0r0_nominal="-3", g0f0r0_lending="20"), "action": "preview"},
+    )
+    assert response.status_code == 422
+    body = response.content.decode()
+    assert "Not saved:" in body and "resource_groups" in body
+    # The same rules the admin and the services apply, word for word.
+    import copy
+
+    from django.core.exceptions import ValidationError
+
+    edited = copy.deepcopy(cq)
+    edited.resource_groups[0]["flavors"][0]["resources"][0].update(
+        {"nominalQuota": "-3", "lendingLimit": "20"}
+    )
+    with pytest.raises(ValidationError) as caught:
+        edited.full_clean()
+    messages = caught.value.message_dict["resource_groups"]
+    assert messages
+    for message in messages:
+        assert message.replace("'", "&#x27;").replace('"', "&quot;") in body
+    assert AuditEvent.objects.count() == before
+
+
+def test_only_platform_admins_edit(client: Client, demo: None) -> None:
+    login(client, "lead-a")
+    assert client.get("/queues/cluster-queues/cq-train/edit/").status_code == 403
+    assert (
+        client.post(
+            "/queues/priority-classes/training-critical/edit/", {"value": "5", "action": "save"}
+        ).status_code
+        == 403
+    )
+    login(client, "admin")
+    assert client.get("/queues/cluster-queues/no-such-queue/edit/").status_code == 404
+
+
+def test_a_priority_class_edit_goes_through_its_diff(client: Client, demo: None) -> None:
+    login(client, "admin")
+    url = "/queues/priority-classes/training-critical/edit/"
+    pc = PriorityClass.objects.get(name="training-critical")
+    bad = client.post(
+        url, {"value": "lots", "preemption_policy": pc.preemption_policy, "action": "preview"}
+    )
+    assert bad.status_code == 422
+    assert "A whole number, e.g. 1000." in bad.content.decode()
+    data = {
+        "value": str(pc.value + 1),
+        "preemption_policy": pc.preemption_policy,
+        "description": pc.description,
+        "action": "preview",
+    }
+    body = client.post(url, data).content.decode()
+    assert f"- value: {pc.value}</span>" in body and f"+ value: {pc.value + 1}</span>" in body
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    assert client.post(url, {**data, **hashes, "action": "save"}).status_code == 302
+    assert PriorityClass.objects.get(name="training-critical").value == pc.value + 1
