@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from portal.permissions import is_approver, is_platform_admin
 from queues import preview
@@ -161,6 +162,8 @@ def _preview_or_save(
         return render(request, template, context, status=409)
     save()
     messages.success(request, saved)
+    if getattr(request, "htmx", False):  # a full page change, not a swap into the form
+        return HttpResponse(status=204, headers={"HX-Redirect": reverse("queues")})
     return redirect("queues")
 
 

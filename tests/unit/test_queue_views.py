@@ -148,3 +148,19 @@ def test_a_priority_class_edit_goes_through_its_diff(client: Client, demo: None)
     }
     assert client.post(url, {**data, **hashes, "action": "save"}).status_code == 302
     assert PriorityClass.objects.get(name="training-critical").value == pc.value + 1
+
+
+def test_saving_from_the_htmx_form_moves_the_whole_page(client: Client, demo: None) -> None:
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    data = form_of(cq, g0f0r0_nominal="13")
+    body = client.post(
+        url, {**data, "action": "preview"}, headers={"HX-Request": "true"}
+    ).content.decode()
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    saved = client.post(url, {**data, **hashes, "action": "save"}, headers={"HX-Request": "true"})
+    assert (saved.status_code, saved["HX-Redirect"]) == (204, "/queues/")
+    assert "ClusterQueue cq-train saved" in client.get("/queues/").content.decode()
