@@ -105,6 +105,19 @@ def test_lead_asks_approver_approves_timeline_succeeds(
 
     # The fleet page shows the node back on its pool's layout after the next poll.
     wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
+    from fleet.health import collect_gpu_health
+
+    assert collect_gpu_health(gateway)["suggested"]  # GPU health, as the worker reads it
     page.goto(f"{base}/fleet/")
     expect(page.locator("body")).to_contain_text("gpu-a100-03")
     screenshot(page, "fleet")
+
+    # GPU health: the H100 whose GPU 5 fell off the bus, and the drain it suggests.
+    page.goto(f"{base}/fleet/nodes/gpu-h100-02/")
+    expect(page.locator("#health")).to_contain_text("critical")
+    expect(page.locator(".finding-critical")).to_contain_text("Xid 79")
+    expect(page.get_by_label("GPU 5: not reporting")).to_be_visible()
+    screenshot(page, "node-health")
+    page.goto(f"{base}/queues/")
+    expect(page.locator("body")).to_contain_text("Cohort ai-platform")
+    screenshot(page, "queues")
