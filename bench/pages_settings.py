@@ -5,6 +5,9 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "bench-only-secret")
 os.environ.setdefault("SECURE_COOKIES", "false")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "false")  # plain HTTP on loopback
+os.environ.setdefault("SECURE_HSTS_SECONDS", "0")
+os.environ.setdefault("ACCESS_LOG", "false")  # a line per request would be the bench's noise
 
 from portal.settings.production import *  # noqa: F403
 from portal.settings.production import REDIS_URL, redis_db

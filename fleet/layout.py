@@ -4,6 +4,7 @@ which pod), else from the node's MIG config and its allocated counts."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,17 @@ def _total(model: str | None) -> int:
     return 7
 
 
+@functools.lru_cache(maxsize=256)
+def _layout(
+    model: str | None, gpu_count: int, mig_config: str
+) -> tuple[dict[str, int] | None, ...]:
+    """A standard config's per-GPU devices on a model (the same for every node alike)."""
+    config = catalog.standard_configs().get(mig_config)
+    if model and config is not None:
+        return tuple(catalog.config_layout(config, model, gpu_count)[0])
+    return (None,) * gpu_count
+
+
 def gpu_strips(
     *,
     product: str,
@@ -84,10 +96,7 @@ def gpu_strips(
                 strip.slices.append(Slice("", total, bool(gpu.get("pod")), gpu.get("pod", "")))
             strips.append(strip)
         return strips
-    layout: list[dict[str, int] | None] = [None] * gpu_count
-    config = catalog.standard_configs().get(mig_config)
-    if model and config is not None:
-        layout, _ = catalog.config_layout(config, model, gpu_count)
+    layout = _layout(model, gpu_count, mig_config)
     left = dict(allocated)
     strips = []
     for index, devices in enumerate(layout):
@@ -99,7 +108,7 @@ def gpu_strips(
             left["nvidia.com/gpu"] = left.get("nvidia.com/gpu", 0) - 1
             strip.slices.append(Slice("", total, busy))
         else:
-            for profile, count in sorted(devices.items()):
+            for profile, count in sorted(devices.items()):  # devices is shared: read only
                 resource = catalog.resource_name(profile)
                 for _ in range(count):
                     busy = left.get(resource, 0) > 0

@@ -1,0 +1,109 @@
+"""Usage history: what the portal saw at each sample, rolled up into hours and days.
+
+Samples are compact aggregates (per team namespace and GPU resource, per ClusterQueue
+flavor and resource, per node pool and resource), not per pod or node, so a day stays
+bounded at any fleet size (bench/README.md states it). Names are stored as text so history
+outlives the teams, queues and pools it describes.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Sample(models.Model):
+    """One series' value at one sampling time."""
+
+    class Kind(models.TextChoices):
+        TEAM = "team", "Team namespace"
+        QUEUE = "queue", "ClusterQueue"
+        POOL = "pool", "Node pool"
+
+    time = models.DateTimeField()
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    # team: team slug + namespace; queue: cluster queue + cohort + flavor; pool: pool name
+    owner = models.CharField(max_length=253)
+    scope = models.CharField(max_length=253, blank=True)
+    flavor = models.CharField(max_length=253, blank=True)
+    resource = models.CharField(max_length=128)
+    # team: requested, allocated (running), pending pods, quota (hard, or -1: none)
+    # queue: used, borrowed, lent (estimated), nominal; pool: allocated, allocatable
+    used = models.FloatField(default=0)
+    requested = models.FloatField(default=0)
+    borrowed = models.FloatField(default=0)
+    lent = models.FloatField(default=0)
+    capacity = models.FloatField(default=-1, help_text="Quota, nominal or allocatable; -1: none.")
+    pending = models.FloatField(default=0)
+    gpu_share = models.FloatField(
+        default=0, help_text="``used`` in whole GPUs (MIG profiles weighted by their share)."
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["kind", "time"], name="usage_sample_kind_time"),
+            models.Index(fields=["kind", "owner", "resource", "time"], name="usage_sample_series"),
+        ]
+
+
+class Rollup(models.Model):
+    """Sums over an hour or a day: every ``*_seconds`` is value × seconds covered, so an
+    average is ``x_seconds / covered_seconds`` and an amount over time is ``x_seconds``."""
+
+    class Period(models.TextChoices):
+        HOUR = "hour"
+        DAY = "day"
+
+    period = models.CharField(max_length=4, choices=Period.choices)
+    start = models.DateTimeField()
+    kind = models.CharField(max_length=8, choices=Sample.Kind.choices)
+    owner = models.CharField(max_length=253)
+    scope = models.CharField(max_length=253, blank=True)
+    flavor = models.CharField(max_length=253, blank=True)
+    resource = models.CharField(max_length=128)
+    covered_seconds = models.FloatField(default=0)
+    used_seconds = models.FloatField(default=0)
+    requested_seconds = models.FloatField(default=0)
+    borrowed_seconds = models.FloatField(default=0)
+    lent_seconds = models.FloatField(default=0)
+    capacity_seconds = models.FloatField(default=0)
+    pending_seconds = models.FloatField(default=0)
+    gpu_seconds = models.FloatField(default=0)
+    peak_used = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["period", "start", "kind", "owner", "scope", "flavor", "resource"],
+                name="usage_rollup_once",
+            )
+        ]
+        indexes = [models.Index(fields=["period", "kind", "start"], name="usage_rollup_range")]
+
+
+class WorkloadRecord(models.Model):
+    """A Kueue workload's life: created, admitted, finished (wait = admitted - created)."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    local_queue = models.CharField(max_length=253, blank=True)
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    created_at = models.DateTimeField()
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    gpu_share = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "name", "created_at"], name="usage_workload_once"
+            )
+        ]
+        indexes = [models.Index(fields=["cluster_queue", "admitted_at"], name="usage_wl_admitted")]
+
+
+class SamplingState(models.Model):
+    """When the last sample was taken and which hours were rolled up (one row)."""
+
+    last_sample = models.DateTimeField(null=True, blank=True)
+    rolled_up_to = models.DateTimeField(null=True, blank=True)

@@ -1,0 +1,324 @@
+"""Taking a sample of what the portal observes (after a poll), and rolling samples up into
+hours and days, with retention."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from usage.compute import integrate, mig_weight
+from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
+
+log = logging.getLogger(__name__)
+SERIES = ("kind", "owner", "scope", "flavor", "resource")
+MEASURES = ("used", "requested", "borrowed", "lent", "capacity", "pending", "gpu_share")
+
+
+def _state() -> SamplingState:
+    state = SamplingState.objects.select_for_update().first()
+    return state or SamplingState.objects.create()
+
+
+def _number(text: Any) -> float:
+    from portal.quantity import QuantityError, parse_quantity
+
+    try:
+        return float(parse_quantity(str(text)))
+    except (QuantityError, ValueError):
+        return 0.0
+
+
+def team_rows(now: dt.datetime) -> list[Sample]:
+    """Per team namespace and GPU resource: requested, running, pending pods, quota."""
+    from fleet.catalog import model_for_product
+    from fleet.models import ObservedNode, ObservedPod
+    from tenants.models import Namespace, QuotaItem
+
+    model_of = {
+        n.name: model_for_product(n.gpu_product) if n.gpu_product else None
+        for n in ObservedNode.objects.filter(gone_since__isnull=True).only("name", "gpu_product")
+    }
+    team_of = dict(Namespace.objects.values_list("name", "team__slug"))
+    rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
+        lambda: {"used": 0.0, "requested": 0.0, "pending": 0.0, "gpu_share": 0.0, "capacity": -1.0}
+    )
+    for pod in ObservedPod.objects.filter(namespace__in=team_of).only(
+        "namespace", "node_name", "phase", "gpu_requests"
+    ):
+        for resource, count in (pod.gpu_requests or {}).items():
+            row = rows[(pod.namespace, resource)]
+            row["requested"] += count
+            if pod.phase == "Running" and pod.node_name:
+                row["used"] += count
+                row["gpu_share"] += count * mig_weight(model_of.get(pod.node_name), resource)
+            elif pod.phase == "Pending":
+                row["pending"] += 1
+    for item in QuotaItem.objects.filter(resource__startswith="requests.nvidia.com/").select_related(
+        "namespace"
+    ):
+        rows[(item.namespace.name, item.resource.removeprefix("requests."))]["capacity"] = _number(
+            item.hard
+        )
+    return [
+        Sample(
+            time=now,
+            kind=Sample.Kind.TEAM,
+            owner=team_of.get(namespace, ""),
+            scope=namespace,
+            resource=resource,
+            **values,
+        )
+        for (namespace, resource), values in rows.items()
+    ]
+
+
+def queue_rows(now: dt.datetime) -> list[Sample]:
+    """Per ClusterQueue, flavor and GPU resource: in use, borrowed, lent (estimated), nominal."""
+    from queues.models import ClusterQueue
+    from sync.models import ObservedObject
+
+    status = {
+        o.name: o.status for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
+    }
+    rows = []
+    for cq in ClusterQueue.objects.select_related("cohort"):
+        usage = {}
+        for flavor in (status.get(cq.name) or {}).get("flavorsUsage") or []:
+            for resource in flavor.get("resources") or []:
+                usage[(flavor.get("name"), resource.get("name"))] = (
+                    _number(resource.get("total", 0)),
+                    _number(resource.get("borrowed", 0)),
+                )
+        for group in cq.resource_groups or []:
+            for flavor in group.get("flavors") or []:
+                for quota in flavor.get("resources") or []:
+                    if not str(quota.get("name", "")).startswith("nvidia.com/"):
+                        continue
+                    used, borrowed = usage.get((flavor["name"], quota["name"]), (0.0, 0.0))
+                    nominal = _number(quota.get("nominalQuota", 0))
+                    lendable = nominal
+                    if quota.get("lendingLimit") not in (None, ""):
+                        lendable = min(nominal, _number(quota["lendingLimit"]))
+                    rows.append(
+                        Sample(
+                            time=now,
+                            kind=Sample.Kind.QUEUE,
+                            owner=cq.name,
+                            scope=cq.cohort.name if cq.cohort_id else "",
+                            flavor=flavor["name"],
+                            resource=quota["name"],
+                            used=used,
+                            borrowed=borrowed,
+                            capacity=nominal,
+                            lent=max(0.0, min(lendable, nominal - (used - borrowed))),
+                            gpu_share=used * mig_weight(None, quota["name"]),
+                        )
+                    )
+    return _share_lending(rows)
+
+
+def _share_lending(rows: list[Sample]) -> list[Sample]:
+    """Kueue reports what a queue borrows, not who lent it: a cohort's borrowing is shared
+    out over its queues in proportion to what each could lend (an estimate)."""
+    borrowed: dict[tuple[str, str, str], float] = defaultdict(float)
+    lendable: dict[tuple[str, str, str], float] = defaultdict(float)
+    for row in rows:
+        if row.scope:
+            key = (row.scope, row.flavor, row.resource)
+            borrowed[key] += row.borrowed
+            lendable[key] += row.lent
+    for row in rows:
+        key = (row.scope, row.flavor, row.resource)
+        if not row.scope or not lendable[key]:
+            row.lent = 0.0
+            continue
+        others = borrowed[key] - row.borrowed
+        row.lent = min(row.lent, others * row.lent / lendable[key]) if others > 0 else 0.0
+    return rows
+
+
+def pool_rows(now: dt.datetime) -> list[Sample]:
+    """Per node pool and GPU resource: allocated and allocatable (idle = the difference)."""
+    from fleet.catalog import model_for_product
+    from fleet.models import NodePool, ObservedNode
+
+    pools = list(NodePool.objects.order_by("name"))
+    rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
+        lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
+    )
+    for node in ObservedNode.objects.filter(gone_since__isnull=True).only(
+        "name", "labels", "allocatable", "allocated", "gpu_product"
+    ):
+        pool = next(
+            (p.name for p in pools if p.node_selector and all(node.labels.get(k) == v for k, v in p.node_selector.items())),
+            "(no pool)",
+        )
+        model = model_for_product(node.gpu_product) if node.gpu_product else None
+        for resource, value in (node.allocatable or {}).items():
+            if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):
+                continue
+            row = rows[(pool, resource)]
+            used = int((node.allocated or {}).get(resource, 0))
+            row["capacity"] += int(value)
+            row["used"] += used
+            row["gpu_share"] += used * mig_weight(model, resource)
+    return [
+        Sample(time=now, kind=Sample.Kind.POOL, owner=pool, resource=resource, **values)
+        for (pool, resource), values in rows.items()
+    ]
+
+
+def record_workloads() -> int:
+    """Keep each Kueue workload's created / admitted / finished times beyond its life."""
+    from fleet.models import ObservedWorkload
+    from queues.models import LocalQueue
+
+    cq_of = {
+        (lq.namespace.name, lq.name): lq.cluster_queue.name
+        for lq in LocalQueue.objects.select_related("namespace", "cluster_queue")
+    }
+    written = 0
+    for w in ObservedWorkload.objects.exclude(created_at__isnull=True):
+        _, created = WorkloadRecord.objects.update_or_create(
+            namespace=w.namespace,
+            name=w.name,
+            created_at=w.created_at,
+            defaults={
+                "local_queue": w.queue_name,
+                "cluster_queue": cq_of.get((w.namespace, w.queue_name), ""),
+                "admitted_at": getattr(w, "admitted_at", None),
+                "finished_at": timezone.now() if w.finished else None,
+            },
+        )
+        written += created
+    return written
+
+
+@transaction.atomic
+def take_sample(*, now: dt.datetime | None = None, force: bool = False) -> int:
+    """One sample of every series, at most every QM_SAMPLE_SECONDS; the number of rows."""
+    now = now or timezone.now()
+    state = _state()
+    if (
+        not force
+        and state.last_sample
+        and (now - state.last_sample).total_seconds() < settings.QM_SAMPLE_SECONDS
+    ):
+        return 0
+    rows = team_rows(now) + queue_rows(now) + pool_rows(now)
+    Sample.objects.bulk_create(rows, batch_size=2000)
+    record_workloads()
+    state.last_sample = now
+    state.save(update_fields=["last_sample"])
+    return len(rows)
+
+
+def _hour(time: dt.datetime) -> dt.datetime:
+    return time.replace(minute=0, second=0, microsecond=0)
+
+
+def roll_up(*, now: dt.datetime | None = None) -> int:
+    """Hours that ended at least one sample gap ago become hourly rollups; whole days of
+    hourly rollups become daily ones; raw samples and hourly rollups past their retention go."""
+    now = now or timezone.now()
+    gap = settings.QM_SAMPLE_MAX_GAP_SECONDS
+    with transaction.atomic():
+        state = _state()
+        first = Sample.objects.order_by("time").values_list("time", flat=True).first()
+        if first is None:
+            return 0
+        start = state.rolled_up_to or _hour(first)
+        written = 0
+        while start + dt.timedelta(hours=1, seconds=gap) <= now:
+            end = start + dt.timedelta(hours=1)
+            written += _roll_hour(start, end, gap)
+            if end.hour == 0 or end.time() == dt.time(0, 0):
+                written += _roll_day(end - dt.timedelta(days=1))
+            start = end
+        state.rolled_up_to = start
+        state.save(update_fields=["rolled_up_to"])
+    raw_cut = now - dt.timedelta(days=settings.QM_SAMPLE_RETENTION_DAYS)
+    Sample.objects.filter(time__lt=min(raw_cut, start - dt.timedelta(seconds=gap))).delete()
+    Rollup.objects.filter(
+        period=Rollup.Period.HOUR,
+        start__lt=now - dt.timedelta(days=settings.QM_HOURLY_RETENTION_DAYS),
+    ).delete()
+    Rollup.objects.filter(
+        period=Rollup.Period.DAY,
+        start__lt=now - dt.timedelta(days=settings.QM_DAILY_RETENTION_DAYS),
+    ).delete()
+    return written
+
+
+def _roll_hour(start: dt.datetime, end: dt.datetime, gap: float) -> int:
+    margin = dt.timedelta(seconds=gap)
+    series: dict[tuple[str, ...], list[Sample]] = defaultdict(list)
+    for sample in Sample.objects.filter(time__gte=start - margin, time__lt=end + margin).order_by(
+        "time"
+    ):
+        series[tuple(getattr(sample, f) for f in SERIES)].append(sample)
+    rows = []
+    for key, samples in series.items():
+        values: dict[str, float] = {}
+        covered = 0.0
+        for measure in MEASURES:
+            points = [(s.time, max(getattr(s, measure), 0.0)) for s in samples]
+            total, covered = integrate(points, start, end, gap)
+            values[measure] = total
+        if not covered:
+            continue
+        inside = [s.used for s in samples if start <= s.time < end]
+        rows.append(
+            Rollup(
+                period=Rollup.Period.HOUR,
+                start=start,
+                **dict(zip(SERIES, key, strict=True)),
+                covered_seconds=covered,
+                used_seconds=values["used"],
+                requested_seconds=values["requested"],
+                borrowed_seconds=values["borrowed"],
+                lent_seconds=values["lent"],
+                capacity_seconds=values["capacity"],
+                pending_seconds=values["pending"],
+                gpu_seconds=values["gpu_share"],
+                peak_used=max(inside, default=0.0),
+            )
+        )
+    Rollup.objects.filter(period=Rollup.Period.HOUR, start=start).delete()
+    Rollup.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
+
+
+def _roll_day(start: dt.datetime) -> int:
+    from django.db.models import Max, Sum
+
+    fields = [f for f in (
+        "covered_seconds", "used_seconds", "requested_seconds", "borrowed_seconds",
+        "lent_seconds", "capacity_seconds", "pending_seconds", "gpu_seconds",
+    )]
+    grouped = (
+        Rollup.objects.filter(
+            period=Rollup.Period.HOUR, start__gte=start, start__lt=start + dt.timedelta(days=1)
+        )
+        .values(*SERIES)
+        .annotate(**{f: Sum(f) for f in fields}, peak=Max("peak_used"))
+    )
+    rows = [
+        Rollup(
+            period=Rollup.Period.DAY,
+            start=start,
+            **{k: g[k] for k in SERIES},
+            **{f: g[f] for f in fields},
+            peak_used=g["peak"],
+        )
+        for g in grouped
+    ]
+    Rollup.objects.filter(period=Rollup.Period.DAY, start=start).delete()
+    Rollup.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
