@@ -56,5 +56,8 @@ def poll_cluster_task() -> None:
     if not cluster_configured():
         return
     from fleet.observe import poll_cluster
+    from usage.sampling import take_sample
 
-    poll_cluster(gateway=get_gateway())
+    run = poll_cluster(gateway=get_gateway())
+    if run.ok:
+        take_sample()  # at most every QM_SAMPLE_SECONDS

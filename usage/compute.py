@@ -12,15 +12,19 @@ from fleet import catalog
 GPU = "nvidia.com/gpu"
 
 
-def mig_weight(model: str | None, resource: str) -> float:
+def mig_weight(model: str | None, resource: str, prefer: Sequence[str] = ()) -> float:
     """The share of a GPU one unit of ``resource`` is: 1 for a whole GPU; for a MIG profile
-    the larger of its compute-slice and memory-slice fractions (mig-profiles.yaml)."""
+    the larger of its compute-slice and memory-slice fractions (mig-profiles.yaml). The same
+    profile name means different shares on different models (1g.10gb is 1/4 of an A100-40GB
+    but 1/7 of an A100-80GB): without the node's model, the fleet's models in ``prefer`` are
+    tried first."""
     if resource == GPU:
         return 1.0
     if not resource.startswith("nvidia.com/mig-"):
         return 0.0
     profile = resource.removeprefix("nvidia.com/mig-")
     models = [model] if model else []
+    models += [m for m in prefer if m not in models]
     models += [m for m in catalog.gpu_models() if m not in models]
     for name in models:
         for candidate in (profile, profile.replace(".me", "+me")):
@@ -39,7 +43,7 @@ def integrate(
     end: dt.datetime,
     max_gap: float,
 ) -> tuple[float, float]:
-    """(value × seconds, seconds covered) over [start, end). Sample i stands for
+    """(value x seconds, seconds covered) over [start, end). Sample i stands for
     [t_i, min(t_i+1, t_i + max_gap)): a poller that was down longer than ``max_gap`` leaves
     the rest of the gap uncovered (unknown), never filled with a guess. ``samples`` must be
     sorted by time and may begin before ``start`` and end after ``end``."""

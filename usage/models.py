@@ -44,9 +44,12 @@ class Sample(models.Model):
             models.Index(fields=["kind", "owner", "resource", "time"], name="usage_sample_series"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M} {self.kind} {self.owner} {self.resource}"
+
 
 class Rollup(models.Model):
-    """Sums over an hour or a day: every ``*_seconds`` is value × seconds covered, so an
+    """Sums over an hour or a day: every ``*_seconds`` is value x seconds covered, so an
     average is ``x_seconds / covered_seconds`` and an amount over time is ``x_seconds``."""
 
     class Period(models.TextChoices):
@@ -79,6 +82,9 @@ class Rollup(models.Model):
         ]
         indexes = [models.Index(fields=["period", "kind", "start"], name="usage_rollup_range")]
 
+    def __str__(self) -> str:
+        return f"{self.period} {self.start:%Y-%m-%d %H:%M} {self.kind} {self.owner} {self.resource}"
+
 
 class WorkloadRecord(models.Model):
     """A Kueue workload's life: created, admitted, finished (wait = admitted - created)."""
@@ -101,9 +107,15 @@ class WorkloadRecord(models.Model):
         ]
         indexes = [models.Index(fields=["cluster_queue", "admitted_at"], name="usage_wl_admitted")]
 
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
 
 class SamplingState(models.Model):
     """When the last sample was taken and which hours were rolled up (one row)."""
 
     last_sample = models.DateTimeField(null=True, blank=True)
     rolled_up_to = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"sampled {self.last_sample}, rolled up to {self.rolled_up_to}"

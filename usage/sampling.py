@@ -59,9 +59,9 @@ def team_rows(now: dt.datetime) -> list[Sample]:
                 row["gpu_share"] += count * mig_weight(model_of.get(pod.node_name), resource)
             elif pod.phase == "Pending":
                 row["pending"] += 1
-    for item in QuotaItem.objects.filter(resource__startswith="requests.nvidia.com/").select_related(
-        "namespace"
-    ):
+    for item in QuotaItem.objects.filter(
+        resource__startswith="requests.nvidia.com/"
+    ).select_related("namespace"):
         rows[(item.namespace.name, item.resource.removeprefix("requests."))]["capacity"] = _number(
             item.hard
         )
@@ -78,13 +78,32 @@ def team_rows(now: dt.datetime) -> list[Sample]:
     ]
 
 
+def fleet_models() -> list[str]:
+    """The GPU models of the fleet, most nodes first."""
+    from collections import Counter
+
+    from fleet.catalog import model_for_product
+    from fleet.models import ObservedNode
+
+    counts: Counter[str] = Counter()
+    for product in ObservedNode.objects.filter(gone_since__isnull=True).values_list(
+        "gpu_product", flat=True
+    ):
+        model = model_for_product(product) if product else None
+        if model:
+            counts[model] += 1
+    return [m for m, _ in counts.most_common()]
+
+
 def queue_rows(now: dt.datetime) -> list[Sample]:
     """Per ClusterQueue, flavor and GPU resource: in use, borrowed, lent (estimated), nominal."""
     from queues.models import ClusterQueue
     from sync.models import ObservedObject
 
+    models = fleet_models()
     status = {
-        o.name: o.status for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
+        o.name: o.status
+        for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
     }
     rows = []
     for cq in ClusterQueue.objects.select_related("cohort"):
@@ -117,7 +136,7 @@ def queue_rows(now: dt.datetime) -> list[Sample]:
                             borrowed=borrowed,
                             capacity=nominal,
                             lent=max(0.0, min(lendable, nominal - (used - borrowed))),
-                            gpu_share=used * mig_weight(None, quota["name"]),
+                            gpu_share=used * mig_weight(None, quota["name"], models),
                         )
                     )
     return _share_lending(rows)
@@ -156,7 +175,12 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
         "name", "labels", "allocatable", "allocated", "gpu_product"
     ):
         pool = next(
-            (p.name for p in pools if p.node_selector and all(node.labels.get(k) == v for k, v in p.node_selector.items())),
+            (
+                p.name
+                for p in pools
+                if p.node_selector
+                and all(node.labels.get(k) == v for k, v in p.node_selector.items())
+            ),
             "(no pool)",
         )
         model = model_for_product(node.gpu_product) if node.gpu_product else None
@@ -174,30 +198,51 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
     ]
 
 
-def record_workloads() -> int:
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def record_workloads(now: dt.datetime) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
     from fleet.models import ObservedWorkload
-    from queues.models import LocalQueue
 
-    cq_of = {
-        (lq.namespace.name, lq.name): lq.cluster_queue.name
-        for lq in LocalQueue.objects.select_related("namespace", "cluster_queue")
+    models = fleet_models()
+    known = {
+        (r.namespace, r.name, r.created_at): r
+        for r in WorkloadRecord.objects.filter(finished_at__isnull=True)
     }
-    written = 0
+    changed = 0
     for w in ObservedWorkload.objects.exclude(created_at__isnull=True):
-        _, created = WorkloadRecord.objects.update_or_create(
-            namespace=w.namespace,
-            name=w.name,
-            created_at=w.created_at,
-            defaults={
-                "local_queue": w.queue_name,
-                "cluster_queue": cq_of.get((w.namespace, w.queue_name), ""),
-                "admitted_at": getattr(w, "admitted_at", None),
-                "finished_at": timezone.now() if w.finished else None,
-            },
+        record = known.get((w.namespace, w.name, w.created_at))
+        share = sum(
+            _number(count) * mig_weight(None, resource, models)
+            for resource, count in (w.requests or {}).items()
         )
-        written += created
-    return written
+        if record is None:
+            record, created = WorkloadRecord.objects.get_or_create(
+                namespace=w.namespace,
+                name=w.name,
+                created_at=w.created_at,
+                defaults={
+                    "local_queue": w.queue_name,
+                    "cluster_queue": w.cluster_queue,
+                    "admitted_at": w.admitted_at,
+                    "finished_at": now if w.finished else None,
+                    "gpu_share": share,
+                },
+            )
+            changed += created
+            if created:
+                continue
+        updates = {}
+        if w.admitted_at and record.admitted_at != w.admitted_at:
+            updates["admitted_at"] = w.admitted_at
+        if w.finished and record.finished_at is None:
+            updates["finished_at"] = now
+        if updates:
+            WorkloadRecord.objects.filter(pk=record.pk).update(**updates)
+            changed += 1
+    return changed
 
 
 @transaction.atomic
@@ -213,7 +258,7 @@ def take_sample(*, now: dt.datetime | None = None, force: bool = False) -> int:
         return 0
     rows = team_rows(now) + queue_rows(now) + pool_rows(now)
     Sample.objects.bulk_create(rows, batch_size=2000)
-    record_workloads()
+    record_workloads(now)
     state.last_sample = now
     state.save(update_fields=["last_sample"])
     return len(rows)
@@ -298,10 +343,19 @@ def _roll_hour(start: dt.datetime, end: dt.datetime, gap: float) -> int:
 def _roll_day(start: dt.datetime) -> int:
     from django.db.models import Max, Sum
 
-    fields = [f for f in (
-        "covered_seconds", "used_seconds", "requested_seconds", "borrowed_seconds",
-        "lent_seconds", "capacity_seconds", "pending_seconds", "gpu_seconds",
-    )]
+    fields = [
+        f
+        for f in (
+            "covered_seconds",
+            "used_seconds",
+            "requested_seconds",
+            "borrowed_seconds",
+            "lent_seconds",
+            "capacity_seconds",
+            "pending_seconds",
+            "gpu_seconds",
+        )
+    ]
     grouped = (
         Rollup.objects.filter(
             period=Rollup.Period.HOUR, start__gte=start, start__lt=start + dt.timedelta(days=1)

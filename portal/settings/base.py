@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "queues",
     "fleet",
     "sync",
+    "usage",
 ]
 
 MIDDLEWARE = [
@@ -283,6 +284,14 @@ QM_DCGM_EXPORTER_SELECTOR = env_str("QM_DCGM_EXPORTER_SELECTOR", "app=nvidia-dcg
 QM_DCGM_CONCURRENCY = env_int("QM_DCGM_CONCURRENCY", 8)
 QM_HEALTH_SECONDS = env_int("QM_HEALTH_SECONDS", 60)
 QM_GPU_HOT_CELSIUS = env_int("QM_GPU_HOT_CELSIUS", 85)
+# Usage history: a sample of every series at most this often (after a poll), a sample
+# stands for at most QM_SAMPLE_MAX_GAP_SECONDS (a longer gap stays unknown), raw samples,
+# hourly and daily rollups are kept this many days.
+QM_SAMPLE_SECONDS = env_int("QM_SAMPLE_SECONDS", 300)
+QM_SAMPLE_MAX_GAP_SECONDS = env_int("QM_SAMPLE_MAX_GAP_SECONDS", 900)
+QM_SAMPLE_RETENTION_DAYS = env_int("QM_SAMPLE_RETENTION_DAYS", 3)
+QM_HOURLY_RETENTION_DAYS = env_int("QM_HOURLY_RETENTION_DAYS", 35)
+QM_DAILY_RETENTION_DAYS = env_int("QM_DAILY_RETENTION_DAYS", 800)
 
 # MIG changes: how long to wait for evictions and for MIG Manager before giving up.
 QM_EVICTION_TIMEOUT_SECONDS = env_int("QM_EVICTION_TIMEOUT_SECONDS", 600)
@@ -298,6 +307,7 @@ CELERY_BEAT_SCHEDULE = {
     "resume-mig-changes": {"task": "fleet.tasks.resume_mig_changes_task", "schedule": 60.0},
     "expire-quota-grants": {"task": "tenants.tasks.expire_quota_grants_task", "schedule": 300.0},
     "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    "roll-up-usage": {"task": "usage.tasks.roll_up_task", "schedule": 600.0},
     "collect-gpu-health": {
         "task": "fleet.tasks.collect_gpu_health_task",
         "schedule": float(QM_HEALTH_SECONDS),

@@ -1,0 +1,165 @@
+"""Usage history computed exactly on hand-made sample series: MIG weighting, gaps while the
+poller was down, nodes that disappeared, wait-time percentiles."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from usage import reports
+from usage.compute import integrate, mig_weight, percentile
+from usage.models import Rollup, Sample, WorkloadRecord
+from usage.sampling import roll_up
+
+T0 = dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.UTC)
+
+
+def at(minutes: float) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+def test_a_sample_stands_until_the_next_one_or_the_gap_limit() -> None:
+    points = [(at(0), 2.0), (at(5), 2.0), (at(10), 4.0), (at(60), 4.0)]
+    # 0-5 and 5-10 at 2; 10-25 at 4 (the poller was down until 60: 15 min max); 60-75 at 4.
+    total, covered = integrate(points, at(0), at(120), max_gap=900)
+    assert (total, covered) == (2 * 600 + 4 * 900 + 4 * 900, 600 + 900 + 900)
+    # Only the window asked for counts, whatever the samples around it.
+    assert integrate(points, at(7), at(20), max_gap=900) == (2 * 180 + 4 * 600, 780)
+    assert integrate([], at(0), at(60), max_gap=900) == (0.0, 0.0)
+
+
+def test_mig_profiles_weigh_the_larger_of_their_compute_and_memory_share() -> None:
+    assert mig_weight("A100-80GB", "nvidia.com/mig-3g.40gb") == 0.5  # max(3/7, 4/8)
+    assert mig_weight("A100-80GB", "nvidia.com/mig-1g.10gb") == 1 / 7  # max(1/7, 1/8)
+    assert mig_weight("A100-80GB", "nvidia.com/mig-2g.20gb") == 2 / 7  # max(2/7, 2/8)
+    assert mig_weight("A100-40GB", "nvidia.com/mig-1g.10gb") == 0.25  # max(1/7, 2/8)
+    assert mig_weight(None, "nvidia.com/mig-1g.10gb", prefer=["A100-80GB"]) == 1 / 7
+    assert mig_weight("H100-80GB", "nvidia.com/gpu") == 1.0
+    assert mig_weight("H100-80GB", "cpu") == 0.0
+
+
+def test_percentiles_interpolate_like_postgresql() -> None:
+    waits = [60, 120, 180, 240, 3600]
+    assert percentile(waits, 0.5) == 180
+    assert percentile(waits, 0.9) == pytest.approx(240 + 0.6 * 3360)
+    assert percentile([], 0.5) is None
+
+
+def series(kind: str, owner: str, resource: str, minutes: list[float], **values: Any) -> None:
+    Sample.objects.bulk_create(
+        Sample(time=at(m), kind=kind, owner=owner, resource=resource, **values) for m in minutes
+    )
+
+
+@pytest.mark.django_db
+def test_gpu_hours_with_mig_weighting_and_a_gap(settings: Any) -> None:
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    # team-a runs four 3g.40gb slices (two GPUs' worth) from 10:00 to 12:00, sampled every
+    # five minutes, but the poller was down from 10:25 to 11:10.
+    minutes = [m for m in range(0, 120, 5) if not 25 < m < 70]
+    series(
+        "team",
+        "team-a",
+        "nvidia.com/mig-3g.40gb",
+        minutes,
+        scope="team-a",
+        used=4,
+        requested=4,
+        gpu_share=4 * mig_weight("A100-80GB", "nvidia.com/mig-3g.40gb"),
+        capacity=8,
+    )
+    # team-b runs one whole GPU from 11:00 to 12:00.
+    series(
+        "team",
+        "team-b",
+        "nvidia.com/gpu",
+        list(range(60, 120, 5)),
+        scope="team-b",
+        used=1,
+        gpu_share=1,
+        capacity=4,
+    )
+    roll_up(now=at(180))
+    assert Rollup.objects.filter(period="hour").count() == 3  # team-a 10:00, 11:00; team-b 11:00
+    period = reports.Period(at(0), at(120))
+    assert period.granularity == "hour"
+    rows = {r["team"]: r for r in reports.gpu_hours(period)}
+    # team-a is covered 10:00-10:40 (the 10:25 sample stands for 15 minutes) and 11:10-12:00:
+    # 90 minutes of two GPUs' worth; the 30 unknown minutes are not guessed.
+    assert rows["team-a"] == {"team": "team-a", "gpu_hours": 3.0, "device_hours": 6.0}
+    assert rows["team-b"] == {"team": "team-b", "gpu_hours": 1.0, "device_hours": 1.0}
+    utilisation = {r["owner"]: r for r in reports.quota_utilisation(period)}
+    assert utilisation["team-a/team-a"]["utilisation"] == 0.5  # 4 of 8 while covered
+    assert utilisation["team-b/team-b"]["utilisation"] == 0.25
+    # Scoped to one team, the other is not there.
+    assert [r["team"] for r in reports.gpu_hours(period, teams=["team-b"])] == ["team-b"]
+
+
+@pytest.mark.django_db
+def test_a_node_that_disappears_stops_counting_as_idle(settings: Any) -> None:
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    # Pool train: two 8-slice nodes for the first hour, then one is gone; 8 slices in use.
+    series("pool", "train", "nvidia.com/mig-3g.40gb", list(range(0, 60, 5)), capacity=16, used=8)
+    series("pool", "train", "nvidia.com/mig-3g.40gb", list(range(60, 120, 5)), capacity=8, used=8)
+    roll_up(now=at(180))
+    (row,) = reports.idle_capacity(reports.Period(at(0), at(120)))
+    assert row == {
+        "pool": "train",
+        "resource": "nvidia.com/mig-3g.40gb",
+        "average_allocatable": 12.0,
+        "average_allocated": 8.0,
+        "idle_share": pytest.approx(1 / 3, abs=1e-4),
+        "idle_device_hours": 8.0,
+    }
+
+
+@pytest.mark.django_db
+def test_days_roll_up_from_hours_and_old_rows_go(settings: Any) -> None:
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    settings.QM_SAMPLE_RETENTION_DAYS = 1
+    start = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
+    Sample.objects.bulk_create(
+        Sample(
+            time=start + dt.timedelta(minutes=m),
+            kind="team",
+            owner="team-a",
+            scope="team-a",
+            resource="nvidia.com/gpu",
+            used=2,
+            gpu_share=2,
+        )
+        for m in range(0, 24 * 60, 5)
+    )
+    roll_up(now=start + dt.timedelta(days=2))
+    (day,) = Rollup.objects.filter(period="day")
+    assert (day.start, day.gpu_seconds / 3600, day.covered_seconds) == (start, 48.0, 86400.0)
+    # 24 hours, and 00:00-00:10 the next day (the 23:55 sample stands for 15 minutes).
+    assert Rollup.objects.filter(period="hour").count() == 25
+    assert not Sample.objects.exists()  # older than a day and rolled up
+    rows = reports.gpu_hours(reports.Period(start, start + dt.timedelta(days=2)))
+    assert rows == [{"team": "team-a", "gpu_hours": 48.0, "device_hours": 48.0}]
+
+
+@pytest.mark.django_db
+def test_wait_percentiles_per_queue() -> None:
+    for index, wait in enumerate([60, 120, 180, 240, 3600]):
+        WorkloadRecord.objects.create(
+            namespace="team-a",
+            name=f"job-{index}",
+            cluster_queue="cq-train",
+            created_at=at(index),
+            admitted_at=at(index) + dt.timedelta(seconds=wait),
+        )
+    WorkloadRecord.objects.create(  # still waiting: not in the percentiles
+        namespace="team-a", name="job-waiting", cluster_queue="cq-train", created_at=at(1)
+    )
+    (row,) = reports.wait_times(reports.Period(at(0), at(180)))
+    assert row == {
+        "cluster_queue": "cq-train",
+        "admitted": 5,
+        "p50_s": 180.0,
+        "p90_s": round(240 + 0.6 * 3360, 1),
+        "p99_s": round(240 + 0.96 * 3360, 1),
+    }
