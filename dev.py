@@ -127,6 +127,7 @@ def run() -> int:
     manage("load_demo", env=env)
     if "devcluster" in processes:
         manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
+        manage("backfill_usage", "--days", "14", env=env)  # charts on the Usage page at once
     commands = {
         "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
         "worker": [

@@ -25,6 +25,7 @@ from tenants.api import (
     QuotaRequestViewSet,
     TeamViewSet,
 )
+from usage.api import ReportView
 
 router = DefaultRouter()
 router.register("tokens", TokenViewSet, basename="token")
@@ -50,6 +51,11 @@ urlpatterns = [
     path("v1/gpu-health/", GpuHealthView.as_view(), name="gpu-health"),
     path("v1/drift/", DriftView.as_view(), name="drift"),
     path("v1/gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
+    path(
+        "v1/reports/<str:name>/",
+        ReportView.as_view(),
+        name="report",
+    ),
     path("v1/manifests/", ManifestsView.as_view(), name="manifests"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -9,6 +9,7 @@ from fleet import views as fleet_views
 from portal import views
 from queues import views as queue_views
 from tenants import views as tenant_views
+from usage import views as usage_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -27,6 +28,8 @@ urlpatterns = [
         queue_views.priority_class_edit,
         name="priority-class-edit",
     ),
+    path("reports/", usage_views.reports_page, name="reports"),
+    path("reports/<str:name>.csv", usage_views.report_csv, name="report-csv"),
     path("quota/", tenant_views.quota_list, name="quota-list"),
     path("quota/new/", tenant_views.quota_new, name="quota-new"),
     path("quota/<int:pk>/", tenant_views.quota_detail, name="quota-detail"),

@@ -30,6 +30,8 @@ READS = {
     "/fleet/nodes/gpu-a100-03/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/fleet/troubleshooting/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/queues/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/reports/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/reports/gpu-hours.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
     "/queues/priority-classes/training-critical/edit/": (
         LOGIN,
@@ -145,6 +147,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "fleet/nodes/<str:name>/",
         "fleet/troubleshooting/",
         "queues/",
+        "reports/",
+        "reports/<str:name>.csv",
         "queues/cluster-queues/<str:name>/edit/",
         "queues/priority-classes/<str:name>/edit/",
         "quota/",

@@ -1,0 +1,129 @@
+"""The Usage page, its CSV and the reports API: charts with their data, team scoping."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from usage.models import Sample, WorkloadRecord
+from usage.sampling import roll_up
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(demo: None, settings: Any) -> None:
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    # Three whole days, up to last midnight (reports cover whole days).
+    now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    start = now - dt.timedelta(days=3)
+    rows = []
+    for minute in range(0, 3 * 24 * 60, 15):
+        time = start + dt.timedelta(minutes=minute)
+        rows += [
+            Sample(
+                time=time,
+                kind="team",
+                owner="team-a",
+                scope="team-a",
+                resource="nvidia.com/gpu",
+                used=4,
+                gpu_share=4,
+                capacity=16,
+            ),
+            Sample(
+                time=time,
+                kind="team",
+                owner="team-b",
+                scope="team-b",
+                resource="nvidia.com/mig-3g.40gb",
+                used=8,
+                gpu_share=4,
+                capacity=8,
+            ),
+            Sample(
+                time=time,
+                kind="pool",
+                owner="train",
+                resource="nvidia.com/mig-3g.40gb",
+                used=8,
+                capacity=48,
+                gpu_share=4,
+            ),
+            Sample(
+                time=time,
+                kind="queue",
+                owner="cq-train",
+                scope="ai-platform",
+                flavor="h100-80gb",
+                resource="nvidia.com/gpu",
+                used=4,
+                capacity=12,
+                gpu_share=4,
+            ),
+        ]
+    Sample.objects.bulk_create(rows)
+    for index, wait in enumerate((30, 90, 600)):
+        created = now - dt.timedelta(days=1, minutes=index)
+        WorkloadRecord.objects.create(
+            namespace="team-a",
+            name=f"j{index}",
+            cluster_queue="cq-train",
+            created_at=created,
+            admitted_at=created + dt.timedelta(seconds=wait),
+        )
+    roll_up(now=now + dt.timedelta(hours=1))
+
+
+def login(username: str) -> Client:
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    return client
+
+
+def test_a_lead_sees_charts_and_numbers_of_their_teams_only(history: None) -> None:
+    page = login("lead-a").get("/reports/?days=7").content.decode()
+    assert 'role="img" aria-label="team-a: nvidia.com/gpu in use against the quota' in page
+    assert "team-b" not in page.split('id="gpuh-title"')[1].split("</section>")[0]
+    assert "<td>team-a</td><td>288.0</td><td>288.0</td>" in page  # 4 GPUs x 72 hours
+    assert "Wait before admission per ClusterQueue" in page
+    assert "Suggestions" not in page  # for approvers and admins
+
+
+def test_admins_see_every_team_and_the_suggestions(history: None) -> None:
+    page = login("admin").get("/reports/?days=7").content.decode()
+    assert "<td>team-b</td><td>288.0</td><td>576.0</td>" in page  # 8 slices = 4 GPUs' worth
+    assert "team-a/team-a used 25% of its 16 nvidia.com/gpu on average" in page
+    assert "mig-3g.40gb sat 83% idle in pool train" not in page  # nothing else waited
+
+
+def test_the_csv_is_the_table(history: None) -> None:
+    response = login("lead-a").get("/reports/gpu-hours.csv?days=7")
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith('attachment; filename="gpu-hours-')
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert rows == [{"team": "team-a", "gpu_hours": "288.0", "device_hours": "288.0"}]
+    assert login("lead-a").get("/reports/nope.csv").status_code == 404
+
+
+def test_the_api_gives_json_or_csv(history: None) -> None:
+    client = login("approver")
+    waits = client.get("/api/v1/reports/wait-times/?days=7").json()
+    assert waits == [
+        {"cluster_queue": "cq-train", "admitted": 3, "p50_s": 90.0, "p90_s": 498.0, "p99_s": 589.8}
+    ]
+    text = client.get("/api/v1/reports/idle-capacity/?days=7&format=csv").content.decode()
+    assert (
+        text.splitlines()[0]
+        == "pool,resource,average_allocatable,average_allocated,idle_share,idle_device_hours"
+    )
+    assert client.get("/api/v1/reports/gpu-hours/?days=5").status_code == 400
+    assert client.get("/api/v1/reports/nope/").status_code == 404
+    assert Client().get("/api/v1/reports/gpu-hours/").status_code in (401, 403)
