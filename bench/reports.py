@@ -235,6 +235,19 @@ def main() -> int:
         f"({settings.QM_SAMPLE_SECONDS} s apart), {per_sample * 24} hourly and {per_sample} "
         "daily rollups"
     )
+    from django.db import connection
+
+    from usage.models import Rollup
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_total_relation_size(%s)", [Rollup._meta.db_table])
+        size = cursor.fetchone()[0]
+    per_row = size / max(1, Rollup.objects.count())
+    print(
+        f"rollup table with indexes: {size / 2**20:.0f} MiB, {per_row:.0f} bytes a row; a day "
+        f"costs {per_sample * samples_per_day * per_row / 2**20:.0f} MiB of samples and "
+        f"{per_sample * 24 * per_row / 2**20:.1f} MiB of hourly rollups"
+    )
     print(f"report_s={best:.3f}")
     return 0
 

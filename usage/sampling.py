@@ -206,7 +206,15 @@ def record_workloads(now: dt.datetime) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
     from fleet.models import ObservedWorkload
 
+    from queues.models import LocalQueue
+
     models = fleet_models()
+    cq_of = {
+        (namespace, name): cq
+        for namespace, name, cq in LocalQueue.objects.values_list(
+            "namespace__name", "name", "cluster_queue__name"
+        )
+    }
     known = {
         (r.namespace, r.name, r.created_at): r
         for r in WorkloadRecord.objects.filter(finished_at__isnull=True)
@@ -225,7 +233,7 @@ def record_workloads(now: dt.datetime) -> int:
                 created_at=w.created_at,
                 defaults={
                     "local_queue": w.queue_name,
-                    "cluster_queue": w.cluster_queue,
+                    "cluster_queue": w.cluster_queue or cq_of.get((w.namespace, w.queue_name), ""),
                     "admitted_at": w.admitted_at,
                     "finished_at": now if w.finished else None,
                     "gpu_share": share,
