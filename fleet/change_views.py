@@ -59,6 +59,17 @@ def change_new(request: HttpRequest) -> HttpResponse:
         "nodes": request.GET.getlist("nodes"),
         "target_config": request.GET.get("target_config", ""),
     }
+    pool_name = request.GET.get("pool", "")
+    if pool_name and not initial["nodes"]:  # a suggestion for a whole pool
+        from fleet.models import NodePool, ObservedNode
+
+        pool = NodePool.objects.filter(name=pool_name).first()
+        if pool is not None and pool.node_selector:
+            initial["nodes"] = list(
+                ObservedNode.objects.filter(
+                    gone_since__isnull=True, labels__contains=pool.node_selector
+                ).values_list("name", flat=True)
+            )
     form = MigChangeForm(request.POST or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

@@ -54,7 +54,17 @@ def quota_new(request: HttpRequest) -> HttpResponse:
     teams = _teams(request.user)
     if not teams.exists():  # type: ignore[attr-defined]
         raise PermissionDenied("Only team leads and platform admins ask for quota.")
-    form = QuotaRequestForm(request.POST or None, teams=teams)
+    initial: dict[str, object] = {}
+    if request.method == "GET":  # prefilled from a link (a usage suggestion, an explanation)
+        wanted = teams.filter(slug=request.GET.get("team", "")).first()  # type: ignore[attr-defined]
+        if wanted is not None:
+            initial["team"] = wanted
+            namespace = wanted.namespaces.filter(name=request.GET.get("namespace", "")).first()
+            if namespace is not None:
+                initial.update({"kind": "namespace", "namespace": namespace})
+        if request.GET.get("resource"):
+            initial["resource"] = request.GET["resource"][:100]
+    form = QuotaRequestForm(request.POST or None, teams=teams, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:

@@ -208,6 +208,28 @@ def idle_capacity(period: Period) -> list[dict[str, Any]]:
     return out
 
 
+def usage_by_bucket(period: Period, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The data behind the usage charts: per team, bucket and resource."""
+    rows = (
+        _scoped(_rollups(period, Sample.Kind.TEAM), teams)
+        .values("owner", "start", "resource")
+        .annotate(
+            used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Max("covered_seconds")
+        )
+        .order_by("owner", "start", "resource")
+    )
+    return [
+        {
+            "team": row["owner"],
+            "start": row["start"].isoformat(),
+            "resource": row["resource"],
+            "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
+            "quota": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
+        }
+        for row in rows
+    ]
+
+
 def usage_over_time(period: Period, team: str) -> list[dict[str, Any]]:
     """A team's average use and quota per bucket and resource (the team page's chart)."""
     rows = (
@@ -279,10 +301,11 @@ def insights(
 
 
 REPORTS = {
+    "usage-over-time": usage_by_bucket,
     "gpu-hours": gpu_hours,
     "quota-utilisation": quota_utilisation,
     "wait-times": wait_times,
     "borrowing": borrowing,
     "idle-capacity": idle_capacity,
 }
-TEAM_SCOPED = {"gpu-hours", "quota-utilisation"}
+TEAM_SCOPED = {"gpu-hours", "quota-utilisation", "usage-over-time"}

@@ -205,7 +205,6 @@ def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 def record_workloads(now: dt.datetime) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
     from fleet.models import ObservedWorkload
-
     from queues.models import LocalQueue
 
     models = fleet_models()

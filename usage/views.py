@@ -85,6 +85,11 @@ def reports_page(request: HttpRequest) -> HttpResponse:
     days = _days(request)
     period = reports.Period.last(days)
     teams = team_scope(request.user)
+    team = request.GET.get("team", "")
+    if team:  # one team's page: only within what the user may see
+        if teams is not None and team not in teams:
+            raise Http404("No such team among yours.")
+        teams = [team]
     chart_teams = (
         teams
         if teams is not None
@@ -133,6 +138,7 @@ def reports_page(request: HttpRequest) -> HttpResponse:
         else "",
         "insights": reports.insights(period) if teams is None else [],
         "sees_all": teams is None,
+        "team": team,
     }
     return render(request, "usage/reports.html", context)
 
@@ -140,7 +146,13 @@ def reports_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def report_csv(request: HttpRequest, name: str) -> HttpResponse:
     period = reports.Period.last(_days(request))
-    rows = report_rows(name, period, team_scope(request.user))
+    teams = team_scope(request.user)
+    team = request.GET.get("team", "")
+    if team:
+        if teams is not None and team not in teams:
+            raise Http404("No such team among yours.")
+        teams = [team]
+    rows = report_rows(name, period, teams)
     response = HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{name}-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv"'

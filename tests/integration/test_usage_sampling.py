@@ -34,9 +34,7 @@ def observed(settings: Any) -> Iterator[None]:
 def test_a_sample_of_the_demo_fleet(observed: None) -> None:
     assert take_sample(force=True) > 10
     assert take_sample() == 0  # not again within QM_SAMPLE_SECONDS
-    team = {
-        (s.owner, s.resource): s for s in Sample.objects.filter(kind="team")
-    }
+    team = {(s.owner, s.resource): s for s in Sample.objects.filter(kind="team")}
     gang = team[("team-b", "nvidia.com/gpu")]  # two running 4-GPU gang pods, two waiting
     assert (gang.used, gang.requested, gang.pending, gang.gpu_share) == (8, 16, 2, 8)
     filler = team[("team-b", "nvidia.com/mig-3g.40gb")]  # four fillers of 8 slices
@@ -45,7 +43,10 @@ def test_a_sample_of_the_demo_fleet(observed: None) -> None:
     assert (waiting.used, waiting.pending) == (0, 1)
     assert team[("team-a", "nvidia.com/gpu")].capacity == 16  # the namespace quota
     pools = {(s.owner, s.resource): s for s in Sample.objects.filter(kind="pool")}
-    assert (pools[("h100", "nvidia.com/gpu")].capacity, pools[("h100", "nvidia.com/gpu")].used) == (16, 8)
+    assert (pools[("h100", "nvidia.com/gpu")].capacity, pools[("h100", "nvidia.com/gpu")].used) == (
+        16,
+        8,
+    )
     queues = {(s.owner, s.flavor, s.resource): s for s in Sample.objects.filter(kind="queue")}
     assert queues[("cq-train", "h100-80gb", "nvidia.com/gpu")].capacity == 12
     assert WorkloadRecord.objects.filter(cluster_queue="cq-train").exists()
@@ -57,8 +58,8 @@ def test_the_demo_backfill_makes_charts_at_once(observed: None) -> None:
     assert Rollup.objects.filter(period="hour", kind="team", owner="team-a").exists()
     assert WorkloadRecord.objects.filter(namespace="backfill").count() > 10
     call_command("backfill_usage", "--days", "3")  # once only
-    from django.test import Client
     from django.contrib.auth.models import User
+    from django.test import Client
 
     client = Client()
     client.force_login(User.objects.get(username="lead-a"))

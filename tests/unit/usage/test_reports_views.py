@@ -127,3 +127,102 @@ def test_the_api_gives_json_or_csv(history: None) -> None:
     assert client.get("/api/v1/reports/gpu-hours/?days=5").status_code == 400
     assert client.get("/api/v1/reports/nope/").status_code == 404
     assert Client().get("/api/v1/reports/gpu-hours/").status_code in (401, 403)
+
+
+def test_a_team_page_and_its_chart_data(history: None) -> None:
+    client = login("lead-a")
+    assert 'href="/reports/?team=team-a"' in client.get("/").content.decode()
+    page = client.get("/reports/?days=7&team=team-a").content.decode()
+    assert "<h1>Usage of team-a</h1>" in page
+    assert client.get("/reports/?team=team-b").status_code == 404  # not lead-a's team
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                client.get("/reports/usage-over-time.csv?days=7&team=team-a").content.decode()
+            )
+        )
+    )
+    assert len(rows) == 3 and {r["team"] for r in rows} == {"team-a"}
+    assert (rows[0]["average_used"], rows[0]["quota"]) == ("4.0", "16.0")
+
+
+def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: None) -> None:
+    from usage import reports
+
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = []
+    for minute in range(0, 24 * 60, 15):
+        time = now - dt.timedelta(days=1) + dt.timedelta(minutes=minute)
+        rows += [
+            # team-infer holds 8 GPUs of quota and uses 1.
+            Sample(
+                time=time,
+                kind="team",
+                owner="team-infer",
+                scope="team-infer",
+                resource="nvidia.com/gpu",
+                used=1,
+                capacity=8,
+            ),
+            # 3g.40gb slices wait in team-a while pool dev's 1g.10gb slices sit idle.
+            Sample(
+                time=time,
+                kind="team",
+                owner="team-a",
+                scope="team-a",
+                resource="nvidia.com/mig-3g.40gb",
+                pending=1,
+                capacity=-1,
+            ),
+            Sample(
+                time=time,
+                kind="pool",
+                owner="dev",
+                resource="nvidia.com/mig-1g.10gb",
+                used=2,
+                capacity=16,
+            ),
+        ]
+    Sample.objects.bulk_create(rows)
+    roll_up(now=now + dt.timedelta(hours=1))
+    found = {i["kind"]: i for i in reports.insights(reports.Period.last(7))}
+    assert found["unused quota"]["text"] == (
+        "team-infer/team-infer used 12% of its 8 nvidia.com/gpu on average: lower the quota or "
+        "lend the queue's share to the cohort."
+    )
+    assert found["unused quota"]["url"] == (
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+    )
+    assert found["idle profile"]["text"] == (
+        "nvidia.com/mig-1g.10gb sat 88% idle in pool dev while pods waited for "
+        "nvidia.com/mig-3g.40gb: change the pool's MIG layout."
+    )
+    page = login("admin").get("/reports/?days=7").content.decode()
+    assert "Open a prefilled request" in page
+
+
+def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
+    from fleet.models import NodePool, ObservedNode
+
+    client = login("admin")
+    page = client.get(
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+    ).content.decode()
+    assert 'value="requests.nvidia.com/gpu"' in page
+    now = timezone.now()
+    pool = NodePool.objects.get(name="train")
+    ObservedNode.objects.create(
+        name="gpu-z1",
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config="all-3g.40gb",
+        labels={**pool.node_selector, "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        allocatable={"nvidia.com/mig-3g.40gb": "16"},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
+    form = client.get("/changes/new/?pool=train").content.decode()
+    box = form[form.index('value="gpu-z1"') - 80 : form.index('value="gpu-z1"') + 80]
+    assert "checked" in box
