@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -30,7 +31,10 @@ class ReportView(APIView):
             OpenApiParameter("days", int, enum=list(DAYS)),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
-        responses={200: serializers.ListField(child=serializers.DictField())},
+        responses={
+            (200, "application/json"): {"type": "array", "items": {"type": "object"}},
+            (200, "text/csv"): OpenApiTypes.STR,
+        },
     )
     def get(self, request: Request, name: str) -> Response | HttpResponse:
         query = ReportQuery(data=request.query_params)
