@@ -28,6 +28,10 @@ class Period:
     def granularity(self) -> str:
         return "day" if (self.end - self.start) >= dt.timedelta(days=2) else "hour"
 
+    @property
+    def adjective(self) -> str:
+        return {"day": "daily", "hour": "hourly"}[self.granularity]
+
     @classmethod
     def last(cls, days: int, now: dt.datetime | None = None) -> Period:
         now = now or timezone.now()

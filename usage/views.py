@@ -68,7 +68,7 @@ def _usage_charts(period: reports.Period, teams: list[str]) -> list[dict[str, An
             labels = [s.strftime(fmt) for s in starts]
             used = [points[s][0] for s in starts]
             quota = [points[s][1] for s in starts]
-            title = f"{team}: {resource} in use against the quota, {period.granularity}ly averages"
+            title = f"{team}: {resource} in use against the quota, {period.adjective} averages"
             series = [("in use", used)] + ([("quota", quota)] if any(quota) else [])
             out.append(
                 {

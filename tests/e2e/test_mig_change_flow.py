@@ -121,3 +121,13 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     page.goto(f"{base}/queues/")
     expect(page.locator("body")).to_contain_text("Cohort ai-platform")
     screenshot(page, "queues")
+
+    # Usage history (the demo backfills two weeks), as a team's page.
+    from django.core.management import call_command
+
+    call_command("backfill_usage", "--days", "14")
+    page.goto(f"{base}/reports/?team=team-a&days=30")
+    expect(
+        page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
+    ).to_be_visible()
+    screenshot(page, "usage-team")
