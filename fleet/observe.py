@@ -12,7 +12,7 @@ import gc
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -437,6 +437,32 @@ def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _replace_rows(
+    model: Any,
+    current: dict[tuple[str, ...], dict[str, Any]],
+    keys: tuple[str, ...],
+    same: Callable[[Any, dict[str, Any]], bool],
+    stamp: dict[str, Any],
+) -> int:
+    """Make ``model``'s rows equal ``current`` (key -> values): write those that differ (with
+    ``stamp``), delete those gone; the number of rows written or deleted."""
+    existing = {tuple(getattr(r, k) for k in keys): r for r in model.objects.all()}
+    written = 0
+    for key, values in current.items():
+        row = existing.get(key)
+        if row is not None and same(row, values):
+            continue
+        model.objects.update_or_create(
+            **dict(zip(keys, key, strict=True)),
+            defaults={**{k: v for k, v in values.items() if k not in keys}, **stamp},
+        )
+        written += 1
+    gone = [row.pk for key, row in existing.items() if key not in current]
+    if gone:
+        written += model.objects.filter(pk__in=gone).delete()[0]
+    return written
+
+
 def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
     """Replace the PodGroup rows that changed; drop those gone."""
     from fleet.models import ObservedPodGroup
@@ -445,25 +471,13 @@ def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
     for item in groups:
         values = podgroup_values(item)
         current[(values["namespace"], values["name"])] = values
-    existing = {(g.namespace, g.name): g for g in ObservedPodGroup.objects.all()}
-    written = 0
-    for key, values in current.items():
-        row = existing.get(key)
-        if row is not None and all(getattr(row, k) == v for k, v in values.items()):
-            continue
-        ObservedPodGroup.objects.update_or_create(
-            namespace=key[0],
-            name=key[1],
-            defaults={
-                **{k: v for k, v in values.items() if k not in ("namespace", "name")},
-                "last_changed": now,
-            },
-        )
-        written += 1
-    gone = [row.pk for key, row in existing.items() if key not in current]
-    if gone:
-        written += ObservedPodGroup.objects.filter(pk__in=gone).delete()[0]
-    return written
+    return _replace_rows(
+        ObservedPodGroup,
+        current,
+        ("namespace", "name"),
+        lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
+        {"last_changed": now},
+    )
 
 
 def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> int:
@@ -493,20 +507,13 @@ def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> 
         }
         if key not in latest or values["last_seen"] >= latest[key]["last_seen"]:
             latest[key] = values
-    existing = {(f.namespace, f.kind, f.name): f for f in ObservedCreateFailure.objects.all()}
-    written = 0
-    for key, values in latest.items():
-        row = existing.get(key)
-        if row is not None and all(getattr(row, k) == v for k, v in values.items()):
-            continue
-        ObservedCreateFailure.objects.update_or_create(
-            namespace=key[0], kind=key[1], name=key[2], defaults=values
-        )
-        written += 1
-    gone = [row.pk for key, row in existing.items() if key not in latest]
-    if gone:
-        written += ObservedCreateFailure.objects.filter(pk__in=gone).delete()[0]
-    return written
+    return _replace_rows(
+        ObservedCreateFailure,
+        latest,
+        ("namespace", "kind", "name"),
+        lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
+        {},
+    )
 
 
 def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
@@ -557,33 +564,20 @@ def write_workloads(workloads: list[dict[str, Any]], *, now: dt.datetime) -> int
     for item in workloads:
         values = workload_values(item)
         current[(values["namespace"], values["name"])] = values
-    existing = {(w.namespace, w.name): w for w in ObservedWorkload.objects.all()}
-    written = 0
-    for key, values in current.items():
-        row = existing.get(key)
-        if (
-            row is not None
-            and all(
+
+    def same(row: Any, values: dict[str, Any]) -> bool:
+        return bool(
+            all(
                 str(getattr(row, k) or "") == str(v or "")
                 for k, v in values.items()
                 if k not in ("created_at", "admitted_at", "requests")
             )
             and row.requests == values["requests"]
-        ):
-            continue
-        ObservedWorkload.objects.update_or_create(
-            namespace=key[0],
-            name=key[1],
-            defaults={
-                **{k: v for k, v in values.items() if k not in ("namespace", "name")},
-                "last_changed": now,
-            },
         )
-        written += 1
-    gone = [row.pk for key, row in existing.items() if key not in current]
-    if gone:
-        written += ObservedWorkload.objects.filter(pk__in=gone).delete()[0]
-    return written
+
+    return _replace_rows(
+        ObservedWorkload, current, ("namespace", "name"), same, {"last_changed": now}
+    )
 
 
 def write_managed(
