@@ -71,6 +71,59 @@ def admitted_to(workload: Obj) -> str:
     return str(admission.get("clusterQueue") or "")
 
 
+def _waiting_order(workload: Obj) -> tuple[int, str, str]:
+    return (
+        -int((workload.get("spec") or {}).get("priority") or 0),
+        workload["metadata"]["creationTimestamp"],
+        workload["metadata"]["name"],
+    )
+
+
+def pending_workloads(cluster: Cluster, cluster_queue: str, *, version: str) -> Obj:
+    """Kueue's visibility API (PendingWorkloadsSummary): a ClusterQueue's pending workloads
+    in admission order, with their 0-based positions in it and in their LocalQueue."""
+    lqs = {
+        (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue", "")
+        for q in cluster.all(LQS)
+    }
+    waiting = sorted(
+        (
+            w
+            for w in cluster.all(WORKLOADS)
+            if not is_finished(w)
+            and not admitted_to(w)
+            and lqs.get((w["metadata"]["namespace"], (w.get("spec") or {}).get("queueName", "")))
+            == cluster_queue
+        ),
+        key=_waiting_order,
+    )
+    per_lq: dict[tuple[str, str], int] = defaultdict(int)
+    items = []
+    for position, workload in enumerate(waiting):
+        meta = workload["metadata"]
+        lq = (meta["namespace"], (workload.get("spec") or {}).get("queueName", ""))
+        items.append(
+            {
+                "metadata": {
+                    "name": meta["name"],
+                    "namespace": meta["namespace"],
+                    "creationTimestamp": meta["creationTimestamp"],
+                },
+                "priority": int((workload.get("spec") or {}).get("priority") or 0),
+                "localQueueName": lq[1],
+                "positionInClusterQueue": position,
+                "positionInLocalQueue": per_lq[lq],
+            }
+        )
+        per_lq[lq] += 1
+    return {
+        "kind": "PendingWorkloadsSummary",
+        "apiVersion": f"visibility.kueue.x-k8s.io/{version}",
+        "metadata": {"creationTimestamp": None},
+        "items": items,
+    }
+
+
 def reconcile(cluster: Cluster) -> None:
     """Admit what fits, explain what waits, and write queue status. Runs under the lock."""
     cqs = {c["metadata"]["name"]: c for c in cluster.all(CQS)}
@@ -87,14 +140,7 @@ def reconcile(cluster: Cluster) -> None:
                     usage[cq][(flavor, resource)] += quantity.parse(
                         (assignment.get("resourceUsage") or {}).get(resource, "0")
                     )
-    pending = sorted(
-        (w for w in workloads if not admitted_to(w)),
-        key=lambda w: (
-            -int((w.get("spec") or {}).get("priority") or 0),
-            w["metadata"]["creationTimestamp"],
-            w["metadata"]["name"],
-        ),
-    )
+    pending = sorted((w for w in workloads if not admitted_to(w)), key=_waiting_order)
     for workload in pending:
         namespace = workload["metadata"]["namespace"]
         queue_name = (workload.get("spec") or {}).get("queueName", "")

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import rbac, resources
+from devcluster import kueue, rbac, resources
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -52,6 +52,13 @@ class Response:
         self.body = body
         self.headers = headers or {}
         self.raw = raw
+
+
+VISIBILITY = "visibility.kueue.x-k8s.io"
+# For RBAC and error messages: the aggregated group's ClusterQueue view.
+VISIBILITY_CQ = resources.Resource(
+    VISIBILITY, "v1beta2", "clusterqueues", "ClusterQueue", False, "clusterqueue"
+)
 
 
 class API:
@@ -127,6 +134,8 @@ class API:
                 },
             )
         parts = path.strip("/").split("/")
+        if parts[:2] == ["apis", VISIBILITY]:
+            return self._visibility(method, parts[2:], user)
         if parts[0] == "api" and len(parts) >= 2:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis" and len(parts) >= 2:
@@ -191,6 +200,27 @@ class API:
             {"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
             raw=text.encode(),
         )
+
+    def _visibility(self, method: str, rest: list[str], user: rbac.Subject | None) -> Response:
+        """Kueue's aggregated visibility API: ``clusterqueues/{cq}/pendingworkloads``."""
+        if (
+            method != "GET"
+            or len(rest) != 4
+            or rest[0] not in ("v1beta2", "v1beta1")
+            or rest[1] != "clusterqueues"
+            or rest[3] != "pendingworkloads"
+        ):
+            raise APIError(404, "the server could not find the requested resource", details={})
+        version, name = rest[0], rest[2]
+        if user is not None:
+            self._authorize(user, "get", VISIBILITY_CQ, "", name, "pendingworkloads")
+        with self.cluster.lock:
+            cqs = {c["metadata"]["name"] for c in self.cluster.all(kueue.CQS)}  # type: ignore[arg-type]
+            if name not in cqs:
+                raise APIError(
+                    404, f'clusterqueues.kueue.x-k8s.io "{name}" not found', reason="NotFound"
+                )
+            return Response(200, kueue.pending_workloads(self.cluster, name, version=version))
 
     def _creates(
         self, headers: dict[str, str], resource: resources.Resource, namespace: str, name: str

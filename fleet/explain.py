@@ -332,6 +332,11 @@ def _lead(resource: str, offered: int, free: int, wanted: int) -> str:
     return f"All {offered} {_short(resource)} in the fleet are in use ({free} free, the pod needs {wanted}): "
 
 
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def explain_workload(
     *,
     namespace: str,
@@ -340,8 +345,28 @@ def explain_workload(
     reason: str,
     message: str,
     quota: Mapping[str, tuple[int, int]] | None = None,
+    position: int | None = None,
+    cluster_queue: str = "",
 ) -> Explanation:
-    """A Kueue workload that is not admitted (its Job stays suspended)."""
+    """A Kueue workload that is not admitted (its Job stays suspended); ``position`` is its
+    0-based place in its ClusterQueue (Kueue's visibility API), when known."""
+    why = _explain_workload(
+        namespace=namespace, name=name, queue=queue, reason=reason, message=message
+    )
+    if position is not None:
+        where = f" for {cluster_queue}" if cluster_queue else ""
+        why.cause = f"{why.cause} It is {_ordinal(position + 1)} in line{where}."
+    return why
+
+
+def _explain_workload(
+    *,
+    namespace: str,
+    name: str,
+    queue: str,
+    reason: str,
+    message: str,
+) -> Explanation:
     evidence = [message] if message else []
     short = _KUEUE_SHORT.search(message or "")
     if short:

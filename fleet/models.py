@@ -168,6 +168,10 @@ class ObservedWorkload(models.Model):
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
+    position = models.IntegerField(
+        null=True, blank=True, help_text="0-based place in its ClusterQueue (visibility API)."
+    )
+    position_in_local_queue = models.IntegerField(null=True, blank=True)
     last_changed = models.DateTimeField()
 
     class Meta:

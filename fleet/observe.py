@@ -261,6 +261,7 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
             )
             managed = _list_managed(gateway)
             workloads = _list_workloads(gateway)
+            positions = _queue_positions(gateway) if workloads else {}
             podgroups = _list_podgroups(gateway)
             failures = gateway.list(
                 "v1", "Event", field_selector="reason=FailedCreate", page_size=500
@@ -268,7 +269,7 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
             with transaction.atomic():
                 changed = write_fleet(nodes, pods, now=started)
                 if workloads is not None:
-                    changed += write_workloads(workloads, now=started)
+                    changed += write_workloads(workloads, now=started, positions=positions)
                 if podgroups is not None:
                     changed += write_podgroups(podgroups, now=started)
                 changed += write_create_failures(failures, now=started)
@@ -556,13 +557,45 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_workloads(workloads: list[dict[str, Any]], *, now: dt.datetime) -> int:
+def _queue_positions(gateway: Gateway) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
+    visibility API; empty where the API is not served or not allowed (one refusal ends it)."""
+    from queues.models import ClusterQueue
+
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for name in ClusterQueue.objects.values_list("name", flat=True):
+        try:
+            items = gateway.pending_workloads(name)
+        except NotFound as exc:
+            if "clusterqueues" in exc.message and name in exc.message:
+                continue  # that queue is not in the cluster (yet)
+            return out  # the API is not served
+        except KubeError as exc:
+            log.info("no queue positions: %s", exc.message)
+            return out
+        for item in items:
+            meta = item.get("metadata") or {}
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = (
+                _int(item.get("positionInClusterQueue")),
+                _int(item.get("positionInLocalQueue")),
+            )
+    return out
+
+
+def write_workloads(
+    workloads: list[dict[str, Any]],
+    *,
+    now: dt.datetime,
+    positions: dict[tuple[str, str], tuple[int, int]] | None = None,
+) -> int:
     """Replace changed workload rows and drop those gone (a few thousand at most)."""
     from fleet.models import ObservedWorkload
 
     current = {}
     for item in workloads:
         values = workload_values(item)
+        where = (positions or {}).get((values["namespace"], values["name"]))
+        values["position"], values["position_in_local_queue"] = where or (None, None)
         current[(values["namespace"], values["name"])] = values
 
     def same(row: Any, values: dict[str, Any]) -> bool:

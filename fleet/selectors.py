@@ -253,6 +253,16 @@ def explain_waiting(
 
     workloads, pods = waiting_in_namespaces(namespaces)
     gangs = gangs_of([p for p in pods if p.group_name])
+    cq_of: dict[tuple[str, str], str] = {}
+    if any(w.position is not None and not w.cluster_queue for w in workloads):
+        from queues.models import LocalQueue
+
+        cq_of = {
+            (ns, lq): cq
+            for ns, lq, cq in LocalQueue.objects.filter(namespace__name__in=namespaces).values_list(
+                "namespace__name", "name", "cluster_queue__name"
+            )
+        }
     if workloads or pods:
         view = explainer_view()
         for pod in pods:
@@ -277,6 +287,9 @@ def explain_waiting(
                     queue=workload.queue_name,
                     reason=workload.reason,
                     message=workload.message,
+                    position=workload.position,
+                    cluster_queue=workload.cluster_queue
+                    or cq_of.get((workload.namespace, workload.queue_name), ""),
                 )
     # The Job controller retries with back-off: an event older than that is history.
     recent = timezone.now() - dt.timedelta(minutes=15)

@@ -172,6 +172,14 @@ class Gateway:
     def get(self, ref: ObjectRef) -> dict[str, Any]:
         return dict(self.request("GET", ref.path()))
 
+    def pending_workloads(
+        self, cluster_queue: str, version: str = "v1beta2"
+    ) -> list[dict[str, Any]]:
+        """Kueue's visibility API: a ClusterQueue's pending workloads with their positions."""
+        group = f"/apis/visibility.kueue.x-k8s.io/{version}"
+        path = f"{group}/clusterqueues/{cluster_queue}/pendingworkloads"
+        return list(self.request("GET", path).get("items") or [])
+
     def pod_proxy_get(self, namespace: str, pod: str, port: int, path: str) -> str:
         """GET ``path`` from a pod's port through the API server's proxy (``pods/proxy``),
         e.g. a DCGM exporter's ``metrics`` on 9400; the body as text."""

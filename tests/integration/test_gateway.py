@@ -208,3 +208,39 @@ def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
     assert not dcgm.ok
     assert dcgm.detail == "Running on 4 of 5 nodes. Missing on: gpu-a100-02."
     assert "kubectl get pods -n gpu-operator -l app=nvidia-dcgm-exporter -o wide" in dcgm.fix
+
+
+def test_kueue_visibility_api_orders_pending_workloads(gateway: Gateway) -> None:
+    import pytest as _pytest
+
+    from kube import NotFound
+
+    for name in ("cq-train",):
+        gateway.apply(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {"resourceGroups": []},
+            }
+        )
+    for namespace, queue in (("team-a", "team-a-train"), ("team-b", "team-b-train")):
+        gateway.apply(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": queue, "namespace": namespace},
+                "spec": {"clusterQueue": "cq-train"},
+            }
+        )
+    items = gateway.pending_workloads("cq-train")
+    assert [
+        (i["metadata"]["name"], i["positionInClusterQueue"], i["positionInLocalQueue"])
+        for i in items
+    ] == [
+        ("job-llm-pretrain", 0, 0),
+        ("job-vision-3g", 1, 1),
+        ("job-big-train", 2, 0),
+    ]
+    with _pytest.raises(NotFound, match='clusterqueues.kueue.x-k8s.io "nope" not found'):
+        gateway.pending_workloads("nope")

@@ -199,3 +199,32 @@ def test_queue_quota_short_and_beyond_maximum() -> None:
         message="LocalQueue team-b-train doesn't exist",
     )
     assert missing.cause == "LocalQueue team-b-train doesn't exist in namespace team-b."
+
+
+def test_a_workload_says_its_place_in_line_when_kueue_tells() -> None:
+    from fleet.explain import _ordinal
+
+    why = explain_workload(
+        namespace="team-b",
+        name="job-big-train",
+        queue="team-b-train",
+        reason="Pending",
+        message="couldn't assign flavors to pod set main: insufficient unused quota for "
+        "nvidia.com/gpu in flavor h100-80gb, 4 more needed",
+        position=1,
+        cluster_queue="cq-train",
+    )
+    assert why.cause.endswith("4 more needed. It is 2nd in line for cq-train.")
+    assert [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+    ]
