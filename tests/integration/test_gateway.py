@@ -211,8 +211,6 @@ def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
 
 
 def test_kueue_visibility_api_orders_pending_workloads(gateway: Gateway) -> None:
-    import pytest as _pytest
-
     from kube import NotFound
 
     for name in ("cq-train",):
@@ -242,5 +240,5 @@ def test_kueue_visibility_api_orders_pending_workloads(gateway: Gateway) -> None
         ("job-vision-3g", 1, 1),
         ("job-big-train", 2, 0),
     ]
-    with _pytest.raises(NotFound, match='clusterqueues.kueue.x-k8s.io "nope" not found'):
+    with pytest.raises(NotFound, match=r'clusterqueues\.kueue\.x-k8s\.io "nope" not found'):
         gateway.pending_workloads("nope")
