@@ -163,11 +163,23 @@ def _explainer_version() -> tuple[Any, ...]:
 
 def explainer_view() -> Any:
     """The fleet as the explainer sees it, rebuilt only when the fleet, pools, configs, open
-    changes or drift changed (a fixed number of small queries otherwise)."""
+    changes or drift changed (a fixed number of small queries otherwise), and that checked at
+    most every QM_EXPLAINER_RECHECK_SECONDS per process (the fleet itself is polled every
+    QM_POLL_SECONDS: a second or two adds nothing to what a page can know)."""
+    import time
+
+    from django.conf import settings
+
+    now = time.monotonic()
+    if "view" in _EXPLAINER and now - _EXPLAINER.get("checked", 0.0) < (
+        settings.QM_EXPLAINER_RECHECK_SECONDS
+    ):
+        return _EXPLAINER["view"]
     version = _explainer_version()
     if _EXPLAINER.get("version") != version:
         _EXPLAINER["view"] = _build_explainer_view()
         _EXPLAINER["version"] = version
+    _EXPLAINER["checked"] = now
     return _EXPLAINER["view"]
 
 

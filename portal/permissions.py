@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from portal.models import PlatformRole
@@ -14,7 +16,27 @@ def has_platform_role(user: User, role: str) -> bool:
         return False
     if getattr(user, "is_superuser", False):
         return True
-    return PlatformRole.objects.filter(user_id=user.pk, role=role).exists()
+    cached = getattr(user, "_qm_roles", False)
+    if cached is False:  # outside a page request: ask every time
+        return PlatformRole.objects.filter(user_id=user.pk, role=role).exists()
+    if cached is None:  # the first question of this request: one query for all roles
+        cached = set(PlatformRole.objects.filter(user_id=user.pk).values_list("role", flat=True))
+        user._qm_roles = cached  # type: ignore[union-attr]
+    return role in cached
+
+
+class RoleCacheMiddleware:
+    """Within one page request the signed-in user's platform roles are read once (the
+    navigation, the view and its permission checks all ask)."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        user = request.user
+        if user.is_authenticated:
+            user._qm_roles = None
+        return self.get_response(request)
 
 
 def is_platform_admin(user: User) -> bool:
