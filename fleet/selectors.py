@@ -76,6 +76,10 @@ def attach_health(nodes: list[ObservedNode]) -> None:
     for node in nodes:
         row = health.get(node.name)
         node.health = row  # type: ignore[attr-defined]
+        utils = [
+            g["util"] for g in (row.gpus if row is not None else []) if g.get("util") is not None
+        ]
+        node.gpu_util = round(sum(utils) / len(utils)) if utils else None  # type: ignore[attr-defined]
         node.strips = gpu_strips(  # type: ignore[attr-defined]
             product=node.gpu_product,
             gpu_count=node.gpu_count,
