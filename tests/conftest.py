@@ -11,6 +11,21 @@ from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any:
+    """Live-server threads and killed workers can leave sessions on the test database; end
+    them before it is dropped (torn down before ``django_db_setup``, which it depends on)."""
+    yield
+    with django_db_blocker.unblock():
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+
 @pytest.fixture(autouse=True)
 def _empty_cache() -> Any:
     """Each test starts with no rate-limit history (the cache is a real Redis database)."""
