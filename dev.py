@@ -218,6 +218,7 @@ def test(args: list[str]) -> int:
             "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],
             "ruff format": [str(PYTHON), "-m", "ruff", "format", "--check", "--quiet", "."],
             "import contracts": [str(VENV / "bin" / "lint-imports"), "--no-cache"],
+            "types (mypy, the modules in pyproject.toml)": [str(PYTHON), "-m", "mypy"],
             "migrations up to date": [
                 str(PYTHON),
                 "manage.py",

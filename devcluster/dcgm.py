@@ -131,8 +131,8 @@ def exposition(
         xid = xids.get(index, 0)
         if xid:
             message = XID_MESSAGES.get(xid, f"Xid {xid}")
-            labels = _labels({**base, "err_code": str(xid), "err_msg": message})
-            rows["DCGM_FI_DEV_XID_ERRORS"].append(f"DCGM_FI_DEV_XID_ERRORS{labels} {xid}")
+            xid_labels = _labels({**base, "err_code": str(xid), "err_msg": message})
+            rows["DCGM_FI_DEV_XID_ERRORS"].append(f"DCGM_FI_DEV_XID_ERRORS{xid_labels} {xid}")
             if xid == 79:
                 continue
         gpu_devices = by_gpu.get(index, [])

@@ -256,17 +256,16 @@ def assess(
                             "to": share,
                         }
                     )
-    for quota in fleet.quotas:
-        if quota.hard > after.get(quota.resource, 0) and after.get(quota.resource, 0) < before.get(
-            quota.resource, 0
-        ):
+    for ns_quota in fleet.quotas:
+        offered = after.get(ns_quota.resource, 0)
+        if ns_quota.hard > offered and offered < before.get(ns_quota.resource, 0):
             quota_reasons.append(
-                f"{quota.team or quota.namespace}'s quota allows {quota.hard} "
-                f"{_short(quota.resource)} "
-                f"in {quota.namespace}, but the fleet would offer {after.get(quota.resource, 0)}."
+                f"{ns_quota.team or ns_quota.namespace}'s quota allows {ns_quota.hard} "
+                f"{_short(ns_quota.resource)} "
+                f"in {ns_quota.namespace}, but the fleet would offer {offered}."
             )
 
-    evictions = [
+    evictions: list[dict[str, Any]] = [
         {
             "namespace": p.namespace,
             "pod": p.name,
@@ -277,7 +276,7 @@ def assess(
         for p in fleet.pods
         if p.node in after_of and p.gpu and p.phase not in ("Succeeded", "Failed")
     ]
-    schedulable = []
+    schedulable: list[dict[str, Any]] = []
     for pod in fleet.pods:
         if pod.node or pod.phase != "Pending" or not pod.gpu:
             continue

@@ -55,7 +55,7 @@ def from_response(status: int, body: dict[str, Any], *, fallback: str) -> KubeEr
     """Map an error response to the right error class, keeping the server's message."""
     message = str(body.get("message") or fallback)
     reason = str(body.get("reason") or "")
-    kwargs = {"status": status, "reason": reason, "body": body}
+    kwargs: dict[str, Any] = {"status": status, "reason": reason, "body": body}
     if status == 404:
         return NotFound(message, **kwargs)
     if status == 409 and any(

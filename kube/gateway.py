@@ -335,9 +335,9 @@ def connect(
             context=context or None,
             client_configuration=configuration,
         )
-    configuration.retries = False  # Celery owns retries, with backoff
+    configuration.retries = False  # type: ignore[assignment]  # Celery owns retries
     if hasattr(configuration, "client_go_retries"):
-        configuration.client_go_retries = 0
+        configuration.client_go_retries = 0  # type: ignore[assignment]
     return Gateway(client.ApiClient(configuration), field_manager=field_manager)
 
 
