@@ -1,12 +1,23 @@
-"""REST API of queues (read-only here; admins edit through the admin or the services)."""
+"""REST API of queues: read by everyone signed in; platform admins replace a ClusterQueue's
+quotas (``PUT …/quotas/``, optionally as a dry run that returns the rendered YAML diff)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
+from portal.api_safety import StrictInput, check_if_match, etag_of
+from portal.permissions import is_platform_admin
+from queues import preview
+from queues.models import ClusterQueue, LocalQueue, ResourceFlavor, StopPolicy
+from queues.services import save_cluster_queue
 from tenants.selectors import list_teams_for_user
 
 
@@ -49,12 +60,77 @@ class ClusterQueueSerializer(serializers.ModelSerializer[ClusterQueue]):
         ]
 
 
+def cluster_queue_etag(cq: ClusterQueue) -> str:
+    return etag_of(cq.pk, cq.fair_sharing_weight, cq.stop_policy, cq.resource_groups)
+
+
+class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    resource_groups = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Kueue's resourceGroups: coveredResources, and flavors with their resources "
+        "(name, nominalQuota, borrowingLimit, lendingLimit).",
+    )
+    fair_sharing_weight = serializers.CharField(required=False, allow_blank=True, max_length=32)
+    stop_policy = serializers.ChoiceField(choices=StopPolicy.choices, required=False)
+    dry_run = serializers.BooleanField(
+        required=False, default=False, help_text="Validate and show the diff; save nothing."
+    )
+
+
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
+    """ClusterQueues with their quotas. Platform admins replace the quotas with
+    ``PUT …/quotas/`` (``If-Match`` with the queue's ``ETag``: 412 when someone changed it
+    since; ``dry_run: true`` answers with the rendered YAML diff and saves nothing)."""
+
     serializer_class = ClusterQueueSerializer
     lookup_field = "name"
 
     def get_queryset(self) -> Any:
         return ClusterQueue.objects.select_related("cohort")
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        cq = self.get_object()
+        response = Response(self.get_serializer(cq).data)
+        response["ETag"] = cluster_queue_etag(cq)
+        return response
+
+    @extend_schema(request=QuotasWriteSerializer, responses={200: ClusterQueueSerializer})
+    @action(detail=True, methods=["put"])
+    def quotas(self, request: Request, name: str) -> Response:
+        """Replace the queue's resource groups (and weight, stop policy): the same rules as
+        the admin and the Queues page, field errors on ``resource_groups``."""
+        if not is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins change ClusterQueues.")
+        cq = self.get_object()
+        refused = check_if_match(request, cluster_queue_etag(cq))
+        if refused is not None:
+            return refused
+        data = QuotasWriteSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        edited = copy.deepcopy(cq)
+        edited.resource_groups = values["resource_groups"]
+        if "fair_sharing_weight" in values:
+            edited.fair_sharing_weight = values["fair_sharing_weight"]
+        if "stop_policy" in values:
+            edited.stop_policy = values["stop_policy"]
+        edited.full_clean()
+        if values["dry_run"]:
+            before = preview.as_yaml(preview.cluster_queue_manifest(cq))
+            after = preview.as_yaml(preview.cluster_queue_manifest(edited))
+            lines = preview.yaml_diff(before, after)
+            return Response(
+                {
+                    "dry_run": True,
+                    "diff": "\n".join(t if k == "@" else f"{k}{t}" for k, t in lines),
+                    "manifest": preview.cluster_queue_manifest(edited),
+                }
+            )
+        save_cluster_queue(actor=request.user, cluster_queue=edited, source="api")
+        fresh = self.get_queryset().get(pk=cq.pk)
+        response = Response(ClusterQueueSerializer(fresh).data)
+        response["ETag"] = cluster_queue_etag(fresh)
+        return response
 
 
 class LocalQueueSerializer(serializers.ModelSerializer[LocalQueue]):
