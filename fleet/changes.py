@@ -24,6 +24,7 @@ from fleet.models import (
     ObservedNode,
     ObservedPod,
 )
+from fleet.notify import notify
 from portal.audit import record_audit
 from portal.errors import DomainError
 from portal.permissions import is_approver, is_platform_admin
@@ -173,12 +174,6 @@ def preview(*, nodes: list[str], config: str, request_id: int | None = None) -> 
 # ----------------------------------------------------------------------------- writes
 
 
-def _notify(event: str, request: MigChangeRequest) -> None:
-    from fleet.notify import notify
-
-    notify(event, request)
-
-
 @transaction.atomic
 def request_mig_change(
     *,
@@ -247,7 +242,7 @@ def request_mig_change(
             "reason": request.reason,
         },
     )
-    transaction.on_commit(lambda: _notify("requested", request))
+    transaction.on_commit(lambda: notify("requested", request))
     return request
 
 
@@ -314,7 +309,7 @@ def approve_mig_change(
         )
         if target == State.APPROVED:
             transaction.on_commit(lambda: queue_execution(request.pk))
-        transaction.on_commit(lambda: _notify("approved", request))
+        transaction.on_commit(lambda: notify("approved", request))
     return request
 
 
@@ -344,7 +339,7 @@ def reject_mig_change(
         team=request.team,
         new={"comment": comment},
     )
-    transaction.on_commit(lambda: _notify("rejected", request))
+    transaction.on_commit(lambda: notify("rejected", request))
     return request
 
 

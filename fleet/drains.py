@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from fleet import impact
-from fleet.changes import State, _notify, fleet_facts
+from fleet.changes import State, fleet_facts
 from fleet.models import MigChangeRequest, NodeHealth
+from fleet.notify import notify
 from portal.audit import record_audit
 
 
@@ -65,5 +66,5 @@ def suggest_drain(node: str, key: str, title: str, advice: str) -> MigChangeRequ
         target=request,
         new={"node": node, "finding": title, "verdict": request.verdict},
     )
-    transaction.on_commit(lambda: _notify("requested", request))
+    transaction.on_commit(lambda: notify("requested", request))
     return request

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from fleet.changes import State, transition
 from fleet.models import MigChangeRequest, MigChangeStep
+from fleet.notify import notify
 from fleet.observe import pod_gpu_requests
 from kube import EvictionBlocked, Gateway, ObjectRef
 from portal.audit import record_audit
@@ -247,28 +248,10 @@ def advance(
                     _fail(request, f"{node}: {step} failed: {outcome.message}")
                     return outcome
         if rollback:
-            with transaction.atomic():
-                transition(request, State.ROLLED_BACK)
-                record_audit(
-                    actor=None,
-                    event="mig_change.rolled_back",
-                    source="task",
-                    target=request,
-                    team=request.team,
-                )
-            _notify("rolled_back", request)
+            _finish(request, State.ROLLED_BACK, "rolled_back")
             return _done("rolled back")
         _apply_queue_changes(request)
-        with transaction.atomic():
-            transition(request, State.SUCCEEDED)
-            record_audit(
-                actor=None,
-                event="mig_change.succeeded",
-                source="task",
-                target=request,
-                team=request.team,
-            )
-        _notify("succeeded", request)
+        _finish(request, State.SUCCEEDED, "succeeded")
         return _done("succeeded")
 
 
@@ -308,17 +291,22 @@ def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outc
 
 
 def _fail(request: MigChangeRequest, message: str) -> None:
+    _finish(request, State.FAILED, "failed", failure=message)
+
+
+def _finish(request: MigChangeRequest, state: str, event: str, **fields: Any) -> None:
+    """The request's last transition, its audit event (with ``fields``) and notification."""
     with transaction.atomic():
-        transition(request, State.FAILED, failure=message)
+        transition(request, state, **fields)
         record_audit(
             actor=None,
-            event="mig_change.failed",
+            event=f"mig_change.{event}",
             source="task",
             target=request,
             team=request.team,
-            new={"failure": message},
+            new=fields or None,
         )
-    _notify("failed", request)
+    notify(event, request)
 
 
 def _apply_queue_changes(request: MigChangeRequest) -> None:
@@ -360,9 +348,3 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
             finished_at=timezone.now(),
             message="nominal quota changed: " + "; ".join(changed),
         )
-
-
-def _notify(event: str, request: MigChangeRequest) -> None:
-    from fleet.notify import notify
-
-    notify(event, request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -218,6 +219,25 @@ class NamespaceViewSet(
         response["ETag"] = namespace_etag(ns)
         return response
 
+    def _replace(
+        self,
+        request: Request,
+        serializer: type[serializers.Serializer[Any]],
+        write: Callable[[Namespace, dict[str, Any]], list[str]],
+    ) -> Response:
+        """Replace part of the namespace: If-Match, validate, write, answer with the fresh
+        namespace, its ETag and the write's warnings."""
+        ns = self.get_object()
+        refused = check_if_match(request, namespace_etag(ns))
+        if refused is not None:
+            return refused
+        data = serializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        warnings = write(ns, data.validated_data)
+        response = self._fresh(ns)
+        response.data = {**response.data, "warnings": warnings}
+        return response
+
     def _fresh(self, ns: Namespace) -> Response:
         ns = self.get_queryset().get(pk=ns.pk)
         response = Response(NamespaceSerializer(ns).data)
@@ -256,38 +276,28 @@ class NamespaceViewSet(
     @action(detail=True, methods=["put"])
     def quota(self, request: Request, name: str) -> Response:
         """Replace the namespace's ResourceQuota ``hard`` items (an empty map removes them)."""
-        ns = self.get_object()
-        refused = check_if_match(request, namespace_etag(ns))
-        if refused is not None:
-            return refused
-        data = QuotaWriteSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        warnings = tenant_services.set_namespace_quota(
-            actor=request.user, namespace=ns, hard=data.validated_data["hard"], source="api"
+        return self._replace(
+            request,
+            QuotaWriteSerializer,
+            lambda ns, values: tenant_services.set_namespace_quota(
+                actor=request.user, namespace=ns, hard=values["hard"], source="api"
+            ),
         )
-        response = self._fresh(ns)
-        response.data = {**response.data, "warnings": warnings}
-        return response
 
     @extend_schema(request=LimitsWriteSerializer, responses={200: NamespaceSerializer})
     @action(detail=True, methods=["put"])
     def limits(self, request: Request, name: str) -> Response:
         """Replace the namespace's LimitRange items (an empty list removes them)."""
-        ns = self.get_object()
-        refused = check_if_match(request, namespace_etag(ns))
-        if refused is not None:
-            return refused
-        data = LimitsWriteSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        warnings = tenant_services.set_namespace_limits(
-            actor=request.user,
-            namespace=ns,
-            limits=[LimitSpec(**item) for item in data.validated_data["limits"]],
-            source="api",
+        return self._replace(
+            request,
+            LimitsWriteSerializer,
+            lambda ns, values: tenant_services.set_namespace_limits(
+                actor=request.user,
+                namespace=ns,
+                limits=[LimitSpec(**item) for item in values["limits"]],
+                source="api",
+            ),
         )
-        response = self._fresh(ns)
-        response.data = {**response.data, "warnings": warnings}
-        return response
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)
