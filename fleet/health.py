@@ -118,12 +118,13 @@ def store(collected: Collected) -> list[NodeHealth]:
             unique_fields=["node"],
             update_fields=["observed_at", "error", "gpus", "findings", "worst"],
         )
-        for node, error in collected.errors.items():
-            NodeHealth.objects.update_or_create(
-                node=node,
-                defaults={"error": error},
-                create_defaults={"observed_at": now, "error": error},
-            )
+        # Unreadable exporters: the error, and the last reading kept (one statement).
+        NodeHealth.objects.bulk_create(
+            [NodeHealth(node=n, observed_at=now, error=e) for n, e in collected.errors.items()],
+            update_conflicts=True,
+            unique_fields=["node"],
+            update_fields=["error"],
+        )
     return rows
 
 

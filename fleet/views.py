@@ -52,14 +52,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 
     node = get_object_or_404(ObservedNode, name=name)
     selectors.attach_health([node])
-    pool = next(
-        (
-            p
-            for p in NodePool.objects.order_by("name")
-            if p.node_selector and all(node.labels.get(k) == v for k, v in p.node_selector.items())
-        ),
-        None,
-    )
+    pool = next((p for p in NodePool.objects.order_by("name") if p.selects(node.labels)), None)
     sees_all = is_platform_admin(request.user) or is_approver(request.user)
     mine = set(
         Namespace.objects.filter(team__memberships__user_id=request.user.pk).values_list(

@@ -22,9 +22,10 @@ class ReportQuery(serializers.Serializer[Any]):
 
 
 class ReportView(APIView):
-    """A usage report over the last ``days`` (1, 7, 30 or 90): gpu-hours, quota-utilisation,
-    wait-times, borrowing or idle-capacity. Team reports cover your teams (approvers and
-    platform admins: every team). ``format=csv`` for chargeback."""
+    """A usage report over the last ``days`` (1, 7, 30 or 90): gpu-hours, queue-gpu-hours,
+    quota-utilisation, wait-times, borrowing, idle-capacity or usage-over-time. Team reports
+    cover your teams (approvers and platform admins: every team). ``format=csv`` for
+    chargeback."""
 
     @extend_schema(
         parameters=[

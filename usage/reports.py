@@ -55,31 +55,34 @@ def gpu_hours(
     period: Period, *, by: str = "team", teams: Iterable[str] | None = None
 ) -> list[dict[str, Any]]:
     """GPU-hours (MIG profiles weighted by their share of a GPU) and device-hours per team,
-    namespace or resource; ``coverage`` is the share of the period the samples cover."""
-    fields = {
-        "team": ["owner"],
-        "namespace": ["owner", "scope"],
-        "resource": ["owner", "resource"],
-    }[by]
+    namespace, resource, or ClusterQueue flavor and resource (``by="queue"``: what the
+    queues admitted, not team data, so never scoped)."""
+    if by == "queue":
+        kind, fields = Sample.Kind.QUEUE, ["owner", "flavor", "resource"]
+        names = {"owner": "cluster_queue", "flavor": "flavor", "resource": "resource"}
+        rollups = _rollups(period, kind)
+    else:
+        kind = Sample.Kind.TEAM
+        fields = {
+            "team": ["owner"],
+            "namespace": ["owner", "scope"],
+            "resource": ["owner", "resource"],
+        }[by]
+        names = {"owner": "team", "scope": "namespace", "resource": "resource"}
+        rollups = _scoped(_rollups(period, kind), teams)
     rows = (
-        _scoped(_rollups(period, Sample.Kind.TEAM), teams)
-        .values(*fields)
-        .annotate(
-            gpu=Sum("gpu_seconds"), devices=Sum("used_seconds"), covered=Max("covered_seconds")
-        )
+        rollups.values(*fields)
+        .annotate(gpu=Sum("gpu_seconds"), devices=Sum("used_seconds"))
         .order_by(*fields)
     )
-    out = []
-    names = {"owner": "team", "scope": "namespace", "resource": "resource"}
-    for row in rows:
-        out.append(
-            {
-                **{names[f]: row[f] for f in fields},
-                "gpu_hours": round(row["gpu"] / HOUR, 3),
-                "device_hours": round(row["devices"] / HOUR, 3),
-            }
-        )
-    return out
+    return [
+        {
+            **{names[f]: row[f] for f in fields},
+            "gpu_hours": round(row["gpu"] / HOUR, 3),
+            "device_hours": round(row["devices"] / HOUR, 3),
+        }
+        for row in rows
+    ]
 
 
 def quota_utilisation(
@@ -304,9 +307,14 @@ def insights(
     return out
 
 
+def queue_gpu_hours(period: Period) -> list[dict[str, Any]]:
+    return gpu_hours(period, by="queue")
+
+
 REPORTS = {
     "usage-over-time": usage_by_bucket,
     "gpu-hours": gpu_hours,
+    "queue-gpu-hours": queue_gpu_hours,
     "quota-utilisation": quota_utilisation,
     "wait-times": wait_times,
     "borrowing": borrowing,

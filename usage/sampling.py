@@ -174,15 +174,7 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
     for node in ObservedNode.objects.filter(gone_since__isnull=True).only(
         "name", "labels", "allocatable", "allocated", "gpu_product"
     ):
-        pool = next(
-            (
-                p.name
-                for p in pools
-                if p.node_selector
-                and all(node.labels.get(k) == v for k, v in p.node_selector.items())
-            ),
-            "(no pool)",
-        )
+        pool = next((p.name for p in pools if p.selects(node.labels)), "(no pool)")
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         for resource, value in (node.allocatable or {}).items():
             if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):
@@ -196,10 +188,6 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
         Sample(time=now, kind=Sample.Kind.POOL, owner=pool, resource=resource, **values)
         for (pool, resource), values in rows.items()
     ]
-
-
-def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
 def record_workloads(now: dt.datetime) -> int:
@@ -219,7 +207,9 @@ def record_workloads(now: dt.datetime) -> int:
         for r in WorkloadRecord.objects.filter(finished_at__isnull=True)
     }
     changed = 0
+    seen = set()
     for w in ObservedWorkload.objects.exclude(created_at__isnull=True):
+        seen.add((w.namespace, w.name, w.created_at))
         record = known.get((w.namespace, w.name, w.created_at))
         share = sum(
             _number(count) * mig_weight(None, resource, models)
@@ -249,6 +239,11 @@ def record_workloads(now: dt.datetime) -> int:
         if updates:
             WorkloadRecord.objects.filter(pk=record.pk).update(**updates)
             changed += 1
+    # A workload deleted before Kueue marked it finished has ended all the same: closing its
+    # record keeps the open ones (read above at every sample) to those still in the cluster.
+    gone = [r.pk for key, r in known.items() if key not in seen]
+    if gone:
+        changed += WorkloadRecord.objects.filter(pk__in=gone).update(finished_at=now)
     return changed
 
 

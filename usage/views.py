@@ -90,21 +90,19 @@ def reports_page(request: HttpRequest) -> HttpResponse:
         if teams is not None and team not in teams:
             raise Http404("No such team among yours.")
         teams = [team]
-    chart_teams = (
-        teams
-        if teams is not None
-        else [
-            r["team"] for r in sorted(reports.gpu_hours(period), key=lambda r: -r["gpu_hours"])[:6]
-        ]
-    )
+    gpu_hours = reports.gpu_hours(period, teams=teams)
+    # Charts for the user's teams, or (approvers, admins) the six that used the most.
+    busiest = [r["team"] for r in sorted(gpu_hours, key=lambda r: -r["gpu_hours"])]
+    chart_teams = teams if teams is not None else busiest
     waits = reports.wait_times(period)
     idle = reports.idle_capacity(period)
     context = {
         "days": days,
         "choices": DAYS,
         "period": period,
-        "gpu_hours": reports.gpu_hours(period, teams=teams),
+        "gpu_hours": gpu_hours,
         "by_resource": reports.gpu_hours(period, by="resource", teams=teams),
+        "by_queue": reports.gpu_hours(period, by="queue"),
         "utilisation": reports.quota_utilisation(period, teams=teams),
         "waits": waits,
         "borrowing": reports.borrowing(period),

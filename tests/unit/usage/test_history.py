@@ -163,3 +163,21 @@ def test_wait_percentiles_per_queue() -> None:
         "p90_s": round(240 + 0.6 * 3360, 1),
         "p99_s": round(240 + 0.96 * 3360, 1),
     }
+
+
+@pytest.mark.django_db
+def test_a_workload_deleted_before_it_finished_closes_its_record() -> None:
+    from django.utils import timezone
+
+    from fleet.models import ObservedWorkload
+    from usage.sampling import record_workloads
+
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-a", name="w", created_at=now - dt.timedelta(minutes=5), last_changed=now
+    )
+    record_workloads(now)
+    assert WorkloadRecord.objects.get().finished_at is None
+    ObservedWorkload.objects.all().delete()
+    assert record_workloads(now) == 1
+    assert WorkloadRecord.objects.get().finished_at == now

@@ -226,3 +226,21 @@ def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
     form = client.get("/changes/new/?pool=train").content.decode()
     box = form[form.index('value="gpu-z1"') - 80 : form.index('value="gpu-z1"') + 80]
     assert "checked" in box
+
+
+def test_gpu_hours_per_cluster_queue(history: None) -> None:
+    rows = login("lead-a").get("/api/v1/reports/queue-gpu-hours/?days=7").json()
+    assert rows == [
+        {
+            "cluster_queue": "cq-train",
+            "flavor": "h100-80gb",
+            "resource": "nvidia.com/gpu",
+            "gpu_hours": 288.0,
+            "device_hours": 288.0,
+        }
+    ]
+    page = login("lead-a").get("/reports/?days=7").content.decode()
+    assert (
+        "<td>cq-train</td><td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>288.0</td>"
+        in page
+    )
