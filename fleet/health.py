@@ -32,33 +32,46 @@ class Collected:
     errors: dict[str, str] = field(default_factory=dict)
 
 
+def running_exporters(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(pod, node) of the DCGM exporter pods (QM_DCGM_EXPORTER_SELECTOR) running on a node."""
+    wanted = dict(
+        part.strip().split("=", 1)
+        for part in settings.QM_DCGM_EXPORTER_SELECTOR.split(",")
+        if "=" in part
+    )
+    out = []
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        node = (pod.get("spec") or {}).get("nodeName", "")
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        if running and node and all(labels.get(k) == v for k, v in wanted.items()):
+            out.append((pod["metadata"]["name"], node))
+    return out
+
+
+def scrape_exporter(gateway: Gateway, namespace: str, pod: str) -> str:
+    """One exporter's /metrics through the API server's pod proxy."""
+    return gateway.pod_proxy_get(namespace, pod, settings.QM_DCGM_PORT, "metrics")
+
+
 def read_through_proxy(gateway: Gateway) -> Collected:
     """Each running exporter pod's /metrics through ``pods/proxy`` (a few at a time)."""
+    namespace = settings.QM_GPU_OPERATOR_NAMESPACE
     pods = gateway.list(
-        "v1",
-        "Pod",
-        namespace=settings.QM_GPU_OPERATOR_NAMESPACE,
-        label_selector=settings.QM_DCGM_EXPORTER_SELECTOR,
+        "v1", "Pod", namespace=namespace, label_selector=settings.QM_DCGM_EXPORTER_SELECTOR
     )
-    targets = [
-        (p["metadata"]["name"], p["spec"].get("nodeName", ""))
-        for p in pods
-        if (p.get("status") or {}).get("phase") == "Running" and p["spec"].get("nodeName")
-    ]
     out = Collected()
 
     def scrape(target: tuple[str, str]) -> tuple[str, str | None, str]:
         pod, node = target
         try:
-            text = gateway.pod_proxy_get(
-                settings.QM_GPU_OPERATOR_NAMESPACE, pod, settings.QM_DCGM_PORT, "metrics"
-            )
+            text = scrape_exporter(gateway, namespace, pod)
         except KubeError as exc:
             return node, None, f"{pod}: {exc.message}"
         return node, text, ""
 
     with ThreadPoolExecutor(max_workers=max(1, settings.QM_DCGM_CONCURRENCY)) as pool:
-        for node, text, error in pool.map(scrape, targets):
+        for node, text, error in pool.map(scrape, running_exporters(pods)):
             if text is None:
                 out.errors[node] = error
                 continue

@@ -137,7 +137,12 @@ def dcgm_reachable(gateway: Gateway, pods: list[dict[str, Any]], *, namespace: s
     from django.conf import settings
 
     from fleet import dcgm
-    from fleet.health import PrometheusError, read_from_prometheus
+    from fleet.health import (
+        PrometheusError,
+        read_from_prometheus,
+        running_exporters,
+        scrape_exporter,
+    )
 
     title = "DCGM metrics are reachable"
     fix_proxy = (
@@ -172,17 +177,12 @@ def dcgm_reachable(gateway: Gateway, pods: list[dict[str, Any]], *, namespace: s
                 "ServiceMonitor, or the prometheus.io/scrape annotation).",
             )
         return CheckItem(title, True, f"Prometheus has DCGM series for {len(found.gpus)} nodes.")
-    exporters = [
-        p
-        for p in pods
-        if ((p.get("metadata") or {}).get("labels") or {}).get("app") == "nvidia-dcgm-exporter"
-        and (p.get("status") or {}).get("phase") == "Running"
-    ]
+    exporters = running_exporters(pods)
     if not exporters:
         return CheckItem(title, False, "No running DCGM exporter pod to read.", fix_proxy)
-    pod = exporters[0]["metadata"]["name"]
+    pod = exporters[0][0]
     try:
-        text = gateway.pod_proxy_get(namespace, pod, settings.QM_DCGM_PORT, "metrics")
+        text = scrape_exporter(gateway, namespace, pod)
     except KubeError as exc:
         return CheckItem(title, False, f"{pod}: {exc.message}", fix_proxy)
     gpus = sum(len(g) for g in dcgm.gpus_by_node(dcgm.parse_exposition(text)).values())

@@ -116,14 +116,15 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
             edited.stop_policy = values["stop_policy"]
         edited.full_clean()
         if values["dry_run"]:
-            before = preview.as_yaml(preview.cluster_queue_manifest(cq))
-            after = preview.as_yaml(preview.cluster_queue_manifest(edited))
-            lines = preview.yaml_diff(before, after)
+            manifest = preview.cluster_queue_manifest(edited)
+            lines = preview.yaml_diff(
+                preview.as_yaml(preview.cluster_queue_manifest(cq)), preview.as_yaml(manifest)
+            )
             return Response(
                 {
                     "dry_run": True,
                     "diff": "\n".join(t if k == "@" else f"{k}{t}" for k, t in lines),
-                    "manifest": preview.cluster_queue_manifest(edited),
+                    "manifest": manifest,
                 }
             )
         save_cluster_queue(actor=request.user, cluster_queue=edited, source="api")
