@@ -22,27 +22,33 @@ def suggestion_key(node: str, gpu: dict[str, object], finding: dict[str, object]
 
 
 def suggest_drains(rows: Iterable[NodeHealth]) -> list[int]:
-    """The ids of the requests suggested now."""
+    """The ids of the requests suggested now: at most one per node (a node being drained
+    is drained for all its GPUs), the fleet read once for all their assessments."""
     created = []
+    facts: impact.Fleet | None = None
     for row in rows:
         for finding in row.findings:
             if not finding.get("needs_drain"):
                 continue
             gpu = next((g for g in row.gpus if g["index"] == finding["gpu"]), {})
             key = suggestion_key(row.node, gpu, finding)
-            request = suggest_drain(row.node, key, finding["title"], finding["advice"])
+            if MigChangeRequest.objects.filter(suggestion_key=key).exists():
+                continue
+            facts = facts or fleet_facts()
+            request = suggest_drain(facts, row.node, key, finding["title"], finding["advice"])
             if request is not None:
                 created.append(request.pk)
+                break
     return created
 
 
 @transaction.atomic
-def suggest_drain(node: str, key: str, title: str, advice: str) -> MigChangeRequest | None:
-    """One suggestion per finding; none while another request on the node is open (the
-    assessment blocks it)."""
-    if MigChangeRequest.objects.filter(suggestion_key=key).exists():
-        return None
-    assessment = impact.assess(fleet_facts(), targets=[node], config="", drain=True)
+def suggest_drain(
+    facts: impact.Fleet, node: str, key: str, title: str, advice: str
+) -> MigChangeRequest | None:
+    """One suggestion for a finding never suggested before; none while another request on
+    the node is open (the assessment blocks it)."""
+    assessment = impact.assess(facts, targets=[node], config="", drain=True)
     if assessment["verdict"] == "blocked":
         return None
     request = MigChangeRequest.objects.create(

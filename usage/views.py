@@ -34,6 +34,17 @@ def team_scope(user: Any) -> list[str] | None:
     return list(list_teams_for_user(user).values_list("slug", flat=True))
 
 
+def _requested_teams(request: HttpRequest) -> list[str] | None:
+    """The user's scope, narrowed to ``?team=`` (one team's page) within it; 404 outside."""
+    teams = team_scope(request.user)
+    team = request.GET.get("team", "")
+    if not team:
+        return teams
+    if teams is not None and team not in teams:
+        raise Http404("No such team among yours.")
+    return [team]
+
+
 def report_rows(name: str, period: reports.Period, teams: list[str] | None) -> list[dict[str, Any]]:
     if name not in reports.REPORTS:
         raise Http404(f"No report {name!r}.")
@@ -84,12 +95,8 @@ def _usage_charts(period: reports.Period, teams: list[str]) -> list[dict[str, An
 def reports_page(request: HttpRequest) -> HttpResponse:
     days = _days(request)
     period = reports.Period.last(days)
-    teams = team_scope(request.user)
     team = request.GET.get("team", "")
-    if team:  # one team's page: only within what the user may see
-        if teams is not None and team not in teams:
-            raise Http404("No such team among yours.")
-        teams = [team]
+    teams = _requested_teams(request)
     gpu_hours = reports.gpu_hours(period, teams=teams)
     # Charts for the user's teams, or (approvers, admins) the six that used the most.
     busiest = [r["team"] for r in sorted(gpu_hours, key=lambda r: -r["gpu_hours"])]
@@ -144,13 +151,7 @@ def reports_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def report_csv(request: HttpRequest, name: str) -> HttpResponse:
     period = reports.Period.last(_days(request))
-    teams = team_scope(request.user)
-    team = request.GET.get("team", "")
-    if team:
-        if teams is not None and team not in teams:
-            raise Http404("No such team among yours.")
-        teams = [team]
-    rows = report_rows(name, period, teams)
+    rows = report_rows(name, period, _requested_teams(request))
     response = HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{name}-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv"'
