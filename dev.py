@@ -81,8 +81,8 @@ def ensure_test_tools() -> None:
         subprocess.run(install, env=apt, check=True, capture_output=True)
 
 
-def manage(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([str(PYTHON), "manage.py", *args], cwd=ROOT, env=env, check=True)
+def manage(*args: str, env: dict[str, str], check: bool = True) -> None:
+    subprocess.run([str(PYTHON), "manage.py", *args], cwd=ROOT, env=env, check=check)
 
 
 def run() -> int:
@@ -127,6 +127,7 @@ def run() -> int:
     manage("load_demo", env=env)
     if "devcluster" in processes:
         manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
+        manage("collect_gpu_health", env=env, check=False)  # the Fleet page's health at once
         manage("backfill_usage", "--days", "14", env=env)  # charts on the Usage page at once
     commands = {
         "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fleet.impact import Fleet, NamespaceQuota, NodeFacts, PodFacts, PoolFacts, QueueQuota, assess
+from changes.impact import Fleet, NamespaceQuota, NodeFacts, PodFacts, PoolFacts, QueueQuota, assess
 
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
 

@@ -23,7 +23,7 @@ def fill(nodes: int, teams: int) -> str:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from fleet.models import ObservedNode
+    from cluster.models import ObservedNode
     from portal.models import PlatformRole
     from portal.tokens import create_token
     from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team

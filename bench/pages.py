@@ -46,7 +46,8 @@ def add_people_and_requests(changes: int) -> dict[str, str]:
     from django.contrib.sessions.backends.db import SessionStore
     from django.utils import timezone
 
-    from fleet.models import MigChangeRequest, ObservedPod
+    from changes.models import MigChangeRequest
+    from cluster.models import ObservedPod
     from portal.models import PlatformRole
     from tenants.models import Membership, Team
 

@@ -8,7 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import path
 
-from fleet.models import MigChangeRequest, ObservedNode
+from changes.models import MigChangeRequest
+from cluster.models import ObservedNode
 from portal.urls import urlpatterns as portal_urlpatterns
 from tenants.models import Namespace
 

@@ -131,8 +131,8 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        from fleet.models import ObservedNode, ObservedPod
-        from fleet.observe import poll_cluster
+        from cluster.models import ObservedNode, ObservedPod
+        from cluster.poll import poll_cluster
         from kube import connect
 
         ObservedNode.objects.all().delete()

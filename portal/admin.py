@@ -11,9 +11,10 @@ from django.forms import JSONField as JSONFormField
 from django.forms import ModelForm, Textarea
 from django.http import HttpRequest
 
+from portal import desired
 from portal.audit import record_audit
 from portal.models import AuditEvent, PlatformRole
-from portal.services import request_apply, snapshot
+from portal.services import snapshot
 
 
 class IndentedJSONField(JSONFormField):
@@ -43,7 +44,7 @@ class AuditedAdmin(admin.ModelAdmin):
             previous = type(obj)._default_manager.filter(pk=obj.pk).first()
             old = snapshot(previous) if previous is not None else None
         super().save_model(request, obj, form, change)
-        request_apply()
+        desired.changed()
         label = obj._meta.model_name
         record_audit(
             actor=request.user,
@@ -65,7 +66,7 @@ class AuditedAdmin(admin.ModelAdmin):
             old=snapshot(obj),
         )
         super().delete_model(request, obj)
-        request_apply()
+        desired.changed()
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for obj in queryset:
@@ -73,6 +74,20 @@ class AuditedAdmin(admin.ModelAdmin):
 
     def team_of(self, obj: models.Model) -> Any:
         return None
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Observed state and records the portal keeps (polls, applies, steps): looked at, never
+    edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(PlatformRole)
@@ -83,22 +98,13 @@ class PlatformRoleAdmin(AuditedAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log is append-only."""
 
     list_display = ["time", "actor_name", "event", "team", "target_repr", "source"]
     list_filter = ["event", "source", "team"]
     search_fields = ["actor_name", "event", "target_repr"]
     date_hierarchy = "time"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 admin.site.site_header = "Quartermaster administration"

@@ -6,20 +6,18 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, HttpResponse
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from portal.api_safety import StrictInput
 from portal.errors import DomainError
+from portal.filters import AuditEventFilter
 from portal.models import ApiToken, AuditEvent
-from portal.permissions import is_platform_admin
 from portal.selectors import audit_events_for_user
 from portal.tokens import create_token, revoke_token
 
@@ -136,74 +134,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet[AuditEvent]):
     """The audit log: everything for platform admins and approvers, your teams' otherwise."""
 
     serializer_class = AuditEventSerializer
-    filterset_fields = ["event", "source"]
+    filterset_class = AuditEventFilter
 
     def get_queryset(self) -> Any:
         return audit_events_for_user(self.request.user)
-
-
-class SyncStatusView(APIView):
-    """The last poll of the cluster and the objects not applied."""
-
-    @extend_schema(responses={200: dict})
-    def get(self, request: Request) -> Response:
-        from fleet.selectors import apply_problems, last_sync
-
-        run = last_sync()
-        return Response(
-            {
-                "last_sync": None
-                if run is None
-                else {
-                    "started_at": run.started_at,
-                    "duration_ms": run.duration_ms,
-                    "nodes": run.nodes,
-                    "pods": run.pods,
-                    "ok": run.ok,
-                    "error": run.error,
-                },
-                "not_applied": [
-                    {
-                        "kind": p.kind,
-                        "namespace": p.namespace,
-                        "name": p.name,
-                        "outcome": p.outcome,
-                        "message": p.message,
-                    }
-                    for p in apply_problems()
-                ],
-            }
-        )
-
-
-class ManifestsView(APIView):
-    """Everything the portal manages, rendered (``?format=yaml`` for a YAML stream)."""
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("team", str),
-            OpenApiParameter("format", str, enum=["json", "yaml"]),
-        ],
-        # The YAML form is a stream of documents (``---``), served as text for
-        # ``kubectl apply -f -``.
-        responses={(200, "application/json"): dict, (200, "text/plain"): OpenApiTypes.STR},
-    )
-    def get(self, request: Request) -> Response | HttpResponse:
-        from rest_framework import serializers as drf
-
-        from portal.manifests import collect_manifests, to_yaml_stream
-        from tenants.selectors import list_teams_for_user
-
-        team = request.query_params.get("team")
-        if team is not None:
-            team = drf.SlugField(max_length=63).run_validation(team)
-        if team is None and not is_platform_admin(request.user):
-            raise DjangoPermissionDenied(
-                "Only platform admins export every object; pass ?team=<slug>."
-            )
-        if team is not None and not list_teams_for_user(request.user).filter(slug=team).exists():
-            raise Http404
-        manifests = collect_manifests(team_slug=team)
-        if request.query_params.get("format") == "yaml":
-            return HttpResponse(to_yaml_stream(manifests), content_type="text/plain; charset=utf-8")
-        return Response({"items": manifests})

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -103,8 +103,6 @@ class StrictInput:
     """Mixin for input serializers: unknown fields are an error, not silently dropped."""
 
     def to_internal_value(self, data: Any) -> Any:
-        from rest_framework import serializers
-
         if hasattr(data, "keys"):
             unknown = sorted(set(data.keys()) - set(self.fields))  # type: ignore[attr-defined]
             if unknown:

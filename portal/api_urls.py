@@ -1,62 +1,44 @@
-"""Routes of the REST API (``/api/v1/``) and its schema (``/api/schema/``, ``/api/docs/``)."""
+"""Routes of the REST API (``/api/v1/``) and its schema (``/api/schema/``, ``/api/docs/``).
+
+Each app's routes are in its ``api_urls.py``, included here by name (the ground floor
+imports no app); the root lists every resource by its route name."""
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import DefaultRouter
+from rest_framework.routers import APIRootView
 
-from fleet.api import (
-    DriftView,
-    GpuHealthView,
-    MigChangeViewSet,
-    MigConfigsViewSet,
-    NodePoolViewSet,
-    NodeViewSet,
-    OperatorCheckView,
-    WaitingView,
-)
-from portal.api import AuditEventViewSet, ManifestsView, SyncStatusView, TokenViewSet
-from queues.api import ClusterQueueViewSet, CohortViewSet, LocalQueueViewSet, ResourceFlavorViewSet
-from tenants.api import (
-    MembershipViewSet,
-    NamespaceViewSet,
-    PriorityClassViewSet,
-    QuotaRequestViewSet,
-    TeamViewSet,
-)
-from usage.api import ReportView
+from portal.api import AuditEventViewSet, TokenViewSet
+from portal.routers import app_router
 
-router = DefaultRouter()
+router = app_router()
 router.register("tokens", TokenViewSet, basename="token")
-router.register("teams", TeamViewSet, basename="team")
-router.register("memberships", MembershipViewSet, basename="membership")
-router.register("namespaces", NamespaceViewSet, basename="namespace")
-router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
-router.register("cohorts", CohortViewSet, basename="cohort")
-router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
-router.register("resource-flavors", ResourceFlavorViewSet, basename="resource-flavor")
-router.register("cluster-queues", ClusterQueueViewSet, basename="cluster-queue")
-router.register("local-queues", LocalQueueViewSet, basename="local-queue")
-router.register("nodes", NodeViewSet, basename="node")
-router.register("node-pools", NodePoolViewSet, basename="node-pool")
-router.register("mig-configs", MigConfigsViewSet, basename="mig-config")
-router.register("mig-changes", MigChangeViewSet, basename="mig-change")
 router.register("audit", AuditEventViewSet, basename="audit")
 
+API_APPS = ("tenants", "queues", "fleet", "cluster", "changes", "health", "diagnostics", "usage")
+ROOT = {
+    "tokens": "token-list",
+    "teams": "team-list",
+    "memberships": "membership-list",
+    "namespaces": "namespace-list",
+    "priority-classes": "priority-class-list",
+    "cohorts": "cohort-list",
+    "quota-requests": "quota-request-list",
+    "resource-flavors": "resource-flavor-list",
+    "cluster-queues": "cluster-queue-list",
+    "local-queues": "local-queue-list",
+    "nodes": "node-list",
+    "node-pools": "node-pool-list",
+    "mig-configs": "mig-config-list",
+    "mig-changes": "mig-change-list",
+    "audit": "audit-list",
+}
+
 urlpatterns = [
+    path("v1/", APIRootView.as_view(api_root_dict=ROOT), name="api-root"),
     path("v1/", include(router.urls)),
-    path("v1/sync-status/", SyncStatusView.as_view(), name="sync-status"),
-    path("v1/waiting/", WaitingView.as_view(), name="waiting"),
-    path("v1/gpu-health/", GpuHealthView.as_view(), name="gpu-health"),
-    path("v1/drift/", DriftView.as_view(), name="drift"),
-    path("v1/gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
-    path(
-        "v1/reports/<str:name>/",
-        ReportView.as_view(),
-        name="report",
-    ),
-    path("v1/manifests/", ManifestsView.as_view(), name="manifests"),
+    *(path("v1/", include(f"{app}.api_urls")) for app in API_APPS),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -12,17 +12,17 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import redis
 from django.conf import settings
-from django.db.models import Count
-from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,17 @@ def _histograms(
     return family
 
 
+# State gauges read from PostgreSQL at scrape time; the apps above the ground floor add
+# theirs at start-up (the loop: poll age and drift; changes: approvals and MIG changes).
+GAUGES: list[Callable[[], Iterable[Metric]]] = []
+
+
+def register(gauges: Callable[[], Iterable[Metric]]) -> None:
+    """Add a function whose metric families /metrics reports."""
+    if gauges not in GAUGES:
+        GAUGES.append(gauges)
+
+
 class PortalCollector(Collector):
     """Reads the shared counters (Redis) and the state gauges (PostgreSQL) at scrape time."""
 
@@ -126,87 +137,11 @@ class PortalCollector(Collector):
         yield from families
 
     def _from_database(self) -> Iterator[Any]:
-        from fleet.models import Drift, MigChangeRequest
-        from sync.models import SyncRun
-        from tenants.models import QuotaChangeRequest
-
-        now = timezone.now()
-        last = SyncRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
-        good = (
-            SyncRun.objects.filter(finished_at__isnull=False, error="")
-            .order_by("-started_at")
-            .values_list("finished_at", flat=True)
-            .first()
-        )
-        duration = GaugeMetricFamily(
-            "quartermaster_sync_duration_seconds", "How long the last poll of the cluster took."
-        )
-        age = GaugeMetricFamily(
-            "quartermaster_sync_age_seconds",
-            "Seconds since the last successful poll of the cluster (alert when it grows).",
-        )
-        ok = GaugeMetricFamily(
-            "quartermaster_sync_last_ok", "1 when the last poll of the cluster succeeded."
-        )
-        if last is not None:
-            duration.add_metric([], (last.duration_ms or 0) / 1000)
-            ok.add_metric([], 1 if last.ok else 0)
-        if good is not None:
-            age.add_metric([], (now - good).total_seconds())
-        yield from (duration, age, ok)
-
-        pending = GaugeMetricFamily(
-            "quartermaster_pending_approvals",
-            "Requests waiting for an approver, by kind.",
-            labels=["kind"],
-        )
-        pending.add_metric(
-            ["mig_change"],
-            MigChangeRequest.objects.filter(state=MigChangeRequest.State.PENDING).count(),
-        )
-        pending.add_metric(
-            ["quota"],
-            QuotaChangeRequest.objects.filter(state=QuotaChangeRequest.State.PENDING).count(),
-        )
-        yield pending
-        running = GaugeMetricFamily(
-            "quartermaster_mig_changes_in_progress",
-            "MIG changes approved and not finished, by state.",
-            labels=["state"],
-        )
-        counts = dict(
-            MigChangeRequest.objects.filter(
-                state__in=[
-                    MigChangeRequest.State.APPROVED,
-                    MigChangeRequest.State.SCHEDULED,
-                    MigChangeRequest.State.RUNNING,
-                    MigChangeRequest.State.ROLLING_BACK,
-                ]
-            )
-            .values_list("state")
-            .annotate(n=Count("id"))
-        )
-        for state in ("approved", "scheduled", "running", "rolling_back"):
-            running.add_metric([state], counts.get(state, 0))
-        yield running
-        drift = GaugeMetricFamily(
-            "quartermaster_drift_open",
-            "Differences between intent and cluster, by kind.",
-            labels=["kind"],
-        )
-        open_drift = dict(
-            Drift.objects.filter(resolved_at__isnull=True)
-            .values_list("kind")
-            .annotate(n=Count("id"))
-        )
-        for kind in Drift.Kind.values:
-            drift.add_metric([kind], open_drift.get(kind, 0))
-        yield drift
+        for gauges in GAUGES:
+            yield from gauges()
 
 
 def exposition() -> bytes:
-    from prometheus_client import CollectorRegistry, generate_latest
-
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PortalCollector())
     return generate_latest(registry)

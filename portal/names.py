@@ -1,4 +1,5 @@
-"""Kubernetes name rules: DNS-1123 labels and subdomains, qualified names, label values.
+"""Kubernetes name rules: DNS-1123 labels and subdomains, qualified names, label values, and
+how an equality label selector matches.
 
 The messages follow the API server's wording so that what the portal says matches what
 ``kubectl`` would say, but the portal says it before anything reaches the cluster.
@@ -7,6 +8,7 @@ The messages follow the API server's wording so that what the portal says matche
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
@@ -72,3 +74,9 @@ def label_value_errors(value: str) -> list[str]:
             "characters, '-', '_' or '.', and must start and end with an alphanumeric character"
         )
     return errors
+
+
+def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` carry every ``key: value`` of an equality selector (matchLabels,
+    a ResourceFlavor's nodeLabels, a node pool's selector); an empty selector matches all."""
+    return all(labels.get(key) == value for key, value in selector.items())

@@ -11,6 +11,7 @@ import logging
 import urllib.request
 from typing import Any
 
+from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
 
@@ -20,8 +21,6 @@ log = logging.getLogger(__name__)
 def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
     if not (settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS):
         return
-    from portal.tasks import notify_task
-
     try:
         notify_task.delay(event, subject, payload)
     except Exception as exc:  # a broker outage must not fail what is being reported
@@ -41,3 +40,9 @@ def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
             response.read()
     if settings.QM_NOTIFY_EMAILS:
         send_mail(subject, json.dumps(data, indent=2), None, settings.QM_NOTIFY_EMAILS)
+
+
+@shared_task(autoretry_for=(OSError,), retry_backoff=5, max_retries=5, ignore_result=True)
+def notify_task(event: str, subject: str, payload: dict[str, Any]) -> None:
+    """Send one notification (retried while the endpoint is unreachable)."""
+    send_event(event, subject, payload)

@@ -15,6 +15,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from portal import metrics
+
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 access_log = logging.getLogger("quartermaster.access")
@@ -74,8 +76,6 @@ class RequestIdMiddleware:
         response["X-Request-ID"] = rid
         match = getattr(request, "resolver_match", None)
         route = (match.route or match.view_name) if match else "unmatched"
-        from portal import metrics
-
         metrics.observe_request(request.method or "GET", route, response.status_code, seconds)
         user = getattr(request, "user", None)
         access_log.info(

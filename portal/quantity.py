@@ -61,14 +61,6 @@ def parse_quantity(text: str | int) -> Fraction:
     return number * Fraction(10) ** int(suffix[1:])
 
 
-def is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except QuantityError:
-        return False
-    return True
-
-
 def is_whole(value: Fraction) -> bool:
     return value.denominator == 1
 

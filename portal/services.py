@@ -9,17 +9,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
+from portal import desired
 from portal.audit import record_audit
 from portal.permissions import is_platform_admin
 
 Actor = AbstractBaseUser | AnonymousUser | None
-
-
-def request_apply() -> None:
-    """Apply desired state to the cluster once this transaction commits."""
-    from sync.services import request_apply as queue_apply
-
-    queue_apply()
 
 
 def require_platform_admin(actor: Actor) -> None:
@@ -55,7 +49,7 @@ def save_validated(
     if old is not None and old == snapshot(instance):
         return instance  # nothing changed: nothing to save, apply or audit
     instance.save()
-    request_apply()
+    desired.changed()
     record_audit(
         actor=actor,
         event=event,

@@ -1,14 +1,5 @@
-"""Portal-wide Celery tasks."""
+"""Portal-wide Celery tasks (the worker finds its tasks in each app's ``tasks`` module)."""
 
-from __future__ import annotations
+from portal.notify import notify_task
 
-from typing import Any
-
-from celery import shared_task
-
-
-@shared_task(autoretry_for=(OSError,), retry_backoff=5, max_retries=5, ignore_result=True)
-def notify_task(event: str, subject: str, payload: dict[str, Any]) -> None:
-    from portal.notify import send_event
-
-    send_event(event, subject, payload)
+__all__ = ["notify_task"]

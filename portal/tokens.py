@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.http import Http404
 from django.utils import timezone
 from rest_framework import authentication, exceptions, throttling
 
@@ -57,8 +58,6 @@ def create_token(
 def revoke_token(*, user: AbstractBaseUser, token_id: int, source: str = "web") -> ApiToken:
     token = ApiToken.objects.filter(pk=token_id, user=user).first()
     if token is None:
-        from django.http import Http404
-
         raise Http404("No such token.")
     if token.revoked_at is None:
         ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())

@@ -1,51 +1,27 @@
-"""Portal-wide pages."""
+"""Portal-wide pages: sign-in (password and single sign-on), health and metrics, personal
+API tokens and the audit log."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hmac
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
+from prometheus_client import CONTENT_TYPE_LATEST
 
-from fleet.selectors import explain_waiting, last_sync
-from tenants.models import QuotaChangeRequest
-from tenants.selectors import list_teams_for_user
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
-    teams = list(list_teams_for_user(request.user))
-    namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    workloads, pods, failures = explain_waiting([ns.name for ns in namespaces])
-    by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
-        lambda: {"workloads": [], "pods": [], "failures": []}
-    )
-    for failure in failures:
-        by_namespace[failure.namespace]["failures"].append(failure)
-    for workload in workloads:
-        by_namespace[workload.namespace]["workloads"].append(workload)
-    for pod in pods:
-        by_namespace[pod.namespace]["pods"].append(pod)
-    for ns in namespaces:
-        ns.observed = by_namespace[ns.name]  # type: ignore[attr-defined]
-    grants = defaultdict(list)
-    for grant in (
-        QuotaChangeRequest.objects.filter(
-            team__in=teams, state=QuotaChangeRequest.State.APPROVED, grant_until__isnull=False
-        )
-        .select_related("namespace", "cluster_queue")
-        .order_by("grant_until")
-    ):
-        grants[grant.team_id].append(grant)
-    for team in teams:
-        team.grants = grants[team.pk]  # type: ignore[attr-defined]
-    return render(request, "portal/home.html", {"teams": teams, "sync": last_sync()})
+from portal.filters import AuditEventFilter
+from portal.health import readiness
+from portal.metrics import exposition
+from portal.models import ApiToken, AuditEvent
+from portal.selectors import audit_events_for_user, audit_teams_for_user, sees_every_event
+from portal.tokens import create_token, revoke_token
 
 
 class LoginView(auth_views.LoginView):
@@ -88,12 +64,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus metrics of the whole installation (see portal/metrics.py)."""
-    import hmac
-
-    from prometheus_client import CONTENT_TYPE_LATEST
-
-    from portal.metrics import exposition
-
     token = settings.QM_METRICS_TOKEN
     offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
     if token and not hmac.compare_digest(offered.encode(), token.encode()):
@@ -108,8 +78,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: PostgreSQL and Redis answer (503 otherwise); the Kubernetes API is reported."""
-    from portal.health import readiness
-
     ready, checks = readiness()
     return JsonResponse(
         {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
@@ -119,11 +87,6 @@ def readyz(request: HttpRequest) -> JsonResponse:
 @login_required
 def tokens(request: HttpRequest) -> HttpResponse:
     """Personal API tokens: create (the text is shown once), list, revoke."""
-    from django.core.exceptions import ValidationError
-
-    from portal.models import ApiToken
-    from portal.tokens import create_token, revoke_token
-
     created_text = ""
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
@@ -157,40 +120,10 @@ AUDIT_PAGE_SIZE = 50
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
     """The audit log, filtered by team, event, actor, source and day; newest first."""
-    import datetime as dt
-
-    from django.core.paginator import Paginator
-
-    from portal.models import AuditEvent
-    from portal.permissions import is_approver, is_platform_admin
-    from portal.selectors import audit_events_for_user
-
-    events = audit_events_for_user(request.user)
-    filters = {
-        key: request.GET.get(key, "").strip()
-        for key in ("team", "event", "actor", "source", "since")
-    }
-    errors: dict[str, str] = {}
-    if filters["team"]:
-        events = events.filter(team__slug=filters["team"])
-    if filters["event"]:
-        events = events.filter(event__startswith=filters["event"])
-    if filters["actor"]:
-        events = events.filter(actor_name=filters["actor"])
-    if filters["source"]:
-        if filters["source"] in AuditEvent.Source.values:
-            events = events.filter(source=filters["source"])
-        else:
-            errors["source"] = "Pick one of the listed sources."
-    if filters["since"]:
-        try:
-            since = dt.date.fromisoformat(filters["since"])
-        except ValueError:
-            errors["since"] = "A day as YYYY-MM-DD."
-        else:
-            events = events.filter(time__date__gte=since)
-    if errors:
-        events = events.none()
+    shown = AuditEventFilter(request.GET, queryset=audit_events_for_user(request.user))
+    errors = {name: messages[0] for name, messages in shown.errors.items()}
+    events = shown.qs if not errors else shown.queryset.none()
+    filters = {key: request.GET.get(key, "").strip() for key in AuditEventFilter.base_filters}
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
     return render(
@@ -202,7 +135,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "errors": errors,
             "query": query,
             "sources": AuditEvent.Source.choices,
-            "user_sees_everything": is_platform_admin(request.user) or is_approver(request.user),
-            "teams": list_teams_for_user(request.user).prefetch_related(None).only("slug"),
+            "user_sees_everything": sees_every_event(request.user),
+            "teams": audit_teams_for_user(request.user),
         },
     )

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from portal.api_safety import StrictInput, check_if_match, etag_of
 from portal.permissions import is_platform_admin
 from queues import preview
-from queues.models import ClusterQueue, LocalQueue, ResourceFlavor, StopPolicy
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.services import save_cluster_queue
 from tenants.selectors import list_teams_for_user
 
@@ -170,6 +170,4 @@ class CohortViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     lookup_field = "name"
 
     def get_queryset(self) -> Any:
-        from queues.models import Cohort
-
         return Cohort.objects.select_related("parent")

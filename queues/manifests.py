@@ -12,6 +12,7 @@ from typing import Any
 from portal.labels import managed_labels
 from portal.quantity import format_quantity, manifest_value, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from queues.rules import quota_entries
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
@@ -173,22 +174,20 @@ def render_volcano_queue(cq: ClusterQueue, *, has_cohort: bool) -> Manifest:
     ceiling: dict[str, Fraction] = {}
     unlimited: set[str] = set()
     guarantee: dict[str, Fraction] = {}
-    for group in cq.resource_groups:
-        for flavor in group["flavors"]:
-            for quota in flavor["resources"]:
-                name = quota["name"]
-                amount = parse_quantity(str(quota["nominalQuota"]))
-                nominal[name] = nominal.get(name, Fraction(0)) + amount
-                borrowing = quota.get("borrowingLimit")
-                if has_cohort and borrowing in (None, ""):
-                    unlimited.add(name)
-                extra = parse_quantity(str(borrowing)) if has_cohort and borrowing else Fraction(0)
-                ceiling[name] = ceiling.get(name, Fraction(0)) + amount + extra
-                lending = quota.get("lendingLimit")
-                if lending not in (None, ""):
-                    guarantee[name] = (
-                        guarantee.get(name, Fraction(0)) + amount - parse_quantity(str(lending))
-                    )
+    for _, _, quota in quota_entries(cq.resource_groups):
+        name = quota["name"]
+        amount = parse_quantity(str(quota["nominalQuota"]))
+        nominal[name] = nominal.get(name, Fraction(0)) + amount
+        borrowing = quota.get("borrowingLimit")
+        if has_cohort and borrowing in (None, ""):
+            unlimited.add(name)
+        extra = parse_quantity(str(borrowing)) if has_cohort and borrowing else Fraction(0)
+        ceiling[name] = ceiling.get(name, Fraction(0)) + amount + extra
+        lending = quota.get("lendingLimit")
+        if lending not in (None, ""):
+            guarantee[name] = (
+                guarantee.get(name, Fraction(0)) + amount - parse_quantity(str(lending))
+            )
     spec: dict[str, Any] = {
         "weight": volcano_weight(cq.fair_sharing_weight),
         "reclaimable": True,

@@ -227,6 +227,19 @@ class ClusterQueue(models.Model):
         """Nominal quota per (flavor, resource)."""
         return rules.group_totals(self.resource_groups)
 
+    def nominal_quota(self, flavor: str, resource: str) -> str:
+        """The nominal quota of ``resource`` on ``flavor`` as written, "" when it has none."""
+        for _, name, quota in rules.quota_entries(self.resource_groups):
+            if name == flavor and quota["name"] == resource:
+                return str(quota["nominalQuota"])
+        return ""
+
+    def set_nominal_quota(self, flavor: str, resource: str, value: str) -> None:
+        """Change one nominal quota in ``resource_groups`` (saved by the caller's service)."""
+        for _, name, quota in rules.quota_entries(self.resource_groups):
+            if name == flavor and quota["name"] == resource:
+                quota["nominalQuota"] = value
+
 
 class LocalQueue(models.Model):
     """A team's entry point in one of its namespaces, pointing at a ClusterQueue."""

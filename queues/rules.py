@@ -8,7 +8,7 @@ where the user typed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -438,11 +438,20 @@ def check_tolerations(tolerations: Any) -> list[Issue]:
     return issues
 
 
+def quota_entries(groups: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, str, Any]]:
+    """Every resource quota of a ClusterQueue's (or Cohort's) resource groups: its key
+    (``g<group>f<flavor>r<resource>``, stable while the groups keep their shape), the
+    flavor's name and the quota entry itself (``name``, ``nominalQuota``, limits), to read
+    or to change in place."""
+    for gi, group in enumerate(groups or []):
+        for fi, flavor in enumerate(group.get("flavors") or []):
+            for ri, quota in enumerate(flavor.get("resources") or []):
+                yield f"g{gi}f{fi}r{ri}", flavor["name"], quota
+
+
 def group_totals(groups: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Fraction]:
     """Nominal quota per (flavor, resource); assumes groups passed :func:`check_resource_groups`."""
-    totals: dict[tuple[str, str], Fraction] = {}
-    for group in groups:
-        for flavor in group["flavors"]:
-            for quota in flavor["resources"]:
-                totals[(flavor["name"], quota["name"])] = _quantity(quota["nominalQuota"])
-    return totals
+    return {
+        (flavor, quota["name"]): _quantity(quota["nominalQuota"])
+        for _, flavor, quota in quota_entries(groups)
+    }

@@ -1,11 +1,10 @@
-"""Queues and quotas: ClusterQueues by cohort with their usage, LocalQueues per team, the
-PriorityClass catalog; platform admins edit quotas and priority classes, always through a
-preview of the rendered YAML diff, and save with the same validation as the API."""
+"""Editing queues and priority classes (platform admins): always through a preview of the
+rendered YAML diff, saved with the same validation as the API, and only the diff that was
+shown (a change in between asks for a second look)."""
 
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -16,84 +15,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from portal.permissions import is_approver, is_platform_admin
+from portal.permissions import is_platform_admin
 from queues import preview
-from queues.models import ClusterQueue, Cohort, LocalQueue
-from sync.models import ObservedObject
+from queues.models import ClusterQueue
+from queues.rules import quota_entries
+from queues.selectors import quota_rows
+from queues.services import save_cluster_queue
+from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
-
-
-def _usage(status: dict[str, Any]) -> dict[tuple[str, str], dict[str, str]]:
-    out = {}
-    for flavor in status.get("flavorsUsage") or []:
-        for resource in flavor.get("resources") or []:
-            out[(flavor.get("name", ""), resource.get("name", ""))] = {
-                "total": str(resource.get("total", "0")),
-                "borrowed": str(resource.get("borrowed", "0")),
-            }
-    return out
-
-
-def _rows(cq: ClusterQueue, status: dict[str, Any]) -> list[dict[str, Any]]:
-    usage = _usage(status)
-    rows = []
-    for gi, group in enumerate(cq.resource_groups or []):
-        for fi, flavor in enumerate(group.get("flavors") or []):
-            for ri, quota in enumerate(flavor.get("resources") or []):
-                used = usage.get((flavor["name"], quota["name"]), {})
-                rows.append(
-                    {
-                        "key": f"g{gi}f{fi}r{ri}",
-                        "flavor": flavor["name"],
-                        "resource": quota["name"],
-                        "nominal": str(quota.get("nominalQuota", "")),
-                        "borrowing": str(quota.get("borrowingLimit", "") or ""),
-                        "lending": str(quota.get("lendingLimit", "") or ""),
-                        "used": used.get("total", "—" if not status else "0"),
-                        "borrowed": used.get("borrowed", "—" if not status else "0"),
-                    }
-                )
-    return rows
-
-
-@login_required
-def overview(request: HttpRequest) -> HttpResponse:
-    statuses = {
-        o.name: o.status
-        for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
-    }
-    cohorts = {c.pk: c for c in Cohort.objects.all()}
-    by_cohort: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for cq in ClusterQueue.objects.order_by("name"):
-        status = statuses.get(cq.name, {})
-        by_cohort[cohorts[cq.cohort_id].name if cq.cohort_id else ""].append(
-            {
-                "cq": cq,
-                "rows": _rows(cq, status),
-                "pending": status.get("pendingWorkloads"),
-                "admitted": status.get("admittedWorkloads"),
-            }
-        )
-    parents = {c.name: cohorts[c.parent_id].name for c in cohorts.values() if c.parent_id}
-    sees_all = is_platform_admin(request.user) or is_approver(request.user)
-    local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
-        "namespace__team__slug", "namespace__name", "name"
-    )
-    if not sees_all:
-        local_queues = local_queues.filter(namespace__team__memberships__user_id=request.user.pk)
-    return render(
-        request,
-        "queues/overview.html",
-        {
-            "cohorts": [
-                (name, parents.get(name, ""), entries)
-                for name, entries in sorted(by_cohort.items(), key=lambda i: (i[0] == "", i[0]))
-            ],
-            "local_queues": list(local_queues),
-            "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
-            "is_admin": is_platform_admin(request.user),
-        },
-    )
+from tenants.services import save_priority_class
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -105,20 +35,14 @@ def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
     """A copy of ``cq`` with the form's quotas (nothing saved)."""
     edited = copy.deepcopy(cq)
     groups = copy.deepcopy(cq.resource_groups or [])
-    for gi, group in enumerate(groups):
-        for fi, flavor in enumerate(group.get("flavors") or []):
-            for ri, quota in enumerate(flavor.get("resources") or []):
-                key = f"g{gi}f{fi}r{ri}"
-                quota["nominalQuota"] = data.get(f"{key}_nominal", "").strip()
-                for form_name, field in (
-                    ("borrowing", "borrowingLimit"),
-                    ("lending", "lendingLimit"),
-                ):
-                    value = data.get(f"{key}_{form_name}", "").strip()
-                    if value:
-                        quota[field] = value
-                    else:
-                        quota.pop(field, None)
+    for key, _, quota in quota_entries(groups):
+        quota["nominalQuota"] = data.get(f"{key}_nominal", "").strip()
+        for form_name, field in (("borrowing", "borrowingLimit"), ("lending", "lendingLimit")):
+            value = data.get(f"{key}_{form_name}", "").strip()
+            if value:
+                quota[field] = value
+            else:
+                quota.pop(field, None)
     edited.resource_groups = groups
     edited.fair_sharing_weight = data.get("fair_sharing_weight", "").strip()
     edited.stop_policy = data.get("stop_policy", cq.stop_policy)
@@ -173,18 +97,16 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     cq = get_object_or_404(ClusterQueue.objects.select_related("cohort"), name=name)
     context: dict[str, Any] = {
         "cq": cq,
-        "rows": _rows(cq, {}),
+        "rows": quota_rows(cq, {}),
         "errors": {},
         "diff": None,
         "stop_policies": [c for c, _ in ClusterQueue._meta.get_field("stop_policy").choices],
     }
     if request.method == "POST":
         edited = _edited_cluster_queue(cq, request.POST)
-        context["rows"] = _rows(edited, {})
+        context["rows"] = quota_rows(edited, {})
         context["weight"] = edited.fair_sharing_weight
         context["stop_policy"] = edited.stop_policy
-        from queues.services import save_cluster_queue
-
         return _preview_or_save(
             request,
             context,
@@ -203,8 +125,6 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
-    from tenants.manifests import render_priority_class
-
     _require_admin(request)
     pc = get_object_or_404(PriorityClass, name=name)
     context: dict[str, Any] = {
@@ -236,8 +156,6 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
         edited.preemption_policy = values["preemption_policy"]
         edited.description = values["description"]
         edited.global_default = values["global_default"]
-        from tenants.services import save_priority_class
-
         return _preview_or_save(
             request,
             context,

@@ -1,11 +1,12 @@
-"""REST API of tenants: teams, namespaces with quotas and limits, quota requests."""
+"""REST API of tenants: teams, namespaces with quotas and limits, memberships and the
+PriorityClass catalog."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
@@ -15,10 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
-from queues.models import ClusterQueue
-from tenants import quota_requests as service
 from tenants import services as tenant_services
-from tenants.models import Namespace, PriorityClass, QuotaChangeRequest, Team
+from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
 from tenants.selectors import list_teams_for_user
 
@@ -308,132 +307,6 @@ class NamespaceViewSet(
         )
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    namespace = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster_queue = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    auto_rule = serializers.SlugRelatedField(slug_field="name", read_only=True)
-
-    class Meta:
-        model = QuotaChangeRequest
-        fields = [
-            "id",
-            "team",
-            "kind",
-            "namespace",
-            "cluster_queue",
-            "flavor",
-            "resource",
-            "previous",
-            "requested",
-            "reason",
-            "grant_until",
-            "state",
-            "assessment",
-            "auto_rule",
-            "decision_comment",
-            "decided_at",
-            "created_at",
-        ]
-
-
-class QuotaRequestCreateSerializer(StrictInput, serializers.Serializer[Any]):
-    team = serializers.SlugField()
-    kind = serializers.ChoiceField(choices=QuotaChangeRequest.Kind.choices)
-    namespace = serializers.CharField(required=False, allow_blank=True, default="")
-    cluster_queue = serializers.CharField(required=False, allow_blank=True, default="")
-    flavor = serializers.CharField(required=False, allow_blank=True, default="")
-    resource = serializers.CharField(max_length=253)
-    requested = serializers.CharField(max_length=64)
-    reason = serializers.CharField(allow_blank=True)
-    grant_until = serializers.DateTimeField(required=False, allow_null=True)
-
-
-class QuotaDecisionSerializer(StrictInput, serializers.Serializer[Any]):
-    comment = serializers.CharField(allow_blank=True, required=False, default="")
-
-
-class QuotaRequestViewSet(
-    mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[QuotaChangeRequest]
-):
-    serializer_class = QuotaRequestSerializer
-    filterset_fields = ["state", "kind"]
-
-    def get_queryset(self) -> Any:
-        return service.list_quota_requests_for_user(self.request.user)
-
-    @extend_schema(request=QuotaRequestCreateSerializer, responses={201: QuotaRequestSerializer})
-    @idempotent
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = QuotaRequestCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
-        team = Team.objects.filter(slug=values["team"]).first()
-        if team is None:
-            raise ValidationError({"team": ["No such team."]})
-        if not list_teams_for_user(request.user).filter(pk=team.pk).exists():
-            raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
-        created = service.request_quota_change(
-            actor=request.user,
-            team=team,
-            kind=values["kind"],
-            resource=values["resource"],
-            requested=values["requested"],
-            reason=values["reason"],
-            namespace=Namespace.objects.filter(name=values["namespace"]).first()
-            if values["namespace"]
-            else None,
-            cluster_queue=ClusterQueue.objects.filter(name=values["cluster_queue"]).first()
-            if values["cluster_queue"]
-            else None,
-            flavor=values["flavor"],
-            grant_until=values.get("grant_until"),
-            source="api",
-        )
-        created.refresh_from_db()
-        return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
-
-    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        instance = self.get_object()
-        response = Response(self.get_serializer(instance).data)
-        response["ETag"] = quota_request_etag(instance)
-        return response
-
-    @idempotent
-    def _decide(self, request: Request, pk: str, verb: str) -> Response:
-        current = service.get_quota_request_for_user(request.user, int(pk))
-        refused = check_if_match(request, quota_request_etag(current))
-        if refused is not None:
-            return refused
-        data = QuotaDecisionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        decide = service.approve_quota_change if verb == "approve" else service.reject_quota_change
-        decide(
-            request_id=int(pk),
-            approver=request.user,
-            comment=data.validated_data["comment"],
-            source="api",
-        )
-        decided = service.get_quota_request_for_user(request.user, int(pk))
-        response = Response(QuotaRequestSerializer(decided).data)
-        response["ETag"] = quota_request_etag(decided)
-        return response
-
-    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
-    @action(detail=True, methods=["post"])
-    def approve(self, request: Request, pk: str) -> Response:
-        return self._decide(request, pk, "approve")
-
-    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
-    @action(detail=True, methods=["post"])
-    def reject(self, request: Request, pk: str) -> Response:
-        return self._decide(request, pk, "reject")
-
-
-def quota_request_etag(qr: QuotaChangeRequest) -> str:
-    return etag_of(qr.pk, qr.state, qr.decided_at, qr.grant_until)
-
-
 class MembershipSerializer(serializers.ModelSerializer[Any]):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     user = serializers.CharField(source="user.get_username", read_only=True)
@@ -452,8 +325,6 @@ class MembershipViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     filterset_fields = ["role"]
 
     def get_queryset(self) -> Any:
-        from tenants.models import Membership
-
         teams = list_teams_for_user(self.request.user)
         return Membership.objects.filter(team__in=teams).select_related("team", "user")
 
@@ -473,6 +344,4 @@ class PriorityClassViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     lookup_field = "name"
 
     def get_queryset(self) -> Any:
-        from tenants.models import PriorityClass
-
         return PriorityClass.objects.all()

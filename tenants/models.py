@@ -7,26 +7,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from portal.names import dns1123_label_errors, dns1123_subdomain_errors
+from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import LIMIT_TYPES, LimitSpec, check_limit, check_quota_item
 
 # Kubernetes refuses user PriorityClasses above one billion (higher is for system-* classes).
 HIGHEST_USER_PRIORITY = 1_000_000_000
 LOWEST_PRIORITY = -2_147_483_648
-
-
-def validate_dns1123_label(value: str) -> None:
-    """Model validator: a DNS-1123 label (namespaces, team slugs, LocalQueues)."""
-    errors = dns1123_label_errors(value)
-    if errors:
-        raise ValidationError(errors)
-
-
-def validate_dns1123_subdomain(value: str) -> None:
-    """Model validator: a DNS-1123 subdomain (most cluster-scoped object names)."""
-    errors = dns1123_subdomain_errors(value)
-    if errors:
-        raise ValidationError(errors)
 
 
 class PriorityClass(models.Model):
@@ -243,82 +229,3 @@ def _raise_field_errors(messages: list[str]) -> None:
         else:
             by_field.setdefault("__all__", []).append(message)
     raise ValidationError(by_field)
-
-
-class AutoApprovalRule(models.Model):
-    """A quota increase that needs no approver: small, time-limited, and backed by capacity."""
-
-    name = models.CharField(max_length=100, unique=True)
-    kind = models.CharField(
-        max_length=16,
-        choices=[("namespace", "Namespace quota"), ("queue", "ClusterQueue nominal quota")],
-    )
-    resource = models.CharField(
-        max_length=253, help_text="e.g. requests.nvidia.com/gpu or nvidia.com/gpu"
-    )
-    max_increase = models.PositiveIntegerField(help_text="Largest increase the rule grants.")
-    max_days = models.PositiveIntegerField(help_text="Grants must end within this many days.")
-    requires_capacity = models.BooleanField(
-        default=True, help_text="Only when the fleet can back it."
-    )
-    active = models.BooleanField(default=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class QuotaChangeRequest(models.Model):
-    """A team lead's request for more (or less) quota, decided like a MIG change."""
-
-    class Kind(models.TextChoices):
-        NAMESPACE = "namespace", "Namespace quota"
-        QUEUE = "queue", "ClusterQueue nominal quota"
-
-    class State(models.TextChoices):
-        PENDING = "pending", "Pending approval"
-        APPROVED = "approved", "Approved and applied"
-        REJECTED = "rejected", "Rejected"
-        CANCELLED = "cancelled", "Cancelled"
-        EXPIRED = "expired", "Expired (reverted)"
-
-    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="quota_requests")
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
-    )
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    namespace = models.ForeignKey(Namespace, null=True, blank=True, on_delete=models.CASCADE)
-    cluster_queue = models.ForeignKey(
-        "queues.ClusterQueue", null=True, blank=True, on_delete=models.CASCADE
-    )
-    flavor = models.CharField(max_length=253, blank=True)
-    resource = models.CharField(max_length=253)
-    previous = models.CharField(max_length=64, blank=True)
-    requested = models.CharField(max_length=64)
-    reason = models.TextField()
-    grant_until = models.DateTimeField(null=True, blank=True, help_text="Empty: permanent.")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    assessment = models.JSONField(default=dict)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    auto_rule = models.ForeignKey(
-        AutoApprovalRule, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    decision_comment = models.TextField(blank=True)
-    decided_at = models.DateTimeField(null=True, blank=True)
-    warned_at = models.DateTimeField(null=True, blank=True)
-    reverted_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        where = self.namespace or (
-            f"{self.cluster_queue}/{self.flavor}" if self.cluster_queue else ""
-        )
-        change = f"{self.previous or '-'} -> {self.requested}"
-        return f"Quota request #{self.pk}: {where} {self.resource} {change}"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from fleet.catalog import unknown_gpu_resource_note
+from gpus.catalog import unknown_gpu_resource_note
 from portal.names import qualified_name_errors
 from portal.quantity import QuantityError, is_whole, parse_quantity
 
@@ -68,10 +68,6 @@ class Check:
 def is_extended_resource(name: str) -> bool:
     """A resource with a domain outside kubernetes.io, e.g. ``nvidia.com/gpu``."""
     return "/" in name and not _NATIVE_DOMAIN.match(name) and not name.startswith("count/")
-
-
-def is_gpu_resource(name: str) -> bool:
-    return name.removeprefix("requests.").removeprefix("limits.").startswith("nvidia.com/")
 
 
 def check_quantity(
@@ -136,16 +132,6 @@ def check_quota_item(resource: str, hard: str) -> Check:
     whole = extended or bool(_COUNTED.match(resource))
     _, errors = check_quantity(hard, whole=whole)
     check.errors.extend(f"hard: {e}" for e in errors)
-    return check
-
-
-def check_quota(items: dict[str, str]) -> Check:
-    """Check a whole quota: every item, plus rules across items."""
-    check = Check()
-    for resource, hard in items.items():
-        item = check_quota_item(resource, hard)
-        check.errors.extend(f"{resource}: {e}" for e in item.errors)
-        check.warnings.extend(item.warnings)
     return check
 
 

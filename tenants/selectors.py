@@ -28,3 +28,11 @@ def list_teams_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team
         ),
         "allowed_priority_classes",
     ).order_by("slug")
+
+
+def member_namespaces(user: AbstractBaseUser | AnonymousUser) -> set[str]:
+    """Names of the namespaces of the teams the user is a member of (whatever their
+    platform roles): whose pods a page may name."""
+    return set(
+        Namespace.objects.filter(team__memberships__user_id=user.pk).values_list("name", flat=True)
+    )

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from portal import desired
 from portal.audit import record_audit
-from portal.services import Actor, request_apply, require_platform_admin, save_validated
+from portal.services import Actor, require_platform_admin, save_validated
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 from tenants.rules import LimitSpec, check_limit, check_quota_item
 
@@ -80,7 +81,7 @@ def set_namespace_quota(
         QuotaItem.objects.update_or_create(
             namespace=namespace, resource=resource, defaults={"hard": str(value)}
         )
-    request_apply()
+    desired.changed()
     record_audit(
         actor=actor,
         event="quota.changed",
@@ -124,7 +125,7 @@ def set_namespace_limits(
     LimitRangeItem.objects.bulk_create(
         LimitRangeItem(namespace=namespace, **spec.__dict__) for spec in limits
     )
-    request_apply()
+    desired.changed()
     record_audit(
         actor=actor,
         event="limits.changed",
@@ -151,4 +152,4 @@ def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None
         old={"name": namespace.name, "team": namespace.team.slug},
     )
     namespace.delete()
-    request_apply()
+    desired.changed()

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from portal.demo import load_demo
+from demo.services import load_demo
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 

@@ -7,7 +7,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 
-from fleet import catalog
+from gpus import catalog
 
 GPU = "nvidia.com/gpu"
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max, Sum
 from django.utils import timezone
 
+from cluster.models import ObservedNode, ObservedObject, ObservedPod, ObservedWorkload, SyncRun
+from fleet.models import NodePool
+from gpus.catalog import model_for_product
+from portal.quantity import QuantityError, parse_quantity
+from queues.models import ClusterQueue, LocalQueue
+from tenants.models import Namespace, QuotaItem
 from usage.compute import integrate, mig_weight
 from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
 
@@ -26,8 +33,6 @@ def _state() -> SamplingState:
 
 
 def _number(text: Any) -> float:
-    from portal.quantity import QuantityError, parse_quantity
-
     try:
         return float(parse_quantity(str(text)))
     except (QuantityError, ValueError):
@@ -36,10 +41,6 @@ def _number(text: Any) -> float:
 
 def team_rows(now: dt.datetime) -> list[Sample]:
     """Per team namespace and GPU resource: requested, running, pending pods, quota."""
-    from fleet.catalog import model_for_product
-    from fleet.models import ObservedNode, ObservedPod
-    from tenants.models import Namespace, QuotaItem
-
     model_of = {
         n.name: model_for_product(n.gpu_product) if n.gpu_product else None
         for n in ObservedNode.objects.filter(gone_since__isnull=True).only("name", "gpu_product")
@@ -80,11 +81,6 @@ def team_rows(now: dt.datetime) -> list[Sample]:
 
 def fleet_models() -> list[str]:
     """The GPU models of the fleet, most nodes first."""
-    from collections import Counter
-
-    from fleet.catalog import model_for_product
-    from fleet.models import ObservedNode
-
     counts: Counter[str] = Counter()
     for product in ObservedNode.objects.filter(gone_since__isnull=True).values_list(
         "gpu_product", flat=True
@@ -97,9 +93,6 @@ def fleet_models() -> list[str]:
 
 def queue_rows(now: dt.datetime) -> list[Sample]:
     """Per ClusterQueue, flavor and GPU resource: in use, borrowed, lent (estimated), nominal."""
-    from queues.models import ClusterQueue
-    from sync.models import ObservedObject
-
     models = fleet_models()
     status = {
         o.name: o.status
@@ -164,9 +157,6 @@ def _share_lending(rows: list[Sample]) -> list[Sample]:
 
 def pool_rows(now: dt.datetime) -> list[Sample]:
     """Per node pool and GPU resource: allocated and allocatable (idle = the difference)."""
-    from fleet.catalog import model_for_product
-    from fleet.models import NodePool, ObservedNode
-
     pools = list(NodePool.objects.order_by("name"))
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
@@ -192,9 +182,6 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
 
 def record_workloads(now: dt.datetime) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
-    from fleet.models import ObservedWorkload
-    from queues.models import LocalQueue
-
     models = fleet_models()
     cq_of = {
         (namespace, name): cq
@@ -264,6 +251,18 @@ def take_sample(*, now: dt.datetime | None = None, force: bool = False) -> int:
     state.last_sample = now
     state.save(update_fields=["last_sample"])
     return len(rows)
+
+
+def take_sample_after_poll(*, now: dt.datetime | None = None) -> int:
+    """A sample when a poll succeeded since the last one (a poller that is down leaves a
+    gap in the history, never stale numbers); at most every QM_SAMPLE_SECONDS."""
+    run = SyncRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
+    if run is None or not run.ok:
+        return 0
+    last = _state().last_sample
+    if last is not None and run.finished_at is not None and run.finished_at <= last:
+        return 0
+    return take_sample(now=now)
 
 
 def _hour(time: dt.datetime) -> dt.datetime:
@@ -343,8 +342,6 @@ def _roll_hour(start: dt.datetime, end: dt.datetime, gap: float) -> int:
 
 
 def _roll_day(start: dt.datetime) -> int:
-    from django.db.models import Max, Sum
-
     fields = [
         f
         for f in (

@@ -70,12 +70,18 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # The ground floor, then the apps in the order of the loop (see docs/architecture.md).
     "portal",
     "tenants",
     "queues",
     "fleet",
-    "sync",
+    "cluster",
+    "changes",
+    "health",
+    "diagnostics",
     "usage",
+    "overview",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -192,7 +198,7 @@ QM_OIDC_TEAM_GROUP_PATTERN = env_str("QM_OIDC_TEAM_GROUP_PATTERN", "quartermaste
 # Username and password sign-in next to single sign-on (small installs, break-glass admin).
 QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
 AUTHENTICATION_BACKENDS = [
-    *(["portal.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),
+    *(["tenants.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),
     *(
         ["django.contrib.auth.backends.ModelBackend"]
         if QM_LOCAL_LOGIN or not QM_OIDC_ENABLED
@@ -242,8 +248,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "QuotaRequestKindEnum": "tenants.models.QuotaChangeRequest.Kind",
-        "DriftKindEnum": "fleet.models.Drift.Kind",
+        "QuotaRequestKindEnum": "changes.models.QuotaChangeRequest.Kind",
+        "DriftKindEnum": "cluster.models.Drift.Kind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -307,16 +313,18 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
 
 CELERY_BEAT_SCHEDULE = {
-    "resume-mig-changes": {"task": "fleet.tasks.resume_mig_changes_task", "schedule": 60.0},
-    "expire-quota-grants": {"task": "tenants.tasks.expire_quota_grants_task", "schedule": 300.0},
-    "poll-cluster": {"task": "sync.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    "resume-mig-changes": {"task": "changes.tasks.resume_mig_changes_task", "schedule": 60.0},
+    "expire-quota-grants": {"task": "changes.tasks.expire_quota_grants_task", "schedule": 300.0},
+    "poll-cluster": {"task": "cluster.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    # A sample after each successful poll, at most every QM_SAMPLE_SECONDS.
+    "sample-usage": {"task": "usage.tasks.take_sample_task", "schedule": float(QM_POLL_SECONDS)},
     "roll-up-usage": {"task": "usage.tasks.roll_up_task", "schedule": 600.0},
     "collect-gpu-health": {
-        "task": "fleet.tasks.collect_gpu_health_task",
+        "task": "health.tasks.collect_gpu_health_task",
         "schedule": float(QM_HEALTH_SECONDS),
     },
     "reapply-desired-state": {
-        "task": "sync.tasks.apply_desired_state_task",
+        "task": "cluster.tasks.apply_desired_state_task",
         "schedule": float(QM_REAPPLY_SECONDS),
         "kwargs": {"full": True},
     },

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from portal.demo import load_demo
+from demo.services import load_demo
 from portal.tokens import create_token
 from portal.wsgi_test import application
 

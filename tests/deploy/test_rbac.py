@@ -12,19 +12,19 @@ import pytest
 from django.contrib.auth.models import User
 
 import devcluster
+from changes import mig as changes
+from changes.executor import advance
+from changes.models import MigChangeRequest
+from cluster.apply import apply_desired_state
+from cluster.models import AppliedObject, SyncRun
+from cluster.poll import poll_cluster
+from demo.services import load_demo
 from devcluster.controllers import Options
 from devcluster.rbac import granted
-from fleet import changes
-from fleet.execution import advance
-from fleet.health import collect_gpu_health
-from fleet.models import MigChangeRequest
-from fleet.observe import poll_cluster
-from fleet.operator_check import check_gpu_operator
+from diagnostics.operator_check import check_gpu_operator
+from health.services import collect_gpu_health
 from kube import Gateway, connect
-from portal.demo import load_demo
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
-from sync.models import AppliedObject, SyncRun
-from sync.services import apply_desired_state
 from tenants.models import Namespace, PriorityClass, Team
 from tests.deploy.conftest import cluster_role
 

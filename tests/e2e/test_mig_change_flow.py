@@ -11,12 +11,13 @@ import pytest
 from playwright.sync_api import expect
 
 import devcluster
-from fleet.models import MigChangeRequest
-from fleet.observe import poll_cluster
+from changes.models import MigChangeRequest
+from cluster.desired import collect_manifests
+from cluster.models import AppliedObject
+from cluster.poll import poll_cluster
+from demo.data import DEMO_PASSWORD
+from demo.services import load_demo
 from kube import ObjectRef, connect
-from portal.demo import DEMO_PASSWORD, load_demo
-from portal.manifests import collect_manifests
-from sync.models import AppliedObject
 from tests.e2e.conftest import screenshot
 from tests.support import Worker, wait_for
 
@@ -105,7 +106,7 @@ def test_lead_asks_approver_approves_timeline_succeeds(
 
     # The fleet page shows the node back on its pool's layout after the next poll.
     wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
-    from fleet.health import collect_gpu_health
+    from health.services import collect_gpu_health
 
     assert collect_gpu_health(gateway)["suggested"]  # GPU health, as the worker reads it
     page.goto(f"{base}/fleet/")

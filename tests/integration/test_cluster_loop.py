@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 import devcluster
-from fleet.models import Drift, ObservedNode, ObservedPod
-from fleet.observe import poll_cluster
+from cluster.apply import apply_desired_state
+from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
+from cluster.poll import poll_cluster
+from demo.services import load_demo
 from kube import Gateway, NotFound, ObjectRef, connect
-from portal.demo import load_demo
-from sync.models import AppliedObject, SyncRun
-from sync.services import apply_desired_state
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 
@@ -239,7 +238,7 @@ def test_a_poll_of_an_unreachable_cluster_is_recorded(settings: Any) -> None:
 def test_kueue_admission_and_why_a_workload_waits(
     portal_cluster: Gateway, cluster: devcluster.DemoCluster
 ) -> None:
-    from fleet.models import ObservedWorkload
+    from cluster.models import ObservedWorkload
 
     apply_desired_state(gateway=portal_cluster)
 

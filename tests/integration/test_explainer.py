@@ -12,12 +12,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 import devcluster
+from cluster.apply import apply_desired_state
+from cluster.poll import poll_cluster
+from demo.services import load_demo
 from devcluster.controllers import Options
-from fleet.observe import poll_cluster
-from fleet.selectors import explain_waiting
+from diagnostics.selectors import explain_waiting
 from kube import connect
-from portal.demo import load_demo
-from sync.services import apply_desired_state
 
 pytestmark = pytest.mark.django_db
 

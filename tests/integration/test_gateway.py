@@ -163,7 +163,7 @@ def test_rbac_refusal_is_permanent_with_the_servers_words() -> None:
 def test_the_operator_check_says_how_to_fix_unreachable_dcgm_metrics(
     gateway: Gateway, settings: Any
 ) -> None:
-    from fleet.operator_check import check_gpu_operator
+    from diagnostics.operator_check import check_gpu_operator
 
     settings.QM_DCGM_PORT = 9500
     items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
@@ -183,7 +183,7 @@ def test_the_operator_check_says_how_to_fix_unreachable_dcgm_metrics(
 
 
 def test_gpu_operator_check_on_the_demo_fleet(gateway: Gateway) -> None:
-    from fleet.operator_check import check_gpu_operator
+    from diagnostics.operator_check import check_gpu_operator
 
     items = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
     assert items["Nodes report GPU resources"].ok

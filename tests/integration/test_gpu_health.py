@@ -15,16 +15,19 @@ import pytest
 from django.contrib.auth.models import User
 
 import devcluster
+from changes import mig as changes
+from changes.executor import advance
+from changes.models import MigChangeRequest, MigChangeStep
+from cluster.apply import apply_desired_state
+from cluster.poll import poll_cluster
+from demo.services import load_demo
 from devcluster.controllers import Options
-from fleet import changes, dcgm
-from fleet.execution import advance
-from fleet.health import PrometheusError, collect_gpu_health
-from fleet.models import MigChangeRequest, MigChangeStep, NodeHealth
-from fleet.observe import poll_cluster
+from gpus import dcgm
+from health.collect import PrometheusError
+from health.models import NodeHealth
+from health.services import collect_gpu_health
 from kube import Gateway, ObjectRef, connect
-from portal.demo import load_demo
 from portal.models import AuditEvent
-from sync.services import apply_desired_state
 
 pytestmark = pytest.mark.django_db
 

@@ -11,17 +11,18 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from portal.demo import load_demo
-from portal.errors import DomainError
-from portal.models import AuditEvent
-from queues.models import ClusterQueue
-from tenants.models import AutoApprovalRule, Namespace, Team
-from tenants.quota_requests import (
+from changes.models import AutoApprovalRule
+from changes.quota import (
     approve_quota_change,
     expire_quota_grants,
     reject_quota_change,
     request_quota_change,
 )
+from demo.services import load_demo
+from portal.errors import DomainError
+from portal.models import AuditEvent
+from queues.models import ClusterQueue
+from tenants.models import Namespace, Team
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def test_an_approved_request_changes_desired_state(demo_data: None) -> None:
     assert hard() == "24"
     assert list(
         AuditEvent.objects.filter(
-            target_id=str(request.pk), target_type="tenants.quotachangerequest"
+            target_id=str(request.pk), target_type="changes.quotachangerequest"
         )
         .order_by("id")
         .values_list("event", flat=True)
@@ -94,7 +95,7 @@ def test_rules_for_who_asks_and_who_decides(demo_data: None) -> None:
 
 
 def test_bad_input_is_refused_per_field_and_writes_nothing(demo_data: None) -> None:
-    from tenants.models import QuotaChangeRequest
+    from changes.models import QuotaChangeRequest
 
     with pytest.raises(ValidationError) as caught:
         ask(requested="1.5", reason="", grant_until=timezone.now() - dt.timedelta(hours=1))

@@ -13,13 +13,13 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from portal.models import AuditEvent, PlatformRole
-from portal.oidc import team_roles
 from tenants.models import Membership
+from tenants.oidc import team_roles
 from tests.factories import MembershipFactory, TeamFactory
 from tests.oidc_idp import IdP
 
 pytestmark = pytest.mark.django_db
-BACKENDS = ["portal.oidc.PortalOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
+BACKENDS = ["tenants.oidc.PortalOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
 
 
 @pytest.fixture

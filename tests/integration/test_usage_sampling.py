@@ -9,10 +9,10 @@ import pytest
 from django.core.management import call_command
 
 import devcluster
-from fleet.observe import poll_cluster
+from cluster.apply import apply_desired_state
+from cluster.poll import poll_cluster
+from demo.services import load_demo
 from kube import connect
-from portal.demo import load_demo
-from sync.services import apply_desired_state
 from usage.models import Rollup, Sample, WorkloadRecord
 from usage.sampling import take_sample
 

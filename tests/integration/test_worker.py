@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 import devcluster
+from cluster.desired import collect_manifests
+from cluster.models import AppliedObject
+from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, ObjectRef, connect
 from portal.celery import app
-from portal.demo import load_demo
-from portal.manifests import collect_manifests
-from sync.models import AppliedObject
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import Worker, wait_for
@@ -137,10 +137,10 @@ def test_a_worker_killed_mid_apply_finishes_the_work_exactly_once(
 def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gateway) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from fleet.models import ObservedNode
+    from cluster.models import ObservedNode
+    from cluster.tasks import poll_cluster_task
     from portal import metrics
     from portal.observability import request_id
-    from sync.tasks import poll_cluster_task
 
     load_demo()
     wait_for(all_applied, what="every object applied")
@@ -177,9 +177,9 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from fleet import changes
-    from fleet.models import MigChangeRequest, MigChangeStep
-    from fleet.observe import poll_cluster
+    from changes import mig as changes
+    from changes.models import MigChangeRequest, MigChangeStep
+    from cluster.poll import poll_cluster
     from tenants.models import Team
 
     load_demo()

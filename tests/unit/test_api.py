@@ -10,8 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from fleet.models import MigChangeRequest, ObservedNode, ObservedPod
-from portal.demo import load_demo
+from changes.models import MigChangeRequest
+from cluster.models import ObservedNode, ObservedPod
+from demo.services import load_demo
 from portal.models import ApiToken
 from portal.tokens import create_token
 
@@ -580,7 +581,7 @@ def test_unrouted_api_paths_answer_in_the_api_error_format(client: Client, fleet
 
 
 def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet: None) -> None:
-    from tenants.models import QuotaChangeRequest
+    from changes.models import QuotaChangeRequest
 
     created = client.post(
         "/api/v1/quota-requests/",
@@ -618,7 +619,8 @@ def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet
 
 
 def test_gpu_health_names_only_your_teams_pods(client: Client, fleet: None) -> None:
-    from fleet.models import Drift, NodeHealth
+    from cluster.models import Drift
+    from health.models import NodeHealth
 
     NodeHealth.objects.create(
         node="gpu-a100-03",

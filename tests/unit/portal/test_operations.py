@@ -107,7 +107,7 @@ def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None
 
     from django.utils import timezone
 
-    from sync.models import SyncRun
+    from cluster.models import SyncRun
 
     now = timezone.now()
     SyncRun.objects.create(
@@ -131,7 +131,7 @@ def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None
 
 def test_task_outcomes_are_counted(client: Client, db: Any) -> None:
     class Task:
-        name = "sync.tasks.poll"
+        name = "cluster.tasks.poll"
 
     metrics.TaskTimer.prerun(task_id="t1")
     metrics.TaskTimer.postrun(task_id="t1", task=Task(), state="SUCCESS")
@@ -139,7 +139,7 @@ def test_task_outcomes_are_counted(client: Client, db: Any) -> None:
     metrics.TaskTimer.postrun(task_id="t2", task=Task(), state="FAILURE")
     samples = scrape(client)
     for outcome in ("success", "failure"):
-        key = (("outcome", outcome), ("task", "sync.tasks.poll"))
+        key = (("outcome", outcome), ("task", "cluster.tasks.poll"))
         assert samples[("quartermaster_task_duration_seconds_count", key)] == 1
 
 

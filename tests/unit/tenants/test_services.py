@@ -165,7 +165,7 @@ def test_priority_class_rules(
 
 def test_saving_what_is_already_there_writes_no_audit_event(db: Any) -> None:
     """Loading the demo again (each `dev.py run` does) changes nothing, so the log stays quiet."""
-    from portal.demo import load_demo
+    from demo.services import load_demo
     from portal.models import AuditEvent
 
     load_demo()

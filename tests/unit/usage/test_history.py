@@ -169,7 +169,7 @@ def test_wait_percentiles_per_queue() -> None:
 def test_a_workload_deleted_before_it_finished_closes_its_record() -> None:
     from django.utils import timezone
 
-    from fleet.models import ObservedWorkload
+    from cluster.models import ObservedWorkload
     from usage.sampling import record_workloads
 
     now = timezone.now()

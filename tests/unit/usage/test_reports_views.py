@@ -203,7 +203,8 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
 
 
 def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
-    from fleet.models import NodePool, ObservedNode
+    from cluster.models import ObservedNode
+    from fleet.models import NodePool
 
     client = login("admin")
     page = client.get(

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
+from usage.compute import mig_weight
 from usage.models import Sample, WorkloadRecord
 from usage.sampling import pool_rows, queue_rows, roll_up, team_rows
 
@@ -97,6 +98,4 @@ class Command(BaseCommand):
 
 
 def _share(sample: Sample) -> float:
-    from usage.compute import mig_weight
-
     return mig_weight(None, sample.resource)

@@ -1,0 +1,313 @@
+"""REST API of reviewed changes: MIG change and drain requests (create, preview, approve,
+reject, cancel, roll back) and quota requests (create, approve, reject)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from changes import mig, quota, selectors
+from changes.approval import may_preview, teams_user_may_request_for
+from changes.filters import MigChangeFilter, QuotaRequestFilter
+from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
+from queues.models import ClusterQueue
+from tenants.models import Namespace, Team
+from tenants.selectors import list_teams_for_user
+
+
+class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
+    class Meta:
+        model = MigChangeStep
+        fields = ["round", "node", "step", "status", "message", "started_at", "finished_at"]
+
+
+class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    requested_by = serializers.CharField(
+        source="requested_by.get_username",
+        read_only=True,
+        default=None,
+        help_text="Empty for a drain the portal suggested (GPU health).",
+    )
+    decided_by = serializers.CharField(
+        source="decided_by.get_username", read_only=True, default=None
+    )
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = MigChangeRequest
+        fields = [
+            "id",
+            "kind",
+            "team",
+            "nodes",
+            "target_config",
+            "reason",
+            "window_start",
+            "state",
+            "verdict",
+            "assessment",
+            "queue_changes",
+            "previous_configs",
+            "requested_by",
+            "decided_by",
+            "decision_comment",
+            "decided_at",
+            "failure",
+            "created_at",
+            "steps",
+        ]
+
+
+class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    team = serializers.SlugField()
+    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
+    target_config = serializers.CharField(max_length=63)
+    reason = serializers.CharField(allow_blank=True)
+    window_start = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
+    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=False)
+    target_config = serializers.CharField(max_length=63)
+
+
+class DecisionSerializer(StrictInput, serializers.Serializer[Any]):
+    comment = serializers.CharField(allow_blank=True, required=False, default="")
+
+
+class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[MigChangeRequest]):
+    """MIG change requests of your teams (all of them for approvers and admins)."""
+
+    serializer_class = MigChangeSerializer
+    filterset_class = MigChangeFilter
+
+    def get_queryset(self) -> Any:
+        return selectors.list_mig_changes_for_user(self.request.user).prefetch_related("steps")
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        response = Response(self.get_serializer(instance).data)
+        response["ETag"] = etag_of(instance.pk, instance.state, instance.updated_at.isoformat())
+        return response
+
+    @extend_schema(request=MigChangeCreateSerializer, responses={201: MigChangeSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = MigChangeCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        team = (
+            teams_user_may_request_for(request.user)
+            .filter(slug=data.validated_data["team"])
+            .first()
+        )
+        if team is None:
+            if Team.objects.filter(slug=data.validated_data["team"]).exists():
+                raise PermissionDenied(
+                    "Only the team's lead or a platform admin can ask for a MIG change."
+                )
+            raise ValidationError({"team": ["No such team."]})
+        created = mig.request_mig_change(
+            actor=request.user,
+            team=team,
+            nodes=data.validated_data["nodes"],
+            target_config=data.validated_data["target_config"],
+            reason=data.validated_data["reason"],
+            window_start=data.validated_data.get("window_start"),
+            source="api",
+        )
+        return Response(MigChangeSerializer(created).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=PreviewSerializer, responses={200: dict})
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request) -> Response:
+        """The impact assessment of a change, nothing saved (team leads, approvers, admins)."""
+        if not may_preview(request.user):
+            raise PermissionDenied("Only team leads, approvers and platform admins preview mig.")
+        data = PreviewSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(
+            mig.preview(
+                nodes=data.validated_data["nodes"], config=data.validated_data["target_config"]
+            )
+        )
+
+    @idempotent
+    def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        current = selectors.get_mig_change_for_user(request.user, int(pk))
+        refused = check_if_match(
+            request, etag_of(current.pk, current.state, current.updated_at.isoformat())
+        )
+        if refused is not None:
+            return refused
+        data = DecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        comment = data.validated_data["comment"]
+        if verb == "approve":
+            mig.approve_mig_change(
+                request_id=int(pk), approver=request.user, comment=comment, source="api"
+            )
+        elif verb == "reject":
+            mig.reject_mig_change(
+                request_id=int(pk), approver=request.user, comment=comment, source="api"
+            )
+        elif verb == "cancel":
+            mig.cancel_mig_change(request_id=int(pk), actor=request.user, source="api")
+        else:
+            mig.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
+        return Response(
+            MigChangeSerializer(selectors.get_mig_change_for_user(request.user, int(pk))).data
+        )
+
+    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "approve")
+
+    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "reject")
+
+    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "cancel")
+
+    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "rollback")
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    namespace = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster_queue = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    auto_rule = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = QuotaChangeRequest
+        fields = [
+            "id",
+            "team",
+            "kind",
+            "namespace",
+            "cluster_queue",
+            "flavor",
+            "resource",
+            "previous",
+            "requested",
+            "reason",
+            "grant_until",
+            "state",
+            "assessment",
+            "auto_rule",
+            "decision_comment",
+            "decided_at",
+            "created_at",
+        ]
+
+
+class QuotaRequestCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    team = serializers.SlugField()
+    kind = serializers.ChoiceField(choices=QuotaChangeRequest.Kind.choices)
+    namespace = serializers.CharField(required=False, allow_blank=True, default="")
+    cluster_queue = serializers.CharField(required=False, allow_blank=True, default="")
+    flavor = serializers.CharField(required=False, allow_blank=True, default="")
+    resource = serializers.CharField(max_length=253)
+    requested = serializers.CharField(max_length=64)
+    reason = serializers.CharField(allow_blank=True)
+    grant_until = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class QuotaDecisionSerializer(StrictInput, serializers.Serializer[Any]):
+    comment = serializers.CharField(allow_blank=True, required=False, default="")
+
+
+class QuotaRequestViewSet(
+    mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[QuotaChangeRequest]
+):
+    serializer_class = QuotaRequestSerializer
+    filterset_class = QuotaRequestFilter
+
+    def get_queryset(self) -> Any:
+        return selectors.list_quota_requests_for_user(self.request.user)
+
+    @extend_schema(request=QuotaRequestCreateSerializer, responses={201: QuotaRequestSerializer})
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = QuotaRequestCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        team = Team.objects.filter(slug=values["team"]).first()
+        if team is None:
+            raise ValidationError({"team": ["No such team."]})
+        if not list_teams_for_user(request.user).filter(pk=team.pk).exists():
+            raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
+        created = quota.request_quota_change(
+            actor=request.user,
+            team=team,
+            kind=values["kind"],
+            resource=values["resource"],
+            requested=values["requested"],
+            reason=values["reason"],
+            namespace=Namespace.objects.filter(name=values["namespace"]).first()
+            if values["namespace"]
+            else None,
+            cluster_queue=ClusterQueue.objects.filter(name=values["cluster_queue"]).first()
+            if values["cluster_queue"]
+            else None,
+            flavor=values["flavor"],
+            grant_until=values.get("grant_until"),
+            source="api",
+        )
+        created.refresh_from_db()
+        return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        response = Response(self.get_serializer(instance).data)
+        response["ETag"] = quota_request_etag(instance)
+        return response
+
+    @idempotent
+    def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        current = selectors.get_quota_request_for_user(request.user, int(pk))
+        refused = check_if_match(request, quota_request_etag(current))
+        if refused is not None:
+            return refused
+        data = QuotaDecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decide = quota.approve_quota_change if verb == "approve" else quota.reject_quota_change
+        decide(
+            request_id=int(pk),
+            approver=request.user,
+            comment=data.validated_data["comment"],
+            source="api",
+        )
+        decided = selectors.get_quota_request_for_user(request.user, int(pk))
+        response = Response(QuotaRequestSerializer(decided).data)
+        response["ETag"] = quota_request_etag(decided)
+        return response
+
+    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "approve")
+
+    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "reject")
+
+
+def quota_request_etag(qr: QuotaChangeRequest) -> str:
+    return etag_of(qr.pk, qr.state, qr.decided_at, qr.grant_until)

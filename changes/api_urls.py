@@ -1,0 +1,7 @@
+from changes.api import MigChangeViewSet, QuotaRequestViewSet
+from portal.routers import app_router
+
+router = app_router()
+router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
+router.register("mig-changes", MigChangeViewSet, basename="mig-change")
+urlpatterns = router.urls

@@ -1,0 +1,126 @@
+"""The rules every reviewed change shares: who may ask, who may decide, what each may do
+with a request now, and the MIG change's transition table.
+
+Team leads (and platform admins) ask for their teams; approvers and platform admins
+decide; nobody decides their own request. Services enforce these rules; pages and the API
+ask :func:`mig_change_actions` / :func:`quota_request_actions` what to offer, so a button
+is shown exactly when the service would accept it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from changes.models import MigChangeRequest, QuotaChangeRequest
+from portal.errors import DomainError
+from portal.permissions import is_approver, is_platform_admin
+from tenants.models import Membership, Team
+
+User = AbstractBaseUser | AnonymousUser
+State = MigChangeRequest.State
+
+# Every allowed transition of a MIG change or drain; anything else raises, changes nothing.
+TRANSITIONS: dict[str, set[str]] = {
+    State.PENDING: {State.APPROVED, State.REJECTED, State.CANCELLED},
+    State.APPROVED: {State.SCHEDULED, State.RUNNING, State.CANCELLED},
+    State.SCHEDULED: {State.RUNNING, State.CANCELLED},
+    State.RUNNING: {State.SUCCEEDED, State.FAILED},
+    State.FAILED: {State.ROLLING_BACK},
+    State.SUCCEEDED: {State.ROLLING_BACK},
+    State.ROLLING_BACK: {State.ROLLED_BACK, State.FAILED},
+    State.REJECTED: set(),
+    State.CANCELLED: set(),
+    State.ROLLED_BACK: set(),
+}
+CANCELLABLE = (State.PENDING, State.APPROVED, State.SCHEDULED)
+ROLLBACK_FROM = (State.FAILED, State.SUCCEEDED)
+
+
+def teams_user_may_request_for(user: User) -> QuerySet[Team]:
+    """The teams a user asks changes for: those they lead (every team for an admin)."""
+    if is_platform_admin(user):
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user_id=user.pk, memberships__role=Membership.Role.LEAD)
+
+
+def may_request(user: User) -> bool:
+    return teams_user_may_request_for(user).exists()
+
+
+def may_decide(user: User) -> bool:
+    """Approvers and platform admins decide requests (never their own)."""
+    return is_approver(user) or is_platform_admin(user)
+
+
+def may_preview(user: User) -> bool:
+    """An impact preview names other teams' pods: for those who may ask or decide only."""
+    return is_approver(user) or may_request(user)
+
+
+def require_decider(user: User, what: str) -> None:
+    if not may_decide(user):
+        raise PermissionDenied(f"Only approvers decide {what}.")
+
+
+def refuse_own(request: MigChangeRequest | QuotaChangeRequest, user: User, message: str) -> None:
+    """Nobody decides their own request."""
+    if request.requested_by_id == user.pk:
+        raise DomainError(message, code="self_approval")
+
+
+@dataclass(frozen=True)
+class Actions:
+    """What a user may do with a request in its current state."""
+
+    decide: bool = False  # approve or reject
+    cancel: bool = False
+    rollback: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.decide or self.cancel or self.rollback
+
+
+def mig_change_actions(user: User, change: MigChangeRequest) -> Actions:
+    admin = is_platform_admin(user)
+    return Actions(
+        decide=may_decide(user)
+        and change.requested_by_id != user.pk
+        and change.state == State.PENDING,
+        cancel=(change.requested_by_id == user.pk or admin) and change.state in CANCELLABLE,
+        rollback=admin and change.state in ROLLBACK_FROM,
+    )
+
+
+def quota_request_actions(user: User, change: QuotaChangeRequest) -> Actions:
+    return Actions(
+        decide=may_decide(user)
+        and change.requested_by_id != user.pk
+        and change.state == QuotaChangeRequest.State.PENDING
+    )
+
+
+def transition(request: MigChangeRequest, to: str, **fields: Any) -> MigChangeRequest:
+    """Move a request to ``to`` if that is allowed from the state it is in *now* (a
+    conditional UPDATE: of two concurrent callers exactly one wins, the other gets a
+    DomainError)."""
+    allowed_from = [state for state, targets in TRANSITIONS.items() if to in targets]
+    if request.state not in allowed_from:
+        raise DomainError(
+            f"A request that is {request.get_state_display().lower()} cannot become "
+            f"{State(to).label.lower()}.",
+            code="illegal_transition",
+        )
+    updated = MigChangeRequest.objects.filter(pk=request.pk, state=request.state).update(
+        state=to, updated_at=timezone.now(), **fields
+    )
+    if not updated:
+        raise DomainError("Someone else changed this request just now; reload it.", code="conflict")
+    request.refresh_from_db()
+    return request

@@ -1,0 +1,87 @@
+"""Bad GPUs become reviewed actions: a health finding that needs the node drained (an Xid
+that calls for a GPU reset or a reboot, failed row remapping) produces one suggested
+"cordon and drain" request, pending approval like any MIG change. The same finding (node,
+GPU, UUID, Xid) is never suggested twice, so a rejected suggestion stays rejected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from django.db import transaction
+
+from changes import impact
+from changes.facts import fleet_facts
+from changes.models import MigChangeRequest
+from changes.notify import notify
+from portal.audit import record_audit
+
+State = MigChangeRequest.State
+
+
+class HealthReading(Protocol):
+    """One node's GPU health as the health app stores it (its ``NodeHealth`` rows)."""
+
+    node: str
+    gpus: Sequence[Mapping[str, Any]]
+    findings: Sequence[Mapping[str, Any]]
+
+
+def suggestion_key(node: str, gpu: Mapping[str, Any], finding: Mapping[str, Any]) -> str:
+    what = f"xid{finding['xid']}" if finding.get("xid") else "remap"
+    return f"{node}/gpu{finding['gpu']}/{gpu.get('uuid', '')}/{what}"[:200]
+
+
+def suggest_drains(rows: Iterable[HealthReading]) -> list[int]:
+    """The ids of the requests suggested now: at most one per node (a node being drained
+    is drained for all its GPUs), the fleet read once for all their assessments."""
+    created = []
+    facts: impact.Fleet | None = None
+    for row in rows:
+        for finding in row.findings:
+            if not finding.get("needs_drain"):
+                continue
+            gpu = next((g for g in row.gpus if g["index"] == finding["gpu"]), {})
+            key = suggestion_key(row.node, gpu, finding)
+            if MigChangeRequest.objects.filter(suggestion_key=key).exists():
+                continue
+            facts = facts or fleet_facts()
+            request = suggest_drain(facts, row.node, key, finding["title"], finding["advice"])
+            if request is not None:
+                created.append(request.pk)
+                break
+    return created
+
+
+@transaction.atomic
+def suggest_drain(
+    facts: impact.Fleet, node: str, key: str, title: str, advice: str
+) -> MigChangeRequest | None:
+    """One suggestion for a finding never suggested before; none while another request on
+    the node is open (the assessment blocks it)."""
+    assessment = impact.assess(facts, targets=[node], config="", drain=True)
+    if assessment.verdict == "blocked":
+        return None
+    request = MigChangeRequest.objects.create(
+        kind=MigChangeRequest.Kind.DRAIN,
+        team=None,
+        requested_by=None,
+        nodes=[node],
+        target_config="",
+        reason=f"Suggested by the portal's GPU health check: {node} {title}. {advice}",
+        state=State.PENDING,
+        assessment=assessment.as_json(),
+        verdict=assessment.verdict,
+        previous_configs={},
+        queue_changes=[],
+        suggestion_key=key,
+    )
+    record_audit(
+        actor=None,
+        event="node_drain.suggested",
+        source="task",
+        target=request,
+        new={"node": node, "finding": title, "verdict": request.verdict},
+    )
+    transaction.on_commit(lambda: notify("requested", request))
+    return request

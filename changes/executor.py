@@ -1,0 +1,347 @@
+"""Executing an approved MIG change or drain, one recorded step at a time, resumable at any
+point.
+
+Per node, in order: 1. cordon; 2. evict GPU pods (PodDisruptionBudgets respected, give up
+after a timeout); 3. ask the MIG actuator for the config (``changes.actuator``: today the
+``nvidia.com/mig.config`` label, the old state label removed in the same patch); 4. wait
+for its ``success`` (``failed`` fails; ``pending`` too long is stuck); 5. verify the node's
+allocatable is what the config promises (``success`` alone proves nothing); 6. uncordon.
+Then the queue quota changes carried by the request go into desired state for the cluster
+loop to apply. A drain stops after step 2; returning the node to service (the drain's roll
+back) uncordons it.
+
+:func:`advance` never sleeps: it does what it can and returns how long to wait. Each step
+is recorded before its side effect and marked done after; a rerun skips done steps, and
+every step is safe to repeat, so a worker killed anywhere resumes without repeating a
+completed side effect. Each step is one handler in :data:`HANDLERS`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from changes.actuator import FAILED, SUCCESS, MigActuator, get_actuator
+from changes.approval import transition
+from changes.facts import custom_configs
+from changes.models import MigChangeRequest, MigChangeStep
+from changes.notify import notify
+from cluster.decode import gpu_offer, pod_gpu_requests
+from gpus.catalog import promised_resources
+from kube import EvictionBlocked, Gateway, ObjectRef
+from portal.audit import record_audit
+from queues.models import ClusterQueue
+from queues.services import save_cluster_queue
+
+log = logging.getLogger(__name__)
+State = MigChangeRequest.State
+STEPS = ("cordon", "evict", "label", "wait", "verify", "uncordon")
+DRAIN_STEPS = ("cordon", "evict")
+RETURN_STEPS = ("uncordon",)
+LOCK_BASE = 0x4D49_0000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "done", "wait" or "failed"
+    message: str = ""
+    seconds: float = 0.0
+
+
+def _done(message: str = "") -> Outcome:
+    return Outcome("done", message)
+
+
+def _wait(message: str, seconds: float = 3.0) -> Outcome:
+    return Outcome("wait", message, seconds)
+
+
+def _failed(message: str) -> Outcome:
+    return Outcome("failed", message)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one step on one node works with."""
+
+    gateway: Gateway
+    actuator: MigActuator
+    node: str
+    config: str
+    promised: dict[str, int] | None  # what the node must offer afterwards (None: no check)
+    elapsed: float  # seconds since the step started (it may take several runs)
+
+
+def cordon(step: Step) -> Outcome:
+    step.gateway.cordon(step.node, True)
+    return _done("cordoned: no new pods are placed on the node")
+
+
+def uncordon(step: Step) -> Outcome:
+    step.gateway.cordon(step.node, False)
+    return _done("uncordoned: the node takes work again")
+
+
+def evict(step: Step) -> Outcome:
+    """Evict the node's GPU pods through the Eviction API (budgets respected); done once
+    none is left, failed after QM_EVICTION_TIMEOUT_SECONDS."""
+    pods = [
+        p
+        for p in step.gateway.list("v1", "Pod", field_selector=f"spec.nodeName={step.node}")
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and pod_gpu_requests(p)
+    ]
+    if not pods:
+        return _done("no GPU pods left on the node")
+    blocked = []
+    for pod in pods:
+        meta = pod["metadata"]
+        if "deletionTimestamp" in meta:
+            continue
+        try:
+            step.gateway.evict(meta["namespace"], meta["name"])
+        except EvictionBlocked as exc:
+            blocked.append(f"{meta['namespace']}/{meta['name']}: {exc.message}")
+    waiting = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods)
+    if step.elapsed > settings.QM_EVICTION_TIMEOUT_SECONDS:
+        return _failed(
+            f"Gave up after {int(step.elapsed)} s: GPU pods still on the node ({waiting}). "
+            + (" ".join(blocked) if blocked else "")
+        )
+    return _wait(
+        f"evicting {waiting}" + (f" (blocked: {'; '.join(blocked)})" if blocked else ""), 2.0
+    )
+
+
+def request_layout(step: Step) -> Outcome:
+    return _done(step.actuator.request(step.gateway, step.node, step.config))
+
+
+def wait_for_layout(step: Step) -> Outcome:
+    state = step.actuator.progress(step.gateway, step.node)
+    if state == SUCCESS:
+        return _done("MIG Manager reports success")
+    if state == FAILED:
+        return _failed(
+            f"MIG Manager reported failed on {step.node} for {step.config} (a GPU still in use, "
+            "or a config the GPUs cannot take). The node stays cordoned; roll back or fix and "
+            "retry."
+        )
+    if step.elapsed > settings.QM_MIG_STUCK_SECONDS:
+        return _failed(
+            f"MIG Manager has not finished after {int(step.elapsed)} s (state "
+            f"{state or 'not reported'}): treated as stuck. The node stays cordoned."
+        )
+    return _wait(f"MIG Manager state: {state or 'not reported yet'}", settings.QM_MIG_POLL_SECONDS)
+
+
+def verify(step: Step) -> Outcome:
+    """The node offers exactly what the config promises (the device plugin may take a
+    moment to report the new devices)."""
+    live = step.gateway.get(ObjectRef("v1", "Node", step.node))
+    offered = gpu_offer((live.get("status") or {}).get("allocatable") or {})
+    if step.promised is None or offered == step.promised:
+        return _done(f"the node offers {_describe(offered)}")
+    if not offered and step.elapsed < settings.QM_MIG_STUCK_SECONDS:
+        return _wait(
+            "the device plugin has not reported the new devices yet",
+            settings.QM_MIG_POLL_SECONDS,
+        )
+    return _failed(
+        f"{step.config} promises {_describe(step.promised)} but {step.node} offers "
+        f"{_describe(offered)}: MIG Manager's success proves nothing by itself."
+    )
+
+
+# The step names are stored with each recorded step ("label" is the actuator's request).
+HANDLERS: dict[str, Callable[[Step], Outcome]] = {
+    "cordon": cordon,
+    "evict": evict,
+    "label": request_layout,
+    "wait": wait_for_layout,
+    "verify": verify,
+    "uncordon": uncordon,
+}
+
+
+def _describe(resources: dict[str, int]) -> str:
+    return (
+        ", ".join(f"{r.removeprefix('nvidia.com/')} x {n}" for r, n in sorted(resources.items()))
+        or "nothing"
+    )
+
+
+@contextmanager
+def request_lock(request_id: int) -> Iterator[bool]:
+    """One executor per request (a redelivered task and a scheduled recheck may overlap)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_BASE + request_id])
+        acquired = bool(cursor.fetchone()[0])
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_BASE + request_id])
+
+
+def advance(request_id: int, *, gateway: Gateway, now: dt.datetime | None = None) -> Outcome:
+    """Run the request as far as it can go now: 1. start it (approved or scheduled becomes
+    running); 2. run each node's steps in order, skipping those done; 3. finish it
+    (succeeded, after the queue changes, or rolled back)."""
+    with request_lock(request_id) as acquired:
+        if not acquired:
+            return _wait("another worker is running this request", 5.0)
+        request = MigChangeRequest.objects.get(pk=request_id)
+        if request.state in (State.APPROVED, State.SCHEDULED):
+            transition(request, State.RUNNING)
+            record_audit(
+                actor=None,
+                event="mig_change.started",
+                source="task",
+                target=request,
+                team=request.team,
+            )
+        if request.state not in (State.RUNNING, State.ROLLING_BACK):
+            return _done(f"nothing to do: the request is {request.get_state_display().lower()}")
+        rollback = request.state == State.ROLLING_BACK
+        for node in request.nodes:
+            outcome = _run_node(request, node, gateway=gateway, rollback=rollback, now=now)
+            if outcome is not None:
+                return outcome
+        if rollback:
+            _finish(request, State.ROLLED_BACK, "rolled_back")
+            return _done("rolled back")
+        _apply_queue_changes(request)
+        _finish(request, State.SUCCEEDED, "succeeded")
+        return _done("succeeded")
+
+
+def _run_node(
+    request: MigChangeRequest,
+    node: str,
+    *,
+    gateway: Gateway,
+    rollback: bool,
+    now: dt.datetime | None,
+) -> Outcome | None:
+    """The node's steps not done yet; the outcome to stop on (wait or failed), or None when
+    every step of the node is done."""
+    round_name = "rollback" if rollback else "apply"
+    info = next((n for n in request.assessment.get("nodes", []) if n["name"] == node), {})
+    config = request.previous_configs.get(node, "") if rollback else request.target_config
+    if request.is_drain:
+        steps, promised = (RETURN_STEPS if rollback else DRAIN_STEPS), None
+    else:
+        steps = STEPS
+        promised = _promised_by(config, info) if rollback else info.get("after")
+    actuator = get_actuator()
+    for name in steps:
+        record, _ = MigChangeStep.objects.get_or_create(
+            request=request,
+            round=round_name,
+            node=node,
+            step=name,
+            defaults={"started_at": now or timezone.now()},
+        )
+        if record.status == MigChangeStep.Status.DONE:
+            continue
+        elapsed = ((now or timezone.now()) - record.started_at).total_seconds()
+        outcome = HANDLERS[name](Step(gateway, actuator, node, config, promised, elapsed))
+        if outcome.kind == "wait":
+            MigChangeStep.objects.filter(pk=record.pk).update(message=outcome.message)
+            return outcome
+        _finish_step(request, record, outcome)
+        if outcome.kind == "failed":
+            _finish(
+                request, State.FAILED, "failed", failure=f"{node}: {name} failed: {outcome.message}"
+            )
+            return outcome
+    return None
+
+
+def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:
+    """What ``config`` makes of this node (rolling back restores the config, and the config
+    decides the resources, whatever state the node was in before)."""
+    promised, _ = promised_resources(
+        config,
+        node=info.get("name", ""),
+        model=info.get("model"),
+        gpu_count=int(info.get("gpu_count") or 0),
+        custom=custom_configs(),
+    )
+    return promised
+
+
+def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outcome) -> None:
+    status = MigChangeStep.Status.DONE if outcome.kind == "done" else MigChangeStep.Status.FAILED
+    with transaction.atomic():
+        MigChangeStep.objects.filter(pk=record.pk).update(
+            status=status, message=outcome.message, finished_at=timezone.now()
+        )
+        record_audit(
+            actor=None,
+            event=f"mig_change.step.{status}",
+            source="task",
+            target=request,
+            team=request.team,
+            new={
+                "node": record.node,
+                "step": record.step,
+                "round": record.round,
+                "message": outcome.message,
+            },
+        )
+
+
+def _finish(request: MigChangeRequest, state: str, event: str, **fields: Any) -> None:
+    """The request's last transition, its audit event (with ``fields``) and notification."""
+    with transaction.atomic():
+        transition(request, state, **fields)
+        record_audit(
+            actor=None,
+            event=f"mig_change.{event}",
+            source="task",
+            target=request,
+            team=request.team,
+            new=fields or None,
+        )
+    notify(event, request)
+
+
+def _apply_queue_changes(request: MigChangeRequest) -> None:
+    """The ClusterQueue nominal quotas the request carries, into desired state (once)."""
+    if not request.queue_changes:
+        return
+    record, _ = MigChangeStep.objects.get_or_create(
+        request=request,
+        round="apply",
+        node="",
+        step="queues",
+        defaults={"started_at": timezone.now()},
+    )
+    if record.status == MigChangeStep.Status.DONE:
+        return
+    changed = []
+    with transaction.atomic():
+        for change in request.queue_changes:
+            cq = ClusterQueue.objects.select_for_update().get(name=change["cluster_queue"])
+            cq.set_nominal_quota(change["flavor"], change["resource"], str(change["to"]))
+            save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+            changed.append(
+                f"{cq.name} {change['flavor']} {change['resource']}: "
+                f"{change['from']} -> {change['to']}"
+            )
+        MigChangeStep.objects.filter(pk=record.pk).update(
+            status=MigChangeStep.Status.DONE,
+            finished_at=timezone.now(),
+            message="nominal quota changed: " + "; ".join(changed),
+        )

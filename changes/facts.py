@@ -1,0 +1,77 @@
+"""The facts an impact assessment reads, gathered from the observed tables (nodes, pods),
+the desired quotas (ClusterQueues, namespace quotas), the fleet's pools and custom MIG
+configs, and the nodes that open requests already hold: a fixed number of queries."""
+
+from __future__ import annotations
+
+from changes.impact import Fleet, NamespaceQuota, NodeFacts, PodFacts, PoolFacts, QueueQuota
+from changes.models import OPEN_STATES, MigChangeRequest
+from cluster.models import ObservedNode, ObservedPod
+from fleet.models import MigConfig, NodePool
+from gpus.catalog import CustomConfigs, model_for_product
+from queues.models import ClusterQueue, ResourceFlavor
+from tenants.models import Namespace, QuotaItem
+
+
+def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
+    """The observed fleet and desired quotas as plain facts (a fixed number of queries)."""
+    team_of = dict(Namespace.objects.values_list("name", "team__slug"))
+    nodes = [
+        NodeFacts(
+            name=n.name,
+            model=model_for_product(n.gpu_product) if n.gpu_product else None,
+            gpu_count=n.gpu_count,
+            mig_config=n.mig_config,
+            mig_state=n.mig_config_state,
+            labels=n.labels,
+            allocatable=n.gpu_offer(),
+        )
+        for n in ObservedNode.objects.filter(gone_since__isnull=True)
+    ]
+    pods = [
+        PodFacts(
+            p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
+        )
+        for p in ObservedPod.objects.all()
+    ]
+    queues = []
+    for cq in ClusterQueue.objects.all():
+        for (flavor, resource), amount in cq.quota().items():
+            if resource.startswith("nvidia.com/") and amount.denominator == 1:
+                queues.append(QueueQuota(cq.name, flavor, resource, int(amount)))
+    quotas = []
+    for item in QuotaItem.objects.filter(
+        resource__startswith="requests.nvidia.com/"
+    ).select_related("namespace__team"):
+        if item.hard.isdigit():
+            quotas.append(
+                NamespaceQuota(
+                    item.namespace.name,
+                    item.namespace.team.slug,
+                    item.resource.removeprefix("requests."),
+                    int(item.hard),
+                )
+            )
+    busy = {}
+    for pk, held in (
+        MigChangeRequest.objects.filter(state__in=OPEN_STATES)
+        .exclude(pk=exclude_request)
+        .values_list("pk", "nodes")
+    ):
+        for node in held:
+            busy[node] = pk
+    return Fleet(
+        nodes=nodes,
+        pods=pods,
+        queues=queues,
+        flavors={f.name: f.node_labels for f in ResourceFlavor.objects.all()},
+        quotas=quotas,
+        pools=[PoolFacts(p.name, p.node_selector, p.mig_config) for p in NodePool.objects.all()],
+        busy=busy,
+        custom_configs=custom_configs(),
+    )
+
+
+def custom_configs() -> CustomConfigs:
+    """The custom MIG configs: name -> (GPU model, devices per GPU)."""
+    return {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}

@@ -1,0 +1,101 @@
+"""Forms of MIG change and quota requests (the services validate; the forms show their
+errors per field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from changes.approval import teams_user_may_request_for
+from changes.facts import fleet_facts
+from changes.impact import Fleet, NodeFacts
+from changes.models import QuotaChangeRequest
+from gpus.catalog import valid_configs
+from queues.models import ClusterQueue
+from tenants.models import Namespace, Team
+
+
+class MigChangeForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=None, empty_label=None, help_text="On whose behalf.")
+    nodes = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False)
+    target_config = forms.ChoiceField(label="Target MIG config", required=False)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    window_start = forms.DateTimeField(
+        required=False,
+        label="Not before (optional)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Leave empty to run as soon as it is approved.",
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fleet = fleet_facts()
+        self.fields["team"].queryset = teams_user_may_request_for(user)  # type: ignore[attr-defined]
+        gpu_nodes = [n for n in self.fleet.nodes if n.model]
+        self.fields["nodes"].choices = [
+            (
+                n.name,
+                f"{n.name} — {n.model}, now {n.mig_config or 'no config'}"
+                f"{' (' + n.mig_state + ')' if n.mig_state and n.mig_state != 'success' else ''}",
+            )
+            for n in sorted(gpu_nodes, key=lambda n: n.name)
+        ]
+        if self.is_bound and hasattr(self.data, "getlist"):
+            chosen = self.data.getlist("nodes")
+        else:
+            chosen = list(self.initial.get("nodes") or [])
+        by_name = {n.name: n for n in gpu_nodes}
+        picked = [by_name[n] for n in chosen if n in by_name]
+        if picked:
+            offered = set(_valid(picked[0], self.fleet))
+            for node in picked[1:]:
+                offered &= set(_valid(node, self.fleet))
+            configs = sorted(offered)
+            hint = f"Configs valid for {picked[0].model}."
+        else:
+            configs = []
+            hint = "Choose nodes first: only configs their GPU model can take are offered."
+        self.fields["target_config"].choices = [("", "—")] + [(c, c) for c in configs]
+        self.fields["target_config"].help_text = hint
+
+
+def _valid(node: NodeFacts, fleet: Fleet) -> list[str]:
+    return valid_configs(
+        node=node.name, model=node.model, gpu_count=node.gpu_count, custom=fleet.custom_configs
+    )
+
+
+class QuotaRequestForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    kind = forms.ChoiceField(choices=QuotaChangeRequest.Kind.choices, label="What")
+    namespace = forms.ModelChoiceField(
+        queryset=Namespace.objects.none(), required=False, help_text="For a namespace quota."
+    )
+    cluster_queue = forms.ModelChoiceField(
+        queryset=ClusterQueue.objects.none(),
+        required=False,
+        label="ClusterQueue",
+        help_text="For a queue's nominal quota.",
+    )
+    flavor = forms.CharField(required=False, help_text="The queue's flavor, e.g. h100-80gb.")
+    resource = forms.CharField(
+        initial="requests.nvidia.com/gpu",
+        help_text="requests.nvidia.com/gpu for a namespace; nvidia.com/gpu for a queue.",
+    )
+    requested = forms.CharField(label="New value")
+    grant_until = forms.DateTimeField(
+        required=False,
+        label="Until (optional)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="A time-limited grant reverts by itself.",
+    )
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+    def __init__(self, *args: Any, teams: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        self.fields["namespace"].queryset = Namespace.objects.filter(team__in=teams)  # type: ignore[attr-defined]
+        self.fields["cluster_queue"].queryset = ClusterQueue.objects.filter(  # type: ignore[attr-defined]
+            local_queues__namespace__team__in=teams
+        ).distinct()

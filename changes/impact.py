@@ -1,0 +1,580 @@
+"""Impact assessment of a MIG change or a drain: a pure function over observed state and
+desired quotas.
+
+Given the fleet as plain facts (built by :func:`changes.facts.fleet_facts` from the observed
+tables, or by hand in tests), it says what the change does to capacity, queues, quotas,
+running and pending work and node pools, and ends in a verdict:
+
+- ``blocked``: it cannot or must not run (unknown or busy nodes, a config the GPUs cannot
+  take, nothing to change);
+- ``breaks_quota``: queues or team quotas would promise capacity that no longer exists;
+- ``needs_drain``: GPU pods on the nodes must be evicted first (MIG Manager fails on a GPU
+  in use and never evicts anything itself);
+- ``safe``.
+
+The result is an :class:`Assessment`; its :meth:`~Assessment.as_json` is what a request
+stores and the pages and the API show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpus import labels as gpu_labels
+from gpus.catalog import CustomConfigs, promised_resources
+from portal.names import selector_matches
+
+VERDICTS = ("safe", "needs_drain", "breaks_quota", "blocked")  # from best to worst
+VERDICT_LABELS = {
+    "safe": "Safe",
+    "needs_drain": "Needs a drain",
+    "breaks_quota": "Breaks quota",
+    "blocked": "Blocked",
+}
+Resources = dict[str, int]
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    model: str | None
+    gpu_count: int
+    mig_config: str
+    mig_state: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]  # GPU resources > 0
+    gone: bool = False
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    gpu: Mapping[str, int]
+    team: str = ""
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    cluster_queue: str
+    flavor: str
+    resource: str
+    nominal: int
+
+
+@dataclass(frozen=True)
+class NamespaceQuota:
+    namespace: str
+    team: str
+    resource: str  # the resource itself, e.g. nvidia.com/mig-3g.40gb
+    hard: int
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    name: str
+    selector: Mapping[str, str]
+    mig_config: str
+
+
+@dataclass
+class Fleet:
+    nodes: Sequence[NodeFacts]
+    pods: Sequence[PodFacts] = ()
+    queues: Sequence[QueueQuota] = ()
+    flavors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # flavor -> nodeLabels
+    quotas: Sequence[NamespaceQuota] = ()
+    pools: Sequence[PoolFacts] = ()
+    busy: Mapping[str, int] = field(default_factory=dict)  # node -> open request id
+    custom_configs: CustomConfigs = field(default_factory=dict)
+
+
+def promised_on(config: str, node: NodeFacts, fleet: Fleet) -> tuple[Resources | None, list[str]]:
+    """What ``node`` will offer on ``config`` (None, with the reasons, when it cannot)."""
+    return promised_resources(
+        config,
+        node=node.name,
+        model=node.model,
+        gpu_count=node.gpu_count,
+        custom=fleet.custom_configs,
+    )
+
+
+# ----------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    name: str
+    model: str | None
+    gpu_count: int
+    config_before: str
+    state_before: str
+    before: Resources
+    after: Resources | None  # None: drained (its GPUs leave the fleet until returned)
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    resource: str
+    before: int
+    after: int
+
+
+@dataclass(frozen=True)
+class FlavorCapacity:
+    """A flavor whose capacity the change moves, next to what its queues promise."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    capacity_before: int
+    capacity_after: int
+
+
+@dataclass(frozen=True)
+class QueueChange:
+    """A ClusterQueue nominal quota the change should lower to stay backed by capacity."""
+
+    cluster_queue: str
+    flavor: str
+    resource: str
+    before: int
+    after: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "cluster_queue": self.cluster_queue,
+            "flavor": self.flavor,
+            "resource": self.resource,
+            "from": self.before,
+            "to": self.after,
+        }
+
+
+@dataclass(frozen=True)
+class Eviction:
+    namespace: str
+    pod: str
+    node: str
+    team: str
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class Schedulable:
+    """A Pending pod that would fit on one of the changed nodes afterwards."""
+
+    namespace: str
+    pod: str
+    team: str
+    resources: Resources
+    node: str
+
+
+@dataclass(frozen=True)
+class Assessment:
+    verdict: str
+    drain: bool
+    reasons: list[str]
+    notes: list[str]
+    config: str
+    nodes: list[NodeChange]
+    capacity: list[CapacityChange]
+    queues: list[FlavorCapacity]
+    proposed_queue_changes: list[QueueChange]
+    evictions: list[Eviction]
+    schedulable: list[Schedulable]
+    fingerprint: str
+
+    @property
+    def verdict_label(self) -> str:
+        return VERDICT_LABELS[self.verdict]
+
+    def as_json(self) -> dict[str, Any]:
+        """The assessment as stored with the request and shown by the pages and the API."""
+        return {
+            "verdict": self.verdict,
+            "verdict_label": self.verdict_label,
+            "drain": self.drain,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+            "config": self.config,
+            "nodes": [asdict(n) for n in self.nodes],
+            "capacity": [asdict(c) for c in self.capacity],
+            "queues": [asdict(q) for q in self.queues],
+            "proposed_queue_changes": [q.as_json() for q in self.proposed_queue_changes],
+            "evictions": [asdict(e) for e in self.evictions],
+            "schedulable": [asdict(s) for s in self.schedulable],
+            "fingerprint": self.fingerprint,
+        }
+
+
+# ----------------------------------------------------------------------------- assess
+
+
+@dataclass
+class _Targets:
+    """The nodes a change touches and what each offers afterwards."""
+
+    nodes: list[NodeFacts]
+    after_of: dict[str, Resources]
+    blocked: list[str]
+
+
+def assess(
+    fleet: Fleet,
+    *,
+    targets: Iterable[str],
+    config: str,
+    request_id: int | None = None,
+    drain: bool = False,
+) -> Assessment:
+    """The assessment of moving ``targets`` to ``config`` (``drain``: cordoning and draining
+    them instead; their GPUs leave the fleet until returned)."""
+    by_name = {n.name: n for n in fleet.nodes if not n.gone}
+    chosen = _targets(fleet, by_name, list(dict.fromkeys(targets)), config, request_id, drain)
+    before, after = _capacity(by_name, chosen.after_of)
+    queue_rows, proposals, quota_reasons = _queue_effects(fleet, by_name, chosen.after_of, config)
+    quota_reasons += _namespace_quota_effects(fleet, before, after)
+    evictions = _evictions(fleet, chosen.after_of)
+    schedulable = _schedulable(fleet, by_name, chosen.after_of)
+    notes: list[str] = []
+    if drain:
+        # Taking broken hardware out is not a choice to weigh against queue promises: the
+        # shortfall is shown, not held against the request.
+        notes.extend(quota_reasons)
+        quota_reasons, proposals, schedulable = [], [], []
+        notes.append("The nodes stay cordoned until an admin returns them to service.")
+    else:
+        notes.extend(_pool_notes(fleet, by_name, chosen.after_of, config))
+    verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
+    changed = sorted(set(before) | set(after))
+    return Assessment(
+        verdict=verdict,
+        drain=drain,
+        reasons=reasons,
+        notes=notes,
+        config=config,
+        nodes=[
+            NodeChange(
+                name=n.name,
+                model=n.model,
+                gpu_count=n.gpu_count,
+                config_before=n.mig_config,
+                state_before=n.mig_state,
+                before=dict(n.allocatable),
+                after=chosen.after_of.get(n.name),
+            )
+            for n in chosen.nodes
+        ],
+        capacity=[
+            CapacityChange(r, before.get(r, 0), after.get(r, 0))
+            for r in changed
+            if before.get(r, 0) != after.get(r, 0)
+        ],
+        queues=queue_rows,
+        proposed_queue_changes=proposals,
+        evictions=evictions,
+        schedulable=schedulable,
+        fingerprint=fingerprint(chosen.nodes, fleet.pods, chosen.after_of),
+    )
+
+
+def _targets(
+    fleet: Fleet,
+    by_name: Mapping[str, NodeFacts],
+    names: list[str],
+    config: str,
+    request_id: int | None,
+    drain: bool,
+) -> _Targets:
+    """The nodes asked for, what each offers afterwards, and why the change cannot run."""
+    blocked: list[str] = []
+    if not names:
+        blocked.append("Choose at least one node.")
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        blocked.append(f"Not in the fleet (or gone): {', '.join(missing)}.")
+    nodes = [by_name[n] for n in names if n in by_name]
+    if len({n.model for n in nodes}) > 1:
+        blocked.append("The nodes have different GPU models; request one change per model.")
+    after_of: dict[str, Resources] = {}
+    for node in nodes:
+        promised, errors = ({}, []) if drain else promised_on(config, node, fleet)
+        blocked.extend(e for e in errors if e not in blocked)
+        if promised is not None:
+            after_of[node.name] = promised
+        other = fleet.busy.get(node.name)
+        if other is not None and other != request_id:
+            blocked.append(f"{node.name} is already part of open request #{other}.")
+    unchanged = [
+        n.name
+        for n in nodes
+        if n.mig_config == config
+        and n.mig_state == "success"
+        and n.name in after_of
+        and dict(n.allocatable) == after_of[n.name]
+    ]
+    if nodes and len(unchanged) == len(nodes) and not drain:
+        blocked.append(f"Every node is already on {config}: there is nothing to change.")
+    return _Targets(nodes, after_of, blocked)
+
+
+def _capacity(
+    by_name: Mapping[str, NodeFacts], after_of: Mapping[str, Resources]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """GPU capacity per resource of the whole fleet, before and after."""
+    before: dict[str, int] = defaultdict(int)
+    after: dict[str, int] = defaultdict(int)
+    for node in by_name.values():
+        for resource, amount in node.allocatable.items():
+            before[resource] += amount
+            if node.name not in after_of:
+                after[resource] += amount
+        for resource, amount in after_of.get(node.name, {}).items():
+            after[resource] += amount
+    return before, after
+
+
+def flavor_capacity(
+    flavors: Mapping[str, Mapping[str, str]],
+    nodes: Iterable[NodeFacts],
+    offer: Any = None,
+) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> what the nodes a flavor selects offer. ``offer(node)`` gives
+    (labels, resources) of a node; by default what it has now."""
+    capacity: dict[tuple[str, str], int] = defaultdict(int)
+    nodes = list(nodes)
+    for flavor, node_labels in flavors.items():
+        for node in nodes:
+            labels, resources = offer(node) if offer else (node.labels, node.allocatable)
+            if selector_matches(node_labels, labels):
+                for resource, amount in resources.items():
+                    capacity[(flavor, resource)] += amount
+    return capacity
+
+
+def _queue_effects(
+    fleet: Fleet, by_name: Mapping[str, NodeFacts], after_of: Mapping[str, Resources], config: str
+) -> tuple[list[FlavorCapacity], list[QueueChange], list[str]]:
+    """Flavors whose capacity moves, the ClusterQueue quotas that would no longer be backed
+    (with proposed lower quotas, shared in proportion), and the reasons."""
+
+    def offer_after(node: NodeFacts) -> tuple[Mapping[str, str], Mapping[str, int]]:
+        # After a change a node's mig.config label moves: flavors keyed on it follow.
+        if node.name not in after_of:
+            return node.labels, node.allocatable
+        return {**node.labels, gpu_labels.MIG_CONFIG: config}, after_of[node.name]
+
+    cap_before = flavor_capacity(fleet.flavors, by_name.values())
+    cap_after = flavor_capacity(fleet.flavors, by_name.values(), offer_after)
+    nominal: dict[tuple[str, str], int] = defaultdict(int)
+    queues_of: dict[tuple[str, str], list[QueueQuota]] = defaultdict(list)
+    for quota in fleet.queues:
+        nominal[(quota.flavor, quota.resource)] += quota.nominal
+        queues_of[(quota.flavor, quota.resource)].append(quota)
+    rows, proposals, reasons = [], [], []
+    for key, total in sorted(nominal.items()):
+        flavor, resource = key
+        was, will = cap_before.get(key, 0), cap_after.get(key, 0)
+        if was == will:
+            continue
+        rows.append(FlavorCapacity(flavor, resource, total, was, will))
+        if total > will and will < was:
+            owners = ", ".join(f"{q.cluster_queue} ({q.nominal})" for q in queues_of[key])
+            reasons.append(
+                f"Queues promise {total} {_short(resource)} on flavor {flavor} ({owners}), "
+                f"but after the change its nodes offer {will} (now {was})."
+            )
+            proposals.extend(_shares(queues_of[key], total, will))
+    return rows, proposals, reasons
+
+
+def _shares(queues: list[QueueQuota], total: int, capacity: int) -> list[QueueChange]:
+    """Lower nominal quotas that fit ``capacity``, largest queue first, in proportion."""
+    changes = []
+    remaining = capacity
+    for quota in sorted(queues, key=lambda q: -q.nominal):
+        share = min(quota.nominal, round(quota.nominal * capacity / total) if total else 0)
+        share = min(share, remaining)
+        remaining -= share
+        if share != quota.nominal:
+            changes.append(
+                QueueChange(quota.cluster_queue, quota.flavor, quota.resource, quota.nominal, share)
+            )
+    return changes
+
+
+def _namespace_quota_effects(
+    fleet: Fleet, before: Mapping[str, int], after: Mapping[str, int]
+) -> list[str]:
+    """Team quotas that would allow more than the fleet then offers (and did not before)."""
+    reasons = []
+    for quota in fleet.quotas:
+        offered = after.get(quota.resource, 0)
+        if quota.hard > offered and offered < before.get(quota.resource, 0):
+            reasons.append(
+                f"{quota.team or quota.namespace}'s quota allows {quota.hard} "
+                f"{_short(quota.resource)} in {quota.namespace}, but the fleet would offer "
+                f"{offered}."
+            )
+    return reasons
+
+
+def _evictions(fleet: Fleet, after_of: Mapping[str, Resources]) -> list[Eviction]:
+    """Running GPU pods on the changed nodes: MIG Manager fails on a GPU in use."""
+    return [
+        Eviction(p.namespace, p.name, p.node, p.team, dict(p.gpu))
+        for p in fleet.pods
+        if p.node in after_of and p.gpu and p.phase not in ("Succeeded", "Failed")
+    ]
+
+
+def _schedulable(
+    fleet: Fleet, by_name: Mapping[str, NodeFacts], after_of: Mapping[str, Resources]
+) -> list[Schedulable]:
+    """Pending GPU pods that fit one changed node afterwards and do not fit it now."""
+    out = []
+    for pod in fleet.pods:
+        if pod.node or pod.phase != "Pending" or not pod.gpu:
+            continue
+        for node_name, offer in after_of.items():
+            now = by_name[node_name].allocatable
+            if all(offer.get(r, 0) >= a for r, a in pod.gpu.items()) and not all(
+                now.get(r, 0) >= a for r, a in pod.gpu.items()
+            ):
+                out.append(Schedulable(pod.namespace, pod.name, pod.team, dict(pod.gpu), node_name))
+                break
+    return out
+
+
+def _pool_notes(
+    fleet: Fleet, by_name: Mapping[str, NodeFacts], after_of: Mapping[str, Resources], config: str
+) -> list[str]:
+    """Pool consistency (seed advice: do not mix MIG layouts in one pool) and intent."""
+    notes = []
+    for pool in fleet.pools:
+        members = [n for n in by_name.values() if selector_matches(pool.selector, n.labels)]
+        touched = [n for n in members if n.name in after_of]
+        if not touched:
+            continue
+        layouts = {config if n.name in after_of else n.mig_config for n in members}
+        if len(layouts) > 1:
+            notes.append(
+                f"Pool {pool.name} would mix MIG layouts ({', '.join(sorted(layouts))}); "
+                "keep one layout per pool."
+            )
+        if pool.mig_config and config != pool.mig_config:
+            notes.append(
+                f"Pool {pool.name} intends {pool.mig_config}; this moves "
+                f"{_plural(len(touched), 'node')} away from it (the fleet will show drift)."
+            )
+        elif pool.mig_config == config:
+            notes.append(
+                f"Brings {_plural(len(touched), 'node')} of pool {pool.name} back to its "
+                f"intended {config}."
+            )
+    return notes
+
+
+def _verdict(
+    blocked: list[str],
+    quota_reasons: list[str],
+    evictions: list[Eviction],
+    schedulable: list[Schedulable],
+    drain: bool,
+) -> tuple[str, list[str]]:
+    """The verdict, worst reason first, and the sentences that explain it."""
+    reasons: list[str] = []
+    if blocked:
+        verdict, reasons = "blocked", list(blocked)
+    elif quota_reasons:
+        verdict, reasons = "breaks_quota", list(quota_reasons)
+    elif evictions:
+        verdict = "needs_drain"
+    else:
+        verdict = "safe"
+    if evictions:
+        teams = sorted({e.team or e.namespace for e in evictions})
+        reasons.append(
+            f"{_plural(len(evictions), 'GPU pod')} of {', '.join(teams)} must be evicted first "
+            "(MIG Manager fails on a GPU in use)."
+        )
+    if schedulable:
+        reasons.append(
+            f"{_plural(len(schedulable), 'Pending pod')} would fit afterwards "
+            f"({', '.join(sorted({s.namespace + '/' + s.pod for s in schedulable}))})."
+        )
+    if verdict == "safe" and not reasons:
+        reasons.append(
+            "No running GPU work is affected."
+            if drain
+            else "No running GPU work is affected and every queue stays backed by capacity."
+        )
+    return verdict, reasons
+
+
+def fingerprint(
+    nodes: Sequence[NodeFacts], pods: Sequence[PodFacts], after_of: Mapping[str, Any]
+) -> str:
+    """A hash of the observed facts the verdict rests on (targets and their pods)."""
+    names = {n.name for n in nodes}
+    data = [
+        [asdict(n) for n in sorted(nodes, key=lambda n: n.name)],
+        sorted(
+            [p.namespace, p.name, p.node, p.phase, dict(p.gpu)] for p in pods if p.node in names
+        ),
+        {k: after_of[k] for k in sorted(after_of)},
+    ]
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def worse(new: str, old: str) -> bool:
+    return VERDICTS.index(new) > VERDICTS.index(old)
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A (flavor, resource) whose queues promise more than the nodes behind it offer."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    capacity: int
+    queues: list[str]
+
+
+def flavor_shortfalls(fleet: Fleet) -> list[Shortfall]:
+    """Every (flavor, resource) whose queues' total nominal quota exceeds the allocatable
+    capacity of the nodes behind the flavor (queues promising what does not exist)."""
+    capacity = flavor_capacity(fleet.flavors, [n for n in fleet.nodes if not n.gone])
+    nominal: dict[tuple[str, str], int] = defaultdict(int)
+    owners: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for quota in fleet.queues:
+        nominal[(quota.flavor, quota.resource)] += quota.nominal
+        owners[(quota.flavor, quota.resource)].append(f"{quota.cluster_queue} ({quota.nominal})")
+    return [
+        Shortfall(flavor, resource, total, capacity.get((flavor, resource), 0), owners[key])
+        for key, total in sorted(nominal.items())
+        for flavor, resource in [key]
+        if total > capacity.get(key, 0)
+    ]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _short(resource: str) -> str:
+    return resource.removeprefix(gpu_labels.GPU_RESOURCE_PREFIX)

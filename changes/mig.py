@@ -1,0 +1,243 @@
+"""MIG change requests: ask, preview, approve, reject, cancel, roll back. Every write
+checks permission, validates with field errors, records an audit row and queues work on
+commit; the rules shared with quota requests and drains are in ``changes.approval``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from changes import impact
+from changes.approval import (
+    User,
+    refuse_own,
+    require_decider,
+    teams_user_may_request_for,
+    transition,
+)
+from changes.facts import fleet_facts
+from changes.models import MigChangeRequest
+from changes.notify import notify
+from changes.selectors import get_mig_change_for_user
+from changes.tasks import queue_execution
+from cluster.models import ObservedNode
+from fleet.models import NodePool
+from portal.audit import record_audit
+from portal.errors import DomainError
+from portal.permissions import is_platform_admin
+from tenants.models import Team
+
+State = MigChangeRequest.State
+
+
+def preview(*, nodes: list[str], config: str, request_id: int | None = None) -> dict[str, Any]:
+    """The assessment without saving anything (for the live preview)."""
+    return impact.assess(
+        fleet_facts(exclude_request=request_id), targets=nodes, config=config, request_id=request_id
+    ).as_json()
+
+
+@transaction.atomic
+def request_mig_change(
+    *,
+    actor: User,
+    team: Team,
+    nodes: list[str],
+    target_config: str,
+    reason: str,
+    pool: NodePool | None = None,
+    window_start: dt.datetime | None = None,
+    source: str = "web",
+) -> MigChangeRequest:
+    """Ask for a MIG change: assessed now, stored with its assessment, pending approval.
+
+    A blocked assessment is refused with the reasons as field errors; nothing is written.
+    """
+    if not teams_user_may_request_for(actor).filter(pk=team.pk).exists():
+        raise PermissionDenied("Only the team's lead or a platform admin can ask for a MIG change.")
+    if pool is not None and not nodes:
+        nodes = list(
+            ObservedNode.objects.filter(
+                gone_since__isnull=True, labels__contains=pool.node_selector
+            ).values_list("name", flat=True)
+        )
+    errors: dict[str, list[str]] = {}
+    if not reason.strip():
+        errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
+    if not nodes:
+        errors["nodes"] = ["Choose at least one node (or a pool with nodes)."]
+    if not target_config:
+        errors["target_config"] = ["Choose the MIG config the nodes should have."]
+    if errors:
+        raise ValidationError(errors)
+    assessment = impact.assess(fleet_facts(), targets=nodes, config=target_config)
+    if assessment.verdict == "blocked":
+        field = (
+            "target_config"
+            if any("config" in r or "MIG" in r for r in assessment.reasons)
+            else "nodes"
+        )
+        raise ValidationError({field: assessment.reasons})
+    request = MigChangeRequest.objects.create(
+        team=team,
+        requested_by=actor,
+        nodes=list(dict.fromkeys(nodes)),
+        pool=pool,
+        target_config=target_config,
+        reason=reason.strip(),
+        window_start=window_start,
+        state=State.PENDING,
+        assessment=assessment.as_json(),
+        verdict=assessment.verdict,
+        previous_configs={n.name: n.config_before for n in assessment.nodes},
+        queue_changes=[q.as_json() for q in assessment.proposed_queue_changes],
+    )
+    record_audit(
+        actor=actor,
+        event="mig_change.requested",
+        source=source,
+        target=request,
+        team=team,
+        new={
+            "nodes": request.nodes,
+            "target_config": target_config,
+            "verdict": request.verdict,
+            "reason": request.reason,
+        },
+    )
+    transaction.on_commit(lambda: notify("requested", request))
+    return request
+
+
+def approve_mig_change(
+    *, request_id: int, approver: User, comment: str, source: str = "web"
+) -> MigChangeRequest:
+    """Approve a pending MIG change and queue its execution.
+
+    Nobody approves their own request; the assessment is re-run on fresh observed state and
+    the approval refused (with the new assessment stored) if the verdict got worse.
+    """
+    request = get_mig_change_for_user(approver, request_id)
+    require_decider(approver, "MIG changes")
+    refuse_own(request, approver, "You cannot approve your own request; another approver must.")
+    _require_pending(request)
+    assessed = impact.assess(
+        fleet_facts(exclude_request=request.pk),
+        targets=request.nodes,
+        config=request.target_config,
+        request_id=request.pk,
+        drain=request.is_drain,
+    )
+    fresh = assessed.as_json()
+    if impact.worse(fresh["verdict"], request.verdict):
+        MigChangeRequest.objects.filter(pk=request.pk).update(
+            assessment=fresh, verdict=fresh["verdict"]
+        )
+        raise DomainError(
+            f"The fleet changed since the request was assessed: the verdict is now "
+            f"{fresh['verdict'].replace('_', ' ')} (was {request.verdict.replace('_', ' ')}). "
+            "Read the new assessment before deciding.",
+            code="stale_assessment",
+        )
+    now = timezone.now()
+    target = (
+        State.SCHEDULED if request.window_start and request.window_start > now else State.APPROVED
+    )
+    with transaction.atomic():
+        # Decisions on one request take turns: a second approver finds it decided.
+        request = MigChangeRequest.objects.select_for_update(no_key=True).get(pk=request.pk)
+        _require_pending(request)
+        transition(
+            request,
+            State.APPROVED,
+            decided_by_id=approver.pk,
+            decision_comment=comment,
+            decided_at=now,
+            assessment=fresh,
+            verdict=fresh["verdict"],
+        )
+        if target == State.SCHEDULED:
+            transition(request, State.SCHEDULED)
+        record_audit(
+            actor=approver,
+            event="mig_change.approved",
+            source=source,
+            target=request,
+            team=request.team,
+            new={"comment": comment, "verdict": fresh["verdict"]},
+        )
+        if target == State.APPROVED:
+            transaction.on_commit(lambda: queue_execution(request.pk))
+        transaction.on_commit(lambda: notify("approved", request))
+    return request
+
+
+@transaction.atomic
+def reject_mig_change(
+    *, request_id: int, approver: User, comment: str, source: str = "web"
+) -> MigChangeRequest:
+    request = get_mig_change_for_user(approver, request_id)
+    require_decider(approver, "MIG changes")
+    refuse_own(request, approver, "You cannot decide your own request.")
+    if not comment.strip():
+        raise ValidationError({"comment": ["Say why it is rejected."]})
+    transition(
+        request,
+        State.REJECTED,
+        decided_by_id=approver.pk,
+        decision_comment=comment,
+        decided_at=timezone.now(),
+    )
+    record_audit(
+        actor=approver,
+        event="mig_change.rejected",
+        source=source,
+        target=request,
+        team=request.team,
+        new={"comment": comment},
+    )
+    transaction.on_commit(lambda: notify("rejected", request))
+    return request
+
+
+@transaction.atomic
+def cancel_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
+    request = get_mig_change_for_user(actor, request_id)
+    if request.requested_by_id != actor.pk and not is_platform_admin(actor):
+        raise PermissionDenied("Only the requester or a platform admin can cancel a request.")
+    transition(request, State.CANCELLED)
+    record_audit(
+        actor=actor, event="mig_change.cancelled", source=source, target=request, team=request.team
+    )
+    return request
+
+
+@transaction.atomic
+def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
+    """Put the nodes back on their previous configs through the same steps."""
+    request = get_mig_change_for_user(actor, request_id)
+    if not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins roll back MIG changes.")
+    transition(request, State.ROLLING_BACK, failure="")
+    record_audit(
+        actor=actor,
+        event="mig_change.rollback",
+        source=source,
+        target=request,
+        team=request.team,
+        new={"configs": request.previous_configs},
+    )
+    transaction.on_commit(lambda: queue_execution(request.pk))
+    return request
+
+
+def _require_pending(request: MigChangeRequest) -> None:
+    if request.state != State.PENDING:
+        raise DomainError(
+            f"This request is {request.get_state_display().lower()}, not pending approval.",
+            code="illegal_transition",
+        )

@@ -1,0 +1,220 @@
+"""Reviewed changes: MIG changes and drains of GPU nodes, and quota requests, each with its
+impact assessment, decision and (for node changes) its recorded execution steps.
+
+The tables keep the names they had before changes had an app of their own (``db_table``):
+an upgrade moves no data.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class MigChangeRequest(models.Model):
+    """A request to re-slice GPU nodes, with its impact assessment, decision and execution."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        SCHEDULED = "scheduled", "Scheduled"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        ROLLING_BACK = "rolling_back", "Rolling back"
+        ROLLED_BACK = "rolled_back", "Rolled back"
+
+    class Kind(models.TextChoices):
+        MIG = "mig", "MIG change"
+        DRAIN = "drain", "Cordon and drain"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MIG)
+    team = models.ForeignKey(
+        "tenants.Team",
+        on_delete=models.PROTECT,
+        related_name="mig_changes",
+        null=True,
+        blank=True,
+        help_text="The asking team; empty for a drain the portal suggested.",
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="mig_changes_requested",
+        null=True,
+        blank=True,
+        help_text="Empty when the portal suggested it (a GPU health finding).",
+    )
+    nodes = models.JSONField(default=list, help_text="Node names the change applies to.")
+    pool = models.ForeignKey("fleet.NodePool", null=True, blank=True, on_delete=models.SET_NULL)
+    target_config = models.CharField(max_length=63, blank=True)
+    suggestion_key = models.CharField(
+        max_length=200,
+        blank=True,
+        db_index=True,
+        help_text="What made the portal suggest it (node, GPU, UUID, Xid): never suggested twice.",
+    )
+    reason = models.TextField()
+    window_start = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    assessment = models.JSONField(default=dict)
+    verdict = models.CharField(max_length=16, blank=True)
+    previous_configs = models.JSONField(default=dict, help_text="Node -> MIG config before.")
+    queue_changes = models.JSONField(
+        default=list, help_text="ClusterQueue nominal quota changes applied after verification."
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="mig_changes_decided",
+    )
+    decision_comment = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    failure = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "fleet_migchangerequest"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "created_at"], name="mig_change_state")]
+
+    def __str__(self) -> str:
+        if self.kind == self.Kind.DRAIN:
+            return f"Drain #{self.pk}: {', '.join(self.nodes)}"
+        return f"MIG change #{self.pk}: {', '.join(self.nodes)} -> {self.target_config}"
+
+    @property
+    def is_drain(self) -> bool:
+        return self.kind == self.Kind.DRAIN
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+OPEN_STATES = {"pending", "approved", "scheduled", "running", "rolling_back"}
+TERMINAL_STATES = {"rejected", "cancelled", "succeeded", "failed", "rolled_back"}
+
+
+class MigChangeStep(models.Model):
+    """One step of the execution on one node, recorded as it runs (resumable)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    request = models.ForeignKey(MigChangeRequest, on_delete=models.CASCADE, related_name="steps")
+    round = models.CharField(max_length=8, default="apply", help_text="apply or rollback")
+    node = models.CharField(max_length=253, blank=True)
+    step = models.CharField(max_length=16)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
+    message = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "fleet_migchangestep"
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["request", "round", "node", "step"], name="one_step_record"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.step}: {self.status}"
+
+
+class AutoApprovalRule(models.Model):
+    """A quota increase that needs no approver: small, time-limited, and backed by capacity."""
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(
+        max_length=16,
+        choices=[("namespace", "Namespace quota"), ("queue", "ClusterQueue nominal quota")],
+    )
+    resource = models.CharField(
+        max_length=253, help_text="e.g. requests.nvidia.com/gpu or nvidia.com/gpu"
+    )
+    max_increase = models.PositiveIntegerField(help_text="Largest increase the rule grants.")
+    max_days = models.PositiveIntegerField(help_text="Grants must end within this many days.")
+    requires_capacity = models.BooleanField(
+        default=True, help_text="Only when the fleet can back it."
+    )
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "tenants_autoapprovalrule"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QuotaChangeRequest(models.Model):
+    """A team lead's request for more (or less) quota, decided like a MIG change."""
+
+    class Kind(models.TextChoices):
+        NAMESPACE = "namespace", "Namespace quota"
+        QUEUE = "queue", "ClusterQueue nominal quota"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending approval"
+        APPROVED = "approved", "Approved and applied"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        EXPIRED = "expired", "Expired (reverted)"
+
+    team = models.ForeignKey(
+        "tenants.Team", on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    namespace = models.ForeignKey(
+        "tenants.Namespace", null=True, blank=True, on_delete=models.CASCADE
+    )
+    cluster_queue = models.ForeignKey(
+        "queues.ClusterQueue", null=True, blank=True, on_delete=models.CASCADE
+    )
+    flavor = models.CharField(max_length=253, blank=True)
+    resource = models.CharField(max_length=253)
+    previous = models.CharField(max_length=64, blank=True)
+    requested = models.CharField(max_length=64)
+    reason = models.TextField()
+    grant_until = models.DateTimeField(null=True, blank=True, help_text="Empty: permanent.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    assessment = models.JSONField(default=dict)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    auto_rule = models.ForeignKey(
+        AutoApprovalRule, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    decision_comment = models.TextField(blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    warned_at = models.DateTimeField(null=True, blank=True)
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "tenants_quotachangerequest"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        where = self.namespace or (
+            f"{self.cluster_queue}/{self.flavor}" if self.cluster_queue else ""
+        )
+        change = f"{self.previous or '-'} -> {self.requested}"
+        return f"Quota request #{self.pk}: {where} {self.resource} {change}"

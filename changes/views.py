@@ -1,0 +1,256 @@
+"""Pages of reviewed changes: MIG change requests (list and inbox, new request with a live
+impact preview, the request with its assessment, decision and live step timeline) and quota
+requests (list and inbox, the form, the request with its decision)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from changes import mig, quota, selectors
+from changes.approval import may_preview, may_request, teams_user_may_request_for
+from changes.filters import MigChangeFilter, QuotaRequestFilter
+from changes.forms import MigChangeForm, QuotaRequestForm
+from changes.models import QuotaChangeRequest
+from cluster.models import ObservedNode
+from fleet.models import NodePool
+from portal.errors import DomainError, user_message
+
+LIST_PAGE_SIZE = 50
+
+
+def _vary(response: HttpResponse) -> HttpResponse:
+    response["Vary"] = "HX-Request"
+    return response
+
+
+def _add_errors(form: MigChangeForm | QuotaRequestForm, exc: ValidationError) -> None:
+    """The service's field errors on the form's fields (the rest on the form)."""
+    for field, errors in exc.message_dict.items():
+        for error in errors:
+            form.add_error(field if field in form.fields else None, error)
+
+
+# ----------------------------------------------------------------------------- MIG changes
+
+
+@login_required
+def change_list(request: HttpRequest) -> HttpResponse:
+    # The lists show no assessment: leave the large JSON columns in the database.
+    visible = selectors.list_mig_changes_for_user(request.user).defer(
+        "assessment", "previous_configs", "queue_changes"
+    )
+    shown = MigChangeFilter(request.GET, queryset=visible)
+    page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "changes/change_list.html",
+        {
+            "inbox": selectors.inbox(request.user, visible),
+            "page": page,
+            "requests": page.object_list,
+            "may_request": may_request(request.user),
+        },
+    )
+
+
+@login_required
+def change_new(request: HttpRequest) -> HttpResponse:
+    if not may_request(request.user):
+        raise PermissionDenied("Only team leads and platform admins ask for MIG changes.")
+    initial = {
+        "nodes": request.GET.getlist("nodes"),
+        "target_config": request.GET.get("target_config", ""),
+    }
+    pool_name = request.GET.get("pool", "")
+    if pool_name and not initial["nodes"]:  # a suggestion for a whole pool
+        pool = NodePool.objects.filter(name=pool_name).first()
+        if pool is not None and pool.node_selector:
+            initial["nodes"] = list(
+                ObservedNode.objects.filter(
+                    gone_since__isnull=True, labels__contains=pool.node_selector
+                ).values_list("name", flat=True)
+            )
+    form = MigChangeForm(request.POST or None, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = mig.request_mig_change(
+                actor=request.user,
+                team=data["team"],
+                nodes=data["nodes"],
+                target_config=data["target_config"],
+                reason=data["reason"],
+                window_start=data["window_start"],
+            )
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            messages.success(request, f"Request #{created.pk} is waiting for an approver.")
+            if request.htmx:
+                return HttpResponseClientRedirect(f"/changes/{created.pk}/")
+            return redirect("change-detail", pk=created.pk)
+    template = (
+        "changes/change_form.html#change-form" if request.htmx else "changes/change_form.html"
+    )
+    return _vary(render(request, template, {"form": form}))
+
+
+@login_required
+@require_POST
+def change_preview(request: HttpRequest) -> HttpResponse:
+    """The impact of the form's current nodes and config, nothing saved (htmx)."""
+    if not may_preview(request.user):
+        raise PermissionDenied("Only team leads, approvers and platform admins preview changes.")
+    form = MigChangeForm(request.POST, user=request.user)
+    nodes = request.POST.getlist("nodes")
+    config = request.POST.get("target_config", "")
+    assessment = mig.preview(nodes=nodes, config=config) if nodes and config else None
+    return render(
+        request, "changes/change_form.html#change-form", {"form": form, "assessment": assessment}
+    )
+
+
+@login_required
+def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    change, actions = selectors.get_mig_change_with_actions(request.user, pk)
+    context = {"change": change, "steps": list(change.steps.all()), "actions": actions}
+    if request.htmx and request.GET.get("part") == "timeline":
+        response = render(request, "changes/change_detail.html#timeline", context)
+        if change.is_terminal:
+            return HttpResponseStopPolling(response.content)
+        return _vary(response)
+    return _vary(render(request, "changes/change_detail.html", context))
+
+
+MIG_ACTIONS = {
+    "approve": "Approved: the change runs now (or in its window).",
+    "reject": "Rejected.",
+    "cancel": "Cancelled.",
+    "rollback": "Rolling back to the previous configs.",
+}
+
+
+@login_required
+@require_POST
+def change_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    if action not in MIG_ACTIONS:
+        raise PermissionDenied("Unknown action.")
+    selectors.get_mig_change_for_user(request.user, pk)  # 404 across teams
+    comment = request.POST.get("comment", "")
+    try:
+        if action == "approve":
+            mig.approve_mig_change(request_id=pk, approver=request.user, comment=comment)
+        elif action == "reject":
+            mig.reject_mig_change(request_id=pk, approver=request.user, comment=comment)
+        elif action == "cancel":
+            mig.cancel_mig_change(request_id=pk, actor=request.user)
+        else:
+            mig.rollback_mig_change(request_id=pk, actor=request.user)
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, user_message(exc))
+    else:
+        messages.success(request, MIG_ACTIONS[action])
+    if request.htmx:
+        return HttpResponseClientRedirect(f"/changes/{pk}/")
+    return redirect("change-detail", pk=pk)
+
+
+# ----------------------------------------------------------------------------- quota requests
+
+
+@login_required
+def quota_list(request: HttpRequest) -> HttpResponse:
+    visible = selectors.list_quota_requests_for_user(request.user)
+    shown = QuotaRequestFilter(request.GET, queryset=visible)
+    page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "changes/quota_list.html",
+        {
+            "inbox": selectors.inbox(request.user, visible),
+            "page": page,
+            "requests": page.object_list,
+            "may_request": may_request(request.user),
+        },
+    )
+
+
+@login_required
+def quota_new(request: HttpRequest) -> HttpResponse:
+    teams = teams_user_may_request_for(request.user)
+    if not teams.exists():
+        raise PermissionDenied("Only team leads and platform admins ask for quota.")
+    initial: dict[str, object] = {}
+    if request.method == "GET":  # prefilled from a link (a usage suggestion, an explanation)
+        wanted = teams.filter(slug=request.GET.get("team", "")).first()
+        if wanted is not None:
+            initial["team"] = wanted
+            namespace = wanted.namespaces.filter(name=request.GET.get("namespace", "")).first()
+            if namespace is not None:
+                initial.update({"kind": "namespace", "namespace": namespace})
+        if request.GET.get("resource"):
+            initial["resource"] = request.GET["resource"][:100]
+    form = QuotaRequestForm(request.POST or None, teams=teams, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = quota.request_quota_change(
+                actor=request.user,
+                team=data["team"],
+                kind=data["kind"],
+                resource=data["resource"].strip(),
+                requested=data["requested"].strip(),
+                reason=data["reason"],
+                namespace=data["namespace"],
+                cluster_queue=data["cluster_queue"],
+                flavor=data["flavor"].strip(),
+                grant_until=data["grant_until"],
+            )
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            created.refresh_from_db()
+            if created.state == QuotaChangeRequest.State.APPROVED:
+                messages.success(request, f"Granted at once by rule “{created.auto_rule}”.")
+            else:
+                messages.success(request, f"Request #{created.pk} is waiting for an approver.")
+            return redirect("quota-detail", pk=created.pk)
+    return render(request, "changes/quota_form.html", {"form": form})
+
+
+@login_required
+def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    change, actions = selectors.get_quota_request_with_actions(request.user, pk)
+    return render(request, "changes/quota_detail.html", {"change": change, "actions": actions})
+
+
+QUOTA_ACTIONS = {
+    "approve": "Approved: the quota changes with the next apply.",
+    "reject": "Rejected.",
+}
+
+
+@login_required
+@require_POST
+def quota_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    selectors.get_quota_request_for_user(request.user, pk)  # 404 across teams
+    if action not in QUOTA_ACTIONS:
+        raise PermissionDenied("Unknown action.")
+    comment = request.POST.get("comment", "")
+    try:
+        if action == "approve":
+            quota.approve_quota_change(request_id=pk, approver=request.user, comment=comment)
+        else:
+            quota.reject_quota_change(request_id=pk, approver=request.user, comment=comment)
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, user_message(exc))
+    else:
+        messages.success(request, QUOTA_ACTIONS[action])
+    return redirect("quota-detail", pk=pk)

@@ -1,0 +1,138 @@
+"""REST API of the cluster loop: GPU nodes as the last poll saw them (and the MIG configs
+each can take), the last poll and what was not applied, and every desired object rendered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cluster.desired import collect_manifests, to_yaml_stream
+from cluster.filters import NodeFilter
+from cluster.models import ObservedNode
+from cluster.selectors import apply_problems, last_sync
+from fleet.models import MigConfig
+from gpus.catalog import model_for_product, valid_configs
+from portal.permissions import is_platform_admin
+from tenants.selectors import list_teams_for_user
+
+
+class NodeSerializer(serializers.ModelSerializer[ObservedNode]):
+    class Meta:
+        model = ObservedNode
+        fields = [
+            "name",
+            "gpu_product",
+            "gpu_count",
+            "mig_capable",
+            "mig_strategy",
+            "mig_config",
+            "mig_config_state",
+            "pool_label",
+            "capacity",
+            "allocatable",
+            "allocated",
+            "taints",
+            "unschedulable",
+            "ready",
+            "first_seen",
+            "last_changed",
+            "gone_since",
+        ]
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet[ObservedNode]):
+    """GPU nodes as the last poll saw them (observed state, read-only)."""
+
+    serializer_class = NodeSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_class = NodeFilter
+    ordering_fields = ["name", "last_changed"]
+
+    def get_queryset(self) -> Any:
+        # Only the columns shown: labels and the poller's bookkeeping stay in the database.
+        return (
+            ObservedNode.objects.filter(gone_since__isnull=True)
+            .only(*NodeSerializer.Meta.fields)
+            .order_by("name")
+        )
+
+
+class MigConfigsViewSet(viewsets.ViewSet):
+    """MIG configs a node's GPU model can take (standard and custom)."""
+
+    @extend_schema(parameters=[OpenApiParameter("node", str, required=True)], responses={200: dict})
+    def list(self, request: Request) -> Response:
+        name = request.query_params.get("node", "")
+        node = get_object_or_404(ObservedNode, name=name, gone_since__isnull=True)
+        model = model_for_product(node.gpu_product) if node.gpu_product else None
+        custom = {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
+        configs = valid_configs(node=name, model=model, gpu_count=node.gpu_count, custom=custom)
+        return Response({"node": name, "model": model, "configs": configs})
+
+
+class SyncStatusView(APIView):
+    """The last poll of the cluster and the objects not applied."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        run = last_sync()
+        return Response(
+            {
+                "last_sync": None
+                if run is None
+                else {
+                    "started_at": run.started_at,
+                    "duration_ms": run.duration_ms,
+                    "nodes": run.nodes,
+                    "pods": run.pods,
+                    "ok": run.ok,
+                    "error": run.error,
+                },
+                "not_applied": [
+                    {
+                        "kind": p.kind,
+                        "namespace": p.namespace,
+                        "name": p.name,
+                        "outcome": p.outcome,
+                        "message": p.message,
+                    }
+                    for p in apply_problems()
+                ],
+            }
+        )
+
+
+class ManifestsView(APIView):
+    """Everything the portal manages, rendered (``?format=yaml`` for a YAML stream)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("team", str),
+            OpenApiParameter("format", str, enum=["json", "yaml"]),
+        ],
+        # The YAML form is a stream of documents (``---``), served as text for
+        # ``kubectl apply -f -``.
+        responses={(200, "application/json"): dict, (200, "text/plain"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request) -> Response | HttpResponse:
+        team = request.query_params.get("team")
+        if team is not None:
+            team = serializers.SlugField(max_length=63).run_validation(team)
+        if team is None and not is_platform_admin(request.user):
+            raise PermissionDenied("Only platform admins export every object; pass ?team=<slug>.")
+        if team is not None and not list_teams_for_user(request.user).filter(slug=team).exists():
+            raise Http404
+        manifests = collect_manifests(team_slug=team)
+        if request.query_params.get("format") == "yaml":
+            return HttpResponse(to_yaml_stream(manifests), content_type="text/plain; charset=utf-8")
+        return Response({"items": manifests})

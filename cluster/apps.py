@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class ClusterConfig(AppConfig):
+    name = "cluster"
+    verbose_name = "Cluster loop"
+
+    def ready(self) -> None:
+        # lazy: models and tasks import only once the app registry is ready.
+        from cluster import connection, metrics, tasks
+        from portal import desired, health
+        from portal import metrics as portal_metrics
+
+        desired.subscribe(tasks.queue_apply)
+        health.report("kubernetes", connection.check_kubernetes)
+        portal_metrics.register(metrics.loop_gauges)

@@ -1,0 +1,299 @@
+"""Pure decoding of what a poll lists: Kubernetes objects (plain dicts, as the gateway
+decodes them with orjson) into the values of the observed rows. No I/O, no Django models.
+
+On the poller's hot path (once per pod per poll): plain dicts and loops, no Counter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpus import labels as gpu_labels
+from portal.quantity import QuantityError, parse_quantity
+
+GPU_PREFIX = gpu_labels.GPU_RESOURCE_PREFIX
+Allocations = dict[str, dict[str, int]]  # node -> GPU resource -> amount requested by its pods
+Key = tuple[str, str]  # (namespace, name)
+
+
+def as_int(value: Any) -> int:
+    """A count from a label, a status field or an annotation (0 when it is not one)."""
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isdigit():
+        return int(value)
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
+    """GPU resources a pod asks for (sum of containers; at least the largest init container)."""
+    total: dict[str, int] = {}
+    spec = pod.get("spec") or {}
+    for container in spec.get("containers") or ():
+        resources = container.get("resources")
+        asked = resources and (resources.get("requests") or resources.get("limits"))
+        if asked:
+            for name, value in asked.items():
+                if name.startswith(GPU_PREFIX):
+                    total[name] = total.get(name, 0) + as_int(value)
+    for container in spec.get("initContainers") or ():
+        resources = container.get("resources")
+        asked = resources and (resources.get("requests") or resources.get("limits"))
+        if asked:
+            for name, value in asked.items():
+                if name.startswith(GPU_PREFIX):
+                    total[name] = max(total.get(name, 0), as_int(value))
+    return {k: v for k, v in total.items() if v} if total else total
+
+
+def gpu_offer(allocatable: Mapping[str, Any]) -> dict[str, int]:
+    """The GPU resources of a node's allocatable (0 is absent: old MIG names linger at 0)."""
+    return {
+        name: int(value)
+        for name, value in allocatable.items()
+        if name.startswith(GPU_PREFIX) and str(value).isdigit() and int(value) > 0
+    }
+
+
+def decode_pods(pods: Sequence[dict[str, Any]]) -> tuple[Allocations, dict[Key, dict[str, Any]]]:
+    """What the pods hold on each node, and the rows of the pods the portal keeps: those
+    asking for GPU resources, and every Pending pod (the explainer reads why it waits)."""
+    allocated: Allocations = {}
+    rows: dict[Key, dict[str, Any]] = {}
+    for pod in pods:
+        gpu = pod_gpu_requests(pod)
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase", "")
+        node_name = spec.get("nodeName")
+        if gpu and node_name:
+            on_node = allocated.setdefault(node_name, {})
+            for name, amount in gpu.items():
+                on_node[name] = on_node.get(name, 0) + amount
+        if gpu or phase == "Pending":
+            values = pod_values(pod, gpu)
+            rows[(values["namespace"], values["name"])] = values
+    return allocated, rows
+
+
+def field_owner(meta: dict[str, Any], path: Sequence[str]) -> dict[str, str] | None:
+    """The managedFields entry that last wrote a field (``f:``-keyed path), if any."""
+    owners = []
+    for entry in meta.get("managedFields") or []:
+        node: Any = entry.get("fieldsV1") or {}
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+            if node is None:
+                break
+        else:
+            owners.append(entry)
+    if not owners:
+        return None
+    last = max(owners, key=lambda e: e.get("time") or "")
+    return {
+        "manager": last.get("manager", ""),
+        "operation": last.get("operation", ""),
+        "time": last.get("time") or "",
+    }
+
+
+def owner_text(owner: dict[str, str] | None) -> str:
+    return f"{owner['manager']} at {owner['time']}" if owner else ""
+
+
+def other_writers(meta: dict[str, Any], ours: str) -> list[dict[str, str]]:
+    """Who else wrote the object (managedFields), latest first."""
+    writers = [
+        {
+            "manager": e.get("manager", ""),
+            "operation": e.get("operation", ""),
+            "time": e.get("time") or "",
+        }
+        for e in meta.get("managedFields") or []
+        if e.get("manager") != ours and not e.get("subresource")
+    ]
+    return sorted(writers, key=lambda w: w["time"], reverse=True)
+
+
+def node_values(node: dict[str, Any], allocated: dict[str, int], pool_label: str) -> dict[str, Any]:
+    """The observed facts of one node."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = node.get("status") or {}
+    spec = node.get("spec") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return {
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "gpu_product": labels.get(gpu_labels.GPU_PRODUCT, ""),
+        "gpu_count": as_int(labels.get(gpu_labels.GPU_COUNT)),
+        "gpu_memory_mib": as_int(labels.get(gpu_labels.GPU_MEMORY)),
+        "mig_capable": labels.get(gpu_labels.MIG_CAPABLE) == "true",
+        "mig_strategy": labels.get(gpu_labels.MIG_STRATEGY, ""),
+        "mig_config": labels.get(gpu_labels.MIG_CONFIG, ""),
+        "mig_config_state": labels.get(gpu_labels.MIG_CONFIG_STATE, ""),
+        "mig_config_by": owner_text(
+            field_owner(meta, ("f:metadata", "f:labels", f"f:{gpu_labels.MIG_CONFIG}"))
+        ),
+        "pool_label": labels.get(pool_label, ""),
+        "capacity": status.get("capacity") or {},
+        "allocatable": status.get("allocatable") or {},
+        "allocated": allocated,
+        "labels": labels,
+        "taints": spec.get("taints") or [],
+        "unschedulable": bool(spec.get("unschedulable")),
+        "ready": ready,
+        "resource_version": meta.get("resourceVersion", ""),
+    }
+
+
+def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
+    """The observed facts of one pod, with why it is not scheduled (if it is not)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    reason = message = ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            reason, message = condition.get("reason", ""), condition.get("message", "")
+    created = meta.get("creationTimestamp")
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "node_name": spec.get("nodeName") or "",
+        "phase": status.get("phase", ""),
+        "gpu_requests": gpu,
+        "priority": as_int(spec.get("priority")),
+        "queue_name": (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
+        "group_name": (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", ""),
+        "pending_reason": reason,
+        "pending_message": message,
+        "created_at": created,
+    }
+
+
+def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
+    """A Volcano PodGroup: its gang size, phase, running members and why it waits."""
+    meta = group.get("metadata") or {}
+    spec = group.get("spec") or {}
+    status = group.get("status") or {}
+    unschedulable: dict[str, Any] = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") == "Unschedulable" and c.get("status") == "True"
+        ),
+        {},
+    )
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue": spec.get("queue", ""),
+        "min_member": as_int(spec.get("minMember")),
+        "min_resources": dict(spec.get("minResources") or {}),
+        "phase": status.get("phase", ""),
+        "running": as_int(status.get("running")),
+        "reason": unschedulable.get("reason", ""),
+        "message": unschedulable.get("message", ""),
+    }
+
+
+def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
+    """Queue, admission and the reason a workload waits."""
+    meta = workload.get("metadata") or {}
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    reserved = conditions.get("QuotaReserved") or {}
+    admitted = conditions.get("Admitted") or {}
+    finished = conditions.get("Finished") or {}
+    requests: dict[str, int] = {}
+    for pod_set in spec.get("podSets") or []:
+        count = as_int(pod_set.get("count", 1))
+        for container in ((pod_set.get("template") or {}).get("spec") or {}).get(
+            "containers"
+        ) or []:
+            resources = container.get("resources") or {}
+            for name, value in (resources.get("requests") or resources.get("limits") or {}).items():
+                try:
+                    amount = parse_quantity(value) * count
+                except QuantityError:
+                    continue
+                if amount.denominator == 1:
+                    requests[name] = requests.get(name, 0) + int(amount)
+    is_admitted = admitted.get("status") == "True"
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue_name": spec.get("queueName", ""),
+        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
+        "admitted": is_admitted,
+        "finished": finished.get("status") == "True",
+        "reason": "" if is_admitted else reserved.get("reason", ""),
+        "message": "" if is_admitted else reserved.get("message", ""),
+        "requests": requests,
+        "priority": as_int(spec.get("priority") or 0),
+        "created_at": meta.get("creationTimestamp"),
+        "admitted_at": admitted.get("lastTransitionTime") if is_admitted else None,
+    }
+
+
+def create_failure_values(
+    events: Sequence[dict[str, Any]], *, now: dt.datetime
+) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The last FailedCreate event per involved object (namespace, kind, name)."""
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        key = (
+            involved.get("namespace") or (event.get("metadata") or {}).get("namespace", ""),
+            involved.get("kind", ""),
+            involved.get("name", ""),
+        )
+        stamp = (
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp")
+        )
+        values = {
+            "message": event.get("message", ""),
+            "count": as_int(event.get("count")) or 1,
+            "last_seen": parse_time(stamp) or now,
+        }
+        if key not in latest or values["last_seen"] >= latest[key]["last_seen"]:
+            latest[key] = values
+    return latest
+
+
+def parse_time(stamp: str | None) -> dt.datetime | None:
+    """An RFC 3339 time of the API server (``2026-11-30T10:42:00Z``, or with fractions)."""
+    if not stamp:
+        return None
+    try:
+        return dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
+def observed_object_values(item: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+    """One of the portal's objects as the cluster has it: the fields that can drift (its
+    spec and labels), its status, and who else wrote it."""
+    meta = item.get("metadata") or {}
+    body = {k: v for k, v in item.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+    body["metadata"] = {"labels": meta.get("labels") or {}}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "spec": body,
+        "status": item.get("status") or {},
+        "resource_version": meta.get("resourceVersion", ""),
+        "changed_by": other_writers(meta, field_manager),
+    }

@@ -1,0 +1,127 @@
+"""What a poll asks the cluster for: the LIST calls (paginated, decoded to plain dicts by
+the gateway), gathered into one :class:`Listing`. Optional APIs (Kueue, Volcano, Kueue's
+visibility API) that the cluster does not serve are skipped, never an error."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from cluster.decode import as_int
+from kube import Gateway, KubeError, NotFound
+from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
+from queues.models import ClusterQueue
+
+log = logging.getLogger(__name__)
+Objects = list[dict[str, Any]]
+PAGE_SIZE = 500
+
+
+@dataclass
+class Listing:
+    """One poll's view of the cluster. ``workloads``/``podgroups`` are None where the CRDs
+    are not served (their rows are then left as they are)."""
+
+    nodes: Objects
+    pods: Objects
+    managed: dict[tuple[str, str], Objects]
+    workloads: Objects | None
+    podgroups: Objects | None
+    failures: Objects
+    positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+
+def fetch(gateway: Gateway) -> Listing:
+    """LIST nodes, non-terminal pods, the portal's objects, Kueue workloads (and their place
+    in line), Volcano PodGroups and FailedCreate events, in that order."""
+    nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
+    pods = gateway.list(
+        "v1",
+        "Pod",
+        page_size=PAGE_SIZE,
+        field_selector="status.phase!=Succeeded,status.phase!=Failed",
+    )
+    managed = list_managed(gateway)
+    workloads = list_workloads(gateway)
+    positions = queue_positions(gateway) if workloads else {}
+    podgroups = list_podgroups(gateway)
+    failures = gateway.list(
+        "v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE
+    )
+    return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+
+
+def managed_kinds() -> list[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the portal renders, for the configured backend."""
+    kinds = [
+        ("v1", "Namespace"),
+        ("v1", "ResourceQuota"),
+        ("v1", "LimitRange"),
+        ("scheduling.k8s.io/v1", "PriorityClass"),
+    ]
+    if settings.QM_QUEUE_BACKEND == "volcano":
+        kinds.append(("scheduling.volcano.sh/v1beta1", "Queue"))
+    else:
+        version = f"kueue.x-k8s.io/{settings.QM_KUEUE_API_VERSION}"
+        kinds += [(version, k) for k in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")]
+    return kinds
+
+
+def list_managed(gateway: Gateway) -> dict[tuple[str, str], Objects]:
+    """The objects carrying the portal's managed-by label, per kind."""
+    out: dict[tuple[str, str], Objects] = {}
+    for api_version, kind in managed_kinds():
+        try:
+            out[(api_version, kind)] = gateway.list(
+                api_version, kind, label_selector=f"{MANAGED_BY_KEY}={MANAGED_BY_VALUE}"
+            )
+        except NotFound:
+            out[(api_version, kind)] = []  # the CRD is not installed
+    return out
+
+
+def list_workloads(gateway: Gateway) -> Objects | None:
+    """Kueue workloads, or None with the Volcano backend or without the Kueue CRDs."""
+    if settings.QM_QUEUE_BACKEND != "kueue":
+        return None
+    try:
+        return gateway.list(
+            f"kueue.x-k8s.io/{settings.QM_KUEUE_API_VERSION}", "Workload", page_size=PAGE_SIZE
+        )
+    except NotFound:
+        return None
+
+
+def list_podgroups(gateway: Gateway) -> Objects | None:
+    """Volcano PodGroups (gangs), or None without the Volcano CRDs (read whatever the
+    queue backend: a Kueue cluster may run Volcano for gang jobs too)."""
+    try:
+        return gateway.list("scheduling.volcano.sh/v1beta1", "PodGroup", page_size=PAGE_SIZE)
+    except NotFound:
+        return None
+
+
+def queue_positions(gateway: Gateway) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
+    visibility API; empty where the API is not served or not allowed (one refusal ends it)."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for name in ClusterQueue.objects.values_list("name", flat=True):
+        try:
+            items = gateway.pending_workloads(name)
+        except NotFound as exc:
+            if "clusterqueues" in exc.message and name in exc.message:
+                continue  # that queue is not in the cluster (yet)
+            return out  # the API is not served
+        except KubeError as exc:
+            log.info("no queue positions: %s", exc.message)
+            return out
+        for item in items:
+            meta = item.get("metadata") or {}
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = (
+                as_int(item.get("positionInClusterQueue")),
+                as_int(item.get("positionInLocalQueue")),
+            )
+    return out

@@ -1,0 +1,306 @@
+"""What the loop records: what the applier sent and what the cluster answered, what each
+poll saw (nodes, pods, Kueue workloads, Volcano PodGroups, refused pod creations, the portal's
+own objects) and where the cluster differs from the portal's intent (drift).
+
+The poller writes only these tables; desired state lives in the apps that own it. The tables
+keep the names they had before the loop had an app of its own (``db_table``), so an upgrade
+moves no data and a web or worker process of the previous release keeps reading them while
+the new one rolls out.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from cluster.decode import gpu_offer
+
+
+class AppliedObject(models.Model):
+    """The last apply of one desired object: what was sent (hash) and how it went."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPLIED = "applied", "Applied"
+        CONFLICT = "conflict", "Conflict (owned by another manager)"
+        FAILED = "failed", "Failed (refused by the cluster)"
+        RETRYING = "retrying", "Retrying (cluster unreachable)"
+
+    api_version = models.CharField(max_length=100)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    content_hash = models.CharField(max_length=64, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    message = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    adopted = models.BooleanField(
+        default=False,
+        help_text="It existed before the portal applied it: on removal the portal only gives "
+        "up its fields and never deletes it.",
+    )
+
+    class Meta:
+        db_table = "sync_appliedobject"
+        ordering = ["kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "namespace", "name"], name="applied_object_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class ObservedObject(models.Model):
+    """A portal-managed object as the last poll saw it (spec and status)."""
+
+    api_version = models.CharField(max_length=100)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    spec = models.JSONField(default=dict)
+    status = models.JSONField(default=dict)
+    resource_version = models.CharField(max_length=32, blank=True)
+    changed_by = models.JSONField(
+        default=list, help_text="Other writers from managedFields: manager, operation, time."
+    )
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        db_table = "sync_observedobject"
+        ordering = ["kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "namespace", "name"], name="observed_object_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"
+
+
+class SyncRun(models.Model):
+    """One poll of the cluster."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    nodes = models.PositiveIntegerField(default=0)
+    pods = models.PositiveIntegerField(default=0)
+    changed = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        db_table = "sync_syncrun"
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"sync at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def ok(self) -> bool:
+        return self.finished_at is not None and not self.error
+
+
+class ObservedNode(models.Model):
+    """A node as the last poll saw it (GPU facts pulled out of labels and status)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    gpu_product = models.CharField(max_length=128, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_mib = models.PositiveIntegerField(default=0)
+    mig_capable = models.BooleanField(default=False)
+    mig_strategy = models.CharField(max_length=16, blank=True)
+    mig_config = models.CharField(max_length=63, blank=True)
+    mig_config_state = models.CharField(max_length=16, blank=True)
+    mig_config_by = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who last set nvidia.com/mig.config (managedFields): manager and time.",
+    )
+    pool_label = models.CharField(max_length=63, blank=True)
+    capacity = models.JSONField(default=dict)
+    allocatable = models.JSONField(default=dict)
+    allocated = models.JSONField(
+        default=dict, help_text="GPU resources requested by pods on the node."
+    )
+    labels = models.JSONField(default=dict)
+    taints = models.JSONField(default=list)
+    unschedulable = models.BooleanField(default=False)
+    ready = models.BooleanField(default=False)
+    resource_version = models.CharField(max_length=32, blank=True)
+    row_hash = models.CharField(max_length=32, blank=True)
+    first_seen = models.DateTimeField()
+    last_changed = models.DateTimeField()
+    gone_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "fleet_observednode"
+        ordering = ["name"]
+        indexes = [models.Index(fields=["pool_label", "name"], name="observed_node_pool")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def gpu_offer(self) -> dict[str, int]:
+        """The GPU resources the node offers, by name (0 is absent)."""
+        return gpu_offer(self.allocatable)
+
+    def gpu_resources(self) -> list[tuple[str, int, int]]:
+        """(resource, allocatable, allocated) for GPU resources the node offers (0 is absent)."""
+        return [
+            (name, amount, int(self.allocated.get(name, 0)))
+            for name, amount in sorted(self.gpu_offer().items())
+        ]
+
+
+class ObservedPod(models.Model):
+    """A non-terminal pod that asks for GPU resources, or any Pending pod, as last polled."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    phase = models.CharField(max_length=16, blank=True)
+    gpu_requests = models.JSONField(default=dict)
+    priority = models.IntegerField(default=0)
+    queue_name = models.CharField(max_length=63, blank=True)
+    group_name = models.CharField(
+        max_length=253, blank=True, help_text="Its Volcano PodGroup (a gang), if any."
+    )
+    pending_reason = models.CharField(max_length=64, blank=True)
+    pending_message = models.TextField(blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    row_hash = models.CharField(max_length=32, blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        db_table = "fleet_observedpod"
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_pod_once")
+        ]
+        indexes = [models.Index(fields=["node_name"], name="observed_pod_node")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ObservedWorkload(models.Model):
+    """A Kueue Workload as last polled: which queue, admitted or why it waits."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    queue_name = models.CharField(max_length=63, blank=True)
+    cluster_queue = models.CharField(max_length=253, blank=True)
+    admitted = models.BooleanField(default=False)
+    finished = models.BooleanField(default=False)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    requests = models.JSONField(default=dict)
+    priority = models.IntegerField(default=0)
+    created_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    position = models.IntegerField(
+        null=True, blank=True, help_text="0-based place in its ClusterQueue (visibility API)."
+    )
+    position_in_local_queue = models.IntegerField(null=True, blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        db_table = "fleet_observedworkload"
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_workload_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ObservedPodGroup(models.Model):
+    """A Volcano PodGroup (a gang) as last polled: the portal reads them, never writes them."""
+
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    queue = models.CharField(max_length=253, blank=True)
+    min_member = models.PositiveIntegerField(default=0)
+    min_resources = models.JSONField(default=dict)
+    phase = models.CharField(max_length=16, blank=True)
+    running = models.PositiveIntegerField(default=0)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    last_changed = models.DateTimeField()
+
+    class Meta:
+        db_table = "fleet_observedpodgroup"
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="observed_podgroup_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.phase})"
+
+
+class ObservedCreateFailure(models.Model):
+    """A controller that could not create pods (a FailedCreate event, e.g. exceeded quota)."""
+
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    message = models.TextField()
+    count = models.PositiveIntegerField(default=1)
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        db_table = "fleet_observedcreatefailure"
+        ordering = ["namespace", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "kind", "name"], name="observed_create_failure_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}: {self.message[:60]}"
+
+
+class Drift(models.Model):
+    """Something the cluster shows differently from what the portal intends."""
+
+    class Kind(models.TextChoices):
+        MIG_LAYOUT = "mig_layout", "MIG layout"
+        OBJECT = "object", "Managed object"
+        MISSING = "missing", "Managed object missing"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    subject = models.CharField(max_length=300, help_text="Node name, or Kind namespace/name.")
+    field = models.CharField(max_length=200, blank=True)
+    desired = models.TextField(blank=True)
+    observed = models.TextField(blank=True)
+    detail = models.TextField(blank=True)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "fleet_drift"
+        ordering = ["-first_seen"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "subject", "field"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="one_open_drift_per_field",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.field}: {self.observed!r} (wanted {self.desired!r})"

@@ -1,0 +1,272 @@
+"""The bulk writer of a poll: make the observed tables equal what the cluster showed.
+
+Rows that did not change since the last poll are not written: each node and pod row carries
+a hash of its content, compared before anything goes to PostgreSQL; changed rows go through
+``COPY`` into a temporary table and one ``INSERT … ON CONFLICT DO UPDATE``. The smaller
+tables (workloads, PodGroups, refused creations, the portal's objects) are compared row by
+row. Only observed tables are written here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import connection, models
+
+from cluster import decode
+from cluster.models import (
+    ObservedCreateFailure,
+    ObservedNode,
+    ObservedObject,
+    ObservedPod,
+    ObservedPodGroup,
+    ObservedWorkload,
+)
+
+NODE_COLUMNS = (
+    "name",
+    "uid",
+    "gpu_product",
+    "gpu_count",
+    "gpu_memory_mib",
+    "mig_capable",
+    "mig_strategy",
+    "mig_config",
+    "mig_config_state",
+    "mig_config_by",
+    "pool_label",
+    "capacity",
+    "allocatable",
+    "allocated",
+    "labels",
+    "taints",
+    "unschedulable",
+    "ready",
+    "resource_version",
+    "row_hash",
+    "first_seen",
+    "last_changed",
+    "gone_since",
+)
+
+
+POD_COLUMNS = (
+    "namespace",
+    "name",
+    "uid",
+    "node_name",
+    "phase",
+    "gpu_requests",
+    "priority",
+    "queue_name",
+    "group_name",
+    "pending_reason",
+    "pending_message",
+    "created_at",
+    "row_hash",
+    "last_changed",
+)
+
+
+_JSON_COLUMNS = {"capacity", "allocatable", "allocated", "labels", "taints", "gpu_requests"}
+
+
+def _digest(values: Sequence[Any]) -> str:
+    return hashlib.blake2b(
+        orjson.dumps(values, option=orjson.OPT_SORT_KEYS), digest_size=12
+    ).hexdigest()
+
+
+def _copy_upsert(
+    table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: Sequence[str]
+) -> int:
+    """COPY rows into a temporary table, then INSERT ... ON CONFLICT DO UPDATE (fast)."""
+    count = 0
+    cols = ", ".join(columns)
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in conflict)
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        raw.execute(f"CREATE TEMP TABLE _upsert (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
+        raw.execute("ALTER TABLE _upsert DROP COLUMN id")
+        with raw.copy(f"COPY _upsert ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        raw.execute(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _upsert "
+            f"ON CONFLICT ({', '.join(conflict)}) DO UPDATE SET {updates}"
+        )
+        raw.execute("DROP TABLE _upsert")
+    return count
+
+
+def _row(values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    return [orjson.dumps(values[c]).decode() if c in _JSON_COLUMNS else values[c] for c in columns]
+
+
+def write_fleet(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, now: dt.datetime
+) -> int:
+    """Write changed node and pod rows; returns how many rows were written or removed."""
+    pool_label = settings.QM_POOL_LABEL
+    allocated, pod_rows = decode.decode_pods(pods)
+
+    existing_nodes: dict[str, str] = {}
+    first_seen: dict[str, dt.datetime] = {}
+    gone: set[str] = set()
+    for name, digest, gone_since, seen_first in ObservedNode.objects.values_list(
+        "name", "row_hash", "gone_since", "first_seen"
+    ):
+        existing_nodes[name], first_seen[name] = digest, seen_first
+        if gone_since is not None:
+            gone.add(name)
+    node_out = []
+    seen = set()
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name", "")
+        seen.add(name)
+        values = decode.node_values(node, dict(allocated.get(name, {})), pool_label)
+        digest = _digest(
+            [values[c] for c in NODE_COLUMNS if c not in ("resource_version",) and c in values]
+        )
+        if existing_nodes.get(name) == digest and name not in gone:
+            continue
+        values.update(
+            row_hash=digest, first_seen=first_seen.get(name, now), last_changed=now, gone_since=None
+        )
+        node_out.append(_row(values, NODE_COLUMNS))
+    written = (
+        _copy_upsert(ObservedNode._meta.db_table, NODE_COLUMNS, node_out, ("name",))
+        if node_out
+        else 0
+    )
+    vanished = [n for n in existing_nodes if n not in seen and n not in gone]
+    if vanished:
+        written += ObservedNode.objects.filter(name__in=vanished).update(
+            gone_since=now, last_changed=now
+        )
+
+    existing_pods = {
+        (ns, n): (pk, h)
+        for pk, ns, n, h in ObservedPod.objects.values_list("pk", "namespace", "name", "row_hash")
+    }
+    pod_out = []
+    for key, values in pod_rows.items():
+        digest = _digest([values[c] for c in POD_COLUMNS if c in values])
+        if existing_pods.get(key, (None, None))[1] == digest:
+            continue
+        values.update(row_hash=digest, last_changed=now)
+        pod_out.append(_row(values, POD_COLUMNS))
+    written += (
+        _copy_upsert(ObservedPod._meta.db_table, POD_COLUMNS, pod_out, ("namespace", "name"))
+        if pod_out
+        else 0
+    )
+    removed = [pk for key, (pk, _) in existing_pods.items() if key not in pod_rows]
+    for start in range(0, len(removed), 5000):
+        written += ObservedPod.objects.filter(pk__in=removed[start : start + 5000]).delete()[0]
+    return written
+
+
+def _replace_rows(
+    model: type[models.Model],
+    current: dict[tuple[str, ...], dict[str, Any]],
+    keys: tuple[str, ...],
+    same: Callable[[Any, dict[str, Any]], bool],
+    stamp: dict[str, Any],
+) -> int:
+    """Make ``model``'s rows equal ``current`` (key -> values): write those that differ (with
+    ``stamp``), delete those gone; the number of rows written or deleted."""
+    existing = {tuple(getattr(r, k) for k in keys): r for r in model.objects.all()}
+    written = 0
+    for key, values in current.items():
+        row = existing.get(key)
+        if row is not None and same(row, values):
+            continue
+        model.objects.update_or_create(
+            **dict(zip(keys, key, strict=True)),
+            defaults={**{k: v for k, v in values.items() if k not in keys}, **stamp},
+        )
+        written += 1
+    gone = [row.pk for key, row in existing.items() if key not in current]
+    if gone:
+        written += model.objects.filter(pk__in=gone).delete()[0]
+    return written
+
+
+def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
+    """Replace the PodGroup rows that changed; drop those gone."""
+    current = {}
+    for item in groups:
+        values = decode.podgroup_values(item)
+        current[(values["namespace"], values["name"])] = values
+    return _replace_rows(
+        ObservedPodGroup,
+        current,
+        ("namespace", "name"),
+        lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
+        {"last_changed": now},
+    )
+
+
+def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> int:
+    """The last FailedCreate per involved object (Job, ReplicaSet, ...); older ones go."""
+    return _replace_rows(
+        ObservedCreateFailure,
+        decode.create_failure_values(events, now=now),
+        ("namespace", "kind", "name"),
+        lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
+        {},
+    )
+
+
+def write_workloads(
+    workloads: list[dict[str, Any]],
+    *,
+    now: dt.datetime,
+    positions: dict[tuple[str, str], tuple[int, int]] | None = None,
+) -> int:
+    """Replace changed workload rows and drop those gone (a few thousand at most)."""
+    current = {}
+    for item in workloads:
+        values = decode.workload_values(item)
+        where = (positions or {}).get((values["namespace"], values["name"]))
+        values["position"], values["position_in_local_queue"] = where or (None, None)
+        current[(values["namespace"], values["name"])] = values
+
+    def same(row: Any, values: dict[str, Any]) -> bool:
+        return bool(
+            all(
+                str(getattr(row, k) or "") == str(v or "")
+                for k, v in values.items()
+                if k not in ("created_at", "admitted_at", "requests")
+            )
+            and row.requests == values["requests"]
+        )
+
+    return _replace_rows(
+        ObservedWorkload, current, ("namespace", "name"), same, {"last_changed": now}
+    )
+
+
+def write_managed(
+    managed: dict[tuple[str, str], list[dict[str, Any]]], *, now: dt.datetime
+) -> None:
+    """Replace the observed copies of the portal's objects (a few per team: small)."""
+    ObservedObject.objects.all().delete()
+    rows = [
+        ObservedObject(
+            api_version=api_version,
+            kind=kind,
+            last_seen=now,
+            **decode.observed_object_values(item, field_manager=settings.QM_FIELD_MANAGER),
+        )
+        for (api_version, kind), items in managed.items()
+        for item in items
+    ]
+    ObservedObject.objects.bulk_create(rows, batch_size=1000)

@@ -1,0 +1,194 @@
+"""The demo scenario as data: the seed chapter's teams, quotas, priority classes and queue
+hierarchy, the demo logins, and the node pools of the demo cluster's five GPU nodes (as in
+the seed's incident, ``0/5 nodes are available``): two H100 80GB nodes tainted for GPU work,
+two A100 80GB nodes sliced ``all-3g.40gb`` and one A100 80GB node on ``all-balanced`` for
+development."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenants.rules import LimitSpec
+
+DEMO_PASSWORD = "quartermaster-demo"
+SOURCE = "cli"
+
+A100_80GB = "NVIDIA-A100-SXM4-80GB"
+H100_80GB = "NVIDIA-H100-80GB-HBM3"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {
+    "key": "nvidia.com/gpu",
+    "operator": "Equal",
+    "value": "present",
+    "effect": "NoSchedule",
+}
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    description: str
+    superuser: bool = False
+    roles: tuple[str, ...] = ()
+    teams: tuple[tuple[str, str], ...] = ()
+
+
+USERS = (
+    DemoUser("admin", "platform admin", superuser=True, roles=("admin",)),
+    DemoUser("approver", "approver of change requests", roles=("approver",)),
+    DemoUser("lead-a", "team lead of team-a", teams=(("team-a", "lead"),)),
+    DemoUser("member-a", "member of team-a", teams=(("team-a", "member"),)),
+    DemoUser("lead-b", "team lead of team-b", teams=(("team-b", "lead"),)),
+    DemoUser("lead-infer", "team lead of team-infer", teams=(("team-infer", "lead"),)),
+    DemoUser("viewer-dev", "viewer of team-dev", teams=(("team-dev", "viewer"),)),
+)
+
+TEAMS = (
+    ("team-a", "Team A (LLM training)", "Large-model training on whole GPUs and 3g.40gb slices."),
+    ("team-b", "Team B (training)", "Training; also runs development tests on small MIG slices."),
+    ("team-infer", "Inference", "Online serving and offline batch inference."),
+    ("team-dev", "Development", "Notebooks and tests on small MIG slices."),
+)
+
+PRIORITY_CLASSES = (
+    ("training-critical", 1_000_000, "PreemptLowerPriority", "Training jobs that must not wait."),
+    ("inference-serving", 500_000, "PreemptLowerPriority", "Online inference replicas."),
+    ("dev-best-effort", 100, "Never", "Development work: never preempts anybody."),
+)
+ALLOWED_PRIORITY = {
+    "team-a": ("training-critical",),
+    "team-b": ("training-critical", "dev-best-effort"),
+    "team-infer": ("inference-serving",),
+    "team-dev": ("dev-best-effort",),
+}
+
+FLAVORS: tuple[tuple[str, dict[str, str], list[dict[str, Any]], list[dict[str, Any]], str], ...] = (
+    (
+        "h100-80gb",
+        {"nvidia.com/gpu.product": H100_80GB},
+        [],
+        [GPU_TOLERATION],
+        "H100 80GB HBM3, whole GPUs; nodes are tainted nvidia.com/gpu=present:NoSchedule.",
+    ),
+    (
+        "a100-80gb-3g",
+        {"nvidia.com/gpu.product": A100_80GB, "nvidia.com/mig.config": "all-3g.40gb"},
+        [],
+        [],
+        "A100 80GB sliced all-3g.40gb: 2 x 3g.40gb per GPU.",
+    ),
+    (
+        "a100-80gb-balanced",
+        {"nvidia.com/gpu.product": A100_80GB, "nvidia.com/mig.config": "all-balanced"},
+        [],
+        [],
+        "A100 80GB on all-balanced: 2 x 1g.10gb + 2g.20gb + 3g.40gb per GPU (mixed strategy).",
+    ),
+)
+
+NODE_POOLS = (
+    (
+        "train",
+        {"quartermaster.io/pool": "train"},
+        "train",
+        "all-3g.40gb",
+        "A100 80GB nodes sliced for training: 2 x 3g.40gb per GPU.",
+    ),
+    (
+        "h100",
+        {"quartermaster.io/pool": "h100"},
+        "train",
+        "all-disabled",
+        "H100 80GB nodes with whole GPUs for large training jobs.",
+    ),
+)
+
+COHORT = (
+    "ai-platform",
+    "The seed's queue hierarchy: training, inference and dev share unused GPUs.",
+)
+
+
+def _quota(name: str, nominal: int, borrowing: int | None = None) -> dict[str, Any]:
+    quota: dict[str, Any] = {"name": name, "nominalQuota": str(nominal)}
+    if borrowing is not None:
+        quota["borrowingLimit"] = str(borrowing)
+    return quota
+
+
+def _group(flavor: str, *quotas: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "coveredResources": [q["name"] for q in quotas],
+        "flavors": [{"name": flavor, "resources": list(quotas)}],
+    }
+
+
+GPU = "nvidia.com/gpu"
+MIG_3G = "nvidia.com/mig-3g.40gb"
+MIG_2G = "nvidia.com/mig-2g.20gb"
+MIG_1G = "nvidia.com/mig-1g.10gb"
+
+CLUSTER_QUEUES: tuple[tuple[str, str, list[dict[str, Any]], str], ...] = (
+    (
+        "cq-train",
+        "80",
+        [_group("h100-80gb", _quota(GPU, 12)), _group("a100-80gb-3g", _quota(MIG_3G, 24))],
+        "Training (seed: weight 80).",
+    ),
+    (
+        "cq-infer",
+        "20",
+        [_group("h100-80gb", _quota(GPU, 4)), _group("a100-80gb-3g", _quota(MIG_3G, 8))],
+        "Inference (seed: weight 20).",
+    ),
+    (
+        "cq-dev",
+        "5",
+        [
+            _group("a100-80gb-balanced", _quota(MIG_1G, 16), _quota(MIG_2G, 8), _quota(MIG_3G, 8)),
+            _group("h100-80gb", _quota(GPU, 0, borrowing=10)),
+        ],
+        "Development (seed: weight 5, borrowing limit 10): owns the balanced A100 node and may "
+        "borrow up to 10 idle H100 GPUs from the cohort.",
+    ),
+)
+
+LOCAL_QUEUES = (
+    ("team-a-train", "team-a", "cq-train"),
+    ("team-b-train", "team-b", "cq-train"),
+    ("online-infer", "team-infer", "cq-infer"),
+    ("offline-batch", "team-infer", "cq-infer"),
+    ("dev-test", "team-dev", "cq-dev"),
+)
+
+# The seed's ResourceQuota and LimitRange for team-a, kept as written, with the portal's notes:
+# limits.nvidia.com/gpu is never enforced, and a namespace-wide GPU default hands every
+# container (sidecars included) a GPU.
+SEED_QUOTA = {"requests.nvidia.com/gpu": "16", "limits.nvidia.com/gpu": "16", "pods": "50"}
+SEED_LIMITS = [LimitSpec(limit_type="Container", resource=GPU, default="1", default_request="1")]
+OTHER_QUOTAS = {
+    "team-b": {
+        "requests.nvidia.com/gpu": "8",
+        "requests.nvidia.com/mig-3g.40gb": "8",
+        "pods": "50",
+    },
+    "team-infer": {
+        "requests.nvidia.com/gpu": "4",
+        "requests.nvidia.com/mig-3g.40gb": "8",
+        "requests.cpu": "256",
+        "requests.memory": "1Ti",
+        "pods": "200",
+    },
+    "team-dev": {
+        "requests.nvidia.com/mig-1g.10gb": "16",
+        "requests.nvidia.com/mig-2g.20gb": "8",
+        "pods": "40",
+    },
+}
+OTHER_LIMITS = {
+    "team-dev": [
+        LimitSpec(limit_type="Container", resource=MIG_2G, max="1"),
+        LimitSpec(limit_type="Container", resource=MIG_1G, max="2"),
+    ],
+}

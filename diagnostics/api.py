@@ -1,0 +1,179 @@
+"""REST API of diagnostics: what waits and why, open drift, and the GPU Operator check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from cluster.connection import get_gateway
+from cluster.selectors import open_drift
+from diagnostics.operator_check import CheckItem, check_gpu_operator
+from diagnostics.selectors import explain_waiting
+from kube import KubeError
+from tenants.models import Namespace
+from tenants.selectors import list_teams_for_user
+
+
+class WaitingSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField(
+        help_text="Pod, Workload, or the controller that cannot create its pods (Job, ...)."
+    )
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    queue = serializers.CharField(allow_blank=True)
+    cause = serializers.CharField()
+    next_step = serializers.CharField()
+    action = serializers.DictField(child=serializers.CharField(), allow_null=True)
+    evidence = serializers.ListField(child=serializers.CharField())
+
+
+class WaitingQuery(serializers.Serializer[Any]):
+    namespace = serializers.CharField(required=False, max_length=63)
+    team = serializers.CharField(required=False, max_length=63)
+
+
+class WaitingView(APIView):
+    """What waits in your teams' namespaces and why: the cause, the next step, an action
+    and the cluster's own words (the same explanations as the home page)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("namespace", str, description="Only this namespace."),
+            OpenApiParameter("team", str, description="Only this team's namespaces."),
+        ],
+        responses={200: WaitingSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        query = WaitingQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        namespaces = Namespace.objects.filter(team__in=list_teams_for_user(request.user))
+        if query.validated_data.get("team"):
+            namespaces = namespaces.filter(team__slug=query.validated_data["team"])
+        if query.validated_data.get("namespace"):
+            namespaces = namespaces.filter(name=query.validated_data["namespace"])
+        workloads, pods, failures = explain_waiting(list(namespaces.values_list("name", flat=True)))
+        rows = (
+            [
+                {
+                    "kind": "Workload",
+                    "namespace": w.namespace,
+                    "name": w.name,
+                    "queue": w.queue_name,
+                    **_why(w.why),  # type: ignore[attr-defined]
+                }
+                for w in workloads
+                if not w.admitted
+            ]
+            + [
+                {
+                    "kind": "Pod",
+                    "namespace": p.namespace,
+                    "name": p.name,
+                    "queue": "",
+                    **_why(p.why),
+                }  # type: ignore[attr-defined]
+                for p in pods
+            ]
+            + [
+                {
+                    "kind": f.kind,
+                    "namespace": f.namespace,
+                    "name": f.name,
+                    "queue": "",
+                    **_why(f.why),
+                }
+                for f in failures
+            ]
+        )
+        return Response(WaitingSerializer(rows, many=True).data)
+
+
+def _why(why: Any) -> dict[str, Any]:
+    return {
+        "cause": why.cause,
+        "next_step": why.next_step,
+        "action": why.action,
+        "evidence": list(why.evidence),
+    }
+
+
+class DriftSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField()
+    subject = serializers.CharField()
+    field = serializers.CharField(allow_blank=True)
+    intended = serializers.CharField(allow_blank=True)
+    observed = serializers.CharField(allow_blank=True)
+    detail = serializers.CharField(allow_blank=True)
+    since = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+
+
+class DriftView(APIView):
+    """Open drift: MIG layouts, node labels and the portal's objects that differ from what
+    the portal intends, with since when."""
+
+    @extend_schema(responses={200: DriftSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(
+            [
+                {
+                    "kind": d.kind,
+                    "subject": d.subject,
+                    "field": d.field,
+                    "intended": d.desired,
+                    "observed": d.observed,
+                    "detail": d.detail,
+                    "since": d.first_seen,
+                    "last_seen": d.last_seen,
+                }
+                for d in open_drift()
+            ]
+        )
+
+
+class CheckItemSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+    fix = serializers.CharField(allow_blank=True)
+
+
+class OperatorCheckSerializer(serializers.Serializer[Any]):
+    namespace = serializers.CharField()
+    passed = serializers.BooleanField()
+    items = CheckItemSerializer(many=True)
+
+
+class OperatorCheckView(APIView):
+    """The GPU Operator post-install checklist, run against the cluster now: each item
+    passes or fails with the fix to try (the same as the GPU Operator check page)."""
+
+    @extend_schema(responses={200: OperatorCheckSerializer})
+    def get(self, request: Request) -> Response:
+        try:
+            items = check_gpu_operator(get_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+        except KubeError as exc:
+            items = [
+                CheckItem(
+                    "The Kubernetes API answers",
+                    False,
+                    exc.message,
+                    "Check KUBE_URL / KUBECONFIG / KUBE_IN_CLUSTER and that the portal's "
+                    "credentials are valid (GET /readyz shows the same).",
+                )
+            ]
+        return Response(
+            {
+                "namespace": settings.QM_GPU_OPERATOR_NAMESPACE,
+                "passed": all(i.ok for i in items),
+                "items": [
+                    {"name": i.name, "ok": i.ok, "detail": i.detail, "fix": i.fix} for i in items
+                ],
+            }
+        )

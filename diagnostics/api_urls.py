@@ -1,0 +1,9 @@
+from django.urls import path
+
+from diagnostics.api import DriftView, OperatorCheckView, WaitingView
+
+urlpatterns = [
+    path("waiting/", WaitingView.as_view(), name="waiting"),
+    path("drift/", DriftView.as_view(), name="drift"),
+    path("gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
+]

@@ -1,0 +1,53 @@
+"""REST API of GPU health: per node what its DCGM exporter last reported, and what needs
+attention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from health.selectors import health_for_user
+
+
+class NodeHealthSerializer(serializers.Serializer[Any]):
+    node = serializers.CharField()
+    observed_at = serializers.DateTimeField()
+    error = serializers.CharField(allow_blank=True)
+    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"])
+    findings = serializers.ListField(child=serializers.DictField())
+    gpus = serializers.ListField(child=serializers.DictField())
+
+
+class HealthQuery(serializers.Serializer[Any]):
+    node = serializers.CharField(required=False, max_length=253)
+    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"], required=False)
+
+
+class GpuHealthView(APIView):
+    """GPU health per node from the DCGM exporters: utilisation, memory, temperature, power,
+    the last Xid per GPU and per MIG instance, and what needs attention. Pods of other teams
+    are not named (approvers and platform admins see every name)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("node", str, description="Only this node."),
+            OpenApiParameter(
+                "worst", str, description="Only nodes at this level: ok, info, warning, critical."
+            ),
+        ],
+        responses={200: NodeHealthSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        query = HealthQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows = health_for_user(
+            request.user,
+            node=query.validated_data.get("node", ""),
+            worst=query.validated_data.get("worst", ""),
+        )
+        return Response(rows)

@@ -1,0 +1,70 @@
+"""Reads of GPU health. Nodes are not team data; the pods on them are: another team's pod is
+counted, not named (approvers and platform admins see every name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changes.approval import User, may_decide
+from cluster.models import ObservedNode
+from gpus.strips import gpu_strips
+from health.models import NodeHealth
+from tenants.selectors import member_namespaces
+
+
+def attach_health(nodes: list[ObservedNode]) -> None:
+    """Each node's last GPU health (or None), average utilisation and its GPUs drawn as
+    strips (one query)."""
+    health = {h.node: h for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])}
+    for node in nodes:
+        row = health.get(node.name)
+        node.health = row  # type: ignore[attr-defined]
+        utils = [
+            g["util"] for g in (row.gpus if row is not None else []) if g.get("util") is not None
+        ]
+        node.gpu_util = round(sum(utils) / len(utils)) if utils else None  # type: ignore[attr-defined]
+        node.strips = gpu_strips(  # type: ignore[attr-defined]
+            product=node.gpu_product,
+            gpu_count=node.gpu_count,
+            mig_config=node.mig_config,
+            allocated={k: int(v) for k, v in node.allocated.items() if str(v).isdigit()},
+            health_gpus=row.gpus if row is not None and row.gpus else None,
+        )
+
+
+def unhealthy_nodes() -> frozenset[str]:
+    """Nodes whose GPUs need attention (a warning or worse)."""
+    return frozenset(
+        NodeHealth.objects.filter(worst__in=("warning", "critical")).values_list("node", flat=True)
+    )
+
+
+def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict[str, Any]]:
+    """Every node's health (one node's, or those at one level), pods of other teams unnamed."""
+    rows = NodeHealth.objects.all()
+    if node:
+        rows = rows.filter(node=node)
+    if worst:
+        rows = rows.filter(worst=worst)
+    sees_all = may_decide(user)
+    mine = member_namespaces(user)
+
+    def scoped(item: dict[str, Any]) -> dict[str, Any]:
+        if item.get("pod") and not sees_all and item.get("namespace") not in mine:
+            return {**item, "namespace": "", "pod": "(another team's pod)"}
+        return item
+
+    return [
+        {
+            "node": row.node,
+            "observed_at": row.observed_at,
+            "error": row.error,
+            "worst": row.worst,
+            "findings": row.findings,
+            "gpus": [
+                {**scoped(g), "instances": [scoped(i) for i in g.get("instances", [])]}
+                for g in row.gpus
+            ],
+        }
+        for row in rows.order_by("node")
+    ]

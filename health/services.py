@@ -1,0 +1,68 @@
+"""Writing GPU health: one row per node from what was collected, and bad GPUs turned into
+suggested cordon-and-drain requests that go through the normal approval flow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from changes.drain import suggest_drains
+from gpus import dcgm
+from health.collect import Collected, collect
+from health.findings import assess as findings_of
+from health.findings import worst
+from health.models import NodeHealth
+from kube import Gateway
+
+
+def store(collected: Collected) -> list[NodeHealth]:
+    """One row per node, replaced; nodes read this time only (a silent exporter keeps its
+    last word, and says since when)."""
+    now = timezone.now()
+    rows = []
+    for node, gpus in collected.gpus.items():
+        findings = findings_of(gpus, hot_c=settings.QM_GPU_HOT_CELSIUS)
+        rows.append(
+            NodeHealth(
+                node=node,
+                observed_at=now,
+                error="",
+                gpus=dcgm.as_json(gpus),
+                findings=[f.__dict__ for f in findings],
+                worst=worst(findings),
+            )
+        )
+    with transaction.atomic():
+        NodeHealth.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["node"],
+            update_fields=["observed_at", "error", "gpus", "findings", "worst"],
+        )
+        # Unreadable exporters: the error, and the last reading kept (one statement).
+        NodeHealth.objects.bulk_create(
+            [NodeHealth(node=n, observed_at=now, error=e) for n, e in collected.errors.items()],
+            update_conflicts=True,
+            unique_fields=["node"],
+            update_fields=["error"],
+        )
+    return rows
+
+
+def collect_gpu_health(gateway: Gateway | None) -> dict[str, Any]:
+    """Collect, store, and suggest drains; what happened, for the task's log."""
+    if settings.QM_DCGM_SOURCE == "off":
+        return {"source": "off"}
+    collected = collect(gateway)
+    rows = store(collected)
+    suggested = suggest_drains(rows)
+    return {
+        "source": settings.QM_DCGM_SOURCE,
+        "nodes": len(rows),
+        "unreadable": len(collected.errors),
+        "attention": sum(1 for r in rows if r.worst in ("warning", "critical")),
+        "suggested": suggested,
+    }

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OverviewConfig(AppConfig):
+    name = "overview"
+    verbose_name = "Overview pages"

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from overview import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("fleet/", views.fleet, name="fleet"),
+    path("fleet/nodes/<str:name>/", views.node_detail, name="fleet-node"),
+    path("queues/", views.queues, name="queues"),
+]

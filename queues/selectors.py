@@ -1,0 +1,42 @@
+"""Reads of queues for pages: a ClusterQueue's quotas as rows, next to what Kueue reports
+of their use (its ``status.flavorsUsage``) when the loop observed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues.models import ClusterQueue
+from queues.rules import quota_entries
+
+
+def _usage(status: dict[str, Any]) -> dict[tuple[str, str], dict[str, str]]:
+    out = {}
+    for flavor in status.get("flavorsUsage") or []:
+        for resource in flavor.get("resources") or []:
+            out[(flavor.get("name", ""), resource.get("name", ""))] = {
+                "total": str(resource.get("total", "0")),
+                "borrowed": str(resource.get("borrowed", "0")),
+            }
+    return out
+
+
+def quota_rows(cq: ClusterQueue, status: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per (flavor, resource): nominal quota, borrowing and lending limits, and
+    what is in use and borrowed ("—" when the queue was not observed yet)."""
+    usage = _usage(status)
+    rows = []
+    for key, flavor, quota in quota_entries(cq.resource_groups):
+        used = usage.get((flavor, quota["name"]), {})
+        rows.append(
+            {
+                "key": key,
+                "flavor": flavor,
+                "resource": quota["name"],
+                "nominal": str(quota.get("nominalQuota", "")),
+                "borrowing": str(quota.get("borrowingLimit", "") or ""),
+                "lending": str(quota.get("lendingLimit", "") or ""),
+                "used": used.get("total", "—" if not status else "0"),
+                "borrowed": used.get("borrowed", "—" if not status else "0"),
+            }
+        )
+    return rows

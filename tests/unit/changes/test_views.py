@@ -1,0 +1,274 @@
+"""MIG change pages: the form with its live preview, the request page, decisions, scoping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from changes.models import MigChangeRequest
+from cluster.models import ObservedNode, ObservedPod
+from demo.services import load_demo
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def observed(db: Any) -> None:
+    load_demo()
+    now = timezone.now()
+    for name, config, alloc in [
+        ("gpu-a100-01", "all-3g.40gb", {"nvidia.com/mig-3g.40gb": "16"}),
+        (
+            "gpu-a100-03",
+            "all-balanced",
+            {"nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"},
+        ),
+    ]:
+        ObservedNode.objects.create(
+            name=name,
+            gpu_product="NVIDIA-A100-SXM4-80GB",
+            gpu_count=8,
+            mig_config=config,
+            mig_config_state="success",
+            labels={"quartermaster.io/pool": "train", "nvidia.com/mig.config": config},
+            allocatable=alloc,
+            ready=True,
+            first_seen=now,
+            last_changed=now,
+        )
+    ObservedPod.objects.create(
+        namespace="team-b",
+        name="dev-test-1g",
+        node_name="gpu-a100-03",
+        phase="Running",
+        gpu_requests={"nvidia.com/mig-1g.10gb": 4},
+        last_changed=now,
+    )
+
+
+def login(client: Client, name: str) -> User:
+    user = User.objects.get(username=name)
+    client.force_login(user)
+    return user
+
+
+def test_the_form_offers_only_configs_for_the_chosen_nodes(client: Client, observed: None) -> None:
+    login(client, "lead-a")
+    page = client.get("/changes/new/").content.decode()
+    assert "Choose nodes first" in page
+    response = client.post(
+        "/changes/preview/",
+        {"nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb", "team": "1"},
+        headers={"HX-Request": "true"},
+    )
+    fragment = response.content.decode()
+    assert fragment.lstrip().startswith('<form id="change-form"')
+    assert '<option value="all-3g.40gb" selected>' in fragment
+    assert "all-1g.5gb" not in fragment and "all-1g.6gb" not in fragment
+    assert "team-b/dev-test-1g" in fragment
+    assert "Impact:" in fragment
+
+
+def test_asking_creates_a_pending_request_and_errors_show_per_field(
+    client: Client, observed: None
+) -> None:
+    from tenants.models import Team
+
+    login(client, "lead-a")
+    team = Team.objects.get(slug="team-a").pk
+    response = client.post(
+        "/changes/new/",
+        {"team": team, "nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb", "reason": ""},
+    )
+    assert "Say why" in response.content.decode()
+    assert not MigChangeRequest.objects.exists()
+    response = client.post(
+        "/changes/new/",
+        {
+            "team": team,
+            "nodes": ["gpu-a100-03"],
+            "target_config": "all-3g.40gb",
+            "reason": "back to training",
+        },
+    )
+    change = MigChangeRequest.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/changes/{change.pk}/"
+    assert change.state == "pending"
+
+
+def test_an_approver_decides_on_the_request_page(client: Client, observed: None) -> None:
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    lead = User.objects.get(username="lead-a")
+    change = request_mig_change(
+        actor=lead,
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+    )
+    login(client, "lead-a")
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert "Approve" not in page  # not for the requester
+    login(client, "approver")
+    assert f"#{change.pk}" in client.get("/changes/").content.decode()  # in the inbox
+    assert "Approve" in client.get(f"/changes/{change.pk}/").content.decode()
+    client.post(f"/changes/{change.pk}/approve/", {"comment": "ok"})
+    change.refresh_from_db()
+    assert change.state == "approved"
+    assert (
+        client.get(
+            f"/changes/{change.pk}/?part=timeline", headers={"HX-Request": "true"}
+        ).status_code
+        == 200
+    )
+
+
+def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None:
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    change = request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="x",
+    )
+    login(client, "lead-b")
+    assert client.get(f"/changes/{change.pk}/").status_code == 404
+    assert client.post(f"/changes/{change.pk}/cancel/").status_code == 404
+    login(client, "viewer-dev")
+    assert client.get("/changes/new/").status_code == 403
+
+
+def test_the_timeline_stops_polling_when_the_request_is_done(
+    client: Client, observed: None
+) -> None:
+    from changes.mig import reject_mig_change, request_mig_change
+    from tenants.models import Team
+
+    change = request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="x",
+    )
+    reject_mig_change(
+        request_id=change.pk, approver=User.objects.get(username="approver"), comment="no"
+    )
+    login(client, "lead-a")
+    response = client.get(f"/changes/{change.pk}/?part=timeline", headers={"HX-Request": "true"})
+    assert response.status_code == 286
+
+
+def test_quota_request_pages(client: Client, observed: None) -> None:
+    from changes.models import QuotaChangeRequest
+    from tenants.models import Namespace, Team
+
+    login(client, "lead-a")
+    assert client.get("/quota/new/").status_code == 200
+    response = client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "2.5",
+            "reason": "",
+        },
+    )
+    page = response.content.decode()
+    assert "must be a whole number" in page and "Say why the team needs it." in page
+    client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "20",
+            "reason": "deadline",
+        },
+    )
+    change = QuotaChangeRequest.objects.get()
+    assert "Approve" not in client.get(f"/quota/{change.pk}/").content.decode()
+    login(client, "lead-b")
+    assert client.get(f"/quota/{change.pk}/").status_code == 404
+    login(client, "approver")
+    assert f"#{change.pk}" in client.get("/quota/").content.decode()
+    client.post(f"/quota/{change.pk}/approve/", {"comment": "ok"})
+    change.refresh_from_db()
+    assert change.state == "approved"
+    assert (
+        Namespace.objects.get(name="team-a")
+        .quota_items.get(resource="requests.nvidia.com/gpu")
+        .hard
+        == "20"
+    )
+
+
+def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -> None:
+    import datetime as dt
+
+    from changes.quota import approve_quota_change, request_quota_change
+    from tenants.models import Namespace, Team
+
+    grant = request_quota_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        kind="namespace",
+        namespace=Namespace.objects.get(name="team-a"),
+        resource="requests.nvidia.com/gpu",
+        requested="24",
+        reason="deadline",
+        grant_until=timezone.now() + dt.timedelta(hours=20),
+    )
+    approve_quota_change(
+        request_id=grant.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    login(client, "member-a")
+    page = client.get("/").content.decode()
+    assert "Time-limited quota" in page and "then back to 16" in page
+
+
+def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed: None) -> None:
+    from cluster.models import Drift
+
+    now = timezone.now()
+    ObservedNode.objects.filter(name="gpu-a100-01").update(allocated={"nvidia.com/mig-3g.40gb": 16})
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced (success)",
+        first_seen=now,
+        last_seen=now,
+    )
+    ObservedPod.objects.create(
+        namespace="team-a",
+        name="train-3g",
+        phase="Pending",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        pending_message="0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient "
+        "nvidia.com/mig-3g.40gb. no new claims to deallocate, preemption: …",
+        last_changed=now,
+    )
+    login(client, "lead-a")
+    page = client.get("/").content.decode()
+    assert (
+        "All 16 mig-3g.40gb in the fleet are in use (0 free, the pod needs 1): gpu-a100-03 would offer 16 more"
+        in page
+    )
+    assert 'href="/changes/new/?nodes=gpu-a100-03&amp;target_config=all-3g.40gb"' in page
+    form = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content.decode()
+    assert 'value="gpu-a100-03"' in form and "checked" in form
+    assert '<option value="all-3g.40gb" selected>' in form

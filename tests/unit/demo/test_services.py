@@ -1,0 +1,77 @@
+"""The demo scenario: the seed's values, loaded through the services, idempotently."""
+
+from typing import Any
+
+import pytest
+
+from demo.services import load_demo
+from portal.models import AuditEvent
+from queues.models import ClusterQueue, LocalQueue
+from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_holds_the_seed_scenario(demo: None) -> None:
+    assert set(Team.objects.values_list("slug", flat=True)) == {
+        "team-a",
+        "team-b",
+        "team-infer",
+        "team-dev",
+    }
+    assert dict(
+        QuotaItem.objects.filter(namespace__name="team-a").values_list("resource", "hard")
+    ) == {"requests.nvidia.com/gpu": "16", "limits.nvidia.com/gpu": "16", "pods": "50"}
+    limit = LimitRangeItem.objects.get(namespace__name="team-a")
+    assert (limit.resource, limit.default, limit.default_request) == ("nvidia.com/gpu", "1", "1")
+    pc = PriorityClass.objects.get(name="training-critical")
+    assert (pc.value, pc.preemption_policy, pc.global_default) == (
+        1_000_000,
+        "PreemptLowerPriority",
+        False,
+    )
+    weights = dict(ClusterQueue.objects.values_list("name", "fair_sharing_weight"))
+    assert weights == {"cq-train": "80", "cq-infer": "20", "cq-dev": "5"}
+    assert {cq.cohort.name for cq in ClusterQueue.objects.select_related("cohort")} == {
+        "ai-platform"
+    }
+    dev = ClusterQueue.objects.get(name="cq-dev").resource_groups
+    assert {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "10"} in dev[1][
+        "flavors"
+    ][0]["resources"]
+    assert dict(LocalQueue.objects.values_list("name", "cluster_queue__name")) == {
+        "team-a-train": "cq-train",
+        "team-b-train": "cq-train",
+        "online-infer": "cq-infer",
+        "offline-batch": "cq-infer",
+        "dev-test": "cq-dev",
+    }
+
+
+def test_demo_warns_about_the_risky_seed_values(db: Any) -> None:
+    warnings = load_demo()
+    assert any(w.startswith("limits.nvidia.com/gpu is accepted") for w in warnings)
+    assert any("sidecars" in w for w in warnings)
+
+
+def test_loading_twice_changes_nothing(demo: None) -> None:
+    counts = (
+        Team.objects.count(),
+        Namespace.objects.count(),
+        QuotaItem.objects.count(),
+        LocalQueue.objects.count(),
+    )
+    load_demo()
+    assert counts == (
+        Team.objects.count(),
+        Namespace.objects.count(),
+        QuotaItem.objects.count(),
+        LocalQueue.objects.count(),
+    )
+
+
+def test_demo_writes_are_audited_as_the_system(demo: None) -> None:
+    assert (
+        AuditEvent.objects.filter(source="cli", actor__isnull=True, event="quota.changed").count()
+        == 4
+    )

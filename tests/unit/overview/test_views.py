@@ -1,0 +1,321 @@
+"""The fleet page and the team lead's waiting list, from observed tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from cluster.models import Drift, ObservedNode, ObservedPod, ObservedWorkload, SyncRun
+from fleet.models import NodePool
+
+pytestmark = pytest.mark.django_db
+
+
+def node(
+    name: str,
+    *,
+    pool: str = "train",
+    config: str = "all-3g.40gb",
+    state: str = "success",
+    allocatable: dict[str, str] | None = None,
+    allocated: dict[str, int] | None = None,
+) -> ObservedNode:
+    now = timezone.now()
+    return ObservedNode.objects.create(
+        name=name,
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config=config,
+        mig_config_state=state,
+        labels={"quartermaster.io/pool": pool},
+        allocatable=allocatable or {"nvidia.com/mig-3g.40gb": "16", "cpu": "128"},
+        allocated=allocated or {},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
+
+
+def test_fleet_groups_nodes_by_pool_and_shows_drift(client: Client, team_a_member: Any) -> None:
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
+    node("gpu-a100-01", allocated={"nvidia.com/mig-3g.40gb": 12})
+    node(
+        "gpu-a100-03",
+        config="all-balanced",
+        state="failed",
+        allocatable={
+            "nvidia.com/mig-2g.20gb": "8",
+            "nvidia.com/mig-1g.10gb": "16",
+            "nvidia.com/mig-3g.40gb": "0",
+        },
+    )
+    node("spare-01", pool="other")
+    now = timezone.now()
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced (failed)",
+        detail="Pool train intends all-3g.40gb.",
+        first_seen=now,
+        last_seen=now,
+    )
+    SyncRun.objects.create(
+        started_at=now - dt.timedelta(seconds=20), finished_at=now, nodes=3, pods=10, duration_ms=42
+    )
+    client.force_login(team_a_member)
+    page = client.get("/fleet/").content.decode()
+    assert "Pool train" in page and "(no pool)" in page
+    assert "nvidia.com/mig-3g.40gb</code> 12 / 16" in page
+    assert "</code> 0 / 0" not in page  # a resource at 0 is absent, not shown
+    assert "all-balanced (failed)" in page
+    assert "3 nodes, 10 pods in 42 ms" in page
+
+
+def test_fleet_partial_for_htmx_polling(client: Client, team_a_member: Any) -> None:
+    client.force_login(team_a_member)
+    response = client.get("/fleet/", headers={"HX-Request": "true"})
+    assert "HX-Request" in response["Vary"]
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="fleet-body"')
+    assert "<html" not in body
+
+
+def test_fleet_query_count_does_not_grow_with_nodes(
+    client: Client, team_a_member: Any, django_assert_max_num_queries: Any
+) -> None:
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
+    for i in range(40):
+        node(f"n{i:02d}")
+    client.force_login(team_a_member)
+    with django_assert_max_num_queries(20):  # the same with 4 nodes or 4,000
+        assert client.get("/fleet/").status_code == 200
+
+
+def test_fleet_needs_login(client: Client) -> None:
+    assert client.get("/fleet/").status_code == 302
+
+
+def test_home_explains_what_waits_in_my_namespaces_only(
+    client: Client, team_a_admin: Any, team_b: Any
+) -> None:
+    from tests.factories import NamespaceFactory
+
+    team_a = team_a_admin.memberships.get().team
+    NamespaceFactory(name="team-a", team=team_a)
+    NamespaceFactory(name="team-b", team=team_b)
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-1",
+        queue_name="team-a-train",
+        admitted=False,
+        reason="Pending",
+        message=(
+            "couldn't assign flavors to pod set main: insufficient unused quota for "
+            "nvidia.com/gpu in flavor h100-80gb, 4 more needed"
+        ),
+        last_changed=now,
+    )
+    ObservedWorkload.objects.create(
+        namespace="team-b", name="secret-job", queue_name="team-b-train", last_changed=now
+    )
+    ObservedPod.objects.create(
+        namespace="team-a",
+        name="train-3g",
+        phase="Pending",
+        pending_message="0/5 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb.",
+        last_changed=now,
+    )
+    client.force_login(team_a_admin)
+    page = client.get("/").content.decode()
+    assert "4 more needed" in page
+    assert "3 Insufficient nvidia.com/mig-3g.40gb" in page
+    assert "secret-job" not in page
+
+    # The API gives the same explanations, scoped the same way.
+    waiting = client.get("/api/v1/waiting/").json()
+    assert [(w["kind"], w["name"]) for w in waiting] == [("Workload", "job-1"), ("Pod", "train-3g")]
+    home_causes = [w["cause"] for w in waiting]
+    assert all(cause in page for cause in home_causes)
+    assert "4 more needed" in " ".join(waiting[0]["evidence"])
+    assert client.get("/api/v1/waiting/?namespace=team-b").json() == []
+    assert client.get("/api/v1/waiting/?team=team-a&namespace=team-a").json() == waiting
+
+
+def test_operator_check_page_says_when_no_cluster_is_configured(
+    client: Client, team_a_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    page = client.get("/fleet/gpu-operator/").content.decode()
+    assert "Cannot read the cluster: No Kubernetes cluster is configured" in page
+
+
+def test_a_large_pool_shows_problem_nodes_first_and_can_be_searched(
+    client: Client, team_a_member: Any
+) -> None:
+    from overview import views
+
+    NodePool.objects.create(
+        name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
+    )
+    total = views.NODES_PER_POOL + 20
+    for index in range(total - 1):
+        node(f"gpu-{index:04d}")
+    node("zz-broken", state="failed")  # last by name, but it needs attention
+    client.force_login(team_a_member)
+
+    page = client.get("/fleet/").content.decode()
+    assert f"Showing {views.NODES_PER_POOL} of {total}" in page
+    assert "zz-broken" in page
+    assert f"gpu-{total - 2:04d}" not in page  # the tail of a healthy pool is cut
+
+    whole = client.get("/fleet/?pool=train").content.decode()
+    assert f"gpu-{total - 2:04d}" in whole and "Showing" not in whole
+
+    found = client.get("/fleet/?q=zz-").content.decode()
+    assert "zz-broken" in found and "gpu-0001" not in found
+    assert "No node matches." in client.get("/fleet/?q=nothing-like-this").content.decode()
+
+
+def health(node_name: str, *, pod_namespace: str, pod: str, xid: int = 0) -> Any:
+    from health.models import NodeHealth
+
+    gpus = [
+        {
+            "index": 0,
+            "uuid": "GPU-1",
+            "util": 71.0,
+            "fb_used_mib": 30000,
+            "fb_free_mib": 10960,
+            "temperature_c": 55.0,
+            "power_w": 210.0,
+            "xid": 0,
+            "xid_message": "",
+            "instances": [
+                {
+                    "profile": "3g.40gb",
+                    "instance": 1,
+                    "util": 71.0,
+                    "namespace": pod_namespace,
+                    "pod": pod,
+                },
+                {"profile": "3g.40gb", "instance": 2, "util": 0.0, "namespace": "", "pod": ""},
+            ],
+        },
+        {
+            "index": 1,
+            "uuid": "GPU-2",
+            "temperature_c": None,
+            "xid": xid,
+            "xid_message": "GPU has fallen off the bus",
+            "instances": [],
+        },
+    ]
+    findings = (
+        [
+            {
+                "gpu": 1,
+                "severity": "critical",
+                "title": "GPU 1: Xid 79, GPU has fallen off the bus (PCIe)",
+                "advice": "Cordon and drain the node, then reboot it.",
+                "xid": 79,
+                "needs_drain": True,
+            }
+        ]
+        if xid
+        else []
+    )
+    return NodeHealth.objects.create(
+        node=node_name,
+        observed_at=timezone.now(),
+        gpus=gpus,
+        findings=findings,
+        worst="critical" if xid else "ok",
+    )
+
+
+def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
+    client: Client, team_a_member: Any, team_b_member: Any
+) -> None:
+    node(
+        "gpu-a100-07",
+        allocatable={"nvidia.com/mig-3g.40gb": "2"},
+        allocated={"nvidia.com/mig-3g.40gb": 1},
+    )
+    health("gpu-a100-07", pod_namespace="team-a-train", pod="trainer-0", xid=79)
+    now = timezone.now()
+    ObservedPod.objects.create(
+        namespace="team-a-train",
+        name="trainer-0",
+        node_name="gpu-a100-07",
+        phase="Running",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        last_changed=now,
+    )
+    from tests.factories import NamespaceFactory
+
+    NamespaceFactory(name="team-a-train", team=team_a_member.memberships.get().team)
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
+    assert "team-a-train/trainer-0" in page
+    assert "GPU 1: Xid 79, GPU has fallen off the bus (PCIe)" in page
+    assert 'aria-label="GPU 0: 3g.40gb (in use), 3g.40gb (free)"' in page
+    assert 'aria-label="GPU 1: not reporting"' in page
+    assert "71 %" in page and "55 °C" in page
+    client.force_login(team_b_member)
+    page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
+    assert "trainer-0" not in page
+    assert "1 pod of other teams." in page
+    # The fleet page shows the strip and the finding, never a pod name.
+    fleet_page = client.get("/fleet/").content.decode()
+    assert "GPU 1: Xid 79" in fleet_page and "trainer-0" not in fleet_page
+    assert 'href="/fleet/nodes/gpu-a100-07/"' in fleet_page, fleet_page[
+        fleet_page.find("gpu-a100-07") - 300 :
+    ][:600]
+
+
+def test_without_dcgm_data_the_layout_comes_from_the_config(
+    client: Client, team_a_member: Any
+) -> None:
+    node("gpu-a100-08", config="all-3g.40gb", allocated={"nvidia.com/mig-3g.40gb": 3})
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/gpu-a100-08/").content.decode()
+    assert 'aria-label="GPU 0: 3g.40gb (in use), 3g.40gb (in use)"' in page
+    assert 'aria-label="GPU 1: 3g.40gb (in use), 3g.40gb (free)"' in page
+    assert "Drawn from the MIG config and the allocated counts (no DCGM data yet)." in page
+
+
+def test_node_page_queries_do_not_grow_with_pods(client: Client, team_a_member: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    node("gpu-a100-09")
+    health("gpu-a100-09", pod_namespace="x", pod="y")
+    client.force_login(team_a_member)
+
+    def queries_with(pods: int) -> int:
+        now = timezone.now()
+        for i in range(ObservedPod.objects.count(), pods):
+            ObservedPod.objects.create(
+                namespace="x",
+                name=f"p{i}",
+                node_name="gpu-a100-09",
+                phase="Running",
+                gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+                last_changed=now,
+            )
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/fleet/nodes/gpu-a100-09/").status_code == 200
+        return len(captured)
+
+    assert queries_with(1) == queries_with(60) <= 16

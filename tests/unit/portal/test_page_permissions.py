@@ -1,0 +1,242 @@
+"""The permission matrix over every page: anonymous, viewer, member, another team's lead,
+the lead, an approver and a platform admin; reads and the state-changing POSTs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import URLResolver, get_resolver
+from django.utils import timezone
+
+from changes import impact
+from changes import mig as changes
+from changes import quota as quota_requests
+from changes.facts import fleet_facts
+from changes.models import MigChangeRequest, QuotaChangeRequest
+from cluster.models import ObservedNode
+from demo.services import load_demo
+from tenants.models import Namespace, Team
+
+pytestmark = pytest.mark.django_db
+
+USERS = ("anonymous", "viewer-dev", "member-a", "lead-b", "lead-a", "approver", "admin")
+OK, LOGIN, DENIED, HIDDEN = 200, 302, 403, 404
+
+# Reads: {url template: status per user, in USERS order}
+READS = {
+    "/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/gpu-operator/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/nodes/gpu-a100-03/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/fleet/troubleshooting/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/queues/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/reports/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/reports/gpu-hours.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/queues/priority-classes/training-critical/edit/": (
+        LOGIN,
+        DENIED,
+        DENIED,
+        DENIED,
+        DENIED,
+        DENIED,
+        OK,
+    ),
+    "/fleet/nodes/no-such-node/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, HIDDEN),
+    "/quota/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/quota/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
+    "/quota/{qr}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/changes/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
+    "/changes/{mc}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    # A drain the portal suggested belongs to no team: approvers and admins only.
+    "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
+    "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
+}
+# Refused state changes: nothing may change. The lead cannot approve their own request.
+REFUSED_POSTS = {
+    "/changes/{mc}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/changes/{mc}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/changes/{mc}/cancel/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, DENIED, None),
+    "/changes/{mc}/rollback/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, None, None),
+    "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/queues/priority-classes/training-critical/edit/": (
+        LOGIN,
+        DENIED,
+        DENIED,
+        DENIED,
+        DENIED,
+        DENIED,
+        None,
+    ),
+    "/changes/{drain}/approve/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, None, None),
+    "/changes/{drain}/cancel/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, DENIED, None),
+    "/changes/preview/": (LOGIN, DENIED, DENIED, None, None, None, None),
+    "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+}
+
+
+@pytest.fixture
+def objects(db: Any) -> dict[str, int]:
+    load_demo()
+    now = timezone.now()
+    ObservedNode.objects.create(
+        name="gpu-a100-03",
+        gpu_product="NVIDIA-A100-SXM4-80GB",
+        gpu_count=8,
+        mig_config="all-balanced",
+        mig_config_state="failed",
+        pool_label="train",
+        labels={
+            "quartermaster.io/pool": "train",
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig.config": "all-balanced",
+        },
+        allocatable={"nvidia.com/mig-1g.10gb": 16},
+        first_seen=now,
+        last_changed=now,
+        ready=True,
+    )
+    lead, team = User.objects.get(username="lead-a"), Team.objects.get(slug="team-a")
+    mc = changes.request_mig_change(
+        actor=lead, team=team, nodes=["gpu-a100-03"], target_config="all-3g.40gb", reason="x"
+    )
+    qr = quota_requests.request_quota_change(
+        actor=lead,
+        team=team,
+        kind="namespace",
+        resource="requests.nvidia.com/gpu",
+        requested="20",
+        reason="x",
+        namespace=Namespace.objects.get(name="team-a"),
+    )
+    mc_node_free = fleet_facts(exclude_request=mc.pk)
+    assessment = impact.assess(mc_node_free, targets=["gpu-a100-03"], config="", drain=True)
+    drain = MigChangeRequest.objects.create(
+        kind="drain",
+        nodes=["gpu-a100-03"],
+        reason="Suggested by the portal's GPU health check",
+        state="pending",
+        assessment=assessment.as_json(),
+        verdict=assessment.verdict,
+        suggestion_key="gpu-a100-03/gpu5/x/xid79",
+    )
+    return {"mc": mc.pk, "qr": qr.pk, "drain": drain.pk}
+
+
+def client_for(user: str) -> Client:
+    client = Client()
+    if user != "anonymous":
+        client.force_login(User.objects.get(username=user))
+    return client
+
+
+def _routes(resolver: URLResolver, prefix: str = "") -> list[str]:
+    """Every route, the apps' included ones joined to their prefix."""
+    out = []
+    for entry in resolver.url_patterns:
+        route = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver) and not route.startswith(("api/", "admin/")):
+            out += _routes(entry, route)
+        else:
+            out.append(route)
+    return out
+
+
+def test_every_page_is_in_the_matrix() -> None:
+    """A new page must be added to the matrix (and so get its permission reviewed)."""
+    routes = {
+        route for route in _routes(get_resolver()) if not route.startswith(("api/", "admin/"))
+    }
+    covered = {
+        "",
+        "fleet/",
+        "fleet/gpu-operator/",
+        "fleet/nodes/<str:name>/",
+        "fleet/troubleshooting/",
+        "queues/",
+        "reports/",
+        "reports/<str:name>.csv",
+        "queues/cluster-queues/<str:name>/edit/",
+        "queues/priority-classes/<str:name>/edit/",
+        "quota/",
+        "quota/new/",
+        "quota/<int:pk>/",
+        "quota/<int:pk>/<str:action>/",
+        "changes/",
+        "changes/new/",
+        "changes/preview/",
+        "changes/<int:pk>/",
+        "changes/<int:pk>/<str:action>/",
+        "tokens/",
+        "audit/",
+        "login/",
+        "logout/",
+        "oidc/authenticate/",
+        "oidc/callback/",
+        "healthz",
+        "readyz",
+        "metrics",
+    }
+    assert routes == covered
+
+
+@pytest.mark.parametrize("url", list(READS))
+def test_reads(objects: dict[str, int], url: str) -> None:
+    for user, wanted in zip(USERS, READS[url], strict=True):
+        response = client_for(user).get(url.format(**objects))
+        assert response.status_code == wanted, (url, user, response.status_code)
+        if wanted == LOGIN:
+            assert response.headers["Location"].startswith("/login/")
+
+
+@pytest.mark.parametrize("url", list(REFUSED_POSTS))
+def test_refused_posts_change_nothing(objects: dict[str, int], url: str) -> None:
+    body = {"comment": "c", "nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"}
+    before = (
+        list(MigChangeRequest.objects.values_list("state", flat=True)),
+        list(QuotaChangeRequest.objects.values_list("state", flat=True)),
+    )
+    for user, wanted in zip(USERS, REFUSED_POSTS[url], strict=True):
+        if wanted is None:
+            continue
+        response = client_for(user).post(url.format(**objects), body)
+        assert response.status_code == wanted, (url, user, response.status_code)
+    after = (
+        list(MigChangeRequest.objects.values_list("state", flat=True)),
+        list(QuotaChangeRequest.objects.values_list("state", flat=True)),
+    )
+    assert after == before
+
+
+def test_posts_without_csrf_token_are_refused(objects: dict[str, int]) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.get(username="approver"))
+    response = client.post(f"/changes/{objects['mc']}/approve/", {"comment": "c"})
+    assert response.status_code == 403
+    assert MigChangeRequest.objects.get(pk=objects["mc"]).state == "pending"
+
+
+def test_the_audit_log_is_scoped_and_filtered(objects: dict[str, int]) -> None:
+    """team-a's request events show to team-a and to approvers, never to team-b's lead."""
+    event = "mig_change.requested"
+    row = f"<code>{event}</code>"
+    assert row in client_for("lead-a").get("/audit/?team=team-a").content.decode()
+    assert row in client_for("approver").get("/audit/").content.decode()
+    other = client_for("lead-b").get("/audit/").content.decode()
+    assert row not in other and "team-a" not in other
+    # lead-b asking for team-a's events by URL gets nothing
+    assert row not in client_for("lead-b").get("/audit/?team=team-a").content.decode()
+    filtered = client_for("admin").get("/audit/?event=quota_change.&actor=lead-a")
+    body = filtered.content.decode()
+    # The rows, not the filter echoed back in its input: team-a's quota request, no MIG change.
+    assert "<code>quota_change.requested</code>" in body
+    assert f"<code>{event}</code>" not in body
+    bad = client_for("admin").get("/audit/?since=yesterday&source=bogus").content.decode()
+    assert "A day as YYYY-MM-DD." in bad and "Pick one of the listed sources." in bad
+    assert row not in bad
