@@ -98,30 +98,7 @@ def run() -> int:
     already_up = embedded_running()
     processes: dict[str, subprocess.Popen[bytes]] = {}
     if not (env.get("KUBE_URL") or env.get("KUBECONFIG") or env.get("KUBE_IN_CLUSTER")):
-        say("starting the demo GPU cluster")
-        demo = subprocess.Popen(
-            [
-                str(PYTHON),
-                "-m",
-                "devcluster",
-                "--port",
-                os.environ.get("QM_DEVCLUSTER_PORT", "0"),
-                "--kubeconfig",
-                str(data / "devcluster.kubeconfig"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        assert demo.stdout is not None
-        line = demo.stdout.readline().decode()
-        if "listening on" not in line:
-            sys.exit(f"the demo cluster did not start: {line}")
-        env["KUBE_URL"] = line.rsplit(" ", 1)[-1].strip()
-        processes["devcluster"] = demo
-        kubeconfig = data / "devcluster.kubeconfig"
-        say(f"demo cluster at {env['KUBE_URL']} (kubectl --kubeconfig {kubeconfig})")
+        processes["devcluster"] = start_demo_cluster(env, data)
     say("preparing the database")
     manage("migrate", "--no-input", "-v", "0", env=env)
     manage("load_demo", env=env)
@@ -129,34 +106,7 @@ def run() -> int:
         manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
         manage("collect_gpu_health", env=env, check=False)  # the Fleet page's health at once
         manage("backfill_usage", "--days", "14", env=env)  # charts on the Usage page at once
-    commands = {
-        "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
-        "worker": [
-            str(PYTHON),
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-        ],
-        "beat": [
-            str(PYTHON),
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(data / "celerybeat-schedule"),
-        ],
-    }
-    for name, cmd in commands.items():
+    for name, cmd in portal_commands(host, port, data).items():
         processes[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
     banner = [
@@ -168,6 +118,51 @@ def run() -> int:
     ]
     rule = "=" * max(map(len, banner))
     print("\n".join(["", rule, *banner, rule, ""]), flush=True)
+    status = supervise(processes)
+    if not any(already_up.values()):
+        stop_embedded()  # leave servers that another session (tests, a shell) started
+    return status
+
+
+def start_demo_cluster(env: dict[str, str], data: Path) -> subprocess.Popen[bytes]:
+    """The demo cluster on a free port; ``env`` gets its KUBE_URL."""
+    say("starting the demo GPU cluster")
+    kubeconfig = data / "devcluster.kubeconfig"
+    port = os.environ.get("QM_DEVCLUSTER_PORT", "0")
+    demo = subprocess.Popen(
+        [str(PYTHON), "-m", "devcluster", "--port", port, "--kubeconfig", str(kubeconfig)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert demo.stdout is not None
+    line = demo.stdout.readline().decode()
+    if "listening on" not in line:
+        sys.exit(f"the demo cluster did not start: {line}")
+    env["KUBE_URL"] = line.rsplit(" ", 1)[-1].strip()
+    say(f"demo cluster at {env['KUBE_URL']} (kubectl --kubeconfig {kubeconfig})")
+    return demo
+
+
+def portal_commands(host: str, port: str, data: Path) -> dict[str, list[str]]:
+    celery = [str(PYTHON), "-m", "celery", "-A", "portal"]
+    return {
+        "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
+        "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
+        "beat": [
+            *celery,
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(data / "celerybeat-schedule"),
+        ],
+    }
+
+
+def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
+    """Wait for Ctrl-C (or one process to exit), then stop them all."""
     stopping = False
 
     def stop(*_: object) -> None:
@@ -192,8 +187,6 @@ def run() -> int:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-    if not any(already_up.values()):
-        stop_embedded()  # leave servers that another session (tests, a shell) started
     return status
 
 

@@ -29,7 +29,9 @@ class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
 
 
 class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     requested_by = serializers.CharField(
         source="requested_by.get_username",
         read_only=True,
@@ -188,10 +190,18 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    namespace = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster_queue = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    auto_rule = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    namespace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    cluster_queue: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    auto_rule: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
 
     class Meta:
         model = QuotaChangeRequest

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from portal.errors import DomainError
-from portal.permissions import is_approver, is_platform_admin
+from portal.permissions import is_approver, is_platform_admin, user_id
 from tenants.models import Membership, Team
 
 User = AbstractBaseUser | AnonymousUser
@@ -46,7 +46,11 @@ def teams_user_may_request_for(user: User) -> QuerySet[Team]:
     """The teams a user asks changes for: those they lead (every team for an admin)."""
     if is_platform_admin(user):
         return Team.objects.all()
-    return Team.objects.filter(memberships__user_id=user.pk, memberships__role=Membership.Role.LEAD)
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(
+        memberships__user_id=user_id(user), memberships__role=Membership.Role.LEAD
+    )
 
 
 def may_request(user: User) -> bool:

@@ -236,8 +236,11 @@ def _run_node(
     """The node's steps not done yet; the outcome to stop on (wait or failed), or None when
     every step of the node is done."""
     round_name = "rollback" if rollback else "apply"
-    info = next((n for n in request.assessment.get("nodes", []) if n["name"] == node), {})
+    info: dict[str, Any] = next(
+        (n for n in request.assessment.get("nodes", []) if n["name"] == node), {}
+    )
     config = request.previous_configs.get(node, "") if rollback else request.target_config
+    steps: tuple[str, ...]
     if request.is_drain:
         steps, promised = (RETURN_STEPS if rollback else DRAIN_STEPS), None
     else:

@@ -53,11 +53,10 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
                 )
             )
     busy = {}
-    for pk, held in (
-        MigChangeRequest.objects.filter(state__in=OPEN_STATES)
-        .exclude(pk=exclude_request)
-        .values_list("pk", "nodes")
-    ):
+    open_requests = MigChangeRequest.objects.filter(state__in=OPEN_STATES)
+    if exclude_request is not None:
+        open_requests = open_requests.exclude(pk=exclude_request)
+    for pk, held in open_requests.values_list("pk", "nodes"):
         for node in held:
             busy[node] = pk
     return Fleet(

@@ -17,7 +17,9 @@ from tenants.models import Namespace, Team
 
 
 class MigChangeForm(forms.Form):
-    team = forms.ModelChoiceField(queryset=None, empty_label=None, help_text="On whose behalf.")
+    team: forms.ModelChoiceField[Any] = forms.ModelChoiceField(
+        queryset=None, empty_label=None, help_text="On whose behalf."
+    )
     nodes = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False)
     target_config = forms.ChoiceField(label="Target MIG config", required=False)
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
@@ -33,7 +35,7 @@ class MigChangeForm(forms.Form):
         self.fleet = fleet_facts()
         self.fields["team"].queryset = teams_user_may_request_for(user)  # type: ignore[attr-defined]
         gpu_nodes = [n for n in self.fleet.nodes if n.model]
-        self.fields["nodes"].choices = [
+        self.fields["nodes"].choices = [  # type: ignore[attr-defined]
             (
                 n.name,
                 f"{n.name} — {n.model}, now {n.mig_config or 'no config'}"
@@ -56,7 +58,9 @@ class MigChangeForm(forms.Form):
         else:
             configs = []
             hint = "Choose nodes first: only configs their GPU model can take are offered."
-        self.fields["target_config"].choices = [("", "—")] + [(c, c) for c in configs]
+        self.fields["target_config"].choices = [("", "—")] + [  # type: ignore[attr-defined]
+            (c, c) for c in configs
+        ]
         self.fields["target_config"].help_text = hint
 
 

@@ -28,7 +28,7 @@ from cluster.models import ObservedNode
 from fleet.models import NodePool
 from portal.audit import record_audit
 from portal.errors import DomainError
-from portal.permissions import is_platform_admin
+from portal.permissions import is_platform_admin, user_id
 from tenants.models import Team
 
 State = MigChangeRequest.State
@@ -84,7 +84,7 @@ def request_mig_change(
         raise ValidationError({field: assessment.reasons})
     request = MigChangeRequest.objects.create(
         team=team,
-        requested_by=actor,
+        requested_by_id=user_id(actor),
         nodes=list(dict.fromkeys(nodes)),
         pool=pool,
         target_config=target_config,

@@ -21,7 +21,7 @@ from changes.selectors import get_quota_request_for_user
 from portal.audit import record_audit
 from portal.errors import DomainError
 from portal.notify import notify_event
-from portal.permissions import is_platform_admin
+from portal.permissions import is_platform_admin, user_id
 from portal.quantity import QuantityError, format_quantity, parse_quantity
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
@@ -245,11 +245,10 @@ def request_quota_change(
 ) -> QuotaChangeRequest:
     """Ask for a quota change; an auto-approval rule may grant it at once."""
     lead = Membership.objects.filter(
-        user_id=actor.pk, team=team, role=Membership.Role.LEAD
+        user_id=user_id(actor), team=team, role=Membership.Role.LEAD
     ).exists()
     if not (lead or is_platform_admin(actor)):
         raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
-    where = {"namespace": namespace, "cluster_queue": cluster_queue, "flavor": flavor}
     errors = _request_errors(
         team=team,
         kind=kind,
@@ -257,7 +256,9 @@ def request_quota_change(
         requested=requested,
         reason=reason,
         grant_until=grant_until,
-        **where,
+        namespace=namespace,
+        cluster_queue=cluster_queue,
+        flavor=flavor,
     )
     if errors:
         raise ValidationError(errors)
@@ -273,7 +274,7 @@ def request_quota_change(
     )
     request = QuotaChangeRequest.objects.create(
         team=team,
-        requested_by=actor,
+        requested_by_id=user_id(actor),
         kind=kind,
         resource=resource,
         previous=previous,
@@ -281,7 +282,9 @@ def request_quota_change(
         reason=reason.strip(),
         grant_until=grant_until,
         assessment=assessment,
-        **where,
+        namespace=namespace,
+        cluster_queue=cluster_queue,
+        flavor=flavor,
     )
     record_audit(
         actor=actor,
@@ -313,6 +316,7 @@ def _apply_value(request: QuotaChangeRequest, value: str) -> None:
             hard.pop(request.resource, None)
         set_namespace_quota(actor=None, namespace=request.namespace, hard=hard, source="task")
         return
+    assert request.cluster_queue_id is not None
     cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)
     cq.set_nominal_quota(request.flavor, request.resource, value)
     save_cluster_queue(actor=None, cluster_queue=cq, source="task")

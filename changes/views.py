@@ -21,6 +21,7 @@ from changes.models import QuotaChangeRequest
 from cluster.models import ObservedNode
 from fleet.models import NodePool
 from portal.errors import DomainError, user_message
+from portal.htmx import HtmxHttpRequest
 
 LIST_PAGE_SIZE = 50
 
@@ -61,7 +62,7 @@ def change_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def change_new(request: HttpRequest) -> HttpResponse:
+def change_new(request: HtmxHttpRequest) -> HttpResponse:
     if not may_request(request.user):
         raise PermissionDenied("Only team leads and platform admins ask for MIG changes.")
     initial = {
@@ -118,7 +119,7 @@ def change_preview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def change_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     change, actions = selectors.get_mig_change_with_actions(request.user, pk)
     context = {"change": change, "steps": list(change.steps.all()), "actions": actions}
     if request.htmx and request.GET.get("part") == "timeline":
@@ -139,7 +140,7 @@ MIG_ACTIONS = {
 
 @login_required
 @require_POST
-def change_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpResponse:
     if action not in MIG_ACTIONS:
         raise PermissionDenied("Unknown action.")
     selectors.get_mig_change_for_user(request.user, pk)  # 404 across teams

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection
 
 from cluster import decode
 from cluster.models import (
@@ -174,8 +174,8 @@ def write_fleet(
 
 
 def _replace_rows(
-    model: type[models.Model],
-    current: dict[tuple[str, ...], dict[str, Any]],
+    model: Any,
+    current: Mapping[tuple[Any, ...], dict[str, Any]],
     keys: tuple[str, ...],
     same: Callable[[Any, dict[str, Any]], bool],
     stamp: dict[str, Any],

@@ -76,8 +76,8 @@ class WaitingView(APIView):
                     "namespace": p.namespace,
                     "name": p.name,
                     "queue": "",
-                    **_why(p.why),
-                }  # type: ignore[attr-defined]
+                    **_why(p.why),  # type: ignore[attr-defined]
+                }
                 for p in pods
             ]
             + [
@@ -86,7 +86,7 @@ class WaitingView(APIView):
                     "namespace": f.namespace,
                     "name": f.name,
                     "queue": "",
-                    **_why(f.why),
+                    **_why(f.why),  # type: ignore[attr-defined]
                 }
                 for f in failures
             ]

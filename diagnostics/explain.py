@@ -119,7 +119,8 @@ def explain_pod(
     quota: Mapping[str, tuple[int, int]] | None = None,
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
-    namespace quota's (hard, used)."""
+    namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
+    too few of a GPU resource, then taints, the node selector, cordoned nodes."""
     evidence = [message] if message else []
     verdict = parse_failed_scheduling(message)
     if verdict is None:
@@ -130,82 +131,111 @@ def explain_pod(
             evidence,
         )
     for resource, _count in sorted(verdict.insufficient.items(), key=lambda item: -item[1]):
-        wanted = requests.get(resource, 0)
-        offered = fleet.offered.get(resource, 0)
-        free = fleet.free.get(resource, 0)
-        biggest = fleet.largest.get(resource, 0)
-        if offered and wanted > biggest:
-            return Explanation(
-                f"The pod asks for {wanted} {_short(resource)} on one node; the largest node offers "
-                f"{biggest}.",
-                "Split the job across pods (one per node) or ask for fewer per pod.",
-                None,
-                evidence,
-                topic="insufficient-gpu",
-            )
-        if offered and free >= wanted:
-            continue  # enough in the fleet: another reason keeps the pod off those nodes
-        drifted = [
-            node
-            for node, promised in sorted(fleet.promised_by_intended.items())
-            if promised.get(resource, 0)
-            and fleet.current_config.get(node) != fleet.intended.get(node)
-        ]
-        for node in drifted:
-            if node in fleet.changing:
-                request = fleet.changing[node]
-                return Explanation(
-                    f"{_lead(resource, offered, free, wanted)}{node} is being reconfigured to "
-                    f"{fleet.intended[node]} by request #{request}.",
-                    "Wait for the change to finish; the pod is placed after it.",
-                    {"label": f"Open request #{request}", "url": f"/changes/{request}/"},
-                    evidence,
-                    topic="mig-mismatch",
-                )
-        if drifted:
-            node = drifted[0]
-            since = f" (drift since {fleet.drift_since[node]})" if node in fleet.drift_since else ""
-            extra = fleet.promised_by_intended[node].get(resource, 0)
-            by = f" by {fleet.changed_by[node]}" if fleet.changed_by.get(node) else ""
-            return Explanation(
-                f"{_lead(resource, offered, free, wanted)}{node} would offer {extra} more but was changed "
-                f"to {fleet.current_config.get(node) or 'another layout'}{by} instead of its pool's "
-                f"{fleet.intended[node]}{since}.",
-                f"Ask for a MIG change that puts {node} back on {fleet.intended[node]}.",
-                {
-                    "label": "Ask for a MIG change",
-                    "url": f"/changes/new/?nodes={node}&target_config={fleet.intended[node]}",
-                },
-                evidence,
-                topic="mig-mismatch",
-            )
-        if not offered:
-            others = sorted(
-                {
-                    _short(r)
-                    for per in fleet.offered_by_node.values()
-                    for r, n in per.items()
-                    if n and r.startswith("nvidia.com/mig-")
-                }
-            )
-            alternatives = (
-                f" The fleet offers {', '.join(others)}." if others and "mig-" in resource else ""
-            )
-            return Explanation(
-                f"No node offers {resource}.{alternatives}",
-                "Ask for a MIG change to a layout with this profile, or ask for a profile "
-                "the fleet has.",
-                {"label": "Ask for a MIG change", "url": "/changes/new/"},
-                evidence,
-                topic="mig-mismatch" if "mig-" in resource else "insufficient-gpu",
-            )
+        found = _insufficient(resource, requests.get(resource, 0), fleet, evidence)
+        if found is not None:
+            return found
+    return _placement(verdict, fleet, evidence, quota)
+
+
+def _insufficient(
+    resource: str, wanted: int, fleet: FleetView, evidence: list[str]
+) -> Explanation | None:
+    """Why too few of ``resource`` are free: a pod larger than any node, a drifted node
+    (being fixed, or to fix), a profile nobody offers, or busy GPUs. None when the fleet
+    has enough free (another reason keeps the pod off those nodes)."""
+    offered = fleet.offered.get(resource, 0)
+    free = fleet.free.get(resource, 0)
+    biggest = fleet.largest.get(resource, 0)
+    if offered and wanted > biggest:
         return Explanation(
-            f"{_lead(resource, offered, free, wanted).rstrip(': ')}.",
-            "It starts when running work finishes; a higher priority class lets it preempt.",
+            f"The pod asks for {wanted} {_short(resource)} on one node; the largest node offers "
+            f"{biggest}.",
+            "Split the job across pods (one per node) or ask for fewer per pod.",
             None,
             evidence,
             topic="insufficient-gpu",
         )
+    if offered and free >= wanted:
+        return None
+    lead = _lead(resource, offered, free, wanted)
+    drifted = [
+        node
+        for node, promised in sorted(fleet.promised_by_intended.items())
+        if promised.get(resource, 0) and fleet.current_config.get(node) != fleet.intended.get(node)
+    ]
+    for node in drifted:
+        if node in fleet.changing:
+            request = fleet.changing[node]
+            return Explanation(
+                f"{lead}{node} is being reconfigured to {fleet.intended[node]} by request "
+                f"#{request}.",
+                "Wait for the change to finish; the pod is placed after it.",
+                {"label": f"Open request #{request}", "url": f"/changes/{request}/"},
+                evidence,
+                topic="mig-mismatch",
+            )
+    if drifted:
+        return _drifted(drifted[0], resource, lead, fleet, evidence)
+    if not offered:
+        return _not_offered(resource, fleet, evidence)
+    return Explanation(
+        f"{lead.rstrip(': ')}.",
+        "It starts when running work finishes; a higher priority class lets it preempt.",
+        None,
+        evidence,
+        topic="insufficient-gpu",
+    )
+
+
+def _drifted(
+    node: str, resource: str, lead: str, fleet: FleetView, evidence: list[str]
+) -> Explanation:
+    """A node that would offer the resource on its pool's layout, changed to another one."""
+    since = f" (drift since {fleet.drift_since[node]})" if node in fleet.drift_since else ""
+    extra = fleet.promised_by_intended[node].get(resource, 0)
+    by = f" by {fleet.changed_by[node]}" if fleet.changed_by.get(node) else ""
+    return Explanation(
+        f"{lead}{node} would offer {extra} more but was changed "
+        f"to {fleet.current_config.get(node) or 'another layout'}{by} instead of its pool's "
+        f"{fleet.intended[node]}{since}.",
+        f"Ask for a MIG change that puts {node} back on {fleet.intended[node]}.",
+        {
+            "label": "Ask for a MIG change",
+            "url": f"/changes/new/?nodes={node}&target_config={fleet.intended[node]}",
+        },
+        evidence,
+        topic="mig-mismatch",
+    )
+
+
+def _not_offered(resource: str, fleet: FleetView, evidence: list[str]) -> Explanation:
+    others = sorted(
+        {
+            _short(r)
+            for per in fleet.offered_by_node.values()
+            for r, n in per.items()
+            if n and r.startswith("nvidia.com/mig-")
+        }
+    )
+    alternatives = (
+        f" The fleet offers {', '.join(others)}." if others and "mig-" in resource else ""
+    )
+    return Explanation(
+        f"No node offers {resource}.{alternatives}",
+        "Ask for a MIG change to a layout with this profile, or ask for a profile the fleet has.",
+        {"label": "Ask for a MIG change", "url": "/changes/new/"},
+        evidence,
+        topic="mig-mismatch" if "mig-" in resource else "insufficient-gpu",
+    )
+
+
+def _placement(
+    verdict: SchedulerVerdict,
+    fleet: FleetView,
+    evidence: list[str],
+    quota: Mapping[str, tuple[int, int]] | None,
+) -> Explanation:
+    """Nodes with the resources exist, but the pod may not go there."""
     if verdict.untolerated_taint:
         where = f" ({'; '.join(fleet.tainted)})" if fleet.tainted else ""
         return Explanation(

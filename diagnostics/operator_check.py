@@ -11,7 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
+from cluster.decode import gpu_offer
 from gpus import dcgm
+from gpus.labels import GPU_PRODUCT, MIG_CONFIG_STATE
 from health.collect import PrometheusError, read_from_prometheus, running_exporters, scrape_exporter
 from kube import Gateway, KubeError
 
@@ -37,14 +39,14 @@ class CheckItem:
 
 def _is_gpu_node(node: dict[str, Any]) -> bool:
     labels = (node.get("metadata") or {}).get("labels") or {}
-    return labels.get("nvidia.com/gpu.present") == "true" or "nvidia.com/gpu.product" in labels
+    return labels.get("nvidia.com/gpu.present") == "true" or GPU_PRODUCT in labels
 
 
 def evaluate(
     nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, namespace: str
 ) -> list[CheckItem]:
+    """The checklist over the nodes and the GPU Operator's pods (pure)."""
     gpu_nodes = [n for n in nodes if _is_gpu_node(n)]
-    items: list[CheckItem] = []
     if not gpu_nodes:
         return [
             CheckItem(
@@ -55,30 +57,37 @@ def evaluate(
                 "Node Feature Discovery labelled the nodes.",
             )
         ]
+    return [
+        _resources_reported(gpu_nodes),
+        *_operator_pods_run(gpu_nodes, pods, namespace=namespace),
+        _mig_manager_not_failed(gpu_nodes),
+    ]
+
+
+def _resources_reported(gpu_nodes: list[dict[str, Any]]) -> CheckItem:
     silent = []
     for node in gpu_nodes:
         labels = node["metadata"].get("labels") or {}
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
-        offers = [
-            k
-            for k, v in allocatable.items()
-            if k.startswith("nvidia.com/") and str(v) not in ("0", "")
-        ]
-        if not offers and labels.get("nvidia.com/mig.config.state") != "pending":
+        offers = gpu_offer((node.get("status") or {}).get("allocatable") or {})
+        if not offers and labels.get(MIG_CONFIG_STATE) != "pending":
             silent.append(node["metadata"]["name"])
-    items.append(
-        CheckItem(
-            "Nodes report GPU resources",
-            not silent,
-            f"{len(gpu_nodes) - len(silent)} of {len(gpu_nodes)} GPU nodes report nvidia.com/gpu or MIG resources."
-            + (f" Silent: {', '.join(silent)}." if silent else ""),
-            ""
-            if not silent
-            else "kubectl describe node <node> | grep nvidia.com; check the device plugin pod "
-            "on it and the driver (nvidia-smi on the node).",
-            "" if not silent else "no-gpu-node",
-        )
+    return CheckItem(
+        "Nodes report GPU resources",
+        not silent,
+        f"{len(gpu_nodes) - len(silent)} of {len(gpu_nodes)} GPU nodes report nvidia.com/gpu or MIG resources."
+        + (f" Silent: {', '.join(silent)}." if silent else ""),
+        ""
+        if not silent
+        else "kubectl describe node <node> | grep nvidia.com; check the device plugin pod "
+        "on it and the driver (nvidia-smi on the node).",
+        "" if not silent else "no-gpu-node",
     )
+
+
+def _operator_pods_run(
+    gpu_nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, namespace: str
+) -> list[CheckItem]:
+    """Each operand's pod runs on every GPU node its deploy label does not exclude."""
     running: dict[tuple[str, str], bool] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -87,10 +96,10 @@ def evaluate(
         app = (meta.get("labels") or {}).get("app", "")
         node_name = (pod.get("spec") or {}).get("nodeName", "")
         if app in OPERATOR_PODS and node_name:
-            ok = (pod.get("status") or {}).get(
-                "phase"
-            ) == "Running" and "deletionTimestamp" not in meta
+            phase = (pod.get("status") or {}).get("phase")
+            ok = phase == "Running" and "deletionTimestamp" not in meta
             running[(app, node_name)] = running.get((app, node_name), False) or ok
+    items = []
     for app, (title, deploy_label) in OPERATOR_PODS.items():
         wanted = [
             n
@@ -113,27 +122,28 @@ def evaluate(
                 "" if not missing else "operator-crashloop",
             )
         )
+    return items
+
+
+def _mig_manager_not_failed(gpu_nodes: list[dict[str, Any]]) -> CheckItem:
     failed = [
         n["metadata"]["name"]
         for n in gpu_nodes
-        if (n["metadata"].get("labels") or {}).get("nvidia.com/mig.config.state") == "failed"
+        if (n["metadata"].get("labels") or {}).get(MIG_CONFIG_STATE) == "failed"
     ]
-    items.append(
-        CheckItem(
-            "MIG Manager states are not failed",
-            not failed,
-            "No node reports nvidia.com/mig.config.state=failed."
-            if not failed
-            else f"failed on: {', '.join(failed)}.",
-            ""
-            if not failed
-            else "A GPU in use, or a config the GPUs cannot take: read the nvidia-mig-manager "
-            "pod's log on the node, then ask for a MIG change to a config valid for the model (it evicts GPU "
-            "pods first).",
-            "" if not failed else "operator-crashloop",
-        )
+    return CheckItem(
+        "MIG Manager states are not failed",
+        not failed,
+        "No node reports nvidia.com/mig.config.state=failed."
+        if not failed
+        else f"failed on: {', '.join(failed)}.",
+        ""
+        if not failed
+        else "A GPU in use, or a config the GPUs cannot take: read the nvidia-mig-manager "
+        "pod's log on the node, then ask for a MIG change to a config valid for the model (it evicts GPU "
+        "pods first).",
+        "" if not failed else "operator-crashloop",
     )
-    return items
 
 
 def dcgm_reachable(gateway: Gateway, pods: list[dict[str, Any]], *, namespace: str) -> CheckItem:

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from gpus import dcgm
 from kube import Gateway, KubeError
+from portal.names import selector_matches
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def running_exporters(pods: list[dict[str, Any]]) -> list[tuple[str, str]]:
         labels = (pod.get("metadata") or {}).get("labels") or {}
         node = (pod.get("spec") or {}).get("nodeName", "")
         running = (pod.get("status") or {}).get("phase") == "Running"
-        if running and node and all(labels.get(k) == v for k, v in wanted.items()):
+        if running and node and selector_matches(wanted, labels):
             out.append((pod["metadata"]["name"], node))
     return out
 

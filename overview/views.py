@@ -22,7 +22,8 @@ from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
-from portal.permissions import is_platform_admin
+from portal.htmx import HtmxHttpRequest
+from portal.permissions import is_platform_admin, user_id
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
 from tenants.models import PriorityClass
@@ -64,7 +65,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def fleet(request: HttpRequest) -> HttpResponse:
+def fleet(request: HtmxHttpRequest) -> HttpResponse:
     search = request.GET.get("q", "").strip()[:253]
     pool = request.GET.get("pool", "").strip()[:100]
     focused = bool(search or pool)
@@ -144,7 +145,9 @@ def queues(request: HttpRequest) -> HttpResponse:
         "namespace__team__slug", "namespace__name", "name"
     )
     if not may_decide(request.user):
-        local_queues = local_queues.filter(namespace__team__memberships__user_id=request.user.pk)
+        local_queues = local_queues.filter(
+            namespace__team__memberships__user_id=user_id(request.user)
+        )
     return render(
         request,
         "overview/queues.html",

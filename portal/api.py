@@ -18,6 +18,7 @@ from portal.api_safety import StrictInput
 from portal.errors import DomainError
 from portal.filters import AuditEventFilter
 from portal.models import ApiToken, AuditEvent
+from portal.permissions import user_id
 from portal.selectors import audit_events_for_user
 from portal.tokens import create_token, revoke_token
 
@@ -90,7 +91,7 @@ class TokenViewSet(
     def get_queryset(self) -> Any:
         if getattr(self, "swagger_fake_view", False):
             return ApiToken.objects.none()
-        return ApiToken.objects.filter(user=self.request.user)
+        return ApiToken.objects.filter(user_id=user_id(self.request.user))
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request: Request) -> Response:
@@ -111,7 +112,9 @@ class TokenViewSet(
 
 
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = AuditEvent

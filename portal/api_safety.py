@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.models import IdempotencyRecord
+from portal.permissions import user_id
 
 
 def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
@@ -30,7 +31,7 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
                 {"detail": "Idempotency-Key is at most 200 characters.", "code": "invalid"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        existing = IdempotencyRecord.objects.filter(user=request.user, key=key).first()
+        existing = IdempotencyRecord.objects.filter(user_id=user_id(request.user), key=key).first()
         if existing is not None:
             if (existing.method, existing.path) != (request.method, request.path):
                 return Response(
@@ -54,7 +55,10 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
         try:
             with transaction.atomic():
                 record = IdempotencyRecord.objects.create(
-                    user=request.user, key=key, method=request.method, path=request.path
+                    user_id=user_id(request.user),
+                    key=key,
+                    method=request.method or "",
+                    path=request.path,
                 )
         except IntegrityError:
             return Response(

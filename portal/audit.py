@@ -25,7 +25,7 @@ def record_audit(
     """Append one audit row. ``actor`` None means the system (a task or a command)."""
     user = actor if actor is not None and actor.is_authenticated else None
     return AuditEvent.objects.create(
-        actor=user,
+        actor_id=user.pk if user is not None else None,
         actor_name=user.get_username() if user is not None else "system",
         team=team,
         event=event,

@@ -70,7 +70,7 @@ def observe_task(task: str, outcome: str, seconds: float) -> None:
 def _histograms(
     key: str, name: str, documentation: str, labels: list[str]
 ) -> HistogramMetricFamily:
-    raw = connection().hgetall(key)
+    raw: dict[bytes, bytes] = connection().hgetall(key)  # type: ignore[assignment]
     series: dict[tuple[str, ...], dict[str, Any]] = defaultdict(
         lambda: {"count": 0, "sum": 0.0, "le": defaultdict(int)}
     )

@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
 
 from portal.models import PlatformRole
 
 User = AbstractBaseUser | AnonymousUser
+
+
+def user_id(user: User) -> int:
+    """The id of a signed-in user (pages and endpoints behind a login, and services acting
+    for them: an anonymous user never gets this far)."""
+    if user.pk is None:
+        raise PermissionDenied("Sign in first.")
+    return int(user.pk)
 
 
 def has_platform_role(user: User, role: str) -> bool:
@@ -16,13 +25,16 @@ def has_platform_role(user: User, role: str) -> bool:
         return False
     if getattr(user, "is_superuser", False):
         return True
-    cached = getattr(user, "_qm_roles", False)
+    cached: Any = getattr(user, "_qm_roles", False)
     if cached is False:  # outside a page request: ask every time
         return PlatformRole.objects.filter(user_id=user.pk, role=role).exists()
+    roles: set[str]
     if cached is None:  # the first question of this request: one query for all roles
-        cached = set(PlatformRole.objects.filter(user_id=user.pk).values_list("role", flat=True))
-        user._qm_roles = cached  # type: ignore[union-attr]
-    return role in cached
+        roles = set(PlatformRole.objects.filter(user_id=user.pk).values_list("role", flat=True))
+        setattr(user, "_qm_roles", roles)  # noqa: B010 - the request's cache, on its user
+    else:
+        roles = cached
+    return role in roles
 
 
 class RoleCacheMiddleware:

@@ -17,6 +17,7 @@ from rest_framework import authentication, exceptions, throttling
 
 from portal.audit import record_audit
 from portal.models import ApiToken
+from portal.permissions import User, user_id
 
 
 def _digest(token: str) -> str:
@@ -25,7 +26,7 @@ def _digest(token: str) -> str:
 
 @transaction.atomic
 def create_token(
-    *, user: AbstractBaseUser, name: str, days: int | None = 90, source: str = "web"
+    *, user: User, name: str, days: int | None = 90, source: str = "web"
 ) -> tuple[ApiToken, str]:
     """A new token and its text (shown once, never stored)."""
     errors = {}
@@ -38,7 +39,7 @@ def create_token(
     prefix = secrets.token_hex(4)
     text = f"qm_{prefix}_{secrets.token_urlsafe(32)}"
     token = ApiToken.objects.create(
-        user=user,
+        user_id=user_id(user),
         name=name.strip(),
         prefix=prefix,
         digest=_digest(text),
@@ -55,8 +56,8 @@ def create_token(
 
 
 @transaction.atomic
-def revoke_token(*, user: AbstractBaseUser, token_id: int, source: str = "web") -> ApiToken:
-    token = ApiToken.objects.filter(pk=token_id, user=user).first()
+def revoke_token(*, user: User, token_id: int, source: str = "web") -> ApiToken:
+    token = ApiToken.objects.filter(pk=token_id, user_id=user_id(user)).first()
     if token is None:
         raise Http404("No such token.")
     if token.revoked_at is None:

@@ -20,6 +20,7 @@ from portal.filters import AuditEventFilter
 from portal.health import readiness
 from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
+from portal.permissions import user_id
 from portal.selectors import audit_events_for_user, audit_teams_for_user, sees_every_event
 from portal.tokens import create_token, revoke_token
 
@@ -107,7 +108,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         request,
         "portal/tokens.html",
         {
-            "tokens": ApiToken.objects.filter(user=request.user),
+            "tokens": ApiToken.objects.filter(user_id=user_id(request.user)),
             "created": created_text,
             "errors": errors,
         },

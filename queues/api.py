@@ -41,7 +41,9 @@ class ResourceFlavorViewSet(viewsets.ReadOnlyModelViewSet[ResourceFlavor]):
 
 
 class ClusterQueueSerializer(serializers.ModelSerializer[ClusterQueue]):
-    cohort = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cohort: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
 
     class Meta:
         model = ClusterQueue
@@ -135,8 +137,12 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
 
 
 class LocalQueueSerializer(serializers.ModelSerializer[LocalQueue]):
-    namespace = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster_queue = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    namespace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    cluster_queue: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
 
     class Meta:
         model = LocalQueue
@@ -156,7 +162,9 @@ class LocalQueueViewSet(viewsets.ReadOnlyModelViewSet[LocalQueue]):
 
 
 class CohortSerializer(serializers.ModelSerializer[Any]):
-    parent = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    parent: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(  # type: ignore[assignment]
+        slug_field="name", read_only=True, allow_null=True
+    )
 
     class Meta:
         from queues.models import Cohort

@@ -25,7 +25,7 @@ def cluster_queue_manifest(cq: ClusterQueue) -> dict[str, Any]:
     )
     return manifests.render_cluster_queue(
         cq,
-        cohort_name=cq.cohort.name if cq.cohort_id else None,
+        cohort_name=cq.cohort.name if cq.cohort is not None else None,
         namespaces=list(namespaces),
         version=settings.QM_KUEUE_API_VERSION,
     )

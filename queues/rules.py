@@ -9,7 +9,7 @@ where the user typed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -77,122 +77,149 @@ def check_resource_groups(
     names the portal manages; referring to any other is refused (Kueue would accept it and
     leave the queue inactive).
     """
-    field = "resource_groups"
-    issues: list[Issue] = []
-
-    def add(path: str, message: str) -> None:
-        issues.append(Issue(field, path, message))
-
     if not isinstance(groups, list):
-        add("resourceGroups", "must be a list of resource groups")
-        return issues
+        return [Issue("resource_groups", "resourceGroups", "must be a list of resource groups")]
+    check = _ResourceGroups(
+        owner=owner,
+        has_parent=has_parent,
+        known=set(known_flavors) if known_flavors is not None else None,
+    )
     if len(groups) > MAX_RESOURCE_GROUPS:
-        add("resourceGroups", f"must have at most {MAX_RESOURCE_GROUPS} groups")
-    known = set(known_flavors) if known_flavors is not None else None
-    seen_resources: dict[str, int] = {}
-    seen_flavors: dict[str, int] = {}
-    total_flavors = 0
-    total_resources = 0
+        check.add("resourceGroups", f"must have at most {MAX_RESOURCE_GROUPS} groups")
     for gi, group in enumerate(groups):
+        check.group(gi, group)
+    if owner == "ClusterQueue":
+        if check.total_flavors > MAX_FLAVORS_PER_CQ:
+            check.add("resourceGroups", f"must have at most {MAX_FLAVORS_PER_CQ} flavors in all")
+        if check.total_resources > MAX_RESOURCES_PER_CQ:
+            check.add(
+                "resourceGroups", f"must cover at most {MAX_RESOURCES_PER_CQ} resources in all"
+            )
+    return check.issues
+
+
+@dataclass
+class _ResourceGroups:
+    """What checking one object's resource groups has found and seen so far."""
+
+    owner: str
+    has_parent: bool
+    known: set[str] | None
+    issues: list[Issue] = field(default_factory=list)
+    seen_resources: dict[str, int] = field(default_factory=dict)  # resource -> group
+    seen_flavors: dict[str, int] = field(default_factory=dict)  # flavor -> group
+    total_flavors: int = 0
+    total_resources: int = 0
+
+    def add(self, path: str, message: str) -> None:
+        self.issues.append(Issue("resource_groups", path, message))
+
+    def group(self, gi: int, group: Any) -> None:
         gpath = f"resourceGroups[{gi}]"
         if not isinstance(group, Mapping):
-            add(gpath, "must be an object with coveredResources and flavors")
-            continue
+            self.add(gpath, "must be an object with coveredResources and flavors")
+            return
         extra = set(group) - {"coveredResources", "flavors"}
         if extra:
-            add(gpath, f"unknown field(s): {', '.join(sorted(extra))}")
-        covered = group.get("coveredResources")
+            self.add(gpath, f"unknown field(s): {', '.join(sorted(extra))}")
+        covered = self.covered(gi, gpath, group.get("coveredResources"))
         flavors = group.get("flavors")
-        if not isinstance(covered, list) or not covered:
-            add(f"{gpath}.coveredResources", "must list at least one resource")
-            covered = []
-        elif len(covered) > MAX_LIST:
-            add(f"{gpath}.coveredResources", f"must have at most {MAX_LIST} resources")
-        for ri, name in enumerate(covered):
-            rpath = f"{gpath}.coveredResources[{ri}]"
-            if not isinstance(name, str):
-                add(rpath, "must be a resource name")
-                continue
-            for error in qualified_name_errors(name):
-                add(rpath, error)
-            if name.startswith(("requests.", "limits.")):
-                add(rpath, "name the resource itself (nvidia.com/gpu), not a quota key")
-            if name in seen_resources:
-                add(
-                    rpath,
-                    f"Duplicate value: {name!r} is already covered by "
-                    f"resourceGroups[{seen_resources[name]}]; a resource may appear in "
-                    "only one group",
-                )
-            else:
-                seen_resources[name] = gi
-        total_resources += len(covered)
         if not isinstance(flavors, list) or not flavors:
-            add(f"{gpath}.flavors", "must list at least one flavor")
-            continue
+            self.add(f"{gpath}.flavors", "must list at least one flavor")
+            return
         if len(flavors) > MAX_LIST:
-            add(f"{gpath}.flavors", f"must have at most {MAX_LIST} flavors")
-        if len(flavors) * len(covered) > MAX_FLAVOR_RESOURCES_PER_GROUP and owner == "ClusterQueue":
-            add(
+            self.add(f"{gpath}.flavors", f"must have at most {MAX_LIST} flavors")
+        if (
+            len(flavors) * len(covered) > MAX_FLAVOR_RESOURCES_PER_GROUP
+            and self.owner == "ClusterQueue"
+        ):
+            self.add(
                 gpath,
                 f"must have at most {MAX_FLAVOR_RESOURCES_PER_GROUP} flavor x resource entries",
             )
-        total_flavors += len(flavors)
+        self.total_flavors += len(flavors)
         for fi, flavor in enumerate(flavors):
-            fpath = f"{gpath}.flavors[{fi}]"
-            if not isinstance(flavor, Mapping):
-                add(fpath, "must be an object with name and resources")
+            self.flavor(gi, f"{gpath}.flavors[{fi}]", flavor, covered)
+
+    def covered(self, gi: int, gpath: str, covered: Any) -> list[Any]:
+        """The group's covered resources (each in one group only), as a list."""
+        if not isinstance(covered, list) or not covered:
+            self.add(f"{gpath}.coveredResources", "must list at least one resource")
+            return []
+        if len(covered) > MAX_LIST:
+            self.add(f"{gpath}.coveredResources", f"must have at most {MAX_LIST} resources")
+        for ri, name in enumerate(covered):
+            rpath = f"{gpath}.coveredResources[{ri}]"
+            if not isinstance(name, str):
+                self.add(rpath, "must be a resource name")
                 continue
-            extra = set(flavor) - {"name", "resources"}
-            if extra:
-                add(fpath, f"unknown field(s): {', '.join(sorted(extra))}")
-            fname = flavor.get("name")
-            if not isinstance(fname, str) or not fname:
-                add(f"{fpath}.name", "is required")
+            for error in qualified_name_errors(name):
+                self.add(rpath, error)
+            if name.startswith(("requests.", "limits.")):
+                self.add(rpath, "name the resource itself (nvidia.com/gpu), not a quota key")
+            if name in self.seen_resources:
+                self.add(
+                    rpath,
+                    f"Duplicate value: {name!r} is already covered by "
+                    f"resourceGroups[{self.seen_resources[name]}]; a resource may appear in "
+                    "only one group",
+                )
             else:
-                for error in dns1123_subdomain_errors(fname):
-                    add(f"{fpath}.name", error)
-                if known is not None and fname not in known:
-                    add(
-                        f"{fpath}.name",
-                        f"no ResourceFlavor named {fname!r}; create it first (Kueue would "
-                        "accept the name and leave the queue inactive with FlavorNotFound)",
-                    )
-                if fname in seen_flavors:
-                    add(
-                        f"{fpath}.name",
-                        f"Duplicate value: flavor {fname!r} already appears in "
-                        f"resourceGroups[{seen_flavors[fname]}]; a flavor may appear in only "
-                        "one group",
-                    )
-                else:
-                    seen_flavors[fname] = gi
-            resources = flavor.get("resources")
-            if not isinstance(resources, list) or not resources:
-                add(f"{fpath}.resources", "must list a quota for every covered resource")
-                continue
-            if len(resources) != len(covered):
-                add(
-                    f"{fpath}.resources",
-                    f"flavors must have the same number of resources as the coveredResources "
-                    f"({len(resources)} given, {len(covered)} covered)",
+                self.seen_resources[name] = gi
+        self.total_resources += len(covered)
+        return covered
+
+    def flavor(self, gi: int, fpath: str, flavor: Any, covered: list[Any]) -> None:
+        """One flavor of a group: a known name, in one group only, a quota per resource."""
+        if not isinstance(flavor, Mapping):
+            self.add(fpath, "must be an object with name and resources")
+            return
+        extra = set(flavor) - {"name", "resources"}
+        if extra:
+            self.add(fpath, f"unknown field(s): {', '.join(sorted(extra))}")
+        self.flavor_name(gi, f"{fpath}.name", flavor.get("name"))
+        resources = flavor.get("resources")
+        if not isinstance(resources, list) or not resources:
+            self.add(f"{fpath}.resources", "must list a quota for every covered resource")
+            return
+        if len(resources) != len(covered):
+            self.add(
+                f"{fpath}.resources",
+                f"flavors must have the same number of resources as the coveredResources "
+                f"({len(resources)} given, {len(covered)} covered)",
+            )
+        for ri, quota in enumerate(resources):
+            self.issues.extend(
+                _check_flavor_quota(
+                    quota,
+                    path=f"{fpath}.resources[{ri}]",
+                    expected=covered[ri] if ri < len(covered) else None,
+                    owner=self.owner,
+                    has_parent=self.has_parent,
                 )
-            for ri, quota in enumerate(resources):
-                issues.extend(
-                    _check_flavor_quota(
-                        quota,
-                        path=f"{fpath}.resources[{ri}]",
-                        expected=covered[ri] if ri < len(covered) else None,
-                        owner=owner,
-                        has_parent=has_parent,
-                    )
-                )
-    if owner == "ClusterQueue":
-        if total_flavors > MAX_FLAVORS_PER_CQ:
-            add("resourceGroups", f"must have at most {MAX_FLAVORS_PER_CQ} flavors in all")
-        if total_resources > MAX_RESOURCES_PER_CQ:
-            add("resourceGroups", f"must cover at most {MAX_RESOURCES_PER_CQ} resources in all")
-    return issues
+            )
+
+    def flavor_name(self, gi: int, path: str, name: Any) -> None:
+        if not isinstance(name, str) or not name:
+            self.add(path, "is required")
+            return
+        for error in dns1123_subdomain_errors(name):
+            self.add(path, error)
+        if self.known is not None and name not in self.known:
+            self.add(
+                path,
+                f"no ResourceFlavor named {name!r}; create it first (Kueue would "
+                "accept the name and leave the queue inactive with FlavorNotFound)",
+            )
+        if name in self.seen_flavors:
+            self.add(
+                path,
+                f"Duplicate value: flavor {name!r} already appears in "
+                f"resourceGroups[{self.seen_flavors[name]}]; a flavor may appear in only "
+                "one group",
+            )
+        else:
+            self.seen_flavors[name] = gi
 
 
 def _check_flavor_quota(

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from portal.permissions import is_platform_admin
 from queues import preview
-from queues.models import ClusterQueue
+from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries
 from queues.selectors import quota_rows
 from queues.services import save_cluster_queue
@@ -100,7 +100,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         "rows": quota_rows(cq, {}),
         "errors": {},
         "diff": None,
-        "stop_policies": [c for c, _ in ClusterQueue._meta.get_field("stop_policy").choices],
+        "stop_policies": list(StopPolicy.values),
     }
     if request.method == "POST":
         edited = _edited_cluster_queue(cq, request.POST)
@@ -141,7 +141,7 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
     }
     if request.method == "POST":
         edited = copy.deepcopy(pc)
-        values = {
+        values: dict[str, Any] = {
             "value": request.POST.get("value", "").strip(),
             "preemption_policy": request.POST.get("preemption_policy", pc.preemption_policy),
             "description": request.POST.get("description", "").strip(),

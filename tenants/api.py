@@ -23,8 +23,10 @@ from tenants.selectors import list_teams_for_user
 
 
 class TeamSerializer(serializers.ModelSerializer[Team]):
-    namespaces = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    allowed_priority_classes = serializers.SlugRelatedField(
+    namespaces: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name"
+    )
+    allowed_priority_classes: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         many=True, read_only=True, slug_field="name"
     )
 
@@ -151,7 +153,9 @@ class TeamViewSet(
 
 
 class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     quota = serializers.SerializerMethodField()
     limits = serializers.SerializerMethodField()
 
@@ -308,7 +312,9 @@ class NamespaceViewSet(
 
 
 class MembershipSerializer(serializers.ModelSerializer[Any]):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     user = serializers.CharField(source="user.get_username", read_only=True)
 
     class Meta:

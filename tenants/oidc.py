@@ -58,7 +58,7 @@ def team_roles(groups: Iterable[str], pattern: str) -> dict[str, str]:
 
 def platform_roles(groups: Iterable[str]) -> set[str]:
     names = set(groups)
-    roles = set()
+    roles: set[str] = set()
     if names & set(settings.QM_OIDC_ADMIN_GROUPS):
         roles.add(PlatformRole.Role.ADMIN)
     if names & set(settings.QM_OIDC_APPROVER_GROUPS):
@@ -79,7 +79,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
     """Make the IdP-granted roles and memberships match the groups; audit every change."""
     groups = groups_of(claims)
     wanted_platform = platform_roles(groups)
-    for role in PlatformRole.objects.select_for_update().filter(user=user, granted_by="sso"):
+    for role in PlatformRole.objects.select_for_update().filter(user_id=user.pk, granted_by="sso"):
         if role.role not in wanted_platform:
             role.delete()
             record_audit(
@@ -89,15 +89,15 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
                 target=user,
                 old={"role": role.role},
             )
-    held = set(PlatformRole.objects.filter(user=user).values_list("role", flat=True))
-    for role in sorted(wanted_platform - held):
-        PlatformRole.objects.create(user=user, role=role, granted_by="sso")
+    held = set(PlatformRole.objects.filter(user_id=user.pk).values_list("role", flat=True))
+    for name in sorted(wanted_platform - held):
+        PlatformRole.objects.create(user_id=user.pk, role=name, granted_by="sso")
         record_audit(
             actor=user,
             event="platform_role.granted",
             source="sso",
             target=user,
-            new={"role": role, "groups": groups},
+            new={"role": name, "groups": groups},
         )
 
     wanted = team_roles(groups, settings.QM_OIDC_TEAM_GROUP_PATTERN)
@@ -107,7 +107,9 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
         log.info("groups name teams the portal does not have: %s", ", ".join(unknown))
     current = {
         m.team.slug: m
-        for m in Membership.objects.select_for_update().filter(user=user).select_related("team")
+        for m in Membership.objects.select_for_update()
+        .filter(user_id=user.pk)
+        .select_related("team")
     }
     for slug, membership in current.items():
         if membership.granted_by == "sso" and slug not in teams:
@@ -121,22 +123,22 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
                 old={"team": slug, "role": membership.role},
             )
     for slug, team in teams.items():
-        role = wanted[slug]
-        membership = current.get(slug)
-        if membership is None:
-            Membership.objects.create(user=user, team=team, role=role, granted_by="sso")
+        team_role = wanted[slug]
+        existing = current.get(slug)
+        if existing is None:
+            Membership.objects.create(user_id=user.pk, team=team, role=team_role, granted_by="sso")
             record_audit(
                 actor=user,
                 event="membership.granted",
                 source="sso",
                 target=user,
                 team=team,
-                new={"team": slug, "role": role},
+                new={"team": slug, "role": team_role},
             )
-        elif membership.role != role or membership.granted_by != "sso":
-            old = {"team": slug, "role": membership.role, "granted_by": membership.granted_by}
-            membership.role, membership.granted_by = role, "sso"
-            membership.save(update_fields=["role", "granted_by"])
+        elif existing.role != team_role or existing.granted_by != "sso":
+            old = {"team": slug, "role": existing.role, "granted_by": existing.granted_by}
+            existing.role, existing.granted_by = team_role, "sso"
+            existing.save(update_fields=["role", "granted_by"])
             record_audit(
                 actor=user,
                 event="membership.changed",
@@ -144,7 +146,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
                 target=user,
                 team=team,
                 old=old,
-                new={"team": slug, "role": role},
+                new={"team": slug, "role": team_role},
             )
 
 

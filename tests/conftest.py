@@ -1,14 +1,47 @@
-"""Shared fixtures: the standard cast and the demo scenario."""
+"""Shared fixtures: the standard cast, the demo scenario (loaded once per test session and
+restored in milliseconds for each test that asks for it), the demo cluster and the portal
+on it. Tests are marked by their folder: ``integration`` (real Redis, Celery workers, the
+demo cluster, subprocesses) and ``e2e`` (a real browser); the fast loop is
+``python3 dev.py test -m "not integration and not e2e"``."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 
+import devcluster
+from cluster.apply import apply_desired_state
+from cluster.poll import poll_cluster
 from demo.services import load_demo
+from devcluster.controllers import Options
+from kube import Gateway, connect
+from portal.celery import app
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from tests.support import Worker
+
+TESTS = Path(__file__).resolve().parent
+MARKS = {"integration": "integration", "deploy": "integration", "api": "integration", "e2e": "e2e"}
+# Controllers of the demo cluster at test speed (a MIG change takes a fraction of a second).
+FAST = Options(
+    mig_delay_seconds=0.2,
+    retry_seconds=0.3,
+    kubelet_start_seconds=0.05,
+    kubelet_stop_seconds=0.1,
+    tick=0.03,
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
+        if folder in MARKS:
+            item.add_marker(getattr(pytest.mark, MARKS[folder]))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -16,23 +49,89 @@ def _close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> An
     """Live-server threads and killed workers can leave sessions on the test database; end
     them before it is dropped (torn down before ``django_db_setup``, which it depends on)."""
     yield
-    with django_db_blocker.unblock():
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(autouse=True)
 def _empty_cache() -> Any:
     """Each test starts with no rate-limit history (the cache is a real Redis database)."""
-    from django.core.cache import cache
+    from django.core.cache import cache  # lazy: the cache is configured for the test run
 
     cache.clear()
     yield
+
+
+# ----------------------------------------------------------------------------- the demo
+
+Snapshot = list[tuple[str, bytes, str | None]]  # (table, its rows as COPY text, id sequence)
+
+
+@pytest.fixture(scope="session")
+def demo_snapshot(django_db_setup: Any, django_db_blocker: Any) -> Snapshot:
+    """The seed chapter's scenario as ``load_demo`` writes it, taken once per session: the
+    rows of every table it filled, then rolled back (the test database stays empty)."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        tables = connection.introspection.table_names()
+        before = _row_counts(tables)
+        load_demo()
+        filled = [t for t, n in _row_counts(tables).items() if n and not before[t]]
+        snapshot = [(table, _copy_out(table), _id_sequence(table)) for table in filled]
+        transaction.set_rollback(True)
+    return snapshot
+
+
+def _row_counts(tables: list[str]) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        counts = {}
+        for table in tables:
+            cursor.execute(f'SELECT count(*) FROM "{table}"')
+            counts[table] = cursor.fetchone()[0]
+        return counts
+
+
+def _copy_out(table: str) -> bytes:
+    with connection.cursor() as cursor, cursor.cursor.copy(f'COPY "{table}" TO STDOUT') as copy:
+        return b"".join(bytes(chunk) for chunk in copy)
+
+
+def _id_sequence(table: str) -> str | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_serial_sequence(%s, 'id') FROM information_schema.columns "
+            "WHERE table_name = %s AND column_name = 'id'",
+            [f'"{table}"', table],
+        )
+        row = cursor.fetchone()
+        return row[0] if row else None
+
+
+def restore_demo(snapshot: Snapshot) -> None:
+    """Put the demo rows back (one transaction: foreign keys are checked at its end) and
+    move each id sequence past them."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        for table, rows, sequence in snapshot:
+            with cursor.cursor.copy(f'COPY "{table}" FROM STDIN') as copy:
+                copy.write(rows)
+            if sequence:
+                cursor.execute(
+                    f'SELECT setval(%s, GREATEST((SELECT max(id) FROM "{table}"), '
+                    f"(SELECT last_value FROM {sequence})))",
+                    [sequence],
+                )
+
+
+@pytest.fixture
+def demo(db: Any, demo_snapshot: Snapshot) -> None:
+    """The seed chapter's scenario, exactly as the run command loads it (restored from the
+    session's snapshot: tests of ``load_demo`` itself call it)."""
+    restore_demo(demo_snapshot)
+
+
+# ----------------------------------------------------------------------------- the cast
 
 
 @pytest.fixture
@@ -81,7 +180,51 @@ def approver(db: Any) -> Any:
     return user
 
 
+# ----------------------------------------------------------------------------- the cluster
+
+
 @pytest.fixture
-def demo(db: Any) -> None:
-    """The seed chapter's scenario, exactly as the run command loads it."""
-    load_demo()
+def demo_cluster(request: pytest.FixtureRequest) -> Iterator[devcluster.DemoCluster]:
+    """The demo cluster on a free loopback port, its controllers at test speed. A test
+    asks for others with ``@pytest.mark.demo_cluster(options=Options(...), users={...})``
+    (``users`` may be a function, called when the cluster starts)."""
+    marker = request.node.get_closest_marker("demo_cluster")
+    # A copy each time: a test may slow its cluster's controllers down.
+    arguments = {"options": copy.copy(FAST), **(marker.kwargs if marker else {})}
+    if callable(arguments.get("users")):
+        arguments["users"] = arguments["users"]()
+    cluster = devcluster.start(**arguments)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def gateway(demo_cluster: devcluster.DemoCluster) -> Gateway:
+    """The real client's gateway to the demo cluster."""
+    return connect(url=demo_cluster.url, token="any")
+
+
+@pytest.fixture
+def portal_cluster(
+    settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
+) -> Gateway:
+    """The demo scenario applied to the demo cluster and polled once: portal and cluster in
+    step, as after ``dev.py run``."""
+    settings.KUBE_URL = demo_cluster.url
+    settings.QM_MIG_POLL_SECONDS = 0
+    apply_desired_state(gateway=gateway)
+    poll_cluster(gateway=gateway)
+    return gateway
+
+
+@pytest.fixture
+def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
+    """A real Celery worker process on the test database, the test broker and the demo
+    cluster; the broker is emptied before and after."""
+    settings.KUBE_URL = demo_cluster.url
+    app.control.purge()
+    process = Worker(demo_cluster.url, QM_MIG_POLL_SECONDS="1")
+    process.start()
+    yield process
+    process.stop()
+    app.control.purge()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from changes.models import MigChangeRequest
+from cluster.models import ObservedNode, ObservedPod
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Membership, Namespace, Team
 
@@ -68,3 +71,52 @@ class LocalQueueFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"lq-{n}")
     namespace = factory.SubFactory(NamespaceFactory)
     cluster_queue = factory.SubFactory(ClusterQueueFactory)
+
+
+class ObservedNodeFactory(factory.django.DjangoModelFactory):
+    """A ready A100 80GB node with 8 GPUs on all-3g.40gb, as a poll would record it."""
+
+    class Meta:
+        model = ObservedNode
+
+    name = factory.Sequence(lambda n: f"gpu-node-{n:03d}")
+    gpu_product = "NVIDIA-A100-SXM4-80GB"
+    gpu_count = 8
+    mig_config = "all-3g.40gb"
+    mig_config_state = "success"
+    labels = factory.LazyAttribute(
+        lambda o: {"nvidia.com/gpu.product": o.gpu_product, "nvidia.com/mig.config": o.mig_config}
+    )
+    allocatable = factory.LazyFunction(lambda: {"nvidia.com/mig-3g.40gb": "16"})
+    ready = True
+    first_seen = factory.LazyFunction(timezone.now)
+    last_changed = factory.LazyFunction(timezone.now)
+
+
+class ObservedPodFactory(factory.django.DjangoModelFactory):
+    """A running pod of team-a without GPUs (pass its node, phase and requests)."""
+
+    class Meta:
+        model = ObservedPod
+
+    namespace = "team-a"
+    name = factory.Sequence(lambda n: f"pod-{n}")
+    phase = "Running"
+    gpu_requests = factory.LazyFunction(dict)
+    last_changed = factory.LazyFunction(timezone.now)
+
+
+class MigChangeRequestFactory(factory.django.DjangoModelFactory):
+    """A pending MIG change of one node to all-3g.40gb, assessed safe."""
+
+    class Meta:
+        model = MigChangeRequest
+
+    team = factory.SubFactory(TeamFactory)
+    requested_by = factory.SubFactory(UserFactory)
+    nodes = factory.LazyFunction(lambda: ["gpu-node-000"])
+    target_config = "all-3g.40gb"
+    reason = "a test"
+    state = MigChangeRequest.State.PENDING
+    assessment = factory.LazyFunction(lambda: {"verdict": "safe"})
+    verdict = "safe"

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from django.contrib.auth.models import User
 from django.db import connection
 
 from kube import NotFound
+from portal.tokens import create_token
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,3 +113,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.log.unlink(missing_ok=True)
+
+
+def bearer(username: str) -> dict[str, str]:
+    """The Authorization header of a new API token of ``username``."""
+    _, text = create_token(user=User.objects.get(username=username), name="test")
+    return {"Authorization": f"Bearer {text}"}

@@ -18,6 +18,7 @@ from fleet.models import NodePool
 from gpus.catalog import model_for_product
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, LocalQueue
+from queues.rules import quota_entries
 from tenants.models import Namespace, QuotaItem
 from usage.compute import integrate, mig_weight
 from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
@@ -107,31 +108,29 @@ def queue_rows(now: dt.datetime) -> list[Sample]:
                     _number(resource.get("total", 0)),
                     _number(resource.get("borrowed", 0)),
                 )
-        for group in cq.resource_groups or []:
-            for flavor in group.get("flavors") or []:
-                for quota in flavor.get("resources") or []:
-                    if not str(quota.get("name", "")).startswith("nvidia.com/"):
-                        continue
-                    used, borrowed = usage.get((flavor["name"], quota["name"]), (0.0, 0.0))
-                    nominal = _number(quota.get("nominalQuota", 0))
-                    lendable = nominal
-                    if quota.get("lendingLimit") not in (None, ""):
-                        lendable = min(nominal, _number(quota["lendingLimit"]))
-                    rows.append(
-                        Sample(
-                            time=now,
-                            kind=Sample.Kind.QUEUE,
-                            owner=cq.name,
-                            scope=cq.cohort.name if cq.cohort_id else "",
-                            flavor=flavor["name"],
-                            resource=quota["name"],
-                            used=used,
-                            borrowed=borrowed,
-                            capacity=nominal,
-                            lent=max(0.0, min(lendable, nominal - (used - borrowed))),
-                            gpu_share=used * mig_weight(None, quota["name"], models),
-                        )
-                    )
+        for _, flavor, quota in quota_entries(cq.resource_groups):
+            if not str(quota.get("name", "")).startswith("nvidia.com/"):
+                continue
+            used, borrowed = usage.get((flavor, quota["name"]), (0.0, 0.0))
+            nominal = _number(quota.get("nominalQuota", 0))
+            lendable = nominal
+            if quota.get("lendingLimit") not in (None, ""):
+                lendable = min(nominal, _number(quota["lendingLimit"]))
+            rows.append(
+                Sample(
+                    time=now,
+                    kind=Sample.Kind.QUEUE,
+                    owner=cq.name,
+                    scope=cq.cohort.name if cq.cohort is not None else "",
+                    flavor=flavor,
+                    resource=quota["name"],
+                    used=used,
+                    borrowed=borrowed,
+                    capacity=nominal,
+                    lent=max(0.0, min(lendable, nominal - (used - borrowed))),
+                    gpu_share=used * mig_weight(None, quota["name"], models),
+                )
+            )
     return _share_lending(rows)
 
 
@@ -196,6 +195,7 @@ def record_workloads(now: dt.datetime) -> int:
     changed = 0
     seen = set()
     for w in ObservedWorkload.objects.exclude(created_at__isnull=True):
+        assert w.created_at is not None
         seen.add((w.namespace, w.name, w.created_at))
         record = known.get((w.namespace, w.name, w.created_at))
         share = sum(

@@ -48,10 +48,10 @@ def _requested_teams(request: HttpRequest) -> list[str] | None:
 def report_rows(name: str, period: reports.Period, teams: list[str] | None) -> list[dict[str, Any]]:
     if name not in reports.REPORTS:
         raise Http404(f"No report {name!r}.")
-    function = reports.REPORTS[name]
+    function: Any = reports.REPORTS[name]
     if name in reports.TEAM_SCOPED:
-        return function(period, teams=teams)  # type: ignore[operator]
-    return function(period)  # type: ignore[operator]
+        return list(function(period, teams=teams))
+    return list(function(period))
 
 
 def as_csv(rows: list[dict[str, Any]]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
@@ -119,8 +120,9 @@ TEMPLATES = [
 
 # --- PostgreSQL: DATABASE_URL, or the embedded server -------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
+DATABASES: dict[str, dict[str, Any]]
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=60))}
 else:
     DATABASES = {"default": {**embedded.ensure_postgres(), "CONN_MAX_AGE": 60}}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -213,7 +215,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / ".data" / "static")))
+STATIC_ROOT: Path | None = Path(env_str("STATIC_ROOT", str(BASE_DIR / ".data" / "static")))
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie

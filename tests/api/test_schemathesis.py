@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from demo.services import load_demo
 from portal.tokens import create_token
 from portal.wsgi_test import application
 
@@ -30,8 +29,7 @@ def keep_the_test_connection() -> Any:
 
 
 @pytest.fixture
-def token(db: Any) -> str:
-    load_demo()
+def token(demo: None) -> str:
     return create_token(user=User.objects.get(username="admin"), name="fuzz")[1]
 
 

@@ -4,8 +4,6 @@ request it made is compared with what the rules grant (both ways)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,8 +16,6 @@ from changes.models import MigChangeRequest
 from cluster.apply import apply_desired_state
 from cluster.models import AppliedObject, SyncRun
 from cluster.poll import poll_cluster
-from demo.services import load_demo
-from devcluster.controllers import Options
 from devcluster.rbac import granted
 from diagnostics.operator_check import check_gpu_operator
 from health.services import collect_gpu_health
@@ -27,6 +23,7 @@ from kube import Gateway, connect
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass, Team
 from tests.deploy.conftest import cluster_role
+from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db
 SERVICE_ACCOUNT = "system:serviceaccount:quartermaster:quartermaster"
@@ -46,23 +43,14 @@ def test_the_cluster_role_has_no_wildcards_and_reads_no_secrets() -> None:
 
 
 @pytest.fixture
-def portal_as_service_account(settings: Any) -> Iterator[tuple[Gateway, devcluster.DemoCluster]]:
-    rules = cluster_role()["rules"]
-    demo = devcluster.start(
-        users={"portal-token": (SERVICE_ACCOUNT, rules)},
-        options=Options(
-            mig_delay_seconds=0.2,
-            retry_seconds=0.3,
-            kubelet_start_seconds=0.05,
-            kubelet_stop_seconds=0.1,
-            tick=0.03,
-        ),
-    )
-    settings.KUBE_URL = demo.url
+def portal_as_service_account(
+    settings: Any, demo_cluster: devcluster.DemoCluster
+) -> tuple[Gateway, devcluster.DemoCluster]:
+    """The portal talking to a demo cluster as a user bound to the ClusterRole alone."""
+    settings.KUBE_URL = demo_cluster.url
     settings.KUBE_TOKEN = "portal-token"
     settings.QM_MIG_POLL_SECONDS = 0
-    yield connect(url=demo.url, token="portal-token"), demo
-    demo.stop()
+    return connect(url=demo_cluster.url, token="portal-token"), demo_cluster
 
 
 def run_mig_change(gateway: Gateway) -> MigChangeRequest:
@@ -77,20 +65,23 @@ def run_mig_change(gateway: Gateway) -> MigChangeRequest:
     changes.approve_mig_change(
         request_id=request.pk, approver=User.objects.get(username="approver"), comment="ok"
     )
-    deadline = time.monotonic() + 20
-    while advance(request.pk, gateway=gateway).kind == "wait":
-        assert time.monotonic() < deadline, "the MIG change did not settle"
-        time.sleep(0.05)
+    wait_for(
+        lambda: advance(request.pk, gateway=gateway).kind != "wait",
+        timeout=20,
+        what="the MIG change to settle",
+    )
     request.refresh_from_db()
     return request
 
 
+@pytest.mark.demo_cluster(
+    users=lambda: {"portal-token": (SERVICE_ACCOUNT, cluster_role()["rules"])}
+)
 def test_the_cluster_loop_needs_exactly_the_cluster_role(
-    settings: Any, portal_as_service_account: tuple[Gateway, devcluster.DemoCluster]
+    settings: Any, demo: None, portal_as_service_account: tuple[Gateway, devcluster.DemoCluster]
 ) -> None:
-    gateway, demo = portal_as_service_account
-    subject = demo.api.users["portal-token"]
-    load_demo()
+    gateway, cluster = portal_as_service_account
+    subject = cluster.api.users["portal-token"]
 
     # Desired state reaches the cluster (create), changes reach it again (patch).
     report = apply_desired_state(gateway=gateway)

@@ -1,5 +1,5 @@
-"""Browser fixtures: the portal served by a live server on the test database, a real Celery
-worker and the demo cluster, driven by Debian's headless Chromium through Playwright."""
+"""Browser fixtures: Debian's headless Chromium driven through Playwright (the live server,
+the Celery worker and the demo cluster come from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-import devcluster
-from devcluster.controllers import Options
-from portal.celery import app
-from tests.support import Worker
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
 # between page actions are still synchronous.
@@ -44,24 +39,6 @@ def chromium_path() -> str:
             "QM_CHROMIUM to a Chromium binary)."
         )
     return path
-
-
-@pytest.fixture
-def demo_cluster() -> Iterator[devcluster.DemoCluster]:
-    demo = devcluster.start(options=Options(mig_delay_seconds=0.5, retry_seconds=0.5, tick=0.05))
-    yield demo
-    demo.stop()
-
-
-@pytest.fixture
-def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
-    settings.KUBE_URL = demo_cluster.url
-    app.control.purge()
-    process = Worker(demo_cluster.url, QM_MIG_POLL_SECONDS="1")
-    process.start()
-    yield process
-    process.stop()
-    app.control.purge()
 
 
 @pytest.fixture

@@ -17,11 +17,16 @@ from cluster.models import AppliedObject
 from cluster.poll import poll_cluster
 from demo.data import DEMO_PASSWORD
 from demo.services import load_demo
+from devcluster.controllers import Options
 from kube import ObjectRef, connect
 from tests.e2e.conftest import screenshot
 from tests.support import Worker, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # MIG Manager takes half a second: the browser sees the timeline move step by step.
+    pytest.mark.demo_cluster(options=Options(mig_delay_seconds=0.5, retry_seconds=0.5, tick=0.05)),
+]
 
 
 def htmx_idle(page: Any) -> None:

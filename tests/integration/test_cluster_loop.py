@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,31 +10,23 @@ import devcluster
 from cluster.apply import apply_desired_state
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
 from cluster.poll import poll_cluster
-from demo.services import load_demo
 from kube import Gateway, NotFound, ObjectRef, connect
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
+from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db
 
 QUOTA = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.fixture
-def portal_cluster(settings: Any, cluster: devcluster.DemoCluster) -> Iterator[Gateway]:
-    settings.KUBE_URL = cluster.url
-    load_demo()
-    yield connect(url=cluster.url)
+def portal_cluster(
+    settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
+) -> Gateway:
+    """The demo scenario in the portal, pointed at a demo cluster nothing was applied to."""
+    settings.KUBE_URL = demo_cluster.url
+    return gateway
 
 
 def test_demo_state_is_applied_and_a_second_apply_changes_nothing(portal_cluster: Gateway) -> None:
@@ -100,10 +90,10 @@ def test_deleting_a_namespace_removes_the_portals_objects_and_nothing_else(
 
 
 def test_a_refused_object_is_recorded_with_the_servers_message(
-    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     # Someone else owns the quota's pods field with another value: the apply reports it.
-    other = connect(url=cluster.url, field_manager="kubectl-edit")
+    other = connect(url=demo_cluster.url, field_manager="kubectl-edit")
     apply_desired_state(gateway=portal_cluster)
     other.merge_patch(QUOTA, {"spec": {"hard": {"pods": "7"}}})
     namespace = Namespace.objects.get(name="team-a")
@@ -190,10 +180,10 @@ def test_an_allocatable_change_shows_after_one_poll_and_resolves_the_drift(
 
 
 def test_out_of_band_changes_to_managed_objects_are_drift(
-    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     apply_desired_state(gateway=portal_cluster)
-    other = connect(url=cluster.url, field_manager="kubectl-edit")
+    other = connect(url=demo_cluster.url, field_manager="kubectl-edit")
     other.merge_patch(QUOTA, {"spec": {"hard": {"pods": "500"}}})
     other.delete(ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev"))
     poll_cluster(gateway=portal_cluster)
@@ -215,14 +205,14 @@ def test_out_of_band_changes_to_managed_objects_are_drift(
 
 
 def test_vanished_nodes_are_marked_not_deleted(
-    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     poll_cluster(gateway=portal_cluster)
-    with cluster.cluster.lock:
+    with demo_cluster.cluster.lock:
         from devcluster.resources import find
 
         nodes = find("", "v1", "nodes")
-        cluster.cluster._remove(nodes, cluster.cluster.get(nodes, "", "gpu-h100-02"))
+        demo_cluster.cluster._remove(nodes, demo_cluster.cluster.get(nodes, "", "gpu-h100-02"))
     run = poll_cluster(gateway=portal_cluster)
     assert run.nodes == 4
     assert ObservedNode.objects.get(name="gpu-h100-02").gone_since is not None
@@ -236,7 +226,7 @@ def test_a_poll_of_an_unreachable_cluster_is_recorded(settings: Any) -> None:
 
 
 def test_kueue_admission_and_why_a_workload_waits(
-    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     from cluster.models import ObservedWorkload
 
@@ -282,10 +272,10 @@ def test_kueue_admission_and_why_a_workload_waits(
 
 
 def test_objects_deleted_in_the_cluster_are_applied_again_after_a_poll(
-    portal_cluster: Gateway, cluster: devcluster.DemoCluster
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     apply_desired_state(gateway=portal_cluster)
-    other = connect(url=cluster.url, field_manager="kubectl")
+    other = connect(url=demo_cluster.url, field_manager="kubectl")
     lq = ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev")
     other.delete(lq)
     assert apply_desired_state(gateway=portal_cluster).applied == []  # unchanged by hash

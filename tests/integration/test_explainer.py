@@ -14,20 +14,17 @@ from django.test import Client
 import devcluster
 from cluster.apply import apply_desired_state
 from cluster.poll import poll_cluster
-from demo.services import load_demo
-from devcluster.controllers import Options
 from diagnostics.selectors import explain_waiting
-from kube import connect
+from kube import Gateway
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def waiting(settings: Any) -> Iterator[dict[str, Any]]:
-    cluster = devcluster.start(options=Options(retry_seconds=0.2, tick=0.03))
-    settings.KUBE_URL = cluster.url
-    load_demo()
-    gateway = connect(url=cluster.url)
+def waiting(
+    settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
+) -> Iterator[dict[str, Any]]:
+    settings.KUBE_URL = demo_cluster.url
     apply_desired_state(gateway=gateway)
     # A pod that does not tolerate the H100 nodes' taint.
     gateway.apply(
@@ -75,7 +72,6 @@ def waiting(settings: Any) -> Iterator[dict[str, Any]]:
             break
         time.sleep(0.2)
     yield found
-    cluster.stop()
 
 
 def test_each_cause_in_exact_words(waiting: dict[str, Any]) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
+import devcluster
 from kube import (
     ApplyConflict,
     EvictionBlocked,
@@ -17,6 +17,7 @@ from kube import (
     RetryableKubeError,
     connect,
 )
+from tests.support import wait_for
 
 QUOTA = {
     "apiVersion": "v1",
@@ -28,15 +29,6 @@ QUOTA = {
     },
     "spec": {"hard": {"requests.nvidia.com/gpu": "16"}},
 }
-
-
-def wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_paginated_list_decodes_every_node(gateway: Gateway) -> None:
@@ -140,24 +132,21 @@ def test_eviction_respects_disruption_budgets(gateway: Gateway) -> None:
     gateway.evict("team-b", "no-such-pod")  # already gone is fine
 
 
-def test_rbac_refusal_is_permanent_with_the_servers_words() -> None:
-    import devcluster
-
-    demo = devcluster.start(users={"viewer-token": ("alice", frozenset({"get", "list"}))})
-    try:
-        viewer = connect(url=demo.url, token="viewer-token")
-        assert viewer.list("v1", "Node")
-        with pytest.raises(PermanentKubeError) as caught:
-            viewer.apply(QUOTA)
-        assert caught.value.status == 403
-        assert caught.value.message == (
-            'resourcequotas "team-a-gpu-quota" is forbidden: User "alice" cannot patch resource '
-            '"resourcequotas" in API group "" in the namespace "team-a"'
-        )
-        with pytest.raises(PermanentKubeError, match="Unauthorized"):
-            connect(url=demo.url, token="wrong").list("v1", "Node")
-    finally:
-        demo.stop()
+@pytest.mark.demo_cluster(users={"viewer-token": ("alice", frozenset({"get", "list"}))})
+def test_rbac_refusal_is_permanent_with_the_servers_words(
+    demo_cluster: devcluster.DemoCluster,
+) -> None:
+    viewer = connect(url=demo_cluster.url, token="viewer-token")
+    assert viewer.list("v1", "Node")
+    with pytest.raises(PermanentKubeError) as caught:
+        viewer.apply(QUOTA)
+    assert caught.value.status == 403
+    assert caught.value.message == (
+        'resourcequotas "team-a-gpu-quota" is forbidden: User "alice" cannot patch resource '
+        '"resourcequotas" in API group "" in the namespace "team-a"'
+    )
+    with pytest.raises(PermanentKubeError, match="Unauthorized"):
+        connect(url=demo_cluster.url, token="wrong").list("v1", "Node")
 
 
 def test_the_operator_check_says_how_to_fix_unreachable_dcgm_metrics(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,35 +17,22 @@ import devcluster
 from changes import mig as changes
 from changes.executor import advance
 from changes.models import MigChangeRequest, MigChangeStep
-from cluster.apply import apply_desired_state
-from cluster.poll import poll_cluster
-from demo.services import load_demo
-from devcluster.controllers import Options
 from gpus import dcgm
 from health.collect import PrometheusError
 from health.models import NodeHealth
 from health.services import collect_gpu_health
-from kube import Gateway, ObjectRef, connect
+from kube import Gateway, ObjectRef
 from portal.models import AuditEvent
+from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo(settings: Any) -> Iterator[tuple[Gateway, devcluster.DemoCluster]]:
-    cluster = devcluster.start(
-        options=Options(
-            mig_delay_seconds=0.2, retry_seconds=0.3, kubelet_stop_seconds=0.1, tick=0.03
-        )
-    )
-    settings.KUBE_URL = cluster.url
-    settings.QM_MIG_POLL_SECONDS = 0
-    load_demo()
-    gateway = connect(url=cluster.url)
-    apply_desired_state(gateway=gateway)
-    poll_cluster(gateway=gateway)
-    yield gateway, cluster
-    cluster.stop()
+def on_cluster(
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
+) -> tuple[Gateway, devcluster.DemoCluster]:
+    return portal_cluster, demo_cluster
 
 
 def pod_ip(gateway: Gateway, name: str) -> str:
@@ -54,18 +40,15 @@ def pod_ip(gateway: Gateway, name: str) -> str:
 
 
 def settle(request: MigChangeRequest, gateway: Gateway) -> str:
-    deadline = time.monotonic() + 20
-    while advance(request.pk, gateway=gateway).kind == "wait":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: advance(request.pk, gateway=gateway).kind != "wait", timeout=20)
     request.refresh_from_db()
     return request.state
 
 
 def test_health_of_the_demo_fleet_and_the_xid_79_drain(
-    demo: tuple[Gateway, devcluster.DemoCluster],
+    on_cluster: tuple[Gateway, devcluster.DemoCluster],
 ) -> None:
-    gateway, _ = demo
+    gateway, _ = on_cluster
     outcome = collect_gpu_health(gateway)
     assert (outcome["nodes"], outcome["unreadable"], outcome["attention"]) == (5, 0, 1)
     health = {h.node: h for h in NodeHealth.objects.all()}
@@ -122,9 +105,9 @@ def test_health_of_the_demo_fleet_and_the_xid_79_drain(
 
 
 def test_a_rejected_suggestion_is_not_made_again(
-    demo: tuple[Gateway, devcluster.DemoCluster],
+    on_cluster: tuple[Gateway, devcluster.DemoCluster],
 ) -> None:
-    gateway, _ = demo
+    gateway, _ = on_cluster
     collect_gpu_health(gateway)
     drain = MigChangeRequest.objects.get(kind="drain")
     changes.reject_mig_change(
@@ -137,9 +120,9 @@ def test_a_rejected_suggestion_is_not_made_again(
 
 
 def test_an_unreadable_exporter_keeps_the_last_word_and_says_why(
-    settings: Any, demo: tuple[Gateway, devcluster.DemoCluster]
+    settings: Any, on_cluster: tuple[Gateway, devcluster.DemoCluster]
 ) -> None:
-    gateway, _ = demo
+    gateway, _ = on_cluster
     collect_gpu_health(gateway)
     before = NodeHealth.objects.get(node="gpu-a100-02")
     settings.QM_DCGM_PORT = 9500  # nothing listens there
@@ -193,9 +176,9 @@ class FakePrometheus:
 
 
 def test_health_from_prometheus(
-    settings: Any, demo: tuple[Gateway, devcluster.DemoCluster]
+    settings: Any, on_cluster: tuple[Gateway, devcluster.DemoCluster]
 ) -> None:
-    _, cluster = demo
+    _, cluster = on_cluster
     prometheus = FakePrometheus(cluster)
     settings.QM_DCGM_SOURCE = "prometheus"
     settings.QM_PROMETHEUS_URL = prometheus.url

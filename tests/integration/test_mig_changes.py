@@ -4,8 +4,6 @@ fail, get stuck, roll back, and resume after a crash at every step."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,44 +17,16 @@ from changes import mig as changes
 from changes.approval import TRANSITIONS, transition
 from changes.executor import STEPS, advance
 from changes.models import MigChangeRequest, MigChangeStep
-from cluster.apply import apply_desired_state
-from cluster.poll import poll_cluster
-from demo.services import load_demo
-from devcluster.controllers import Options
-from kube import Gateway, ObjectRef, connect
+from kube import Gateway, ObjectRef
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Team
+from tests.support import wait_for
 
-pytestmark = pytest.mark.django_db
+# Every test starts from the demo scenario applied to a demo cluster and polled once.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("portal_cluster")]
 INCIDENT = "gpu-a100-03"
-
-
-@pytest.fixture
-def demo_cluster() -> Iterator[devcluster.DemoCluster]:
-    demo = devcluster.start(
-        options=Options(
-            mig_delay_seconds=0.2,
-            retry_seconds=0.3,
-            kubelet_start_seconds=0.05,
-            kubelet_stop_seconds=0.1,
-            tick=0.03,
-        )
-    )
-    yield demo
-    demo.stop()
-
-
-@pytest.fixture
-def gateway(settings: Any, demo_cluster: devcluster.DemoCluster) -> Gateway:
-    settings.KUBE_URL = demo_cluster.url
-    settings.QM_MIG_POLL_SECONDS = 0
-    load_demo()
-    gw = connect(url=demo_cluster.url)
-    apply_desired_state(gateway=gw)
-    poll_cluster(gateway=gw)
-    return gw
 
 
 def users() -> tuple[User, User, User]:
@@ -80,14 +50,13 @@ def ask(lead: User, **overrides: Any) -> MigChangeRequest:
 def run_until_settled(
     request: MigChangeRequest, gateway: Gateway, *, timeout: float = 20, **kwargs: Any
 ) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        outcome = advance(request.pk, gateway=gateway, **kwargs)
-        if outcome.kind != "wait":
-            request.refresh_from_db()
-            return request.state
-        time.sleep(0.05)
-    raise AssertionError("the change did not settle")
+    wait_for(
+        lambda: advance(request.pk, gateway=gateway, **kwargs).kind != "wait",
+        timeout=timeout,
+        what="the change to settle",
+    )
+    request.refresh_from_db()
+    return request.state
 
 
 def node(gateway: Gateway) -> dict[str, Any]:
@@ -128,13 +97,14 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     assert not live["spec"].get("unschedulable")
     assert live["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
     # team-a's waiting pod now fits on the node.
-    deadline = time.monotonic() + 5
-    while (
-        gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName")
-        != INCIDENT
-    ):
-        assert time.monotonic() < deadline, "train-3g was not scheduled"
-        time.sleep(0.05)
+    wait_for(
+        lambda: (
+            gateway.get(ObjectRef("v1", "Pod", "train-3g", "team-a"))["spec"].get("nodeName")
+            == INCIDENT
+        ),
+        timeout=5,
+        what="train-3g to be scheduled",
+    )
     dev = ClusterQueue.objects.get(name="cq-dev").quota()
     assert (
         dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")],
@@ -235,11 +205,6 @@ def test_the_verdict_getting_worse_refuses_the_approval(
 def test_concurrent_approvals_make_exactly_one_transition(
     settings: Any, demo_cluster: devcluster.DemoCluster
 ) -> None:
-    settings.KUBE_URL = demo_cluster.url
-    load_demo()
-    gw = connect(url=demo_cluster.url)
-    apply_desired_state(gateway=gw)
-    poll_cluster(gateway=gw)
     lead, approver, admin = users()
     request = ask(lead)
     results: list[str] = []

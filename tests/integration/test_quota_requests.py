@@ -18,18 +18,12 @@ from changes.quota import (
     reject_quota_change,
     request_quota_change,
 )
-from demo.services import load_demo
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def demo_data(db: Any) -> None:
-    load_demo()
 
 
 def lead() -> User:
@@ -53,7 +47,7 @@ def hard(resource: str = "requests.nvidia.com/gpu") -> str:
     return Namespace.objects.get(name="team-a").quota_items.get(resource=resource).hard
 
 
-def test_an_approved_request_changes_desired_state(demo_data: None) -> None:
+def test_an_approved_request_changes_desired_state(demo: None) -> None:
     request = ask()
     assert (request.state, request.previous) == ("pending", "16")
     assert hard() == "16"
@@ -72,7 +66,7 @@ def test_an_approved_request_changes_desired_state(demo_data: None) -> None:
     ) == ["quota_change.requested", "quota_change.approved"]
 
 
-def test_rules_for_who_asks_and_who_decides(demo_data: None) -> None:
+def test_rules_for_who_asks_and_who_decides(demo: None) -> None:
     with pytest.raises(PermissionDenied):
         ask(actor=User.objects.get(username="member-a"))
     with pytest.raises(PermissionDenied):
@@ -94,7 +88,7 @@ def test_rules_for_who_asks_and_who_decides(demo_data: None) -> None:
     assert hard() == "16"
 
 
-def test_bad_input_is_refused_per_field_and_writes_nothing(demo_data: None) -> None:
+def test_bad_input_is_refused_per_field_and_writes_nothing(demo: None) -> None:
     from changes.models import QuotaChangeRequest
 
     with pytest.raises(ValidationError) as caught:
@@ -106,7 +100,7 @@ def test_bad_input_is_refused_per_field_and_writes_nothing(demo_data: None) -> N
     assert not QuotaChangeRequest.objects.exists()
 
 
-def test_an_auto_approval_rule_grants_small_time_limited_increases(demo_data: None) -> None:
+def test_an_auto_approval_rule_grants_small_time_limited_increases(demo: None) -> None:
     AutoApprovalRule.objects.create(
         name="small GPU bumps",
         kind="namespace",
@@ -130,7 +124,7 @@ def test_an_auto_approval_rule_grants_small_time_limited_increases(demo_data: No
     assert ask(requested="25").state == "pending"
 
 
-def test_a_time_limited_grant_warns_then_reverts(demo_data: None) -> None:
+def test_a_time_limited_grant_warns_then_reverts(demo: None) -> None:
     until = timezone.now() + dt.timedelta(hours=30)
     request = ask(grant_until=until)
     approve_quota_change(
@@ -147,7 +141,7 @@ def test_a_time_limited_grant_warns_then_reverts(demo_data: None) -> None:
     assert expire_quota_grants(now=until + dt.timedelta(hours=1)) == []  # idempotent
 
 
-def test_a_queue_nominal_quota_request_and_its_assessment(demo_data: None) -> None:
+def test_a_queue_nominal_quota_request_and_its_assessment(demo: None) -> None:
     cq = ClusterQueue.objects.get(name="cq-train")
     request = ask(
         kind="queue",

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 
-import devcluster
-from cluster.apply import apply_desired_state
-from cluster.poll import poll_cluster
-from demo.services import load_demo
-from kube import connect
 from usage.models import Rollup, Sample, WorkloadRecord
 from usage.sampling import take_sample
 
@@ -20,15 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def observed(settings: Any) -> Iterator[None]:
-    cluster = devcluster.start()
-    settings.KUBE_URL = cluster.url
-    load_demo()
-    gateway = connect(url=cluster.url)
-    apply_desired_state(gateway=gateway)
-    poll_cluster(gateway=gateway)
-    yield
-    cluster.stop()
+def observed(portal_cluster: Any) -> None:
+    """The demo fleet observed (applied and polled once)."""
 
 
 def test_a_sample_of_the_demo_fleet(observed: None) -> None:

@@ -5,7 +5,6 @@ killed mid-apply loses nothing."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ from cluster.desired import collect_manifests
 from cluster.models import AppliedObject
 from demo.services import load_demo
 from devcluster.controllers import Options
-from kube import Gateway, ObjectRef, connect
-from portal.celery import app
+from kube import Gateway, ObjectRef
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import Worker, wait_for
@@ -25,30 +23,10 @@ from tests.support import Worker, wait_for
 ROOT = Path(__file__).resolve().parents[2]
 QUOTA = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def demo_cluster() -> Iterator[devcluster.DemoCluster]:
-    demo = devcluster.start(options=Options(mig_delay_seconds=0.3, retry_seconds=0.5, tick=0.05))
-    yield demo
-    demo.stop()
-
-
-@pytest.fixture
-def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
-    settings.KUBE_URL = demo_cluster.url
-    app.control.purge()
-    process = Worker(demo_cluster.url)
-    process.start()
-    yield process
-    process.stop()
-    app.control.purge()
-
-
-@pytest.fixture
-def gateway(demo_cluster: devcluster.DemoCluster) -> Gateway:
-    return connect(url=demo_cluster.url)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.demo_cluster(options=Options(mig_delay_seconds=0.3, retry_seconds=0.5, tick=0.05)),
+]
 
 
 def all_applied() -> bool:

@@ -15,6 +15,7 @@ from changes.models import MigChangeRequest
 from changes.notify import notify
 from portal.notify import notify_task
 from tenants.models import Team
+from tests.factories import MigChangeRequestFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,7 @@ def _sent_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
 def change(db: Any) -> MigChangeRequest:
     user = User.objects.create(username="lead")
     team = Team.objects.create(slug="team-a", name="A")
-    return MigChangeRequest.objects.create(
+    return MigChangeRequestFactory(
         team=team,
         requested_by=user,
         nodes=["gpu-a100-03"],

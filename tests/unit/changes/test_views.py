@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
 from changes.models import MigChangeRequest
-from cluster.models import ObservedNode, ObservedPod
-from demo.services import load_demo
+from cluster.models import ObservedNode
+from tests.factories import ObservedNodeFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def observed(db: Any) -> None:
-    load_demo()
+def observed(demo: None) -> None:
     now = timezone.now()
     for name, config, alloc in [
         ("gpu-a100-01", "all-3g.40gb", {"nvidia.com/mig-3g.40gb": "16"}),
@@ -28,7 +25,7 @@ def observed(db: Any) -> None:
             {"nvidia.com/mig-2g.20gb": "8", "nvidia.com/mig-1g.10gb": "16"},
         ),
     ]:
-        ObservedNode.objects.create(
+        ObservedNodeFactory(
             name=name,
             gpu_product="NVIDIA-A100-SXM4-80GB",
             gpu_count=8,
@@ -40,7 +37,7 @@ def observed(db: Any) -> None:
             first_seen=now,
             last_changed=now,
         )
-    ObservedPod.objects.create(
+    ObservedPodFactory(
         namespace="team-b",
         name="dev-test-1g",
         node_name="gpu-a100-03",
@@ -253,7 +250,7 @@ def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed:
         first_seen=now,
         last_seen=now,
     )
-    ObservedPod.objects.create(
+    ObservedPodFactory(
         namespace="team-a",
         name="train-3g",
         phase="Pending",

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from cluster.models import Drift, ObservedNode, ObservedPod, ObservedWorkload, SyncRun
 from fleet.models import NodePool
+from tests.factories import ObservedNodeFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def node(
     allocated: dict[str, int] | None = None,
 ) -> ObservedNode:
     now = timezone.now()
-    return ObservedNode.objects.create(
+    return ObservedNodeFactory(
         name=name,
         gpu_product="NVIDIA-A100-SXM4-80GB",
         gpu_count=8,
@@ -129,7 +130,7 @@ def test_home_explains_what_waits_in_my_namespaces_only(
     ObservedWorkload.objects.create(
         namespace="team-b", name="secret-job", queue_name="team-b-train", last_changed=now
     )
-    ObservedPod.objects.create(
+    ObservedPodFactory(
         namespace="team-a",
         name="train-3g",
         phase="Pending",
@@ -254,7 +255,7 @@ def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
     )
     health("gpu-a100-07", pod_namespace="team-a-train", pod="trainer-0", xid=79)
     now = timezone.now()
-    ObservedPod.objects.create(
+    ObservedPodFactory(
         namespace="team-a-train",
         name="trainer-0",
         node_name="gpu-a100-07",
@@ -306,7 +307,7 @@ def test_node_page_queries_do_not_grow_with_pods(client: Client, team_a_member: 
     def queries_with(pods: int) -> int:
         now = timezone.now()
         for i in range(ObservedPod.objects.count(), pods):
-            ObservedPod.objects.create(
+            ObservedPodFactory(
                 namespace="x",
                 name=f"p{i}",
                 node_name="gpu-a100-09",

@@ -3,8 +3,6 @@ the lead, an approver and a platform admin; reads and the state-changing POSTs."
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -16,9 +14,8 @@ from changes import mig as changes
 from changes import quota as quota_requests
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, QuotaChangeRequest
-from cluster.models import ObservedNode
-from demo.services import load_demo
 from tenants.models import Namespace, Team
+from tests.factories import MigChangeRequestFactory, ObservedNodeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -82,10 +79,9 @@ REFUSED_POSTS = {
 
 
 @pytest.fixture
-def objects(db: Any) -> dict[str, int]:
-    load_demo()
+def objects(demo: None) -> dict[str, int]:
     now = timezone.now()
-    ObservedNode.objects.create(
+    ObservedNodeFactory(
         name="gpu-a100-03",
         gpu_product="NVIDIA-A100-SXM4-80GB",
         gpu_count=8,
@@ -117,7 +113,7 @@ def objects(db: Any) -> dict[str, int]:
     )
     mc_node_free = fleet_facts(exclude_request=mc.pk)
     assessment = impact.assess(mc_node_free, targets=["gpu-a100-03"], config="", drain=True)
-    drain = MigChangeRequest.objects.create(
+    drain = MigChangeRequestFactory(
         kind="drain",
         nodes=["gpu-a100-03"],
         reason="Suggested by the portal's GPU health check",

@@ -4,8 +4,6 @@ requests) and compared."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -13,12 +11,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from changes.models import MigChangeRequest, QuotaChangeRequest
-from cluster.models import ObservedNode, ObservedPod
-from demo.services import load_demo
+from changes.models import QuotaChangeRequest
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, LocalQueue
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
+from tests.factories import MigChangeRequestFactory, ObservedNodeFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +49,7 @@ def grow(size: int, start: int) -> None:
         cq = ClusterQueue.objects.create(name=f"grown-cq-{index}")
         LocalQueue.objects.create(name=f"grown-lq-{index}", namespace=ns, cluster_queue=cq)
         node = f"grown-node-{index}"
-        ObservedNode.objects.create(
+        ObservedNodeFactory(
             name=node,
             gpu_product="NVIDIA-A100-SXM4-80GB",
             gpu_count=8,
@@ -66,7 +63,7 @@ def grow(size: int, start: int) -> None:
             last_changed=now,
             ready=True,
         )
-        ObservedPod.objects.create(
+        ObservedPodFactory(
             namespace=ns.name,
             name=f"waiting-{index}",
             phase="Pending",
@@ -75,7 +72,7 @@ def grow(size: int, start: int) -> None:
             pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
             last_changed=now,
         )
-        MigChangeRequest.objects.create(
+        MigChangeRequestFactory(
             team=team,
             requested_by=lead,
             nodes=[node],
@@ -116,8 +113,7 @@ def count(page: str, user: str, shows: str = "") -> int:
     return len(queries)
 
 
-def test_query_counts_do_not_grow_with_data(db: Any) -> None:
-    load_demo()
+def test_query_counts_do_not_grow_with_data(demo: None) -> None:
     grow(3, 0)
     small = {(page, user): count(page, user) for page, users in PAGES.items() for user in users}
     grow(40, 3)
@@ -139,8 +135,7 @@ def test_query_counts_do_not_grow_with_data(db: Any) -> None:
     assert max(small.values()) <= 40, small
 
 
-def test_request_lists_are_paginated(db: Any) -> None:
-    load_demo()
+def test_request_lists_are_paginated(demo: None) -> None:
     grow(55, 0)
     client = Client()
     client.force_login(User.objects.get(username="lead-a"))

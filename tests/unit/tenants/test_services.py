@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from demo.services import load_demo
 from portal.models import AuditEvent
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 from tenants.rules import LimitSpec
@@ -163,12 +164,8 @@ def test_priority_class_rules(
     assert not PriorityClass.objects.exists()
 
 
-def test_saving_what_is_already_there_writes_no_audit_event(db: Any) -> None:
+def test_saving_what_is_already_there_writes_no_audit_event(demo: None) -> None:
     """Loading the demo again (each `dev.py run` does) changes nothing, so the log stays quiet."""
-    from demo.services import load_demo
-    from portal.models import AuditEvent
-
-    load_demo()
     before = AuditEvent.objects.count()
     load_demo()
     assert AuditEvent.objects.count() == before

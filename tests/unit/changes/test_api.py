@@ -1,0 +1,197 @@
+"""REST API of reviewed changes: the permission matrix on decisions, field errors, If-Match."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from changes.models import MigChangeRequest
+from tests.support import bearer
+
+pytestmark = pytest.mark.django_db
+
+
+def test_mig_change_over_the_api_with_the_permission_matrix(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "back to 3g",
+    }
+    assert (
+        client.post(
+            "/api/v1/mig-changes/",
+            body,
+            content_type="application/json",
+            headers=bearer("member-a"),
+        ).status_code
+        == 403
+    )
+    created = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert created.status_code == 201, created.json()
+    change = created.json()
+    assert (change["state"], change["verdict"]) == ("pending", "breaks_quota")
+    url = f"/api/v1/mig-changes/{change['id']}/approve/"
+    # The requester is no approver (403); other teams do not see it (404).
+    matrix = {"lead-a": 403, "member-a": 403, "lead-b": 404, "viewer-dev": 404}
+    for user, expected in matrix.items():
+        assert (
+            client.post(url, {}, content_type="application/json", headers=bearer(user)).status_code
+            == expected
+        ), user
+    refused = client.post(url, {}, content_type="application/json", headers=bearer("lead-a")).json()
+    assert refused == {"detail": "Only approvers decide MIG changes.", "code": "permission_denied"}
+    approved = client.post(
+        url, {"comment": "ok"}, content_type="application/json", headers=bearer("approver")
+    )
+    assert approved.status_code == 200 and approved.json()["state"] == "approved"
+    assert (
+        client.post(url, {}, content_type="application/json", headers=bearer("admin")).json()[
+            "code"
+        ]
+        == "illegal_transition"
+    )
+
+
+def test_bad_input_gives_field_errors_and_writes_nothing(client: Client, fleet: None) -> None:
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {"team": "team-a", "nodes": ["gpu-a100-03"], "target_config": "all-1g.5gb", "reason": ""},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"reason"}
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {"team": "team-a", "nodes": "gpu-a100-03"},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and {"nodes", "target_config", "reason"} <= set(
+        response.json()["errors"]
+    )
+    response = client.post(
+        "/api/v1/mig-changes/",
+        "{not json",
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and response.json()["code"] == "parse_error"
+    assert not MigChangeRequest.objects.exists()
+
+
+def test_an_admin_cannot_approve_their_own_request(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "mine",
+    }
+    change = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("admin")
+    ).json()
+    own = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers=bearer("admin"),
+    )
+    assert (own.status_code, own.json()) == (
+        409,
+        {
+            "detail": "You cannot approve your own request; another approver must.",
+            "code": "self_approval",
+        },
+    )
+
+
+def test_if_match_refuses_a_decision_on_a_stale_read(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "x",
+    }
+    change = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    ).json()
+    read = client.get(f"/api/v1/mig-changes/{change['id']}/", headers=bearer("approver"))
+    etag = read["ETag"]
+    MigChangeRequest.objects.filter(pk=change["id"]).update(
+        decision_comment="touched", updated_at=timezone.now()
+    )
+    stale = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers={**bearer("approver"), "If-Match": etag},
+    )
+    assert (stale.status_code, stale.json()["code"]) == (412, "precondition_failed")
+    fresh = client.get(f"/api/v1/mig-changes/{change['id']}/", headers=bearer("approver"))["ETag"]
+    ok = client.post(
+        f"/api/v1/mig-changes/{change['id']}/approve/",
+        {},
+        content_type="application/json",
+        headers={**bearer("approver"), "If-Match": fresh},
+    )
+    assert ok.status_code == 200
+
+
+def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet: None) -> None:
+    from changes.models import QuotaChangeRequest
+
+    created = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "team-a",
+            "kind": "namespace",
+            "namespace": "team-a",
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "24",
+            "reason": "deadline",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    ).json()
+    url = f"/api/v1/quota-requests/{created['id']}/"
+    approver = bearer("approver")
+    read = client.get(url, headers=approver)
+    stale = '"0000"'
+    refused = client.post(
+        url + "approve/",
+        {"comment": "ok"},
+        content_type="application/json",
+        headers={**approver, "If-Match": stale},
+    )
+    assert refused.status_code == 412
+    assert QuotaChangeRequest.objects.get(pk=created["id"]).state == "pending"
+    done = client.post(
+        url + "approve/",
+        {"comment": "ok"},
+        content_type="application/json",
+        headers={**approver, "If-Match": read.headers["ETag"]},
+    )
+    assert done.status_code == 200, done.json()
+    assert done.headers["ETag"] != read.headers["ETag"]
+
+
+def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:
+    preview = client.post(
+        "/api/v1/mig-changes/preview/",
+        {"nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    ).json()
+    assert preview["evictions"][0]["pod"] == "dev-test-1g"
+    configs = client.get("/api/v1/mig-configs/?node=gpu-a100-03", headers=bearer("lead-a")).json()
+    assert configs["model"] == "A100-80GB" and "all-3g.40gb" in configs["configs"]
+    yaml_text = client.get(
+        "/api/v1/manifests/?team=team-a&format=yaml", headers=bearer("lead-a")
+    ).content.decode()
+    assert "kind: ResourceQuota" in yaml_text and "team-b" not in yaml_text
+    assert client.get("/api/v1/manifests/", headers=bearer("lead-a")).status_code == 403
+    assert client.get("/api/v1/manifests/?team=team-b", headers=bearer("lead-a")).status_code == 404

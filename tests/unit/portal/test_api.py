@@ -1,0 +1,231 @@
+"""REST API basics: tokens, one error format, idempotency, rate limits, authentication and scoping of every list, the schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from changes.models import MigChangeRequest
+from portal.models import ApiToken
+from portal.tokens import create_token
+from tests.support import bearer
+
+pytestmark = pytest.mark.django_db
+
+
+def test_tokens_are_shown_once_stored_hashed_and_revocable(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    created = client.post(
+        "/api/v1/tokens/", {"name": "ci", "days": 30}, content_type="application/json"
+    ).json()
+    text = created["token"]
+    assert text.startswith(f"qm_{created['prefix']}_")
+    assert text not in str(ApiToken.objects.values_list("digest", flat=True))
+    client.logout()
+    auth = {"Authorization": f"Bearer {text}"}
+    assert client.get("/api/v1/teams/", headers=auth).json()["results"][0]["slug"] == "team-a"
+    assert "token" not in client.get("/api/v1/tokens/", headers=auth).json()["results"][0]
+    assert client.delete(f"/api/v1/tokens/{created['id']}/", headers=auth).status_code == 204
+    response = client.get("/api/v1/teams/", headers=auth)
+    assert (response.status_code, response.json()["detail"]) == (401, "This token was revoked.")
+
+
+def test_expired_and_wrong_tokens_are_refused(client: Client, fleet: None) -> None:
+    token, text = create_token(user=User.objects.get(username="lead-a"), name="old")
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert (
+        client.get("/api/v1/teams/", headers={"Authorization": f"Bearer {text}"}).json()["detail"]
+        == "This token has expired."
+    )
+    assert (
+        client.get("/api/v1/teams/", headers={"Authorization": "Bearer qm_nope_x"}).status_code
+        == 401
+    )
+    assert client.get("/api/v1/teams/").status_code == 401
+
+
+def test_token_page_creates_shows_once_and_revokes(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    page = client.post("/tokens/", {"name": "laptop", "days": "7"}).content.decode()
+    assert "shown only this once" in page
+    token = ApiToken.objects.get(name="laptop")
+    assert "shown only this once" not in client.get("/tokens/").content.decode()
+    assert (
+        "A number of days"
+        in client.post("/tokens/", {"name": "x", "days": "soon"}).content.decode()
+    )
+    assert "Name the token" in client.post("/tokens/", {"name": "", "days": "7"}).content.decode()
+    client.post("/tokens/", {"revoke": token.pk})
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_idempotency_key_replays_the_first_response(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "retry-safe",
+    }
+    headers = {**bearer("lead-a"), "Idempotency-Key": "create-1"}
+    first = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=headers
+    )
+    again = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=headers
+    )
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"] and again["Idempotent-Replayed"] == "true"
+    assert MigChangeRequest.objects.count() == 1
+    other = client.post(
+        "/api/v1/quota-requests/", {}, content_type="application/json", headers=headers
+    )
+    assert other.json()["code"] == "idempotency_key_reused"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/teams/",
+        "/api/v1/memberships/",
+        "/api/v1/namespaces/",
+        "/api/v1/priority-classes/",
+        "/api/v1/resource-flavors/",
+        "/api/v1/cohorts/",
+        "/api/v1/cluster-queues/",
+        "/api/v1/local-queues/",
+        "/api/v1/nodes/",
+        "/api/v1/node-pools/",
+        "/api/v1/mig-changes/",
+        "/api/v1/quota-requests/",
+        "/api/v1/audit/",
+        "/api/v1/sync-status/",
+        "/api/v1/tokens/",
+        "/api/v1/waiting/",
+    ],
+)
+def test_every_list_needs_authentication_and_is_scoped(
+    client: Client, fleet: None, path: str
+) -> None:
+    assert client.get(path).status_code == 401
+    for user in ("viewer-dev", "member-a", "lead-b", "lead-a", "approver", "admin"):
+        response = client.get(path, headers=bearer(user))
+        assert response.status_code == 200, (path, user)
+    if path in (
+        "/api/v1/namespaces/",
+        "/api/v1/memberships/",
+        "/api/v1/local-queues/",
+        "/api/v1/waiting/",
+    ):
+        seen = str(client.get(path, headers=bearer("viewer-dev")).json())
+        assert "team-a" not in seen and "team-b" not in seen
+
+
+def test_rate_limit_is_per_token(
+    client: Client, fleet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.core.cache import cache
+
+    from portal.tokens import TokenRateThrottle
+
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})
+    first, second = bearer("lead-a"), bearer("lead-a")
+    for _ in range(3):
+        assert client.get("/api/v1/teams/", headers=first).status_code == 200
+    refused = client.get("/api/v1/teams/", headers=first)
+    assert refused.status_code == 429
+    assert "Retry-After" in refused.headers
+    assert refused.json()["detail"]
+    # the same user's other token has its own budget
+    assert client.get("/api/v1/teams/", headers=second).status_code == 200
+    cache.clear()
+
+
+def test_unrouted_api_paths_answer_in_the_api_error_format(client: Client, fleet: None) -> None:
+    response = client.get("/api/v1/namespaces/a.b/", headers=bearer("admin"))
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Not found.", "code": "not_found"}
+    assert client.get("/no-such-page/").headers["Content-Type"].startswith("text/html")
+    # whatever the method, and with CSRF checks on as for a real client
+    strict = Client(enforce_csrf_checks=True)
+    response = strict.put("/api/v1/namespaces/a./quota/", {}, content_type="application/json")
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+def test_query_parameters_with_nul_bytes_are_refused_not_a_server_error(
+    client: Client, fleet: None
+) -> None:
+    for url in ("/api/v1/waiting/?namespace=a%00b", "/api/v1/gpu-health/?node=a%00b"):
+        response = client.get(url, headers=bearer("lead-a"))
+        assert response.status_code == 400, url
+        assert "Null characters are not allowed." in str(response.json())
+
+
+def test_schema_and_docs_are_served(client: Client, fleet: None) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    schema = client.get(
+        "/api/schema/?format=json", headers={"Accept": "application/vnd.oai.openapi+json"}
+    )
+    assert schema.status_code == 200
+    assert b"/api/v1/mig-changes/{id}/approve/" in schema.content
+    assert client.get("/api/docs/").status_code == 200
+
+
+def test_scoping_other_teams_are_404(client: Client, fleet: None) -> None:
+    assert client.get("/api/v1/namespaces/team-b/", headers=bearer("lead-a")).status_code == 404
+    names = [
+        n["name"]
+        for n in client.get("/api/v1/namespaces/", headers=bearer("lead-a")).json()["results"]
+    ]
+    assert names == ["team-a"]
+    assert (
+        client.get("/api/v1/namespaces/team-a/", headers=bearer("lead-a")).json()["quota"]["pods"]
+        == "50"
+    )
+
+
+def test_unknown_fields_and_bad_names_are_refused(client: Client, fleet: None) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "x",
+        "force": True,
+    }
+    response = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert (response.status_code, response.json()["errors"]) == (400, {"force": ["Unknown field."]})
+    response = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "team-a",
+            "kind": "namespace",
+            "namespace": "team-a",
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "-4",
+            "reason": "x",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and "requested" in response.json()["errors"]
+    response = client.post(
+        "/api/v1/quota-requests/",
+        {
+            "team": "Team_A!",
+            "kind": "namespace",
+            "resource": "pods",
+            "requested": "1",
+            "reason": "x",
+        },
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    )
+    assert response.status_code == 400 and "team" in response.json()["errors"]
+    assert not MigChangeRequest.objects.exists()

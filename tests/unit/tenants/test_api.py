@@ -1,0 +1,188 @@
+"""REST API of tenants: teams, namespaces, quotas and limits."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.support import bearer
+
+pytestmark = pytest.mark.django_db
+
+
+def test_admins_create_and_change_teams_with_if_match(client: Client, fleet: None) -> None:
+    from portal.models import AuditEvent
+    from tenants.models import Team
+
+    admin = bearer("admin")
+    body = {"slug": "team-new", "name": "New", "allowed_priority_classes": ["dev-best-effort"]}
+    assert (
+        client.post(
+            "/api/v1/teams/", body, content_type="application/json", headers=bearer("lead-a")
+        ).status_code
+        == 403
+    )
+    bad = client.post(
+        "/api/v1/teams/",
+        {**body, "slug": "Team_New", "allowed_priority_classes": ["nope"]},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert bad.status_code == 400
+    assert "nope" in str(bad.json()["errors"]["allowed_priority_classes"])
+    bad = client.post(
+        "/api/v1/teams/",
+        {**body, "slug": "Team_New"},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert bad.status_code == 400 and "slug" in bad.json()["errors"]
+    assert not Team.objects.filter(name="New").exists()
+
+    created = client.post("/api/v1/teams/", body, content_type="application/json", headers=admin)
+    assert created.status_code == 201, created.json()
+    assert created.json()["allowed_priority_classes"] == ["dev-best-effort"]
+    etag = client.get("/api/v1/teams/team-new/", headers=admin).headers["ETag"]
+    assert etag == created.headers["ETag"]
+    changed = client.patch(
+        "/api/v1/teams/team-new/",
+        {"name": "Newer"},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert changed.status_code == 200 and changed.json()["name"] == "Newer"
+    stale = client.patch(
+        "/api/v1/teams/team-new/",
+        {"name": "Lost update"},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert stale.status_code == 412
+    assert Team.objects.get(slug="team-new").name == "Newer"
+    assert AuditEvent.objects.filter(event="team.changed", source="api").exists()
+
+
+def test_quota_and_limits_over_the_api(client: Client, fleet: None) -> None:
+    from portal.models import AuditEvent
+    from tenants.models import Namespace
+
+    admin = bearer("admin")
+    url = "/api/v1/namespaces/team-a/"
+    read = client.get(url, headers=admin)
+    etag, before = read.headers["ETag"], read.json()["quota"]
+    # a lead reads their namespace but cannot change the quota; another team's lead sees nothing
+    assert client.get(url, headers=bearer("lead-a")).status_code == 200
+    assert (
+        client.put(
+            url + "quota/",
+            {"hard": {"pods": "10"}},
+            content_type="application/json",
+            headers=bearer("lead-a"),
+        ).status_code
+        == 403
+    )
+    assert (
+        client.put(
+            url + "quota/",
+            {"hard": {"pods": "10"}},
+            content_type="application/json",
+            headers=bearer("lead-b"),
+        ).status_code
+        == 404
+    )
+    # out-of-range quantities are refused per item and nothing changes
+    bad = client.put(
+        url + "quota/",
+        {"hard": {"requests.nvidia.com/gpu": "1.5", "pods": "10"}},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert bad.status_code == 400
+    assert "hard[requests.nvidia.com/gpu]" in bad.json()["errors"]
+    assert client.get(url, headers=admin).json()["quota"] == before
+
+    good = client.put(
+        url + "quota/",
+        {"hard": {**before, "requests.nvidia.com/gpu": "32"}},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert good.status_code == 200, good.json()
+    assert good.json()["quota"]["requests.nvidia.com/gpu"] == "32"
+    assert good.headers["ETag"] != etag
+    stale = client.put(
+        url + "quota/",
+        {"hard": {}},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert stale.status_code == 412
+    assert client.get(url, headers=admin).json()["quota"]["requests.nvidia.com/gpu"] == "32"
+    assert AuditEvent.objects.filter(event="quota.changed", source="api").exists()
+
+    limits = client.put(
+        url + "limits/",
+        {
+            "limits": [
+                {
+                    "limit_type": "Container",
+                    "resource": "cpu",
+                    "default": "2",
+                    "default_request": "1",
+                }
+            ]
+        },
+        content_type="application/json",
+        headers=admin,
+    )
+    assert limits.status_code == 200, limits.json()
+    assert limits.json()["limits"][0]["default"] == "2"
+    wrong = client.put(
+        url + "limits/",
+        {"limits": [{"limit_type": "Node", "resource": "cpu"}]},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert wrong.status_code == 400
+    assert Namespace.objects.get(name="team-a").limit_items.count() == 1
+
+
+def test_admins_create_and_remove_namespaces(client: Client, fleet: None) -> None:
+    from tenants.models import Namespace
+
+    admin = bearer("admin")
+    bad = client.post(
+        "/api/v1/namespaces/",
+        {"name": "Bad_Name", "team": "team-a"},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert bad.status_code == 400 and "name" in bad.json()["errors"]
+    assert (
+        client.post(
+            "/api/v1/namespaces/",
+            {"name": "team-a-x", "team": "team-a"},
+            content_type="application/json",
+            headers=bearer("lead-a"),
+        ).status_code
+        == 403
+    )
+    created = client.post(
+        "/api/v1/namespaces/",
+        {"name": "team-a-x", "team": "team-a"},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert created.status_code == 201, created.json()
+    again = client.post(
+        "/api/v1/namespaces/",
+        {"name": "team-a-x", "team": "team-a"},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert again.status_code == 400 and "name" in again.json()["errors"]
+    assert (
+        client.delete("/api/v1/namespaces/team-a-x/", headers=bearer("lead-a")).status_code == 403
+    )
+    assert client.delete("/api/v1/namespaces/team-a-x/", headers=admin).status_code == 204
+    assert not Namespace.objects.filter(name="team-a-x").exists()
