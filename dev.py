@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import venv
 from pathlib import Path
 
@@ -192,8 +193,6 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
 
 def wait_until_serving(url: str, web: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Block until the web process answers, so the printed URL works when it appears."""
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and web.poll() is None:
         try:
@@ -203,34 +202,58 @@ def wait_until_serving(url: str, web: subprocess.Popen[bytes], timeout: float = 
             time.sleep(0.3)
 
 
+CHECKS = {
+    "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],
+    "ruff format": [str(PYTHON), "-m", "ruff", "format", "--check", "--quiet", "."],
+    "import contracts (layers, the gateway, the pure cores)": [
+        str(VENV / "bin" / "lint-imports"),
+        "--no-cache",
+    ],
+    "types (mypy over the product)": [str(PYTHON), "-m", "mypy"],
+    "migrations up to date": [str(PYTHON), "manage.py", "makemigrations", "--check", "--dry-run"],
+}
+
+
 def test(args: list[str]) -> int:
-    """Static checks (when no test selection is given), then the whole pytest suite."""
+    """The whole pytest suite, spread over the machine's cores (up to four test processes),
+    and, when no test selection is given, the static checks beside it."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
     ensure_test_tools()
-    if not args:
-        checks = {
-            "ruff check": [str(PYTHON), "-m", "ruff", "check", "."],
-            "ruff format": [str(PYTHON), "-m", "ruff", "format", "--check", "--quiet", "."],
-            "import contracts": [str(VENV / "bin" / "lint-imports"), "--no-cache"],
-            "types (mypy, the modules in pyproject.toml)": [str(PYTHON), "-m", "mypy"],
-            "migrations up to date": [
-                str(PYTHON),
-                "manage.py",
-                "makemigrations",
-                "--check",
-                "--dry-run",
-                "-v",
-                "0",
-            ],
-        }
-        for name, command in checks.items():
-            say(f"check: {name}")
-            result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-            if result.returncode != 0:
-                print(result.stdout, result.stderr, sep="\n")
-                say(f"check failed: {name}")
-                return result.returncode
-    return subprocess.run([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+    checks = start_checks(env) if not args else {}
+    processes = min(4, os.cpu_count() or 1)
+    parallel = ["-n", str(processes), "--dist", "loadscope", "--no-loadscope-reorder"]
+    command = [str(PYTHON), "-m", "pytest", *(parallel if processes > 1 else []), *args]
+    status = subprocess.run(command, cwd=ROOT, env=env).returncode
+    return finish_checks(checks) or status
+
+
+def start_checks(env: dict[str, str]) -> dict[str, subprocess.Popen[str]]:
+    say("checks (beside the tests): " + ", ".join(CHECKS))
+    return {
+        name: subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, command in CHECKS.items()
+    }
+
+
+def finish_checks(checks: dict[str, subprocess.Popen[str]]) -> int:
+    """Each check's outcome; the output of those that failed, and the first one's status."""
+    status = 0
+    for name, process in checks.items():
+        output, _ = process.communicate()
+        if process.returncode:
+            print(output)
+            say(f"check failed: {name}")
+            status = status or process.returncode
+        else:
+            say(f"check passed: {name}")
+    return status
 
 
 def embedded_running() -> dict[str, bool]:

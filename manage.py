@@ -7,6 +7,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
+    # lazy: after the settings module is chosen (Django reads it on import).
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

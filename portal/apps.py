@@ -6,4 +6,5 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
-        from portal import checks  # noqa: F401  (registers the system checks)
+        # lazy: the system checks register once the app registry is ready.
+        from portal import checks  # noqa: F401

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.db import connection, transaction
 
 import devcluster
@@ -20,7 +21,6 @@ from cluster.poll import poll_cluster
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, connect
-from portal.celery import app
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.support import Worker
@@ -37,11 +37,27 @@ FAST = Options(
 )
 
 
+# The longest modules start first, so a parallel run (a module at a time per test process,
+# two to start with: dev.py runs ``--dist loadscope --no-loadscope-reorder``) does not end
+# with one process still busy while the others idle.
+LONGEST_FIRST = [
+    "deploy/test_image.py",
+    "e2e/test_mig_change_flow.py",
+    "integration/test_mig_changes.py",
+    "integration/test_worker.py",
+    "api/test_schemathesis.py",
+]
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder; put the longest modules first."""
     for item in items:
-        folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
-        if folder in MARKS:
-            item.add_marker(getattr(pytest.mark, MARKS[folder]))
+        path = Path(str(item.fspath)).relative_to(TESTS)
+        if path.parts[0] in MARKS:
+            item.add_marker(getattr(pytest.mark, MARKS[path.parts[0]]))
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda i: rank.get(Path(str(i.fspath)).relative_to(TESTS).as_posix(), len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -220,11 +236,13 @@ def portal_cluster(
 @pytest.fixture
 def worker(settings: Any, demo_cluster: devcluster.DemoCluster) -> Iterator[Worker]:
     """A real Celery worker process on the test database, the test broker and the demo
-    cluster; the broker is emptied before and after."""
+    cluster; the broker is emptied before and after (unacknowledged tasks of a killed
+    worker included, or the next test's worker would run them)."""
     settings.KUBE_URL = demo_cluster.url
-    app.control.purge()
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.flushdb()
     process = Worker(demo_cluster.url, QM_MIG_POLL_SECONDS="1")
     process.start()
     yield process
     process.stop()
-    app.control.purge()
+    broker.flushdb()

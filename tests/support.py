@@ -106,12 +106,8 @@ class Worker:
             self.process.wait()
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        """The test is over: no task of it needs finishing (the broker is purged after)."""
+        self.kill()
         self.log.unlink(missing_ok=True)
 
 

@@ -1,11 +1,18 @@
 """Settings for the test suite: fast hashing, tasks never leave the process by accident."""
 
+import os
+
 from .base import *  # noqa: F403
 from .base import REDIS_URL, env_bool, redis_db
 
-# Tests use their own Redis database, so a developer's running worker never sees them.
-CELERY_BROKER_URL = redis_db(REDIS_URL, 15)
-CACHES["default"]["LOCATION"] = redis_db(REDIS_URL, 14)  # noqa: F405
+# Tests use their own Redis databases, so a developer's running worker never sees them, and
+# each test process of a parallel run (pytest-xdist's gw0, gw1, ...) has three of its own
+# (its Celery worker processes inherit PYTEST_XDIST_WORKER, so they use the same).
+_PROCESS = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+if _PROCESS > 3:  # databases 0-3 belong to a developer's own run
+    raise RuntimeError("At most four test processes share one Redis (pytest -n 4).")
+CELERY_BROKER_URL = redis_db(REDIS_URL, 15 - 3 * _PROCESS)
+CACHES["default"]["LOCATION"] = redis_db(REDIS_URL, 14 - 3 * _PROCESS)  # noqa: F405
 # No cluster unless a test points at its demo cluster (a test's worker gets it by env).
 if not env_bool("QM_TEST_WORKER", False):
     KUBE_URL = ""
@@ -24,5 +31,5 @@ STORAGES = {
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
-QM_METRICS_REDIS_URL = redis_db(REDIS_URL, 12)
+QM_METRICS_REDIS_URL = redis_db(REDIS_URL, 13 - 3 * _PROCESS)
 QM_EXPLAINER_RECHECK_SECONDS = 0.0  # every test sees the fleet it just wrote

@@ -60,9 +60,13 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=ROOT,
         check=True,
         env={
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE")
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE")
+            },
+            # The image compiles its modules (its root is read-only); here nothing reads them.
+            "PIP_NO_COMPILE": "1",
         },
     )
     return root
