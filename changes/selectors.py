@@ -16,12 +16,13 @@ from changes.approval import (
     quota_request_actions,
 )
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from portal.permissions import sees_every_team
 
 R = TypeVar("R", bound=Model)
 
 
 def _visible(requests: QuerySet[R], user: User) -> QuerySet[R]:
-    if may_decide(user):
+    if sees_every_team(user):
         return requests
     return requests.filter(team__memberships__user_id=user.pk).distinct()
 

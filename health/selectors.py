@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from changes.approval import User, may_decide
 from cluster.models import ObservedNode
 from gpus.strips import gpu_strips
 from health.models import NodeHealth
+from portal.permissions import User, sees_every_team
 from tenants.selectors import member_namespaces
 
 
@@ -46,7 +46,7 @@ def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict
         rows = rows.filter(node=node)
     if worst:
         rows = rows.filter(worst=worst)
-    sees_all = may_decide(user)
+    sees_all = sees_every_team(user)
     mine = member_namespaces(user)
 
     def scoped(item: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from changes.approval import may_decide, may_request
+from changes.approval import may_request
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import QuotaChangeRequest
@@ -23,7 +23,7 @@ from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
 from portal.htmx import HtmxHttpRequest
-from portal.permissions import is_platform_admin, user_id
+from portal.permissions import is_platform_admin, sees_every_team, user_id
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
 from tenants.models import PriorityClass
@@ -95,7 +95,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(ObservedNode, name=name)
     attach_health([node])
     pool = next((p for p in NodePool.objects.order_by("name") if p.selects(node.labels)), None)
-    sees_all = may_decide(request.user)
+    sees_all = sees_every_team(request.user)
     mine = member_namespaces(request.user)
     pods = list(ObservedPod.objects.filter(node_name=name).order_by("namespace", "name"))
     shown = [p for p in pods if sees_all or p.namespace in mine]
@@ -144,7 +144,7 @@ def queues(request: HttpRequest) -> HttpResponse:
     local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
         "namespace__team__slug", "namespace__name", "name"
     )
-    if not may_decide(request.user):
+    if not sees_every_team(request.user):
         local_queues = local_queues.filter(
             namespace__team__memberships__user_id=user_id(request.user)
         )

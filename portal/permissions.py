@@ -57,3 +57,9 @@ def is_platform_admin(user: User) -> bool:
 
 def is_approver(user: User) -> bool:
     return has_platform_role(user, PlatformRole.Role.APPROVER)
+
+
+def sees_every_team(user: User) -> bool:
+    """Platform admins and approvers see every team's requests, pods, events and usage;
+    everyone else sees their own teams'."""
+    return is_platform_admin(user) or is_approver(user)

@@ -8,13 +8,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from portal.models import AuditEvent
-from portal.permissions import is_approver, is_platform_admin
+from portal.permissions import is_platform_admin, sees_every_team
 
 User = AbstractBaseUser | AnonymousUser
-
-
-def sees_every_event(user: User) -> bool:
-    return is_platform_admin(user) or is_approver(user)
 
 
 def audit_events_for_user(user: User) -> QuerySet[AuditEvent]:
@@ -22,7 +18,7 @@ def audit_events_for_user(user: User) -> QuerySet[AuditEvent]:
     events = AuditEvent.objects.select_related("team").order_by("-time", "-id")
     if not user.is_authenticated:
         return events.none()
-    if sees_every_event(user):
+    if sees_every_team(user):
         return events
     # One membership per user and team: the join keeps one row per event.
     return events.filter(team__memberships__user_id=user.pk)

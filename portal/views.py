@@ -20,8 +20,8 @@ from portal.filters import AuditEventFilter
 from portal.health import readiness
 from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
-from portal.permissions import user_id
-from portal.selectors import audit_events_for_user, audit_teams_for_user, sees_every_event
+from portal.permissions import sees_every_team, user_id
+from portal.selectors import audit_events_for_user, audit_teams_for_user
 from portal.tokens import create_token, revoke_token
 
 
@@ -136,7 +136,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "errors": errors,
             "query": query,
             "sources": AuditEvent.Source.choices,
-            "user_sees_everything": sees_every_event(request.user),
+            "user_sees_everything": sees_every_team(request.user),
             "teams": audit_teams_for_user(request.user),
         },
     )

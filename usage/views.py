@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from portal.permissions import is_approver, is_platform_admin
+from portal.permissions import sees_every_team
 from tenants.selectors import list_teams_for_user
 from usage import charts, reports
 
@@ -29,7 +29,7 @@ def _days(request: HttpRequest) -> int:
 
 def team_scope(user: Any) -> list[str] | None:
     """None: every team (approvers and admins); else the slugs of the user's teams."""
-    if is_platform_admin(user) or is_approver(user):
+    if sees_every_team(user):
         return None
     return list(list_teams_for_user(user).values_list("slug", flat=True))
 

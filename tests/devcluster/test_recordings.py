@@ -87,7 +87,8 @@ class Demo:
 
 
 @pytest.fixture
-def demo() -> Demo:
+def simulated() -> Demo:
+    """The demo cluster in this process, spoken to without sockets."""
     return Demo()
 
 
@@ -112,14 +113,14 @@ def decode(token: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- discovery
 
 
-def test_version_and_discovery_documents(demo: Demo) -> None:
-    version = demo.replay("a1-get-version")
+def test_version_and_discovery_documents(simulated: Demo) -> None:
+    version = simulated.replay("a1-get-version")
     assert version.status == 200
     assert set(version.body) == set(expected("a1-get-version")[1])
     assert version.body["gitVersion"] == "v1.36.2"
-    assert demo.replay("a2-get-api").body["versions"] == ["v1"]
-    assert demo.replay("a8-get-kueue-group").body == expected("a8-get-kueue-group")[1]
-    kueue = {r["name"] for r in demo.replay("a7-get-kueue-v1beta2-resources").body["resources"]}
+    assert simulated.replay("a2-get-api").body["versions"] == ["v1"]
+    assert simulated.replay("a8-get-kueue-group").body == expected("a8-get-kueue-group")[1]
+    kueue = {r["name"] for r in simulated.replay("a7-get-kueue-v1beta2-resources").body["resources"]}
     assert {
         "clusterqueues",
         "clusterqueues/status",
@@ -128,7 +129,7 @@ def test_version_and_discovery_documents(demo: Demo) -> None:
         "cohorts",
         "workloads",
     } <= kueue
-    core = {r["name"]: r for r in demo.replay("a3-get-api-v1").body["resources"]}
+    core = {r["name"]: r for r in simulated.replay("a3-get-api-v1").body["resources"]}
     recorded = {r["name"]: r for r in expected("a3-get-api-v1")[1]["resources"]}
     for name in (
         "nodes",
@@ -148,8 +149,8 @@ def test_version_and_discovery_documents(demo: Demo) -> None:
 # ----------------------------------------------------------------------------- LIST
 
 
-def test_pagination_pages_like_the_recording(demo: Demo) -> None:
-    first = demo.replay("b1-list-nodes-limit-2")
+def test_pagination_pages_like_the_recording(simulated: Demo) -> None:
+    first = simulated.replay("b1-list-nodes-limit-2")
     recorded = expected("b1-list-nodes-limit-2")[1]
     assert names(first) == [i["metadata"]["name"] for i in recorded["items"]]
     assert first.body["metadata"]["remainingItemCount"] == 3
@@ -158,7 +159,7 @@ def test_pagination_pages_like_the_recording(demo: Demo) -> None:
         == decode(recorded["metadata"]["continue"])["start"]
     )
     assert all("kind" not in item for item in first.body["items"])
-    second = demo.call(
+    second = simulated.call(
         "GET", f"/api/v1/nodes?limit=2&continue={first.body['metadata']['continue']}"
     )
     assert names(second) == [
@@ -166,7 +167,7 @@ def test_pagination_pages_like_the_recording(demo: Demo) -> None:
     ]
     assert second.body["metadata"]["remainingItemCount"] == 1
     assert second.body["metadata"]["resourceVersion"] == first.body["metadata"]["resourceVersion"]
-    last = demo.call("GET", f"/api/v1/nodes?limit=2&continue={second.body['metadata']['continue']}")
+    last = simulated.call("GET", f"/api/v1/nodes?limit=2&continue={second.body['metadata']['continue']}")
     assert names(last) == [
         i["metadata"]["name"] for i in expected("b3-list-nodes-continue-last-page")[1]["items"]
     ]
@@ -175,15 +176,15 @@ def test_pagination_pages_like_the_recording(demo: Demo) -> None:
     )
 
 
-def test_expired_continue_token_is_410_with_a_fresh_token(demo: Demo) -> None:
-    response = demo.replay("b11-list-nodes-expired-continue-410")
+def test_expired_continue_token_is_410_with_a_fresh_token(simulated: Demo) -> None:
+    response = simulated.replay("b11-list-nodes-expired-continue-410")
     status, body = expected("b11-list-nodes-expired-continue-410")
     assert response.status == status
     assert {k: v for k, v in response.body.items() if k != "metadata"} == {
         k: v for k, v in body.items() if k != "metadata"
     }
     assert decode(response.body["metadata"]["continue"]) == decode(body["metadata"]["continue"])
-    rest = demo.call(
+    rest = simulated.call(
         "GET", f"/api/v1/nodes?limit=2&continue={response.body['metadata']['continue']}"
     )
     assert names(rest) == ["gpu-a100-03", "gpu-h100-01"]
@@ -192,8 +193,8 @@ def test_expired_continue_token_is_410_with_a_fresh_token(demo: Demo) -> None:
 @pytest.mark.parametrize(
     "case", ["b4-list-nodes-label-selector", "b5-list-nodes-set-label-selector"]
 )
-def test_label_selectors_select_the_recorded_nodes(demo: Demo, case: str) -> None:
-    response = demo.replay(case)
+def test_label_selectors_select_the_recorded_nodes(simulated: Demo, case: str) -> None:
+    response = simulated.replay(case)
     assert response.status == 200
     assert names(response) == [i["metadata"]["name"] for i in expected(case)[1]["items"]]
 
@@ -219,12 +220,12 @@ def test_label_selectors_select_the_recorded_nodes(demo: Demo, case: str) -> Non
         "h6-node-json-patch-test-failed",
     ],
 )
-def test_error_status_bodies_match_exactly(demo: Demo, case: str) -> None:
-    assert_same_status(demo.replay(case), case)
+def test_error_status_bodies_match_exactly(simulated: Demo, case: str) -> None:
+    assert_same_status(simulated.replay(case), case)
 
 
-def test_field_selector_for_unscheduled_pods(demo: Demo) -> None:
-    response = demo.replay("b9-list-pods-field-selector-unscheduled")
+def test_field_selector_for_unscheduled_pods(simulated: Demo) -> None:
+    response = simulated.replay("b9-list-pods-field-selector-unscheduled")
     assert response.status == 200
     assert names(response) == ["train-3g"]
     assert response.body["kind"] == "PodList"
@@ -233,8 +234,8 @@ def test_field_selector_for_unscheduled_pods(demo: Demo) -> None:
 # ----------------------------------------------------------------------------- writes
 
 
-def test_create_namespace_adds_what_the_server_adds(demo: Demo) -> None:
-    response = demo.call("POST", "/api/v1/namespaces", {"metadata": {"name": "team-z"}})
+def test_create_namespace_adds_what_the_server_adds(simulated: Demo) -> None:
+    response = simulated.call("POST", "/api/v1/namespaces", {"metadata": {"name": "team-z"}})
     body = expected("c2a-create-namespace-team-a")[1]
     assert response.status == 201
     assert response.body["spec"] == body["spec"]
@@ -242,23 +243,23 @@ def test_create_namespace_adds_what_the_server_adds(demo: Demo) -> None:
     assert response.body["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-z"
 
 
-def test_quota_keys_the_server_accepts_without_enforcing(demo: Demo) -> None:
-    response = demo.replay("c4c-resourcequota-fractional-gpu-accepted-201")
+def test_quota_keys_the_server_accepts_without_enforcing(simulated: Demo) -> None:
+    response = simulated.replay("c4c-resourcequota-fractional-gpu-accepted-201")
     assert response.status == 201
     assert (
         response.body["spec"]
         == expected("c4c-resourcequota-fractional-gpu-accepted-201")[1]["spec"]
     )
-    demo.settle()
-    status = demo.replay("f0-resourcequota-odd-gpu-keys-status").body["status"]
+    simulated.settle()
+    status = simulated.replay("f0-resourcequota-odd-gpu-keys-status").body["status"]
     assert status == expected("f0-resourcequota-odd-gpu-keys-status")[1]["status"]
-    deleted = demo.replay("x1-delete-resourcequota-200")
+    deleted = simulated.replay("x1-delete-resourcequota-200")
     assert deleted.status == 200
     assert deleted.body["spec"] == expected("x1-delete-resourcequota-200")[1]["spec"]
 
 
-def test_server_side_apply_ownership_conflict_and_force(demo: Demo) -> None:
-    created = demo.replay("d1-ssa-create-resourcequota-201")
+def test_server_side_apply_ownership_conflict_and_force(simulated: Demo) -> None:
+    created = simulated.replay("d1-ssa-create-resourcequota-201")
     recorded = expected("d1-ssa-create-resourcequota-201")[1]
     assert created.status == 201
     assert created.body["spec"] == recorded["spec"]
@@ -266,13 +267,13 @@ def test_server_side_apply_ownership_conflict_and_force(demo: Demo) -> None:
         created.body["metadata"]["managedFields"][0]["fieldsV1"]
         == recorded["metadata"]["managedFields"][0]["fieldsV1"]
     )
-    again = demo.replay("d1b-ssa-reapply-resourcequota-200")
+    again = simulated.replay("d1b-ssa-reapply-resourcequota-200")
     assert again.status == 200
     assert again.body["metadata"]["resourceVersion"] == created.body["metadata"]["resourceVersion"]
     assert_same_status(
-        demo.replay("c5-ssa-conflict-second-manager-409"), "c5-ssa-conflict-second-manager-409"
+        simulated.replay("c5-ssa-conflict-second-manager-409"), "c5-ssa-conflict-second-manager-409"
     )
-    forced = demo.replay("c6-ssa-force-second-manager-200")
+    forced = simulated.replay("c6-ssa-force-second-manager-200")
     assert forced.status == 200
     owners = {e["manager"]: e["fieldsV1"] for e in forced.body["metadata"]["managedFields"]}
     recorded_owners = {
@@ -285,40 +286,40 @@ def test_server_side_apply_ownership_conflict_and_force(demo: Demo) -> None:
     assert forced.body["spec"] == expected("c6-ssa-force-second-manager-200")[1]["spec"]
 
 
-def test_stale_resource_version_is_a_conflict(demo: Demo) -> None:
-    demo.replay("d1-ssa-create-resourcequota-201")
+def test_stale_resource_version_is_a_conflict(simulated: Demo) -> None:
+    simulated.replay("d1-ssa-create-resourcequota-201")
     for case in (
         "c7-update-stale-resourceversion-409",
         "c7b-merge-patch-stale-resourceversion-409",
     ):
         body = recording(case)["request"]["body"]
         body["metadata"]["resourceVersion"] = "1"
-        assert_same_status(demo.replay(case, body=body), case)
+        assert_same_status(simulated.replay(case, body=body), case)
 
 
-def test_kueue_objects_apply_with_crd_defaults(demo: Demo) -> None:
+def test_kueue_objects_apply_with_crd_defaults(simulated: Demo) -> None:
     for case in (
         "d2-ssa-resourceflavor-a100-3g",
         "d2b-ssa-resourceflavor-h100",
         "d3-ssa-clusterqueue",
     ):
-        response = demo.replay(case)
+        response = simulated.replay(case)
         status, body = expected(case)
         assert response.status == status
         assert response.body["spec"] == body["spec"], case
         assert response.body["metadata"]["generation"] == 1
         assert "status" not in response.body
-    reapplied = demo.replay("d3b-ssa-clusterqueue-reapply")
+    reapplied = simulated.replay("d3b-ssa-clusterqueue-reapply")
     assert reapplied.status == 200
     assert (
         reapplied.body["metadata"]["resourceVersion"]
-        == demo.call("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-cq").body[
+        == simulated.call("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-cq").body[
             "metadata"
         ]["resourceVersion"]
     )
-    local = demo.replay("d4-ssa-localqueue")
+    local = simulated.replay("d4-ssa-localqueue")
     assert (local.status, local.body["spec"]) == (201, expected("d4-ssa-localqueue")[1]["spec"])
-    merged = demo.replay("d9-merge-patch-clusterqueue-200")
+    merged = simulated.replay("d9-merge-patch-clusterqueue-200")
     assert merged.status == 200
     assert merged.body["spec"] == expected("d9-merge-patch-clusterqueue-200")[1]["spec"]
     assert merged.body["metadata"]["generation"] == 2
@@ -326,17 +327,17 @@ def test_kueue_objects_apply_with_crd_defaults(demo: Demo) -> None:
     assert managers == {("portal", "Apply"), ("portal", "Update")}
 
 
-def test_v1beta1_cluster_queue_reads_with_the_old_cohort_field(demo: Demo) -> None:
-    demo.replay("d3-ssa-clusterqueue")
-    old = demo.call("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-cq").body
+def test_v1beta1_cluster_queue_reads_with_the_old_cohort_field(simulated: Demo) -> None:
+    simulated.replay("d3-ssa-clusterqueue")
+    old = simulated.call("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/team-a-cq").body
     assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1"
     assert old["spec"]["cohort"] == "research"
     assert "cohortName" not in old["spec"]
 
 
-def test_unknown_field_is_pruned_with_a_warning(demo: Demo) -> None:
-    demo.replay("d3-ssa-clusterqueue")
-    response = demo.replay("d6-create-localqueue-unknown-field-warning")
+def test_unknown_field_is_pruned_with_a_warning(simulated: Demo) -> None:
+    simulated.replay("d3-ssa-clusterqueue")
+    response = simulated.replay("d6-create-localqueue-unknown-field-warning")
     recorded = recording("d6-create-localqueue-unknown-field-warning")["response"]
     assert response.status == 201
     assert response.body["spec"] == recorded["body"]["spec"]
@@ -346,10 +347,10 @@ def test_unknown_field_is_pruned_with_a_warning(demo: Demo) -> None:
 # ----------------------------------------------------------------------------- pods and the scheduler
 
 
-def test_pod_create_defaults(demo: Demo) -> None:
+def test_pod_create_defaults(simulated: Demo) -> None:
     request = recording("e0-create-pod-mig-3g-201")["request"]["body"]
     request["metadata"]["name"] = "train-3g-copy"
-    response = demo.call("POST", "/api/v1/namespaces/team-a/pods", request)
+    response = simulated.call("POST", "/api/v1/namespaces/team-a/pods", request)
     recorded = expected("e0-create-pod-mig-3g-201")[1]
     assert response.status == 201
     ours, theirs = response.body["spec"], recorded["spec"]
@@ -398,15 +399,15 @@ def test_pod_create_defaults(demo: Demo) -> None:
     ],
 )
 def test_failed_scheduling_messages_match(
-    demo: Demo, case: str, pod_name: str, spec: dict[str, Any] | None
+    simulated: Demo, case: str, pod_name: str, spec: dict[str, Any] | None
 ) -> None:
     if spec is not None:
         obj = pod(pod_name, "team-a", limits=spec["limits"], tolerations=spec.get("tolerations"))
         if "node_selector" in spec:
             obj["spec"]["nodeSelector"] = spec["node_selector"]
-        assert demo.call("POST", "/api/v1/namespaces/team-a/pods", obj).status == 201
-    demo.settle()
-    events = demo.replay(case).body["items"]
+        assert simulated.call("POST", "/api/v1/namespaces/team-a/pods", obj).status == 201
+    simulated.settle()
+    events = simulated.replay(case).body["items"]
     recorded = expected(case)[1]["items"]
     assert [e["message"] for e in events if e["reason"] == "FailedScheduling"][:1] == [
         recorded[0]["message"]
@@ -424,7 +425,7 @@ def test_failed_scheduling_messages_match(
         assert event[key] == recorded[0][key], key
     condition = next(
         c
-        for c in demo.call("GET", f"/api/v1/namespaces/team-a/pods/{pod_name}").body["status"][
+        for c in simulated.call("GET", f"/api/v1/namespaces/team-a/pods/{pod_name}").body["status"][
             "conditions"
         ]
         if c["type"] == "PodScheduled"
@@ -436,11 +437,11 @@ def test_failed_scheduling_messages_match(
     )
 
 
-def test_repeated_failures_make_a_second_event_with_a_series(demo: Demo) -> None:
-    demo.settle(rounds=4)
+def test_repeated_failures_make_a_second_event_with_a_series(simulated: Demo) -> None:
+    simulated.settle(rounds=4)
     events = [
         e
-        for e in demo.call("GET", "/api/v1/namespaces/team-a/events").body["items"]
+        for e in simulated.call("GET", "/api/v1/namespaces/team-a/events").body["items"]
         if e["involvedObject"]["name"] == "train-3g"
     ]
     assert len(events) == 2
@@ -448,64 +449,64 @@ def test_repeated_failures_make_a_second_event_with_a_series(demo: Demo) -> None
     assert events[1]["series"]["count"] == 3
 
 
-def test_cordoned_node_message(demo: Demo) -> None:
-    assert demo.replay("h2-node-cordon-merge-patch").status == 200
+def test_cordoned_node_message(simulated: Demo) -> None:
+    assert simulated.replay("h2-node-cordon-merge-patch").status == 200
     assert (
-        demo.call(
+        simulated.call(
             "POST",
             "/api/v1/namespaces/team-a/pods",
             pod("scratch", "team-a", limits={"nvidia.com/mig-1g.10gb": "1"}),
         ).status
         == 201
     )
-    demo.settle()
-    events = demo.replay("e7-events-failedscheduling-cordoned-node").body["items"]
+    simulated.settle()
+    events = simulated.replay("e7-events-failedscheduling-cordoned-node").body["items"]
     assert (
         events[0]["message"]
         == expected("e7-events-failedscheduling-cordoned-node")[1]["items"][0]["message"]
     )
 
 
-def test_events_k8s_io_view(demo: Demo) -> None:
-    demo.settle(rounds=1)
-    event = demo.replay("e1b-events-k8s-io-v1-failedscheduling-mig-3g").body["items"][0]
+def test_events_k8s_io_view(simulated: Demo) -> None:
+    simulated.settle(rounds=1)
+    event = simulated.replay("e1b-events-k8s-io-v1-failedscheduling-mig-3g").body["items"][0]
     recorded = expected("e1b-events-k8s-io-v1-failedscheduling-mig-3g")[1]["items"][0]
     assert set(event) == set(recorded)
     assert event["note"] == recorded["note"]
 
 
-def test_quota_admission_refuses_with_the_recorded_message(demo: Demo) -> None:
-    assert demo.replay("f1-create-gpu-quota-201").status == 201
+def test_quota_admission_refuses_with_the_recorded_message(simulated: Demo) -> None:
+    assert simulated.replay("f1-create-gpu-quota-201").status == 201
     gpu_pod = recording("f3a-create-pod-within-quota-201")["request"]["body"]
     for name in ("job-1", "job-2"):
         gpu_pod["metadata"]["name"] = name
-        assert demo.call("POST", "/api/v1/namespaces/team-c/pods", gpu_pod).status == 201
+        assert simulated.call("POST", "/api/v1/namespaces/team-c/pods", gpu_pod).status == 201
     assert_same_status(
-        demo.replay("f3-create-pod-exceeds-quota-403"), "f3-create-pod-exceeds-quota-403"
+        simulated.replay("f3-create-pod-exceeds-quota-403"), "f3-create-pod-exceeds-quota-403"
     )
-    demo.settle()
+    simulated.settle()
     assert (
-        demo.replay("f4-gpu-quota-status-after").body["status"]["used"]
+        simulated.replay("f4-gpu-quota-status-after").body["status"]["used"]
         == expected("f4-gpu-quota-status-after")[1]["status"]["used"]
     )
 
 
-def test_limits_only_quota_is_not_enforced(demo: Demo) -> None:
-    demo.call(
+def test_limits_only_quota_is_not_enforced(simulated: Demo) -> None:
+    simulated.call(
         "POST",
         "/api/v1/namespaces/team-d/resourcequotas",
         {"metadata": {"name": "limits-only"}, "spec": {"hard": {"limits.nvidia.com/gpu": "1"}}},
     )
-    assert demo.replay("f5-limits-only-quota-not-enforced-201").status == 201
-    demo.settle()
+    assert simulated.replay("f5-limits-only-quota-not-enforced-201").status == 201
+    simulated.settle()
     assert (
-        demo.replay("f6-limits-only-quota-status").body["status"]
+        simulated.replay("f6-limits-only-quota-status").body["status"]
         == expected("f6-limits-only-quota-status")[1]["status"]
     )
 
 
-def test_eviction_and_disruption_budgets(demo: Demo) -> None:
-    demo.controllers.options.kubelet_stop_seconds = 60  # the evicted pod is still terminating
+def test_eviction_and_disruption_budgets(simulated: Demo) -> None:
+    simulated.controllers.options.kubelet_stop_seconds = 60  # the evicted pod is still terminating
     for index in range(3):
         obj = pod(
             f"serve-{index}",
@@ -515,10 +516,10 @@ def test_eviction_and_disruption_budgets(demo: Demo) -> None:
             node="gpu-h100-02",
             tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}],
         )
-        assert demo.call("POST", "/api/v1/namespaces/team-d/pods", obj).status == 201
-    demo.settle()
-    assert_same_status(demo.replay("g1-evict-pod-success-201"), "g1-evict-pod-success-201")
-    evicted = demo.replay("g1b-pod-after-eviction").body
+        assert simulated.call("POST", "/api/v1/namespaces/team-d/pods", obj).status == 201
+    simulated.settle()
+    assert_same_status(simulated.replay("g1-evict-pod-success-201"), "g1-evict-pod-success-201")
+    evicted = simulated.replay("g1b-pod-after-eviction").body
     recorded = expected("g1b-pod-after-eviction")[1]
     assert (
         evicted["metadata"]["deletionGracePeriodSeconds"]
@@ -532,21 +533,21 @@ def test_eviction_and_disruption_budgets(demo: Demo) -> None:
         recorded_target["reason"],
         recorded_target["message"],
     )
-    assert demo.replay("g2a-ssa-create-pdb-201").status == 201
+    assert simulated.replay("g2a-ssa-create-pdb-201").status == 201
     assert_same_status(
-        demo.replay("g2-evict-pod-blocked-by-pdb-429"), "g2-evict-pod-blocked-by-pdb-429"
+        simulated.replay("g2-evict-pod-blocked-by-pdb-429"), "g2-evict-pod-blocked-by-pdb-429"
     )
-    demo.settle()
-    status = demo.replay("g2b-pdb-status").body["status"]
+    simulated.settle()
+    status = simulated.replay("g2b-pdb-status").body["status"]
     for key in ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"):
         assert status[key] == expected("g2b-pdb-status")[1]["status"][key], key
 
 
-def test_eviction_of_a_pending_pod_ignores_the_budget(demo: Demo) -> None:
+def test_eviction_of_a_pending_pod_ignores_the_budget(simulated: Demo) -> None:
     obj = pod("batch-0", "team-d", limits={}, labels={"app": "batch"})
     obj["spec"]["schedulerName"] = "not-scheduled-here"
-    demo.call("POST", "/api/v1/namespaces/team-d/pods", obj)
-    demo.call(
+    simulated.call("POST", "/api/v1/namespaces/team-d/pods", obj)
+    simulated.call(
         "PATCH",
         "/apis/policy/v1/namespaces/team-d/poddisruptionbudgets/batch-pdb?fieldManager=portal",
         "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: batch-pdb\n"
@@ -554,45 +555,45 @@ def test_eviction_of_a_pending_pod_ignores_the_budget(demo: Demo) -> None:
         content_type="application/apply-patch+yaml",
     )
     assert_same_status(
-        demo.replay("g3-evict-pending-pod-ignores-pdb-201"), "g3-evict-pending-pod-ignores-pdb-201"
+        simulated.replay("g3-evict-pending-pod-ignores-pdb-201"), "g3-evict-pending-pod-ignores-pdb-201"
     )
 
 
-def test_delete_pod_with_zero_grace(demo: Demo) -> None:
-    demo.call(
+def test_delete_pod_with_zero_grace(simulated: Demo) -> None:
+    simulated.call(
         "POST",
         "/api/v1/namespaces/team-d/pods",
         pod("probe-limits-only", "team-d", limits={"nvidia.com/gpu": "1"}),
     )
-    response = demo.replay("x2-delete-pod-grace-0")
+    response = simulated.replay("x2-delete-pod-grace-0")
     assert response.status == 200
     assert response.body["metadata"]["deletionGracePeriodSeconds"] == 0
-    assert demo.call("GET", "/api/v1/namespaces/team-d/pods/probe-limits-only").status == 404
+    assert simulated.call("GET", "/api/v1/namespaces/team-d/pods/probe-limits-only").status == 404
 
 
 # ----------------------------------------------------------------------------- nodes
 
 
-def test_node_label_patches(demo: Demo) -> None:
-    patched = demo.replay("h1-node-label-merge-patch")
+def test_node_label_patches(simulated: Demo) -> None:
+    patched = simulated.replay("h1-node-label-merge-patch")
     assert patched.status == 200
     labels = patched.body["metadata"]["labels"]
     assert labels["nvidia.com/mig.config"] == "all-3g.40gb"
     assert "nvidia.com/mig.config.state" not in labels
-    invalid = demo.replay("h3-node-patch-invalid-label-422")
+    invalid = simulated.replay("h3-node-patch-invalid-label-422")
     status, body = expected("h3-node-patch-invalid-label-422")
     assert (invalid.status, invalid.body["message"], invalid.body["reason"]) == (
         status,
         body["message"],
         body["reason"],
     )
-    json_patched = demo.replay("h4-node-label-json-patch")
+    json_patched = simulated.replay("h4-node-label-json-patch")
     assert json_patched.status == 200
     assert json_patched.body["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
 
 
-def test_seed_nodes_carry_the_recorded_labels_and_resources(demo: Demo) -> None:
-    ours = demo.replay("x3-get-node").body
+def test_seed_nodes_carry_the_recorded_labels_and_resources(simulated: Demo) -> None:
+    ours = simulated.replay("x3-get-node").body
     theirs = expected("x3-get-node")[1]
     skip = (".engines.", ".multiprocessors")
     assert {
@@ -605,8 +606,8 @@ def test_seed_nodes_carry_the_recorded_labels_and_resources(demo: Demo) -> None:
     assert ours["spec"] == theirs["spec"]
 
 
-def test_node_status_patch_canonicalises_quantities(demo: Demo) -> None:
-    response = demo.replay("node-status-patch")
+def test_node_status_patch_canonicalises_quantities(simulated: Demo) -> None:
+    response = simulated.replay("node-status-patch")
     assert response.status == 200
     assert (
         response.body["status"]["capacity"]["memory"]
@@ -615,8 +616,8 @@ def test_node_status_patch_canonicalises_quantities(demo: Demo) -> None:
 
 
 def test_wrong_token_is_401() -> None:
-    demo = Demo(token="secret")
-    assert_same_status(demo.replay("i1-unauthorized-401"), "i1-unauthorized-401")
+    simulated = Demo(token="secret")
+    assert_same_status(simulated.replay("i1-unauthorized-401"), "i1-unauthorized-401")
 
 
 @pytest.mark.parametrize(
@@ -628,12 +629,12 @@ def test_wrong_token_is_401() -> None:
     ],
 )
 def test_rbac_refusals_match(case: str) -> None:
-    demo = Demo(users={"alice-token": ("alice", frozenset())})
+    simulated = Demo(users={"alice-token": ("alice", frozenset())})
     request = recording(case)["request"]
     target = request["path"] + (f"?{request['query']}" if request["query"] else "")
     body = request["body"]
     raw = b"" if body is None else json.dumps(body).encode()
-    response = demo.api.handle(
+    response = simulated.api.handle(
         request["method"],
         target,
         {"authorization": "Bearer alice-token", "content-type": "application/json"},

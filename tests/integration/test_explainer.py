@@ -43,6 +43,8 @@ def waiting(
             },
         }
     )
+    # Polled until every cause shows (not wait_for: after ten seconds the tests below still
+    # compare what was found, sentence by sentence, a clearer failure than a timeout).
     deadline = time.monotonic() + 10
     while True:
         poll_cluster(gateway=gateway)
