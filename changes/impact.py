@@ -42,7 +42,7 @@ Resources = dict[str, int]
 # ----------------------------------------------------------------------------- facts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeFacts:
     name: str
     model: str | None
@@ -54,7 +54,7 @@ class NodeFacts:
     gone: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodFacts:
     namespace: str
     name: str
@@ -64,7 +64,7 @@ class PodFacts:
     team: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueQuota:
     cluster_queue: str
     flavor: str
@@ -72,7 +72,7 @@ class QueueQuota:
     nominal: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NamespaceQuota:
     namespace: str
     team: str
@@ -80,7 +80,7 @@ class NamespaceQuota:
     hard: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PoolFacts:
     name: str
     selector: Mapping[str, str]
@@ -113,7 +113,7 @@ def promised_on(config: str, node: NodeFacts, fleet: Fleet) -> tuple[Resources |
 # ----------------------------------------------------------------------------- result
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeChange:
     name: str
     model: str | None
@@ -124,14 +124,14 @@ class NodeChange:
     after: Resources | None  # None: drained (its GPUs leave the fleet until returned)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CapacityChange:
     resource: str
     before: int
     after: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FlavorCapacity:
     """A flavor whose capacity the change moves, next to what its queues promise."""
 
@@ -142,7 +142,7 @@ class FlavorCapacity:
     capacity_after: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueChange:
     """A ClusterQueue nominal quota the change should lower to stay backed by capacity."""
 
@@ -162,7 +162,7 @@ class QueueChange:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Eviction:
     namespace: str
     pod: str
@@ -171,7 +171,7 @@ class Eviction:
     resources: Resources
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Schedulable:
     """A Pending pod that would fit on one of the changed nodes afterwards."""
 
@@ -182,7 +182,7 @@ class Schedulable:
     node: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Assessment:
     verdict: str
     drain: bool
@@ -202,7 +202,9 @@ class Assessment:
         return VERDICT_LABELS[self.verdict]
 
     def as_json(self) -> dict[str, Any]:
-        """The assessment as stored with the request and shown by the pages and the API."""
+        """The assessment as stored with the request and shown by the pages and the API
+        (built field by field: ``asdict`` deep-copies, and an assessment may name tens of
+        thousands of pods; their resource maps are the assessment's own, not copied)."""
         return {
             "verdict": self.verdict,
             "verdict_label": self.verdict_label,
@@ -210,12 +212,53 @@ class Assessment:
             "reasons": list(self.reasons),
             "notes": list(self.notes),
             "config": self.config,
-            "nodes": [asdict(n) for n in self.nodes],
-            "capacity": [asdict(c) for c in self.capacity],
-            "queues": [asdict(q) for q in self.queues],
+            "nodes": [
+                {
+                    "name": n.name,
+                    "model": n.model,
+                    "gpu_count": n.gpu_count,
+                    "config_before": n.config_before,
+                    "state_before": n.state_before,
+                    "before": dict(n.before),
+                    "after": None if n.after is None else dict(n.after),
+                }
+                for n in self.nodes
+            ],
+            "capacity": [
+                {"resource": c.resource, "before": c.before, "after": c.after}
+                for c in self.capacity
+            ],
+            "queues": [
+                {
+                    "flavor": q.flavor,
+                    "resource": q.resource,
+                    "nominal": q.nominal,
+                    "capacity_before": q.capacity_before,
+                    "capacity_after": q.capacity_after,
+                }
+                for q in self.queues
+            ],
             "proposed_queue_changes": [q.as_json() for q in self.proposed_queue_changes],
-            "evictions": [asdict(e) for e in self.evictions],
-            "schedulable": [asdict(s) for s in self.schedulable],
+            "evictions": [
+                {
+                    "namespace": e.namespace,
+                    "pod": e.pod,
+                    "node": e.node,
+                    "team": e.team,
+                    "resources": e.resources,
+                }
+                for e in self.evictions
+            ],
+            "schedulable": [
+                {
+                    "namespace": s.namespace,
+                    "pod": s.pod,
+                    "team": s.team,
+                    "resources": s.resources,
+                    "node": s.node,
+                }
+                for s in self.schedulable
+            ],
             "fingerprint": self.fingerprint,
         }
 
@@ -544,7 +587,7 @@ def worse(new: str, old: str) -> bool:
     return VERDICTS.index(new) > VERDICTS.index(old)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shortfall:
     """A (flavor, resource) whose queues promise more than the nodes behind it offer."""
 

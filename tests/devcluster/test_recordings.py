@@ -120,7 +120,9 @@ def test_version_and_discovery_documents(simulated: Demo) -> None:
     assert version.body["gitVersion"] == "v1.36.2"
     assert simulated.replay("a2-get-api").body["versions"] == ["v1"]
     assert simulated.replay("a8-get-kueue-group").body == expected("a8-get-kueue-group")[1]
-    kueue = {r["name"] for r in simulated.replay("a7-get-kueue-v1beta2-resources").body["resources"]}
+    kueue = {
+        r["name"] for r in simulated.replay("a7-get-kueue-v1beta2-resources").body["resources"]
+    }
     assert {
         "clusterqueues",
         "clusterqueues/status",
@@ -167,7 +169,9 @@ def test_pagination_pages_like_the_recording(simulated: Demo) -> None:
     ]
     assert second.body["metadata"]["remainingItemCount"] == 1
     assert second.body["metadata"]["resourceVersion"] == first.body["metadata"]["resourceVersion"]
-    last = simulated.call("GET", f"/api/v1/nodes?limit=2&continue={second.body['metadata']['continue']}")
+    last = simulated.call(
+        "GET", f"/api/v1/nodes?limit=2&continue={second.body['metadata']['continue']}"
+    )
     assert names(last) == [
         i["metadata"]["name"] for i in expected("b3-list-nodes-continue-last-page")[1]["items"]
     ]
@@ -555,7 +559,8 @@ def test_eviction_of_a_pending_pod_ignores_the_budget(simulated: Demo) -> None:
         content_type="application/apply-patch+yaml",
     )
     assert_same_status(
-        simulated.replay("g3-evict-pending-pod-ignores-pdb-201"), "g3-evict-pending-pod-ignores-pdb-201"
+        simulated.replay("g3-evict-pending-pod-ignores-pdb-201"),
+        "g3-evict-pending-pod-ignores-pdb-201",
     )
 
 
