@@ -223,15 +223,35 @@ def promised_resources(
     custom_model = entries[0].get("_model")
     if custom_model and custom_model != model:
         return None, [f"{config} is defined for {custom_model}, but {node} has {model} GPUs."]
-    layout, errors = config_layout(entries, model, gpu_count)
-    if errors:
-        return None, [f"{config} cannot be applied to {model}: {errors[0]}"]
-    if all(gpu is None for gpu in layout):
+    devices = tuple(sorted(custom[config][1].items())) if config in custom else None
+    offered, error = _config_on(config, devices, model, gpu_count)
+    if error == "none":
         return None, [
             f"{config} matches none of {node}'s {model} GPUs: MIG Manager would "
             "report success and change nothing."
         ]
-    return layout_resources(layout), []
+    if error:
+        return None, [f"{config} cannot be applied to {model}: {error}"]
+    return dict(offered), []
+
+
+@functools.lru_cache(maxsize=4096)
+def _config_on(
+    config: str, devices: tuple[tuple[str, int], ...] | None, model: str, gpu_count: int
+) -> tuple[tuple[tuple[str, int], ...], str]:
+    """What a config makes of ``gpu_count`` GPUs of ``model``: the resources, or why not
+    ("none" when no entry matches). Computed once per config, model and GPU count (a pool
+    of a thousand alike nodes asks a thousand times)."""
+    if devices is None:
+        entries = standard_configs()[config]
+    else:
+        entries = [{"devices": "all", "mig-enabled": True, "mig-devices": dict(devices)}]
+    layout, errors = config_layout(entries, model, gpu_count)
+    if errors:
+        return (), errors[0]
+    if all(gpu is None for gpu in layout):
+        return (), "none"
+    return tuple(layout_resources(layout).items()), ""
 
 
 def valid_configs(
