@@ -16,6 +16,7 @@ from changes import mig, quota, selectors
 from changes.approval import may_preview, teams_user_may_request_for
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from changes.quota import shown_fingerprint
 from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
@@ -219,6 +220,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "grant_until",
             "state",
             "assessment",
+            "override_reason",
             "auto_rule",
             "decision_comment",
             "decided_at",
@@ -236,10 +238,26 @@ class QuotaRequestCreateSerializer(StrictInput, serializers.Serializer[Any]):
     requested = serializers.CharField(max_length=64)
     reason = serializers.CharField(allow_blank=True)
     grant_until = serializers.DateTimeField(required=False, allow_null=True)
+    override_reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Platform admins: why a quota should promise more than the fleet could "
+        "ever offer (refused without it).",
+    )
 
 
 class QuotaDecisionSerializer(StrictInput, serializers.Serializer[Any]):
     comment = serializers.CharField(allow_blank=True, required=False, default="")
+    fingerprint = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=64,
+        help_text="The assessment's fingerprint you decided on (default: the stored one). "
+        "When the assessment changed since, the approval is refused (409 stale_assessment) "
+        "and the new assessment stored.",
+    )
 
 
 class QuotaRequestViewSet(
@@ -277,6 +295,7 @@ class QuotaRequestViewSet(
             else None,
             flavor=values["flavor"],
             grant_until=values.get("grant_until"),
+            override_reason=values["override_reason"],
             source="api",
         )
         created.refresh_from_db()
@@ -296,13 +315,21 @@ class QuotaRequestViewSet(
             return refused
         data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        decide = quota.approve_quota_change if verb == "approve" else quota.reject_quota_change
-        decide(
-            request_id=int(pk),
-            approver=request.user,
-            comment=data.validated_data["comment"],
-            source="api",
-        )
+        values = data.validated_data
+        if verb == "approve":
+            quota.approve_quota_change(
+                request_id=int(pk),
+                approver=request.user,
+                comment=values["comment"],
+                seen=values["fingerprint"],
+                source="api",
+            )
+        elif verb == "reject":
+            quota.reject_quota_change(
+                request_id=int(pk), approver=request.user, comment=values["comment"], source="api"
+            )
+        else:
+            quota.cancel_quota_change(request_id=int(pk), actor=request.user, source="api")
         decided = selectors.get_quota_request_for_user(request.user, int(pk))
         response = Response(QuotaRequestSerializer(decided).data)
         response["ETag"] = quota_request_etag(decided)
@@ -318,6 +345,14 @@ class QuotaRequestViewSet(
     def reject(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "reject")
 
+    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """The requester (or a platform admin) withdraws a pending request."""
+        return self._decide(request, pk, "cancel")
+
 
 def quota_request_etag(qr: QuotaChangeRequest) -> str:
-    return etag_of(qr.pk, qr.state, qr.decided_at, qr.grant_until)
+    return etag_of(
+        qr.pk, qr.state, qr.decided_at, qr.grant_until, qr.previous, shown_fingerprint(qr)
+    )

@@ -103,10 +103,10 @@ def mig_change_actions(user: User, change: MigChangeRequest) -> Actions:
 
 
 def quota_request_actions(user: User, change: QuotaChangeRequest) -> Actions:
+    pending = change.state == QuotaChangeRequest.State.PENDING
     return Actions(
-        decide=may_decide(user)
-        and change.requested_by_id != user.pk
-        and change.state == QuotaChangeRequest.State.PENDING
+        decide=may_decide(user) and change.requested_by_id != user.pk and pending,
+        cancel=pending and (change.requested_by_id == user.pk or is_platform_admin(user)),
     )
 
 

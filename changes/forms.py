@@ -82,12 +82,15 @@ class QuotaRequestForm(forms.Form):
         label="ClusterQueue",
         help_text="For a queue's nominal quota.",
     )
-    flavor = forms.CharField(required=False, help_text="The queue's flavor, e.g. h100-80gb.")
+    flavor = forms.ChoiceField(
+        required=False, help_text="For a queue: the flavor whose quota changes."
+    )
     resource = forms.CharField(
         initial="requests.nvidia.com/gpu",
+        max_length=253,
         help_text="requests.nvidia.com/gpu for a namespace; nvidia.com/gpu for a queue.",
     )
-    requested = forms.CharField(label="New value")
+    requested = forms.CharField(label="New value", max_length=64)
     grant_until = forms.DateTimeField(
         required=False,
         label="Until (optional)",
@@ -95,11 +98,21 @@ class QuotaRequestForm(forms.Form):
         help_text="A time-limited grant reverts by itself.",
     )
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    override_reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Beyond the fleet, because",
+        help_text="Platform admins only: why a quota should promise more than the fleet "
+        "could ever offer.",
+    )
 
-    def __init__(self, *args: Any, teams: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, teams: Any, admin: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
         self.fields["namespace"].queryset = Namespace.objects.filter(team__in=teams)  # type: ignore[attr-defined]
-        self.fields["cluster_queue"].queryset = ClusterQueue.objects.filter(  # type: ignore[attr-defined]
-            local_queues__namespace__team__in=teams
-        ).distinct()
+        queues = ClusterQueue.objects.filter(local_queues__namespace__team__in=teams).distinct()
+        self.fields["cluster_queue"].queryset = queues  # type: ignore[attr-defined]
+        flavors = sorted({flavor for cq in queues for flavor, _ in cq.quota()})
+        self.fields["flavor"].choices = [("", "—")] + [(f, f) for f in flavors]  # type: ignore[attr-defined]
+        if not admin:
+            del self.fields["override_reason"]

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpus import labels as gpu_labels
-from gpus.catalog import CustomConfigs, promised_resources
+from gpus.catalog import CustomConfigs, most_per_gpu, promised_resources
 from portal.names import selector_matches
 
 VERDICTS = ("safe", "needs_drain", "breaks_quota", "blocked")  # from best to worst
@@ -613,6 +613,13 @@ def flavor_shortfalls(fleet: Fleet) -> list[Shortfall]:
         for flavor, resource in [key]
         if total > capacity.get(key, 0)
     ]
+
+
+def ceiling(fleet: Fleet, resource: str) -> int:
+    """The most of a GPU resource (``nvidia.com/gpu`` or a MIG profile's) the whole fleet
+    could ever offer, in its best layout for that resource: a quota above it can never be
+    backed, whatever MIG changes follow."""
+    return sum(n.gpu_count * most_per_gpu(n.model, resource) for n in fleet.nodes if not n.gone)
 
 
 def _plural(count: int, word: str) -> str:

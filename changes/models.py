@@ -202,6 +202,10 @@ class QuotaChangeRequest(models.Model):
     auto_rule = models.ForeignKey(
         AutoApprovalRule, null=True, blank=True, on_delete=models.SET_NULL
     )
+    override_reason = models.TextField(
+        blank=True,
+        help_text="Why a platform admin asked for more than the fleet could ever back.",
+    )
     decision_comment = models.TextField(blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     warned_at = models.DateTimeField(null=True, blank=True)
@@ -211,6 +215,21 @@ class QuotaChangeRequest(models.Model):
     class Meta:
         db_table = "tenants_quotachangerequest"
         ordering = ["-created_at"]
+        # One open request per quota item: a second is refused while the first waits (the
+        # requester cancels it to ask for another value), so two approvals can never act
+        # on the same old value.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "resource"],
+                condition=models.Q(state="pending", kind="namespace"),
+                name="one_pending_namespace_quota_request",
+            ),
+            models.UniqueConstraint(
+                fields=["cluster_queue", "flavor", "resource"],
+                condition=models.Q(state="pending", kind="queue"),
+                name="one_pending_queue_quota_request",
+            ),
+        ]
 
     def __str__(self) -> str:
         where = self.namespace or (

@@ -6,27 +6,36 @@ before."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from fractions import Fraction
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from changes.approval import User, refuse_own, require_decider
 from changes.facts import fleet_facts
-from changes.impact import Fleet, QueueQuota, flavor_shortfalls
+from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
 from portal.audit import record_audit
 from portal.errors import DomainError
 from portal.notify import notify_event
 from portal.permissions import is_platform_admin, user_id
-from portal.quantity import QuantityError, format_quantity, parse_quantity
+from portal.quantity import (
+    MAX_QUANTITY,
+    QuantityError,
+    canonical_quantity,
+    format_quantity,
+    parse_quantity,
+    whole_count,
+)
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Membership, Namespace, Team
-from tenants.rules import check_quota_item
+from tenants.rules import check_quota_item, is_extended_resource
 from tenants.services import set_namespace_quota
 
 State = QuotaChangeRequest.State
@@ -74,13 +83,35 @@ def assess_quota_change(
     else:
         assert cq is not None
         fits, notes = _queue_capacity(facts, cq, flavor, resource, requested, delta)
-    return {
+    if delta < 0:
+        notes.insert(0, f"This lowers the quota from {previous} to {requested}.")
+    assessment: dict[str, Any] = {
+        "previous": previous,
+        "requested": requested,
         "delta": format_quantity(delta)
         if delta.denominator == 1 or (delta * 1000).denominator == 1
         else str(float(delta)),
         "fits": fits,
         "notes": notes,
     }
+    assessment["fingerprint"] = assessment_fingerprint(assessment)
+    return assessment
+
+
+def assessment_fingerprint(assessment: dict[str, Any]) -> str:
+    """A hash of what an assessment tells a reader (the values, the capacity and the
+    notes): an approval acts only on the assessment the approver was shown."""
+    shown = {k: assessment.get(k) for k in ("previous", "requested", "delta", "fits", "notes")}
+    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shown_fingerprint(request: QuotaChangeRequest) -> str:
+    """The fingerprint of the assessment a request shows (requests stored before
+    fingerprints existed get theirs from their stored values)."""
+    stored = dict(request.assessment or {})
+    stored.setdefault("previous", request.previous)
+    stored.setdefault("requested", request.requested)
+    return str(stored.get("fingerprint") or assessment_fingerprint(stored))
 
 
 def _namespace_capacity(
@@ -194,7 +225,7 @@ def _request_errors(
     flavor: str,
     grant_until: dt.datetime | None,
 ) -> dict[str, list[str]]:
-    """Field errors of a quota request (empty when it may be asked for)."""
+    """Field errors of where a quota request points and why (empty when it may be asked)."""
     errors: dict[str, list[str]] = {}
     if not reason.strip():
         errors["reason"] = ["Say why the team needs it."]
@@ -203,9 +234,13 @@ def _request_errors(
     if kind == Kind.NAMESPACE:
         if namespace is None or namespace.team_id != team.pk:
             errors["namespace"] = ["Choose one of the team's namespaces."]
-        for message in check_quota_item(resource, requested).errors:
+        check = check_quota_item(resource, requested)
+        for message in check.errors:
             field, _, text = message.partition(": ")
             errors.setdefault("requested" if field == "hard" else "resource", []).append(text)
+        unenforced = [w for w in check.warnings if "never enforced" in w]
+        if unenforced:  # asking for a quota item Kubernetes never enforces grants nothing
+            errors.setdefault("resource", []).extend(unenforced)
     elif kind == Kind.QUEUE:
         served = (
             cluster_queue is not None
@@ -214,8 +249,10 @@ def _request_errors(
         if not served:
             errors["cluster_queue"] = ["Choose a ClusterQueue the team's LocalQueues submit to."]
         elif not _current(kind, None, cluster_queue, flavor, resource):
-            errors["resource"] = [
-                f"{cluster_queue} has no quota for {resource} on flavor {flavor}."
+            offered = sorted({f for f, r in cluster_queue.quota() if r == resource})  # type: ignore[union-attr]
+            errors["flavor" if offered else "resource"] = [
+                f"{cluster_queue} has no quota for {resource} on flavor {flavor or '(none)'}"
+                + (f"; it has on {', '.join(offered)}." if offered else ".")
             ]
         try:
             amount = parse_quantity(requested)
@@ -228,7 +265,78 @@ def _request_errors(
     return errors
 
 
-@transaction.atomic
+def _canonical(resource: str, requested: str) -> str:
+    """The one spelling a requested value is stored and shown in (``1e3`` GPUs is 1000)."""
+    try:
+        if is_extended_resource(resource) or resource.startswith("count/"):
+            return whole_count(requested)
+        return canonical_quantity(requested)
+    except QuantityError:
+        return requested
+
+
+def _value_errors(
+    *,
+    actor: User,
+    resource: str,
+    previous: str,
+    requested: str,
+    override_reason: str,
+    facts: Fleet,
+) -> dict[str, list[str]]:
+    """A value that changes nothing, that no Kubernetes quota holds, or that the fleet
+    could never back (a platform admin may still ask for the last, with a reason)."""
+    amount = _amount(requested)
+    if previous and _amount(previous) == amount:
+        return {"requested": [f"The quota is already {previous}: there is nothing to change."]}
+    beyond = {"requested": ["Far beyond any quota Kubernetes can hold."]}
+    bare = resource.removeprefix("requests.").removeprefix("limits.")
+    if not bare.startswith("nvidia.com/") or not any(n.model for n in facts.nodes):
+        # not a GPU, or no GPU node observed yet: nothing to hold it against
+        return beyond if amount > MAX_QUANTITY else {}
+    most = ceiling(facts, bare)
+    if amount <= most:
+        return {}
+    if not is_platform_admin(actor):
+        return {
+            "requested": [
+                f"The fleet could never offer more than {most} {bare}, in any MIG layout: "
+                f"{format_quantity(amount)} can never be backed. Ask for at most {most}, or "
+                "ask a platform admin (who can override this with a reason)."
+            ]
+        }
+    if amount > MAX_QUANTITY:
+        return beyond
+    if not override_reason.strip():
+        return {
+            "override_reason": [
+                f"The fleet could never offer more than {most} {bare}: say why the quota "
+                f"should promise {format_quantity(amount)} (nodes on order, another cluster)."
+            ]
+        }
+    return {}
+
+
+def _open_request_error(
+    kind: str, namespace: Namespace | None, cq: ClusterQueue | None, flavor: str, resource: str
+) -> dict[str, list[str]]:
+    """One pending request per quota item (the database enforces it; this says it)."""
+    pending = QuotaChangeRequest.objects.filter(state=State.PENDING, kind=kind, resource=resource)
+    if kind == Kind.NAMESPACE:
+        pending = pending.filter(namespace=namespace)
+    else:
+        pending = pending.filter(cluster_queue=cq, flavor=flavor)
+    other = pending.values_list("pk", "requested").first()
+    if other is None:
+        return {}
+    return {
+        "requested": [
+            f"Request #{other[0]} for this quota ({other[1]}) is still waiting for a decision: "
+            "cancel it to ask for another value, or wait for its decision."
+        ]
+    }
+
+
 def request_quota_change(
     *,
     actor: User,
@@ -241,14 +349,21 @@ def request_quota_change(
     cluster_queue: ClusterQueue | None = None,
     flavor: str = "",
     grant_until: dt.datetime | None = None,
+    override_reason: str = "",
     source: str = "web",
 ) -> QuotaChangeRequest:
-    """Ask for a quota change; an auto-approval rule may grant it at once."""
+    """Ask for a quota change; an auto-approval rule may grant it at once.
+
+    Refused with field errors, writing nothing: a value that changes nothing, one the fleet
+    could never back (unless a platform admin overrides it with a reason), and a second
+    request for a quota item while one is pending (two approvals could otherwise both act
+    on the same old value)."""
     lead = Membership.objects.filter(
         user_id=user_id(actor), team=team, role=Membership.Role.LEAD
     ).exists()
     if not (lead or is_platform_admin(actor)):
         raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
+    resource = resource.strip()
     errors = _request_errors(
         team=team,
         kind=kind,
@@ -262,44 +377,87 @@ def request_quota_change(
     )
     if errors:
         raise ValidationError(errors)
+    requested = _canonical(resource, requested)
     previous = _current(kind, namespace, cluster_queue, flavor, resource)
+    facts = fleet_facts()
+    errors = _value_errors(
+        actor=actor,
+        resource=resource,
+        previous=previous,
+        requested=requested,
+        override_reason=override_reason,
+        facts=facts,
+    ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)
+    if errors:
+        raise ValidationError(errors)
+    try:
+        with transaction.atomic():
+            return _create_request(
+                actor=actor,
+                team=team,
+                kind=kind,
+                resource=resource,
+                previous=previous,
+                requested=requested,
+                reason=reason,
+                namespace=namespace,
+                cluster_queue=cluster_queue,
+                flavor=flavor,
+                grant_until=grant_until,
+                override_reason=override_reason.strip() if is_platform_admin(actor) else "",
+                source=source,
+            )
+    except IntegrityError:  # another request for the same item won the race
+        errors = _open_request_error(kind, namespace, cluster_queue, flavor, resource)
+        raise ValidationError(
+            errors or {"requested": ["Someone asked just now; reload."]}
+        ) from None
+
+
+def _create_request(
+    *, actor: User, previous: str, source: str, **fields: Any
+) -> QuotaChangeRequest:
     assessment = assess_quota_change(
-        kind=kind,
-        cq=cluster_queue,
-        namespace=namespace,
-        flavor=flavor,
-        resource=resource,
+        kind=fields["kind"],
+        cq=fields["cluster_queue"],
+        namespace=fields["namespace"],
+        flavor=fields["flavor"],
+        resource=fields["resource"],
         previous=previous,
-        requested=requested,
+        requested=fields["requested"],
     )
+    if fields["override_reason"]:
+        assessment["notes"].append(
+            f"Beyond what the fleet could ever back; a platform admin asked for it: "
+            f"“{fields['override_reason']}”."
+        )
+        assessment["fingerprint"] = assessment_fingerprint(assessment)
+    fields["reason"] = fields["reason"].strip()
     request = QuotaChangeRequest.objects.create(
-        team=team,
-        requested_by_id=user_id(actor),
-        kind=kind,
-        resource=resource,
-        previous=previous,
-        requested=requested,
-        reason=reason.strip(),
-        grant_until=grant_until,
-        assessment=assessment,
-        namespace=namespace,
-        cluster_queue=cluster_queue,
-        flavor=flavor,
+        requested_by_id=user_id(actor), previous=previous, assessment=assessment, **fields
     )
     record_audit(
         actor=actor,
         event="quota_change.requested",
         source=source,
         target=request,
-        team=team,
+        team=request.team,
         old={"value": previous},
-        new={"value": requested, "until": str(grant_until or "")},
+        new={
+            "value": request.requested,
+            "until": str(request.grant_until or ""),
+            **({"override": request.override_reason} if request.override_reason else {}),
+        },
     )
     _notify("requested", request)
     rule = _matching_rule(
-        kind, resource, _amount(requested) - _amount(previous), grant_until, assessment["fits"]
+        request.kind,
+        request.resource,
+        _amount(request.requested) - _amount(previous),
+        request.grant_until,
+        assessment["fits"],
     )
-    if rule is not None:
+    if rule is not None and not request.override_reason:
         comment = f"Approved by rule “{rule.name}”."
         _approve(request, approver=None, comment=comment, rule=rule, source=source)
     return request
@@ -353,14 +511,110 @@ def _approve(
     )
 
 
-@transaction.atomic
 def approve_quota_change(
-    *, request_id: int, approver: User, comment: str, source: str = "web"
+    *,
+    request_id: int,
+    approver: User,
+    comment: str,
+    seen: str = "",
+    source: str = "web",
 ) -> QuotaChangeRequest:
+    """Approve a pending request: what is applied is what the approver was shown.
+
+    At the decision the value in desired state is read again (its row locked) and the
+    request assessed anew; when that differs from the assessment the approver saw (``seen``,
+    the fingerprint the page or the API showed; by default the stored one), the new
+    assessment is stored and the approval refused, so the approver reads it and decides
+    again: a grant never starts from a value that is no longer there."""
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
-    _approve(request, approver=approver, comment=comment, source=source)
+    with transaction.atomic():
+        request = QuotaChangeRequest.objects.select_for_update().get(pk=request.pk)
+        if request.state != State.PENDING:
+            raise DomainError("This request was already decided.", code="conflict")
+        _lock_target(request)
+        shown = seen or shown_fingerprint(request)
+        current = _current(
+            request.kind,
+            request.namespace,
+            request.cluster_queue,
+            request.flavor,
+            request.resource,
+        )
+        fresh = assess_quota_change(
+            kind=request.kind,
+            cq=request.cluster_queue,
+            namespace=request.namespace,
+            flavor=request.flavor,
+            resource=request.resource,
+            previous=current,
+            requested=request.requested,
+        )
+        if request.override_reason:
+            fresh["notes"] = fresh["notes"] + [
+                n for n in request.assessment.get("notes", []) if "platform admin asked" in n
+            ]
+            fresh["fingerprint"] = assessment_fingerprint(fresh)
+        if fresh["fingerprint"] == shown and current == request.previous:
+            _approve(request, approver=approver, comment=comment, source=source)
+            return request
+        was = request.previous
+        QuotaChangeRequest.objects.filter(pk=request.pk).update(previous=current, assessment=fresh)
+        record_audit(
+            actor=approver,
+            event="quota_change.reassessed",
+            source=source,
+            target=request,
+            team=request.team,
+            old={"value": was},
+            new={"value": current, "requested": request.requested},
+        )
+    if current != was:
+        what = (
+            f"The quota is now {current or 'not set'} (it was {was or 'not set'} when this was "
+            f"asked): approving would change it {current or 'none'} → {request.requested}"
+            + (", a cut." if _amount(request.requested) < _amount(current) else ".")
+        )
+        if _amount(current) == _amount(request.requested):
+            what = f"The quota is already {current}: approving would change nothing."
+    else:
+        what = "The fleet or the queues changed since you read the assessment."
+    raise DomainError(
+        f"{what} The assessment is updated: read it and decide again.", code="stale_assessment"
+    )
+
+
+def _lock_target(request: QuotaChangeRequest) -> None:
+    """Hold the quota's owner row until the decision commits (admin edits and the expiry of
+    a grant take the same lock)."""
+    if request.kind == Kind.NAMESPACE and request.namespace_id is not None:
+        Namespace.objects.select_for_update().filter(pk=request.namespace_id).first()
+    elif request.cluster_queue_id is not None:
+        ClusterQueue.objects.select_for_update().filter(pk=request.cluster_queue_id).first()
+
+
+@transaction.atomic
+def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") -> QuotaChangeRequest:
+    """The requester (or a platform admin) withdraws a pending request."""
+    request = get_quota_request_for_user(actor, request_id)
+    if request.requested_by_id != actor.pk and not is_platform_admin(actor):
+        raise PermissionDenied("Only the requester or a platform admin can cancel a request.")
+    if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
+        state=State.CANCELLED, decided_at=timezone.now()
+    ):
+        raise DomainError("Only a pending request can be cancelled.", code="conflict")
+    request.refresh_from_db()
+    _notify("cancelled", request)
+    record_audit(
+        actor=actor,
+        event="quota_change.cancelled",
+        source=source,
+        target=request,
+        team=request.team,
+        old={"value": request.previous},
+        new={"value": request.previous, "requested": request.requested},
+    )
     return request
 
 
@@ -430,6 +684,7 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
         state=State.EXPIRED, reverted_at=now
     ):
         return False
+    _lock_target(request)
     current = _current(
         request.kind, request.namespace, request.cluster_queue, request.flavor, request.resource
     )

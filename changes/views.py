@@ -22,6 +22,7 @@ from cluster.models import ObservedNode
 from fleet.models import NodePool
 from portal.errors import DomainError, user_message
 from portal.htmx import HtmxHttpRequest
+from portal.permissions import is_platform_admin
 
 LIST_PAGE_SIZE = 50
 
@@ -198,7 +199,12 @@ def quota_new(request: HttpRequest) -> HttpResponse:
                 initial.update({"kind": "namespace", "namespace": namespace})
         if request.GET.get("resource"):
             initial["resource"] = request.GET["resource"][:100]
-    form = QuotaRequestForm(request.POST or None, teams=teams, initial=initial)
+    form = QuotaRequestForm(
+        request.POST or None,
+        teams=teams,
+        initial=initial,
+        admin=is_platform_admin(request.user),
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -213,6 +219,7 @@ def quota_new(request: HttpRequest) -> HttpResponse:
                 cluster_queue=data["cluster_queue"],
                 flavor=data["flavor"].strip(),
                 grant_until=data["grant_until"],
+                override_reason=data.get("override_reason", ""),
             )
         except ValidationError as exc:
             _add_errors(form, exc)
@@ -229,12 +236,17 @@ def quota_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     change, actions = selectors.get_quota_request_with_actions(request.user, pk)
-    return render(request, "changes/quota_detail.html", {"change": change, "actions": actions})
+    return render(
+        request,
+        "changes/quota_detail.html",
+        {"change": change, "actions": actions, "fingerprint": quota.shown_fingerprint(change)},
+    )
 
 
 QUOTA_ACTIONS = {
     "approve": "Approved: the quota changes with the next apply.",
     "reject": "Rejected.",
+    "cancel": "Cancelled.",
 }
 
 
@@ -247,9 +259,16 @@ def quota_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     comment = request.POST.get("comment", "")
     try:
         if action == "approve":
-            quota.approve_quota_change(request_id=pk, approver=request.user, comment=comment)
-        else:
+            quota.approve_quota_change(
+                request_id=pk,
+                approver=request.user,
+                comment=comment,
+                seen=request.POST.get("fingerprint", ""),
+            )
+        elif action == "reject":
             quota.reject_quota_change(request_id=pk, approver=request.user, comment=comment)
+        else:
+            quota.cancel_quota_change(request_id=pk, actor=request.user)
     except (DomainError, ValidationError) as exc:
         messages.error(request, user_message(exc))
     else:

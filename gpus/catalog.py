@@ -79,6 +79,24 @@ def resource_name(profile: str) -> str:
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
+def most_per_gpu(model_name: str | None, resource: str) -> int:
+    """The most of ``resource`` one GPU of this model can ever offer, whatever its layout:
+    1 whole GPU, or the profile's ``max_instances`` (0 for a profile the model lacks)."""
+    if resource == "nvidia.com/gpu":
+        return 1 if model_name else 0
+    model = gpu_models().get(model_name or "")
+    if model is None:
+        return 0
+    return max(
+        (
+            int(p["max_instances"])
+            for p in model.get("profiles", [])
+            if resource_name(p["name"]) == resource
+        ),
+        default=0,
+    )
+
+
 def placement_errors(model_name: str, devices: dict[str, int]) -> list[str]:
     """Why these MIG instances cannot share one GPU of this model (empty when they can).
 

@@ -85,3 +85,37 @@ def format_quantity(value: Fraction) -> str:
     if nano.denominator == 1:
         return f"{nano.numerator}n"
     raise QuantityError(f"{value} cannot be written exactly as a Kubernetes quantity")
+
+
+# The largest quantity Kubernetes keeps exactly (an int64 of milli-units, as
+# resource.Quantity's MilliValue): anything above it is no quota anyone means.
+MAX_QUANTITY = Fraction(2**63 - 1, 1000)
+
+
+def canonical_quantity(text: str) -> str:
+    """The one spelling a value is stored and shown in, as Kubernetes' canonical form
+    writes it: a binary suffix stays binary (``65536Mi`` is ``64Gi``), anything else takes
+    the largest decimal suffix that keeps it exact (``1e3`` is ``1k``, ``0.5`` is ``500m``),
+    and plain integers below 1000 stay plain. Raises :class:`QuantityError`."""
+    value = parse_quantity(text)
+    match = _QUANTITY.match(text.strip())
+    suffix = (match["suffix"] if match else "") or ""
+    if value == 0:
+        return "0"
+    scales: dict[str, Fraction] = (
+        {k: Fraction(v) for k, v in _BINARY.items()} if suffix in _BINARY else dict(_DECIMAL)
+    )
+    for name, factor in sorted(scales.items(), key=lambda item: -item[1]):
+        scaled = value / factor
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{name}"
+    return format_quantity(value)
+
+
+def whole_count(text: str) -> str:
+    """A device or object count as a plain integer (``1e3`` is ``1000``); raises
+    :class:`QuantityError` when it is not a whole number."""
+    value = parse_quantity(text)
+    if value.denominator != 1:
+        raise QuantityError(f"{text!r} is not a whole number")
+    return str(value.numerator)

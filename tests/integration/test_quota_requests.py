@@ -4,16 +4,19 @@ through desired state, and reverted when a time-limited grant ends."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from django.utils import timezone
 
 from changes.models import AutoApprovalRule
 from changes.quota import (
     approve_quota_change,
+    cancel_quota_change,
     expire_quota_grants,
     reject_quota_change,
     request_quota_change,
@@ -22,6 +25,7 @@ from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
+from tests.factories import ObservedNodeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +124,9 @@ def test_an_auto_approval_rule_grants_small_time_limited_increases(demo: None) -
     assert hard() == "24"
     assert AuditEvent.objects.filter(event="quota_change.auto_approved").count() == 1
     # Too big, or not time-limited: an approver decides.
-    assert ask(requested="40", grant_until=until).state == "pending"
+    big = ask(requested="40", grant_until=until)
+    assert big.state == "pending"
+    cancel_quota_change(request_id=big.pk, actor=lead())
     assert ask(requested="25").state == "pending"
 
 
@@ -171,3 +177,158 @@ def test_a_queue_nominal_quota_request_and_its_assessment(demo: None) -> None:
             requested="6",
         )
     assert "cluster_queue" in caught.value.message_dict  # team-a has no LocalQueue on cq-infer
+
+
+# ----------------------------------------------------------------------------- trustworthy
+
+
+def approver() -> User:
+    return User.objects.get(username="approver")
+
+
+def five_nodes() -> None:
+    """The demo's fleet as a poll records it: three A100 and two H100 nodes of 8 GPUs."""
+    for name in ("gpu-a100-01", "gpu-a100-02", "gpu-a100-03"):
+        ObservedNodeFactory(name=name)
+    for name in ("gpu-h100-01", "gpu-h100-02"):
+        ObservedNodeFactory(
+            name=name,
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            mig_config="all-disabled",
+            allocatable={"nvidia.com/gpu": "8"},
+        )
+
+
+def test_a_no_op_is_refused_and_values_are_stored_in_one_spelling(demo: None) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ask(requested="16")
+    assert caught.value.message_dict == {
+        "requested": ["The quota is already 16: there is nothing to change."]
+    }
+    with pytest.raises(ValidationError, match="already 16"):
+        ask(requested="1.6e1")  # the same value in another spelling is still no change
+    request = ask(requested="2.4e1")
+    assert (request.previous, request.requested) == ("16", "24")
+    approve_quota_change(request_id=request.pk, approver=approver(), comment="ok")
+    assert hard() == "24"
+
+
+def test_a_quota_the_fleet_could_never_back_needs_an_admin_and_a_reason(demo: None) -> None:
+    five_nodes()  # 40 GPUs in all; every GPU could give 7 1g.10gb slices
+    absurd = "99999999999999999999999"
+    with pytest.raises(ValidationError) as caught:
+        ask(requested=absurd)
+    (message,) = caught.value.message_dict["requested"]
+    assert "could never offer more than 40 nvidia.com/gpu" in message
+    with pytest.raises(ValidationError, match=r"never offer more than 280 nvidia\.com/mig-1g"):
+        ask(resource="requests.nvidia.com/mig-1g.10gb", requested="281")
+    assert ask(resource="requests.nvidia.com/mig-1g.10gb", requested="280").state == "pending"
+    admin = User.objects.get(username="admin")
+    with pytest.raises(ValidationError) as caught:
+        ask(actor=admin, requested="48")
+    assert list(caught.value.message_dict) == ["override_reason"]
+    override = ask(actor=admin, requested="48", override_reason="Two H100 nodes arrive Monday.")
+    assert override.override_reason == "Two H100 nodes arrive Monday."
+    assert any("Two H100 nodes arrive Monday" in n for n in override.assessment["notes"])
+    with pytest.raises(ValidationError, match="Far beyond"):
+        ask(actor=admin, requested=absurd, resource="requests.cpu", override_reason="why not")
+    assert hard() == "16"
+
+
+def test_quota_items_kubernetes_never_enforces_are_refused(demo: None) -> None:
+    for resource in ("limits.nvidia.com/gpu", "nvidia.com/gpu"):
+        with pytest.raises(ValidationError) as caught:
+            ask(resource=resource)
+        assert "never enforced" in caught.value.message_dict["resource"][0]
+
+
+def test_one_open_request_per_quota_item_and_the_requester_cancels(demo: None) -> None:
+    first = ask()
+    with pytest.raises(ValidationError) as caught:
+        ask(requested="20")
+    assert f"Request #{first.pk} for this quota (24) is still waiting" in str(caught.value)
+    with pytest.raises(PermissionDenied):
+        cancel_quota_change(request_id=first.pk, actor=User.objects.get(username="member-a"))
+    cancel_quota_change(request_id=first.pk, actor=lead())
+    first.refresh_from_db()
+    assert first.state == "cancelled"
+    with pytest.raises(DomainError, match="already decided"):
+        approve_quota_change(request_id=first.pk, approver=approver(), comment="ok")
+    second = ask(requested="20")
+    approve_quota_change(request_id=second.pk, approver=approver(), comment="ok")
+    assert hard() == "20"
+    events = AuditEvent.objects.filter(event__startswith="quota_change.").values_list(
+        "event", flat=True
+    )
+    assert sorted(events) == [
+        "quota_change.approved",
+        "quota_change.cancelled",
+        "quota_change.requested",
+        "quota_change.requested",
+    ]
+
+
+def test_an_approval_after_the_quota_changed_is_refused_and_reassessed(demo: None) -> None:
+    from tenants.services import set_namespace_quota
+
+    request = ask(requested="20")  # 16 -> 20, as the approver reads it
+    shown = request.assessment["fingerprint"]
+    namespace = Namespace.objects.get(name="team-a")
+    hard_now = dict(namespace.quota_items.values_list("resource", "hard"))
+    set_namespace_quota(
+        actor=User.objects.get(username="admin"),
+        namespace=namespace,
+        hard={**hard_now, "requests.nvidia.com/gpu": "24"},
+        source="web",
+    )
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(request_id=request.pk, approver=approver(), comment="ok", seen=shown)
+    assert caught.value.code == "stale_assessment"
+    assert "now 24 (it was 16 when this was asked)" in caught.value.message
+    assert "24 → 20, a cut" in caught.value.message
+    request.refresh_from_db()
+    assert (request.state, request.previous) == ("pending", "24")
+    assert request.assessment["notes"][0] == "This lowers the quota from 24 to 20."
+    assert hard() == "24"  # nothing applied on the stale read
+    # The approver read the new assessment: deciding on it goes through.
+    approve_quota_change(
+        request_id=request.pk,
+        approver=approver(),
+        comment="yes, lower it",
+        seen=request.assessment["fingerprint"],
+    )
+    assert hard() == "20"
+
+
+def test_an_approval_on_an_assessment_nobody_showed_is_refused(demo: None) -> None:
+    request = ask()
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(request_id=request.pk, approver=approver(), comment="", seen="f00")
+    assert caught.value.code == "stale_assessment"
+    assert hard() == "16"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_for_one_quota_item_make_exactly_one(demo: None) -> None:
+    from changes.models import QuotaChangeRequest
+
+    barrier = threading.Barrier(6)
+    results: list[str] = []
+
+    def request(value: str) -> None:
+        try:
+            barrier.wait()
+            ask(requested=value)
+            results.append("created")
+        except ValidationError:
+            results.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request, args=(str(20 + i),)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["created"] + ["refused"] * 5
+    assert QuotaChangeRequest.objects.filter(state="pending").count() == 1

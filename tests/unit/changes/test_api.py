@@ -151,7 +151,7 @@ def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet
             "kind": "namespace",
             "namespace": "team-a",
             "resource": "requests.nvidia.com/gpu",
-            "requested": "24",
+            "requested": "8",
             "reason": "deadline",
         },
         content_type="application/json",
@@ -177,6 +177,63 @@ def test_if_match_refuses_a_quota_decision_on_a_stale_read(client: Client, fleet
     )
     assert done.status_code == 200, done.json()
     assert done.headers["ETag"] != read.headers["ETag"]
+
+
+def test_quota_decisions_over_the_api_act_only_on_what_was_read(
+    client: Client, fleet: None
+) -> None:
+    from tenants.models import Namespace, QuotaItem
+
+    body = {
+        "team": "team-a",
+        "kind": "namespace",
+        "namespace": "team-a",
+        "resource": "requests.nvidia.com/gpu",
+        "reason": "deadline",
+    }
+    lead, approver = bearer("lead-a"), bearer("approver")
+    absurd = client.post(
+        "/api/v1/quota-requests/",
+        {**body, "requested": "99999999999999999999999"},
+        content_type="application/json",
+        headers=lead,
+    )
+    assert absurd.status_code == 400
+    assert "could never offer more than 8 nvidia.com/gpu" in absurd.json()["errors"]["requested"][0]
+    created = client.post(
+        "/api/v1/quota-requests/",
+        {**body, "requested": "6"},
+        content_type="application/json",
+        headers=lead,
+    ).json()
+    again = client.post(
+        "/api/v1/quota-requests/",
+        {**body, "requested": "7"},
+        content_type="application/json",
+        headers=lead,
+    )
+    assert again.status_code == 400 and "still waiting" in again.json()["errors"]["requested"][0]
+    url = f"/api/v1/quota-requests/{created['id']}/"
+    read = client.get(url, headers=approver)
+    QuotaItem.objects.filter(
+        namespace=Namespace.objects.get(name="team-a"), resource="requests.nvidia.com/gpu"
+    ).update(hard="4")  # the quota moved after the approver read the request
+    stale = client.post(
+        url + "approve/",
+        {"comment": "ok", "fingerprint": read.json()["assessment"]["fingerprint"]},
+        content_type="application/json",
+        headers=approver,
+    )
+    assert stale.status_code == 409
+    assert stale.json()["code"] == "stale_assessment"
+    assert "The quota is now 4 (it was 16" in stale.json()["detail"]
+    reread = client.get(url, headers=approver)
+    assert reread.json()["previous"] == "4" and reread.headers["ETag"] != read.headers["ETag"]
+    # The lead withdraws it: only the requester (or an admin) may, only while pending.
+    assert client.post(url + "cancel/", headers=bearer("member-a")).status_code == 403
+    cancelled = client.post(url + "cancel/", headers=lead)
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert client.post(url + "cancel/", headers=lead).status_code == 409
 
 
 def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:

@@ -191,7 +191,7 @@ def test_quota_request_pages(client: Client, observed: None) -> None:
             "kind": "namespace",
             "namespace": Namespace.objects.get(name="team-a").pk,
             "resource": "requests.nvidia.com/gpu",
-            "requested": "20",
+            "requested": "8",
             "reason": "deadline",
         },
     )
@@ -208,8 +208,58 @@ def test_quota_request_pages(client: Client, observed: None) -> None:
         Namespace.objects.get(name="team-a")
         .quota_items.get(resource="requests.nvidia.com/gpu")
         .hard
-        == "20"
+        == "8"
     )
+
+
+def test_a_stale_quota_approval_says_so_on_the_page_and_the_lead_cancels(
+    client: Client, observed: None
+) -> None:
+    from changes.models import QuotaChangeRequest
+    from tenants.models import Namespace, QuotaItem, Team
+
+    login(client, "lead-a")
+    client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "12",
+            "reason": "smaller run",
+        },
+    )
+    change = QuotaChangeRequest.objects.get()
+    twice = client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "10",
+            "reason": "smaller still",
+        },
+    ).content.decode()
+    assert f"Request #{change.pk} for this quota (12) is still waiting" in twice
+    login(client, "approver")
+    page = client.get(f"/quota/{change.pk}/").content.decode()
+    assert "Approve 16 → 12" in page and "Cancel this request" not in page
+    QuotaItem.objects.filter(resource="requests.nvidia.com/gpu", namespace__name="team-a").update(
+        hard="8"
+    )
+    fingerprint = change.assessment["fingerprint"]
+    answer = client.post(
+        f"/quota/{change.pk}/approve/", {"comment": "ok", "fingerprint": fingerprint}, follow=True
+    ).content.decode()
+    assert "The quota is now 8 (it was 16 when this was asked)" in answer
+    assert "Approve 8 → 12" in answer  # the page shows the new assessment to decide on
+    login(client, "lead-a")
+    assert "Cancel this request" in client.get(f"/quota/{change.pk}/").content.decode()
+    client.post(f"/quota/{change.pk}/cancel/")
+    change.refresh_from_db()
+    assert change.state == "cancelled"
 
 
 def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -> None:
@@ -224,7 +274,7 @@ def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -
         kind="namespace",
         namespace=Namespace.objects.get(name="team-a"),
         resource="requests.nvidia.com/gpu",
-        requested="24",
+        requested="12",
         reason="deadline",
         grant_until=timezone.now() + dt.timedelta(hours=20),
     )

@@ -107,7 +107,7 @@ def objects(demo: None) -> dict[str, int]:
         team=team,
         kind="namespace",
         resource="requests.nvidia.com/gpu",
-        requested="20",
+        requested="8",
         reason="x",
         namespace=Namespace.objects.get(name="team-a"),
     )

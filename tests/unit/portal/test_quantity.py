@@ -2,7 +2,14 @@ from fractions import Fraction
 
 import pytest
 
-from portal.quantity import QuantityError, format_quantity, manifest_value, parse_quantity
+from portal.quantity import (
+    QuantityError,
+    canonical_quantity,
+    format_quantity,
+    manifest_value,
+    parse_quantity,
+    whole_count,
+)
 
 
 @pytest.mark.parametrize(
@@ -50,3 +57,29 @@ def test_format_quantity_is_exact() -> None:
     assert format_quantity(Fraction(1, 2)) == "500m"
     with pytest.raises(QuantityError):
         format_quantity(Fraction(1, 3))
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("16", "16"),
+        ("1e3", "1k"),
+        ("1000", "1k"),
+        ("1.5k", "1500"),
+        ("0.5", "500m"),
+        ("2e9", "2G"),
+        ("65536Mi", "64Gi"),
+        ("1.5Gi", "1536Mi"),
+        ("250u", "250u"),
+        ("0e5", "0"),
+    ],
+)
+def test_one_spelling_per_value(text: str, canonical: str) -> None:
+    assert canonical_quantity(text) == canonical
+    assert parse_quantity(canonical) == parse_quantity(text)
+
+
+def test_counts_are_plain_integers() -> None:
+    assert whole_count("1e3") == "1000"
+    with pytest.raises(QuantityError):
+        whole_count("1.5")
