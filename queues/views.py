@@ -5,6 +5,7 @@ shown (a change in between asks for a second look)."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,42 @@ def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
     return edited
 
 
+_QUOTA_PATH = re.compile(
+    r"^resourceGroups\[(\d+)\]\.flavors\[(\d+)\]\.resources\[(\d+)\]"
+    r"(?:\.(nominalQuota|borrowingLimit|lendingLimit))?: (.*)$",
+    re.S,
+)
+_INPUT_OF = {"nominalQuota": "nominal", "borrowingLimit": "borrowing", "lendingLimit": "lending"}
+CLUSTER_QUEUE_INPUTS = {"fair_sharing_weight": "weight", "stop_policy": "stop_policy"}
+PRIORITY_CLASS_INPUTS = {f: f for f in ("value", "preemption_policy", "description")} | {
+    "global_default": "global_default"
+}
+
+
+def place_errors(
+    message_dict: dict[str, list[str]], inputs: dict[str, str]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """The model's errors next to the inputs they are about: ``resourceGroups[0].flavors[1]
+    .resources[0].nominalQuota: must be …`` becomes ``{"g0f1r0_nominal": ["must be …"]}``;
+    ``inputs`` maps the other model fields to their inputs; what belongs to no input is
+    returned for the top of the form."""
+    by_input: dict[str, list[str]] = {}
+    general: list[str] = []
+    for field, messages_of_field in message_dict.items():
+        for message in messages_of_field:
+            found = _QUOTA_PATH.match(message)
+            if found:
+                g, f, r, key, text = found.groups()
+                by_input.setdefault(f"g{g}f{f}r{r}_{_INPUT_OF.get(key, 'nominal')}", []).append(
+                    text
+                )
+            elif field in inputs:
+                by_input.setdefault(inputs[field], []).append(message)
+            else:
+                general.append(message)
+    return by_input, general
+
+
 def _diff_context(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     before_text, after_text = preview.as_yaml(before), preview.as_yaml(after)
     return {
@@ -68,14 +105,20 @@ def _preview_or_save(
     after: Callable[[], dict[str, Any]],
     save: Callable[[], Any],
     saved: str,
+    inputs: dict[str, str],
 ) -> HttpResponse:
     """Validate the edited object (field errors, 422), show its YAML diff, and save only what
     was shown: the hashes of the diff the admin saw must still match (409 otherwise)."""
     try:
         edited.full_clean()
     except ValidationError as exc:
-        context["errors"] = exc.message_dict
-        context["general_errors"] = exc.message_dict.get("__all__", [])
+        context["errors"], context["general_errors"] = place_errors(exc.message_dict, inputs)
+        if "rows" in context:
+            for row in context["rows"]:
+                row["errors"] = {
+                    name: context["errors"].get(f"{row['key']}_{name}", [])
+                    for name in ("nominal", "borrowing", "lending")
+                }
         return render(request, template, context, status=422)
     context.update(_diff_context(before(), after()))
     if request.POST.get("action") != "save":
@@ -116,6 +159,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
             after=lambda: preview.cluster_queue_manifest(edited),
             save=lambda: save_cluster_queue(actor=request.user, cluster_queue=edited, source="web"),
             saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
+            inputs=CLUSTER_QUEUE_INPUTS,
         )
     else:
         context["weight"] = cq.fair_sharing_weight
@@ -167,5 +211,6 @@ def priority_class_edit(request: HttpRequest, name: str) -> HttpResponse:
                 actor=request.user, priority_class=edited, source="web"
             ),
             saved=f"PriorityClass {pc.name} saved: the cluster loop applies it.",
+            inputs=PRIORITY_CLASS_INPUTS,
         )
     return render(request, "queues/priority_class_edit.html", context)

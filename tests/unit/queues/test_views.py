@@ -94,8 +94,9 @@ def test_bad_quotas_get_the_same_field_errors_as_the_api(client: Client, demo: N
     )
     assert response.status_code == 422
     body = response.content.decode()
-    assert "Not saved:" in body and "resource_groups" in body
-    # The same rules the admin and the services apply, word for word.
+    assert "Not saved: correct the fields marked below" in body
+    assert "resourceGroups[" not in body and "resource_groups" not in body
+    # The same rules the admin and the services apply, word for word, next to the field.
     import copy
 
     from django.core.exceptions import ValidationError
@@ -109,7 +110,13 @@ def test_bad_quotas_get_the_same_field_errors_as_the_api(client: Client, demo: N
     messages = caught.value.message_dict["resource_groups"]
     assert messages
     for message in messages:
-        assert message.replace("'", "&#x27;").replace('"', "&quot;") in body
+        path, _, text = message.partition(": ")
+        field = (
+            "g0f0r0_"
+            + {"nominalQuota": "nominal", "lendingLimit": "lending"}[path.rsplit(".", 1)[1]]
+        )
+        shown = text.replace("'", "&#x27;").replace('"', "&quot;")
+        assert f'<p class="error field-error" id="{field}-error">{shown}</p>' in body
     assert AuditEvent.objects.count() == before
 
 

@@ -1,0 +1,38 @@
+// One answer for every htmx request that does not swap: the page says what happened.
+// Validation answers (400, 409, 422) are swapped like any page (see the htmx-config meta
+// in base.html); anything else that fails (403, 404, 500, no network) is said here, in a
+// live region above the content, so no form ever fails silently.
+(function () {
+  "use strict";
+  function say(text) {
+    var box = document.getElementById("request-error");
+    if (!box) return;
+    box.textContent = text;
+    box.hidden = false;
+    box.scrollIntoView({ block: "nearest" });
+  }
+  function reason(xhr) {
+    var doc = new DOMParser().parseFromString(xhr.responseText || "", "text/html");
+    var found = doc.querySelector("[data-reason], .error, h1");
+    return found ? found.textContent.trim() : "";
+  }
+  document.addEventListener("htmx:beforeRequest", function () {
+    var box = document.getElementById("request-error");
+    if (box) box.hidden = true;
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    var xhr = event.detail.xhr;
+    var words = {
+      401: "You are signed out: sign in again, then retry.",
+      403: "Not allowed.",
+      404: "Not found: it may have been deleted.",
+      429: "Too many requests: wait a moment, then retry."
+    };
+    var detail = reason(xhr);
+    var head = words[xhr.status] || "The server could not answer (" + xhr.status + "): nothing was changed by this request unless the page says so.";
+    say(detail && detail !== head ? head + " " + detail : head);
+  });
+  document.addEventListener("htmx:sendError", function () {
+    say("The portal could not be reached: check your connection, then retry. Nothing was sent.");
+  });
+})();

@@ -1,0 +1,137 @@
+"""Every form answers in the page: refused values are shown next to their fields, a save
+after someone else's change says so with the new diff, and a refused request says why; in a
+real browser (htmx swaps 4xx answers only because the portal tells it to)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import expect
+
+from changes.models import QuotaChangeRequest
+from changes.quota import request_quota_change
+from queues.models import ClusterQueue
+from tenants.models import Namespace, QuotaItem, Team
+from tests.e2e.conftest import screenshot
+from tests.e2e.test_mig_change_flow import htmx_idle, sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TRAIN_H100 = "#g0f0r0_nominal"
+TRAIN_A100 = "#g1f0r0_nominal"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        (TRAIN_H100, "16.5", "must be a whole number of nvidia.com/gpu (devices)"),
+        (TRAIN_H100, "-1", "must be greater than or equal to 0"),
+        (TRAIN_H100, "abc", "'abc' is not a Kubernetes quantity"),
+        (TRAIN_A100, "500m", "must be a whole number of nvidia.com/mig-3g.40gb (devices)"),
+        ("#g0f0r0_lending", "40", "must be less than or equal to the nominalQuota (12)"),
+        ("#id_weight", "-1", "must be greater than or equal to 0"),
+    ],
+)
+def test_a_refused_queue_edit_shows_its_error_next_to_the_field(
+    live_server: Any, demo: None, page: Any, field: str, value: str, says: str
+) -> None:
+    sign_in(page, live_server.url, "admin")
+    page.goto(f"{live_server.url}/queues/cluster-queues/cq-train/edit/")
+    page.locator(field).fill(value)
+    page.get_by_role("button", name="Show the YAML diff").click()
+    htmx_idle(page)
+    error = page.locator(f"{field}-error")
+    expect(error).to_have_text(re.compile(re.escape(says)))
+    expect(page.locator(field)).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_role("alert").first).to_contain_text("Not saved")
+    assert "resourceGroups[" not in page.content()  # no internal paths for people
+    if field == TRAIN_H100 and value == "16.5":
+        screenshot(page, "queue-edit-refused")
+    assert (
+        ClusterQueue.objects.get(name="cq-train").nominal_quota("h100-80gb", "nvidia.com/gpu")
+        == "12"
+    )
+
+
+def test_a_queue_save_after_someone_elses_change_shows_the_new_diff(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    sign_in(page, live_server.url, "admin")
+    page.goto(f"{live_server.url}/queues/cluster-queues/cq-train/edit/")
+    page.locator(TRAIN_H100).fill("14")
+    page.get_by_role("button", name="Show the YAML diff").click()
+    htmx_idle(page)
+    expect(page.get_by_role("button", name="Save")).to_be_enabled()
+    cq = ClusterQueue.objects.get(name="cq-train")  # another admin changes it meanwhile
+    cq.fair_sharing_weight = "60"
+    cq.save()
+    page.get_by_role("button", name="Save").click()
+    htmx_idle(page)
+    expect(page.get_by_role("alert").first).to_contain_text(
+        "the queue or your values changed since the diff you saw"
+    )
+    expect(page.locator(".diff, pre").first).to_contain_text("60")
+    screenshot(page, "queue-edit-stale")
+    cq.refresh_from_db()
+    assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "12"
+
+
+def test_a_refused_priority_class_edit_shows_its_error(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    sign_in(page, live_server.url, "admin")
+    page.goto(f"{live_server.url}/queues/priority-classes/training-critical/edit/")
+    page.locator("#id_value").fill("ten")
+    page.get_by_role("button", name="Show the YAML diff").click()
+    htmx_idle(page)
+    expect(page.locator("#err-value")).to_have_text("A whole number, e.g. 1000.")
+
+
+def test_an_absurd_quota_request_is_refused_in_the_page(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    from tests.integration.test_quota_requests import five_nodes
+
+    five_nodes()
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/quota/new/")
+    page.get_by_label("Namespace").select_option(label="team-a")
+    page.get_by_label("New value").fill("99999999999999999999999")
+    page.get_by_label("Reason").fill("a bigger model")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("alert").first).to_contain_text(
+        "The fleet could never offer more than 40 nvidia.com/gpu"
+    )
+    assert not QuotaChangeRequest.objects.exists()
+
+
+def test_the_second_decision_on_a_moved_quota_is_refused_as_stale(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    lead = User.objects.get(username="lead-a")
+    team_a = Namespace.objects.get(name="team-a")
+    request = request_quota_change(
+        actor=lead,
+        team=Team.objects.get(slug="team-a"),
+        kind="namespace",
+        namespace=team_a,
+        resource="requests.nvidia.com/gpu",
+        requested="20",
+        reason="deadline",
+    )
+    sign_in(page, live_server.url, "approver")
+    page.goto(f"{live_server.url}/quota/{request.pk}/")
+    expect(page.get_by_role("button", name="Approve 16 → 20")).to_be_visible()
+    # While the approver reads, the quota goes to 24 (another grant, an admin's edit).
+    QuotaItem.objects.filter(namespace=team_a, resource="requests.nvidia.com/gpu").update(hard="24")
+    page.get_by_role("button", name="Approve 16 → 20").click()
+    expect(page.locator(".messages")).to_contain_text(
+        "The quota is now 24 (it was 16 when this was asked): approving would change it "
+        "24 → 20, a cut."
+    )
+    expect(page.get_by_role("button", name="Approve 24 → 20")).to_be_visible()
+    assert QuotaItem.objects.get(namespace=team_a, resource="requests.nvidia.com/gpu").hard == "24"
+    assert QuotaChangeRequest.objects.get(pk=request.pk).state == "pending"
