@@ -301,6 +301,14 @@ def assess(
         notes.append("The nodes stay cordoned until an admin returns them to service.")
     else:
         notes.extend(_pool_notes(fleet, by_name, chosen.after_of, config))
+        empty = [name for name, offer in chosen.after_of.items() if not offer]
+        if empty:
+            notes.insert(
+                0,
+                f"On {config}, {', '.join(empty)} would offer no GPU at all: MIG mode on with "
+                "no instance (MIG Manager reports success; the device plugin advertises "
+                "nothing) until another config creates instances.",
+            )
     verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
     changed = sorted(set(before) | set(after))
     return Assessment(

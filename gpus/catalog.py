@@ -160,13 +160,20 @@ def _entry_matches(entry: dict[str, Any], model: dict[str, Any], index: int) -> 
     return devices == "all" or index in devices
 
 
+# A GPU with MIG mode on and no instance (``all-enabled``, or a failed re-slice): it offers
+# neither a whole GPU nor any MIG device. Written as a layout entry with one zero count, so
+# that ``{}`` keeps meaning "MIG off, the whole GPU".
+NO_INSTANCES: Mapping[str, int] = {"": 0}
+
+
 def config_layout(
     config: list[dict[str, Any]],
     model_name: str,
     gpu_count: int,
 ) -> tuple[list[dict[str, int] | None], list[str]]:
-    """Per GPU: its MIG devices ({} = MIG off, whole GPU; None = no entry matches, left as
-    it is), and errors for entries that cannot work on this model."""
+    """Per GPU: its MIG devices ({} = MIG off, whole GPU; :data:`NO_INSTANCES` = MIG on with
+    no instance, nothing offered; None = no entry matches, left as it is), and errors for
+    entries that cannot work on this model."""
     model = gpu_models()[model_name]
     layout: list[dict[str, int] | None] = []
     errors: list[str] = []
@@ -176,6 +183,8 @@ def config_layout(
             layout.append(None)
         elif not chosen.get("mig-enabled"):
             layout.append({})
+        elif not any(int(v) for v in (chosen.get("mig-devices") or {}).values()):
+            layout.append(dict(NO_INSTANCES))  # MIG on, no instance: the GPU offers nothing
         else:
             devices = {str(k): int(v) for k, v in (chosen.get("mig-devices") or {}).items()}
             problems = placement_errors(model_name, devices)
@@ -194,7 +203,7 @@ def layout_resources(layout: list[dict[str, int] | None]) -> dict[str, int]:
         if not gpu:
             totals["nvidia.com/gpu"] = totals.get("nvidia.com/gpu", 0) + 1
         for profile, count in gpu.items():
-            if count:
+            if count and profile:
                 name = resource_name(profile)
                 totals[name] = totals.get(name, 0) + count
     return totals

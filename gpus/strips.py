@@ -12,6 +12,9 @@ from typing import Any
 from gpus import catalog
 
 
+NO_INSTANCE = "no instance"  # the profile shown for a GPU with MIG on and no instance
+
+
 @dataclass
 class Slice:
     profile: str  # "" for a whole GPU
@@ -21,6 +24,8 @@ class Slice:
 
     @property
     def label(self) -> str:
+        if self.profile == NO_INSTANCE:
+            return "MIG on, no instance (offers nothing)"
         what = self.profile or "whole GPU"
         state = {True: "in use", False: "free", None: "use unknown"}[self.busy]
         return f"{what} ({state})"  # never the pod: the fleet page is every team's
@@ -103,6 +108,8 @@ def gpu_strips(
         strip = GpuStrip(index, total)
         if devices is None:
             strip.slices.append(Slice("", total, None))
+        elif devices == catalog.NO_INSTANCES:
+            strip.slices.append(Slice(NO_INSTANCE, total, None))
         elif not devices:
             busy = left.get("nvidia.com/gpu", 0) > 0
             left["nvidia.com/gpu"] = left.get("nvidia.com/gpu", 0) - 1

@@ -245,3 +245,33 @@ def test_fleet_wide_check_flags_flavors_promised_beyond_capacity() -> None:
             "a100-80gb-3g", "nvidia.com/mig-3g.40gb", 40, 32, ["cq-train (24)", "cq-infer (16)"]
         )
     ]
+
+
+def test_all_enabled_is_assessed_as_offering_nothing() -> None:
+    h100 = NodeFacts(
+        "gpu-h100-01",
+        "H100-80GB",
+        8,
+        "all-disabled",
+        "success",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/mig.config": "all-disabled",
+        },
+        {"nvidia.com/gpu": 8},
+    )
+    fleet = Fleet(
+        nodes=[h100],
+        pods=[
+            PodFacts("team-a", "train-0", "gpu-h100-01", "Running", {"nvidia.com/gpu": 4}, "team-a")
+        ],
+        queues=[QueueQuota("cq-train", "h100-80gb", "nvidia.com/gpu", 12)],
+        flavors={"h100-80gb": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+    )
+    result = assess(fleet, targets=["gpu-h100-01"], config="all-enabled")
+    assert result.nodes[0].after == {}
+    assert [(c.resource, c.before, c.after) for c in result.capacity] == [("nvidia.com/gpu", 8, 0)]
+    assert result.verdict == "breaks_quota"
+    assert "after the change its nodes offer 0 (now 8)" in result.reasons[0]
+    assert result.notes[0].startswith("On all-enabled, gpu-h100-01 would offer no GPU at all")
+    assert [e.pod for e in result.evictions] == ["train-0"]

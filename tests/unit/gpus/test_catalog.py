@@ -73,3 +73,15 @@ def test_names_and_labels() -> None:
     assert model_for_product("NVIDIA-A100-SXM4-80GB-MIG-3g.40gb") == "A100-80GB"
     assert model_for_product("NVIDIA-H200") == "H200-141GB"
     assert model_for_product("Unknown-GPU") is None
+
+
+def test_a_layout_with_mig_on_and_no_instance_offers_nothing() -> None:
+    from gpus.catalog import NO_INSTANCES, promised_resources
+
+    layout, errors = config_layout(standard_configs()["all-enabled"], "H100-80GB", 8)
+    assert (layout, errors) == ([NO_INSTANCES] * 8, [])
+    assert layout_resources(layout) == {}
+    offered, reasons = promised_resources(
+        "all-enabled", node="gpu-h100-01", model="H100-80GB", gpu_count=8, custom={}
+    )
+    assert (offered, reasons) == ({}, [])
