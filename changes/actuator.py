@@ -18,9 +18,15 @@ from kube import Gateway, ObjectRef
 PENDING, SUCCESS, FAILED = "pending", "success", "failed"
 
 
+# A config name no MIG Manager config file has: setting it fails at validation with no
+# disruption, the way to make MIG Manager act again on a value it already failed on.
+RETRY_NAME = "quartermaster-retry"
+
+
 class MigActuator(Protocol):
-    def request(self, gateway: Gateway, node: str, config: str) -> str:
-        """Ask for ``config`` on ``node`` (safe to repeat); what was done, in words."""
+    def request(self, gateway: Gateway, node: str, config: str) -> tuple[bool, str]:
+        """Ask for ``config`` on ``node`` (safe to repeat): whether it is asked (False: call
+        again shortly), and what was done, in words."""
         ...
 
     def progress(self, gateway: Gateway, node: str) -> str:
@@ -31,14 +37,22 @@ class MigActuator(Protocol):
 class MigManagerLabel:
     """The GPU Operator's MIG Manager: set the config label, read the state label."""
 
-    def request(self, gateway: Gateway, node: str, config: str) -> str:
+    def request(self, gateway: Gateway, node: str, config: str) -> tuple[bool, str]:
         live = gateway.get(ObjectRef("v1", "Node", node))
-        if (live["metadata"].get("labels") or {}).get(MIG_CONFIG) == config:
-            return f"{MIG_CONFIG} is already {config}"
+        labels = live["metadata"].get("labels") or {}
+        if labels.get(MIG_CONFIG) == config and labels.get(MIG_CONFIG_STATE) != FAILED:
+            return True, f"{MIG_CONFIG} is already {config}"
+        if labels.get(MIG_CONFIG) == config:
+            # MIG Manager acts only when the value changes: a retry after "failed" goes
+            # through a name no config file has (refused at validation, nothing disrupted).
+            gateway.patch_node_labels(node, {MIG_CONFIG: RETRY_NAME, MIG_CONFIG_STATE: None})
+            return False, f"{config} failed before: asking MIG Manager again"
+        if labels.get(MIG_CONFIG) == RETRY_NAME and labels.get(MIG_CONFIG_STATE) != FAILED:
+            return False, "waiting for MIG Manager to refuse the retry name"
         # The state label is never cleared by MIG Manager: remove it in the same patch, or a
         # poll may read the previous "success".
         gateway.patch_node_labels(node, {MIG_CONFIG: config, MIG_CONFIG_STATE: None})
-        return f"set {MIG_CONFIG}={config} and removed the old {MIG_CONFIG_STATE}"
+        return True, f"set {MIG_CONFIG}={config} and removed the old {MIG_CONFIG_STATE}"
 
     def progress(self, gateway: Gateway, node: str) -> str:
         live = gateway.get(ObjectRef("v1", "Node", node))

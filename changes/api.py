@@ -163,6 +163,8 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             )
         elif verb == "cancel":
             mig.cancel_mig_change(request_id=int(pk), actor=request.user, source="api")
+        elif verb == "abort":
+            mig.abort_mig_change(request_id=int(pk), actor=request.user, source="api")
         else:
             mig.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
         return Response(
@@ -188,6 +190,12 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     @action(detail=True, methods=["post"])
     def rollback(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "rollback")
+
+    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def abort(self, request: Request, pk: str) -> Response:
+        """Platform admins: stop a running change or rollback at its next step boundary."""
+        return self._decide(request, pk, "abort")
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):

@@ -14,10 +14,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from changes.models import MigChangeRequest, QuotaChangeRequest
+from changes.models import TERMINAL_STATES, MigChangeRequest, NodeClaim, QuotaChangeRequest
 from portal.errors import DomainError
 from portal.permissions import is_approver, is_platform_admin, user_id
 from tenants.models import Membership, Team
@@ -85,10 +86,11 @@ class Actions:
     decide: bool = False  # approve or reject
     cancel: bool = False
     rollback: bool = False
+    abort: bool = False
 
     @property
     def any(self) -> bool:
-        return self.decide or self.cancel or self.rollback
+        return self.decide or self.cancel or self.rollback or self.abort
 
 
 def mig_change_actions(user: User, change: MigChangeRequest) -> Actions:
@@ -99,6 +101,9 @@ def mig_change_actions(user: User, change: MigChangeRequest) -> Actions:
         and change.state == State.PENDING,
         cancel=(change.requested_by_id == user.pk or admin) and change.state in CANCELLABLE,
         rollback=admin and change.state in ROLLBACK_FROM,
+        abort=admin
+        and change.state in (State.RUNNING, State.ROLLING_BACK)
+        and change.abort_requested_at is None,
     )
 
 
@@ -121,10 +126,46 @@ def transition(request: MigChangeRequest, to: str, **fields: Any) -> MigChangeRe
             f"{State(to).label.lower()}.",
             code="illegal_transition",
         )
-    updated = MigChangeRequest.objects.filter(pk=request.pk, state=request.state).update(
-        state=to, updated_at=timezone.now(), **fields
-    )
-    if not updated:
-        raise DomainError("Someone else changed this request just now; reload it.", code="conflict")
+    with transaction.atomic():
+        updated = MigChangeRequest.objects.filter(pk=request.pk, state=request.state).update(
+            state=to, updated_at=timezone.now(), **fields
+        )
+        if not updated:
+            raise DomainError(
+                "Someone else changed this request just now; reload it.", code="conflict"
+            )
+        if to in TERMINAL_STATES:
+            release_nodes(request)
+        elif to == State.ROLLING_BACK:
+            claim_nodes(request)
     request.refresh_from_db()
     return request
+
+
+def claim_nodes(request: MigChangeRequest) -> None:
+    """Hold the request's nodes (one open change, rollback or drain per node at a time: the
+    database refuses a second holder, so of two racing requests exactly one gets them)."""
+    held = dict(NodeClaim.objects.filter(node__in=request.nodes).values_list("node", "request_id"))
+    others = {node: pk for node, pk in held.items() if pk != request.pk}
+    if not others:
+        try:
+            with transaction.atomic():
+                NodeClaim.objects.bulk_create(
+                    [NodeClaim(node=n, request=request) for n in request.nodes if n not in held]
+                )
+            return
+        except IntegrityError:  # another request claimed one of them just now
+            others = dict(
+                NodeClaim.objects.filter(node__in=request.nodes)
+                .exclude(request_id=request.pk)
+                .values_list("node", "request_id")
+            )
+    raise DomainError(
+        "; ".join(f"{node} is held by open request #{pk}" for node, pk in sorted(others.items()))
+        + ": one change, rollback or drain per node at a time.",
+        code="node_busy",
+    )
+
+
+def release_nodes(request: MigChangeRequest) -> None:
+    NodeClaim.objects.filter(request_id=request.pk).delete()

@@ -11,10 +11,12 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from changes import impact
+from changes.approval import claim_nodes
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
 from portal.audit import record_audit
+from portal.errors import DomainError
 
 State = MigChangeRequest.State
 
@@ -76,6 +78,11 @@ def suggest_drain(
         queue_changes=[],
         suggestion_key=key,
     )
+    try:
+        claim_nodes(request)
+    except DomainError:  # another request took the node since the facts were read
+        transaction.set_rollback(True)
+        return None
     record_audit(
         actor=None,
         event="node_drain.suggested",

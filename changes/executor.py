@@ -122,7 +122,12 @@ def evict(step: Step) -> Outcome:
 
 
 def request_layout(step: Step) -> Outcome:
-    return _done(step.actuator.request(step.gateway, step.node, step.config))
+    asked, message = step.actuator.request(step.gateway, step.node, step.config)
+    if asked:
+        return _done(message)
+    if step.elapsed > settings.QM_MIG_STUCK_SECONDS:
+        return _failed(f"MIG Manager did not take the request after {int(step.elapsed)} s.")
+    return _wait(message, settings.QM_MIG_POLL_SECONDS)
 
 
 def wait_for_layout(step: Step) -> Outcome:
@@ -257,6 +262,11 @@ def _run_node(
         )
         if record.status == MigChangeStep.Status.DONE:
             continue
+        aborted = _abort_of(request, node, name)
+        if aborted is not None:
+            _finish_step(request, record, aborted)
+            _finish(request, State.FAILED, "aborted", failure=aborted.message)
+            return aborted
         elapsed = ((now or timezone.now()) - record.started_at).total_seconds()
         outcome = HANDLERS[name](Step(gateway, actuator, node, config, promised, elapsed))
         if outcome.kind == "wait":
@@ -269,6 +279,23 @@ def _run_node(
             )
             return outcome
     return None
+
+
+def _abort_of(request: MigChangeRequest, node: str, step: str) -> Outcome | None:
+    """The failed outcome an admin's abort makes of the step about to run (None when no
+    abort was asked): the change stops here, at a step boundary, the node cordoned."""
+    asked = (
+        MigChangeRequest.objects.filter(pk=request.pk, abort_requested_at__isnull=False)
+        .values_list("abort_requested_by__username", flat=True)
+        .first()
+    )
+    if asked is None:
+        return None
+    return _failed(
+        f"Aborted by {asked or 'an admin'} before {step} on {node}. The node stays cordoned "
+        "with the steps done so far: roll back to restore the previous config, or fix it and "
+        "uncordon it."
+    )
 
 
 def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:

@@ -14,13 +14,14 @@ from django.utils import timezone
 from changes import impact
 from changes.approval import (
     User,
+    claim_nodes,
     refuse_own,
     require_decider,
     teams_user_may_request_for,
     transition,
 )
 from changes.facts import fleet_facts
-from changes.models import MigChangeRequest
+from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
 from changes.selectors import get_mig_change_for_user
 from changes.tasks import queue_execution
@@ -96,6 +97,10 @@ def request_mig_change(
         previous_configs={n.name: n.config_before for n in assessment.nodes},
         queue_changes=[q.as_json() for q in assessment.proposed_queue_changes],
     )
+    try:
+        claim_nodes(request)
+    except DomainError as exc:  # another request took a node since the assessment
+        raise ValidationError({"nodes": [exc.message]}) from None
     record_audit(
         actor=actor,
         event="mig_change.requested",
@@ -222,7 +227,16 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
     request = get_mig_change_for_user(actor, request_id)
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins roll back MIG changes.")
-    transition(request, State.ROLLING_BACK, failure="")
+    # A retried rollback starts its steps afresh (fresh deadlines; the audit keeps the
+    # first attempt's steps).
+    MigChangeStep.objects.filter(request=request, round="rollback").delete()
+    transition(
+        request,
+        State.ROLLING_BACK,
+        failure="",
+        abort_requested_by=None,
+        abort_requested_at=None,
+    )
     record_audit(
         actor=actor,
         event="mig_change.rollback",
@@ -230,6 +244,34 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
         target=request,
         team=request.team,
         new={"configs": request.previous_configs},
+    )
+    transaction.on_commit(lambda: queue_execution(request.pk))
+    return request
+
+
+@transaction.atomic
+def abort_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
+    """Ask a running change (or rollback) to stop at its next step boundary: it then fails
+    with the node left cordoned, and an admin may roll it back."""
+    request = get_mig_change_for_user(actor, request_id)
+    if not is_platform_admin(actor):
+        raise PermissionDenied("Only platform admins abort a running change.")
+    if not MigChangeRequest.objects.filter(
+        pk=request.pk,
+        state__in=[State.RUNNING, State.ROLLING_BACK],
+        abort_requested_at__isnull=True,
+    ).update(abort_requested_by_id=actor.pk, abort_requested_at=timezone.now()):
+        raise DomainError(
+            "Only a running change or rollback can be aborted (once).", code="illegal_transition"
+        )
+    request.refresh_from_db()
+    record_audit(
+        actor=actor,
+        event="mig_change.abort_requested",
+        source=source,
+        target=request,
+        team=request.team,
+        new={"state": request.state},
     )
     transaction.on_commit(lambda: queue_execution(request.pk))
     return request

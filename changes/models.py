@@ -75,6 +75,21 @@ class MigChangeRequest(models.Model):
     decision_comment = models.TextField(blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     failure = models.TextField(blank=True)
+    abort_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="An admin asked a running change to stop at its next step boundary.",
+    )
+    abort_requested_at = models.DateTimeField(null=True, blank=True)
+    wake_token = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="The one scheduled continuation of a waiting execution (others exit).",
+    )
+    wake_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -103,6 +118,18 @@ class MigChangeRequest(models.Model):
 
 OPEN_STATES = {"pending", "approved", "scheduled", "running", "rolling_back"}
 TERMINAL_STATES = {"rejected", "cancelled", "succeeded", "failed", "rolled_back"}
+
+
+class NodeClaim(models.Model):
+    """A node held by one open MIG change, rollback or drain: the database refuses a second
+    holder (the primary key is the node), however many workers or approvers race."""
+
+    node = models.CharField(max_length=253, primary_key=True)
+    request = models.ForeignKey(MigChangeRequest, on_delete=models.CASCADE, related_name="claims")
+    claimed_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.node} held by #{self.request_id}"
 
 
 class MigChangeStep(models.Model):

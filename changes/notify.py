@@ -12,6 +12,7 @@ SUBJECTS = {
     "rejected": "MIG change #{id} rejected",
     "succeeded": "MIG change #{id} succeeded",
     "failed": "MIG change #{id} failed",
+    "aborted": "MIG change #{id} aborted",
     "rolled_back": "MIG change #{id} rolled back",
 }
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import uuid
 from typing import Any
 
 from celery import shared_task
+from django.db.models import Q
 from django.utils import timezone
 
 from changes.executor import advance
@@ -17,6 +20,11 @@ from kube import RetryableKubeError
 log = logging.getLogger(__name__)
 
 
+# A waiting execution whose continuation is this late was lost (a worker or the broker
+# died with it): the sweep starts a new one.
+LOST_AFTER = dt.timedelta(seconds=120)
+
+
 @shared_task(
     bind=True,
     acks_late=True,
@@ -26,24 +34,39 @@ log = logging.getLogger(__name__)
     retry_jitter=True,
     max_retries=None,
 )
-def execute_mig_change_task(self: Any, request_id: int) -> str:
-    """Advance a MIG change; waiting is a rescheduled check, never a sleep."""
+def execute_mig_change_task(self: Any, request_id: int, token: str = "") -> str:
+    """Advance a MIG change; waiting is one rescheduled check, never a sleep.
+
+    Each waiting change has exactly one scheduled continuation: its token is stored with
+    the request, a run holding any other token exits, and the next token is taken by a
+    conditional update (a redelivered task and its twin cannot both schedule one)."""
     if not cluster_configured():
         return "no cluster configured"
+    if token and not MigChangeRequest.objects.filter(pk=request_id, wake_token=token).exists():
+        return "superseded: another continuation runs this change"
     outcome = advance(request_id, gateway=get_gateway())
     if outcome.kind == "wait":
-        execute_mig_change_task.apply_async((request_id,), countdown=outcome.seconds)
+        follow = uuid.uuid4().hex
+        wake_at = timezone.now() + dt.timedelta(seconds=outcome.seconds)
+        mine = MigChangeRequest.objects.filter(pk=request_id)
+        if token:
+            mine = mine.filter(wake_token=token)
+        if mine.update(wake_token=follow, wake_at=wake_at):
+            execute_mig_change_task.apply_async((request_id, follow), countdown=outcome.seconds)
     return f"{outcome.kind}: {outcome.message}"
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def resume_mig_changes_task() -> None:
-    """Start scheduled changes whose window opened, and pick up any run whose task was lost
-    (the per-request lock makes a duplicate harmless)."""
+    """Start scheduled changes whose window opened, and pick up any run whose continuation
+    was lost (a waiting change with a live continuation is left to it)."""
     now = timezone.now()
     due = MigChangeRequest.objects.filter(state="scheduled", window_start__lte=now)
-    active = MigChangeRequest.objects.filter(state__in=["approved", "running", "rolling_back"])
-    for request_id in {*due.values_list("pk", flat=True), *active.values_list("pk", flat=True)}:
+    lost = MigChangeRequest.objects.filter(
+        Q(wake_at__isnull=True) | Q(wake_at__lt=now - LOST_AFTER),
+        state__in=["approved", "running", "rolling_back"],
+    )
+    for request_id in {*due.values_list("pk", flat=True), *lost.values_list("pk", flat=True)}:
         queue_execution(request_id)
 
 
@@ -54,8 +77,11 @@ def expire_quota_grants_task() -> None:
 
 
 def queue_execution(request_id: int) -> None:
-    """Run (or go on with) a MIG change in a worker; the services call it on commit."""
+    """Run (or go on with) a MIG change in a worker; the services call it on commit. The
+    new run takes the change's continuation token: any earlier scheduled run exits."""
+    token = uuid.uuid4().hex
+    MigChangeRequest.objects.filter(pk=request_id).update(wake_token=token, wake_at=timezone.now())
     try:
-        execute_mig_change_task.delay(request_id)
+        execute_mig_change_task.delay(request_id, token)
     except Exception as exc:  # the periodic sweep starts it when the broker is back
         log.warning("could not queue MIG change %s: %s", request_id, exc)

@@ -136,6 +136,7 @@ MIG_ACTIONS = {
     "reject": "Rejected.",
     "cancel": "Cancelled.",
     "rollback": "Rolling back to the previous configs.",
+    "abort": "Abort asked: the change stops at its next step boundary, the node cordoned.",
 }
 
 
@@ -153,6 +154,8 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
             mig.reject_mig_change(request_id=pk, approver=request.user, comment=comment)
         elif action == "cancel":
             mig.cancel_mig_change(request_id=pk, actor=request.user)
+        elif action == "abort":
+            mig.abort_mig_change(request_id=pk, actor=request.user)
         else:
             mig.rollback_mig_change(request_id=pk, actor=request.user)
     except (DomainError, ValidationError) as exc:

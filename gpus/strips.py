@@ -11,7 +11,6 @@ from typing import Any
 
 from gpus import catalog
 
-
 NO_INSTANCE = "no instance"  # the profile shown for a GPU with MIG on and no instance
 
 

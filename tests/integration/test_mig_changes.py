@@ -12,16 +12,17 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 
 import devcluster
-from changes import executor
+from changes import executor, tasks
 from changes import mig as changes
 from changes.approval import TRANSITIONS, transition
 from changes.executor import STEPS, advance
-from changes.models import MigChangeRequest, MigChangeStep
+from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
 from kube import Gateway, ObjectRef
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Team
+from tests.factories import MigChangeRequestFactory
 from tests.support import wait_for
 
 # Every test starts from the demo scenario applied to a demo cluster and polled once.
@@ -317,3 +318,162 @@ def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> No
     )
     assert run_until_settled(request, gateway) == "failed"
     assert "promises mig-3g.40gb x 99 but gpu-a100-03 offers mig-3g.40gb x 16" in request.failure
+
+
+# ----------------------------------------------------------------------------- one owner
+
+
+def budget(gateway: Gateway) -> None:
+    """team-b's dev pod may not be evicted: a change on its node waits at evict."""
+    gateway.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dev", "namespace": "team-b"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
+        }
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_for_one_node_leave_exactly_one_open(
+    demo_cluster: devcluster.DemoCluster,
+) -> None:
+    lead, _, _ = users()
+    barrier = threading.Barrier(6)
+    results: list[str] = []
+
+    def create() -> None:
+        try:
+            barrier.wait()
+            ask(lead)
+            results.append("created")
+        except ValidationError as exc:
+            results.append(" ".join(exc.messages))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("created") == 1, results
+    assert MigChangeRequest.objects.filter(state="pending").count() == 1
+    assert NodeClaim.objects.get(node=INCIDENT).request.state == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_rollbacks_on_one_node_run_exactly_one(demo_cluster: devcluster.DemoCluster) -> None:
+    lead, _, admin = users()
+    done = [
+        MigChangeRequestFactory(
+            team=Team.objects.get(slug="team-a"),
+            requested_by=lead,
+            nodes=[INCIDENT],
+            state="succeeded",
+            target_config=config,
+        )
+        for config in ("all-3g.40gb", "all-balanced")
+    ]
+    barrier = threading.Barrier(2)
+    results: list[str] = []
+
+    def roll_back(request: MigChangeRequest) -> None:
+        try:
+            barrier.wait()
+            changes.rollback_mig_change(request_id=request.pk, actor=admin)
+            results.append("rolling back")
+        except DomainError as exc:
+            results.append(exc.code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=roll_back, args=(r,)) for r in done]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["node_busy", "rolling back"]
+    states = sorted(
+        MigChangeRequest.objects.filter(pk__in=[r.pk for r in done]).values_list("state", flat=True)
+    )
+    assert states == ["rolling_back", "succeeded"]
+
+
+def test_a_failed_rollback_is_retried_afresh_to_success(gateway: Gateway, settings: Any) -> None:
+    lead, approver, admin = users()
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert run_until_settled(request, gateway) == "succeeded"
+    gateway.patch_node_labels(INCIDENT, {"devcluster.quartermaster.io/fail-mig": "true"})
+    changes.rollback_mig_change(request_id=request.pk, actor=admin)
+    assert run_until_settled(request, gateway) == "failed"
+    first = MigChangeStep.objects.get(request=request, round="rollback", step="wait")
+    assert first.status == "failed"
+    gateway.patch_node_labels(INCIDENT, {"devcluster.quartermaster.io/fail-mig": None})
+    changes.rollback_mig_change(request_id=request.pk, actor=admin)
+    rollback = MigChangeStep.objects.filter(request=request, round="rollback")
+    assert not rollback.exists()  # every step of the round runs again, with a fresh deadline
+    assert run_until_settled(request, gateway) == "rolled_back"
+    assert sorted(rollback.values_list("step", flat=True)) == sorted(STEPS)
+    assert all(s.started_at > first.started_at for s in rollback)
+    assert node(gateway)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    assert not NodeClaim.objects.exists()
+
+
+def test_an_admin_aborts_a_running_change_at_the_next_step(gateway: Gateway) -> None:
+    lead, approver, admin = users()
+    budget(gateway)
+    request = ask(lead)
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert advance(request.pk, gateway=gateway).kind == "wait"  # evicting, blocked
+    with pytest.raises(PermissionDenied):
+        changes.abort_mig_change(request_id=request.pk, actor=approver)
+    changes.abort_mig_change(request_id=request.pk, actor=admin)
+    with pytest.raises(DomainError):
+        changes.abort_mig_change(request_id=request.pk, actor=admin)  # once
+    outcome = advance(request.pk, gateway=gateway)
+    request.refresh_from_db()
+    assert (outcome.kind, request.state) == ("failed", "failed")
+    assert request.failure.startswith("Aborted by admin before evict on gpu-a100-03")
+    assert node(gateway)["spec"].get("unschedulable") is True  # left cordoned
+    assert node(gateway)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    assert AuditEvent.objects.filter(event="mig_change.aborted").count() == 1
+    gateway.delete(ObjectRef("policy/v1", "PodDisruptionBudget", "dev", "team-b"))
+    changes.rollback_mig_change(request_id=request.pk, actor=admin)  # offered afterwards
+    assert run_until_settled(request, gateway) == "rolled_back"
+    assert not node(gateway)["spec"].get("unschedulable")
+
+
+def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Celery's broker is the edge here: the tasks' bodies run, their scheduling is counted."""
+    lead, approver, _ = users()
+    budget(gateway)
+    scheduled: list[tuple[int, str]] = []
+    monkeypatch.setattr(tasks, "get_gateway", lambda: gateway)
+    monkeypatch.setattr(tasks, "cluster_configured", lambda: True)
+    monkeypatch.setattr(
+        tasks.execute_mig_change_task, "delay", lambda *args: scheduled.append(args)
+    )
+    monkeypatch.setattr(
+        tasks.execute_mig_change_task,
+        "apply_async",
+        lambda args, countdown: scheduled.append(tuple(args)),
+    )
+    request = ask(lead)
+    with django_capture_on_commit_callbacks(execute=True):
+        changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert len(scheduled) == 1
+    for _ in range(10):
+        pending = list(scheduled)
+        scheduled.clear()
+        for args in pending:  # each scheduled run runs once (and a redelivered twin too)
+            tasks.execute_mig_change_task.run(*args)
+            tasks.execute_mig_change_task.run(*args)
+        tasks.resume_mig_changes_task()  # the sixty-second sweep
+        assert len(scheduled) == 1, scheduled
+    request.refresh_from_db()
+    assert request.state == "running"
