@@ -126,7 +126,11 @@ def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if request.htmx and request.GET.get("part") == "timeline":
         response = render(request, "changes/change_detail.html#timeline", context)
         if change.is_terminal:
-            return HttpResponseStopPolling(response.content)
+            # The change ended while the page watched: reload it once, so that the actions
+            # the end offers (roll back, return to service) are shown with it.
+            stop = HttpResponseStopPolling(response.content)
+            stop["HX-Refresh"] = "true"
+            return stop
         return _vary(response)
     return _vary(render(request, "changes/change_detail.html", context))
 

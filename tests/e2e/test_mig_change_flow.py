@@ -140,3 +140,60 @@ def test_lead_asks_approver_approves_timeline_succeeds(
         page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
     ).to_be_visible()
     screenshot(page, "usage-team")
+
+
+def test_an_admin_aborts_a_running_change_in_the_page(
+    live_server: Any, worker: Worker, demo_cluster: devcluster.DemoCluster, page: Any
+) -> None:
+    from django.contrib.auth.models import User
+
+    from changes import mig
+    from tenants.models import Team
+
+    base = live_server.url
+    gateway = connect(url=demo_cluster.url)
+    load_demo()
+    wanted = len(collect_manifests())
+    wait_for(
+        lambda: AppliedObject.objects.filter(outcome="applied").count() == wanted,
+        what="the demo objects applied",
+    )
+    poll_cluster(gateway=gateway)
+    # team-b's dev pod may not be evicted: the change waits at its evict step.
+    gateway.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dev", "namespace": "team-b"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
+        }
+    )
+    change = mig.request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="Back to the training layout",
+    )
+    mig.approve_mig_change(
+        request_id=change.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    wait_for(
+        lambda: change.steps.filter(step="evict", status="running").exists(),
+        what="the change waiting at evict",
+    )
+    sign_in(page, base, "lead-a")
+    page.goto(f"{base}/changes/{change.pk}/")
+    expect(page.get_by_role("button", name="Abort at the next step")).to_have_count(0)
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, base, "admin")
+    page.goto(f"{base}/changes/{change.pk}/")
+    page.get_by_role("button", name="Abort at the next step").click()
+    timeline = page.locator(f"#change-{change.pk}-timeline")
+    expect(timeline).to_contain_text("Aborted by admin before evict", timeout=30_000)
+    expect(page.locator("#change-state")).to_have_text("Failed")
+    expect(page.get_by_role("button", name="Roll back to the previous configs")).to_be_visible()
+    screenshot(page, "change-aborted")
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+    assert node["spec"].get("unschedulable") is True
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
