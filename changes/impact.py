@@ -294,10 +294,10 @@ def assess(
     schedulable = _schedulable(fleet, by_name, chosen.after_of)
     notes: list[str] = []
     if drain:
-        # Taking broken hardware out is not a choice to weigh against queue promises: the
-        # shortfall is shown, not held against the request.
-        notes.extend(quota_reasons)
-        quota_reasons, proposals, schedulable = [], [], []
+        # One verdict rule for drains and MIG changes: promises left without capacity break
+        # quota either way (the approver decides whether broken hardware goes out anyway);
+        # a drain proposes no lower quotas, since the node comes back once repaired.
+        proposals, schedulable = [], []
         notes.append("The nodes stay cordoned until an admin returns them to service.")
     else:
         notes.extend(_pool_notes(fleet, by_name, chosen.after_of, config))

@@ -275,3 +275,14 @@ def test_all_enabled_is_assessed_as_offering_nothing() -> None:
     assert "after the change its nodes offer 0 (now 8)" in result.reasons[0]
     assert result.notes[0].startswith("On all-enabled, gpu-h100-01 would offer no GPU at all")
     assert [e.pod for e in result.evictions] == ["train-0"]
+
+
+def test_a_drain_that_leaves_promises_unbacked_breaks_quota_like_a_mig_change() -> None:
+    result = assess(seed_fleet(), targets=["gpu-a100-01"], config="", drain=True)
+    assert result.verdict == "breaks_quota"
+    assert any(
+        "Queues promise 24 mig-3g.40gb on flavor a100-80gb-3g" in r and "offer 16 (now 32)" in r
+        for r in result.reasons
+    )
+    assert result.proposed_queue_changes == []  # the node comes back once repaired
+    assert "stay cordoned until an admin returns them" in result.notes[-1]
