@@ -30,8 +30,11 @@ def create_token(
 ) -> tuple[ApiToken, str]:
     """A new token and its text (shown once, never stored)."""
     errors = {}
+    longest = ApiToken._meta.get_field("name").max_length or 100
     if not name.strip():
         errors["name"] = ["Name the token after where it is used, e.g. ci-pipeline."]
+    elif len(name.strip()) > longest:
+        errors["name"] = [f"At most {longest} characters (this one has {len(name.strip())})."]
     if days is not None and not 1 <= days <= 366:
         errors["days"] = ["Between 1 and 366 days (or no expiry)."]
     if errors:

@@ -112,6 +112,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             "created": created_text,
             "errors": errors,
         },
+        status=422 if errors else 200,
     )
 
 

@@ -59,6 +59,9 @@ def test_token_page_creates_shows_once_and_revokes(client: Client, fleet: None) 
         in client.post("/tokens/", {"name": "x", "days": "soon"}).content.decode()
     )
     assert "Name the token" in client.post("/tokens/", {"name": "", "days": "7"}).content.decode()
+    too_long = client.post("/tokens/", {"name": "n" * 101, "days": "7"})
+    assert too_long.status_code == 422
+    assert "At most 100 characters (this one has 101)." in too_long.content.decode()
     client.post("/tokens/", {"revoke": token.pk})
     token.refresh_from_db()
     assert token.revoked_at is not None
