@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -174,3 +175,15 @@ def test_audit_events_record_the_request_id(client: Client) -> None:
     assert response.status_code == 200
     event = AuditEvent.objects.get(event="api_token.created")
     assert event.request_id == "req-audit-1"
+
+
+def test_a_nul_character_is_refused_before_any_view(client: Client, fleet: None) -> None:
+    from tests.support import bearer
+
+    api = client.get("/api/v1/mig-configs/?node=%17%00x", headers=bearer("lead-a"))
+    assert api.status_code == 400
+    assert api.json()["errors"] == {"node": ["Null characters are not allowed."]}
+    client.force_login(User.objects.get(username="lead-a"))
+    page = client.post("/tokens/", {"name": "a\x00b", "days": "7"})
+    assert page.status_code == 400
+    assert page.content.decode() == "Invalid input. name: Null characters are not allowed."
