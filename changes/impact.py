@@ -626,8 +626,13 @@ def flavor_shortfalls(fleet: Fleet) -> list[Shortfall]:
 def ceiling(fleet: Fleet, resource: str) -> int:
     """The most of a GPU resource (``nvidia.com/gpu`` or a MIG profile's) the whole fleet
     could ever offer, in its best layout for that resource: a quota above it can never be
-    backed, whatever MIG changes follow."""
-    return sum(n.gpu_count * most_per_gpu(n.model, resource) for n in fleet.nodes if not n.gone)
+    backed, whatever MIG changes follow. What a node offers now is never less than that (a
+    model the catalog does not know still offers what it offers)."""
+    return sum(
+        max(n.gpu_count * most_per_gpu(n.model, resource), n.allocatable.get(resource, 0))
+        for n in fleet.nodes
+        if not n.gone
+    )
 
 
 def _plural(count: int, word: str) -> str:

@@ -81,9 +81,10 @@ def resource_name(profile: str) -> str:
 
 def most_per_gpu(model_name: str | None, resource: str) -> int:
     """The most of ``resource`` one GPU of this model can ever offer, whatever its layout:
-    1 whole GPU, or the profile's ``max_instances`` (0 for a profile the model lacks)."""
+    1 whole GPU (any model, known or not), or the profile's ``max_instances`` (0 for a
+    profile the model lacks, or a model the catalog does not know)."""
     if resource == "nvidia.com/gpu":
-        return 1 if model_name else 0
+        return 1
     model = gpu_models().get(model_name or "")
     if model is None:
         return 0

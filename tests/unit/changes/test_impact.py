@@ -15,6 +15,7 @@ from changes.impact import (
     QueueQuota,
     Shortfall,
     assess,
+    ceiling,
     flavor_shortfalls,
 )
 from gpus.catalog import valid_configs
@@ -286,3 +287,13 @@ def test_a_drain_that_leaves_promises_unbacked_breaks_quota_like_a_mig_change() 
     )
     assert result.proposed_queue_changes == []  # the node comes back once repaired
     assert "stay cordoned until an admin returns them" in result.notes[-1]
+
+
+def test_the_ceiling_counts_every_gpu_whatever_its_model() -> None:
+    unknown = NodeFacts("gpu-l4-01", None, 4, "", "", {}, {"nvidia.com/gpu": 4})
+    fleet = Fleet(
+        nodes=[a100("gpu-a100-01", "all-3g.40gb", {"nvidia.com/mig-3g.40gb": 16}), unknown]
+    )
+    assert ceiling(fleet, "nvidia.com/gpu") == 12  # 8 A100s with MIG off, 4 L4s
+    assert ceiling(fleet, "nvidia.com/mig-3g.40gb") == 16  # 2 per A100 80GB, none on an L4
+    assert ceiling(fleet, "nvidia.com/mig-1g.10gb") == 56
