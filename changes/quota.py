@@ -5,6 +5,7 @@ before."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -35,7 +36,7 @@ from portal.quantity import (
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Membership, Namespace, Team
-from tenants.rules import check_quota_item, is_extended_resource
+from tenants.rules import check_quota_item, counted_in_units, unenforced_quota_note
 from tenants.services import set_namespace_quota
 
 State = QuotaChangeRequest.State
@@ -74,9 +75,12 @@ def assess_quota_change(
     resource: str,
     previous: str,
     requested: str,
+    override_reason: str = "",
+    facts: Fleet | None = None,
 ) -> dict[str, Any]:
-    """Does the fleet (or the cohort) have the capacity, and what it does to others."""
-    facts = fleet_facts()
+    """Does the fleet (or the cohort) have the capacity, and what it does to others
+    (``facts``: the fleet already read for this request, else read now)."""
+    facts = facts if facts is not None else fleet_facts()
     delta = _amount(requested) - _amount(previous)
     if kind == Kind.NAMESPACE:
         fits, notes = _namespace_capacity(facts, namespace, resource, requested)
@@ -85,6 +89,11 @@ def assess_quota_change(
         fits, notes = _queue_capacity(facts, cq, flavor, resource, requested, delta)
     if delta < 0:
         notes.insert(0, f"This lowers the quota from {previous} to {requested}.")
+    if override_reason:
+        notes.append(
+            "Beyond what the fleet could ever back; a platform admin asked for it: "
+            f"“{override_reason}”."
+        )
     assessment: dict[str, Any] = {
         "previous": previous,
         "requested": requested,
@@ -152,9 +161,9 @@ def _queue_capacity(
     ]
     if _amount(requested).denominator == 1:
         queues.append(QueueQuota(cq.name, flavor, resource, int(_amount(requested))))
-    facts.queues = queues
+    after = dataclasses.replace(facts, queues=queues)  # the facts stay as read
     short = next(
-        (s for s in flavor_shortfalls(facts) if s.flavor == flavor and s.resource == resource),
+        (s for s in flavor_shortfalls(after) if s.flavor == flavor and s.resource == resource),
         None,
     )
     if short is not None:
@@ -238,9 +247,9 @@ def _request_errors(
         for message in check.errors:
             field, _, text = message.partition(": ")
             errors.setdefault("requested" if field == "hard" else "resource", []).append(text)
-        unenforced = [w for w in check.warnings if "never enforced" in w]
+        unenforced = unenforced_quota_note(resource)
         if unenforced:  # asking for a quota item Kubernetes never enforces grants nothing
-            errors.setdefault("resource", []).extend(unenforced)
+            errors.setdefault("resource", []).append(unenforced)
     elif kind == Kind.QUEUE:
         served = (
             cluster_queue is not None
@@ -268,7 +277,7 @@ def _request_errors(
 def _canonical(resource: str, requested: str) -> str:
     """The one spelling a requested value is stored and shown in (``1e3`` GPUs is 1000)."""
     try:
-        if is_extended_resource(resource) or resource.startswith("count/"):
+        if counted_in_units(resource):
             return whole_count(requested)
         return canonical_quantity(requested)
     except QuantityError:
@@ -291,7 +300,9 @@ def _value_errors(
         return {"requested": [f"The quota is already {previous}: there is nothing to change."]}
     beyond = {"requested": ["Far beyond any quota Kubernetes can hold."]}
     bare = resource.removeprefix("requests.").removeprefix("limits.")
-    if not bare.startswith("nvidia.com/") or not any(n.model for n in facts.nodes):
+    if not bare.startswith("nvidia.com/") or not any(
+        n.gpu_count or n.allocatable for n in facts.nodes
+    ):
         # not a GPU, or no GPU node observed yet: nothing to hold it against
         return beyond if amount > MAX_QUANTITY else {}
     most = ceiling(facts, bare)
@@ -390,32 +401,27 @@ def request_quota_change(
     ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)
     if errors:
         raise ValidationError(errors)
-    try:
-        with transaction.atomic():
-            return _create_request(
-                actor=actor,
-                team=team,
-                kind=kind,
-                resource=resource,
-                previous=previous,
-                requested=requested,
-                reason=reason,
-                namespace=namespace,
-                cluster_queue=cluster_queue,
-                flavor=flavor,
-                grant_until=grant_until,
-                override_reason=override_reason.strip() if is_platform_admin(actor) else "",
-                source=source,
-            )
-    except IntegrityError:  # another request for the same item won the race
-        errors = _open_request_error(kind, namespace, cluster_queue, flavor, resource)
-        raise ValidationError(
-            errors or {"requested": ["Someone asked just now; reload."]}
-        ) from None
+    with transaction.atomic():
+        return _create_request(
+            actor=actor,
+            team=team,
+            kind=kind,
+            resource=resource,
+            previous=previous,
+            requested=requested,
+            reason=reason,
+            namespace=namespace,
+            cluster_queue=cluster_queue,
+            flavor=flavor,
+            grant_until=grant_until,
+            override_reason=override_reason.strip() if is_platform_admin(actor) else "",
+            source=source,
+            facts=facts,
+        )
 
 
 def _create_request(
-    *, actor: User, previous: str, source: str, **fields: Any
+    *, actor: User, previous: str, source: str, facts: Fleet, **fields: Any
 ) -> QuotaChangeRequest:
     assessment = assess_quota_change(
         kind=fields["kind"],
@@ -425,17 +431,20 @@ def _create_request(
         resource=fields["resource"],
         previous=previous,
         requested=fields["requested"],
+        override_reason=fields["override_reason"],
+        facts=facts,
     )
-    if fields["override_reason"]:
-        assessment["notes"].append(
-            f"Beyond what the fleet could ever back; a platform admin asked for it: "
-            f"“{fields['override_reason']}”."
-        )
-        assessment["fingerprint"] = assessment_fingerprint(assessment)
     fields["reason"] = fields["reason"].strip()
-    request = QuotaChangeRequest.objects.create(
-        requested_by_id=user_id(actor), previous=previous, assessment=assessment, **fields
-    )
+    try:
+        with transaction.atomic():
+            request = QuotaChangeRequest.objects.create(
+                requested_by_id=user_id(actor), previous=previous, assessment=assessment, **fields
+            )
+    except IntegrityError:  # another request for the same item won the race
+        where = (fields["kind"], fields["namespace"], fields["cluster_queue"], fields["flavor"])
+        errors = _open_request_error(*where, fields["resource"])
+        refused = errors or {"requested": ["Someone asked for this quota just now; reload."]}
+        raise ValidationError(refused) from None
     record_audit(
         actor=actor,
         event="quota_change.requested",
@@ -550,13 +559,9 @@ def approve_quota_change(
             resource=request.resource,
             previous=current,
             requested=request.requested,
+            override_reason=request.override_reason,
         )
-        if request.override_reason:
-            fresh["notes"] = fresh["notes"] + [
-                n for n in request.assessment.get("notes", []) if "platform admin asked" in n
-            ]
-            fresh["fingerprint"] = assessment_fingerprint(fresh)
-        if fresh["fingerprint"] == shown and current == request.previous:
+        if fresh["fingerprint"] == shown:  # the values shown are part of the fingerprint
             _approve(request, approver=approver, comment=comment, source=source)
             return request
         was = request.previous
@@ -586,8 +591,8 @@ def approve_quota_change(
 
 
 def _lock_target(request: QuotaChangeRequest) -> None:
-    """Hold the quota's owner row until the decision commits (admin edits and the expiry of
-    a grant take the same lock)."""
+    """Hold the quota's owner row until the decision commits (the expiry of a grant takes
+    the same lock; an admin's direct edit does not take it yet)."""
     if request.kind == Kind.NAMESPACE and request.namespace_id is not None:
         Namespace.objects.select_for_update().filter(pk=request.namespace_id).first()
     elif request.cluster_queue_id is not None:

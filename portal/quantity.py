@@ -116,6 +116,6 @@ def whole_count(text: str) -> str:
     """A device or object count as a plain integer (``1e3`` is ``1000``); raises
     :class:`QuantityError` when it is not a whole number."""
     value = parse_quantity(text)
-    if value.denominator != 1:
+    if not is_whole(value):
         raise QuantityError(f"{text!r} is not a whole number")
     return str(value.numerator)

@@ -473,7 +473,12 @@ def quota_entries(groups: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, st
     for gi, group in enumerate(groups or []):
         for fi, flavor in enumerate(group.get("flavors") or []):
             for ri, quota in enumerate(flavor.get("resources") or []):
-                yield f"g{gi}f{fi}r{ri}", flavor["name"], quota
+                yield quota_key(gi, fi, ri), flavor["name"], quota
+
+
+def quota_key(group: int | str, flavor: int | str, resource: int | str) -> str:
+    """The key of one resource quota inside resource groups (form inputs are named by it)."""
+    return f"g{group}f{flavor}r{resource}"
 
 
 def group_totals(groups: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Fraction]:

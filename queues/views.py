@@ -19,7 +19,7 @@ from django.urls import reverse
 from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
-from queues.rules import quota_entries
+from queues.rules import quota_entries, quota_key
 from queues.selectors import quota_rows
 from queues.services import save_cluster_queue
 from tenants.manifests import render_priority_class
@@ -57,8 +57,8 @@ _QUOTA_PATH = re.compile(
 )
 _INPUT_OF = {"nominalQuota": "nominal", "borrowingLimit": "borrowing", "lendingLimit": "lending"}
 CLUSTER_QUEUE_INPUTS = {"fair_sharing_weight": "weight", "stop_policy": "stop_policy"}
-PRIORITY_CLASS_INPUTS = {f: f for f in ("value", "preemption_policy", "description")} | {
-    "global_default": "global_default"
+PRIORITY_CLASS_INPUTS = {
+    f: f for f in ("value", "preemption_policy", "description", "global_default")
 }
 
 
@@ -76,9 +76,8 @@ def place_errors(
             found = _QUOTA_PATH.match(message)
             if found:
                 g, f, r, key, text = found.groups()
-                by_input.setdefault(f"g{g}f{f}r{r}_{_INPUT_OF.get(key, 'nominal')}", []).append(
-                    text
-                )
+                name = f"{quota_key(g, f, r)}_{_INPUT_OF.get(key, 'nominal')}"
+                by_input.setdefault(name, []).append(text)
             elif field in inputs:
                 by_input.setdefault(inputs[field], []).append(message)
             else:

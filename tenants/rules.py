@@ -106,18 +106,9 @@ def check_quota_item(resource: str, hard: str) -> Check:
             note = unknown_gpu_resource_note(bare)
             if note:
                 check.warnings.append(note)
-        if resource.startswith("limits."):
-            check.warnings.append(
-                f"{resource} is accepted by the API server but never enforced: Kubernetes "
-                f"counts extended resources in a quota only under requests.{bare} "
-                "(devices cannot be overcommitted, so the request always equals the limit). "
-                f"Use requests.{bare}."
-            )
-        elif not resource.startswith("requests."):
-            check.warnings.append(
-                f"{resource} is accepted by the API server but never enforced: extended "
-                f"resources are counted only under requests.{bare}. Use requests.{bare}."
-            )
+        unenforced = unenforced_quota_note(resource)
+        if unenforced:
+            check.warnings.append(unenforced)
     elif not (
         resource in STANDARD_QUOTA_RESOURCES
         or _HUGEPAGES.match(resource)
@@ -129,10 +120,34 @@ def check_quota_item(resource: str, hard: str) -> Check:
             "requests.memory, pods, count/<resource>, or requests.<domain>/<name> for devices "
             "such as requests.nvidia.com/gpu"
         )
-    whole = extended or bool(_COUNTED.match(resource))
-    _, errors = check_quantity(hard, whole=whole)
+    _, errors = check_quantity(hard, whole=counted_in_units(resource))
     check.errors.extend(f"hard: {e}" for e in errors)
     return check
+
+
+def counted_in_units(resource: str) -> bool:
+    """Devices and objects: a quota of them is a whole number."""
+    return is_extended_resource(resource) or bool(_COUNTED.match(resource))
+
+
+def unenforced_quota_note(resource: str) -> str:
+    """Why a quota item of an extended resource is never enforced ("" when it is): the API
+    server accepts ``limits.nvidia.com/gpu`` and bare ``nvidia.com/gpu``, Kubernetes counts
+    only ``requests.nvidia.com/gpu``."""
+    if not is_extended_resource(resource) or resource.startswith("requests."):
+        return ""
+    bare = resource.removeprefix("limits.")
+    if resource.startswith("limits."):
+        return (
+            f"{resource} is accepted by the API server but never enforced: Kubernetes "
+            f"counts extended resources in a quota only under requests.{bare} "
+            "(devices cannot be overcommitted, so the request always equals the limit). "
+            f"Use requests.{bare}."
+        )
+    return (
+        f"{resource} is accepted by the API server but never enforced: extended "
+        f"resources are counted only under requests.{bare}. Use requests.{bare}."
+    )
 
 
 @dataclass(frozen=True)
