@@ -120,3 +120,16 @@ class MigChangeRequestFactory(factory.django.DjangoModelFactory):
     state = MigChangeRequest.State.PENDING
     assessment = factory.LazyFunction(lambda: {"verdict": "safe"})
     verdict = "safe"
+
+
+def demo_fleet_nodes() -> None:
+    """The demo's fleet as a poll records it: three A100 and two H100 nodes of 8 GPUs."""
+    for name in ("gpu-a100-01", "gpu-a100-02", "gpu-a100-03"):
+        ObservedNodeFactory(name=name)
+    for name in ("gpu-h100-01", "gpu-h100-02"):
+        ObservedNodeFactory(
+            name=name,
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            mig_config="all-disabled",
+            allocatable={"nvidia.com/gpu": "8"},
+        )

@@ -115,3 +115,16 @@ def bearer(username: str) -> dict[str, str]:
     """The Authorization header of a new API token of ``username``."""
     _, text = create_token(user=User.objects.get(username=username), name="test")
     return {"Authorization": f"Bearer {text}"}
+
+
+def protect_dev_pod(gateway: Any) -> None:
+    """A PodDisruptionBudget that keeps team-b's dev pod from being evicted: a change on its
+    node waits at evict (until the eviction timeout)."""
+    gateway.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dev", "namespace": "team-b"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
+        }
+    )

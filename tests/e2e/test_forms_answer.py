@@ -17,6 +17,7 @@ from queues.models import ClusterQueue
 from tenants.models import Namespace, QuotaItem, Team
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import htmx_idle, sign_in
+from tests.factories import demo_fleet_nodes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,9 +94,7 @@ def test_a_refused_priority_class_edit_shows_its_error(
 def test_an_absurd_quota_request_is_refused_in_the_page(
     live_server: Any, demo: None, page: Any
 ) -> None:
-    from tests.integration.test_quota_requests import five_nodes
-
-    five_nodes()
+    demo_fleet_nodes()
     sign_in(page, live_server.url, "lead-a")
     page.goto(f"{live_server.url}/quota/new/")
     page.get_by_label("Namespace").select_option(label="team-a")

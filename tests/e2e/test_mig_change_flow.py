@@ -9,9 +9,11 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 import devcluster
+from changes import mig
 from changes.models import MigChangeRequest
 from cluster.desired import collect_manifests
 from cluster.models import AppliedObject
@@ -19,9 +21,10 @@ from cluster.poll import poll_cluster
 from demo.data import DEMO_PASSWORD
 from demo.services import load_demo
 from devcluster.controllers import Options
-from kube import ObjectRef, connect
+from kube import Gateway, ObjectRef, connect
+from tenants.models import Team
 from tests.e2e.conftest import screenshot
-from tests.support import Worker, wait_for
+from tests.support import Worker, protect_dev_pod, wait_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -37,6 +40,19 @@ def htmx_idle(page: Any) -> None:
     )
 
 
+def demo_applied(demo_cluster: devcluster.DemoCluster) -> Gateway:
+    """The demo loaded, applied by the worker to the demo cluster and polled once."""
+    gateway = connect(url=demo_cluster.url)
+    load_demo()
+    wanted = len(collect_manifests())
+    wait_for(
+        lambda: AppliedObject.objects.filter(outcome="applied").count() == wanted,
+        what="the demo objects applied",
+    )
+    poll_cluster(gateway=gateway)
+    return gateway
+
+
 def sign_in(page: Any, base: str, username: str) -> None:
     page.goto(f"{base}/login/")
     page.get_by_label("Username").fill(username)
@@ -49,14 +65,7 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     live_server: Any, worker: Worker, demo_cluster: devcluster.DemoCluster, page: Any
 ) -> None:
     base = live_server.url
-    gateway = connect(url=demo_cluster.url)
-    load_demo()  # the worker applies it to the demo cluster
-    wanted = len(collect_manifests())
-    wait_for(
-        lambda: AppliedObject.objects.filter(outcome="applied").count() == wanted,
-        what="the demo objects applied",
-    )
-    poll_cluster(gateway=gateway)
+    gateway = demo_applied(demo_cluster)
 
     # The lead's home: the Pending training pod and why it waits (the drifted node).
     sign_in(page, base, "lead-a")
@@ -145,29 +154,9 @@ def test_lead_asks_approver_approves_timeline_succeeds(
 def test_an_admin_aborts_a_running_change_in_the_page(
     live_server: Any, worker: Worker, demo_cluster: devcluster.DemoCluster, page: Any
 ) -> None:
-    from django.contrib.auth.models import User
-
-    from changes import mig
-    from tenants.models import Team
-
     base = live_server.url
-    gateway = connect(url=demo_cluster.url)
-    load_demo()
-    wanted = len(collect_manifests())
-    wait_for(
-        lambda: AppliedObject.objects.filter(outcome="applied").count() == wanted,
-        what="the demo objects applied",
-    )
-    poll_cluster(gateway=gateway)
-    # team-b's dev pod may not be evicted: the change waits at its evict step.
-    gateway.apply(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "dev", "namespace": "team-b"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
-        }
-    )
+    gateway = demo_applied(demo_cluster)
+    protect_dev_pod(gateway)  # the change waits at its evict step
     change = mig.request_mig_change(
         actor=User.objects.get(username="lead-a"),
         team=Team.objects.get(slug="team-a"),

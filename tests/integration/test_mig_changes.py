@@ -23,7 +23,7 @@ from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
-from tests.support import wait_for
+from tests.support import protect_dev_pod, wait_for
 
 # Every test starts from the demo scenario applied to a demo cluster and polled once.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("portal_cluster")]
@@ -288,14 +288,7 @@ def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(
 ) -> None:
     lead, approver, _ = users()
     settings.QM_EVICTION_TIMEOUT_SECONDS = 0.5
-    gateway.apply(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "dev", "namespace": "team-b"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
-        }
-    )
+    protect_dev_pod(gateway)
     request = ask(lead)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     assert run_until_settled(request, gateway) == "failed"
@@ -321,18 +314,6 @@ def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> No
 
 
 # ----------------------------------------------------------------------------- one owner
-
-
-def budget(gateway: Gateway) -> None:
-    """team-b's dev pod may not be evicted: a change on its node waits at evict."""
-    gateway.apply(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "dev", "namespace": "team-b"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
-        }
-    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -424,7 +405,7 @@ def test_a_failed_rollback_is_retried_afresh_to_success(gateway: Gateway, settin
 
 def test_an_admin_aborts_a_running_change_at_the_next_step(gateway: Gateway) -> None:
     lead, approver, admin = users()
-    budget(gateway)
+    protect_dev_pod(gateway)
     request = ask(lead)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     assert advance(request.pk, gateway=gateway).kind == "wait"  # evicting, blocked
@@ -451,7 +432,7 @@ def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
 ) -> None:
     """Celery's broker is the edge here: the tasks' bodies run, their scheduling is counted."""
     lead, approver, _ = users()
-    budget(gateway)
+    protect_dev_pod(gateway)
     scheduled: list[tuple[int, str]] = []
     monkeypatch.setattr(tasks, "get_gateway", lambda: gateway)
     monkeypatch.setattr(tasks, "cluster_configured", lambda: True)

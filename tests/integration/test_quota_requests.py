@@ -25,7 +25,7 @@ from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
-from tests.factories import ObservedNodeFactory
+from tests.factories import demo_fleet_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -186,19 +186,6 @@ def approver() -> User:
     return User.objects.get(username="approver")
 
 
-def five_nodes() -> None:
-    """The demo's fleet as a poll records it: three A100 and two H100 nodes of 8 GPUs."""
-    for name in ("gpu-a100-01", "gpu-a100-02", "gpu-a100-03"):
-        ObservedNodeFactory(name=name)
-    for name in ("gpu-h100-01", "gpu-h100-02"):
-        ObservedNodeFactory(
-            name=name,
-            gpu_product="NVIDIA-H100-80GB-HBM3",
-            mig_config="all-disabled",
-            allocatable={"nvidia.com/gpu": "8"},
-        )
-
-
 def test_a_no_op_is_refused_and_values_are_stored_in_one_spelling(demo: None) -> None:
     with pytest.raises(ValidationError) as caught:
         ask(requested="16")
@@ -214,7 +201,7 @@ def test_a_no_op_is_refused_and_values_are_stored_in_one_spelling(demo: None) ->
 
 
 def test_a_quota_the_fleet_could_never_back_needs_an_admin_and_a_reason(demo: None) -> None:
-    five_nodes()  # 40 GPUs in all; every GPU could give 7 1g.10gb slices
+    demo_fleet_nodes()  # 40 GPUs in all; every GPU could give 7 1g.10gb slices
     absurd = "99999999999999999999999"
     with pytest.raises(ValidationError) as caught:
         ask(requested=absurd)

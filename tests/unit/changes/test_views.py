@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -165,36 +167,33 @@ def test_the_timeline_stops_polling_when_the_request_is_done(
     assert response.status_code == 286
 
 
+def ask_team_a_gpus(client: Client, requested: str, reason: str) -> Any:
+    """Post the quota form: team-a's namespace quota of requests.nvidia.com/gpu."""
+    from tenants.models import Namespace, Team
+
+    return client.post(
+        "/quota/new/",
+        {
+            "team": Team.objects.get(slug="team-a").pk,
+            "kind": "namespace",
+            "namespace": Namespace.objects.get(name="team-a").pk,
+            "resource": "requests.nvidia.com/gpu",
+            "requested": requested,
+            "reason": reason,
+        },
+    )
+
+
 def test_quota_request_pages(client: Client, observed: None) -> None:
     from changes.models import QuotaChangeRequest
-    from tenants.models import Namespace, Team
+    from tenants.models import Namespace
 
     login(client, "lead-a")
     assert client.get("/quota/new/").status_code == 200
-    response = client.post(
-        "/quota/new/",
-        {
-            "team": Team.objects.get(slug="team-a").pk,
-            "kind": "namespace",
-            "namespace": Namespace.objects.get(name="team-a").pk,
-            "resource": "requests.nvidia.com/gpu",
-            "requested": "2.5",
-            "reason": "",
-        },
-    )
+    response = ask_team_a_gpus(client, "2.5", "")
     page = response.content.decode()
     assert "must be a whole number" in page and "Say why the team needs it." in page
-    client.post(
-        "/quota/new/",
-        {
-            "team": Team.objects.get(slug="team-a").pk,
-            "kind": "namespace",
-            "namespace": Namespace.objects.get(name="team-a").pk,
-            "resource": "requests.nvidia.com/gpu",
-            "requested": "8",
-            "reason": "deadline",
-        },
-    )
+    ask_team_a_gpus(client, "8", "deadline")
     change = QuotaChangeRequest.objects.get()
     assert "Approve" not in client.get(f"/quota/{change.pk}/").content.decode()
     login(client, "lead-b")
@@ -216,32 +215,12 @@ def test_a_stale_quota_approval_says_so_on_the_page_and_the_lead_cancels(
     client: Client, observed: None
 ) -> None:
     from changes.models import QuotaChangeRequest
-    from tenants.models import Namespace, QuotaItem, Team
+    from tenants.models import QuotaItem
 
     login(client, "lead-a")
-    client.post(
-        "/quota/new/",
-        {
-            "team": Team.objects.get(slug="team-a").pk,
-            "kind": "namespace",
-            "namespace": Namespace.objects.get(name="team-a").pk,
-            "resource": "requests.nvidia.com/gpu",
-            "requested": "12",
-            "reason": "smaller run",
-        },
-    )
+    ask_team_a_gpus(client, "12", "smaller run")
     change = QuotaChangeRequest.objects.get()
-    twice = client.post(
-        "/quota/new/",
-        {
-            "team": Team.objects.get(slug="team-a").pk,
-            "kind": "namespace",
-            "namespace": Namespace.objects.get(name="team-a").pk,
-            "resource": "requests.nvidia.com/gpu",
-            "requested": "10",
-            "reason": "smaller still",
-        },
-    ).content.decode()
+    twice = ask_team_a_gpus(client, "10", "smaller still").content.decode()
     assert f"Request #{change.pk} for this quota (12) is still waiting" in twice
     login(client, "approver")
     page = client.get(f"/quota/{change.pk}/").content.decode()
