@@ -25,3 +25,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("portal.api_urls")),
 ]
+
+handler404 = "portal.views.not_found"

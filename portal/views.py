@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.defaults import page_not_found
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -141,3 +142,11 @@ def audit(request: HttpRequest) -> HttpResponse:
             "teams": audit_teams_for_user(request.user),
         },
     )
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404 for a URL no view matches: the API answers in its own error format, pages as
+    Django does."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+    return page_not_found(request, exception)

@@ -232,3 +232,10 @@ def test_unknown_fields_and_bad_names_are_refused(client: Client, fleet: None) -
     )
     assert response.status_code == 400 and "team" in response.json()["errors"]
     assert not MigChangeRequest.objects.exists()
+
+
+def test_an_api_url_no_view_matches_answers_in_the_api_format(client: Client, fleet: None) -> None:
+    missing = client.get("/api/v1/teams/a%0Ab/", headers=bearer("admin"))
+    assert (missing.status_code, missing["Content-Type"]) == (404, "application/json")
+    assert missing.json() == {"detail": "Not found.", "code": "not_found"}
+    assert client.get("/no-such-page/").status_code == 404
