@@ -84,6 +84,15 @@ class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
 
 class DecisionSerializer(StrictInput, serializers.Serializer[Any]):
     comment = serializers.CharField(allow_blank=True, required=False, default="")
+    fingerprint = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=64,
+        help_text="Approve: the assessment's fingerprint you decided on (default: the stored "
+        "one). When a fresh assessment differs, the approval is refused (409 "
+        "stale_assessment) and the new assessment stored.",
+    )
 
 
 class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[MigChangeRequest]):
@@ -98,7 +107,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         instance = self.get_object()
         response = Response(self.get_serializer(instance).data)
-        response["ETag"] = etag_of(instance.pk, instance.state, instance.updated_at.isoformat())
+        response["ETag"] = mig_change_etag(instance)
         return response
 
     @extend_schema(request=MigChangeCreateSerializer, responses={201: MigChangeSerializer})
@@ -145,9 +154,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     @idempotent
     def _decide(self, request: Request, pk: str, verb: str) -> Response:
         current = selectors.get_mig_change_for_user(request.user, int(pk))
-        refused = check_if_match(
-            request, etag_of(current.pk, current.state, current.updated_at.isoformat())
-        )
+        refused = check_if_match(request, mig_change_etag(current))
         if refused is not None:
             return refused
         data = DecisionSerializer(data=request.data)
@@ -155,7 +162,11 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         comment = data.validated_data["comment"]
         if verb == "approve":
             mig.approve_mig_change(
-                request_id=int(pk), approver=request.user, comment=comment, source="api"
+                request_id=int(pk),
+                approver=request.user,
+                comment=comment,
+                seen=data.validated_data["fingerprint"],
+                source="api",
             )
         elif verb == "reject":
             mig.reject_mig_change(
@@ -358,6 +369,15 @@ class QuotaRequestViewSet(
     def cancel(self, request: Request, pk: str) -> Response:
         """The requester (or a platform admin) withdraws a pending request."""
         return self._decide(request, pk, "cancel")
+
+
+def mig_change_etag(change: MigChangeRequest) -> str:
+    return etag_of(
+        change.pk,
+        change.state,
+        change.updated_at.isoformat(),
+        (change.assessment or {}).get("fingerprint", ""),
+    )
 
 
 def quota_request_etag(qr: QuotaChangeRequest) -> str:

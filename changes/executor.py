@@ -360,18 +360,24 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
     )
     if record.status == MigChangeStep.Status.DONE:
         return
-    changed = []
+    changed, left = [], []
     with transaction.atomic():
         for change in request.queue_changes:
             cq = ClusterQueue.objects.select_for_update().get(name=change["cluster_queue"])
+            what = f"{cq.name} {change['flavor']} {change['resource']}"
+            now = cq.nominal_quota(change["flavor"], change["resource"])
+            if cq.quota().get((change["flavor"], change["resource"])) != change["from"]:
+                # Someone changed it since the approval: their value stands (a carried
+                # change never undoes a later decision, nor raises a quota it meant to cut).
+                left.append(f"{what} left at {now or 'none'} (approved from {change['from']})")
+                continue
             cq.set_nominal_quota(change["flavor"], change["resource"], str(change["to"]))
             save_cluster_queue(actor=None, cluster_queue=cq, source="task")
-            changed.append(
-                f"{cq.name} {change['flavor']} {change['resource']}: "
-                f"{change['from']} -> {change['to']}"
-            )
+            changed.append(f"{what}: {change['from']} -> {change['to']}")
+        message = "; ".join(
+            (["nominal quota changed: " + "; ".join(changed)] if changed else [])
+            + (["changed by someone since the approval, so " + "; ".join(left)] if left else [])
+        )
         MigChangeStep.objects.filter(pk=record.pk).update(
-            status=MigChangeStep.Status.DONE,
-            finished_at=timezone.now(),
-            message="nominal quota changed: " + "; ".join(changed),
+            status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
         )

@@ -37,6 +37,7 @@ VERDICT_LABELS = {
     "blocked": "Blocked",
 }
 Resources = dict[str, int]
+SCHEDULABLE_SUFFIX = " would fit afterwards."
 
 
 # ----------------------------------------------------------------------------- facts
@@ -288,7 +289,9 @@ def assess(
     by_name = {n.name: n for n in fleet.nodes if not n.gone}
     chosen = _targets(fleet, by_name, list(dict.fromkeys(targets)), config, request_id, drain)
     before, after = _capacity(by_name, chosen.after_of)
-    queue_rows, proposals, quota_reasons = _queue_effects(fleet, by_name, chosen.after_of, config)
+    queue_rows, proposals, quota_reasons, queue_notes = _queue_effects(
+        fleet, by_name, chosen.after_of, config
+    )
     quota_reasons += _namespace_quota_effects(fleet, before, after)
     evictions = _evictions(fleet, chosen.after_of)
     schedulable = _schedulable(fleet, by_name, chosen.after_of)
@@ -300,6 +303,7 @@ def assess(
         proposals, schedulable = [], []
         notes.append("The nodes stay cordoned until an admin returns them to service.")
     else:
+        notes.extend(queue_notes)
         notes.extend(_pool_notes(fleet, by_name, chosen.after_of, config))
         empty = [name for name, offer in chosen.after_of.items() if not offer]
         if empty:
@@ -311,34 +315,45 @@ def assess(
             )
     verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
     changed = sorted(set(before) | set(after))
+    node_changes = [
+        NodeChange(
+            name=n.name,
+            model=n.model,
+            gpu_count=n.gpu_count,
+            config_before=n.mig_config,
+            state_before=n.mig_state,
+            before=dict(n.allocatable),
+            after=chosen.after_of.get(n.name),
+        )
+        for n in chosen.nodes
+    ]
+    capacity = [
+        CapacityChange(r, before.get(r, 0), after.get(r, 0))
+        for r in changed
+        if before.get(r, 0) != after.get(r, 0)
+    ]
     return Assessment(
         verdict=verdict,
         drain=drain,
         reasons=reasons,
         notes=notes,
         config=config,
-        nodes=[
-            NodeChange(
-                name=n.name,
-                model=n.model,
-                gpu_count=n.gpu_count,
-                config_before=n.mig_config,
-                state_before=n.mig_state,
-                before=dict(n.allocatable),
-                after=chosen.after_of.get(n.name),
-            )
-            for n in chosen.nodes
-        ],
-        capacity=[
-            CapacityChange(r, before.get(r, 0), after.get(r, 0))
-            for r in changed
-            if before.get(r, 0) != after.get(r, 0)
-        ],
+        nodes=node_changes,
+        capacity=capacity,
         queues=queue_rows,
         proposed_queue_changes=proposals,
         evictions=evictions,
         schedulable=schedulable,
-        fingerprint=fingerprint(chosen.nodes, fleet.pods, chosen.after_of),
+        fingerprint=fingerprint(
+            verdict=verdict,
+            reasons=[r for r in reasons if not r.endswith(SCHEDULABLE_SUFFIX)],
+            notes=notes,
+            nodes=node_changes,
+            capacity=capacity,
+            queues=queue_rows,
+            proposals=proposals,
+            evictions=evictions,
+        ),
     )
 
 
@@ -418,9 +433,12 @@ def flavor_capacity(
 
 def _queue_effects(
     fleet: Fleet, by_name: Mapping[str, NodeFacts], after_of: Mapping[str, Resources], config: str
-) -> tuple[list[FlavorCapacity], list[QueueChange], list[str]]:
-    """Flavors whose capacity moves, the ClusterQueue quotas that would no longer be backed
-    (with proposed lower quotas, shared in proportion), and the reasons."""
+) -> tuple[list[FlavorCapacity], list[QueueChange], list[str], list[str]]:
+    """Every promise on the flavors the change touches (a flavor whose capacity moves, or
+    one that selects a changed node before or after): the rows, the lower nominal quotas
+    that would make each unbacked promise true again (shared in proportion), the reasons
+    (promises this change leaves without capacity) and the notes (promises that were
+    already unbacked, which the request fixes too)."""
 
     def offer_after(node: NodeFacts) -> tuple[Mapping[str, str], Mapping[str, int]]:
         # After a change a node's mig.config label moves: flavors keyed on it follow.
@@ -430,26 +448,53 @@ def _queue_effects(
 
     cap_before = flavor_capacity(fleet.flavors, by_name.values())
     cap_after = flavor_capacity(fleet.flavors, by_name.values(), offer_after)
+    touched = _touched_flavors(fleet, by_name, after_of, offer_after)
     nominal: dict[tuple[str, str], int] = defaultdict(int)
     queues_of: dict[tuple[str, str], list[QueueQuota]] = defaultdict(list)
     for quota in fleet.queues:
         nominal[(quota.flavor, quota.resource)] += quota.nominal
         queues_of[(quota.flavor, quota.resource)].append(quota)
-    rows, proposals, reasons = [], [], []
+    rows, proposals, reasons, notes = [], [], [], []
     for key, total in sorted(nominal.items()):
         flavor, resource = key
         was, will = cap_before.get(key, 0), cap_after.get(key, 0)
-        if was == will:
+        if was == will and (flavor not in touched or total <= will):
             continue
         rows.append(FlavorCapacity(flavor, resource, total, was, will))
-        if total > will and will < was:
-            owners = ", ".join(f"{q.cluster_queue} ({q.nominal})" for q in queues_of[key])
+        if total <= will:
+            continue
+        owners = ", ".join(f"{q.cluster_queue} ({q.nominal})" for q in queues_of[key])
+        if will < was:
             reasons.append(
                 f"Queues promise {total} {_short(resource)} on flavor {flavor} ({owners}), "
                 f"but after the change its nodes offer {will} (now {was})."
             )
-            proposals.extend(_shares(queues_of[key], total, will))
-    return rows, proposals, reasons
+        else:
+            notes.append(
+                f"Already unbacked: queues promise {total} {_short(resource)} on flavor "
+                f"{flavor} ({owners}), and its nodes offer {will}"
+                + (f" (now {was})" if was != will else "")
+                + "; this request lowers the promise to what exists."
+            )
+        proposals.extend(_shares(queues_of[key], total, will))
+    return rows, proposals, reasons, notes
+
+
+def _touched_flavors(
+    fleet: Fleet,
+    by_name: Mapping[str, NodeFacts],
+    after_of: Mapping[str, Resources],
+    offer_after: Any,
+) -> set[str]:
+    """The flavors that select a changed node, before or after the change."""
+    changed = [by_name[name] for name in after_of if name in by_name]
+    return {
+        flavor
+        for flavor, node_labels in fleet.flavors.items()
+        for node in changed
+        if selector_matches(node_labels, node.labels)
+        or selector_matches(node_labels, offer_after(node)[0])
+    }
 
 
 def _shares(queues: list[QueueQuota], total: int, capacity: int) -> list[QueueChange]:
@@ -563,9 +608,9 @@ def _verdict(
             "(MIG Manager fails on a GPU in use)."
         )
     if schedulable:
+        namespaces = ", ".join(sorted({s.namespace for s in schedulable}))
         reasons.append(
-            f"{_plural(len(schedulable), 'Pending pod')} would fit afterwards "
-            f"({', '.join(sorted({s.namespace + '/' + s.pod for s in schedulable}))})."
+            f"{_plural(len(schedulable), 'Pending pod')} of {namespaces}{SCHEDULABLE_SUFFIX}"
         )
     if verdict == "safe" and not reasons:
         reasons.append(
@@ -577,16 +622,30 @@ def _verdict(
 
 
 def fingerprint(
-    nodes: Sequence[NodeFacts], pods: Sequence[PodFacts], after_of: Mapping[str, Any]
+    *,
+    verdict: str,
+    reasons: Sequence[str],
+    notes: Sequence[str],
+    nodes: Sequence[NodeChange],
+    capacity: Sequence[CapacityChange],
+    queues: Sequence[FlavorCapacity],
+    proposals: Sequence[QueueChange],
+    evictions: Sequence[Eviction],
 ) -> str:
-    """A hash of the observed facts the verdict rests on (targets and their pods)."""
-    names = {n.name for n in nodes}
+    """A hash of what the assessment tells its reader and what an approval would execute:
+    the verdict and its reasons, each node's config and offer before and after, the
+    capacity, the queue promises and the quota changes carried, and the pods to evict. An
+    approval acts only on the assessment whose fingerprint the approver saw. Pending pods
+    that would fit afterwards are left out: they come and go, and decide nothing."""
     data = [
-        [asdict(n) for n in sorted(nodes, key=lambda n: n.name)],
-        sorted(
-            [p.namespace, p.name, p.node, p.phase, dict(p.gpu)] for p in pods if p.node in names
-        ),
-        {k: after_of[k] for k in sorted(after_of)},
+        verdict,
+        list(reasons),
+        list(notes),
+        [asdict(n) for n in nodes],
+        [asdict(c) for c in capacity],
+        [asdict(q) for q in queues],
+        [asdict(p) for p in proposals],
+        sorted([e.namespace, e.pod, e.node] for e in evictions),
     ]
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -641,3 +700,37 @@ def _plural(count: int, word: str) -> str:
 
 def _short(resource: str) -> str:
     return resource.removeprefix(gpu_labels.GPU_RESOURCE_PREFIX)
+
+
+def what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """A sentence saying how a stored assessment (as JSON) and a fresh one differ, for the
+    approver who decided on the old one."""
+    said: list[str] = []
+    old_verdict, new_verdict = old.get("verdict", ""), new.get("verdict", "")
+    if old_verdict != new_verdict:
+        label = VERDICT_LABELS.get(new_verdict, new_verdict)
+        said.append(
+            f"the verdict is now {label} (was {VERDICT_LABELS.get(old_verdict, old_verdict)})"
+        )
+    before = {n["name"]: n for n in old.get("nodes", [])}
+    for node in new.get("nodes", []):
+        was = before.get(node["name"])
+        if was and was.get("config_before") != node.get("config_before"):
+            said.append(
+                f"{node['name']} is now on {node.get('config_before') or 'no config'} "
+                f"(was {was.get('config_before') or 'no config'})"
+            )
+    old_pods = {(e["namespace"], e["pod"]) for e in old.get("evictions", [])}
+    new_pods = {(e["namespace"], e["pod"]) for e in new.get("evictions", [])}
+    if old_pods != new_pods:
+        said.append(f"{_plural(len(new_pods), 'GPU pod')} would be evicted (was {len(old_pods)})")
+    if old.get("proposed_queue_changes", []) != new.get("proposed_queue_changes", []):
+        said.append("the queue quota changes it carries are different")
+    elif old.get("queues", []) != new.get("queues", []) or old.get("capacity") != new.get(
+        "capacity"
+    ):
+        said.append("the capacity or the queues' promises on its flavors changed")
+    if not said:
+        return "The fleet changed since you read the assessment."
+    text = "; ".join(said)
+    return f"The fleet changed since you read the assessment: {text}."

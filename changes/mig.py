@@ -119,66 +119,108 @@ def request_mig_change(
 
 
 def approve_mig_change(
-    *, request_id: int, approver: User, comment: str, source: str = "web"
+    *, request_id: int, approver: User, comment: str, seen: str = "", source: str = "web"
 ) -> MigChangeRequest:
-    """Approve a pending MIG change and queue its execution.
+    """Approve a pending MIG change (or drain) and queue its execution: what runs is what
+    the approver was shown.
 
-    Nobody approves their own request; the assessment is re-run on fresh observed state and
-    the approval refused (with the new assessment stored) if the verdict got worse.
-    """
+    Nobody approves their own request. At the decision the request is assessed anew on
+    fresh desired and observed state; when that assessment differs from the one the
+    approver saw (``seen``, the fingerprint the page or the API showed; by default the
+    stored one), the new assessment is stored and the approval refused, so the approver
+    reads it and decides again. An approval stores the configs to roll back to and the
+    queue changes to carry as computed now, and the execution uses exactly those."""
     request = get_mig_change_for_user(approver, request_id)
     require_decider(approver, "MIG changes")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
-    _require_pending(request)
-    assessed = impact.assess(
-        fleet_facts(exclude_request=request.pk),
-        targets=request.nodes,
-        config=request.target_config,
-        request_id=request.pk,
-        drain=request.is_drain,
-    )
-    fresh = assessed.as_json()
-    if impact.worse(fresh["verdict"], request.verdict):
-        MigChangeRequest.objects.filter(pk=request.pk).update(
-            assessment=fresh, verdict=fresh["verdict"]
-        )
-        raise DomainError(
-            f"The fleet changed since the request was assessed: the verdict is now "
-            f"{fresh['verdict'].replace('_', ' ')} (was {request.verdict.replace('_', ' ')}). "
-            "Read the new assessment before deciding.",
-            code="stale_assessment",
-        )
     now = timezone.now()
-    target = (
-        State.SCHEDULED if request.window_start and request.window_start > now else State.APPROVED
-    )
     with transaction.atomic():
         # Decisions on one request take turns: a second approver finds it decided.
         request = MigChangeRequest.objects.select_for_update(no_key=True).get(pk=request.pk)
         _require_pending(request)
-        transition(
-            request,
-            State.APPROVED,
-            decided_by_id=approver.pk,
-            decision_comment=comment,
-            decided_at=now,
-            assessment=fresh,
-            verdict=fresh["verdict"],
+        shown = seen or str(request.assessment.get("fingerprint", ""))
+        assessed = impact.assess(
+            fleet_facts(exclude_request=request.pk),
+            targets=request.nodes,
+            config=request.target_config,
+            request_id=request.pk,
+            drain=request.is_drain,
         )
-        if target == State.SCHEDULED:
-            transition(request, State.SCHEDULED)
-        record_audit(
-            actor=approver,
-            event="mig_change.approved",
-            source=source,
-            target=request,
-            team=request.team,
-            new={"comment": comment, "verdict": fresh["verdict"]},
-        )
-        if target == State.APPROVED:
-            transaction.on_commit(lambda: queue_execution(request.pk))
-        transaction.on_commit(lambda: notify("approved", request))
-    return request
+        fresh = assessed.as_json()
+        computed = _computed_at(assessed)
+        if assessed.fingerprint != shown or assessed.verdict == "blocked":
+            was = request.assessment
+            MigChangeRequest.objects.filter(pk=request.pk).update(
+                assessment=fresh, verdict=assessed.verdict, updated_at=now, **computed
+            )
+            record_audit(
+                actor=approver,
+                event="mig_change.reassessed",
+                source=source,
+                target=request,
+                team=request.team,
+                old={"verdict": request.verdict, "fingerprint": shown},
+                new={"verdict": assessed.verdict, "fingerprint": assessed.fingerprint},
+            )
+        else:
+            _approve(request, approver, comment, fresh, computed, now=now, source=source)
+            return request
+    raise DomainError(
+        f"{impact.what_changed(was, fresh)} The assessment is updated: read it and decide again.",
+        code="stale_assessment",
+    )
+
+
+def _computed_at(assessed: impact.Assessment) -> dict[str, Any]:
+    """What an approval executes, from the assessment it was decided on."""
+    if assessed.drain:
+        return {"previous_configs": {}, "queue_changes": []}
+    return {
+        "previous_configs": {n.name: n.config_before for n in assessed.nodes},
+        "queue_changes": [q.as_json() for q in assessed.proposed_queue_changes],
+    }
+
+
+def _approve(
+    request: MigChangeRequest,
+    approver: User,
+    comment: str,
+    fresh: dict[str, Any],
+    computed: dict[str, Any],
+    *,
+    now: dt.datetime,
+    source: str,
+) -> None:
+    """The decision itself (inside the caller's transaction, the request locked)."""
+    later = request.window_start is not None and request.window_start > now
+    transition(
+        request,
+        State.APPROVED,
+        decided_by_id=approver.pk,
+        decision_comment=comment,
+        decided_at=now,
+        assessment=fresh,
+        verdict=fresh["verdict"],
+        **computed,
+    )
+    if later:
+        transition(request, State.SCHEDULED)
+    record_audit(
+        actor=approver,
+        event="mig_change.approved",
+        source=source,
+        target=request,
+        team=request.team,
+        new={
+            "comment": comment,
+            "verdict": fresh["verdict"],
+            "fingerprint": fresh["fingerprint"],
+            "queue_changes": computed["queue_changes"],
+        },
+    )
+    if not later:
+        transaction.on_commit(lambda: queue_execution(request.pk))
+    transaction.on_commit(lambda: notify("approved", request))
 
 
 @transaction.atomic

@@ -153,7 +153,12 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
     comment = request.POST.get("comment", "")
     try:
         if action == "approve":
-            mig.approve_mig_change(request_id=pk, approver=request.user, comment=comment)
+            mig.approve_mig_change(
+                request_id=pk,
+                approver=request.user,
+                comment=comment,
+                seen=request.POST.get("fingerprint", ""),
+            )
         elif action == "reject":
             mig.reject_mig_change(request_id=pk, approver=request.user, comment=comment)
         elif action == "cancel":

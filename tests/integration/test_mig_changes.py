@@ -16,6 +16,8 @@ from changes import executor, tasks
 from changes import mig as changes
 from changes.approval import TRANSITIONS, transition
 from changes.executor import STEPS, advance
+from changes.facts import fleet_facts
+from changes.impact import flavor_shortfalls
 from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
 from kube import Gateway, ObjectRef
 from portal.errors import DomainError
@@ -68,7 +70,8 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     lead, approver, _ = users()
     request = ask(lead)
     # The dev queue counted on the test layout: its slices go, and the request carries the
-    # matching ClusterQueue change so Kueue stops promising them.
+    # matching ClusterQueue change so Kueue stops promising them; its 3g.40gb promise on
+    # the same flavor was already unbacked (the failed layout made none), and is fixed too.
     assert (request.state, request.verdict) == ("pending", "breaks_quota")
     assert request.queue_changes == [
         {
@@ -85,7 +88,15 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
             "from": 8,
             "to": 0,
         },
+        {
+            "cluster_queue": "cq-dev",
+            "flavor": "a100-80gb-balanced",
+            "resource": "nvidia.com/mig-3g.40gb",
+            "from": 8,
+            "to": 0,
+        },
     ]
+    assert any(n.startswith("Already unbacked") for n in request.assessment["notes"])
     assert [e["pod"] for e in request.assessment["evictions"]] == ["dev-test-1g"]
     assert [s["pod"] for s in request.assessment["schedulable"]] == ["train-3g"]
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="Go ahead.")
@@ -110,7 +121,10 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     assert (
         dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")],
         dev[("a100-80gb-balanced", "nvidia.com/mig-2g.20gb")],
-    ) == (0, 0)
+        dev[("a100-80gb-balanced", "nvidia.com/mig-3g.40gb")],
+    ) == (0, 0, 0)
+    # Nothing the change touched is left promising what does not exist.
+    assert [s for s in flavor_shortfalls(fleet_facts()) if s.flavor == "a100-80gb-balanced"] == []
     story = list(
         AuditEvent.objects.filter(target_type="changes.migchangerequest")
         .order_by("id")
@@ -196,7 +210,7 @@ def test_the_verdict_getting_worse_refuses_the_approval(
     ObservedNode.objects.filter(name=INCIDENT).update(
         gone_since=timezone.now()
     )  # the node vanished
-    with pytest.raises(DomainError, match="verdict is now blocked"):
+    with pytest.raises(DomainError, match="verdict is now Blocked"):
         changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     request.refresh_from_db()
     assert (request.state, request.verdict) == ("pending", "blocked")

@@ -7,6 +7,7 @@ from django.test import Client
 from django.utils import timezone
 
 from changes.models import MigChangeRequest
+from tests.factories import ObservedPodFactory
 from tests.support import bearer
 
 pytestmark = pytest.mark.django_db
@@ -252,3 +253,41 @@ def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:
     assert "kind: ResourceQuota" in yaml_text and "team-b" not in yaml_text
     assert client.get("/api/v1/manifests/", headers=bearer("lead-a")).status_code == 403
     assert client.get("/api/v1/manifests/?team=team-b", headers=bearer("lead-a")).status_code == 404
+
+
+def test_a_mig_approval_acts_only_on_the_assessment_that_was_read(
+    client: Client, fleet: None
+) -> None:
+    body = {"team": "team-a", "nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"}
+    change = client.post(
+        "/api/v1/mig-changes/",
+        {**body, "reason": "back to 3g"},
+        content_type="application/json",
+        headers=bearer("lead-a"),
+    ).json()
+    url = f"/api/v1/mig-changes/{change['id']}/"
+    read = client.get(url, headers=bearer("approver"))
+    ObservedPodFactory(
+        namespace="team-b",
+        name="arrived-later",
+        node_name="gpu-a100-03",
+        gpu_requests={"nvidia.com/mig-1g.10gb": 1},
+    )
+    stale = client.post(
+        url + "approve/",
+        {"comment": "ok", "fingerprint": read.json()["assessment"]["fingerprint"]},
+        content_type="application/json",
+        headers=bearer("approver"),
+    )
+    assert (stale.status_code, stale.json()["code"]) == (409, "stale_assessment")
+    assert "2 GPU pods would be evicted (was 1)" in stale.json()["detail"]
+    reread = client.get(url, headers=bearer("approver"))
+    assert reread.headers["ETag"] != read.headers["ETag"]
+    assert reread.json()["state"] == "pending"
+    ok = client.post(
+        url + "approve/",
+        {"comment": "ok", "fingerprint": reread.json()["assessment"]["fingerprint"]},
+        content_type="application/json",
+        headers={**bearer("approver"), "If-Match": reread.headers["ETag"]},
+    )
+    assert ok.status_code == 200 and ok.json()["state"] == "approved"

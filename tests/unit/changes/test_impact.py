@@ -17,6 +17,7 @@ from changes.impact import (
     assess,
     ceiling,
     flavor_shortfalls,
+    what_changed,
 )
 from gpus.catalog import valid_configs
 
@@ -297,3 +298,76 @@ def test_the_ceiling_counts_every_gpu_whatever_its_model() -> None:
     assert ceiling(fleet, "nvidia.com/gpu") == 12  # 8 A100s with MIG off, 4 L4s
     assert ceiling(fleet, "nvidia.com/mig-3g.40gb") == 16  # 2 per A100 80GB, none on an L4
     assert ceiling(fleet, "nvidia.com/mig-1g.10gb") == 56
+
+
+BALANCED = {
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+    "nvidia.com/mig.config": "all-balanced",
+}
+
+
+def incident_with_dev_queue() -> Fleet:
+    """The seed fleet plus cq-dev's promises on the balanced flavor: its 3g.40gb promise is
+    unbacked already (the failed layout made no 3g instance)."""
+    fleet = seed_fleet()
+    fleet.flavors = {**fleet.flavors, "a100-80gb-balanced": BALANCED}
+    fleet.queues = [
+        *fleet.queues,
+        QueueQuota("cq-dev", "a100-80gb-balanced", "nvidia.com/mig-1g.10gb", 16),
+        QueueQuota("cq-dev", "a100-80gb-balanced", "nvidia.com/mig-3g.40gb", 8),
+    ]
+    return fleet
+
+
+def test_a_promise_already_unbacked_on_a_touched_flavor_is_shown_and_fixed() -> None:
+    result = assess(incident_with_dev_queue(), targets=["gpu-a100-03"], config="all-3g.40gb")
+    assert FlavorCapacity("a100-80gb-balanced", "nvidia.com/mig-3g.40gb", 8, 0, 0) in (
+        result.queues
+    )
+    assert QueueChange("cq-dev", "a100-80gb-balanced", "nvidia.com/mig-3g.40gb", 8, 0) in (
+        result.proposed_queue_changes
+    )
+    assert any(
+        n.startswith("Already unbacked: queues promise 8 mig-3g.40gb on flavor a100-80gb-balanced")
+        for n in result.notes
+    )
+    # The 1g slices this change removes are what breaks quota; the old shortfall is a note.
+    assert result.verdict == "breaks_quota"
+    assert not any("mig-3g.40gb on flavor a100-80gb-balanced" in r for r in result.reasons)
+
+
+def test_a_flavor_the_change_does_not_touch_is_left_to_the_fleet_page() -> None:
+    fleet = incident_with_dev_queue()
+    result = assess(fleet, targets=["gpu-a100-02"], config="all-1g.10gb")
+    assert all(q.flavor != "a100-80gb-balanced" for q in result.queues)
+
+
+def test_the_fingerprint_follows_what_the_approver_reads_and_ignores_waiting_pods() -> None:
+    fleet = seed_fleet()
+    first = assess(fleet, targets=["gpu-a100-03"], config="all-3g.40gb")
+    fleet.pods = [
+        *fleet.pods,
+        PodFacts("team-a", "train-3g-2", "", "Pending", {"nvidia.com/mig-3g.40gb": 1}, "team-a"),
+    ]
+    assert assess(fleet, targets=["gpu-a100-03"], config="all-3g.40gb").fingerprint == (
+        first.fingerprint
+    )
+    fleet.pods = [
+        *fleet.pods,
+        PodFacts("team-b", "late", "gpu-a100-03", "Running", {"nvidia.com/mig-2g.20gb": 1}),
+    ]
+    second = assess(fleet, targets=["gpu-a100-03"], config="all-3g.40gb")
+    assert second.fingerprint != first.fingerprint
+    assert what_changed(first.as_json(), second.as_json()) == (
+        "The fleet changed since you read the assessment: 2 GPU pods would be evicted (was 1)."
+    )
+    fleet.queues = [QueueQuota("cq-train", "a100-80gb-3g", "nvidia.com/mig-3g.40gb", 60)]
+    third = assess(fleet, targets=["gpu-a100-03"], config="all-3g.40gb")
+    assert third.fingerprint != second.fingerprint
+    # 60 promised where 48 will exist: already unbacked (32 now), so fixed by the request.
+    assert what_changed(second.as_json(), third.as_json()).endswith(
+        "the queue quota changes it carries are different."
+    )
+    assert third.proposed_queue_changes == [
+        QueueChange("cq-train", "a100-80gb-3g", "nvidia.com/mig-3g.40gb", 60, 48)
+    ]

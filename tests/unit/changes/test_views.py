@@ -128,6 +128,37 @@ def test_an_approver_decides_on_the_request_page(client: Client, observed: None)
     )
 
 
+def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, observed: None) -> None:
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    change = request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+    )
+    login(client, "approver")
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    seen = change.assessment["fingerprint"]
+    assert f'name="fingerprint" value="{seen}"' in page
+    ObservedPodFactory(
+        namespace="team-b",
+        name="arrived-later",
+        node_name="gpu-a100-03",
+        gpu_requests={"nvidia.com/mig-1g.10gb": 1},
+    )
+    answer = client.post(
+        f"/changes/{change.pk}/approve/", {"comment": "ok", "fingerprint": seen}, follow=True
+    ).content.decode()
+    assert "2 GPU pods would be evicted (was 1)" in answer
+    assert "read it and decide again" in answer
+    change.refresh_from_db()
+    assert change.state == "pending"
+    assert f'name="fingerprint" value="{change.assessment["fingerprint"]}"' in answer
+
+
 def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None:
     from changes.mig import request_mig_change
     from tenants.models import Team
