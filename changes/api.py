@@ -20,13 +20,22 @@ from changes.quota import shown_fingerprint
 from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
-from tenants.selectors import list_teams_for_user
+from tenants.selectors import list_teams_for_user, pod_names_for
 
 
 class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
     class Meta:
         model = MigChangeStep
-        fields = ["round", "node", "step", "status", "message", "started_at", "finished_at"]
+        fields = [
+            "round",
+            "node",
+            "step",
+            "status",
+            "message",
+            "pods",
+            "started_at",
+            "finished_at",
+        ]
 
 
 class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
@@ -66,7 +75,26 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
             "failure",
             "created_at",
             "steps",
+            "teams_hit",
         ]
+
+    teams_hit: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", many=True, read_only=True
+    )
+
+    def to_representation(self, instance: MigChangeRequest) -> dict[str, Any]:
+        """Other teams' pods counted, never named (as on the pages)."""
+        data: dict[str, Any] = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None:
+            return data
+        names = pod_names_for(request.user)
+        data["assessment"] = selectors.assessment_for(names, data["assessment"])
+        data["failure"] = names.redact(data["failure"])
+        for step in data.get("steps") or []:
+            step["message"] = names.redact(step["message"])
+            step["pods"] = [names.redact(pod) for pod in step["pods"]]
+        return data
 
 
 class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
@@ -102,7 +130,9 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     filterset_class = MigChangeFilter
 
     def get_queryset(self) -> Any:
-        return selectors.list_mig_changes_for_user(self.request.user).prefetch_related("steps")
+        return selectors.list_mig_changes_for_user(self.request.user).prefetch_related(
+            "steps", "teams_hit"
+        )
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         instance = self.get_object()
@@ -135,7 +165,10 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             window_start=data.validated_data.get("window_start"),
             source="api",
         )
-        return Response(MigChangeSerializer(created).data, status=status.HTTP_201_CREATED)
+        return Response(
+            MigChangeSerializer(created, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
     @extend_schema(request=PreviewSerializer, responses={200: dict})
     @action(detail=False, methods=["post"])
@@ -146,8 +179,12 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         data = PreviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(
-            mig.preview(
-                nodes=data.validated_data["nodes"], config=data.validated_data["target_config"]
+            selectors.assessment_for(
+                pod_names_for(request.user),
+                mig.preview(
+                    nodes=data.validated_data["nodes"],
+                    config=data.validated_data["target_config"],
+                ),
             )
         )
 
@@ -178,9 +215,8 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             mig.abort_mig_change(request_id=int(pk), actor=request.user, source="api")
         else:
             mig.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
-        return Response(
-            MigChangeSerializer(selectors.get_mig_change_for_user(request.user, int(pk))).data
-        )
+        decided = selectors.get_mig_change_for_user(request.user, int(pk))
+        return Response(MigChangeSerializer(decided, context={"request": request}).data)
 
     @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
     @action(detail=True, methods=["post"])

@@ -167,5 +167,11 @@ def claim_nodes(request: MigChangeRequest) -> None:
     )
 
 
+def record_teams_hit(request: MigChangeRequest, assessment: dict[str, Any]) -> None:
+    """The teams the assessment says a change hits (pods evicted, quotas losing backing):
+    they read the request from now on and are told of it."""
+    request.teams_hit.set(Team.objects.filter(slug__in=assessment.get("teams_hit", [])))
+
+
 def release_nodes(request: MigChangeRequest) -> None:
     NodeClaim.objects.filter(request_id=request.pk).delete()

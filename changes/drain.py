@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from django.db import transaction
 
 from changes import impact
-from changes.approval import claim_nodes
+from changes.approval import claim_nodes, record_teams_hit
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
@@ -83,6 +83,7 @@ def suggest_drain(
     except DomainError:  # another request took the node since the facts were read
         transaction.set_rollback(True)
         return None
+    record_teams_hit(request, request.assessment)
     record_audit(
         actor=None,
         event="node_drain.suggested",

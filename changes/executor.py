@@ -54,6 +54,7 @@ class Outcome:
     kind: str  # "done", "wait" or "failed"
     message: str = ""
     seconds: float = 0.0
+    evicted: tuple[str, ...] = ()  # namespace/name of the pods this run asked to evict
 
 
 def _done(message: str = "") -> Outcome:
@@ -101,23 +102,29 @@ def evict(step: Step) -> Outcome:
     ]
     if not pods:
         return _done("no GPU pods left on the node")
-    blocked = []
+    blocked, evicted = [], []
     for pod in pods:
         meta = pod["metadata"]
         if "deletionTimestamp" in meta:
             continue
         try:
             step.gateway.evict(meta["namespace"], meta["name"])
+            evicted.append(f"{meta['namespace']}/{meta['name']}")
         except EvictionBlocked as exc:
             blocked.append(f"{meta['namespace']}/{meta['name']}: {exc.message}")
     waiting = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods)
     if step.elapsed > settings.QM_EVICTION_TIMEOUT_SECONDS:
-        return _failed(
+        return Outcome(
+            "failed",
             f"Gave up after {int(step.elapsed)} s: GPU pods still on the node ({waiting}). "
-            + (" ".join(blocked) if blocked else "")
+            + (" ".join(blocked) if blocked else ""),
+            evicted=tuple(evicted),
         )
-    return _wait(
-        f"evicting {waiting}" + (f" (blocked: {'; '.join(blocked)})" if blocked else ""), 2.0
+    return Outcome(
+        "wait",
+        f"evicting {waiting}" + (f" (blocked: {'; '.join(blocked)})" if blocked else ""),
+        2.0,
+        tuple(evicted),
     )
 
 
@@ -269,6 +276,9 @@ def _run_node(
             return aborted
         elapsed = ((now or timezone.now()) - record.started_at).total_seconds()
         outcome = HANDLERS[name](Step(gateway, actuator, node, config, promised, elapsed))
+        if outcome.evicted:
+            record.pods = sorted({*record.pods, *outcome.evicted})
+            MigChangeStep.objects.filter(pk=record.pk).update(pods=record.pods)
         if outcome.kind == "wait":
             MigChangeStep.objects.filter(pk=record.pk).update(message=outcome.message)
             return outcome
@@ -313,9 +323,12 @@ def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:
 
 def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outcome) -> None:
     status = MigChangeStep.Status.DONE if outcome.kind == "done" else MigChangeStep.Status.FAILED
+    message = outcome.message
+    if record.pods:  # the pods it evicted over all its runs, named for the teams they hit
+        message = f"evicted {', '.join(record.pods)}; {message}"
     with transaction.atomic():
         MigChangeStep.objects.filter(pk=record.pk).update(
-            status=status, message=outcome.message, finished_at=timezone.now()
+            status=status, message=message, finished_at=timezone.now()
         )
         record_audit(
             actor=None,
@@ -327,7 +340,8 @@ def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outc
                 "node": record.node,
                 "step": record.step,
                 "round": record.round,
-                "message": outcome.message,
+                "message": message,
+                **({"evicted": record.pods} if record.pods else {}),
             },
         )
 

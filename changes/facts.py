@@ -9,7 +9,7 @@ from changes.models import OPEN_STATES, MigChangeRequest
 from cluster.models import ObservedNode, ObservedPod
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
-from queues.models import ClusterQueue, ResourceFlavor
+from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem
 
 
@@ -34,11 +34,17 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
         )
         for p in ObservedPod.objects.all()
     ]
+    teams_of: dict[str, set[str]] = {}
+    for queue, team in LocalQueue.objects.values_list(
+        "cluster_queue__name", "namespace__team__slug"
+    ):
+        teams_of.setdefault(queue, set()).add(team)
     queues = []
     for cq in ClusterQueue.objects.all():
+        teams = tuple(sorted(teams_of.get(cq.name, ())))
         for (flavor, resource), amount in cq.quota().items():
             if resource.startswith("nvidia.com/") and amount.denominator == 1:
-                queues.append(QueueQuota(cq.name, flavor, resource, int(amount)))
+                queues.append(QueueQuota(cq.name, flavor, resource, int(amount), teams))
     quotas = []
     for item in QuotaItem.objects.filter(
         resource__startswith="requests.nvidia.com/"

@@ -71,6 +71,7 @@ class QueueQuota:
     flavor: str
     resource: str
     nominal: int
+    teams: tuple[str, ...] = ()  # the teams whose LocalQueues submit to it
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +198,7 @@ class Assessment:
     evictions: list[Eviction]
     schedulable: list[Schedulable]
     fingerprint: str
+    teams_hit: list[str] = field(default_factory=list)
 
     @property
     def verdict_label(self) -> str:
@@ -261,6 +263,7 @@ class Assessment:
                 for s in self.schedulable
             ],
             "fingerprint": self.fingerprint,
+            "teams_hit": list(self.teams_hit),
         }
 
 
@@ -314,7 +317,7 @@ def assess(
                 "nothing) until another config creates instances.",
             )
     verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
-    changed = sorted(set(before) | set(after))
+    hit = {e.team for e in evictions} | _teams_losing_backing(fleet, proposals, before, after)
     node_changes = [
         NodeChange(
             name=n.name,
@@ -329,7 +332,7 @@ def assess(
     ]
     capacity = [
         CapacityChange(r, before.get(r, 0), after.get(r, 0))
-        for r in changed
+        for r in sorted(set(before) | set(after))
         if before.get(r, 0) != after.get(r, 0)
     ]
     return Assessment(
@@ -354,7 +357,30 @@ def assess(
             proposals=proposals,
             evictions=evictions,
         ),
+        teams_hit=sorted(hit - {""}),
     )
+
+
+def _teams_losing_backing(
+    fleet: Fleet,
+    proposals: Sequence[QueueChange],
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+) -> set[str]:
+    """Teams whose queue quota the change lowers, or whose namespace quota it leaves
+    allowing more than the fleet then offers."""
+    lowered = {(p.cluster_queue, p.flavor, p.resource) for p in proposals}
+    teams = {
+        team
+        for quota in fleet.queues
+        if (quota.cluster_queue, quota.flavor, quota.resource) in lowered
+        for team in quota.teams
+    }
+    for quota in fleet.quotas:
+        offered = after.get(quota.resource, 0)
+        if quota.hard > offered and offered < before.get(quota.resource, 0):
+            teams.add(quota.team)
+    return teams
 
 
 def _targets(

@@ -15,6 +15,7 @@ from changes import impact
 from changes.approval import (
     User,
     claim_nodes,
+    record_teams_hit,
     refuse_own,
     require_decider,
     teams_user_may_request_for,
@@ -101,6 +102,7 @@ def request_mig_change(
         claim_nodes(request)
     except DomainError as exc:  # another request took a node since the assessment
         raise ValidationError({"nodes": [exc.message]}) from None
+    record_teams_hit(request, request.assessment)
     record_audit(
         actor=actor,
         event="mig_change.requested",
@@ -153,6 +155,7 @@ def approve_mig_change(
             MigChangeRequest.objects.filter(pk=request.pk).update(
                 assessment=fresh, verdict=assessed.verdict, updated_at=now, **computed
             )
+            record_teams_hit(request, fresh)
             record_audit(
                 actor=approver,
                 event="mig_change.reassessed",
@@ -203,6 +206,7 @@ def _approve(
         verdict=fresh["verdict"],
         **computed,
     )
+    record_teams_hit(request, fresh)
     if later:
         transition(request, State.SCHEDULED)
     record_audit(

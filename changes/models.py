@@ -84,6 +84,13 @@ class MigChangeRequest(models.Model):
         help_text="An admin asked a running change to stop at its next step boundary.",
     )
     abort_requested_at = models.DateTimeField(null=True, blank=True)
+    teams_hit = models.ManyToManyField(
+        "tenants.Team",
+        blank=True,
+        related_name="changes_hitting",
+        help_text="Teams whose pods it evicts or whose quotas lose backing: they read the "
+        "request and are told.",
+    )
     wake_token = models.CharField(
         max_length=32,
         blank=True,
@@ -146,6 +153,9 @@ class MigChangeStep(models.Model):
     step = models.CharField(max_length=16)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.RUNNING)
     message = models.TextField(blank=True)
+    pods = models.JSONField(
+        default=list, blank=True, help_text="namespace/name of the pods this step evicted."
+    )
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
 

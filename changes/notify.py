@@ -3,8 +3,11 @@ rolled back), through the portal's webhook and e-mail hooks."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
 from changes.models import MigChangeRequest
-from portal.notify import notify_event
+from portal.notify import notify_event, notify_people
 
 SUBJECTS = {
     "requested": "MIG change #{id} requested: {nodes} -> {config}",
@@ -30,6 +33,7 @@ def payload(request: MigChangeRequest) -> dict[str, object]:
         "failure": request.failure,
         "requested_by": request.requested_by.get_username() if request.requested_by else None,
         "decided_by": request.decided_by.get_username() if request.decided_by else None,
+        "teams_hit": sorted(t.slug for t in request.teams_hit.all()),
     }
 
 
@@ -46,3 +50,37 @@ def subject(event: str, request: MigChangeRequest) -> str:
 
 def notify(event: str, request: MigChangeRequest) -> None:
     notify_event(f"mig_change.{event}", subject(event, request), payload(request))
+    tell_teams_hit(event, request)
+
+
+def tell_teams_hit(event: str, request: MigChangeRequest) -> None:
+    """Each member of a team the change hits, by e-mail: what it does to their team and
+    where to read it (the names of their own pods included)."""
+    for team in request.teams_hit.all():
+        if request.team_id == team.pk:
+            continue  # the asking team follows its own request
+        people = list(
+            get_user_model()
+            .objects.filter(memberships__team=team, is_active=True)
+            .exclude(email="")
+            .values_list("email", flat=True)
+        )
+        notify_people(subject(event, request), body(request, team.slug), people)
+
+
+def body(request: MigChangeRequest, team: str) -> str:
+    """The mail to a team a change hits."""
+    evicted = [
+        f"{e['namespace']}/{e['pod']} on {e['node']}"
+        for e in request.assessment.get("evictions", [])
+        if e.get("team") == team
+    ]
+    lines = [
+        f"{request} ({request.get_state_display().lower()}) affects team {team}.",
+        f"Asked by {request.team.slug if request.team else 'the portal'}: {request.reason}",
+    ]
+    if evicted:
+        lines.append("Your pods it evicts: " + "; ".join(evicted) + ".")
+    lines.extend(request.assessment.get("reasons", []))
+    lines.append(f"Read it: {settings.QM_PUBLIC_URL.rstrip('/')}/changes/{request.pk}/")
+    return "\n".join(lines)

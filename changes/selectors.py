@@ -3,9 +3,10 @@ never a 403. Approvers and platform admins see every request."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections import Counter
+from typing import Any, TypeVar
 
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import Http404
 
 from changes.approval import (
@@ -15,8 +16,9 @@ from changes.approval import (
     mig_change_actions,
     quota_request_actions,
 )
-from changes.models import MigChangeRequest, QuotaChangeRequest
+from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from portal.permissions import sees_every_team
+from tenants.selectors import PodNames, pod_names_for
 
 R = TypeVar("R", bound=Model)
 
@@ -28,10 +30,13 @@ def _visible(requests: QuerySet[R], user: User) -> QuerySet[R]:
 
 
 def list_mig_changes_for_user(user: User) -> QuerySet[MigChangeRequest]:
-    """MIG changes and drains of the user's teams (all of them for approvers and admins)."""
-    return _visible(
-        MigChangeRequest.objects.select_related("team", "requested_by", "decided_by"), user
-    )
+    """MIG changes and drains of the user's teams, and those that hit them (evict their
+    pods, take their quotas' backing); all of them for approvers and admins."""
+    changes = MigChangeRequest.objects.select_related("team", "requested_by", "decided_by")
+    if sees_every_team(user):
+        return changes
+    mine = Q(team__memberships__user_id=user.pk) | Q(teams_hit__memberships__user_id=user.pk)
+    return changes.filter(pk__in=MigChangeRequest.objects.filter(mine).values("pk"))
 
 
 def get_mig_change_for_user(user: User, request_id: int) -> MigChangeRequest:
@@ -77,3 +82,35 @@ def inbox(user: User, visible: QuerySet[R]) -> list[R]:
     if not may_decide(user):
         return []
     return list(visible.filter(state="pending").exclude(requested_by_id=user.pk))
+
+
+def assessment_for(names: PodNames, assessment: dict[str, Any]) -> dict[str, Any]:
+    """An assessment as a user may read it: pods of teams they are not in are counted per
+    namespace (``evictions_hidden`` / ``schedulable_hidden``), never named."""
+    if names.everyone or not assessment:
+        return assessment
+    shown = dict(assessment)
+    for key in ("evictions", "schedulable"):
+        rows = assessment.get(key) or []
+        shown[key] = [r for r in rows if names.named(r.get("namespace", ""))]
+        hidden = Counter(
+            r.get("namespace", "") for r in rows if not names.named(r.get("namespace", ""))
+        )
+        shown[f"{key}_hidden"] = [{"namespace": ns, "count": n} for ns, n in sorted(hidden.items())]
+    shown["reasons"] = [names.redact(r) for r in assessment.get("reasons", [])]
+    shown["notes"] = [names.redact(n) for n in assessment.get("notes", [])]
+    return shown
+
+
+def change_for(user: User, change: MigChangeRequest, steps: list[MigChangeStep]) -> dict[str, Any]:
+    """What a page shows of a change to ``user``: its assessment, step messages, evicted pods
+    and failure with other teams' pods counted, never named."""
+    names = pod_names_for(user)
+    for step in steps:
+        step.message = names.redact(step.message)
+        step.pods = [names.redact(pod) for pod in step.pods]
+    return {
+        "assessment": assessment_for(names, change.assessment),
+        "failure": names.redact(change.failure),
+        "steps": steps,
+    }

@@ -23,6 +23,7 @@ from fleet.models import NodePool
 from portal.errors import DomainError, user_message
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin
+from tenants.selectors import pod_names_for
 
 LIST_PAGE_SIZE = 50
 
@@ -113,7 +114,13 @@ def change_preview(request: HttpRequest) -> HttpResponse:
     form = MigChangeForm(request.POST, user=request.user)
     nodes = request.POST.getlist("nodes")
     config = request.POST.get("target_config", "")
-    assessment = mig.preview(nodes=nodes, config=config) if nodes and config else None
+    assessment = (
+        selectors.assessment_for(
+            pod_names_for(request.user), mig.preview(nodes=nodes, config=config)
+        )
+        if nodes and config
+        else None
+    )
     return render(
         request, "changes/change_form.html#change-form", {"form": form, "assessment": assessment}
     )
@@ -122,7 +129,11 @@ def change_preview(request: HttpRequest) -> HttpResponse:
 @login_required
 def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     change, actions = selectors.get_mig_change_with_actions(request.user, pk)
-    context = {"change": change, "steps": list(change.steps.all()), "actions": actions}
+    context = {
+        "change": change,
+        "actions": actions,
+        **selectors.change_for(request.user, change, list(change.steps.all())),
+    }
     if request.htmx and request.GET.get("part") == "timeline":
         response = render(request, "changes/change_detail.html#timeline", context)
         if change.is_terminal:

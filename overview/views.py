@@ -4,17 +4,20 @@ poll), one node, and the queues (quotas next to what Kueue reports in use)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 
 from changes.approval import may_request
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
-from changes.models import QuotaChangeRequest
+from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod
 from cluster.selectors import apply_problems, last_sync, open_drift
@@ -26,8 +29,8 @@ from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
-from tenants.models import PriorityClass
-from tenants.selectors import list_teams_for_user, member_namespaces
+from tenants.models import PriorityClass, Team
+from tenants.selectors import list_teams_for_user, pod_names_for
 
 NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
 MAX_NODES = 2000
@@ -59,9 +62,34 @@ def home(request: HttpRequest) -> HttpResponse:
         .order_by("grant_until")
     ):
         grants[grant.team_id].append(grant)
+    hits = _changes_hitting(teams)
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
+        team.hits = hits[team.pk]  # type: ignore[attr-defined]
     return render(request, "overview/home.html", {"teams": teams, "sync": last_sync()})
+
+
+def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
+    """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
+    its quotas' backing taken): open ones, and those that ended in the last three days."""
+    recent = timezone.now() - dt.timedelta(days=3)
+    hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
+    rows = (
+        MigChangeRequest.teams_hit.through.objects.filter(team__in=teams)
+        .filter(
+            Q(migchangerequest__state__in=OPEN_STATES) | Q(migchangerequest__updated_at__gte=recent)
+        )
+        .select_related("migchangerequest__team", "team")
+        .order_by("-migchangerequest__created_at")
+    )
+    for row in rows:
+        change = row.migchangerequest
+        if change.team_id != row.team_id:
+            change.pods_of_team = sum(  # type: ignore[attr-defined]
+                1 for e in change.assessment.get("evictions", []) if e.get("team") == row.team.slug
+            )
+            hits[row.team_id].append(change)
+    return hits
 
 
 @login_required
@@ -95,10 +123,9 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(ObservedNode, name=name)
     attach_health([node])
     pool = next((p for p in NodePool.objects.order_by("name") if p.selects(node.labels)), None)
-    sees_all = sees_every_team(request.user)
-    mine = member_namespaces(request.user)
+    names = pod_names_for(request.user)
     pods = list(ObservedPod.objects.filter(node_name=name).order_by("namespace", "name"))
-    shown = [p for p in pods if sees_all or p.namespace in mine]
+    shown = [p for p in pods if names.named(p.namespace)]
     history = list(
         list_mig_changes_for_user(request.user)
         .filter(nodes__contains=[name])
@@ -113,8 +140,8 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "history": history,
         "drift": drift,
         "may_request": may_request(request.user),
-        "sees_all": sees_all,
-        "visible_namespaces": mine,
+        "sees_all": names.everyone,
+        "visible_namespaces": names.namespaces,
         "gpu_labels": sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/")),
     }
     return render(request, "overview/node_detail.html", context)

@@ -46,3 +46,18 @@ def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
 def notify_task(event: str, subject: str, payload: dict[str, Any]) -> None:
     """Send one notification (retried while the endpoint is unreachable)."""
     send_event(event, subject, payload)
+
+
+def notify_people(subject: str, body: str, recipients: list[str]) -> None:
+    """Tell people directly (the members of a team a change hits), by e-mail."""
+    if not (settings.QM_NOTIFY_TEAMS and recipients):
+        return
+    try:
+        mail_task.delay(subject, body, sorted(set(recipients)))
+    except Exception as exc:  # a broker outage must not fail what is being reported
+        log.warning("could not queue a mail to %d people: %s", len(recipients), exc)
+
+
+@shared_task(autoretry_for=(OSError,), retry_backoff=5, max_retries=5, ignore_result=True)
+def mail_task(subject: str, body: str, recipients: list[str]) -> None:
+    send_mail(subject, body, None, recipients)

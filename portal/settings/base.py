@@ -312,6 +312,10 @@ QM_MIG_POLL_SECONDS = env_int("QM_MIG_POLL_SECONDS", 5)
 # Notifications of MIG change requests (new, decided, succeeded, failed).
 QM_NOTIFY_WEBHOOK_URL = env_str("QM_NOTIFY_WEBHOOK_URL")
 QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
+# The members of the teams a change hits (pods evicted, quotas losing backing) are told by
+# e-mail at the address on their account; the portal's own URL makes the link in it.
+QM_NOTIFY_TEAMS = env_bool("QM_NOTIFY_TEAMS", True)
+QM_PUBLIC_URL = env_str("QM_PUBLIC_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
 

@@ -88,6 +88,9 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     expect(assessment).to_contain_text("Offers after (all-3g.40gb)")
     expect(assessment).to_contain_text("1 Pending pod of team-a would fit afterwards.")
     expect(assessment.locator("li", has_text="team-a/train-3g")).to_have_count(1)
+    # team-b's pod is evicted: counted for lead-a, never named.
+    expect(assessment).to_contain_text("1 pod in team-b")
+    expect(assessment).not_to_contain_text("dev-test-1g")
     htmx_idle(page)
     page.get_by_label("Target MIG config").select_option("all-1g.10gb")
     expect(assessment).to_contain_text("Offers after (all-1g.10gb)")
@@ -119,6 +122,19 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     screenshot(page, "change-succeeded")
     node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
     assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g.40gb"
+
+    # team-b, whose pod it evicted, is told at home and reads the request with its pod named.
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, base, "lead-b")
+    page.goto(f"{base}/")
+    page.get_by_role("link", name=f"MIG change #{change.pk}").click()
+    expect(page).to_have_url(re.compile(rf"/changes/{change.pk}/$"))
+    timeline = page.locator(f"#change-{change.pk}-timeline")
+    expect(timeline.locator("li", has_text="evict")).to_contain_text("evicted team-b/dev-test-1g")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    screenshot(page, "change-seen-by-the-team-it-hit")
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, base, "approver")
 
     # The fleet page shows the node back on its pool's layout after the next poll.
     wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")

@@ -133,6 +133,13 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     assert story[:3] == ["mig_change.requested", "mig_change.approved", "mig_change.started"]
     assert story[-1] == "mig_change.succeeded"
     assert story.count("mig_change.step.done") == len(STEPS)
+    # The pods it evicted stay named in the step record and the audit.
+    evict = MigChangeStep.objects.get(request=request, step="evict")
+    assert evict.pods == ["team-b/dev-test-1g"]
+    assert evict.message.startswith("evicted team-b/dev-test-1g; ")
+    recorded = AuditEvent.objects.get(event="mig_change.step.done", new__step="evict")
+    assert recorded.new["evicted"] == ["team-b/dev-test-1g"]
+    assert set(request.teams_hit.values_list("slug", flat=True)) == {"team-b", "team-dev"}
 
 
 def test_nobody_approves_their_own_request(gateway: Gateway) -> None:

@@ -36,8 +36,16 @@ def test_mig_change_over_the_api_with_the_permission_matrix(client: Client, flee
     change = created.json()
     assert (change["state"], change["verdict"]) == ("pending", "breaks_quota")
     url = f"/api/v1/mig-changes/{change['id']}/approve/"
-    # The requester is no approver (403); other teams do not see it (404).
-    matrix = {"lead-a": 403, "member-a": 403, "lead-b": 404, "viewer-dev": 404}
+    # The requester is no approver (403); the teams it hits read it but do not decide
+    # (team-b's pod is evicted, team-dev's queue loses its slices: 403); others never see
+    # it (404).
+    matrix = {
+        "lead-a": 403,
+        "member-a": 403,
+        "lead-b": 403,
+        "viewer-dev": 403,
+        "lead-infer": 404,
+    }
     for user, expected in matrix.items():
         assert (
             client.post(url, {}, content_type="application/json", headers=bearer(user)).status_code
@@ -244,7 +252,17 @@ def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:
         content_type="application/json",
         headers=bearer("lead-a"),
     ).json()
-    assert preview["evictions"][0]["pod"] == "dev-test-1g"
+    # Another team's pod is counted for a lead, named for an approver (one rule, as pages).
+    assert preview["evictions"] == []
+    assert preview["evictions_hidden"] == [{"namespace": "team-b", "count": 1}]
+    assert "dev-test-1g" not in str(preview)
+    named = client.post(
+        "/api/v1/mig-changes/preview/",
+        {"nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb"},
+        content_type="application/json",
+        headers=bearer("approver"),
+    ).json()
+    assert named["evictions"][0]["pod"] == "dev-test-1g"
     configs = client.get("/api/v1/mig-configs/?node=gpu-a100-03", headers=bearer("lead-a")).json()
     assert configs["model"] == "A100-80GB" and "all-3g.40gb" in configs["configs"]
     yaml_text = client.get(

@@ -109,6 +109,7 @@ def test_the_stored_assessment_keeps_its_json_shape() -> None:
         "evictions",
         "schedulable",
         "fingerprint",
+        "teams_hit",
     ]
     assert stored["verdict_label"] == "Needs a drain"
     assert stored["nodes"] == [

@@ -13,7 +13,7 @@ from django.core import mail
 
 from changes.models import MigChangeRequest
 from changes.notify import notify
-from portal.notify import notify_task
+from portal.notify import mail_task, notify_task
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
 
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.django_db
 def _sent_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The notification task runs in this process instead of a worker."""
     monkeypatch.setattr(notify_task, "delay", lambda *args: notify_task(*args))
+    monkeypatch.setattr(mail_task, "delay", lambda *args: mail_task(*args))
 
 
 @pytest.fixture
@@ -73,6 +74,7 @@ def test_webhook_receives_the_event(settings: Any, change: MigChangeRequest) -> 
             "failure": "",
             "requested_by": "lead",
             "decided_by": None,
+            "teams_hit": [],
         }
     ]
 
@@ -84,3 +86,33 @@ def test_email_goes_to_the_configured_addresses(settings: Any, change: MigChange
     notify("failed", change)
     assert [m.subject for m in mail.outbox] == [f"MIG change #{change.pk} failed"]
     assert mail.outbox[0].to == ["platform@example.com"]
+
+
+def test_the_members_of_a_team_the_change_hits_are_told_by_mail(
+    settings: Any, change: MigChangeRequest
+) -> None:
+    from tenants.models import Membership
+
+    settings.QM_NOTIFY_WEBHOOK_URL, settings.QM_NOTIFY_EMAILS = "", []
+    settings.QM_PUBLIC_URL = "https://gpu.example.org"
+    team_b = Team.objects.create(slug="team-b", name="B")
+    for name, email in (("lead-b", "lead-b@example.org"), ("quiet-b", "")):
+        Membership.objects.create(
+            team=team_b, user=User.objects.create(username=name, email=email), role="lead"
+        )
+    change.assessment = {
+        "evictions": [
+            {"namespace": "team-b", "pod": "dev-test-1g", "node": "gpu-a100-03", "team": "team-b"},
+            {"namespace": "team-c", "pod": "other", "node": "gpu-a100-03", "team": "team-c"},
+        ],
+        "reasons": ["2 GPU pods of team-b, team-c must be evicted first."],
+    }
+    change.save()
+    change.teams_hit.set([team_b, change.team])
+    notify("approved", change)
+    assert [m.to for m in mail.outbox] == [["lead-b@example.org"]]  # not the asking team
+    text = mail.outbox[0].body
+    assert "affects team team-b" in text
+    assert "Your pods it evicts: team-b/dev-test-1g on gpu-a100-03." in text
+    assert "team-c/other" not in text  # another team's pod is not named to team-b
+    assert f"https://gpu.example.org/changes/{change.pk}/" in text

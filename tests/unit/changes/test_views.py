@@ -68,7 +68,8 @@ def test_the_form_offers_only_configs_for_the_chosen_nodes(client: Client, obser
     assert fragment.lstrip().startswith('<form id="change-form"')
     assert '<option value="all-3g.40gb" selected>' in fragment
     assert "all-1g.5gb" not in fragment and "all-1g.6gb" not in fragment
-    assert "team-b/dev-test-1g" in fragment
+    assert "team-b/dev-test-1g" not in fragment  # another team's pod: counted, never named
+    assert "1 pod in team-b" in fragment
     assert "Impact:" in fragment
 
 
@@ -159,7 +160,9 @@ def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, obse
     assert f'name="fingerprint" value="{change.assessment["fingerprint"]}"' in answer
 
 
-def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None:
+def test_a_change_is_read_by_the_teams_it_hits_and_404_for_others(
+    client: Client, observed: None
+) -> None:
     from changes.mig import request_mig_change
     from tenants.models import Team
 
@@ -170,7 +173,16 @@ def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None
         target_config="all-3g.40gb",
         reason="x",
     )
-    login(client, "lead-b")
+    login(client, "lead-b")  # team-b's pod is evicted: lead-b reads it, its own pod named
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert "team-b/dev-test-1g" in page and "Teams this change hits" in page
+    assert "Approve" not in page and "Cancel the request" not in page
+    assert client.post(f"/changes/{change.pk}/cancel/").status_code == 403
+    assert f"MIG change #{change.pk}" in client.get("/").content.decode()  # told at home
+    login(client, "lead-a")  # the asking lead: team-b's pod counted, not named
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert "team-b/dev-test-1g" not in page and "1 pod in team-b" in page
+    login(client, "lead-infer")  # untouched by it
     assert client.get(f"/changes/{change.pk}/").status_code == 404
     assert client.post(f"/changes/{change.pk}/cancel/").status_code == 404
     login(client, "viewer-dev")

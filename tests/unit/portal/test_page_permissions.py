@@ -48,7 +48,9 @@ READS = {
     "/quota/{qr}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/changes/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
-    "/changes/{mc}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    # team-a's change evicts team-b's pod and takes the backing of team-dev's queue (cq-dev's
+    # slices on the node): both teams read it, neither decides it.
+    "/changes/{mc}/": (LOGIN, OK, OK, OK, OK, OK, OK),
     # A drain the portal suggested belongs to no team: approvers and admins only.
     "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -56,10 +58,10 @@ READS = {
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
-    "/changes/{mc}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
-    "/changes/{mc}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
-    "/changes/{mc}/cancel/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, DENIED, None),
-    "/changes/{mc}/rollback/": (LOGIN, HIDDEN, DENIED, HIDDEN, None, None, None),
+    "/changes/{mc}/approve/": (LOGIN, DENIED, DENIED, DENIED, DENIED, None, None),
+    "/changes/{mc}/reject/": (LOGIN, DENIED, DENIED, DENIED, DENIED, None, None),
+    "/changes/{mc}/cancel/": (LOGIN, DENIED, DENIED, DENIED, None, DENIED, None),
+    "/changes/{mc}/rollback/": (LOGIN, DENIED, DENIED, DENIED, None, None, None),
     "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/queues/priority-classes/training-critical/edit/": (
         LOGIN,
