@@ -28,6 +28,8 @@ CSV_COLUMNS = (
     "old",
     "new",
 )
+# The changes a row shows at once; the rest (a creation lists every field) fold away.
+SHOWN_CHANGES = 6
 # A spreadsheet runs a cell starting with one of these as a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -40,6 +42,14 @@ class AuditRow:
     label: str
     changes: list[Change]
     target_url: str
+
+    @property
+    def shown_changes(self) -> list[Change]:
+        return self.changes[:SHOWN_CHANGES]
+
+    @property
+    def folded_changes(self) -> list[Change]:
+        return self.changes[SHOWN_CHANGES:]
 
 
 def audit_row(event: AuditEvent) -> AuditRow:

@@ -108,6 +108,9 @@ FACT_EVENTS = (
 # Field names a person reads instead of the recorded key, per event prefix.
 FIELD_NAMES: dict[str, dict[str, str]] = {"quota_change.": {"value": "quota"}}
 
+# Keys of a model snapshot that say nothing to a person (the object is linked by its id).
+SKIPPED_FIELDS = frozenset({"id"})
+
 # Keys that name an item of a list of mappings (a LimitRange item is its type and resource).
 IDENTITY_KEYS = ("limit_type", "type", "name", "resource")
 
@@ -183,7 +186,11 @@ def changes_text(changes: Iterable[Change]) -> str:
 
 
 def _renamed(flat: dict[str, str], names: Mapping[str, str]) -> dict[str, str]:
-    return {names.get(field, field): value for field, value in flat.items()}
+    return {
+        names.get(field, field): value
+        for field, value in flat.items()
+        if field not in SKIPPED_FIELDS
+    }
 
 
 def flatten(value: Any) -> dict[str, str]:

@@ -121,7 +121,8 @@ def test_empty_values_read_as_not_set_and_never_as_a_dictionary() -> None:
 
 
 def test_a_creation_lists_what_was_set_and_a_deletion_what_was_there() -> None:
-    assert texts("namespace.created", None, {"name": "ml", "description": ""}) == ["name: ml"]
+    created = {"id": 4, "name": "ml", "description": ""}
+    assert texts("namespace.created", None, created) == ["name: ml"]
     assert texts("namespace.deleted", {"name": "ml", "team": "team-a"}, None) == [
         "name: ml",
         "team: team-a",
