@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from portal.api_safety import StrictInput
+from portal.audit_text import audit_changes, event_label
 from portal.errors import DomainError
 from portal.filters import AuditEventFilter
 from portal.models import ApiToken, AuditEvent
@@ -112,9 +113,14 @@ class TokenViewSet(
 
 
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
+    """An event as recorded (``old``/``new``) and as people read it (``event_label``, and
+    ``changes``: one entry per field, ``text`` as the Audit page shows it)."""
+
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True, allow_null=True
     )
+    event_label = serializers.SerializerMethodField()
+    changes = serializers.SerializerMethodField()
 
     class Meta:
         model = AuditEvent
@@ -130,6 +136,18 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
             "old",
             "new",
             "source",
+            "request_id",
+            "event_label",
+            "changes",
+        ]
+
+    def get_event_label(self, event: AuditEvent) -> str:
+        return event_label(event.event)
+
+    def get_changes(self, event: AuditEvent) -> list[dict[str, str]]:
+        return [
+            {"field": c.field, "kind": c.kind, "old": c.old, "new": c.new, "text": c.text}
+            for c in audit_changes(event.event, event.old, event.new)
         ]
 
 

@@ -18,6 +18,9 @@ class AuditEventFilter(django_filters.FilterSet):
         choices=AuditEvent.Source.choices,
         error_messages={"invalid_choice": "Pick one of the listed sources."},
     )
+    request = django_filters.CharFilter(
+        field_name="request_id", help_text="Every event of one request (its X-Request-ID)."
+    )
     since = django_filters.DateFilter(
         field_name="time",
         lookup_expr="date__gte",
@@ -29,4 +32,4 @@ class AuditEventFilter(django_filters.FilterSet):
 
     class Meta:
         model = AuditEvent
-        fields = ["team", "event", "actor", "source", "since"]
+        fields = ["team", "event", "actor", "source", "request", "since"]

@@ -22,6 +22,7 @@ urlpatterns = [
     path("metrics", views.metrics, name="metrics"),
     path("tokens/", views.tokens, name="tokens"),
     path("audit/", views.audit, name="audit"),
+    path("audit/events.csv", views.audit_csv, name="audit-csv"),
     path("admin/", admin.site.urls),
     path("api/", include("portal.api_urls")),
 ]

@@ -55,6 +55,7 @@ READS = {
     "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
@@ -173,6 +174,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "changes/<int:pk>/<str:action>/",
         "tokens/",
         "audit/",
+        "audit/events.csv",
         "login/",
         "logout/",
         "oidc/authenticate/",

@@ -1,0 +1,285 @@
+"""What a person reads of an audit row: per-field changes, human labels and object links,
+over the shapes the services really record."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from changes.quota import approve_quota_change, request_quota_change
+from portal.audit_text import (
+    EVENT_LABELS,
+    Change,
+    Link,
+    audit_changes,
+    changes_text,
+    event_label,
+    target_link,
+)
+from portal.models import AuditEvent
+from queues.models import ClusterQueue
+from tenants.models import Namespace, Team
+from tenants.rules import LimitSpec
+from tenants.services import set_namespace_limits, set_namespace_quota
+from tests.factories import demo_fleet_nodes
+
+ROOT = Path(__file__).resolve().parents[3]
+CODE = [p for p in ROOT.glob("*/*.py") if p.parts[-2] not in {"tests", ".venv", "devcluster"}]
+# Events whose names the code builds at run time (f-strings, a value chosen in a branch).
+BUILT_EVENTS = {
+    "mig_change.step.done",
+    "mig_change.step.failed",
+    "mig_change.succeeded",
+    "mig_change.rolled_back",
+    "mig_change.aborted",
+    "mig_change.failed",
+    "quota_change.reverted",
+    "quota_change.revert_skipped",
+}
+
+
+def texts(event: str, old: Any, new: Any) -> list[str]:
+    return [change.text for change in audit_changes(event, old, new)]
+
+
+def recorded_events() -> set[str]:
+    """Every event name written as the ``event=`` argument of a call in the code."""
+    found: set[str] = set()
+    for path in CODE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg != "event":
+                    continue
+                values = [keyword.value]
+                if isinstance(keyword.value, ast.IfExp):
+                    values = [keyword.value.body, keyword.value.orelse]
+                found |= {
+                    v.value
+                    for v in values
+                    if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                }
+    return found
+
+
+def test_every_event_the_code_records_has_a_human_label() -> None:
+    events = recorded_events()
+    assert {"quota_change.approved", "mig_change.abort_requested", "quota.changed"} <= events
+    assert sorted((events | BUILT_EVENTS) - set(EVENT_LABELS)) == []
+
+
+@pytest.mark.parametrize(
+    ("event", "label"),
+    [
+        ("quota_change.approved", "Quota request approved"),
+        ("mig_change.reassessed", "MIG change reassessed"),
+        ("mig_change.abort_requested", "Abort of a MIG change requested"),
+        ("quota_change.reassessed", "Quota request reassessed (the quota changed)"),
+        # the admin's events are named by the model
+        ("clusterqueue.changed", "ClusterQueue changed"),
+        ("limitrangeitem.deleted", "Limit item deleted"),
+        ("quota_request.created", "Quota request created"),
+        ("something_new.was_done", "Something new was done"),
+    ],
+)
+def test_an_event_reads_as_its_label_or_its_words(event: str, label: str) -> None:
+    assert event_label(event) == label
+
+
+def test_a_namespace_quota_edit_reads_per_resource() -> None:
+    old = {"requests.nvidia.com/gpu": "16", "pods": "10"}
+    new = {"requests.nvidia.com/gpu": "24", "limits.cpu": "8"}
+    assert texts("quota.changed", old, new) == [
+        "requests.nvidia.com/gpu: 16 → 24",
+        "pods: 10 (removed)",
+        "limits.cpu: 8 (added)",
+    ]
+
+
+def test_nested_values_flatten_into_paths_and_lists_stay_compact() -> None:
+    old = {"namespace_selector": {"matchLabels": {"team": "a"}}, "teams": [1, 2], "on": True}
+    new = {"namespace_selector": {"matchLabels": {"team": "b"}}, "teams": [1, 3], "on": False}
+    assert texts("priorityclass.changed", old, new) == [
+        "namespace_selector / matchLabels / team: a → b",
+        "teams: 1, 2 → 1, 3",
+        "on: yes → no",
+    ]
+    many = list(range(14))
+    assert texts("x.y", None, {"nodes": many}) == ["nodes: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 4 more"]
+
+
+def test_empty_values_read_as_not_set_and_never_as_a_dictionary() -> None:
+    changes = texts("cluster_queue.saved", {"sel": None, "d": ""}, {"sel": {}, "d": "Dev"})
+    assert changes == ["sel: not set → (empty)", "d: not set → Dev"]
+    # a list of mappings without names reads as key=value pairs
+    assert texts("x.y", None, {"items": [{"a": 1}, {"a": 2}]}) == ["items: a=1, a=2"]
+
+
+def test_a_creation_lists_what_was_set_and_a_deletion_what_was_there() -> None:
+    created = {"id": 4, "name": "ml", "description": ""}
+    assert texts("namespace.created", None, created) == ["name: ml"]
+    assert texts("namespace.deleted", {"name": "ml", "team": "team-a"}, None) == [
+        "name: ml",
+        "team: team-a",
+    ]
+    assert audit_changes("api_token.revoked", None, None) == []
+
+
+@pytest.mark.parametrize(
+    ("event", "old", "new", "lines"),
+    [
+        (
+            "mig_change.requested",
+            None,
+            {"nodes": ["gpu-a100-01"], "target_config": "all-balanced", "verdict": "safe"},
+            ["nodes: gpu-a100-01", "target_config: all-balanced", "verdict: safe"],
+        ),
+        (
+            "mig_change.abort_requested",
+            None,
+            {"state": "running"},
+            ["state: running"],
+        ),
+        (
+            "mig_change.rollback",
+            None,
+            {"configs": {"gpu-a100-01": "all-3g.40gb"}},
+            ["configs / gpu-a100-01: all-3g.40gb"],
+        ),
+        (
+            "mig_change.step.failed",
+            None,
+            {"node": "gpu-a100-01", "step": "evict", "round": "apply", "message": "PDB"},
+            ["node: gpu-a100-01", "step: evict", "round: apply", "message: PDB"],
+        ),
+        (
+            "quota_change.cancelled",
+            {"value": "16"},
+            {"value": "16", "requested": "24"},
+            ["requested: 24"],
+        ),
+        (
+            "quota_change.requested",
+            {"value": ""},
+            {"value": "40", "until": ""},
+            ["quota: not set → 40"],
+        ),
+        (
+            "quota_change.revert_skipped",
+            {"value": "30"},
+            {"value": "30", "note": "changed since the grant; left as it is"},
+            ["note: changed since the grant; left as it is"],
+        ),
+        (
+            "membership.changed",
+            {"team": "team-a", "role": "member", "granted_by": "manual"},
+            {"team": "team-a", "role": "lead"},
+            ["role: member → lead", "granted_by: manual (removed)"],
+        ),
+    ],
+)
+def test_events_that_record_facts_list_them(
+    event: str, old: Any, new: Any, lines: list[str]
+) -> None:
+    assert texts(event, old, new) == lines
+
+
+def test_a_change_says_its_kind() -> None:
+    changes = audit_changes("quota.changed", {"a": "1", "b": "2"}, {"a": "3", "c": "4"})
+    assert changes == [
+        Change("a", "changed", "1", "3"),
+        Change("b", "removed", old="2"),
+        Change("c", "added", new="4"),
+    ]
+    assert changes_text(changes) == "a: 1 → 3; b: 2 (removed); c: 4 (added)"
+
+
+@pytest.mark.parametrize(
+    ("target_type", "target_id", "link"),
+    [
+        ("changes.migchangerequest", "7", Link("change-detail", ("7",))),
+        ("changes.quotachangerequest", "3", Link("quota-detail", ("3",))),
+        ("tenants.team", "2", Link("home", (), "team-2-summary")),
+        ("tenants.namespace", "5", Link("home", (), "namespace-5-title")),
+        ("queues.clusterqueue", "4", Link("queues", (), "cluster-queue-4-title")),
+        ("auth.user", "1", None),
+        ("changes.migchangerequest", "", None),
+        ("", "", None),
+    ],
+)
+def test_an_object_links_to_its_page(target_type: str, target_id: str, link: Link | None) -> None:
+    assert target_link(target_type, target_id) == link
+
+
+# ----------------------------------------------------------------------- recorded rows
+
+
+def admin() -> User:
+    return User.objects.get(username="admin")
+
+
+def last(event: str) -> AuditEvent:
+    return AuditEvent.objects.filter(event=event).latest("id")
+
+
+def readable(row: AuditEvent) -> list[str]:
+    return texts(row.event, row.old, row.new)
+
+
+@pytest.mark.django_db
+def test_a_recorded_namespace_quota_edit_reads_per_resource(demo: None) -> None:
+    namespace = Namespace.objects.get(name="team-a")
+    hard = dict(namespace.quota_items.values_list("resource", "hard"))
+    set_namespace_quota(
+        actor=admin(),
+        namespace=namespace,
+        hard={**hard, "requests.nvidia.com/gpu": "24"},
+        source="web",
+    )
+    assert readable(last("quota.changed")) == ["requests.nvidia.com/gpu: 16 → 24"]
+
+
+@pytest.mark.django_db
+def test_recorded_limits_read_by_type_and_resource(demo: None) -> None:
+    namespace = Namespace.objects.get(name="team-a")
+    set_namespace_limits(
+        actor=admin(),
+        namespace=namespace,
+        limits=[
+            LimitSpec("Container", "nvidia.com/gpu", default="1", max="4")
+        ],  # the demo: default 1, request 1
+        source="web",
+    )
+    assert readable(last("limits.changed")) == [
+        "Container nvidia.com/gpu / max: not set → 4",
+        "Container nvidia.com/gpu / default_request: 1 → not set",
+    ]
+
+
+@pytest.mark.django_db
+def test_an_approved_queue_quota_request_reads_as_its_quota_change(demo: None) -> None:
+    demo_fleet_nodes()
+    request = request_quota_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        kind="queue",
+        cluster_queue=ClusterQueue.objects.get(name="cq-train"),
+        flavor="a100-80gb-3g",
+        resource="nvidia.com/mig-3g.40gb",
+        requested="40",
+        reason="A deadline for the 70B run.",
+    )
+    approve_quota_change(
+        request_id=request.pk, approver=User.objects.get(username="approver"), comment="fine"
+    )
+    assert readable(last("quota_change.requested")) == ["quota: 24 → 40"]
+    assert readable(last("quota_change.approved")) == ["quota: 24 → 40", "comment: fine"]
+    # the desired state it changed, recorded by the ClusterQueue's own save
+    saved = last("cluster_queue.saved")
+    assert readable(saved) == ["a100-80gb-3g / nvidia.com/mig-3g.40gb / nominalQuota: 24 → 40"]
+    assert event_label(saved.event) == "ClusterQueue saved"
