@@ -18,9 +18,10 @@ from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
 from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
+from portal.selectors import pod_names_for
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
-from tenants.selectors import list_teams_for_user, pod_names_for
+from tenants.selectors import list_teams_for_user
 
 
 class StepSerializer(serializers.ModelSerializer[MigChangeStep]):

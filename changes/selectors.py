@@ -17,8 +17,9 @@ from changes.approval import (
     quota_request_actions,
 )
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from portal.names import PodNames
 from portal.permissions import sees_every_team
-from tenants.selectors import PodNames, pod_names_for
+from portal.selectors import pod_names_for
 
 R = TypeVar("R", bound=Model)
 

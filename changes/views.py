@@ -23,7 +23,7 @@ from fleet.models import NodePool
 from portal.errors import DomainError, user_message
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin
-from tenants.selectors import pod_names_for
+from portal.selectors import pod_names_for
 
 LIST_PAGE_SIZE = 50
 

@@ -27,10 +27,11 @@ from health.selectors import attach_health
 from overview import selectors
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.selectors import pod_names_for
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
 from tenants.models import PriorityClass, Team
-from tenants.selectors import list_teams_for_user, pod_names_for
+from tenants.selectors import list_teams_for_user
 
 NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
 MAX_NODES = 2000

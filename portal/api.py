@@ -19,8 +19,9 @@ from portal.audit_text import audit_changes, event_label
 from portal.errors import DomainError
 from portal.filters import AuditEventFilter
 from portal.models import ApiToken, AuditEvent
+from portal.names import PodNames
 from portal.permissions import user_id
-from portal.selectors import audit_events_for_user
+from portal.selectors import audit_events_for_user, pod_names_for
 from portal.tokens import create_token, revoke_token
 
 
@@ -145,10 +146,29 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
         return event_label(event.event)
 
     def get_changes(self, event: AuditEvent) -> list[dict[str, str]]:
+        names = self._names()
         return [
             {"field": c.field, "kind": c.kind, "old": c.old, "new": c.new, "text": c.text}
-            for c in audit_changes(event.event, event.old, event.new)
+            for c in audit_changes(
+                event.event, names.redact_value(event.old), names.redact_value(event.new)
+            )
         ]
+
+    def to_representation(self, instance: AuditEvent) -> dict[str, Any]:
+        """Other teams' pods counted, never named (as on the Audit page)."""
+        data: dict[str, Any] = super().to_representation(instance)
+        names = self._names()
+        data["old"], data["new"] = names.redact_value(data["old"]), names.redact_value(data["new"])
+        return data
+
+    def _names(self) -> PodNames:
+        context: dict[str, Any] = self.context  # type: ignore[assignment]
+        if "pod_names" not in context:  # once per response, shared by its rows
+            request = context.get("request")
+            context["pod_names"] = (
+                pod_names_for(request.user) if request is not None else PodNames(True, frozenset())
+            )
+        return context["pod_names"]  # type: ignore[no-any-return]
 
 
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet[AuditEvent]):

@@ -12,6 +12,7 @@ from django.urls import NoReverseMatch, reverse
 
 from portal.audit_text import Change, audit_changes, changes_text, event_label, target_link
 from portal.models import AuditEvent
+from portal.names import PodNames
 
 CSV_COLUMNS = (
     "time",
@@ -52,11 +53,14 @@ class AuditRow:
         return self.changes[SHOWN_CHANGES:]
 
 
-def audit_row(event: AuditEvent) -> AuditRow:
+def audit_row(event: AuditEvent, names: PodNames) -> AuditRow:
+    """The row as ``names`` lets its reader see it: other teams' pods counted, not named."""
     return AuditRow(
         event=event,
         label=event_label(event.event),
-        changes=audit_changes(event.event, event.old, event.new),
+        changes=audit_changes(
+            event.event, names.redact_value(event.old), names.redact_value(event.new)
+        ),
         target_url=target_url(event),
     )
 
@@ -73,9 +77,10 @@ def target_url(event: AuditEvent) -> str:
     return f"{url}#{link.fragment}" if link.fragment else url
 
 
-def csv_record(event: AuditEvent) -> list[str]:
+def csv_record(event: AuditEvent, names: PodNames) -> list[str]:
     """The event's cells in :data:`CSV_COLUMNS` order: the readable changes for people, the
-    recorded old/new JSON for machines."""
+    recorded old/new JSON for machines (other teams' pods counted, not named)."""
+    old, new = names.redact_value(event.old), names.redact_value(event.new)
     cells = [
         event.time.isoformat(),
         event.actor_name or "system",
@@ -87,20 +92,20 @@ def csv_record(event: AuditEvent) -> list[str]:
         event.team.slug if event.team is not None else "",
         event.source,
         event.request_id,
-        changes_text(audit_changes(event.event, event.old, event.new)),
-        _json(event.old),
-        _json(event.new),
+        changes_text(audit_changes(event.event, old, new)),
+        _json(old),
+        _json(new),
     ]
     return [_safe_cell(cell) for cell in cells]
 
 
-def csv_lines(events: Iterable[AuditEvent]) -> Iterator[str]:
+def csv_lines(events: Iterable[AuditEvent], names: PodNames) -> Iterator[str]:
     """The header, then one CSV line per event, produced as the events are read."""
     buffer = _LineBuffer()
     writer = csv.writer(buffer)
     yield writer.writerow(CSV_COLUMNS)
     for event in events:
-        yield writer.writerow(csv_record(event))
+        yield writer.writerow(csv_record(event, names))
 
 
 class _LineBuffer:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
@@ -80,3 +82,40 @@ def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> 
     """Whether ``labels`` carry every ``key: value`` of an equality selector (matchLabels,
     a ResourceFlavor's nodeLabels, a node pool's selector); an empty selector matches all."""
     return all(labels.get(key) == value for key, value in selector.items())
+
+
+POD_REF = re.compile(r"(?<![\w./-])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9][-.a-z0-9]*)")
+
+
+@dataclass(frozen=True)
+class PodNames:
+    """Whose pods a user may see by name: their own teams' (every team's for approvers and
+    platform admins). Others' pods are counted, never named: the one rule of every page and
+    of the API (node pages, impact assessments, execution steps)."""
+
+    everyone: bool
+    namespaces: frozenset[str]
+
+    def named(self, namespace: str) -> bool:
+        return self.everyone or namespace in self.namespaces
+
+    def redact(self, text: str) -> str:
+        """``text`` with every ``namespace/pod`` the user may not name said as "a pod in
+        namespace"."""
+        if self.everyone or "/" not in text:
+            return text
+        return POD_REF.sub(
+            lambda m: m.group(0) if self.named(m.group(1)) else f"a pod in {m.group(1)}", text
+        )
+
+    def redact_value(self, value: Any) -> Any:
+        """:meth:`redact` on every string inside a JSON value (an audit row's old/new)."""
+        if self.everyone:
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self.redact_value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.redact_value(v) for k, v in value.items()}
+        return value

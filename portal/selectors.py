@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from portal.models import AuditEvent
+from portal.names import PodNames
 from portal.permissions import is_platform_admin, sees_every_team
 
 User = AbstractBaseUser | AnonymousUser
@@ -34,3 +35,18 @@ def audit_teams_for_user(user: User) -> QuerySet[Any]:
     if not is_platform_admin(user):
         teams = teams.filter(memberships__user_id=user.pk)
     return teams  # type: ignore[no-any-return]
+
+
+def pod_names_for(user: User) -> PodNames:
+    """Whose pods ``user`` may see by name (see :class:`portal.names.PodNames`): the
+    namespaces of their teams, reached through the audit event's team relation (the ground
+    floor does not import the tenants app)."""
+    if sees_every_team(user):
+        return PodNames(True, frozenset())
+    if not user.is_authenticated:
+        return PodNames(False, frozenset())
+    team_model: Any = AuditEvent._meta.get_field("team").related_model
+    names = team_model.objects.filter(memberships__user_id=user.pk).values_list(
+        "namespaces__name", flat=True
+    )
+    return PodNames(False, frozenset(name for name in names if name))

@@ -27,7 +27,7 @@ from portal.health import readiness
 from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
 from portal.permissions import sees_every_team, user_id
-from portal.selectors import audit_events_for_user, audit_teams_for_user
+from portal.selectors import audit_events_for_user, audit_teams_for_user, pod_names_for
 from portal.tokens import create_token, revoke_token
 
 
@@ -142,6 +142,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     """The audit log, filtered by team, event, actor, source and day; newest first. Each row
     says what changed field by field and links to its object."""
     events, filters, errors = _audit_events(request)
+    names = pod_names_for(request.user)
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     query = urlencode({k: v for k, v in filters.items() if v})
     return render(
@@ -149,7 +150,7 @@ def audit(request: HttpRequest) -> HttpResponse:
         "portal/audit.html",
         {
             "page": page,
-            "rows": [audit_row(event) for event in page.object_list],
+            "rows": [audit_row(event, names) for event in page.object_list],
             "filters": filters,
             "errors": errors,
             "query": query,
@@ -171,7 +172,7 @@ def audit_csv(request: HttpRequest) -> HttpResponseBase:
             content_type="text/plain; charset=utf-8",
         )
     response = StreamingHttpResponse(
-        csv_lines(events.iterator(chunk_size=AUDIT_CSV_CHUNK)),
+        csv_lines(events.iterator(chunk_size=AUDIT_CSV_CHUNK), pod_names_for(request.user)),
         content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = (

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, QuerySet
 
-from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.permissions import is_platform_admin, user_id
 from tenants.models import Namespace, Team
 
 
@@ -43,34 +40,3 @@ def member_namespaces(user: AbstractBaseUser | AnonymousUser) -> set[str]:
             "name", flat=True
         )
     )
-
-
-POD_REF = re.compile(r"(?<![\w./-])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9][-.a-z0-9]*)")
-
-
-@dataclass(frozen=True)
-class PodNames:
-    """Whose pods a user may see by name: their own teams' (every team's for approvers and
-    platform admins). Others' pods are counted, never named: the one rule of every page and
-    of the API (node pages, impact assessments, execution steps)."""
-
-    everyone: bool
-    namespaces: frozenset[str]
-
-    def named(self, namespace: str) -> bool:
-        return self.everyone or namespace in self.namespaces
-
-    def redact(self, text: str) -> str:
-        """``text`` with every ``namespace/pod`` the user may not name said as "a pod in
-        namespace"."""
-        if self.everyone or "/" not in text:
-            return text
-        return POD_REF.sub(
-            lambda m: m.group(0) if self.named(m.group(1)) else f"a pod in {m.group(1)}", text
-        )
-
-
-def pod_names_for(user: AbstractBaseUser | AnonymousUser) -> PodNames:
-    if sees_every_team(user):
-        return PodNames(True, frozenset())
-    return PodNames(False, frozenset(member_namespaces(user)))

@@ -77,7 +77,7 @@ def test_every_event_the_code_records_has_a_human_label() -> None:
     ("event", "label"),
     [
         ("quota_change.approved", "Quota request approved"),
-        ("mig_change.reassessed", "MIG change reassessed"),
+        ("mig_change.reassessed", "MIG change re-assessed at the decision (approval refused)"),
         ("mig_change.abort_requested", "Abort of a MIG change requested"),
         ("quota_change.reassessed", "Quota request reassessed (the quota changed)"),
         # the admin's events are named by the model

@@ -196,3 +196,26 @@ def test_the_page_and_the_csv_query_the_same_whatever_the_rows(
     add_rows(600)  # more than a page and more than one chunk of the CSV
     assert queries(user, url, "pods: 599 → 600") == small
     assert small <= 10, small
+
+
+def test_other_teams_pods_are_counted_not_named_in_the_audit(demo: None) -> None:
+    record_audit(
+        actor=None,
+        event="mig_change.step.done",
+        source="task",
+        team=Team.objects.get(slug="team-a"),
+        new={
+            "node": "gpu-a100-03",
+            "step": "evict",
+            "message": "evicted team-b/dev-test-1g, team-a/own-pod; no GPU pods left",
+            "evicted": ["team-a/own-pod", "team-b/dev-test-1g"],
+        },
+    )
+    lead = client_for("lead-a")
+    page = audit_table(lead.get("/audit/").content.decode())
+    assert "dev-test-1g" not in page and "a pod in team-b" in page
+    assert "team-a/own-pod" in page  # the reader's own team's pod keeps its name
+    assert all("dev-test-1g" not in str(row) for row in csv_rows(lead))
+    api = lead.get("/api/v1/audit/").content.decode()
+    assert "dev-test-1g" not in api and "a pod in team-b" in api
+    assert "team-b/dev-test-1g" in client_for("approver").get("/audit/").content.decode()
