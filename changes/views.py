@@ -17,7 +17,7 @@ from changes import mig, quota, selectors
 from changes.approval import may_preview, may_request, teams_user_may_request_for
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
-from changes.models import QuotaChangeRequest
+from changes.models import MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedNode
 from fleet.models import NodePool
 from portal.errors import DomainError, user_message
@@ -134,6 +134,8 @@ def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "actions": actions,
         **selectors.change_for(request.user, change, list(change.steps.all())),
     }
+    if actions.decide:
+        context["confirm_reasons"] = needs_confirmation(change)
     if request.htmx and request.GET.get("part") == "timeline":
         response = render(request, "changes/change_detail.html#timeline", context)
         if change.is_terminal:
@@ -144,6 +146,21 @@ def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             return stop
         return _vary(response)
     return _vary(render(request, "changes/change_detail.html", context))
+
+
+def needs_confirmation(change: MigChangeRequest) -> list[str]:
+    """Why approving ``change`` on its page asks for a tick first (nothing when it does not):
+    a drain, or a change whose verdict breaks quota."""
+    assessment = change.assessment or {}
+    if change.is_drain:
+        return [
+            "A drain evicts the node's GPU pods and takes its GPUs out of the fleet until an "
+            "admin returns it to service.",
+            *assessment.get("reasons", []),
+        ]
+    if assessment.get("verdict") == "breaks_quota":
+        return list(assessment.get("reasons", []))
+    return []
 
 
 MIG_ACTIONS = {
@@ -163,6 +180,16 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
     selectors.get_mig_change_for_user(request.user, pk)  # 404 across teams
     comment = request.POST.get("comment", "")
     try:
+        if action == "approve" and request.POST.get("confirm") != "yes":
+            reasons = needs_confirmation(selectors.get_mig_change_for_user(request.user, pk))
+            if reasons:
+                raise DomainError(
+                    "Not approved: tick “I have read why” to approve a change that "
+                    + ("drains a node" if "drain" in reasons[0] else "breaks quota")
+                    + ". "
+                    + reasons[0],
+                    code="confirmation_needed",
+                )
         if action == "approve":
             mig.approve_mig_change(
                 request_id=pk,

@@ -112,6 +112,11 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     page.goto(f"{base}/changes/{change.pk}/")
     expect(page.locator("#assessment")).to_be_visible()
     page.get_by_label("Comment").fill("ok, team-b agreed")
+    page.get_by_role("button", name="Approve").click()  # it breaks quota: a tick first
+    expect(page.locator(".messages")).to_contain_text("tick “I have read why”")
+    assert MigChangeRequest.objects.get().state == "pending"
+    expect(page.locator("#confirm-box")).to_contain_text("Queues promise 16 mig-1g.10gb")
+    page.get_by_label("I have read why, and approve it anyway").check()
     page.get_by_role("button", name="Approve").click()
 
     # The timeline updates itself until the change succeeded on the demo cluster.

@@ -118,7 +118,15 @@ def test_an_approver_decides_on_the_request_page(client: Client, observed: None)
     login(client, "approver")
     assert f"#{change.pk}" in client.get("/changes/").content.decode()  # in the inbox
     assert "Approve" in client.get(f"/changes/{change.pk}/").content.decode()
-    client.post(f"/changes/{change.pk}/approve/", {"comment": "ok"})
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert change.verdict == "breaks_quota" and "I have read why" in page
+    refused = client.post(f"/changes/{change.pk}/approve/", {"comment": "ok"}, follow=True)
+    assert "tick “I have read why” to approve a change that breaks quota" in (
+        refused.content.decode()
+    )
+    change.refresh_from_db()
+    assert change.state == "pending"
+    client.post(f"/changes/{change.pk}/approve/", {"comment": "ok", "confirm": "yes"})
     change.refresh_from_db()
     assert change.state == "approved"
     assert (
@@ -151,7 +159,9 @@ def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, obse
         gpu_requests={"nvidia.com/mig-1g.10gb": 1},
     )
     answer = client.post(
-        f"/changes/{change.pk}/approve/", {"comment": "ok", "fingerprint": seen}, follow=True
+        f"/changes/{change.pk}/approve/",
+        {"comment": "ok", "fingerprint": seen, "confirm": "yes"},
+        follow=True,
     ).content.decode()
     assert "2 GPU pods would be evicted (was 1)" in answer
     assert "read it and decide again" in answer
