@@ -7,7 +7,9 @@ class ChangesConfig(AppConfig):
 
     def ready(self) -> None:
         # lazy: models import only once the app registry is ready.
-        from changes import metrics
+        from changes import facts, metrics
+        from portal import capacity
         from portal import metrics as portal_metrics
 
         portal_metrics.register(metrics.change_gauges)
+        capacity.provide(facts.capacity_for)

@@ -4,11 +4,23 @@ configs, and the nodes that open requests already hold: a fixed number of querie
 
 from __future__ import annotations
 
-from changes.impact import Fleet, NamespaceQuota, NodeFacts, PodFacts, PoolFacts, QueueQuota
+from collections.abc import Iterable
+
+from changes.impact import (
+    Fleet,
+    NamespaceQuota,
+    NodeFacts,
+    PodFacts,
+    PoolFacts,
+    QueueQuota,
+    ceiling,
+    flavor_capacity,
+)
 from changes.models import OPEN_STATES, MigChangeRequest
 from cluster.models import ObservedNode, ObservedPod
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
+from portal.capacity import FleetCapacity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem
 
@@ -80,3 +92,14 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
 def custom_configs() -> CustomConfigs:
     """The custom MIG configs: name -> (GPU model, devices per GPU)."""
     return {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
+
+
+def capacity_for(resources: Iterable[str]) -> FleetCapacity:
+    """What the observed fleet offers behind each flavor now, and the most it could ever
+    offer of each of ``resources`` (the portal's capacity hook)."""
+    fleet = fleet_facts()
+    live = [n for n in fleet.nodes if not n.gone]
+    return FleetCapacity(
+        behind=dict(flavor_capacity(fleet.flavors, live)),
+        ceiling={r: ceiling(fleet, r) for r in resources},
+    )

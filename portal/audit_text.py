@@ -21,6 +21,7 @@ EVENT_LABELS: dict[str, str] = {
     # reviewed MIG changes and drains (changes/mig.py, changes/executor.py)
     "mig_change.requested": "MIG change requested",
     "mig_change.approved": "MIG change approved",
+    "cluster_queue.override": "ClusterQueue promised beyond the fleet (override)",
     "mig_change.reassessed": "MIG change re-assessed at the decision (approval refused)",
     "mig_change.rejected": "MIG change rejected",
     "mig_change.cancelled": "MIG change cancelled",

@@ -487,3 +487,45 @@ def group_totals(groups: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], F
         (flavor, quota["name"]): _quantity(quota["nominalQuota"])
         for _, flavor, quota in quota_entries(groups)
     }
+
+
+@dataclass(frozen=True)
+class Promise:
+    """One GPU nominal quota of an edited ClusterQueue next to the fleet behind its flavor."""
+
+    offered: int | None  # what the flavor's nodes offer now (None: unknown)
+    promised: int  # what every queue would promise on (flavor, resource) with the edit
+    raised: bool  # the edit raises this queue's quota
+    ceiling: int | None  # the most the fleet could ever offer of the resource
+
+    @property
+    def unbacked(self) -> bool:
+        """A raise that leaves the queues promising more than the flavor offers."""
+        return self.raised and self.offered is not None and self.promised > self.offered
+
+    @property
+    def beyond_ceiling(self) -> bool:
+        return self.raised and self.ceiling is not None and self.promised > self.ceiling
+
+
+def promises(
+    old: dict[tuple[str, str], Any],
+    new: dict[tuple[str, str], Any],
+    others: dict[tuple[str, str], Any],
+    behind: dict[tuple[str, str], int] | None,
+    ceiling: dict[str, int] | None,
+) -> dict[tuple[str, str], Promise]:
+    """Per GPU (flavor, resource) of an edited queue: what it and the other queues would
+    promise against what the fleet offers behind the flavor, and could ever offer."""
+    out = {}
+    for key, amount in new.items():
+        resource = key[1]
+        if not resource.startswith("nvidia.com/"):
+            continue
+        out[key] = Promise(
+            offered=None if behind is None else behind.get(key, 0),
+            promised=int(others.get(key, 0) + amount),
+            raised=amount > old.get(key, 0),
+            ceiling=None if ceiling is None else ceiling.get(resource),
+        )
+    return out

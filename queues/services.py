@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from portal.audit import record_audit
 from portal.services import Actor, require_platform_admin, save_validated
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
@@ -24,10 +25,28 @@ def save_cohort(*, actor: Actor, cohort: Cohort, source: str) -> Cohort:
 
 
 @transaction.atomic
-def save_cluster_queue(*, actor: Actor, cluster_queue: ClusterQueue, source: str) -> ClusterQueue:
+def save_cluster_queue(
+    *, actor: Actor, cluster_queue: ClusterQueue, source: str, override_reason: str = ""
+) -> ClusterQueue:
+    """Save a ClusterQueue; ``override_reason``: why a platform admin promises more than the
+    fleet could ever offer (recorded with the save)."""
     require_platform_admin(actor)
     save_validated(cluster_queue, actor=actor, source=source, event="cluster_queue.saved")
+    if override_reason:
+        record_audit(
+            actor=actor,
+            event="cluster_queue.override",
+            source=source,
+            target=cluster_queue,
+            new={"reason": override_reason, "quota": _quota_text(cluster_queue)},
+        )
     return cluster_queue
+
+
+def _quota_text(cq: ClusterQueue) -> dict[str, str]:
+    return {
+        f"{flavor} {resource}": str(amount) for (flavor, resource), amount in cq.quota().items()
+    }
 
 
 @transaction.atomic

@@ -4,8 +4,10 @@ shown (a change in between asks for a second look)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -16,15 +18,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from portal.capacity import fleet_capacity
 from portal.permissions import is_platform_admin
+from portal.quantity import QuantityError, canonical_quantity, whole_count
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
-from queues.rules import quota_entries, quota_key
+from queues.rules import promises, quota_entries, quota_key
 from queues.selectors import quota_rows
 from queues.services import save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
 from tenants.services import save_priority_class
+
+GPU_PREFIX = "nvidia.com/"
 
 
 def _require_admin(request: HttpRequest) -> None:
@@ -32,16 +38,28 @@ def _require_admin(request: HttpRequest) -> None:
         raise PermissionDenied("Only platform admins edit queues and priority classes.")
 
 
+def _spelled(resource: str, text: str) -> str:
+    """A quantity in the one spelling it is stored and shown in (device counts as plain
+    integers: ``1e3`` GPUs is ``1000``); as typed when it is no quantity (the model's
+    validation says why)."""
+    try:
+        if resource.startswith(GPU_PREFIX):
+            return whole_count(text)
+        return canonical_quantity(text)
+    except QuantityError:
+        return text
+
+
 def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
     """A copy of ``cq`` with the form's quotas (nothing saved)."""
     edited = copy.deepcopy(cq)
     groups = copy.deepcopy(cq.resource_groups or [])
     for key, _, quota in quota_entries(groups):
-        quota["nominalQuota"] = data.get(f"{key}_nominal", "").strip()
+        quota["nominalQuota"] = _spelled(quota["name"], data.get(f"{key}_nominal", "").strip())
         for form_name, field in (("borrowing", "borrowingLimit"), ("lending", "lendingLimit")):
             value = data.get(f"{key}_{form_name}", "").strip()
             if value:
-                quota[field] = value
+                quota[field] = _spelled(quota["name"], value)
             else:
                 quota.pop(field, None)
     edited.resource_groups = groups
@@ -105,6 +123,7 @@ def _preview_or_save(
     save: Callable[[], Any],
     saved: str,
     inputs: dict[str, str],
+    refuse: Callable[[], list[str]] | None = None,
 ) -> HttpResponse:
     """Validate the edited object (field errors, 422), show its YAML diff, and save only what
     was shown: the hashes of the diff the admin saw must still match (409 otherwise)."""
@@ -126,6 +145,10 @@ def _preview_or_save(
     if seen != (context["before_hash"], context["after_hash"]):
         context["stale"] = True
         return render(request, template, context, status=409)
+    problems = refuse() if refuse else []
+    if problems:
+        context["general_errors"] = problems
+        return render(request, template, context, status=422)
     save()
     messages.success(request, saved)
     if getattr(request, "htmx", False):  # a full page change, not a swap into the form
@@ -144,26 +167,75 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         "diff": None,
         "stop_policies": list(StopPolicy.values),
     }
-    if request.method == "POST":
-        edited = _edited_cluster_queue(cq, request.POST)
-        context["rows"] = quota_rows(edited, {})
-        context["weight"] = edited.fair_sharing_weight
-        context["stop_policy"] = edited.stop_policy
-        return _preview_or_save(
-            request,
-            context,
-            "queues/cluster_queue_edit.html",
-            edited,
-            before=lambda: preview.cluster_queue_manifest(cq),
-            after=lambda: preview.cluster_queue_manifest(edited),
-            save=lambda: save_cluster_queue(actor=request.user, cluster_queue=edited, source="web"),
-            saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
-            inputs=CLUSTER_QUEUE_INPUTS,
+    if request.method != "POST":
+        context.update(weight=cq.fair_sharing_weight, stop_policy=cq.stop_policy)
+        _with_capacity(context, cq, cq)
+        return render(request, "queues/cluster_queue_edit.html", context)
+    edited = _edited_cluster_queue(cq, request.POST)
+    context.update(
+        rows=quota_rows(edited, {}),
+        weight=edited.fair_sharing_weight,
+        stop_policy=edited.stop_policy,
+        override_reason=request.POST.get("override_reason", "").strip(),
+    )
+    with contextlib.suppress(ValidationError):  # no quantity: its field error says so
+        _with_capacity(context, cq, edited)
+    return _preview_or_save(
+        request,
+        context,
+        "queues/cluster_queue_edit.html",
+        edited,
+        before=lambda: preview.cluster_queue_manifest(cq),
+        after=lambda: preview.cluster_queue_manifest(edited),
+        save=lambda: save_cluster_queue(
+            actor=request.user,
+            cluster_queue=edited,
+            source="web",
+            override_reason=context["override_reason"] if context["beyond"] else "",
+        ),
+        saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
+        inputs=CLUSTER_QUEUE_INPUTS,
+        refuse=lambda: _refused_promise(request, context),
+    )
+
+
+def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQueue) -> None:
+    """Each GPU row with the fleet behind its flavor: what it offers, what all queues would
+    promise with this edit, and whether the edit promises more than exists (or could)."""
+    others: dict[tuple[str, str], Any] = defaultdict(int)
+    for other in ClusterQueue.objects.exclude(pk=cq.pk):
+        for key, amount in other.quota().items():
+            others[key] += amount
+    new = edited.quota()
+    capacity = fleet_capacity({resource for _, resource in new})
+    shown = promises(
+        cq.quota(),
+        new,
+        others,
+        capacity.behind if capacity.known else None,
+        capacity.ceiling if capacity.known else None,
+    )
+    for row in context["rows"]:
+        row["promise"] = shown.get((row["flavor"], row["resource"]))
+    context["unbacked"] = [r for r in context["rows"] if r["promise"] and r["promise"].unbacked]
+    context["beyond"] = [r for r in context["rows"] if r["promise"] and r["promise"].beyond_ceiling]
+
+
+def _refused_promise(request: HttpRequest, context: dict[str, Any]) -> list[str]:
+    """Why a save is refused although its values are valid: more than the fleet offers
+    needs a tick, more than it could ever offer a reason as well."""
+    problems = []
+    if context.get("beyond") and not context["override_reason"]:
+        problems.append(
+            "These quotas promise more than the fleet could ever offer, in any MIG layout: "
+            "say why in “Reason to promise beyond the fleet”, or lower them."
         )
-    else:
-        context["weight"] = cq.fair_sharing_weight
-        context["stop_policy"] = cq.stop_policy
-    return render(request, "queues/cluster_queue_edit.html", context)
+    if context.get("unbacked") and request.POST.get("confirm_unbacked") != "yes":
+        problems.append(
+            "Queues would promise more than the fleet offers behind these flavors: tick "
+            "“Promise more than exists” to save anyway."
+        )
+    return problems
 
 
 @login_required

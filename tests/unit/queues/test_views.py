@@ -10,6 +10,7 @@ from django.test import Client
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import PriorityClass
+from tests.factories import demo_fleet_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -46,11 +47,13 @@ def test_the_overview_shows_queues_by_cohort_and_only_my_teams_local_queues(
 
 
 def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -> None:
+    demo_fleet_nodes()
     login(client, "admin")
     cq = ClusterQueue.objects.get(name="cq-train")
     url = "/queues/cluster-queues/cq-train/edit/"
-    assert client.get(url).status_code == 200
-    data = form_of(cq, g0f0r0_nominal="14")
+    page = client.get(url).content.decode()
+    assert "offers 16 behind h100-80gb; queues would promise 16" in page
+    data = form_of(cq, g0f0r0_nominal="1.4e1", confirm_unbacked="yes")  # stored as 14
     preview = client.post(url, {**data, "action": "preview"})
     body = preview.content.decode()
     assert preview.status_code == 200
@@ -161,7 +164,7 @@ def test_saving_from_the_htmx_form_moves_the_whole_page(client: Client, demo: No
     login(client, "admin")
     cq = ClusterQueue.objects.get(name="cq-train")
     url = "/queues/cluster-queues/cq-train/edit/"
-    data = form_of(cq, g0f0r0_nominal="13")
+    data = form_of(cq, g0f0r0_nominal="10")
     body = client.post(
         url, {**data, "action": "preview"}, headers={"HX-Request": "true"}
     ).content.decode()
@@ -171,3 +174,56 @@ def test_saving_from_the_htmx_form_moves_the_whole_page(client: Client, demo: No
     saved = client.post(url, {**data, **hashes, "action": "save"}, headers={"HX-Request": "true"})
     assert (saved.status_code, saved["HX-Redirect"]) == (204, "/queues/")
     assert "ClusterQueue cq-train saved" in client.get("/queues/").content.decode()
+
+
+def previewed(client: Client, url: str, data: dict[str, str]) -> dict[str, str]:
+    """The form as posted for a save after its preview (with the hashes of the diff)."""
+    body = client.post(url, {**data, "action": "preview"}).content.decode()
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    return {**data, **hashes, "action": "save"}
+
+
+def test_promising_more_than_the_fleet_offers_asks_for_a_tick(client: Client, demo: None) -> None:
+    demo_fleet_nodes()
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    data = previewed(client, url, form_of(cq, g0f0r0_nominal="20"))
+    refused = client.post(url, data)
+    body = refused.content.decode()
+    assert refused.status_code == 422
+    assert "offers 16 behind h100-80gb; queues would promise 24" in body
+    assert "tick “Promise more than exists” to save anyway" in body
+    assert cq.quota() == ClusterQueue.objects.get(name="cq-train").quota()
+    saved = client.post(url, {**data, "confirm_unbacked": "yes"})
+    assert saved.status_code == 302
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 20
+
+
+def test_beyond_what_the_fleet_could_ever_offer_needs_a_reason(client: Client, demo: None) -> None:
+    demo_fleet_nodes()  # 40 GPUs in all: 24 A100 and 16 H100
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    data = previewed(client, url, {**form_of(cq, g0f0r0_nominal="1k"), "confirm_unbacked": "yes"})
+    refused = client.post(url, data).content.decode()
+    assert "more than the fleet could ever offer (40 in its best layout)" in refused
+    assert "say why in “Reason to promise beyond the fleet”" in refused
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
+    saved = client.post(url, {**data, "override_reason": "capacity arrives next week"})
+    assert saved.status_code == 302
+    cq.refresh_from_db()
+    assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "1000"  # one spelling
+    override = AuditEvent.objects.get(event="cluster_queue.override")
+    assert override.new["reason"] == "capacity arrives next week"
+
+
+def test_lowering_a_quota_is_never_held_up(client: Client, demo: None) -> None:
+    login(client, "admin")  # no fleet observed at all: every promise is unbacked
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    assert client.post(
+        url, previewed(client, url, form_of(cq, g0f0r0_nominal="6"))
+    ).status_code == (302)

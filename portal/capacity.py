@@ -1,0 +1,36 @@
+"""What the fleet offers behind each ResourceFlavor, for pages that sit below the fleet's
+layer (the queue editor): the changes app provides it when Django starts
+(``changes/apps.py``). Nothing provided (a script without that app): nothing is known, and
+the pages say so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FleetCapacity:
+    """``behind``: (flavor, resource) -> what the nodes the flavor selects offer now;
+    ``ceiling``: resource -> the most the whole fleet could ever offer of it, in its best
+    MIG layout (a promise above it can never be backed)."""
+
+    behind: dict[tuple[str, str], int] = field(default_factory=dict)
+    ceiling: dict[str, int] = field(default_factory=dict)
+    known: bool = True
+
+
+Provider = Callable[[Iterable[str]], FleetCapacity]
+_provider: list[Provider] = []
+
+
+def provide(provider: Provider) -> None:
+    _provider[:] = [provider]
+
+
+def fleet_capacity(resources: Iterable[str]) -> FleetCapacity:
+    """The fleet's capacity for ``resources`` (GPU resources), or an unknown one."""
+    if not _provider:
+        return FleetCapacity(known=False)
+    return _provider[0](resources)
