@@ -12,6 +12,7 @@ from changes.facts import fleet_facts
 from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
 from gpus.catalog import valid_configs
+from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 
@@ -28,6 +29,7 @@ class MigChangeForm(forms.Form):
         label="Not before (optional)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="Leave empty to run as soon as it is approved.",
+        validators=[validate_not_past],
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -96,6 +98,7 @@ class QuotaRequestForm(forms.Form):
         label="Until (optional)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="A time-limited grant reverts by itself.",
+        validators=[validate_not_past],
     )
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     override_reason = forms.CharField(

@@ -99,6 +99,42 @@ def test_asking_creates_a_pending_request_and_errors_show_per_field(
     assert change.state == "pending"
 
 
+def test_a_window_in_the_past_is_refused_next_to_its_field(client: Client, observed: None) -> None:
+    from tenants.models import Team
+
+    login(client, "lead-a")
+    for htmx in ({}, {"HX-Request": "true"}):
+        response = client.post(
+            "/changes/new/",
+            {
+                "team": Team.objects.get(slug="team-a").pk,
+                "nodes": ["gpu-a100-03"],
+                "target_config": "all-3g.40gb",
+                "reason": "back to training",
+                "window_start": "2001-02-03T04:05",
+            },
+            headers=htmx,
+        )
+        assert response.status_code == 200
+        page = response.content.decode()
+        field = page[page.index('id="field-window_start"') :]
+        field = field[: field.index("</div>")]
+        assert 'value="2001-02-03T04:05" aria-invalid="true"' in field
+        assert "2001-02-03 04:05 is in the past" in field
+    assert not MigChangeRequest.objects.exists()
+
+
+def test_a_grant_ending_in_the_past_is_refused_with_the_other_errors(
+    client: Client, observed: None
+) -> None:
+    login(client, "lead-a")
+    response = client.post("/quota/new/", {"requested": "", "grant_until": "2001-02-03T04:05"})
+    page = response.content.decode()
+    assert "2001-02-03 04:05 is in the past" in page
+    assert 'name="grant_until" value="2001-02-03T04:05" aria-invalid="true"' in page
+    assert '<div id="id_grant_until_error"><p class="error" role="alert">2001-02-03' in page
+
+
 def test_an_approver_decides_on_the_request_page(client: Client, observed: None) -> None:
     from changes.mig import request_mig_change
     from tenants.models import Team
