@@ -51,12 +51,23 @@ class MigChangeForm(forms.Form):
             chosen = list(self.initial.get("nodes") or [])
         by_name = {n.name: n for n in gpu_nodes}
         picked = [by_name[n] for n in chosen if n in by_name]
-        if picked:
+        models = sorted({node.model for node in picked})
+        if len(models) > 1:
+            configs = []
+            hint = (
+                f"These nodes have {len(models)} GPU models ("
+                + "; ".join(
+                    f"{model}: {', '.join(n.name for n in picked if n.model == model)}"
+                    for model in models
+                )
+                + "): choose nodes of one model, as each model takes its own configs."
+            )
+        elif picked:
             offered = set(_valid(picked[0], self.fleet))
             for node in picked[1:]:
                 offered &= set(_valid(node, self.fleet))
             configs = sorted(offered)
-            hint = f"Configs valid for {picked[0].model}."
+            hint = f"Configs valid for {models[0]}."
         else:
             configs = []
             hint = "Choose nodes first: only configs their GPU model can take are offered."

@@ -310,6 +310,9 @@ def assess(
                 "nothing) until another config creates instances.",
             )
     verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
+    if verdict == "blocked":  # what it would evict or let run is a note: it cannot run as asked
+        notes[:0] = [r for r in reasons if r not in chosen.blocked]
+        reasons = list(chosen.blocked)
     changed = sorted(set(before) | set(after))
     return Assessment(
         verdict=verdict,

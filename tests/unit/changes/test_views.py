@@ -72,6 +72,65 @@ def test_the_form_offers_only_configs_for_the_chosen_nodes(client: Client, obser
     assert "Impact:" in fragment
 
 
+def test_the_form_opened_with_nodes_and_a_config_shows_the_impact_at_once(
+    client: Client, observed: None
+) -> None:
+    login(client, "lead-a")
+    page = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content
+    assert b"Impact:" in page and b"team-b/dev-test-1g" in page
+    assert b'<option value="all-3g.40gb" selected>' in page
+    for partial in (
+        "?nodes=gpu-a100-03",
+        "?target_config=all-3g.40gb",
+        "?nodes=nope&target_config=x",
+    ):
+        assert b"Impact:" not in client.get(f"/changes/new/{partial}").content, partial
+
+
+def test_nodes_of_two_gpu_models_are_told_to_choose_one_and_evictions_stay_notes(
+    client: Client, observed: None
+) -> None:
+    now = timezone.now()
+    ObservedNodeFactory(
+        name="gpu-h100-01",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpu_count=8,
+        mig_config="all-disabled",
+        mig_config_state="success",
+        allocatable={"nvidia.com/gpu": "8"},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
+    login(client, "lead-a")
+    fragment = client.post(
+        "/changes/preview/",
+        {"nodes": ["gpu-a100-03", "gpu-h100-01"], "target_config": "all-3g.40gb"},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert (
+        "These nodes have 2 GPU models (A100-80GB: gpu-a100-03; H100-80GB: gpu-h100-01): "
+        "choose nodes of one model, as each model takes its own configs." in fragment
+    )
+    assert "Configs valid for" not in fragment
+    assert "<li>The nodes have different GPU models; request one change per model.</li>" in fragment
+    assert '<li class="muted">1 GPU pod of team-b must be evicted first' in fragment
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {
+            "team": "team-a",
+            "nodes": ["gpu-a100-03", "gpu-h100-01"],
+            "target_config": "all-3g.40gb",
+            "reason": "x",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "nodes": ["The nodes have different GPU models; request one change per model."]
+    }
+
+
 def test_asking_creates_a_pending_request_and_errors_show_per_field(
     client: Client, observed: None
 ) -> None:
