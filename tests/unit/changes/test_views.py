@@ -223,6 +223,28 @@ def test_an_approver_decides_on_the_request_page(client: Client, observed: None)
     )
 
 
+def test_a_window_next_year_is_shown_with_its_year(client: Client, observed: None) -> None:
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    window = timezone.localtime(timezone.now()).replace(month=3, day=4, hour=5, minute=6)
+    window = window.replace(year=window.year + 1)
+    change = request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+        window_start=window,
+    )
+    login(client, "lead-a")
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert f"not before Mar 4, {window.year}, 05:06" in page
+    created = timezone.localtime(change.created_at)
+    assert f"{created:%b} {created.day}, {created.year}, {created:%H:%M}" in page
+    assert f"{created.year}, {created:%H:%M}" in client.get("/changes/").content.decode()
+
+
 def test_requests_of_other_teams_are_404(client: Client, observed: None) -> None:
     from changes.mig import request_mig_change
     from tenants.models import Team
