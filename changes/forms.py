@@ -51,7 +51,7 @@ class MigChangeForm(forms.Form):
             chosen = list(self.initial.get("nodes") or [])
         by_name = {n.name: n for n in gpu_nodes}
         picked = [by_name[n] for n in chosen if n in by_name]
-        models = sorted({node.model for node in picked})
+        models = sorted({node.model or "" for node in picked})
         if len(models) > 1:
             configs = []
             hint = (

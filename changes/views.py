@@ -99,12 +99,13 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
                 return HttpResponseClientRedirect(f"/changes/{created.pk}/")
             return redirect("change-detail", pk=created.pk)
     context: dict[str, object] = {"form": form}
-    if request.method == "GET" and initial["nodes"] and initial["target_config"]:
+    config = request.GET.get("target_config", "")
+    if request.method == "GET" and initial["nodes"] and config:
         # Opened from a link naming both (the home page's fix): the impact at once.
         offered = {name for name, _ in form.fields["nodes"].choices}  # type: ignore[attr-defined]
         nodes = [name for name in initial["nodes"] if name in offered]
         if nodes:
-            context["assessment"] = mig.preview(nodes=nodes, config=initial["target_config"])
+            context["assessment"] = mig.preview(nodes=nodes, config=config)
     template = (
         "changes/change_form.html#change-form" if request.htmx else "changes/change_form.html"
     )
