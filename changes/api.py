@@ -19,6 +19,7 @@ from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
 from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
 from portal.selectors import pod_names_for
+from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 from tenants.selectors import list_teams_for_user
@@ -103,7 +104,9 @@ class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
     nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
     target_config = serializers.CharField(max_length=63)
     reason = serializers.CharField(allow_blank=True)
-    window_start = serializers.DateTimeField(required=False, allow_null=True)
+    window_start = serializers.DateTimeField(
+        required=False, allow_null=True, validators=[validate_not_past]
+    )
 
 
 class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
@@ -180,12 +183,10 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         data = PreviewSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(
-            selectors.assessment_for(
-                pod_names_for(request.user),
-                mig.preview(
-                    nodes=data.validated_data["nodes"],
-                    config=data.validated_data["target_config"],
-                ),
+            mig.preview(
+                viewer=request.user,
+                nodes=data.validated_data["nodes"],
+                config=data.validated_data["target_config"],
             )
         )
 

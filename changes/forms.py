@@ -12,6 +12,7 @@ from changes.facts import fleet_facts
 from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
 from gpus.catalog import valid_configs
+from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 
@@ -28,6 +29,7 @@ class MigChangeForm(forms.Form):
         label="Not before (optional)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="Leave empty to run as soon as it is approved.",
+        validators=[validate_not_past],
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -49,12 +51,23 @@ class MigChangeForm(forms.Form):
             chosen = list(self.initial.get("nodes") or [])
         by_name = {n.name: n for n in gpu_nodes}
         picked = [by_name[n] for n in chosen if n in by_name]
-        if picked:
+        models = sorted({node.model or "" for node in picked})
+        if len(models) > 1:
+            configs = []
+            hint = (
+                f"These nodes have {len(models)} GPU models ("
+                + "; ".join(
+                    f"{model}: {', '.join(n.name for n in picked if n.model == model)}"
+                    for model in models
+                )
+                + "): choose nodes of one model, as each model takes its own configs."
+            )
+        elif picked:
             offered = set(_valid(picked[0], self.fleet))
             for node in picked[1:]:
                 offered &= set(_valid(node, self.fleet))
             configs = sorted(offered)
-            hint = f"Configs valid for {picked[0].model}."
+            hint = f"Configs valid for {models[0]}."
         else:
             configs = []
             hint = "Choose nodes first: only configs their GPU model can take are offered."
@@ -96,6 +109,7 @@ class QuotaRequestForm(forms.Form):
         label="Until (optional)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         help_text="A time-limited grant reverts by itself.",
+        validators=[validate_not_past],
     )
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     override_reason = forms.CharField(

@@ -317,19 +317,11 @@ def assess(
                 "nothing) until another config creates instances.",
             )
     verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
+    if verdict == "blocked":  # what it would evict or let run is a note: it cannot run as asked
+        notes[:0] = [r for r in reasons if r not in chosen.blocked]
+        reasons = list(chosen.blocked)
     hit = {e.team for e in evictions} | _teams_losing_backing(fleet, proposals, before, after)
-    node_changes = [
-        NodeChange(
-            name=n.name,
-            model=n.model,
-            gpu_count=n.gpu_count,
-            config_before=n.mig_config,
-            state_before=n.mig_state,
-            before=dict(n.allocatable),
-            after=chosen.after_of.get(n.name),
-        )
-        for n in chosen.nodes
-    ]
+    node_changes = _node_changes(chosen)
     capacity = [
         CapacityChange(r, before.get(r, 0), after.get(r, 0))
         for r in sorted(set(before) | set(after))
@@ -359,6 +351,21 @@ def assess(
         ),
         teams_hit=sorted(hit - {""}),
     )
+
+
+def _node_changes(chosen: _Targets) -> list[NodeChange]:
+    return [
+        NodeChange(
+            name=n.name,
+            model=n.model,
+            gpu_count=n.gpu_count,
+            config_before=n.mig_config,
+            state_before=n.mig_state,
+            before=dict(n.allocatable),
+            after=chosen.after_of.get(n.name),
+        )
+        for n in chosen.nodes
+    ]
 
 
 def _teams_losing_backing(

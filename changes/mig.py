@@ -24,23 +24,28 @@ from changes.approval import (
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
-from changes.selectors import get_mig_change_for_user
+from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
 from cluster.models import ObservedNode
 from fleet.models import NodePool
 from portal.audit import record_audit
 from portal.errors import DomainError
 from portal.permissions import is_platform_admin, user_id
+from portal.selectors import pod_names_for
 from tenants.models import Team
 
 State = MigChangeRequest.State
 
 
-def preview(*, nodes: list[str], config: str, request_id: int | None = None) -> dict[str, Any]:
-    """The assessment without saving anything (for the live preview)."""
-    return impact.assess(
+def preview(
+    *, viewer: User, nodes: list[str], config: str, request_id: int | None = None
+) -> dict[str, Any]:
+    """The assessment without saving anything (for the live preview), as ``viewer`` may
+    read it: other teams' pods counted, never named."""
+    assessed = impact.assess(
         fleet_facts(exclude_request=request_id), targets=nodes, config=config, request_id=request_id
-    ).as_json()
+    )
+    return assessment_for(pod_names_for(viewer), assessed.as_json())
 
 
 @transaction.atomic

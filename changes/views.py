@@ -23,7 +23,6 @@ from fleet.models import NodePool
 from portal.errors import DomainError, user_message
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin
-from portal.selectors import pod_names_for
 
 LIST_PAGE_SIZE = 50
 
@@ -99,10 +98,18 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
             if request.htmx:
                 return HttpResponseClientRedirect(f"/changes/{created.pk}/")
             return redirect("change-detail", pk=created.pk)
+    context: dict[str, object] = {"form": form}
+    config = request.GET.get("target_config", "")
+    if request.method == "GET" and initial["nodes"] and config:
+        # Opened from a link naming both (the home page's fix): the impact at once.
+        offered = {name for name, _ in form.fields["nodes"].choices}  # type: ignore[attr-defined]
+        nodes = [name for name in initial["nodes"] if name in offered]
+        if nodes:
+            context["assessment"] = mig.preview(viewer=request.user, nodes=nodes, config=config)
     template = (
         "changes/change_form.html#change-form" if request.htmx else "changes/change_form.html"
     )
-    return _vary(render(request, template, {"form": form}))
+    return _vary(render(request, template, context))
 
 
 @login_required
@@ -115,11 +122,7 @@ def change_preview(request: HttpRequest) -> HttpResponse:
     nodes = request.POST.getlist("nodes")
     config = request.POST.get("target_config", "")
     assessment = (
-        selectors.assessment_for(
-            pod_names_for(request.user), mig.preview(nodes=nodes, config=config)
-        )
-        if nodes and config
-        else None
+        mig.preview(viewer=request.user, nodes=nodes, config=config) if nodes and config else None
     )
     return render(
         request, "changes/change_form.html#change-form", {"form": form, "assessment": assessment}
@@ -181,13 +184,11 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
     comment = request.POST.get("comment", "")
     try:
         if action == "approve" and request.POST.get("confirm") != "yes":
-            reasons = needs_confirmation(selectors.get_mig_change_for_user(request.user, pk))
-            if reasons:
+            change, allowed = selectors.get_mig_change_with_actions(request.user, pk)
+            if allowed.decide and needs_confirmation(change):  # else the service refuses
+                what = "a drain" if change.is_drain else "a change that breaks quota"
                 raise DomainError(
-                    "Not approved: tick “I have read why” to approve a change that "
-                    + ("drains a node" if "drain" in reasons[0] else "breaks quota")
-                    + ". "
-                    + reasons[0],
+                    f"Not approved: tick “I have read why” to approve {what}.",
                     code="confirmation_needed",
                 )
         if action == "approve":

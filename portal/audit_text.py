@@ -22,6 +22,7 @@ EVENT_LABELS: dict[str, str] = {
     "mig_change.requested": "MIG change requested",
     "mig_change.approved": "MIG change approved",
     "cluster_queue.override": "ClusterQueue promised beyond the fleet (override)",
+    "team.priority_classes_changed": "Team's allowed priority classes changed",
     "mig_change.reassessed": "MIG change re-assessed at the decision (approval refused)",
     "mig_change.rejected": "MIG change rejected",
     "mig_change.cancelled": "MIG change cancelled",

@@ -10,8 +10,10 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.core.validators import MaxLengthValidator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -31,8 +33,21 @@ from portal.selectors import audit_events_for_user, audit_teams_for_user, pod_na
 from portal.tokens import create_token, revoke_token
 
 
+class LoginForm(AuthenticationForm):
+    """Django's sign-in form, refusing a username longer than the user model's own (Django
+    sets the length on the input only, so a longer one was reported as a wrong password)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        longest = self.fields["username"].max_length  # type: ignore[attr-defined]
+        if longest:
+            self.fields["username"].validators.append(MaxLengthValidator(longest))
+
+
 class LoginView(auth_views.LoginView):
     """Username and password, single sign-on, or both (QM_LOCAL_LOGIN, OIDC_RP_CLIENT_ID)."""
+
+    authentication_form = LoginForm
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -98,7 +113,10 @@ def tokens(request: HttpRequest) -> HttpResponse:
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
         if "revoke" in request.POST:
-            revoke_token(user=request.user, token_id=int(request.POST["revoke"]))
+            token_id = request.POST["revoke"]
+            if not token_id.isascii() or not token_id.isdigit() or len(token_id) > 18:
+                raise Http404("No such token.")
+            revoke_token(user=request.user, token_id=int(token_id))
             return redirect("tokens")
         days_text = request.POST.get("days", "90")
         try:

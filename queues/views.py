@@ -178,8 +178,8 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         stop_policy=edited.stop_policy,
         override_reason=request.POST.get("override_reason", "").strip(),
     )
-    with contextlib.suppress(ValidationError):  # no quantity: its field error says so
-        _with_capacity(context, cq, edited)
+    with contextlib.suppress(ValidationError, ValueError):  # no quantity: its field error
+        _with_capacity(context, cq, edited)  # says so below
     return _preview_or_save(
         request,
         context,
@@ -191,7 +191,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
             actor=request.user,
             cluster_queue=edited,
             source="web",
-            override_reason=context["override_reason"] if context["beyond"] else "",
+            override_reason=context["override_reason"] if context.get("beyond") else "",
         ),
         saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
         inputs=CLUSTER_QUEUE_INPUTS,

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -98,15 +97,12 @@ class TeamViewSet(
         classes = _priority_classes(values["allowed_priority_classes"])
         if Team.objects.filter(slug=values["slug"]).exists():
             raise ValidationError({"slug": ["A team with this slug exists."]})
-        with transaction.atomic():
-            team = tenant_services.save_team(
-                actor=request.user,
-                team=Team(
-                    slug=values["slug"], name=values["name"], description=values["description"]
-                ),
-                source="api",
-            )
-            team.allowed_priority_classes.set(classes)
+        team = tenant_services.save_team(
+            actor=request.user,
+            team=Team(slug=values["slug"], name=values["name"], description=values["description"]),
+            source="api",
+            allowed_priority_classes=classes,
+        )
         response = Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
         response["ETag"] = team_etag(team)
         return response
@@ -125,13 +121,12 @@ class TeamViewSet(
             if "allowed_priority_classes" in values
             else None
         )
-        with transaction.atomic():
-            for field in ("name", "description"):
-                if field in values:
-                    setattr(team, field, values[field])
-            tenant_services.save_team(actor=request.user, team=team, source="api")
-            if classes is not None:
-                team.allowed_priority_classes.set(classes)
+        for field in ("name", "description"):
+            if field in values:
+                setattr(team, field, values[field])
+        tenant_services.save_team(
+            actor=request.user, team=team, source="api", allowed_priority_classes=classes
+        )
         team = self.get_queryset().get(pk=team.pk)
         response = Response(TeamSerializer(team).data)
         response["ETag"] = team_etag(team)

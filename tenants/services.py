@@ -15,10 +15,18 @@ from tenants.rules import LimitSpec, check_limit, check_quota_item
 
 
 @transaction.atomic
-def save_team(*, actor: Actor, team: Team, source: str) -> Team:
-    """Create or update a team."""
+def save_team(
+    *,
+    actor: Actor,
+    team: Team,
+    source: str,
+    allowed_priority_classes: Iterable[PriorityClass] | None = None,
+) -> Team:
+    """Create or update a team and, when given, the PriorityClasses its workloads may use
+    (a change of those is audited on its own: the team's row does not hold them)."""
     require_platform_admin(actor)
     created = team.pk is None
+    before = [] if created else sorted(team.allowed_priority_classes.values_list("name", flat=True))
     save_validated(
         team,
         actor=actor,
@@ -26,6 +34,21 @@ def save_team(*, actor: Actor, team: Team, source: str) -> Team:
         team=team,
         event="team.created" if created else "team.changed",
     )
+    if allowed_priority_classes is None:
+        return team
+    classes = list(allowed_priority_classes)
+    after = sorted(pc.name for pc in classes)
+    if after != before:
+        team.allowed_priority_classes.set(classes)
+        record_audit(
+            actor=actor,
+            event="team.priority_classes_changed",
+            source=source,
+            target=team,
+            team=team,
+            old={"allowed_priority_classes": before},
+            new={"allowed_priority_classes": after},
+        )
     return team
 
 

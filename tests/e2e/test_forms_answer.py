@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from changes.models import QuotaChangeRequest
+from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.quota import request_quota_change
 from queues.models import ClusterQueue
 from tenants.models import Namespace, QuotaItem, Team
@@ -134,3 +134,35 @@ def test_the_second_decision_on_a_moved_quota_is_refused_as_stale(
     expect(page.get_by_role("button", name="Approve 24 → 20")).to_be_visible()
     assert QuotaItem.objects.get(namespace=team_a, resource="requests.nvidia.com/gpu").hard == "24"
     assert QuotaChangeRequest.objects.get(pk=request.pk).state == "pending"
+
+
+def test_the_mig_change_form_opened_from_a_link_shows_the_impact_at_once(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    demo_fleet_nodes()
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/changes/new/?nodes=gpu-a100-03&target_config=all-balanced")
+    assessment = page.locator("#assessment")
+    expect(assessment).to_be_visible()
+    expect(assessment).to_contain_text("Impact:")
+    expect(assessment.locator("table").first).to_contain_text("gpu-a100-03")
+    expect(page.get_by_label("Target MIG config")).to_have_value("all-balanced")
+    screenshot(page, "change-form-opened-with-impact")
+
+
+def test_a_mig_change_not_before_a_past_time_is_refused_next_to_the_field(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    demo_fleet_nodes()
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/changes/new/?nodes=gpu-a100-03&target_config=all-balanced")
+    page.get_by_label("Reason").fill("a test layout for the new model")
+    page.get_by_label("Not before (optional)").fill("2001-02-03T04:05")
+    page.get_by_role("button", name="Send for approval").click()
+    htmx_idle(page)
+    error = page.locator("#id_window_start_error")
+    expect(error).to_have_text(re.compile(r"2001-02-03 04:05 is in the past"))
+    expect(page.get_by_label("Not before (optional)")).to_have_attribute("aria-invalid", "true")
+    error.scroll_into_view_if_needed()
+    screenshot(page, "change-form-past-window-refused")
+    assert not MigChangeRequest.objects.exists()

@@ -93,6 +93,32 @@ def test_bad_input_gives_field_errors_and_writes_nothing(client: Client, fleet: 
     assert not MigChangeRequest.objects.exists()
 
 
+def test_a_window_in_the_past_is_refused_and_one_a_moment_ago_is_not(
+    client: Client, fleet: None
+) -> None:
+    body = {
+        "team": "team-a",
+        "nodes": ["gpu-a100-03"],
+        "target_config": "all-3g.40gb",
+        "reason": "back to 3g",
+        "window_start": "2001-02-03T04:05:00Z",
+    }
+    response = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"]["window_start"] == [
+        "2001-02-03 04:05 is in the past: leave it empty for as soon as possible, or pick a "
+        "later time."
+    ]
+    assert not MigChangeRequest.objects.exists()
+    body["window_start"] = (timezone.now() - timezone.timedelta(seconds=20)).isoformat()
+    response = client.post(
+        "/api/v1/mig-changes/", body, content_type="application/json", headers=bearer("lead-a")
+    )
+    assert response.status_code == 201, response.json()
+
+
 def test_an_admin_cannot_approve_their_own_request(client: Client, fleet: None) -> None:
     body = {
         "team": "team-a",

@@ -73,6 +73,65 @@ def test_the_form_offers_only_configs_for_the_chosen_nodes(client: Client, obser
     assert "Impact:" in fragment
 
 
+def test_the_form_opened_with_nodes_and_a_config_shows_the_impact_at_once(
+    client: Client, observed: None
+) -> None:
+    login(client, "lead-a")
+    page = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content
+    assert b"Impact:" in page and b"1 pod in team-b" in page  # another team's: counted
+    assert b'<option value="all-3g.40gb" selected>' in page
+    for partial in (
+        "?nodes=gpu-a100-03",
+        "?target_config=all-3g.40gb",
+        "?nodes=nope&target_config=x",
+    ):
+        assert b"Impact:" not in client.get(f"/changes/new/{partial}").content, partial
+
+
+def test_nodes_of_two_gpu_models_are_told_to_choose_one_and_evictions_stay_notes(
+    client: Client, observed: None
+) -> None:
+    now = timezone.now()
+    ObservedNodeFactory(
+        name="gpu-h100-01",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        gpu_count=8,
+        mig_config="all-disabled",
+        mig_config_state="success",
+        allocatable={"nvidia.com/gpu": "8"},
+        ready=True,
+        first_seen=now,
+        last_changed=now,
+    )
+    login(client, "lead-a")
+    fragment = client.post(
+        "/changes/preview/",
+        {"nodes": ["gpu-a100-03", "gpu-h100-01"], "target_config": "all-3g.40gb"},
+        headers={"HX-Request": "true"},
+    ).content.decode()
+    assert (
+        "These nodes have 2 GPU models (A100-80GB: gpu-a100-03; H100-80GB: gpu-h100-01): "
+        "choose nodes of one model, as each model takes its own configs." in fragment
+    )
+    assert "Configs valid for" not in fragment
+    assert "<li>The nodes have different GPU models; request one change per model.</li>" in fragment
+    assert '<li class="muted">1 GPU pod of team-b must be evicted first' in fragment
+    response = client.post(
+        "/api/v1/mig-changes/",
+        {
+            "team": "team-a",
+            "nodes": ["gpu-a100-03", "gpu-h100-01"],
+            "target_config": "all-3g.40gb",
+            "reason": "x",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "nodes": ["The nodes have different GPU models; request one change per model."]
+    }
+
+
 def test_asking_creates_a_pending_request_and_errors_show_per_field(
     client: Client, observed: None
 ) -> None:
@@ -98,6 +157,42 @@ def test_asking_creates_a_pending_request_and_errors_show_per_field(
     change = MigChangeRequest.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/changes/{change.pk}/"
     assert change.state == "pending"
+
+
+def test_a_window_in_the_past_is_refused_next_to_its_field(client: Client, observed: None) -> None:
+    from tenants.models import Team
+
+    login(client, "lead-a")
+    for htmx in ({}, {"HX-Request": "true"}):
+        response = client.post(
+            "/changes/new/",
+            {
+                "team": Team.objects.get(slug="team-a").pk,
+                "nodes": ["gpu-a100-03"],
+                "target_config": "all-3g.40gb",
+                "reason": "back to training",
+                "window_start": "2001-02-03T04:05",
+            },
+            headers=htmx,
+        )
+        assert response.status_code == 200
+        page = response.content.decode()
+        field = page[page.index('id="field-window_start"') :]
+        field = field[: field.index("</div>")]
+        assert 'value="2001-02-03T04:05" aria-invalid="true"' in field
+        assert "2001-02-03 04:05 is in the past" in field
+    assert not MigChangeRequest.objects.exists()
+
+
+def test_a_grant_ending_in_the_past_is_refused_with_the_other_errors(
+    client: Client, observed: None
+) -> None:
+    login(client, "lead-a")
+    response = client.post("/quota/new/", {"requested": "", "grant_until": "2001-02-03T04:05"})
+    page = response.content.decode()
+    assert "2001-02-03 04:05 is in the past" in page
+    assert 'name="grant_until" value="2001-02-03T04:05" aria-invalid="true"' in page
+    assert '<div id="id_grant_until_error"><p class="error" role="alert">2001-02-03' in page
 
 
 def test_an_approver_decides_on_the_request_page(client: Client, observed: None) -> None:
@@ -168,6 +263,28 @@ def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, obse
     change.refresh_from_db()
     assert change.state == "pending"
     assert f'name="fingerprint" value="{change.assessment["fingerprint"]}"' in answer
+
+
+def test_a_window_next_year_is_shown_with_its_year(client: Client, observed: None) -> None:
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    window = timezone.localtime(timezone.now()).replace(month=3, day=4, hour=5, minute=6)
+    window = window.replace(year=window.year + 1)
+    change = request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+        window_start=window,
+    )
+    login(client, "lead-a")
+    page = client.get(f"/changes/{change.pk}/").content.decode()
+    assert f"not before Mar 4, {window.year}, 05:06" in page
+    created = timezone.localtime(change.created_at)
+    assert f"{created:%b} {created.day}, {created.year}, {created:%H:%M}" in page
+    assert f"{created.year}, {created:%H:%M}" in client.get("/changes/").content.decode()
 
 
 def test_a_change_is_read_by_the_teams_it_hits_and_404_for_others(

@@ -29,6 +29,30 @@ def test_login_with_wrong_password_says_so(client: Client, demo: None) -> None:
     assert b"Please enter a correct username and password" in response.content
 
 
+def test_login_shows_field_errors_next_to_their_fields(client: Client, demo: None) -> None:
+    page = client.post("/login/", {"username": "x" * 10_000, "password": ""}).content.decode()
+    assert 'aria-invalid="true" aria-describedby="id_username-error"' in page
+    assert "Ensure this value has at most 150 characters (it has 10000)." in page
+    assert "This field is required." in page
+
+
+def test_revoking_a_token_that_is_no_number_is_404_not_500(client: Client, demo: None) -> None:
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.get(username="lead-a"))
+    for bad in ("ten", "9" * 40, "", "1e999", "\uff11"):
+        assert client.post("/tokens/", {"revoke": bad}).status_code == 404, bad
+
+
+def test_a_token_expiry_is_offered_as_a_number_of_days(client: Client, demo: None) -> None:
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.get(username="lead-a"))
+    page = client.post("/tokens/", {"name": "ci", "days": "1e999"}).content.decode()
+    assert 'type="number" min="1" max="366"' in page
+    assert 'aria-invalid="true" aria-describedby="id_days-error"' in page
+
+
 def test_login_then_home_shows_only_my_teams(client: Client, demo: None) -> None:
     response = client.post("/login/", {"username": "lead-a", "password": "quartermaster-demo"})
     assert response.status_code == 302

@@ -160,6 +160,19 @@ def test_a_priority_class_edit_goes_through_its_diff(client: Client, demo: None)
     assert PriorityClass.objects.get(name="training-critical").value == pc.value + 1
 
 
+def test_an_unknown_preemption_policy_is_marked_on_its_select(client: Client, demo: None) -> None:
+    login(client, "admin")
+    bad = client.post(
+        "/queues/priority-classes/training-critical/edit/",
+        {"value": "1000", "preemption_policy": "Sometimes", "action": "preview"},
+        headers={"HX-Request": "true"},
+    )
+    assert bad.status_code == 422
+    page = bad.content.decode()
+    assert 'name="preemption_policy" aria-invalid="true" aria-describedby="err-preemption"' in page
+    assert '<div class="error" id="err-preemption" role="alert">Value' in page
+
+
 def test_saving_from_the_htmx_form_moves_the_whole_page(client: Client, demo: None) -> None:
     login(client, "admin")
     cq = ClusterQueue.objects.get(name="cq-train")

@@ -186,3 +186,45 @@ def test_admins_create_and_remove_namespaces(client: Client, fleet: None) -> Non
     )
     assert client.delete("/api/v1/namespaces/team-a-x/", headers=admin).status_code == 204
     assert not Namespace.objects.filter(name="team-a-x").exists()
+
+
+def test_a_teams_priority_classes_changed_over_the_api_are_audited(
+    client: Client, fleet: None
+) -> None:
+    from portal.models import AuditEvent
+    from tenants.models import Team
+
+    admin = bearer("admin")
+    created = client.post(
+        "/api/v1/teams/",
+        {"slug": "team-new", "name": "New", "allowed_priority_classes": ["dev-best-effort"]},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert created.status_code == 201, created.json()
+    granted = AuditEvent.objects.get(event="team.priority_classes_changed")
+    assert (granted.old, granted.new, granted.source) == (
+        {"allowed_priority_classes": []},
+        {"allowed_priority_classes": ["dev-best-effort"]},
+        "api",
+    )
+    changed = client.patch(
+        "/api/v1/teams/team-new/",
+        {"allowed_priority_classes": ["training-critical", "dev-best-effort"]},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert changed.status_code == 200, changed.json()
+    event = AuditEvent.objects.filter(event="team.priority_classes_changed").latest("pk")
+    assert event.team == Team.objects.get(slug="team-new")
+    assert event.actor_name == "admin"
+    assert event.new == {"allowed_priority_classes": ["dev-best-effort", "training-critical"]}
+    assert event.old == {"allowed_priority_classes": ["dev-best-effort"]}
+    # The same classes again change nothing and record nothing.
+    client.patch(
+        "/api/v1/teams/team-new/",
+        {"allowed_priority_classes": ["dev-best-effort", "training-critical"]},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert AuditEvent.objects.filter(event="team.priority_classes_changed").count() == 2
