@@ -102,4 +102,5 @@ def capacity_for(resources: Iterable[str]) -> FleetCapacity:
     return FleetCapacity(
         behind=dict(flavor_capacity(fleet.flavors, live)),
         ceiling={r: ceiling(fleet, r) for r in resources},
+        known=bool(live),  # no node observed yet: nothing is known of the fleet
     )

@@ -481,7 +481,14 @@ def _apply_value(request: QuotaChangeRequest, value: str) -> None:
             hard[request.resource] = value
         else:
             hard.pop(request.resource, None)
-        set_namespace_quota(actor=None, namespace=request.namespace, hard=hard, source="task")
+        set_namespace_quota(
+            actor=None,
+            namespace=request.namespace,
+            hard=hard,
+            source="task",
+            # The request's own assessment bounded it (an admin's override included).
+            override_reason=request.override_reason or f"quota request #{request.pk}",
+        )
         return
     assert request.cluster_queue_id is not None
     cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)

@@ -183,6 +183,13 @@ class NamespaceCreateSerializer(StrictInput, serializers.Serializer[Any]):
 
 class QuotaWriteSerializer(StrictInput, serializers.Serializer[Any]):
     hard = serializers.DictField(child=serializers.CharField(max_length=64), allow_empty=True)
+    override_reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why a GPU quota is raised above what the fleet could ever offer (refused "
+        "without it); recorded in the audit.",
+    )
 
 
 class LimitItemSerializer(StrictInput, serializers.Serializer[Any]):
@@ -278,7 +285,11 @@ class NamespaceViewSet(
             request,
             QuotaWriteSerializer,
             lambda ns, values: tenant_services.set_namespace_quota(
-                actor=request.user, namespace=ns, hard=values["hard"], source="api"
+                actor=request.user,
+                namespace=ns,
+                hard=values["hard"],
+                source="api",
+                override_reason=values["override_reason"],
             ),
         )
 

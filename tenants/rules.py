@@ -13,7 +13,13 @@ from fractions import Fraction
 
 from gpus.catalog import unknown_gpu_resource_note
 from portal.names import qualified_name_errors
-from portal.quantity import QuantityError, is_whole, parse_quantity
+from portal.quantity import (
+    QuantityError,
+    canonical_quantity,
+    is_whole,
+    parse_quantity,
+    whole_count,
+)
 
 # Quota keys the API server knows without a domain prefix.
 STANDARD_QUOTA_RESOURCES = frozenset(
@@ -123,6 +129,16 @@ def check_quota_item(resource: str, hard: str) -> Check:
     _, errors = check_quantity(hard, whole=counted_in_units(resource))
     check.errors.extend(f"hard: {e}" for e in errors)
     return check
+
+
+def spelled_quantity(resource: str, value: str) -> str:
+    """A valid quota value in the one spelling it is stored and shown in: counts of devices
+    and objects as plain integers (``1e3`` is ``1000``), anything else in Kubernetes'
+    canonical form (``0.5`` is ``500m``)."""
+    try:
+        return whole_count(value) if counted_in_units(resource) else canonical_quantity(value)
+    except QuantityError:
+        return value
 
 
 def counted_in_units(resource: str) -> bool:

@@ -9,9 +9,11 @@ from django.db import transaction
 
 from portal import desired
 from portal.audit import record_audit
+from portal.capacity import fleet_capacity
+from portal.quantity import parse_quantity
 from portal.services import Actor, require_platform_admin, save_validated
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
-from tenants.rules import LimitSpec, check_limit, check_quota_item
+from tenants.rules import LimitSpec, check_limit, check_quota_item, spelled_quantity
 
 
 @transaction.atomic
@@ -79,12 +81,19 @@ def save_priority_class(
 
 @transaction.atomic
 def set_namespace_quota(
-    *, actor: Actor, namespace: Namespace, hard: dict[str, str], source: str
+    *,
+    actor: Actor,
+    namespace: Namespace,
+    hard: dict[str, str],
+    source: str,
+    override_reason: str = "",
 ) -> list[str]:
     """Replace a namespace's ResourceQuota ``hard`` items; return warnings to show.
 
     Errors are keyed ``hard[<resource>]`` like the API server's ``spec.hard[...]`` and
-    nothing is written when any item is refused.
+    nothing is written when any item is refused. Values are stored in one spelling (device
+    and object counts as plain integers). Raising a GPU quota above what the fleet could
+    ever offer needs ``override_reason`` (recorded with the change).
     """
     require_platform_admin(actor)
     errors: dict[str, list[str]] = {}
@@ -96,13 +105,17 @@ def set_namespace_quota(
         warnings.extend(check.warnings)
     if errors:
         raise ValidationError(errors)
+    hard = {resource: spelled_quantity(resource, str(value)) for resource, value in hard.items()}
     old = dict(namespace.quota_items.values_list("resource", "hard"))
-    if old == {resource: str(value) for resource, value in hard.items()}:
+    if old == hard:
         return warnings  # nothing changed: nothing to apply or audit
+    beyond = _beyond_the_fleet(old, hard)
+    if beyond and not override_reason.strip():
+        raise ValidationError(beyond)
     namespace.quota_items.exclude(resource__in=list(hard)).delete()
     for resource, value in hard.items():
         QuotaItem.objects.update_or_create(
-            namespace=namespace, resource=resource, defaults={"hard": str(value)}
+            namespace=namespace, resource=resource, defaults={"hard": value}
         )
     desired.changed()
     record_audit(
@@ -112,9 +125,33 @@ def set_namespace_quota(
         target=namespace,
         team=namespace.team,
         old=old,
-        new=dict(hard),
+        new={**hard, **({"override_reason": override_reason.strip()} if beyond else {})},
     )
     return warnings
+
+
+def _beyond_the_fleet(old: dict[str, str], hard: dict[str, str]) -> dict[str, list[str]]:
+    """Raised GPU quota items above what the fleet could ever offer, as field errors."""
+    raised = {
+        resource: value
+        for resource, value in hard.items()
+        if resource.startswith("requests.nvidia.com/")
+        and (resource not in old or parse_quantity(value) > parse_quantity(old[resource]))
+    }
+    if not raised:
+        return {}
+    capacity = fleet_capacity(r.removeprefix("requests.") for r in raised)
+    if not capacity.known:
+        return {}
+    errors = {}
+    for resource, value in raised.items():
+        most = capacity.ceiling.get(resource.removeprefix("requests."), 0)
+        if parse_quantity(value) > most:
+            errors[f"hard[{resource}]"] = [
+                f"{value} is more than the fleet could ever offer ({most} in its best MIG "
+                "layout): give an override reason to set it anyway."
+            ]
+    return errors
 
 
 def _by_type_and_resource(specs: Iterable[dict[str, str]]) -> list[dict[str, str]]:

@@ -101,9 +101,21 @@ def test_quota_and_limits_over_the_api(client: Client, fleet: None) -> None:
     assert "hard[requests.nvidia.com/gpu]" in bad.json()["errors"]
     assert client.get(url, headers=admin).json()["quota"] == before
 
-    good = client.put(
+    # beyond what the one observed node (8 GPUs) could ever offer: a reason, or refused
+    beyond = client.put(
         url + "quota/",
         {"hard": {**before, "requests.nvidia.com/gpu": "32"}},
+        content_type="application/json",
+        headers={**admin, "If-Match": etag},
+    )
+    assert beyond.status_code == 400
+    assert "could ever offer (8 in its best MIG layout)" in str(beyond.json()["errors"])
+    good = client.put(
+        url + "quota/",
+        {
+            "hard": {**before, "requests.nvidia.com/gpu": "32"},
+            "override_reason": "nodes on order",
+        },
         content_type="application/json",
         headers={**admin, "If-Match": etag},
     )

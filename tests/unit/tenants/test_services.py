@@ -169,3 +169,45 @@ def test_saving_what_is_already_there_writes_no_audit_event(demo: None) -> None:
     before = AuditEvent.objects.count()
     load_demo()
     assert AuditEvent.objects.count() == before
+
+
+def test_an_admin_quota_edit_is_stored_in_one_spelling_and_bounded_by_the_fleet(
+    demo: None,
+) -> None:
+    from django.contrib.auth.models import User
+
+    from tests.factories import demo_fleet_nodes
+
+    demo_fleet_nodes()  # 40 GPUs in all, whatever their layout
+    admin = User.objects.get(username="admin")
+    namespace = Namespace.objects.get(name="team-a")
+    hard = dict(namespace.quota_items.values_list("resource", "hard"))
+    set_namespace_quota(
+        actor=admin,
+        namespace=namespace,
+        hard={**hard, "requests.nvidia.com/gpu": "2.4e1", "requests.memory": "0.5Ti"},
+        source="web",
+    )
+    stored = dict(namespace.quota_items.values_list("resource", "hard"))
+    assert (stored["requests.nvidia.com/gpu"], stored["requests.memory"]) == ("24", "512Gi")
+    with pytest.raises(ValidationError) as refused:
+        set_namespace_quota(
+            actor=admin,
+            namespace=namespace,
+            hard={**stored, "requests.nvidia.com/gpu": "1e3"},
+            source="web",
+        )
+    assert "1000 is more than the fleet could ever offer (40 in its best MIG layout)" in str(
+        refused.value.message_dict["hard[requests.nvidia.com/gpu]"]
+    )
+    assert namespace.quota_items.get(resource="requests.nvidia.com/gpu").hard == "24"
+    set_namespace_quota(
+        actor=admin,
+        namespace=namespace,
+        hard={**stored, "requests.nvidia.com/gpu": "1e3"},
+        source="web",
+        override_reason="a reservation for next quarter's nodes",
+    )
+    assert namespace.quota_items.get(resource="requests.nvidia.com/gpu").hard == "1000"
+    event = AuditEvent.objects.filter(event="quota.changed").latest("id")
+    assert event.new["override_reason"] == "a reservation for next quarter's nodes"
