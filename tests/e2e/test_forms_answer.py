@@ -166,3 +166,32 @@ def test_a_mig_change_not_before_a_past_time_is_refused_next_to_the_field(
     error.scroll_into_view_if_needed()
     screenshot(page, "change-form-past-window-refused")
     assert not MigChangeRequest.objects.exists()
+
+
+def test_the_queue_editor_shows_the_fleet_and_asks_before_promising_more(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    demo_fleet_nodes()  # 16 H100 GPUs behind h100-80gb, 40 GPUs in all
+    sign_in(page, live_server.url, "admin")
+    page.goto(f"{live_server.url}/queues/cluster-queues/cq-train/edit/")
+    expect(page.locator("#g0f0r0_capacity")).to_contain_text(
+        "offers 16 behind h100-80gb; queues would promise 16"
+    )
+    page.locator(TRAIN_H100).fill("20")
+    page.get_by_role("button", name="Show the YAML diff").click()
+    htmx_idle(page)
+    expect(page.locator("#g0f0r0_capacity")).to_contain_text("queues would promise 24")
+    expect(page.locator("#promise-box")).to_contain_text("24 nvidia.com/gpu on h100-80gb")
+    page.get_by_role("button", name="Save").click()
+    htmx_idle(page)
+    expect(page.get_by_role("alert").first).to_contain_text("Promise more than exists")
+    screenshot(page, "queue-edit-promises-more")
+    assert ClusterQueue.objects.get(name="cq-train").nominal_quota(
+        "h100-80gb", "nvidia.com/gpu"
+    ) == ("12")
+    page.get_by_label("Promise more than exists").check()
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(r"/queues/$"))
+    assert ClusterQueue.objects.get(name="cq-train").nominal_quota(
+        "h100-80gb", "nvidia.com/gpu"
+    ) == ("20")
