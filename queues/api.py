@@ -4,9 +4,10 @@ quotas (``PUT …/quotas/``, optionally as a dry run that returns the rendered Y
 from __future__ import annotations
 
 import copy
+from dataclasses import asdict
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
@@ -17,7 +18,7 @@ from portal.api_safety import StrictInput, check_if_match, etag_of
 from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
-from queues.services import save_cluster_queue
+from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.selectors import list_teams_for_user
 
 
@@ -77,6 +78,19 @@ class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Validate and show the diff; save nothing."
     )
+    promise_more_than_exists = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Save a raise that leaves the queues promising more than the nodes behind "
+        "a flavor offer (refused without it).",
+    )
+    override_reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why a quota is raised above what the fleet could ever offer, in any MIG "
+        "layout (refused without it); recorded in the audit.",
+    )
 
 
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
@@ -111,12 +125,20 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         edited = copy.deepcopy(cq)
-        edited.resource_groups = values["resource_groups"]
+        edited.resource_groups = respelled(values["resource_groups"])
         if "fair_sharing_weight" in values:
             edited.fair_sharing_weight = values["fair_sharing_weight"]
         if "stop_policy" in values:
             edited.stop_policy = values["stop_policy"]
         edited.full_clean()
+        shown = promises_of(cq, edited)
+        problems = refused_promises(
+            shown,
+            override_reason=values["override_reason"],
+            confirmed=values["promise_more_than_exists"],
+            reason_field="override_reason",
+            confirm_field="send promise_more_than_exists: true",
+        )
         if values["dry_run"]:
             manifest = preview.cluster_queue_manifest(edited)
             lines = preview.yaml_diff(
@@ -127,9 +149,22 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
                     "dry_run": True,
                     "diff": "\n".join(t if k == "@" else f"{k}{t}" for k, t in lines),
                     "manifest": manifest,
+                    "promises": [
+                        {"flavor": f, "resource": r, **asdict(p)} for (f, r), p in shown.items()
+                    ],
+                    "refused": problems,
                 }
             )
-        save_cluster_queue(actor=request.user, cluster_queue=edited, source="api")
+        if problems:
+            raise ValidationError({"resource_groups": problems})
+        save_cluster_queue(
+            actor=request.user,
+            cluster_queue=edited,
+            source="api",
+            override_reason=values["override_reason"]
+            if any(p.beyond_ceiling for p in shown.values())
+            else "",
+        )
         fresh = self.get_queryset().get(pk=cq.pk)
         response = Response(ClusterQueueSerializer(fresh).data)
         response["ETag"] = cluster_queue_etag(fresh)

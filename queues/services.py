@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+from collections import defaultdict
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from portal.audit import record_audit
+from portal.capacity import fleet_capacity
 from portal.services import Actor, require_platform_admin, save_validated
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
+from queues.rules import Promise, promises, quota_entries
+from tenants.rules import spelled_quantity
 
 
 @transaction.atomic
@@ -41,6 +48,60 @@ def save_cluster_queue(
             new={"reason": override_reason, "quota": _quota_text(cluster_queue)},
         )
     return cluster_queue
+
+
+def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str], Promise]:
+    """Each GPU (flavor, resource) of an edited queue next to the fleet behind its flavor:
+    what it offers, what every queue would promise with the edit, and whether the edit
+    promises more than exists (or ever could). Raises ValueError on a value that is no
+    quantity (its field error says why)."""
+    others: dict[tuple[str, str], Any] = defaultdict(int)
+    for other in ClusterQueue.objects.exclude(pk=cq.pk):
+        for key, amount in other.quota().items():
+            others[key] += amount
+    new = edited.quota()
+    capacity = fleet_capacity({resource for _, resource in new})
+    return promises(
+        cq.quota(),
+        new,
+        others,
+        capacity.behind if capacity.known else None,
+        capacity.ceiling if capacity.known else None,
+    )
+
+
+def refused_promises(
+    shown: dict[tuple[str, str], Promise],
+    *,
+    override_reason: str,
+    confirmed: bool,
+    reason_field: str,
+    confirm_field: str,
+) -> list[str]:
+    """Why a valid edit is still refused: promising more than the fleet offers needs a
+    confirmation, more than it could ever offer a reason as well."""
+    problems = []
+    if any(p.beyond_ceiling for p in shown.values()) and not override_reason.strip():
+        problems.append(
+            "These quotas promise more than the fleet could ever offer, in any MIG layout: "
+            f"say why in {reason_field}, or lower them."
+        )
+    if any(p.unbacked for p in shown.values()) and not confirmed:
+        problems.append(
+            "Queues would promise more than the fleet offers behind these flavors: "
+            f"{confirm_field} to save anyway."
+        )
+    return problems
+
+
+def respelled(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Resource groups with every quantity in the one spelling it is stored and shown in."""
+    groups = copy.deepcopy(groups)
+    for _, _, quota in quota_entries(groups):
+        for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+            if isinstance(quota.get(field), str | int) and str(quota[field]).strip():
+                quota[field] = spelled_quantity(str(quota.get("name", "")), str(quota[field]))
+    return groups
 
 
 def _quota_text(cq: ClusterQueue) -> dict[str, str]:

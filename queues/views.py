@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import re
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -18,14 +17,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from portal.capacity import fleet_capacity
 from portal.permissions import is_platform_admin
-from portal.quantity import QuantityError, canonical_quantity, whole_count
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
-from queues.rules import promises, quota_entries, quota_key
+from queues.rules import quota_entries, quota_key
 from queues.selectors import quota_rows
-from queues.services import save_cluster_queue
+from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
 from tenants.services import save_priority_class
@@ -38,31 +35,19 @@ def _require_admin(request: HttpRequest) -> None:
         raise PermissionDenied("Only platform admins edit queues and priority classes.")
 
 
-def _spelled(resource: str, text: str) -> str:
-    """A quantity in the one spelling it is stored and shown in (device counts as plain
-    integers: ``1e3`` GPUs is ``1000``); as typed when it is no quantity (the model's
-    validation says why)."""
-    try:
-        if resource.startswith(GPU_PREFIX):
-            return whole_count(text)
-        return canonical_quantity(text)
-    except QuantityError:
-        return text
-
-
 def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
     """A copy of ``cq`` with the form's quotas (nothing saved)."""
     edited = copy.deepcopy(cq)
     groups = copy.deepcopy(cq.resource_groups or [])
     for key, _, quota in quota_entries(groups):
-        quota["nominalQuota"] = _spelled(quota["name"], data.get(f"{key}_nominal", "").strip())
+        quota["nominalQuota"] = data.get(f"{key}_nominal", "").strip()
         for form_name, field in (("borrowing", "borrowingLimit"), ("lending", "lendingLimit")):
             value = data.get(f"{key}_{form_name}", "").strip()
             if value:
-                quota[field] = _spelled(quota["name"], value)
+                quota[field] = value
             else:
                 quota.pop(field, None)
-    edited.resource_groups = groups
+    edited.resource_groups = respelled(groups)
     edited.fair_sharing_weight = data.get("fair_sharing_weight", "").strip()
     edited.stop_policy = data.get("stop_policy", cq.stop_policy)
     return edited
@@ -200,21 +185,9 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQueue) -> None:
-    """Each GPU row with the fleet behind its flavor: what it offers, what all queues would
-    promise with this edit, and whether the edit promises more than exists (or could)."""
-    others: dict[tuple[str, str], Any] = defaultdict(int)
-    for other in ClusterQueue.objects.exclude(pk=cq.pk):
-        for key, amount in other.quota().items():
-            others[key] += amount
-    new = edited.quota()
-    capacity = fleet_capacity({resource for _, resource in new})
-    shown = promises(
-        cq.quota(),
-        new,
-        others,
-        capacity.behind if capacity.known else None,
-        capacity.ceiling if capacity.known else None,
-    )
+    """Each GPU row with the fleet behind its flavor (see ``promises_of``)."""
+    shown = promises_of(cq, edited)
+    context["promises"] = shown
     for row in context["rows"]:
         row["promise"] = shown.get((row["flavor"], row["resource"]))
     context["unbacked"] = [r for r in context["rows"] if r["promise"] and r["promise"].unbacked]
@@ -222,20 +195,13 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
 
 
 def _refused_promise(request: HttpRequest, context: dict[str, Any]) -> list[str]:
-    """Why a save is refused although its values are valid: more than the fleet offers
-    needs a tick, more than it could ever offer a reason as well."""
-    problems = []
-    if context.get("beyond") and not context["override_reason"]:
-        problems.append(
-            "These quotas promise more than the fleet could ever offer, in any MIG layout: "
-            "say why in “Reason to promise beyond the fleet”, or lower them."
-        )
-    if context.get("unbacked") and request.POST.get("confirm_unbacked") != "yes":
-        problems.append(
-            "Queues would promise more than the fleet offers behind these flavors: tick "
-            "“Promise more than exists” to save anyway."
-        )
-    return problems
+    return refused_promises(
+        context.get("promises", {}),
+        override_reason=context["override_reason"],
+        confirmed=request.POST.get("confirm_unbacked") == "yes",
+        reason_field="“Reason to promise beyond the fleet”",
+        confirm_field="tick “Promise more than exists”",
+    )
 
 
 @login_required

@@ -40,15 +40,34 @@ def test_admins_replace_cluster_queue_quotas_with_a_dry_run_first(
     assert dry.status_code == 200
     assert "\n-        nominalQuota: 12\n+        nominalQuota: 14\n" in dry.json()["diff"]
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
-    saved = client.put(
+    # The one observed node is an A100: nothing behind h100-80gb, 8 GPUs in the whole fleet.
+    promise = next(p for p in dry.json()["promises"] if p["flavor"] == "h100-80gb")
+    assert (promise["offered"], promise["promised"], promise["ceiling"]) == (0, 18, 8)
+    assert len(dry.json()["refused"]) == 2
+    refused = client.put(
         url,
         {"resource_groups": groups},
+        content_type="application/json",
+        headers={**bearer("admin"), "If-Match": etag},
+    )
+    assert refused.status_code == 400
+    assert "say why in override_reason" in refused.json()["errors"]["resource_groups"][0]
+    assert "promise_more_than_exists: true" in refused.json()["errors"]["resource_groups"][1]
+    saved = client.put(
+        url,
+        {
+            "resource_groups": groups,
+            "override_reason": "H100 nodes arrive on Monday",
+            "promise_more_than_exists": True,
+        },
         content_type="application/json",
         headers={**bearer("admin"), "If-Match": etag},
     )
     assert saved.status_code == 200 and saved["ETag"] != etag
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 14
     assert AuditEvent.objects.filter(event="cluster_queue.saved", source="api").exists()
+    override = AuditEvent.objects.get(event="cluster_queue.override", source="api")
+    assert override.new["reason"] == "H100 nodes arrive on Monday"
     # The old ETag no longer matches; bad quantities are field errors; nothing changes.
     stale = client.put(
         url,
