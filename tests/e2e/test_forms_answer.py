@@ -195,3 +195,17 @@ def test_the_queue_editor_shows_the_fleet_and_asks_before_promising_more(
     assert ClusterQueue.objects.get(name="cq-train").nominal_quota(
         "h100-80gb", "nvidia.com/gpu"
     ) == ("20")
+
+
+def test_all_enabled_is_assessed_as_offering_nothing(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    demo_fleet_nodes()  # two H100 nodes of 8 whole GPUs behind h100-80gb
+    sign_in(page, live_server.url, "admin")
+    page.goto(f"{live_server.url}/changes/new/?nodes=gpu-h100-01&target_config=all-enabled")
+    assessment = page.locator("#assessment")
+    expect(assessment).to_contain_text("Impact: Breaks quota")
+    expect(assessment).to_contain_text("would offer no GPU at all: MIG mode on with no instance")
+    expect(assessment.locator("table").first).to_contain_text("nothing: MIG on, no instance")
+    expect(assessment).not_to_contain_text("Needs a drain")
+    screenshot(page, "change-form-all-enabled")
