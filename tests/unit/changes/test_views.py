@@ -55,6 +55,21 @@ def login(client: Client, name: str) -> User:
     return user
 
 
+def ask_incident_fix(reason: str = "back to training", **extra: Any) -> MigChangeRequest:
+    """lead-a asks to move gpu-a100-03 back to all-3g.40gb (the seed incident's fix)."""
+    from changes.mig import request_mig_change
+    from tenants.models import Team
+
+    return request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason=reason,
+        **extra,
+    )
+
+
 def test_the_form_offers_only_configs_for_the_chosen_nodes(client: Client, observed: None) -> None:
     login(client, "lead-a")
     page = client.get("/changes/new/").content.decode()
@@ -196,17 +211,7 @@ def test_a_grant_ending_in_the_past_is_refused_with_the_other_errors(
 
 
 def test_an_approver_decides_on_the_request_page(client: Client, observed: None) -> None:
-    from changes.mig import request_mig_change
-    from tenants.models import Team
-
-    lead = User.objects.get(username="lead-a")
-    change = request_mig_change(
-        actor=lead,
-        team=Team.objects.get(slug="team-a"),
-        nodes=["gpu-a100-03"],
-        target_config="all-3g.40gb",
-        reason="back to training",
-    )
+    change = ask_incident_fix()
     login(client, "lead-a")
     page = client.get(f"/changes/{change.pk}/").content.decode()
     assert "Approve" not in page  # not for the requester
@@ -233,16 +238,8 @@ def test_an_approver_decides_on_the_request_page(client: Client, observed: None)
 
 
 def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, observed: None) -> None:
-    from changes.mig import request_mig_change
-    from tenants.models import Team
 
-    change = request_mig_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        nodes=["gpu-a100-03"],
-        target_config="all-3g.40gb",
-        reason="back to training",
-    )
+    change = ask_incident_fix()
     login(client, "approver")
     page = client.get(f"/changes/{change.pk}/").content.decode()
     seen = change.assessment["fingerprint"]
@@ -266,19 +263,10 @@ def test_a_stale_mig_approval_says_what_changed_on_the_page(client: Client, obse
 
 
 def test_a_window_next_year_is_shown_with_its_year(client: Client, observed: None) -> None:
-    from changes.mig import request_mig_change
-    from tenants.models import Team
 
     window = timezone.localtime(timezone.now()).replace(month=3, day=4, hour=5, minute=6)
     window = window.replace(year=window.year + 1)
-    change = request_mig_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        nodes=["gpu-a100-03"],
-        target_config="all-3g.40gb",
-        reason="back to training",
-        window_start=window,
-    )
+    change = ask_incident_fix(reason="back to training", window_start=window)
     login(client, "lead-a")
     page = client.get(f"/changes/{change.pk}/").content.decode()
     assert f"not before Mar 4, {window.year}, 05:06" in page
@@ -290,16 +278,8 @@ def test_a_window_next_year_is_shown_with_its_year(client: Client, observed: Non
 def test_a_change_is_read_by_the_teams_it_hits_and_404_for_others(
     client: Client, observed: None
 ) -> None:
-    from changes.mig import request_mig_change
-    from tenants.models import Team
 
-    change = request_mig_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        nodes=["gpu-a100-03"],
-        target_config="all-3g.40gb",
-        reason="x",
-    )
+    change = ask_incident_fix(reason="x")
     login(client, "lead-b")  # team-b's pod is evicted: lead-b reads it, its own pod named
     page = client.get(f"/changes/{change.pk}/").content.decode()
     assert "team-b/dev-test-1g" in page and "Teams this change hits" in page
@@ -319,16 +299,9 @@ def test_a_change_is_read_by_the_teams_it_hits_and_404_for_others(
 def test_the_timeline_stops_polling_when_the_request_is_done(
     client: Client, observed: None
 ) -> None:
-    from changes.mig import reject_mig_change, request_mig_change
-    from tenants.models import Team
+    from changes.mig import reject_mig_change
 
-    change = request_mig_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        nodes=["gpu-a100-03"],
-        target_config="all-3g.40gb",
-        reason="x",
-    )
+    change = ask_incident_fix(reason="x")
     reject_mig_change(
         request_id=change.pk, approver=User.objects.get(username="approver"), comment="no"
     )
