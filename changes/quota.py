@@ -676,7 +676,10 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
             new={"until": request.grant_until.isoformat() if request.grant_until else None},
         )
     expired = []
-    for request in QuotaChangeRequest.objects.filter(state=State.APPROVED, grant_until__lte=now):
+    # In the order the grants ended (a run that comes late ends them as runs at each end
+    # would have); grants that ended together, the latest granted first.
+    ended = QuotaChangeRequest.objects.filter(state=State.APPROVED, grant_until__lte=now)
+    for request in ended.order_by("grant_until", "-created_at", "-pk"):
         if _revert(request, now=now):
             expired.append(request.pk)
     return expired
