@@ -532,9 +532,10 @@ def approve_quota_change(
 
     At the decision the value in desired state is read again (its row locked) and the
     request assessed anew; when that differs from the assessment the approver saw (``seen``,
-    the fingerprint the page or the API showed; by default the stored one), the new
-    assessment is stored and the approval refused, so the approver reads it and decides
-    again: a grant never starts from a value that is no longer there."""
+    the fingerprint the page or the API showed; by default the stored one) or from the one
+    the request shows now, the new assessment is stored and the approval refused, so the
+    approver reads it and decides again: a grant never starts from a value that is no
+    longer there, and the request's previous value is the one the grant replaced."""
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
@@ -561,7 +562,9 @@ def approve_quota_change(
             requested=request.requested,
             override_reason=request.override_reason,
         )
-        if fresh["fingerprint"] == shown:  # the values shown are part of the fingerprint
+        # The values shown are part of the fingerprint; what the approver saw must be what
+        # the request shows now and what an assessment made now says.
+        if fresh["fingerprint"] == shown == shown_fingerprint(request):
             _approve(request, approver=approver, comment=comment, source=source)
             return request
         was = request.previous

@@ -344,3 +344,33 @@ def test_grants_that_ended_before_the_expiry_ran_are_ended_in_the_order_they_end
         ("quota_change.revert_skipped", str(first.pk)),
         ("quota_change.reverted", str(second.pk)),
     ]
+
+
+def test_an_approval_on_an_assessment_the_request_no_longer_shows_is_refused(
+    demo: None,
+) -> None:
+    from tests.factories import ObservedNodeFactory
+
+    request = ask(requested="20")
+    read_first = request.assessment["fingerprint"]
+    node = ObservedNodeFactory(mig_config="all-disabled", allocatable={"nvidia.com/gpu": "8"})
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(
+            request_id=request.pk, approver=approver(), comment="", seen=read_first
+        )
+    assert caught.value.code == "stale_assessment"
+    request.refresh_from_db()
+    assert request.assessment["fingerprint"] != read_first  # the fleet's capacity changed
+    node.delete()
+    # The fleet is as it was at the first read, but the request shows the newer
+    # assessment: an approval acts only on the one it shows.
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(
+            request_id=request.pk, approver=approver(), comment="", seen=read_first
+        )
+    assert caught.value.code == "stale_assessment"
+    assert hard() == "16"
+    request.refresh_from_db()
+    assert request.assessment["fingerprint"] == read_first  # what it shows now
+    approve_quota_change(request_id=request.pk, approver=approver(), comment="ok", seen=read_first)
+    assert hard() == "20"
