@@ -539,9 +539,10 @@ def approve_quota_change(
 
     At the decision the value in desired state is read again (its row locked) and the
     request assessed anew; when that differs from the assessment the approver saw (``seen``,
-    the fingerprint the page or the API showed; by default the stored one), the new
-    assessment is stored and the approval refused, so the approver reads it and decides
-    again: a grant never starts from a value that is no longer there."""
+    the fingerprint the page or the API showed; by default the stored one) or from the one
+    the request shows now, the new assessment is stored and the approval refused, so the
+    approver reads it and decides again: a grant never starts from a value that is no
+    longer there, and the request's previous value is the one the grant replaced."""
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
@@ -568,7 +569,9 @@ def approve_quota_change(
             requested=request.requested,
             override_reason=request.override_reason,
         )
-        if fresh["fingerprint"] == shown:  # the values shown are part of the fingerprint
+        # The values shown are part of the fingerprint; what the approver saw must be what
+        # the request shows now and what an assessment made now says.
+        if fresh["fingerprint"] == shown == shown_fingerprint(request):
             _approve(request, approver=approver, comment=comment, source=source)
             return request
         was = request.previous
@@ -683,7 +686,10 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
             new={"until": request.grant_until.isoformat() if request.grant_until else None},
         )
     expired = []
-    for request in QuotaChangeRequest.objects.filter(state=State.APPROVED, grant_until__lte=now):
+    # In the order the grants ended (a run that comes late ends them as runs at each end
+    # would have); grants that ended together, the latest granted first.
+    ended = QuotaChangeRequest.objects.filter(state=State.APPROVED, grant_until__lte=now)
+    for request in ended.order_by("grant_until", "-created_at", "-pk"):
         if _revert(request, now=now):
             expired.append(request.pk)
     return expired

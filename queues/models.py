@@ -109,6 +109,7 @@ class Cohort(models.Model):
                 seen.add(ancestor.pk)
                 ancestor = ancestor.parent
         _raise(issues)
+        rules.quantities_as_text(self.resource_groups)
 
 
 class ClusterQueue(models.Model):
@@ -222,6 +223,7 @@ class ClusterQueue(models.Model):
                 )
             )
         _raise(issues)
+        rules.quantities_as_text(self.resource_groups)
 
     def quota(self) -> dict[tuple[str, str], Any]:
         """Nominal quota per (flavor, resource)."""

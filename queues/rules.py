@@ -476,6 +476,16 @@ def quota_entries(groups: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, st
                 yield quota_key(gi, fi, ri), flavor["name"], quota
 
 
+def quantities_as_text(groups: Sequence[Mapping[str, Any]]) -> None:
+    """Write every quota's amounts as text, in place (``8`` from a JSON client and ``"8"``
+    from a form are one quantity and render alike; stored alike, a save that changes
+    neither is no change). Assumes groups passed :func:`check_resource_groups`."""
+    for _, _, quota in quota_entries(groups):
+        for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+            if isinstance(quota.get(key), int):
+                quota[key] = str(quota[key])
+
+
 def quota_key(group: int | str, flavor: int | str, resource: int | str) -> str:
     """The key of one resource quota inside resource groups (form inputs are named by it)."""
     return f"g{group}f{flavor}r{resource}"

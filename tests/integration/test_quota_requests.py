@@ -319,3 +319,58 @@ def test_concurrent_requests_for_one_quota_item_make_exactly_one(demo: None) -> 
         t.join()
     assert sorted(results) == ["created"] + ["refused"] * 5
     assert QuotaChangeRequest.objects.filter(state="pending").count() == 1
+
+
+def test_grants_that_ended_before_the_expiry_ran_are_ended_in_the_order_they_ended(
+    demo: None,
+) -> None:
+    start = timezone.now()
+    first = ask(requested="20", grant_until=start + dt.timedelta(hours=2))
+    approve_quota_change(request_id=first.pk, approver=approver(), comment="ok")
+    second = ask(requested="24", grant_until=start + dt.timedelta(hours=30))
+    approve_quota_change(request_id=second.pk, approver=approver(), comment="ok")
+    # Had the task run at each end: the first grant's end finds the second's value and
+    # leaves it, the second's end puts 20 back. One late run must come to the same.
+    expired = expire_quota_grants(now=start + dt.timedelta(days=4))
+    assert sorted(expired) == sorted([first.pk, second.pk])
+    assert hard() == "20"
+    assert list(
+        AuditEvent.objects.filter(
+            event__in=["quota_change.reverted", "quota_change.revert_skipped"]
+        )
+        .order_by("id")
+        .values_list("event", "target_id")
+    ) == [
+        ("quota_change.revert_skipped", str(first.pk)),
+        ("quota_change.reverted", str(second.pk)),
+    ]
+
+
+def test_an_approval_on_an_assessment_the_request_no_longer_shows_is_refused(
+    demo: None,
+) -> None:
+    from tests.factories import ObservedNodeFactory
+
+    request = ask(requested="20")
+    read_first = request.assessment["fingerprint"]
+    node = ObservedNodeFactory(mig_config="all-disabled", allocatable={"nvidia.com/gpu": "8"})
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(
+            request_id=request.pk, approver=approver(), comment="", seen=read_first
+        )
+    assert caught.value.code == "stale_assessment"
+    request.refresh_from_db()
+    assert request.assessment["fingerprint"] != read_first  # the fleet's capacity changed
+    node.delete()
+    # The fleet is as it was at the first read, but the request shows the newer
+    # assessment: an approval acts only on the one it shows.
+    with pytest.raises(DomainError) as caught:
+        approve_quota_change(
+            request_id=request.pk, approver=approver(), comment="", seen=read_first
+        )
+    assert caught.value.code == "stale_assessment"
+    assert hard() == "16"
+    request.refresh_from_db()
+    assert request.assessment["fingerprint"] == read_first  # what it shows now
+    approve_quota_change(request_id=request.pk, approver=approver(), comment="ok", seen=read_first)
+    assert hard() == "20"

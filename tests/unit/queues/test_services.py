@@ -1,5 +1,6 @@
 """Queue services: Kueue's rules surface as field errors and nothing is written."""
 
+import copy
 from typing import Any
 
 import pytest
@@ -47,6 +48,30 @@ def test_cluster_queue_is_saved_and_audited(platform_admin: Any) -> None:
         "api",
     )
     assert event.new["resource_groups"] == GROUPS
+
+
+def test_a_quota_sent_as_a_json_number_is_the_same_quota_and_no_change(
+    platform_admin: Any,
+) -> None:
+    ResourceFlavorFactory(name="h100-80gb")
+    cq = save_cluster_queue(
+        actor=platform_admin,
+        source="web",
+        cluster_queue=ClusterQueue(
+            name="team-a-cq", cohort=Cohort.objects.create(name="research"), resource_groups=GROUPS
+        ),
+    )
+    as_numbers = copy.deepcopy(GROUPS)
+    as_numbers[0]["flavors"][0]["resources"][0].update(nominalQuota=8, borrowingLimit=4)
+    cq.resource_groups = as_numbers
+    save_cluster_queue(actor=platform_admin, source="api", cluster_queue=cq)
+    assert AuditEvent.objects.count() == 1  # the first save only
+    assert ClusterQueue.objects.get(pk=cq.pk).resource_groups == GROUPS
+    as_numbers[0]["flavors"][0]["resources"][0]["nominalQuota"] = 9
+    cq.resource_groups = as_numbers
+    save_cluster_queue(actor=platform_admin, source="api", cluster_queue=cq)
+    assert ClusterQueue.objects.get(pk=cq.pk).nominal_quota("h100-80gb", "nvidia.com/gpu") == "9"
+    assert AuditEvent.objects.count() == 2
 
 
 def test_borrowing_without_cohort_is_a_field_error_and_writes_nothing(platform_admin: Any) -> None:
