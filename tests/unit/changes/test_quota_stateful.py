@@ -53,6 +53,7 @@ from portal.quantity import MAX_QUANTITY, parse_quantity
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Namespace, Team
+from tenants.rules import spelled_quantity
 from tenants.services import set_namespace_quota
 from tests.factories import ObservedNodeFactory, demo_fleet_nodes
 
@@ -455,7 +456,16 @@ class QuotaDecisions(RuleBasedStateMachine):
                 hard.pop(item.resource, None)
             else:
                 hard[item.resource] = written
-            set_namespace_quota(actor=self.admin, namespace=self.namespace, hard=hard, source="api")
+                written = spelled_quantity(item.resource, written)  # stored in one spelling
+            set_namespace_quota(
+                actor=self.admin,
+                namespace=self.namespace,
+                hard=hard,
+                source="api",
+                # beyond what the fleet could ever offer needs a reason: the admin gives one
+                # (its refusal without one has a test of its own)
+                override_reason="the stateful test's admin",
+            )
             self._set(item, written)
             return
         if written is None:
