@@ -259,7 +259,9 @@ def take_sample_after_poll(*, now: dt.datetime | None = None) -> int:
     run = SyncRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
     if run is None or not run.ok:
         return 0
-    last = _state().last_sample
+    # A read, not the sample's lock: the sample takes it (outside a transaction a locking
+    # read is refused, and the task runs outside one).
+    last = SamplingState.objects.values_list("last_sample", flat=True).first()
     if last is not None and run.finished_at is not None and run.finished_at <= last:
         return 0
     return take_sample(now=now)

@@ -52,3 +52,12 @@ def test_the_demo_backfill_makes_charts_at_once(observed: None) -> None:
     client.force_login(User.objects.get(username="lead-a"))
     page = client.get("/reports/?days=7").content.decode()
     assert 'aria-label="team-a: nvidia.com/gpu in use against the quota' in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_samples_after_a_poll_outside_any_transaction(observed: None) -> None:
+    """The worker calls it with no transaction open (a locking read there is refused)."""
+    from usage.tasks import take_sample_task
+
+    assert take_sample_task() > 10
+    assert take_sample_task() == 0  # no poll since the last sample
