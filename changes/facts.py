@@ -15,6 +15,7 @@ from changes.impact import (
     QueueQuota,
     ceiling,
     flavor_capacity,
+    flavor_ceiling,
 )
 from changes.models import OPEN_STATES, MigChangeRequest
 from cluster.models import ObservedNode, ObservedPod
@@ -99,8 +100,14 @@ def capacity_for(resources: Iterable[str]) -> FleetCapacity:
     offer of each of ``resources`` (the portal's capacity hook)."""
     fleet = fleet_facts()
     live = [n for n in fleet.nodes if not n.gone]
+    resources = set(resources)
     return FleetCapacity(
         behind=dict(flavor_capacity(fleet.flavors, live)),
         ceiling={r: ceiling(fleet, r) for r in resources},
+        flavor_ceiling={
+            (flavor, r): flavor_ceiling(fleet, labels, r)
+            for flavor, labels in fleet.flavors.items()
+            for r in resources
+        },
         known=bool(live),  # no node observed yet: nothing is known of the fleet
     )

@@ -720,10 +720,22 @@ def ceiling(fleet: Fleet, resource: str) -> int:
     could ever offer, in its best layout for that resource: a quota above it can never be
     backed, whatever MIG changes follow. What a node offers now is never less than that (a
     model the catalog does not know still offers what it offers)."""
+    return sum(_most(n, resource) for n in fleet.nodes if not n.gone)
+
+
+def flavor_ceiling(fleet: Fleet, node_labels: Mapping[str, str], resource: str) -> int:
+    """The most of ``resource`` the nodes behind a flavor could ever offer: the nodes its
+    labels select, its MIG layout label aside (a MIG change can bring any of them into it),
+    each in its best layout for the resource."""
+    fixed = {k: v for k, v in node_labels.items() if k != gpu_labels.MIG_CONFIG}
     return sum(
-        max(n.gpu_count * most_per_gpu(n.model, resource), n.allocatable.get(resource, 0))
-        for n in fleet.nodes
-        if not n.gone
+        _most(n, resource) for n in fleet.nodes if not n.gone and selector_matches(fixed, n.labels)
+    )
+
+
+def _most(node: NodeFacts, resource: str) -> int:
+    return max(
+        node.gpu_count * most_per_gpu(node.model, resource), node.allocatable.get(resource, 0)
     )
 
 

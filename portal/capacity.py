@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 class FleetCapacity:
     """``behind``: (flavor, resource) -> what the nodes the flavor selects offer now;
     ``ceiling``: resource -> the most the whole fleet could ever offer of it, in its best
-    MIG layout (a promise above it can never be backed)."""
+    MIG layout (a quota above it can never be backed); ``flavor_ceiling``: (flavor,
+    resource) -> the same for the nodes behind the flavor (a queue's promise above it can
+    never be backed)."""
 
     behind: dict[tuple[str, str], int] = field(default_factory=dict)
     ceiling: dict[str, int] = field(default_factory=dict)
+    flavor_ceiling: dict[tuple[str, str], int] = field(default_factory=dict)
     known: bool = True
 
 

@@ -506,7 +506,7 @@ class Promise:
     offered: int | None  # what the flavor's nodes offer now (None: unknown)
     promised: int  # what every queue would promise on (flavor, resource) with the edit
     raised: bool  # the edit raises this queue's quota
-    ceiling: int | None  # the most the fleet could ever offer of the resource
+    ceiling: int | None  # the most the nodes behind the flavor could ever offer of it
 
     @property
     def unbacked(self) -> bool:
@@ -523,10 +523,10 @@ def promises(
     new: dict[tuple[str, str], Any],
     others: dict[tuple[str, str], Any],
     behind: dict[tuple[str, str], int] | None,
-    ceiling: dict[str, int] | None,
+    ceiling: dict[tuple[str, str], int] | None,
 ) -> dict[tuple[str, str], Promise]:
     """Per GPU (flavor, resource) of an edited queue: what it and the other queues would
-    promise against what the fleet offers behind the flavor, and could ever offer."""
+    promise against what the nodes behind the flavor offer, and could ever offer."""
     out = {}
     for key, amount in new.items():
         resource = key[1]
@@ -536,6 +536,6 @@ def promises(
             offered=None if behind is None else behind.get(key, 0),
             promised=int(others.get(key, 0) + amount),
             raised=amount > old.get(key, 0),
-            ceiling=None if ceiling is None else ceiling.get(resource),
+            ceiling=None if ceiling is None else ceiling.get(key, 0),
         )
     return out

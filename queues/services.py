@@ -66,7 +66,7 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
         new,
         others,
         capacity.behind if capacity.known else None,
-        capacity.ceiling if capacity.known else None,
+        capacity.flavor_ceiling if capacity.known else None,
     )
 
 
@@ -83,7 +83,8 @@ def refused_promises(
     problems = []
     if any(p.beyond_ceiling for p in shown.values()) and not override_reason.strip():
         problems.append(
-            "These quotas promise more than the fleet could ever offer, in any MIG layout: "
+            "These quotas promise more than the nodes behind their flavor could ever offer, in "
+            "any MIG layout: "
             f"say why in {reason_field}, or lower them."
         )
     if any(p.unbacked for p in shown.values()) and not confirmed:

@@ -182,14 +182,21 @@ def test_the_queue_editor_shows_the_fleet_and_asks_before_promising_more(
     htmx_idle(page)
     expect(page.locator("#g0f0r0_capacity")).to_contain_text("queues would promise 24")
     expect(page.locator("#promise-box")).to_contain_text("24 nvidia.com/gpu on h100-80gb")
+    # 24 promised where 16 H100 GPUs exist, and could ever exist: a tick and a reason.
+    expect(page.locator("#g0f0r0_capacity")).to_contain_text(
+        "more than its nodes could ever offer (16 in their best layout)"
+    )
     page.get_by_role("button", name="Save").click()
     htmx_idle(page)
-    expect(page.get_by_role("alert").first).to_contain_text("Promise more than exists")
+    alert = page.get_by_role("alert").first
+    expect(alert).to_contain_text("Promise more than exists")
+    expect(alert).to_contain_text("Reason to promise beyond the fleet")
     screenshot(page, "queue-edit-promises-more")
     assert ClusterQueue.objects.get(name="cq-train").nominal_quota(
         "h100-80gb", "nvidia.com/gpu"
     ) == ("12")
     page.get_by_label("Promise more than exists").check()
+    page.get_by_label("Reason to promise beyond the fleet").fill("two H100 nodes arrive Monday")
     page.get_by_role("button", name="Save").click()
     expect(page).to_have_url(re.compile(r"/queues/$"))
     assert ClusterQueue.objects.get(name="cq-train").nominal_quota(

@@ -372,3 +372,14 @@ def test_the_fingerprint_follows_what_the_approver_reads_and_ignores_waiting_pod
     assert third.proposed_queue_changes == [
         QueueChange("cq-train", "a100-80gb-3g", "nvidia.com/mig-3g.40gb", 60, 48)
     ]
+
+
+def test_a_flavors_ceiling_counts_the_nodes_it_could_ever_select() -> None:
+    from changes.impact import flavor_ceiling
+
+    fleet = seed_fleet()
+    labels = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.config": "x"}
+    # Three A100 nodes of 8 GPUs: 2 x 3g.40gb per GPU in the best layout, whatever they
+    # run now (a MIG change can bring any of them under the flavor's layout label).
+    assert flavor_ceiling(fleet, labels, "nvidia.com/mig-3g.40gb") == 48
+    assert flavor_ceiling(fleet, {"nvidia.com/gpu.product": "H100"}, "nvidia.com/gpu") == 0

@@ -53,19 +53,19 @@ def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -
     url = "/queues/cluster-queues/cq-train/edit/"
     page = client.get(url).content.decode()
     assert "offers 16 behind h100-80gb; queues would promise 16" in page
-    data = form_of(cq, g0f0r0_nominal="1.4e1", confirm_unbacked="yes")  # stored as 14
+    data = form_of(cq, g0f0r0_nominal="1.0e1")  # stored as 10; a cut asks nothing
     preview = client.post(url, {**data, "action": "preview"})
     body = preview.content.decode()
     assert preview.status_code == 200
     assert '<span class="d del">-         nominalQuota: 12</span>' in body
-    assert '<span class="d add">+         nominalQuota: 14</span>' in body
+    assert '<span class="d add">+         nominalQuota: 10</span>' in body
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
     hashes = {
         k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
     }
     saved = client.post(url, {**data, **hashes, "action": "save"})
     assert saved.status_code == 302 and saved["Location"] == "/queues/"
-    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 14
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 10
     event = AuditEvent.objects.filter(event="cluster_queue.saved").latest("id")
     assert (event.source, event.actor_name) == ("web", "admin")
 
@@ -199,36 +199,39 @@ def previewed(client: Client, url: str, data: dict[str, str]) -> dict[str, str]:
 
 
 def test_promising_more_than_the_fleet_offers_asks_for_a_tick(client: Client, demo: None) -> None:
-    demo_fleet_nodes()
+    demo_fleet_nodes()  # no node on all-balanced: nothing behind cq-dev's balanced flavor
     login(client, "admin")
-    cq = ClusterQueue.objects.get(name="cq-train")
-    url = "/queues/cluster-queues/cq-train/edit/"
-    data = previewed(client, url, form_of(cq, g0f0r0_nominal="20"))
+    cq = ClusterQueue.objects.get(name="cq-dev")
+    url = "/queues/cluster-queues/cq-dev/edit/"
+    data = previewed(client, url, form_of(cq, g0f0r1_nominal="10"))  # mig-2g.20gb 8 -> 10
     refused = client.post(url, data)
     body = refused.content.decode()
     assert refused.status_code == 422
-    assert "offers 16 behind h100-80gb; queues would promise 24" in body
+    assert "offers 0 behind a100-80gb-balanced; queues would promise 10" in body
     assert "tick “Promise more than exists” to save anyway" in body
-    assert cq.quota() == ClusterQueue.objects.get(name="cq-train").quota()
+    assert "Reason to promise beyond" not in body  # A100s could offer it in another layout
+    assert cq.quota() == ClusterQueue.objects.get(name="cq-dev").quota()
     saved = client.post(url, {**data, "confirm_unbacked": "yes"})
     assert saved.status_code == 302
-    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 20
+    key = ("a100-80gb-balanced", "nvidia.com/mig-2g.20gb")
+    assert ClusterQueue.objects.get(name="cq-dev").quota()[key] == 10
 
 
 def test_beyond_what_the_fleet_could_ever_offer_needs_a_reason(client: Client, demo: None) -> None:
-    demo_fleet_nodes()  # 40 GPUs in all: 24 A100 and 16 H100
+    demo_fleet_nodes()  # 40 GPUs in all, 16 of them H100 behind h100-80gb
     login(client, "admin")
     cq = ClusterQueue.objects.get(name="cq-train")
     url = "/queues/cluster-queues/cq-train/edit/"
-    data = previewed(client, url, {**form_of(cq, g0f0r0_nominal="1k"), "confirm_unbacked": "yes"})
+    # 30 is less than the 40 GPUs of the fleet, but more than its 16 H100 GPUs could be.
+    data = previewed(client, url, {**form_of(cq, g0f0r0_nominal="3e1"), "confirm_unbacked": "yes"})
     refused = client.post(url, data).content.decode()
-    assert "more than the fleet could ever offer (40 in its best layout)" in refused
+    assert "more than its nodes could ever offer (16 in their best layout)" in refused
     assert "say why in “Reason to promise beyond the fleet”" in refused
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
     saved = client.post(url, {**data, "override_reason": "capacity arrives next week"})
     assert saved.status_code == 302
     cq.refresh_from_db()
-    assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "1000"  # one spelling
+    assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "30"  # one spelling
     override = AuditEvent.objects.get(event="cluster_queue.override")
     assert override.new["reason"] == "capacity arrives next week"
 
