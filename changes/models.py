@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from changes.impact import VERDICT_LABELS
+
 
 class MigChangeRequest(models.Model):
     """A request to re-slice GPU nodes, with its impact assessment, decision and execution."""
@@ -109,6 +111,10 @@ class MigChangeRequest(models.Model):
         if self.kind == self.Kind.DRAIN:
             return f"Drain #{self.pk}: {', '.join(self.nodes)}"
         return f"MIG change #{self.pk}: {', '.join(self.nodes)} -> {self.target_config}"
+
+    @property
+    def verdict_label(self) -> str:
+        return VERDICT_LABELS.get(self.verdict, self.verdict.replace("_", " "))
 
     @property
     def is_drain(self) -> bool:

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from changes.approval import may_request
+from changes.approval import may_request, teams_user_may_request_for
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
@@ -64,7 +64,9 @@ def home(request: HttpRequest) -> HttpResponse:
     ):
         grants[grant.team_id].append(grant)
     hits = _changes_hitting(teams)
+    asking = set(teams_user_may_request_for(request.user).values_list("pk", flat=True))
     for team in teams:
+        team.may_ask = team.pk in asking  # type: ignore[attr-defined]
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
     return render(request, "overview/home.html", {"teams": teams, "sync": last_sync()})
@@ -72,7 +74,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
     """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
-    its quotas' backing taken): open ones, and those that ended in the last three days."""
+    its quotas' backing taken): open ones, and those that ran and ended in the last three
+    days (a rejected or cancelled one changed nothing)."""
     recent = timezone.now() - dt.timedelta(days=3)
     hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
     rows = (
@@ -80,6 +83,7 @@ def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
         .filter(
             Q(migchangerequest__state__in=OPEN_STATES) | Q(migchangerequest__updated_at__gte=recent)
         )
+        .exclude(migchangerequest__state__in=["rejected", "cancelled"])
         .select_related("migchangerequest__team", "team")
         .order_by("-migchangerequest__created_at")
     )

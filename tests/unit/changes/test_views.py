@@ -438,6 +438,11 @@ def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed:
         in page
     )
     assert 'href="/changes/new/?nodes=gpu-a100-03&amp;target_config=all-3g.40gb"' in page
+    login(client, "member-a")  # a member reads why, and is not sent to a form they may not use
+    member = client.get("/").content.decode()
+    assert "would offer 16 more" in member and "/changes/new/?nodes=" not in member
+    assert "your team's lead can ask for it" in member
+    login(client, "lead-a")
     form = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content.decode()
     assert 'value="gpu-a100-03"' in form and "checked" in form
     assert '<option value="all-3g.40gb" selected>' in form
