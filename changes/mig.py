@@ -239,6 +239,7 @@ def reject_mig_change(
     request = get_mig_change_for_user(approver, request_id)
     require_decider(approver, "MIG changes")
     refuse_own(request, approver, "You cannot decide your own request.")
+    _require_pending(request)  # said before a missing comment: it is decided
     if not comment.strip():
         raise ValidationError({"comment": ["Say why it is rejected."]})
     transition(

@@ -640,6 +640,8 @@ def reject_quota_change(
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot decide your own request.")
+    if request.state != State.PENDING:  # said before a missing comment: it is decided
+        raise DomainError("This request was already decided.", code="conflict")
     if not comment.strip():
         raise ValidationError({"comment": ["Say why it is rejected."]})
     if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
