@@ -131,6 +131,8 @@ def test_nodes_of_two_gpu_models_are_told_to_choose_one_and_evictions_stay_notes
     assert "Configs valid for" not in fragment
     assert "<li>The nodes have different GPU models; request one change per model.</li>" in fragment
     assert '<li class="muted">1 GPU pod of team-b must be evicted first' in fragment
+    assert "Nothing runs while the change is blocked" in fragment  # no tables of a change
+    assert "Queue changes carried" not in fragment and "Fleet capacity" not in fragment
     response = client.post(
         "/api/v1/mig-changes/",
         {
