@@ -99,11 +99,14 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
                 return HttpResponseClientRedirect(f"/changes/{created.pk}/")
             return redirect("change-detail", pk=created.pk)
     context: dict[str, object] = {"form": form}
-    config = request.GET.get("target_config", "")
-    if request.method == "GET" and initial["nodes"] and config:
-        # Opened from a link naming both (the home page's fix): the impact at once.
+    # Opened from a link naming nodes and a config (the home page's fix), or refused: the
+    # impact of what the form holds, at once.
+    source = request.POST if request.method == "POST" else request.GET
+    config = source.get("target_config", "")
+    wanted = source.getlist("nodes") if request.method == "POST" else initial["nodes"]
+    if wanted and config:
         offered = {name for name, _ in form.fields["nodes"].choices}  # type: ignore[attr-defined]
-        nodes = [name for name in initial["nodes"] if name in offered]
+        nodes = [name for name in wanted if name in offered]
         if nodes:
             context["assessment"] = mig.preview(viewer=request.user, nodes=nodes, config=config)
     template = (

@@ -95,6 +95,11 @@ def test_the_form_opened_with_nodes_and_a_config_shows_the_impact_at_once(
     page = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content
     assert b"Impact:" in page and b"1 pod in team-b" in page  # another team's: counted
     assert b'<option value="all-3g.40gb" selected>' in page
+    refused = client.post(  # no reason given: refused, the impact still shown
+        "/changes/new/",
+        {"team": "1", "nodes": ["gpu-a100-03"], "target_config": "all-3g.40gb", "reason": ""},
+    ).content
+    assert b"Impact:" in refused and b"1 pod in team-b" in refused
     for partial in (
         "?nodes=gpu-a100-03",
         "?target_config=all-3g.40gb",
