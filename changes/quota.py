@@ -550,6 +550,12 @@ def approve_quota_change(
         request = QuotaChangeRequest.objects.select_for_update().get(pk=request.pk)
         if request.state != State.PENDING:
             raise DomainError("This request was already decided.", code="conflict")
+        if request.grant_until is not None and request.grant_until <= timezone.now():
+            raise DomainError(
+                f"The grant it asks for ended on {_when(request.grant_until)}: there is "
+                "nothing left to approve. Reject it, or the requester asks again.",
+                code="lapsed",
+            )
         _lock_target(request)
         shown = seen or shown_fingerprint(request)
         current = _current(
@@ -598,6 +604,10 @@ def approve_quota_change(
     raise DomainError(
         f"{what} The assessment is updated: read it and decide again.", code="stale_assessment"
     )
+
+
+def _when(time: dt.datetime) -> str:
+    return timezone.localtime(time).strftime("%b %-d, %Y, %H:%M")
 
 
 def _lock_target(request: QuotaChangeRequest) -> None:

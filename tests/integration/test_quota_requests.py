@@ -374,3 +374,19 @@ def test_an_approval_on_an_assessment_the_request_no_longer_shows_is_refused(
     assert request.assessment["fingerprint"] == read_first  # what it shows now
     approve_quota_change(request_id=request.pk, approver=approver(), comment="ok", seen=read_first)
     assert hard() == "20"
+
+
+def test_a_grant_that_ended_before_anyone_decided_is_not_approved(demo: None) -> None:
+    request = ask(grant_until=timezone.now() + dt.timedelta(hours=2))
+    type(request).objects.filter(pk=request.pk).update(  # two hours pass, nobody decides
+        grant_until=timezone.now() - dt.timedelta(minutes=1)
+    )
+    with pytest.raises(DomainError) as lapsed:
+        approve_quota_change(
+            request_id=request.pk, approver=User.objects.get(username="approver"), comment="ok"
+        )
+    assert lapsed.value.code == "lapsed"
+    assert "there is nothing left to approve" in lapsed.value.message
+    assert hard() == "16"
+    request.refresh_from_db()
+    assert request.state == "pending"

@@ -373,6 +373,11 @@ class QuotaDecisions(RuleBasedStateMachine):
         """Only the assessment stored now is approved, and only while it still says what
         an assessment made now would say; else the fresh one is stored."""
         asked = self.requests[pk]
+        if asked.until is not None and asked.until <= self.clock:  # the grant ended unapproved
+            with pytest.raises(DomainError) as lapsed:
+                approve_quota_change(request_id=pk, approver=approver, comment="ok", seen=seen)
+            assert lapsed.value.code == "lapsed"
+            return
         shown = seen or asked.fingerprint
         inputs = self._inputs(asked.item)
         if shown == asked.fingerprint and inputs == asked.inputs:
