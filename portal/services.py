@@ -23,10 +23,19 @@ def require_platform_admin(actor: Actor) -> None:
 
 
 def snapshot(instance: models.Model) -> dict[str, Any]:
-    """A JSON-safe picture of a model's own fields, for the audit log."""
+    """A JSON-safe picture of a model's own fields, for the audit log; a related object is
+    named as people know it (``cohort: ai-platform``, not its row id)."""
     data = model_to_dict(instance)
+    for field in instance._meta.concrete_fields:
+        if field.is_relation and field.name in data and data[field.name] is not None:
+            related = getattr(instance, field.name, None)
+            data[field.name] = str(related) if related is not None else data[field.name]
     return {
-        key: ([getattr(v, "pk", v) for v in value] if isinstance(value, list | tuple) else value)
+        key: (
+            [str(v) if hasattr(v, "pk") else v for v in value]
+            if isinstance(value, list | tuple)
+            else value
+        )
         for key, value in data.items()
     }
 

@@ -219,3 +219,22 @@ def test_other_teams_pods_are_counted_not_named_in_the_audit(demo: None) -> None
     api = lead.get("/api/v1/audit/").content.decode()
     assert "dev-test-1g" not in api and "a pod in team-b" in api
     assert "team-b/dev-test-1g" in client_for("approver").get("/audit/").content.decode()
+
+
+def test_related_objects_are_named_not_numbered(demo: None) -> None:
+    from queues.models import ClusterQueue, LocalQueue
+    from queues.services import save_local_queue
+
+    save_local_queue(
+        actor=User.objects.get(username="admin"),
+        local_queue=LocalQueue(
+            name="team-a-extra",
+            namespace=Namespace.objects.get(name="team-a"),
+            cluster_queue=ClusterQueue.objects.get(name="cq-train"),
+        ),
+        source="web",
+    )
+    event = AuditEvent.objects.filter(event="local_queue.saved").latest("id")
+    assert (event.new["namespace"], event.new["cluster_queue"]) == ("team-a", "cq-train")
+    table = audit_table(client_for("admin").get("/audit/?event=local_queue.saved").content.decode())
+    assert "cq-train" in table and not re.search(r"cluster_queue: \d", table)
