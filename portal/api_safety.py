@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
+from django.db.models import QuerySet
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.models import IdempotencyRecord
 from portal.permissions import user_id
+
+M = TypeVar("M", bound=models.Model)
 
 
 def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
@@ -86,6 +90,19 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
 
 def etag_of(*parts: object) -> str:
     return '"' + hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()[:20] + '"'
+
+
+@contextmanager
+def guarded_write(
+    request: Request, queryset: QuerySet[M], pk: Any, etag: Callable[[M], str]
+) -> Iterator[tuple[M, Response | None]]:
+    """The object read again under its row lock, in a transaction kept for the write, and
+    the 412 its ``If-Match`` earns (None: go ahead). Of concurrent writers sending the same
+    ``If-Match`` exactly one gets through: the others wait for the lock, then find the
+    version changed."""
+    with transaction.atomic():
+        current = queryset.select_for_update(of=("self",)).get(pk=pk)
+        yield current, check_if_match(request, etag(current))
 
 
 def check_if_match(request: Request, current: str) -> Response | None:

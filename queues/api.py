@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, check_if_match, etag_of
+from portal.api_safety import StrictInput, etag_of, guarded_write
 from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
@@ -117,13 +117,19 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
         the admin and the Queues page, field errors on ``resource_groups``."""
         if not is_platform_admin(request.user):
             raise PermissionDenied("Only platform admins change ClusterQueues.")
-        cq = self.get_object()
-        refused = check_if_match(request, cluster_queue_etag(cq))
-        if refused is not None:
-            return refused
         data = QuotasWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        values = data.validated_data
+        with guarded_write(
+            request, ClusterQueue.objects.all(), self.get_object().pk, cluster_queue_etag
+        ) as (cq, refused):
+            if refused is not None:
+                return refused
+            return self._replace_quotas(request, cq, data.validated_data)
+
+    def _replace_quotas(
+        self, request: Request, cq: ClusterQueue, values: dict[str, Any]
+    ) -> Response:
+        """The edit itself, under the queue's row lock (a dry run answers the diff)."""
         edited = copy.deepcopy(cq)
         edited.resource_groups = respelled(values["resource_groups"])
         if "fair_sharing_weight" in values:

@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
+from portal.api_safety import StrictInput, etag_of, guarded_write, idempotent
 from tenants import services as tenant_services
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
@@ -109,10 +109,6 @@ class TeamViewSet(
 
     @extend_schema(request=TeamPatchSerializer, responses={200: TeamSerializer})
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        team = self.get_object()
-        refused = check_if_match(request, team_etag(team))
-        if refused is not None:
-            return refused
         data = TeamPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -121,12 +117,18 @@ class TeamViewSet(
             if "allowed_priority_classes" in values
             else None
         )
-        for field in ("name", "description"):
-            if field in values:
-                setattr(team, field, values[field])
-        tenant_services.save_team(
-            actor=request.user, team=team, source="api", allowed_priority_classes=classes
-        )
+        with guarded_write(request, Team.objects.all(), self.get_object().pk, team_etag) as (
+            team,
+            refused,
+        ):
+            if refused is not None:
+                return refused
+            for field in ("name", "description"):
+                if field in values:
+                    setattr(team, field, values[field])
+            tenant_services.save_team(
+                actor=request.user, team=team, source="api", allowed_priority_classes=classes
+            )
         team = self.get_queryset().get(pk=team.pk)
         response = Response(TeamSerializer(team).data)
         response["ETag"] = team_etag(team)
@@ -232,13 +234,14 @@ class NamespaceViewSet(
     ) -> Response:
         """Replace part of the namespace: If-Match, validate, write, answer with the fresh
         namespace, its ETag and the write's warnings."""
-        ns = self.get_object()
-        refused = check_if_match(request, namespace_etag(ns))
-        if refused is not None:
-            return refused
         data = serializer(data=request.data)
         data.is_valid(raise_exception=True)
-        warnings = write(ns, data.validated_data)
+        with guarded_write(
+            request, Namespace.objects.all(), self.get_object().pk, namespace_etag
+        ) as (ns, refused):
+            if refused is not None:
+                return refused
+            warnings = write(ns, data.validated_data)
         response = self._fresh(ns)
         response.data = {**response.data, "warnings": warnings}
         return response
@@ -270,11 +273,12 @@ class NamespaceViewSet(
         return response
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        ns = self.get_object()
-        refused = check_if_match(request, namespace_etag(ns))
-        if refused is not None:
-            return refused
-        tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")
+        with guarded_write(
+            request, Namespace.objects.all(), self.get_object().pk, namespace_etag
+        ) as (ns, refused):
+            if refused is not None:
+                return refused
+            tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=QuotaWriteSerializer, responses={200: NamespaceSerializer})
