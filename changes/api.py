@@ -131,6 +131,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     """MIG change requests of your teams (all of them for approvers and admins)."""
 
     serializer_class = MigChangeSerializer
+    lookup_value_regex = r"\d+"  # an id that is no number is a 404, not a 500
     filterset_class = MigChangeFilter
 
     def get_queryset(self) -> Any:
@@ -321,6 +322,7 @@ class QuotaRequestViewSet(
     mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[QuotaChangeRequest]
 ):
     serializer_class = QuotaRequestSerializer
+    lookup_value_regex = r"\d+"  # an id that is no number is a 404, not a 500
     filterset_class = QuotaRequestFilter
 
     def get_queryset(self) -> Any:

@@ -89,6 +89,7 @@ class TokenViewSet(
     """Your personal API tokens. Creating one shows its text once; deleting revokes it."""
 
     serializer_class = TokenSerializer
+    lookup_value_regex = r"\d+"  # an id that is no number is a 404, not a 500
 
     def get_queryset(self) -> Any:
         if getattr(self, "swagger_fake_view", False):
@@ -97,6 +98,13 @@ class TokenViewSet(
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
     def create(self, request: Request) -> Response:
+        """A new token, from a signed-in session only: a token never mints another (which
+        could outlive it, and its revocation)."""
+        if isinstance(request.auth, ApiToken):
+            raise DjangoPermissionDenied(
+                "API tokens are created by a signed-in person (the Tokens page, or this call "
+                "with the session), not by another token."
+            )
         data = TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         token, text = create_token(

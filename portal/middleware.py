@@ -30,7 +30,8 @@ class RefuseNulMiddleware:
 
 
 def _fields_with_nul(request: HttpRequest) -> list[str]:
-    found = _nul_in(request.GET)
+    found = ["path"] if "\x00" in request.path else []
+    found += _nul_in(request.GET)
     kind = request.META.get("CONTENT_TYPE", "")
     if request.method == "POST" and kind.startswith(
         ("application/x-www-form-urlencoded", "multipart/form-data")

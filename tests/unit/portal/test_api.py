@@ -239,3 +239,23 @@ def test_an_api_url_no_view_matches_answers_in_the_api_format(client: Client, fl
     assert (missing.status_code, missing["Content-Type"]) == (404, "application/json")
     assert missing.json() == {"detail": "Not found.", "code": "not_found"}
     assert client.get("/no-such-page/").status_code == 404
+
+
+def test_a_token_cannot_mint_tokens_and_bad_ids_are_404(client: Client, fleet: None) -> None:
+    auth = bearer("lead-a")
+    minted = client.post(
+        "/api/v1/tokens/", {"name": "forever"}, content_type="application/json", headers=auth
+    )
+    assert minted.status_code == 403
+    assert "not by another token" in minted.json()["detail"]
+    assert ApiToken.objects.filter(name="forever").count() == 0
+    for method, url in (
+        ("post", "/api/v1/mig-changes/abc/approve/"),
+        ("post", "/api/v1/quota-requests/x/reject/"),
+        ("delete", "/api/v1/tokens/abc/"),
+        ("get", "/api/v1/mig-changes/9999999999999999999999/"),
+    ):
+        answer = getattr(client, method)(url, headers=bearer("admin"))
+        assert (answer.status_code, answer.json()["code"]) == (404, "not_found"), url
+    nul = client.get("/api/v1/nodes/a%00/", headers=auth)
+    assert nul.status_code == 400 and list(nul.json()["errors"]) == ["path"]
