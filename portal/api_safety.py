@@ -35,8 +35,18 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
                 {"detail": "Idempotency-Key is at most 200 characters.", "code": "invalid"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        digest = hashlib.sha256(request._request.body).hexdigest()  # read before the view
         existing = IdempotencyRecord.objects.filter(user_id=user_id(request.user), key=key).first()
         if existing is not None:
+            if existing.body_digest and existing.body_digest != digest:
+                return Response(  # the key names one request: another body is a mistake
+                    {
+                        "detail": "This Idempotency-Key was used with another body: use a new "
+                        "key for a new request.",
+                        "code": "idempotency_key_reused",
+                    },
+                    status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+                )
             if (existing.method, existing.path) != (request.method, request.path):
                 return Response(
                     {
@@ -63,6 +73,7 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
                     key=key,
                     method=request.method or "",
                     path=request.path,
+                    body_digest=digest,
                 )
         except IntegrityError:
             return Response(

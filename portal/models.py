@@ -101,6 +101,9 @@ class IdempotencyRecord(models.Model):
     key = models.CharField(max_length=200)
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=500)
+    body_digest = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the first request's body."
+    )
     status = models.PositiveSmallIntegerField(
         default=0, help_text="0 while the first request runs."
     )

@@ -88,6 +88,14 @@ def test_idempotency_key_replays_the_first_response(client: Client, fleet: None)
         "/api/v1/quota-requests/", {}, content_type="application/json", headers=headers
     )
     assert other.json()["code"] == "idempotency_key_reused"
+    changed = client.post(  # the same key with another body: refused, not replayed
+        "/api/v1/mig-changes/",
+        {**body, "reason": "something else"},
+        content_type="application/json",
+        headers=headers,
+    )
+    assert (changed.status_code, changed.json()["code"]) == (422, "idempotency_key_reused")
+    assert "Idempotent-Replayed" not in changed.headers
 
 
 @pytest.mark.parametrize(
