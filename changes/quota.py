@@ -284,6 +284,25 @@ def _canonical(resource: str, requested: str) -> str:
         return requested
 
 
+def _say_the_fleets_bound(
+    errors: dict[str, list[str]], *, actor: User, resource: str, requested: str
+) -> None:
+    """A value beyond any count is refused with what the fleet could ever offer, when that
+    applies: it tells a lead more than the 32-bit bound does."""
+    if errors.get("requested") and all(
+        m.startswith("must be at most") for m in errors["requested"]
+    ):
+        fleet_says = _value_errors(
+            actor=actor,
+            resource=resource,
+            previous="",
+            requested=requested,
+            override_reason="",
+            facts=fleet_facts(),
+        )
+        errors["requested"] = fleet_says.get("requested") or errors["requested"]
+
+
 def _value_errors(
     *,
     actor: User,
@@ -386,6 +405,7 @@ def request_quota_change(
         cluster_queue=cluster_queue,
         flavor=flavor,
     )
+    _say_the_fleets_bound(errors, actor=actor, resource=resource, requested=requested)
     if errors:
         raise ValidationError(errors)
     requested = _canonical(resource, requested)

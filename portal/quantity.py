@@ -90,6 +90,19 @@ def format_quantity(value: Fraction) -> str:
 # The largest quantity Kubernetes keeps exactly (an int64 of milli-units, as
 # resource.Quantity's MilliValue): anything above it is no quota anyone means.
 MAX_QUANTITY = Fraction(2**63 - 1, 1000)
+MAX_COUNT = 2**31 - 1  # devices and objects: what a 32-bit count holds
+MAX_VALUE = 2**63 - 1  # any other quantity: what Kubernetes keeps as an int64 of base units
+
+
+def bound_error(amount: Fraction, *, whole: bool) -> str:
+    """Why ``amount`` is too large to store ("" when it is not): counts of devices and
+    objects stay below 2^31, anything else within an int64 of its base unit (``1Ei`` of
+    memory is fine)."""
+    if whole and amount > MAX_COUNT:
+        return f"must be at most {MAX_COUNT} (devices and objects are counted in whole units)"
+    if amount > MAX_VALUE:
+        return f"must be at most {MAX_VALUE} (what Kubernetes keeps exactly)"
+    return ""
 
 
 def canonical_quantity(text: str) -> str:

@@ -18,7 +18,7 @@ from portal.names import (
     label_value_errors,
     qualified_name_errors,
 )
-from portal.quantity import QuantityError, is_whole, parse_quantity
+from portal.quantity import QuantityError, bound_error, is_whole, parse_quantity
 
 MAX_RESOURCE_GROUPS = 16
 MAX_LIST = 64  # coveredResources, flavors, resources: 1..64 each
@@ -252,10 +252,15 @@ def _check_flavor_quota(
         if amount < 0:
             issues.append(Issue(field, f"{path}.{key}", "must be greater than or equal to 0"))
             continue
-        if isinstance(name, str) and "/" in name and not is_whole(amount):
+        counted = isinstance(name, str) and "/" in name
+        if counted and not is_whole(amount):
             issues.append(
                 Issue(field, f"{path}.{key}", f"must be a whole number of {name} (devices)")
             )
+        too_large = bound_error(amount, whole=counted)
+        if too_large:
+            issues.append(Issue(field, f"{path}.{key}", too_large))
+            continue
         values[key] = amount
     for key in ("borrowingLimit", "lendingLimit"):
         if quota.get(key) is not None and not has_parent:

@@ -15,6 +15,7 @@ from gpus.catalog import unknown_gpu_resource_note
 from portal.names import qualified_name_errors
 from portal.quantity import (
     QuantityError,
+    bound_error,
     canonical_quantity,
     is_whole,
     parse_quantity,
@@ -90,7 +91,8 @@ def check_quantity(
         return amount, ["must be greater than 0"]
     if whole and not is_whole(amount):
         return amount, ["must be a whole number: devices and objects are counted in units"]
-    return amount, []
+    too_large = bound_error(amount, whole=whole)
+    return amount, [too_large] if too_large else []
 
 
 def check_quota_item(resource: str, hard: str) -> Check:

@@ -268,3 +268,19 @@ def test_taints_and_tolerations() -> None:
     assert "effect must be NoExecute" in str(
         check_tolerations([{"key": "k", "operator": "Exists", "tolerationSeconds": 5}])[0]
     )
+
+
+def test_a_nominal_quota_beyond_any_count_is_refused() -> None:
+    from queues.rules import check_resource_groups
+
+    groups = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1e100"}]}
+            ],
+        }
+    ]
+    issues = check_resource_groups(groups, owner="ClusterQueue", has_parent=False)
+    messages = [str(issue) for issue in issues]
+    assert any("must be at most 2147483647" in m for m in messages), messages

@@ -147,3 +147,22 @@ def test_every_mig_profile_name_of_the_catalog_is_known() -> None:
 def test_limit_range_typo_in_gpu_resource_is_warned() -> None:
     check = check_limit(LimitSpec("Container", "nvidia.com/mig-2g.20g", max="1"))
     assert "Did you mean nvidia.com/mig-2g.20gb?" in check.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "refused"),
+    [
+        ("requests.nvidia.com/gpu", "1e100", True),
+        ("requests.nvidia.com/gpu", "16Gi", True),
+        ("requests.nvidia.com/gpu", "2147483648", True),
+        ("requests.nvidia.com/gpu", "2147483647", False),
+        ("pods", "9223372036854775808", True),
+        ("requests.memory", "1Ei", False),
+        ("requests.memory", "1e100", True),
+    ],
+)
+def test_every_quantity_has_an_upper_bound(resource: str, value: str, refused: bool) -> None:
+    errors = check_quota_item(resource, value).errors
+    assert bool(errors) == refused, errors
+    if refused:
+        assert errors[0].startswith("hard: must be at most ")
