@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api_safety import StrictInput, etag_of, guarded_write, idempotent
+from portal.services import require_platform_admin
 from tenants import services as tenant_services
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
@@ -273,9 +274,25 @@ class NamespaceViewSet(
         return response
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        with guarded_write(
-            request, Namespace.objects.all(), self.get_object().pk, namespace_etag
-        ) as (ns, refused):
+        """Delete a namespace: ``If-Match`` with the ETag of a read is required. The applier
+        then removes the portal's objects in it from the cluster (its ResourceQuota,
+        LimitRange, LocalQueues) and the namespace itself when the portal created it."""
+        target = self.get_object()  # another team's namespace: 404
+        require_platform_admin(request.user)  # a lead: 403, before any precondition
+        if not request.headers.get("If-Match", "").strip():
+            return Response(
+                {
+                    "detail": "Deleting a namespace needs If-Match with the ETag of a read: it "
+                    "removes the portal's objects in it from the cluster (and the namespace "
+                    "itself when the portal created it).",
+                    "code": "precondition_required",
+                },
+                status=status.HTTP_428_PRECONDITION_REQUIRED,
+            )
+        with guarded_write(request, Namespace.objects.all(), target.pk, namespace_etag) as (
+            ns,
+            refused,
+        ):
             if refused is not None:
                 return refused
             tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")

@@ -196,7 +196,12 @@ def test_admins_create_and_remove_namespaces(client: Client, fleet: None) -> Non
     assert (
         client.delete("/api/v1/namespaces/team-a-x/", headers=bearer("lead-a")).status_code == 403
     )
-    assert client.delete("/api/v1/namespaces/team-a-x/", headers=admin).status_code == 204
+    blind = client.delete("/api/v1/namespaces/team-a-x/", headers=admin)
+    assert (blind.status_code, blind.json()["code"]) == (428, "precondition_required")
+    assert Namespace.objects.filter(name="team-a-x").exists()
+    etag = client.get("/api/v1/namespaces/team-a-x/", headers=admin)["ETag"]
+    deleted = client.delete("/api/v1/namespaces/team-a-x/", headers={**admin, "If-Match": etag})
+    assert deleted.status_code == 204
     assert not Namespace.objects.filter(name="team-a-x").exists()
 
 
