@@ -8,8 +8,8 @@ from typing import Any
 from cluster.models import ObservedNode
 from gpus.strips import gpu_strips
 from health.models import NodeHealth
-from portal.permissions import User, sees_every_team
-from tenants.selectors import member_namespaces
+from portal.permissions import User
+from portal.selectors import pod_names_for
 
 
 def attach_health(nodes: list[ObservedNode]) -> None:
@@ -46,11 +46,10 @@ def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict
         rows = rows.filter(node=node)
     if worst:
         rows = rows.filter(worst=worst)
-    sees_all = sees_every_team(user)
-    mine = member_namespaces(user)
+    names = pod_names_for(user)
 
     def scoped(item: dict[str, Any]) -> dict[str, Any]:
-        if item.get("pod") and not sees_all and item.get("namespace") not in mine:
+        if item.get("pod") and not names.named(item.get("namespace") or ""):
             return {**item, "namespace": "", "pod": "(another team's pod)"}
         return item
 

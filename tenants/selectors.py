@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, QuerySet
 
-from portal.permissions import is_platform_admin, user_id
+from portal.permissions import is_platform_admin
 from tenants.models import Namespace, Team
 
 
@@ -28,15 +28,3 @@ def list_teams_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team
         ),
         "allowed_priority_classes",
     ).order_by("slug")
-
-
-def member_namespaces(user: AbstractBaseUser | AnonymousUser) -> set[str]:
-    """Names of the namespaces of the teams the user is a member of (whatever their
-    platform roles): whose pods a page may name."""
-    if not user.is_authenticated:
-        return set()
-    return set(
-        Namespace.objects.filter(team__memberships__user_id=user_id(user)).values_list(
-            "name", flat=True
-        )
-    )
