@@ -28,15 +28,13 @@ from portal.permissions import is_platform_admin, user_id
 from portal.quantity import (
     MAX_QUANTITY,
     QuantityError,
-    canonical_quantity,
     format_quantity,
     parse_quantity,
-    whole_count,
 )
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Membership, Namespace, Team
-from tenants.rules import check_quota_item, counted_in_units, unenforced_quota_note
+from tenants.rules import check_quota_item, spelled_quantity, unenforced_quota_note
 from tenants.services import set_namespace_quota
 
 State = QuotaChangeRequest.State
@@ -274,16 +272,6 @@ def _request_errors(
     return errors
 
 
-def _canonical(resource: str, requested: str) -> str:
-    """The one spelling a requested value is stored and shown in (``1e3`` GPUs is 1000)."""
-    try:
-        if counted_in_units(resource):
-            return whole_count(requested)
-        return canonical_quantity(requested)
-    except QuantityError:
-        return requested
-
-
 def _say_the_fleets_bound(
     errors: dict[str, list[str]], *, actor: User, resource: str, requested: str
 ) -> None:
@@ -408,7 +396,7 @@ def request_quota_change(
     _say_the_fleets_bound(errors, actor=actor, resource=resource, requested=requested)
     if errors:
         raise ValidationError(errors)
-    requested = _canonical(resource, requested)
+    requested = spelled_quantity(resource, requested)
     previous = _current(kind, namespace, cluster_queue, flavor, resource)
     facts = fleet_facts()
     errors = _value_errors(

@@ -27,8 +27,6 @@ from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
 from tenants.services import save_priority_class
 
-GPU_PREFIX = "nvidia.com/"
-
 
 def _require_admin(request: HttpRequest) -> None:
     if not is_platform_admin(request.user):
