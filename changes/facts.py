@@ -29,18 +29,7 @@ from tenants.models import Namespace, QuotaItem
 def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
     """The observed fleet and desired quotas as plain facts (a fixed number of queries)."""
     team_of = dict(Namespace.objects.values_list("name", "team__slug"))
-    nodes = [
-        NodeFacts(
-            name=n.name,
-            model=model_for_product(n.gpu_product) if n.gpu_product else None,
-            gpu_count=n.gpu_count,
-            mig_config=n.mig_config,
-            mig_state=n.mig_config_state,
-            labels=n.labels,
-            allocatable=n.gpu_offer(),
-        )
-        for n in ObservedNode.objects.filter(gone_since__isnull=True)
-    ]
+    nodes = _node_facts()
     pods = [
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
@@ -82,12 +71,32 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
         nodes=nodes,
         pods=pods,
         queues=queues,
-        flavors={f.name: f.node_labels for f in ResourceFlavor.objects.all()},
+        flavors=_flavors(),
         quotas=quotas,
         pools=[PoolFacts(p.name, p.node_selector, p.mig_config) for p in NodePool.objects.all()],
         busy=busy,
         custom_configs=custom_configs(),
     )
+
+
+def _node_facts() -> list[NodeFacts]:
+    """The observed nodes that are not gone."""
+    return [
+        NodeFacts(
+            name=n.name,
+            model=model_for_product(n.gpu_product) if n.gpu_product else None,
+            gpu_count=n.gpu_count,
+            mig_config=n.mig_config,
+            mig_state=n.mig_config_state,
+            labels=n.labels,
+            allocatable=n.gpu_offer(),
+        )
+        for n in ObservedNode.objects.filter(gone_since__isnull=True)
+    ]
+
+
+def _flavors() -> dict[str, dict[str, str]]:
+    return {f.name: f.node_labels for f in ResourceFlavor.objects.all()}
 
 
 def custom_configs() -> CustomConfigs:
@@ -98,8 +107,9 @@ def custom_configs() -> CustomConfigs:
 def capacity_for(resources: Iterable[str]) -> FleetCapacity:
     """What the observed fleet offers behind each flavor now, and the most it could ever
     offer of each of ``resources`` (the portal's capacity hook)."""
-    fleet = fleet_facts()
-    live = [n for n in fleet.nodes if not n.gone]
+    # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
+    fleet = Fleet(nodes=_node_facts(), flavors=_flavors())
+    live = list(fleet.nodes)
     resources = set(resources)
     return FleetCapacity(
         behind=dict(flavor_capacity(fleet.flavors, live)),
