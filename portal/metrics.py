@@ -8,7 +8,6 @@ approvals, open drift). Scrape the Service: every pod answers with the same tota
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import defaultdict
@@ -25,6 +24,8 @@ from prometheus_client.core import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from portal import shared_store
+
 log = logging.getLogger(__name__)
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -33,20 +34,16 @@ TASK_KEY = "qm:metrics:tasks"
 SEP = "\x1f"  # between label values in a hash field; never in a route, method or task name
 
 
-@functools.cache
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
-
-
 def connection() -> redis.Redis:
-    return _redis(settings.QM_METRICS_REDIS_URL)
+    return shared_store.client(settings.QM_METRICS_REDIS_URL)
 
 
 def _observe(key: str, labels: tuple[str, ...], seconds: float, extra: dict[str, int]) -> None:
     """Count one observation into its histogram (and ``extra`` counters); never raises."""
     base = SEP.join(labels)
-    try:
-        pipe = connection().pipeline(transaction=False)
+
+    def count(store: redis.Redis) -> None:
+        pipe = store.pipeline(transaction=False)
         pipe.hincrby(key, f"count{SEP}{base}", 1)
         pipe.hincrbyfloat(key, f"sum{SEP}{base}", seconds)
         for bound in BUCKETS:
@@ -55,12 +52,21 @@ def _observe(key: str, labels: tuple[str, ...], seconds: float, extra: dict[str,
         for name, value in extra.items():
             pipe.hincrby(key, f"{name}{SEP}{base}", value)
         pipe.execute()
-    except redis.RedisError as exc:  # metrics never break a request or a task
+
+    try:
+        shared_store.call(settings.QM_METRICS_REDIS_URL, "metrics", count)
+    except shared_store.StoreDown as exc:  # metrics never break a request or a task
         log.debug("metrics not recorded: %s", exc)
 
 
+# The methods a label may name; any other (a client may send any token) counts as "other",
+# so made-up methods cannot add series.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:
-    _observe(HTTP_KEY, (method, route, str(status)), seconds, {})
+    label = method if method in METHODS else "other"
+    _observe(HTTP_KEY, (label, route, str(status)), seconds, {})
 
 
 def observe_task(task: str, outcome: str, seconds: float) -> None:
@@ -128,7 +134,7 @@ class PortalCollector(Collector):
                     ["task", "outcome"],
                 ),
             ]
-        except redis.RedisError:
+        except (redis.RedisError, OSError, ValueError):
             up.add_metric([], 0)
             yield up
             return

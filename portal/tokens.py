@@ -8,6 +8,7 @@ import hmac
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -15,6 +16,7 @@ from django.http import Http404
 from django.utils import timezone
 from rest_framework import authentication, exceptions, throttling
 
+from portal import ratelimit
 from portal.audit import record_audit
 from portal.models import ApiToken
 from portal.permissions import User, user_id
@@ -119,10 +121,29 @@ except ImportError:  # pragma: no cover - drf-spectacular is a dependency
 class TokenRateThrottle(throttling.SimpleRateThrottle):
     """Rate limit per API token (each token its own budget), per user for browser sessions.
 
-    Anonymous callers are keyed by address. The rate is ``QM_API_RATE``.
+    Anonymous callers are keyed by address. The rate is ``QM_API_RATE``. Counted atomically
+    in Redis (``portal.ratelimit``); with Redis down requests go through, logged.
     """
 
     scope = "token"
+    retry_after = 0
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        limit, window = self.parse_rate(self.rate)
+        assert limit is not None and window is not None  # a rate was set
+        verdict = ratelimit.hit(
+            settings.CACHES["default"]["LOCATION"], key, limit=limit, window_seconds=window
+        )
+        self.retry_after = verdict.retry_after
+        return verdict.allowed
+
+    def wait(self) -> float | None:
+        return self.retry_after or None
 
     def get_cache_key(self, request: Any, view: Any) -> str | None:
         if isinstance(request.auth, ApiToken):

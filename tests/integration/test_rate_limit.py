@@ -1,0 +1,96 @@
+"""The API rate limit under concurrency and without Redis: real threads, each with its own
+PostgreSQL connection, against the real Redis the cache uses."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from portal import shared_store
+from portal.tokens import TokenRateThrottle
+from tests.support import bearer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIMIT = 120
+
+
+@pytest.fixture
+def limit_of(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": f"{LIMIT}/minute"})
+    shared_store.breaker.reset()
+    yield
+    shared_store.breaker.reset()
+
+
+def hammer(headers: dict[str, str], threads: int, each: int) -> Counter[int]:
+    """``threads`` threads, each sending ``each`` requests at once, with the same token."""
+    barrier = threading.Barrier(threads)
+    answers: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def send() -> None:
+        try:
+            client = Client()
+            barrier.wait()
+            for _ in range(each):
+                status = client.get("/api/v1/teams/", headers=headers).status_code
+                with lock:
+                    answers[status] += 1
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=send) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return answers
+
+
+def test_concurrent_requests_against_the_limit_hold_it(demo: None, limit_of: None) -> None:
+    answers = hammer(bearer("lead-a"), threads=16, each=2 * LIMIT // 16)
+    assert set(answers) == {200, 429}
+    # A sliding window: within one test (seconds, the window is a minute) at most the limit
+    # plus what the previous window's weight lets through, well within 5 %.
+    assert LIMIT * 0.95 <= answers[200] <= LIMIT * 1.05, answers
+
+
+def test_the_refusal_says_when_to_come_back(demo: None, limit_of: None) -> None:
+    headers = bearer("lead-a")
+    client = Client()
+    for _ in range(LIMIT):
+        client.get("/api/v1/teams/", headers=headers)
+    refused = client.get("/api/v1/teams/", headers=headers)
+    assert refused.status_code == 429
+    assert refused.json()["code"] == "throttled"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+
+
+@pytest.fixture
+def silent_redis() -> Iterator[str]:
+    """A port that accepts connections and never answers (a hung Redis)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+    server.close()
+
+
+@pytest.mark.parametrize("store", ["refused", "hung"])
+def test_without_redis_the_api_answers_uncounted(
+    demo: None, limit_of: None, settings: Any, silent_redis: str, store: str, caplog: Any
+) -> None:
+    dead = "redis://127.0.0.1:1/0" if store == "refused" else silent_redis
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": dead}}
+    answers = hammer(bearer("lead-a"), threads=4, each=LIMIT // 2)
+    assert answers == Counter({200: 2 * LIMIT})  # above the limit: nothing could count
+    warnings = [r for r in caplog.records if "Redis is unreachable" in r.getMessage()]
+    assert len(warnings) == 1  # said once, not once per request
