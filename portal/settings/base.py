@@ -5,6 +5,7 @@ Every variable is documented in the README ("Configuration").
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     # The ground floor, then the apps in the order of the loop (see docs/architecture.md).
     "portal",
     "tenants",
@@ -98,6 +100,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -201,6 +204,7 @@ QM_OIDC_TEAM_GROUP_PATTERN = env_str("QM_OIDC_TEAM_GROUP_PATTERN", "quartermaste
 # Username and password sign-in next to single sign-on (small installs, break-glass admin).
 QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
 AUTHENTICATION_BACKENDS = [
+    "portal.login_guard.LockoutBackend",  # refuses while an account or address is locked out
     *(["tenants.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),
     *(
         ["django.contrib.auth.backends.ModelBackend"]
@@ -208,6 +212,19 @@ AUTHENTICATION_BACKENDS = [
         else []
     ),
 ]
+
+# Sign-in throttling (portal/login_guard.py): per account and per address, counted in
+# PostgreSQL, so it holds with Redis down and across every web pod.
+AXES_FAILURE_LIMIT = env_int("QM_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("QM_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.login_guard.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.login_guard.client_address"
+AXES_DISABLE_ACCESS_LOG = True  # sign-ins themselves are in the web access log
+AXES_VERBOSE = False
+# Proxies in front of the portal that append to X-Forwarded-For (an ingress: 1).
+QM_TRUSTED_PROXIES = env_int("QM_TRUSTED_PROXIES", 0)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")

@@ -9,6 +9,8 @@ if not SECRET_KEY:
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Behind one ingress: the sign-in throttle takes the address it appended to X-Forwarded-For.
+QM_TRUSTED_PROXIES = env_int("QM_TRUSTED_PROXIES", 1)
 # Behind an ingress that terminates TLS: plain HTTP is redirected, except the probes and the
 # metrics scrape, which reach the pod directly.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
