@@ -85,8 +85,17 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus metrics of the whole installation (see portal/metrics.py)."""
+    """Prometheus metrics of the whole installation (see portal/metrics.py): with a bearer
+    token when QM_METRICS_TOKEN is set; without one only where QM_METRICS_PUBLIC says the
+    network guards it (the default outside production)."""
     token = settings.QM_METRICS_TOKEN
+    if not token and not settings.QM_METRICS_PUBLIC:
+        return HttpResponse(
+            "metrics are off: set QM_METRICS_TOKEN (and give the scraper that bearer token), "
+            "or QM_METRICS_PUBLIC=true where a network policy keeps /metrics private\n",
+            status=403,
+            content_type="text/plain",
+        )
     offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
     if token and not hmac.compare_digest(offered.encode(), token.encode()):
         return HttpResponse(

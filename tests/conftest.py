@@ -77,7 +77,10 @@ def _empty_cache() -> Any:
     """Each test starts with no rate-limit history (the cache is a real Redis database)."""
     from django.core.cache import cache  # lazy: the cache is configured for the test run
 
+    from portal import shared_store
+
     cache.clear()
+    shared_store.breaker.reset()  # a test that stopped Redis leaves no open breaker behind
     yield
 
 

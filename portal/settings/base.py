@@ -365,8 +365,10 @@ if QM_KUEUE_API_VERSION not in {"v1beta2", "v1beta1"}:
 # --- Operations ---------------------------------------------------------------------------
 # Counters of requests and tasks, shared by every process (see portal/metrics.py).
 QM_METRICS_REDIS_URL = env_str("QM_METRICS_REDIS_URL") or redis_db(REDIS_URL, 2)
-# When set, /metrics answers only with "Authorization: Bearer <token>".
+# When set, /metrics answers only with "Authorization: Bearer <token>". Without a token it
+# answers anyone only when QM_METRICS_PUBLIC (on here, off in production).
 QM_METRICS_TOKEN = env_secret("QM_METRICS_TOKEN")
+QM_METRICS_PUBLIC = env_bool("QM_METRICS_PUBLIC", True)
 
 # LOG_FORMAT=json: one JSON object per line (time, level, logger, message, request_id, ...).
 LOG_FORMAT = env_str("LOG_FORMAT", "text")

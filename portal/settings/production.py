@@ -9,6 +9,9 @@ if not SECRET_KEY:
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# /metrics: a bearer token (QM_METRICS_TOKEN, in the Secret) or, where a NetworkPolicy keeps
+# the port private, QM_METRICS_PUBLIC=true; neither: /metrics answers 403.
+QM_METRICS_PUBLIC = env_bool("QM_METRICS_PUBLIC", False)
 # Behind one ingress: the sign-in throttle takes the address it appended to X-Forwarded-For.
 QM_TRUSTED_PROXIES = env_int("QM_TRUSTED_PROXIES", 1)
 # Behind an ingress that terminates TLS: plain HTTP is redirected, except the probes and the

@@ -139,3 +139,21 @@ def test_production_refuses_to_start_without_a_secret_or_a_database(
     )
     assert out.returncode != 0
     assert words in out.stderr
+
+
+def test_production_keeps_metrics_private_unless_given_a_token(image: Path) -> None:
+    scrape = (
+        "from django.test import Client; "
+        "print(Client().get('/metrics', HTTP_HOST='gpu-portal.example.org').status_code)"
+    )
+    answers = []
+    for extra in ({}, {"QM_METRICS_TOKEN": "s3cret"}, {"QM_METRICS_PUBLIC": "true"}):
+        out = subprocess.run(
+            [str(image / "venv/bin/python"), "manage.py", "shell", "-c", scrape],
+            cwd=ROOT,
+            env={**production_env(image), **extra},
+            capture_output=True,
+            text=True,
+        )
+        answers.append(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr)
+    assert answers == ["403", "401", "200"]

@@ -155,6 +155,32 @@ def test_metrics_can_require_a_token(client: Client, settings: Any) -> None:
 
 
 @pytest.mark.django_db
+def test_metrics_kept_private_answer_no_one_without_a_token(settings: Any) -> None:
+    settings.QM_METRICS_PUBLIC, settings.QM_METRICS_TOKEN = False, ""
+    refused = Client().get("/metrics")
+    assert refused.status_code == 403
+    assert b"set QM_METRICS_TOKEN" in refused.content
+    settings.QM_METRICS_TOKEN = "s3cret"
+    scrape(Client(), Authorization="Bearer s3cret")
+
+
+@pytest.mark.django_db
+def test_made_up_methods_add_no_series(client: Client) -> None:
+    for method in ("BREW", "PROPFIND", "X" * 200):
+        client.generic(method, "/healthz")
+    client.options("/healthz")
+    samples = scrape(client)
+    methods = {
+        dict(labels)["method"]
+        for name, labels in samples
+        if name == "quartermaster_http_request_duration_seconds_count"
+    }
+    assert methods == {"OPTIONS", "other"}
+    other = (("method", "other"), ("route", "healthz"), ("status", "200"))
+    assert samples[("quartermaster_http_request_duration_seconds_count", other)] == 3
+
+
+@pytest.mark.django_db
 def test_without_redis_requests_still_work_and_the_scrape_says_so(
     client: Client, settings: Any
 ) -> None:
