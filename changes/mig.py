@@ -228,7 +228,7 @@ def _approve(
         },
     )
     if not later:
-        transaction.on_commit(lambda: queue_execution(request.pk))
+        queue_execution(request.pk)  # through the outbox: published on commit
     transaction.on_commit(lambda: notify("approved", request))
 
 
@@ -297,7 +297,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
         team=request.team,
         new={"configs": request.previous_configs},
     )
-    transaction.on_commit(lambda: queue_execution(request.pk))
+    queue_execution(request.pk)  # through the outbox: published on commit
     return request
 
 
@@ -325,7 +325,7 @@ def abort_mig_change(*, request_id: int, actor: User, source: str = "web") -> Mi
         team=request.team,
         new={"state": request.state},
     )
-    transaction.on_commit(lambda: queue_execution(request.pk))
+    queue_execution(request.pk)  # through the outbox: published on commit
     return request
 
 

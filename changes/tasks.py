@@ -16,6 +16,7 @@ from changes.models import MigChangeRequest
 from changes.quota import expire_quota_grants
 from cluster.connection import cluster_configured, get_gateway
 from kube import RetryableKubeError
+from portal import outbox
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,10 @@ def expire_quota_grants_task() -> None:
 
 
 def queue_execution(request_id: int) -> None:
-    """Run (or go on with) a MIG change in a worker; the services call it on commit. The
-    new run takes the change's continuation token: any earlier scheduled run exits."""
+    """Run (or go on with) a MIG change in a worker, from the services' transaction: the task
+    goes through the outbox, published when it commits (or by the relay when the broker was
+    away; the periodic sweep is the last resort). The new run takes the change's continuation
+    token: any earlier scheduled run exits."""
     token = uuid.uuid4().hex
     MigChangeRequest.objects.filter(pk=request_id).update(wake_token=token, wake_at=timezone.now())
-    try:
-        execute_mig_change_task.delay(request_id, token)
-    except Exception as exc:  # the periodic sweep starts it when the broker is back
-        log.warning("could not queue MIG change %s: %s", request_id, exc)
+    outbox.send_later(execute_mig_change_task.name, request_id, token)

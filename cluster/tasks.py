@@ -6,12 +6,12 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import transaction
 
 from cluster.apply import ApplierBusy, apply_desired_state
 from cluster.connection import cluster_configured, get_gateway
 from cluster.poll import poll_cluster
 from kube import RetryableKubeError
+from portal import outbox
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +63,7 @@ def queue_apply() -> None:
     """Queue an apply when the current transaction commits (once per transaction). The
     loop subscribes this to desired-state changes (``portal.desired``).
 
-    A broker that is down loses nothing: the periodic re-apply finds the change by hash.
+    A broker that is down loses nothing: the outbox's relay sends it when the broker is back
+    (and the periodic re-apply would find the change by hash anyway).
     """
-    conn = transaction.get_connection()
-    if any(getattr(entry[1], "qm_apply", False) for entry in conn.run_on_commit):
-        return
-
-    def enqueue() -> None:
-        try:
-            apply_desired_state_task.delay()
-        except Exception as exc:  # the broker being down must not fail a save
-            log.warning("could not queue an apply (the periodic one will catch up): %s", exc)
-
-    enqueue.qm_apply = True  # type: ignore[attr-defined]
-    transaction.on_commit(enqueue)
+    outbox.send_later(apply_desired_state_task.name, once=True)

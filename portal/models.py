@@ -117,3 +117,25 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.path} ({self.key})"
+
+
+class OutboxMessage(models.Model):
+    """A task to hand to the broker, written in the transaction that decided it: published
+    when that transaction commits, and again by the relay while the broker was away."""
+
+    task = models.CharField(max_length=200, help_text="The Celery task's name.")
+    args = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["created_at"], name="outbox_unsent", condition=models.Q(sent_at=None)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task}{tuple(self.args)}"

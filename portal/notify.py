@@ -1,7 +1,8 @@
 """Notification hooks: a generic webhook (JSON POST) and e-mail, for any portal event.
 
-Queued as a Celery task so a slow endpoint never slows a page down; a failure is logged and
-never undoes what it reports. Nothing configured: nothing sent.
+Queued as a Celery task through the outbox (portal/outbox.py), so a slow endpoint never slows
+a page down and a broker outage loses nothing; a failure is logged and never undoes what it
+reports. Nothing configured: nothing sent.
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
 
+from portal import outbox
+
 log = logging.getLogger(__name__)
 
 
 def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
     if not (settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS):
         return
-    try:
-        notify_task.delay(event, subject, payload)
-    except Exception as exc:  # a broker outage must not fail what is being reported
-        log.warning("could not queue a %s notification: %s", event, exc)
+    outbox.send_later("portal.notify.notify_task", event, subject, payload)
 
 
 def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
@@ -52,10 +52,7 @@ def notify_people(subject: str, body: str, recipients: list[str]) -> None:
     """Tell people directly (the members of a team a change hits), by e-mail."""
     if not (settings.QM_NOTIFY_TEAMS and recipients):
         return
-    try:
-        mail_task.delay(subject, body, sorted(set(recipients)))
-    except Exception as exc:  # a broker outage must not fail what is being reported
-        log.warning("could not queue a mail to %d people: %s", len(recipients), exc)
+    outbox.send_later("portal.notify.mail_task", subject, body, sorted(set(recipients)))
 
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=5, max_retries=5, ignore_result=True)

@@ -163,6 +163,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": 1,
+    # A broker that is down or hung costs a publish two seconds at most, never a hang (the
+    # worker's BRPOP answers within its one-second timeout, well inside these).
+    "socket_timeout": 2.0,
+    "socket_connect_timeout": 1.0,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
+# One quick retry, then the publish gives up: what a request queues is in the outbox
+# (portal/outbox.py) and the relay sends it when the broker is back.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -334,12 +347,18 @@ QM_NOTIFY_WEBHOOK_URL = env_str("QM_NOTIFY_WEBHOOK_URL")
 QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
 # The members of the teams a change hits (pods evicted, quotas losing backing) are told by
 # e-mail at the address on their account; the portal's own URL makes the link in it.
+# Seconds between relays of tasks the broker could not take when they were queued.
+QM_OUTBOX_SECONDS = env_int("QM_OUTBOX_SECONDS", 15)
 QM_NOTIFY_TEAMS = env_bool("QM_NOTIFY_TEAMS", True)
 QM_PUBLIC_URL = env_str("QM_PUBLIC_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
 
 CELERY_BEAT_SCHEDULE = {
+    "relay-outbox": {
+        "task": "portal.outbox.relay_outbox_task",
+        "schedule": float(QM_OUTBOX_SECONDS),
+    },
     "resume-mig-changes": {"task": "changes.tasks.resume_mig_changes_task", "schedule": 60.0},
     "expire-quota-grants": {"task": "changes.tasks.expire_quota_grants_task", "schedule": 300.0},
     "poll-cluster": {"task": "cluster.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},

@@ -20,6 +20,7 @@ from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
 from kube import Gateway, ObjectRef
+from portal import outbox
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
@@ -457,9 +458,7 @@ def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
     scheduled: list[tuple[int, str]] = []
     monkeypatch.setattr(tasks, "get_gateway", lambda: gateway)
     monkeypatch.setattr(tasks, "cluster_configured", lambda: True)
-    monkeypatch.setattr(
-        tasks.execute_mig_change_task, "delay", lambda *args: scheduled.append(args)
-    )
+    monkeypatch.setattr(outbox, "_publish", lambda task, args: scheduled.append(tuple(args)))
     monkeypatch.setattr(
         tasks.execute_mig_change_task,
         "apply_async",
@@ -475,7 +474,8 @@ def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
         for args in pending:  # each scheduled run runs once (and a redelivered twin too)
             tasks.execute_mig_change_task.run(*args)
             tasks.execute_mig_change_task.run(*args)
-        tasks.resume_mig_changes_task()  # the sixty-second sweep
+        with django_capture_on_commit_callbacks(execute=True):
+            tasks.resume_mig_changes_task()  # the sixty-second sweep
         assert len(scheduled) == 1, scheduled
     request.refresh_from_db()
     assert request.state == "running"

@@ -13,6 +13,7 @@ from django.core import mail
 
 from changes.models import MigChangeRequest
 from changes.notify import notify
+from portal import outbox
 from portal.notify import mail_task, notify_task
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
@@ -22,9 +23,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _sent_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The notification task runs in this process instead of a worker."""
-    monkeypatch.setattr(notify_task, "delay", lambda *args: notify_task(*args))
-    monkeypatch.setattr(mail_task, "delay", lambda *args: mail_task(*args))
+    """The notification task runs in this process instead of a worker (and at once, not
+    when the test's transaction would have committed)."""
+    tasks = {notify_task.name: notify_task, mail_task.name: mail_task}
+
+    def run(task: str, *args: Any, once: bool = False) -> None:
+        tasks[task](*args)
+
+    monkeypatch.setattr(outbox, "send_later", run)
 
 
 @pytest.fixture
