@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from cluster.desired import collect_manifests, to_yaml_stream
 from cluster.filters import NodeFilter
 from cluster.models import ObservedNode
-from cluster.selectors import apply_problems, last_sync
+from cluster.selectors import api_status, apply_problems, last_sync
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.permissions import is_platform_admin
@@ -85,9 +85,15 @@ class SyncStatusView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
-        run = last_sync()
+        run, api = last_sync(), api_status()
         return Response(
             {
+                "api": {
+                    "state": api.state,
+                    "since": api.since,
+                    "last_ok": api.last_ok,
+                    "message": api.message,
+                },
                 "last_sync": None
                 if run is None
                 else {

@@ -54,9 +54,23 @@ def get_gateway() -> Gateway:
     )
 
 
+def interactive_gateway() -> Gateway:
+    """The gateway for a read a person waits on: ten seconds at most, then an error to show."""
+    return get_gateway().bounded(connect=3.0, read=10.0)
+
+
 def check_kubernetes() -> str:
-    """What /readyz reports of the Kubernetes API (reported, never failing readiness)."""
+    """What /readyz reports of the Kubernetes API (reported, never failing readiness): what
+    the last polls found, read from PostgreSQL; readiness never waits on the API server."""
+    from cluster.selectors import api_status  # lazy: models load after settings
+
     if not cluster_configured():
         return "not configured"
-    version = get_gateway().version()
-    return f"ok ({version.get('gitVersion', 'unknown version')})"
+    status = api_status()
+    if status.state == "unreachable" and status.since is not None:
+        raise RuntimeError(
+            f"unreachable since {status.since:%Y-%m-%d %H:%M:%S} UTC: {status.message}"
+        )
+    if status.state != "ok":
+        raise RuntimeError(status.message)
+    return f"ok ({status.message})"

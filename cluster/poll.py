@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,6 +35,11 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
     clock = time.monotonic()
     run = SyncRun.objects.create(started_at=started)
     try:
+        # A quick question first: a hung API server fails this poll in seconds, so the pages
+        # and /readyz say "unreachable" within a poll interval (the lists below may
+        # legitimately take long on a big fleet).
+        probe = settings.QM_API_PROBE_SECONDS
+        gateway.bounded(connect=probe, read=probe).version()
         with _no_cyclic_gc():
             listing = fetch(gateway)
             with transaction.atomic():

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cluster.connection import get_gateway
+from cluster.connection import interactive_gateway
 from cluster.selectors import open_drift
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
@@ -157,7 +157,9 @@ class OperatorCheckView(APIView):
     @extend_schema(responses={200: OperatorCheckSerializer})
     def get(self, request: Request) -> Response:
         try:
-            items = check_gpu_operator(get_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+            items = check_gpu_operator(
+                interactive_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE
+            )
         except KubeError as exc:
             items = [
                 CheckItem(

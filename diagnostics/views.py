@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from cluster.connection import get_gateway
+from cluster.connection import interactive_gateway
 from diagnostics.operator_check import check_gpu_operator
 from gpus.knowledge import by_layer
 from kube import KubeError
@@ -23,7 +23,9 @@ def troubleshooting(request: HttpRequest) -> HttpResponse:
 def operator_check(request: HttpRequest) -> HttpResponse:
     """The GPU Operator post-install checklist, read live from the cluster."""
     try:
-        items = check_gpu_operator(get_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+        items = check_gpu_operator(
+            interactive_gateway(), namespace=settings.QM_GPU_OPERATOR_NAMESPACE
+        )
         error = ""
     except KubeError as exc:
         items, error = [], exc.message

@@ -20,7 +20,7 @@ from changes.impact import flavor_shortfalls
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod
-from cluster.selectors import apply_problems, last_sync, open_drift
+from cluster.selectors import api_status, apply_problems, open_drift
 from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from health.selectors import attach_health
@@ -69,7 +69,8 @@ def home(request: HttpRequest) -> HttpResponse:
         team.may_ask = team.pk in asking  # type: ignore[attr-defined]
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
-    return render(request, "overview/home.html", {"teams": teams, "sync": last_sync()})
+    api = api_status()
+    return render(request, "overview/home.html", {"teams": teams, "sync": api.latest, "api": api})
 
 
 def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
@@ -111,7 +112,8 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         "focused": focused,
         "pool_names": [*NodePool.objects.order_by("name").values_list("name", flat=True)],
         "drift": list(open_drift()),
-        "sync": last_sync(),
+        "api": (api := api_status()),
+        "sync": api.latest,
         "problems": list(apply_problems()),
         "shortfalls": flavor_shortfalls(fleet_facts()),
     }

@@ -2,36 +2,55 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 
-import redis
 from django.conf import settings
 from django.db import connection
 
+from portal import shared_store
 
-@functools.cache
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+# /readyz answers within this, whatever does not answer: a check still running then is
+# reported as not answering (and fails readiness only if it is required).
+DEADLINE_SECONDS = 0.8
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="readyz")
 
 
 def check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    finally:
+        connection.close()  # the check runs in a pool thread: its connection ends with it
     return "ok"
 
 
 def check_redis() -> str:
-    _redis().ping()
+    shared_store.call(settings.REDIS_URL, "readiness", lambda r: r.ping())
     return "ok"
 
 
-# Readiness fails on what every page needs. What the apps above report (the loop: the
-# Kubernetes API) does not take the portal out of its Service: during an API server outage
-# the pages still show the last observed state and accept requests, and the workers retry.
-REQUIRED: dict[str, Callable[[], str]] = {"database": check_database, "redis": check_redis}
-REPORTED: dict[str, Callable[[], str]] = {}
+def check_outbox() -> str:
+    from portal.outbox import unsent  # lazy: models load after settings
+
+    try:
+        waiting, oldest = unsent()
+    finally:
+        connection.close()
+    if not waiting:
+        return "ok (nothing waiting for the broker)"
+    assert oldest is not None
+    return f"{waiting} tasks waiting for the broker since {oldest:%Y-%m-%d %H:%M:%S} UTC"
+
+
+# Readiness fails only on what every page needs: PostgreSQL. What the others report does not
+# take the portal out of its Service: with Redis down the pages and the API serve (the rate
+# limit lets requests through, tasks wait in the outbox); with the Kubernetes API down the
+# pages show the last observed state and accept requests, and the workers retry.
+REQUIRED: dict[str, Callable[[], str]] = {"database": check_database}
+REPORTED: dict[str, Callable[[], str]] = {"redis": check_redis, "outbox": check_outbox}
 
 
 def report(name: str, check: Callable[[], str]) -> None:
@@ -39,21 +58,33 @@ def report(name: str, check: Callable[[], str]) -> None:
     REPORTED[name] = check
 
 
+def _timed(check: Callable[[], str]) -> tuple[bool, str, float]:
+    started = time.perf_counter()
+    try:
+        status, ok = check(), True
+    except Exception as exc:  # a probe reports every failure, it never raises
+        status, ok = f"failed: {exc}", False
+    return ok, status, (time.perf_counter() - started) * 1000
+
+
 def readiness() -> tuple[bool, dict[str, dict[str, object]]]:
-    """Each check's outcome and time; ready when every required check passed."""
+    """Each check's outcome and time, all within DEADLINE_SECONDS; ready when every
+    required check passed."""
+    checks = {**REQUIRED, **REPORTED}
+    running = {name: _pool.submit(_timed, check) for name, check in checks.items()}
+    wait(running.values(), timeout=DEADLINE_SECONDS)
     results: dict[str, dict[str, object]] = {}
     ready = True
-    for name, check in {**REQUIRED, **REPORTED}.items():
-        started = time.perf_counter()
-        try:
-            status, ok = check(), True
-        except Exception as exc:  # a probe reports every failure, it never raises
-            status, ok = f"failed: {exc}", False
+    for name, future in running.items():
+        if future.done():
+            ok, status, ms = future.result()
+        else:
+            ok, status, ms = False, f"failed: no answer within {DEADLINE_SECONDS} s", None
         results[name] = {
             "ok": ok,
             "status": status,
             "required": name in REQUIRED,
-            "ms": round((time.perf_counter() - started) * 1000, 1),
+            "ms": None if ms is None else round(ms, 1),
         }
         if name in REQUIRED and not ok:
             ready = False

@@ -347,6 +347,9 @@ QM_NOTIFY_WEBHOOK_URL = env_str("QM_NOTIFY_WEBHOOK_URL")
 QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
 # The members of the teams a change hits (pods evicted, quotas losing backing) are told by
 # e-mail at the address on their account; the portal's own URL makes the link in it.
+# Each poll first asks the API server its version, with this timeout (a hung server fails
+# the poll quickly instead of at the 60-second read timeout of the lists).
+QM_API_PROBE_SECONDS = float(env_int("QM_API_PROBE_SECONDS", 5))
 # Seconds between relays of tasks the broker could not take when they were queued.
 QM_OUTBOX_SECONDS = env_int("QM_OUTBOX_SECONDS", 15)
 QM_NOTIFY_TEAMS = env_bool("QM_NOTIFY_TEAMS", True)
