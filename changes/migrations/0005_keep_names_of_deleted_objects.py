@@ -16,9 +16,10 @@ def keep_names(apps, schema_editor):
         (Quota, "auto_rule", apps.get_model("changes", "AutoApprovalRule")),
         (Mig, "pool", apps.get_model("fleet", "NodePool")),
     ]
+    db = schema_editor.connection.alias
     for model, field, target in named:
-        name = target.objects.filter(pk=OuterRef(f"{field}_id")).values("name")[:1]
-        model.objects.filter(**{f"{field}__isnull": False}).update(
+        name = target.objects.using(db).filter(pk=OuterRef(f"{field}_id")).values("name")[:1]
+        model.objects.using(db).filter(**{f"{field}__isnull": False}).update(
             **{f"{field}_name": Subquery(name)}
         )
 
