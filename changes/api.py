@@ -54,6 +54,12 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         source="decided_by.get_username", read_only=True, default=None
     )
     steps = StepSerializer(many=True, read_only=True)
+    pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    pool_name = serializers.CharField(
+        source="pool_label", read_only=True, help_text="The node pool's name, also once deleted."
+    )
 
     class Meta:
         model = MigChangeRequest
@@ -62,6 +68,8 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
             "kind",
             "team",
             "nodes",
+            "pool",
+            "pool_name",
             "target_config",
             "reason",
             "window_start",
@@ -261,6 +269,23 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
     auto_rule: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="name", read_only=True
     )
+    namespace_name = serializers.CharField(
+        source="namespace_label",
+        read_only=True,
+        help_text="The namespace's name, also once it is deleted (then namespace is null).",
+    )
+    cluster_queue_name = serializers.CharField(
+        source="cluster_queue_label",
+        read_only=True,
+        help_text="The ClusterQueue's name, also once it is deleted (then cluster_queue is null).",
+    )
+    target_deleted = serializers.BooleanField(
+        read_only=True,
+        help_text="Its namespace or ClusterQueue was deleted: it can no longer be applied.",
+    )
+    auto_rule_name = serializers.CharField(
+        source="rule_name", read_only=True, help_text="Also once the rule is deleted."
+    )
 
     class Meta:
         model = QuotaChangeRequest
@@ -269,7 +294,10 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "team",
             "kind",
             "namespace",
+            "namespace_name",
             "cluster_queue",
+            "cluster_queue_name",
+            "target_deleted",
             "flavor",
             "resource",
             "previous",
@@ -280,6 +308,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "assessment",
             "override_reason",
             "auto_rule",
+            "auto_rule_name",
             "decision_comment",
             "decided_at",
             "created_at",

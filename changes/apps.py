@@ -7,9 +7,11 @@ class ChangesConfig(AppConfig):
 
     def ready(self) -> None:
         # lazy: models import only once the app registry is ready.
-        from changes import facts, metrics
-        from portal import capacity
+        from changes import facts, metrics, quota
+        from portal import capacity, removal
         from portal import metrics as portal_metrics
 
         portal_metrics.register(metrics.change_gauges)
         capacity.provide(facts.capacity_for)
+        removal.explains(quota.quota_history_about)
+        removal.closes(quota.void_quota_requests_about)

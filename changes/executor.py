@@ -377,8 +377,15 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
     changed, left = [], []
     with transaction.atomic():
         for change in request.queue_changes:
-            cq = ClusterQueue.objects.select_for_update().get(name=change["cluster_queue"])
-            what = f"{cq.name} {change['flavor']} {change['resource']}"
+            cq = (
+                ClusterQueue.objects.select_for_update()
+                .filter(name=change["cluster_queue"])
+                .first()
+            )
+            what = f"{change['cluster_queue']} {change['flavor']} {change['resource']}"
+            if cq is None:  # deleted since the approval: nothing to carry the change into
+                left.append(f"{what} not changed (the ClusterQueue was deleted)")
+                continue
             now = cq.nominal_quota(change["flavor"], change["resource"])
             if cq.quota().get((change["flavor"], change["resource"])) != change["from"]:
                 # Someone changed it since the approval: their value stands (a carried

@@ -94,6 +94,7 @@ def request_mig_change(
         requested_by_id=user_id(actor),
         nodes=list(dict.fromkeys(nodes)),
         pool=pool,
+        pool_name=pool.name if pool else "",
         target_config=target_config,
         reason=reason.strip(),
         window_start=window_start,

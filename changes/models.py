@@ -51,6 +51,9 @@ class MigChangeRequest(models.Model):
     )
     nodes = models.JSONField(default=list, help_text="Node names the change applies to.")
     pool = models.ForeignKey("fleet.NodePool", null=True, blank=True, on_delete=models.SET_NULL)
+    pool_name = models.CharField(
+        max_length=63, blank=True, help_text="The pool's name, kept when the pool is deleted."
+    )
     target_config = models.CharField(max_length=63, blank=True)
     suggestion_key = models.CharField(
         max_length=200,
@@ -111,6 +114,11 @@ class MigChangeRequest(models.Model):
         if self.kind == self.Kind.DRAIN:
             return f"Drain #{self.pk}: {', '.join(self.nodes)}"
         return f"MIG change #{self.pk}: {', '.join(self.nodes)} -> {self.target_config}"
+
+    @property
+    def pool_label(self) -> str:
+        """The node pool's name, also once the pool is deleted ("" without a pool)."""
+        return self.pool.name if self.pool else self.pool_name
 
     @property
     def verdict_label(self) -> str:
@@ -226,10 +234,16 @@ class QuotaChangeRequest(models.Model):
     )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     namespace = models.ForeignKey(
-        "tenants.Namespace", null=True, blank=True, on_delete=models.CASCADE
+        "tenants.Namespace", null=True, blank=True, on_delete=models.SET_NULL
+    )
+    namespace_name = models.CharField(
+        max_length=63, blank=True, help_text="The namespace's name, kept when it is deleted."
     )
     cluster_queue = models.ForeignKey(
-        "queues.ClusterQueue", null=True, blank=True, on_delete=models.CASCADE
+        "queues.ClusterQueue", null=True, blank=True, on_delete=models.SET_NULL
+    )
+    cluster_queue_name = models.CharField(
+        max_length=253, blank=True, help_text="The ClusterQueue's name, kept when it is deleted."
     )
     flavor = models.CharField(max_length=253, blank=True)
     resource = models.CharField(max_length=253)
@@ -244,6 +258,9 @@ class QuotaChangeRequest(models.Model):
     )
     auto_rule = models.ForeignKey(
         AutoApprovalRule, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    auto_rule_name = models.CharField(
+        max_length=100, blank=True, help_text="The rule's name, kept when the rule is deleted."
     )
     override_reason = models.TextField(
         blank=True,
@@ -275,8 +292,40 @@ class QuotaChangeRequest(models.Model):
         ]
 
     def __str__(self) -> str:
-        where = self.namespace or (
-            f"{self.cluster_queue}/{self.flavor}" if self.cluster_queue else ""
-        )
         change = f"{self.previous or '-'} -> {self.requested}"
-        return f"Quota request #{self.pk}: {where} {self.resource} {change}"
+        return f"Quota request #{self.pk}: {self.where} {self.resource} {change}"
+
+    @property
+    def namespace_label(self) -> str:
+        """The namespace's name, also once it is deleted ("" for a queue request)."""
+        return self.namespace.name if self.namespace else self.namespace_name
+
+    @property
+    def cluster_queue_label(self) -> str:
+        """The ClusterQueue's name, also once it is deleted ("" for a namespace request)."""
+        return self.cluster_queue.name if self.cluster_queue else self.cluster_queue_name
+
+    @property
+    def target_name(self) -> str:
+        """The name of the namespace or ClusterQueue it is about, also once that is gone."""
+        if self.kind == self.Kind.NAMESPACE:
+            return self.namespace_label
+        return self.cluster_queue_label
+
+    @property
+    def target_deleted(self) -> bool:
+        """Its namespace or ClusterQueue was deleted: it can no longer be applied."""
+        if self.kind == self.Kind.NAMESPACE:
+            return self.namespace_id is None
+        return self.cluster_queue_id is None
+
+    @property
+    def where(self) -> str:
+        """What it is about as pages and messages say it (``team-a-dev (deleted)``)."""
+        name = (self.target_name or "?") + (" (deleted)" if self.target_deleted else "")
+        return name if self.kind == self.Kind.NAMESPACE else f"{name} / {self.flavor}"
+
+    @property
+    def rule_name(self) -> str:
+        """The auto-approval rule that granted it, also once the rule is deleted."""
+        return self.auto_rule.name if self.auto_rule else self.auto_rule_name

@@ -27,6 +27,7 @@ def payload(request: MigChangeRequest) -> dict[str, object]:
         "state": request.state,
         "team": request.team.slug if request.team else None,
         "nodes": request.nodes,
+        "pool": request.pool_label or None,
         "target_config": request.target_config,
         "verdict": request.verdict,
         "reason": request.reason,

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from changes.approval import User, refuse_own, require_decider
@@ -31,6 +32,8 @@ from portal.quantity import (
     format_quantity,
     parse_quantity,
 )
+from portal.removal import Consequences
+from portal.services import Actor
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Membership, Namespace, Team
@@ -188,19 +191,23 @@ def _queue_capacity(
 # ----------------------------------------------------------------------------- writes
 
 
-def _notify(event: str, request: QuotaChangeRequest) -> None:
-    where = str(request.namespace or f"{request.cluster_queue}/{request.flavor}")
+def _notify(event: str, request: QuotaChangeRequest, *, where: str = "") -> None:
     payload = {
         "id": request.pk,
         "team": request.team.slug,
-        "where": where,
+        "where": where or request.where,
         "resource": request.resource,
         "previous": request.previous,
         "requested": request.requested,
         "state": request.state,
         "until": request.grant_until.isoformat() if request.grant_until else None,
+        "comment": request.decision_comment,
     }
-    subject = f"Quota request #{request.pk} ({request.team.slug}): {event.replace('_', ' ')}"
+    said = event
+    if event == "voided":
+        what = "namespace" if request.kind == Kind.NAMESPACE else "ClusterQueue"
+        said = f"cancelled (its {what} was deleted)"
+    subject = f"Quota request #{request.pk} ({request.team.slug}): {said.replace('_', ' ')}"
     transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload))
 
 
@@ -443,6 +450,9 @@ def _create_request(
         facts=facts,
     )
     fields["reason"] = fields["reason"].strip()
+    # The names stay with the request when the namespace or queue is deleted (history).
+    fields["namespace_name"] = fields["namespace"].name if fields["namespace"] else ""
+    fields["cluster_queue_name"] = fields["cluster_queue"].name if fields["cluster_queue"] else ""
     try:
         with transaction.atomic():
             request = QuotaChangeRequest.objects.create(
@@ -518,6 +528,7 @@ def _approve(
         decision_comment=comment,
         decided_at=timezone.now(),
         auto_rule=rule,
+        auto_rule_name=rule.name if rule else "",
     )
     if not updated:
         raise DomainError("This request was already decided.", code="conflict")
@@ -564,6 +575,8 @@ def approve_quota_change(
                 "nothing left to approve. Reject it, or the requester asks again.",
                 code="lapsed",
             )
+        if request.target_deleted:
+            raise DomainError(gone_message(request), code="target_deleted")
         _lock_target(request)
         shown = seen or shown_fingerprint(request)
         current = _current(
@@ -611,6 +624,15 @@ def approve_quota_change(
         what = "The fleet or the queues changed since you read the assessment."
     raise DomainError(
         f"{what} The assessment is updated: read it and decide again.", code="stale_assessment"
+    )
+
+
+def gone_message(request: QuotaChangeRequest) -> str:
+    """Why a request about a deleted namespace or ClusterQueue can no longer be approved."""
+    what = "namespace" if request.kind == Kind.NAMESPACE else "ClusterQueue"
+    return (
+        f"The {what} {request.target_name} was deleted: there is no quota left to change, "
+        "so this request can no longer be approved."
     )
 
 
@@ -726,7 +748,12 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
     current = _current(
         request.kind, request.namespace, request.cluster_queue, request.flavor, request.resource
     )
-    if _amount(current) == _amount(request.requested):
+    if request.target_deleted:  # nothing left to put the previous value back into
+        event, new = (
+            "quota_change.revert_skipped",
+            {"note": f"{request.target_name} was deleted; nothing to put back"},
+        )
+    elif _amount(current) == _amount(request.requested):
         _apply_value(request, request.previous)
         event, new = "quota_change.reverted", {"value": request.previous}
     else:
@@ -745,3 +772,79 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
     )
     _notify("reverted" if event == "quota_change.reverted" else "revert_skipped", request)
     return True
+
+
+# ----------------------------------------------------------------------------- deleted targets
+
+
+def _requests_about(obj: Model) -> tuple[QuerySet[QuotaChangeRequest], str]:
+    """The quota requests about a namespace or ClusterQueue, and what it is called."""
+    if isinstance(obj, Namespace):
+        return QuotaChangeRequest.objects.filter(kind=Kind.NAMESPACE, namespace=obj), "namespace"
+    if isinstance(obj, ClusterQueue):
+        return QuotaChangeRequest.objects.filter(kind=Kind.QUEUE, cluster_queue=obj), "ClusterQueue"
+    return QuotaChangeRequest.objects.none(), ""
+
+
+def quota_history_about(obj: Model) -> Consequences:
+    """What deleting a namespace or ClusterQueue does to the quota requests about it."""
+    requests, what = _requests_about(obj)
+    if not what:
+        return Consequences()
+    total = requests.count()
+    if not total:
+        return Consequences(history=[f"No quota request was made for this {what}."])
+    said = [
+        f"{_count(total, 'quota request')} about it {'stays' if total == 1 else 'stay'} in the "
+        "history, shown as "
+        f"“{obj} (deleted)”."
+    ]
+    pending = list(requests.filter(state=State.PENDING).values_list("pk", flat=True))
+    if pending:
+        numbers = ", ".join(f"#{pk}" for pk in pending)
+        one = len(pending) == 1
+        said.append(
+            f"Pending request{'' if one else 's'} {numbers} {'is' if one else 'are'} cancelled, "
+            "with the reason: there would be no quota left to apply "
+            f"{'it' if one else 'them'} to."
+        )
+    return Consequences(history=said)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def void_quota_requests_about(obj: Model, *, actor: Actor, source: str) -> None:
+    """Before a namespace or ClusterQueue is deleted (in its transaction): its requests keep
+    its name, and the pending ones are cancelled with the reason, audited and told, since an
+    approval could no longer apply them."""
+    requests, what = _requests_about(obj)
+    if not what:
+        return
+    name = str(obj)
+    requests.filter(**{f"{_name_field(what)}": ""}).update(**{_name_field(what): name})
+    reason = (
+        f"Cancelled: the {what} {name} was deleted, so there is no quota left to apply this to."
+    )
+    for request in requests.filter(state=State.PENDING).select_for_update().order_by("pk"):
+        if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
+            state=State.CANCELLED, decided_at=timezone.now(), decision_comment=reason
+        ):
+            continue
+        request.refresh_from_db()
+        record_audit(
+            actor=actor,
+            event="quota_change.voided",
+            source=source,
+            target=request,
+            team=request.team,
+            old={"value": request.previous},
+            new={"requested": request.requested, "reason": reason},
+        )
+        gone = f"{name} (deleted)" + (f" / {request.flavor}" if what != "namespace" else "")
+        _notify("voided", request, where=gone)
+
+
+def _name_field(what: str) -> str:
+    return "namespace_name" if what == "namespace" else "cluster_queue_name"

@@ -33,7 +33,7 @@ def _visible(requests: QuerySet[R], user: User) -> QuerySet[R]:
 def list_mig_changes_for_user(user: User) -> QuerySet[MigChangeRequest]:
     """MIG changes and drains of the user's teams, and those that hit them (evict their
     pods, take their quotas' backing); all of them for approvers and admins."""
-    changes = MigChangeRequest.objects.select_related("team", "requested_by", "decided_by")
+    changes = MigChangeRequest.objects.select_related("team", "requested_by", "decided_by", "pool")
     if sees_every_team(user):
         return changes
     mine = Q(team__memberships__user_id=user.pk) | Q(teams_hit__memberships__user_id=user.pk)

@@ -293,7 +293,12 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "changes/quota_detail.html",
-        {"change": change, "actions": actions, "fingerprint": quota.shown_fingerprint(change)},
+        {
+            "change": change,
+            "actions": actions,
+            "fingerprint": quota.shown_fingerprint(change),
+            "gone": quota.gone_message(change) if change.target_deleted else "",
+        },
     )
 
 

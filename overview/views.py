@@ -59,6 +59,9 @@ def home(request: HttpRequest) -> HttpResponse:
         QuotaChangeRequest.objects.filter(
             team__in=teams, state=QuotaChangeRequest.State.APPROVED, grant_until__isnull=False
         )
+        # a grant whose namespace or queue was deleted grants nothing any more
+        .exclude(kind=QuotaChangeRequest.Kind.NAMESPACE, namespace__isnull=True)
+        .exclude(kind=QuotaChangeRequest.Kind.QUEUE, cluster_queue__isnull=True)
         .select_related("namespace", "cluster_queue")
         .order_by("grant_until")
     ):

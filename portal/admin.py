@@ -6,12 +6,12 @@ import json
 from typing import Any
 
 from django.contrib import admin
-from django.db import models
+from django.db import models, transaction
 from django.forms import JSONField as JSONFormField
 from django.forms import ModelForm, Textarea
 from django.http import HttpRequest
 
-from portal import desired
+from portal import desired, removal
 from portal.audit import record_audit
 from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
@@ -56,7 +56,9 @@ class AuditedAdmin(admin.ModelAdmin):
             new=snapshot(obj),
         )
 
+    @transaction.atomic
     def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
+        removal.removing(obj, actor=request.user, source="admin")  # requests about it end
         record_audit(
             actor=request.user,
             event=f"{obj._meta.model_name}.deleted",
@@ -68,6 +70,7 @@ class AuditedAdmin(admin.ModelAdmin):
         super().delete_model(request, obj)
         desired.changed()
 
+    @transaction.atomic
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for obj in queryset:
             self.delete_model(request, obj)

@@ -43,6 +43,7 @@ EVENT_LABELS: dict[str, str] = {
     "quota_change.reassessed": "Quota request reassessed (the quota changed)",
     "quota_change.rejected": "Quota request rejected",
     "quota_change.cancelled": "Quota request cancelled",
+    "quota_change.voided": "Quota request cancelled (its namespace or ClusterQueue was deleted)",
     "quota_change.expiring": "Quota grant ends within a day",
     "quota_change.reverted": "Quota grant ended, previous quota restored",
     "quota_change.revert_skipped": "Quota grant ended, quota left as changed since",

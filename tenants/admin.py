@@ -2,11 +2,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from portal.admin import AuditedAdmin
+from portal.errors import DomainError
+from tenants import services
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
+from tenants.selectors import namespace_deletion
 
 
 class MembershipInline(admin.TabularInline):
@@ -19,6 +27,7 @@ class NamespaceInline(admin.TabularInline):
     model = Namespace
     extra = 0
     show_change_link = True
+    can_delete = False  # a namespace is deleted on its own page, which asks to confirm
 
 
 @admin.register(Team)
@@ -78,9 +87,71 @@ class NamespaceAdmin(AuditedAdmin):
     search_fields = ["name", "team__slug"]
     list_select_related = ["team"]
     inlines = [QuotaItemInline, LimitRangeItemInline]
+    delete_confirmation_template = "admin/tenants/namespace/delete_confirmation.html"
 
     def team_of(self, obj: Any) -> Any:
         return obj.team
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, each confirmed by its name
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_namespace(actor=request.user, namespace=obj, source="admin")
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """What the delete removes from the cluster and keeps in the history; it happens
+        only when the namespace's name is typed and the namespace is still the version the
+        page showed (else the page answers again, with why, and nothing changes)."""
+        namespace = self.get_object(request, unquote(object_id))
+        if namespace is None:
+            return _gone(request)
+        if not self.has_delete_permission(request, namespace):
+            raise PermissionDenied
+        error, field_error, status = "", "", 200
+        if request.method == "POST":
+            try:
+                services.delete_namespace_confirmed(
+                    actor=request.user,
+                    namespace_id=namespace.pk,
+                    typed_name=request.POST.get("confirm_name", ""),
+                    version=request.POST.get("version", ""),
+                    source="admin",
+                )
+            except ValidationError as exc:
+                field_error, status = " ".join(exc.message_dict["confirm_name"]), 422
+            except DomainError as exc:
+                error, status = exc.message, 409
+                namespace = self.get_object(request, unquote(object_id))
+                if namespace is None:
+                    return _gone(request)
+            else:  # the audit log records it (with the cancelled requests)
+                messages.success(request, f"Namespace {namespace.name} deleted.")
+                return HttpResponseRedirect(reverse("admin:tenants_namespace_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Delete namespace {namespace.name}?",
+            "subtitle": None,
+            "object": namespace,
+            "opts": self.opts,
+            "app_label": self.opts.app_label,
+            "deletion": namespace_deletion(namespace),
+            "error": error,
+            "field_error": field_error,
+            "typed": request.POST.get("confirm_name", "") if not error else "",
+            **(extra_context or {}),
+        }
+        return TemplateResponse(
+            request, self.delete_confirmation_template or "", context, status=status
+        )
+
+
+def _gone(request: HttpRequest) -> HttpResponse:
+    messages.warning(request, "This namespace does not exist (any more).")
+    return HttpResponseRedirect(reverse("admin:tenants_namespace_changelist"))
 
 
 @admin.register(QuotaItem)

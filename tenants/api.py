@@ -19,7 +19,7 @@ from portal.services import require_platform_admin
 from tenants import services as tenant_services
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
-from tenants.selectors import list_teams_for_user
+from tenants.selectors import list_teams_for_user, namespace_deletion, namespace_etag
 
 
 class TeamSerializer(serializers.ModelSerializer[Team]):
@@ -168,16 +168,6 @@ class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
         return [i.spec().__dict__ for i in ns.limit_items.all()]
 
 
-def namespace_etag(ns: Namespace) -> str:
-    return etag_of(
-        ns.pk,
-        ns.team_id,
-        ns.description,
-        sorted((i.resource, i.hard) for i in ns.quota_items.all()),
-        sorted(sorted(i.spec().__dict__.items()) for i in ns.limit_items.all()),
-    )
-
-
 class NamespaceCreateSerializer(StrictInput, serializers.Serializer[Any]):
     name = serializers.CharField(max_length=63)
     team = serializers.SlugField()
@@ -280,12 +270,13 @@ class NamespaceViewSet(
         target = self.get_object()  # another team's namespace: 404
         require_platform_admin(request.user)  # a lead: 403, before any precondition
         if not request.headers.get("If-Match", "").strip():
+            said = namespace_deletion(target)
             return Response(
                 {
-                    "detail": "Deleting a namespace needs If-Match with the ETag of a read: it "
-                    "removes the portal's objects in it from the cluster (and the namespace "
-                    "itself when the portal created it).",
+                    "detail": f"{said.summary} It needs If-Match with the ETag of a read.",
                     "code": "precondition_required",
+                    "removes": said.cluster,
+                    "keeps": said.history,
                 },
                 status=status.HTTP_428_PRECONDITION_REQUIRED,
             )

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, QuerySet
 
+from portal import removal
+from portal.api_safety import etag_of
 from portal.permissions import is_platform_admin
 from tenants.models import Namespace, Team
+
+# What a namespace delete does, said the same way by the confirmation page and the API.
+NAMESPACE_DELETE_SAYS = (
+    "Deleting a namespace removes the portal's objects in it from the cluster (its "
+    "ResourceQuota, LimitRange and LocalQueues) and the namespace itself, with everything in "
+    "it, when the portal created it. Its quota requests and audit events stay in the history."
+)
 
 
 def list_teams_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
@@ -28,3 +39,40 @@ def list_teams_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team
         ),
         "allowed_priority_classes",
     ).order_by("slug")
+
+
+def namespace_etag(ns: Namespace) -> str:
+    """The namespace's version: its row, quota and limits (the API's ETag, the delete
+    page's hidden version)."""
+    return etag_of(
+        ns.pk,
+        ns.team_id,
+        ns.description,
+        sorted((i.resource, i.hard) for i in ns.quota_items.all()),
+        sorted(sorted(i.spec().__dict__.items()) for i in ns.limit_items.all()),
+    )
+
+
+@dataclass(frozen=True)
+class NamespaceDeletion:
+    """What deleting a namespace means: the one sentence, then what leaves (or stays in) the
+    cluster and what history stays, object by object; ``version`` is what was read."""
+
+    name: str
+    version: str
+    summary: str
+    cluster: list[str]
+    history: list[str]
+
+
+def namespace_deletion(ns: Namespace) -> NamespaceDeletion:
+    """What deleting ``ns`` would do now, from the apps that know (the cluster loop, the
+    requests)."""
+    said = removal.explain(ns)
+    return NamespaceDeletion(
+        name=ns.name,
+        version=namespace_etag(ns),
+        summary=NAMESPACE_DELETE_SAYS,
+        cluster=said.cluster,
+        history=[*said.history, "The audit log keeps every event about the namespace."],
+    )

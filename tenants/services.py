@@ -7,13 +7,15 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from portal import desired
+from portal import desired, removal
 from portal.audit import record_audit
 from portal.capacity import fleet_capacity
+from portal.errors import DomainError
 from portal.quantity import parse_quantity
 from portal.services import Actor, require_platform_admin, save_validated
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 from tenants.rules import LimitSpec, check_limit, check_quota_item, spelled_quantity
+from tenants.selectors import namespace_etag
 
 
 @transaction.atomic
@@ -201,8 +203,10 @@ def set_namespace_limits(
 @transaction.atomic
 def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None:
     """Remove a namespace from the portal; the applier removes the portal's objects in it
-    from the cluster (and the namespace itself only if the portal created it)."""
+    from the cluster (and the namespace itself only if the portal created it). Requests
+    about it stay, under its name; the pending ones are cancelled first (``portal.removal``)."""
     require_platform_admin(actor)
+    removal.removing(namespace, actor=actor, source=source)
     record_audit(
         actor=actor,
         event="namespace.deleted",
@@ -213,3 +217,28 @@ def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None
     )
     namespace.delete()
     desired.changed()
+
+
+@transaction.atomic
+def delete_namespace_confirmed(
+    *, actor: Actor, namespace_id: int, typed_name: str, version: str, source: str
+) -> Namespace:
+    """Delete a namespace from a confirmation page: the person typed its name, and it is
+    still the version the page showed (else nothing changes: a ``confirm_name`` field
+    error, or a ``DomainError`` to read the page again). Returns the deleted namespace."""
+    require_platform_admin(actor)
+    namespace = Namespace.objects.select_for_update().filter(pk=namespace_id).first()
+    if namespace is None:
+        raise DomainError("This namespace was deleted already.", code="gone")
+    if typed_name.strip() != namespace.name:
+        raise ValidationError(
+            {"confirm_name": [f"Type the namespace's name, {namespace.name}, to delete it."]}
+        )
+    if version != namespace_etag(namespace):
+        raise DomainError(
+            "The namespace changed since this page was opened (its quota, limits or team): "
+            "read what the delete does now and confirm again.",
+            code="precondition_failed",
+        )
+    delete_namespace(actor=actor, namespace=namespace, source=source)
+    return namespace

@@ -169,6 +169,7 @@ def test_an_installation_of_the_previous_release_keeps_every_row(
         "train",
     )
     assert change.reason == "back to the pool's layout" and change.verdict == "needs_drain"
+    assert change.pool_name == "train"  # kept for when the pool is deleted
     assert list(MigChangeStep.objects.using(db).values_list("request_id", "step", "status")) == [
         (ids["change"], "cordon", "done")
     ]
@@ -178,6 +179,11 @@ def test_an_installation_of_the_previous_release_keeps_every_row(
         "team-a",
         "small bursts",
     )
+    assert (quota.namespace_name, quota.cluster_queue_name, quota.auto_rule_name) == (
+        "team-a",
+        "",
+        "small bursts",
+    )  # the names stay when the namespace or the rule is deleted
     assert AutoApprovalRule.objects.using(db).count() == 1
     node = ObservedNode.objects.using(db).get()
     assert node.gpu_offer() == {"nvidia.com/mig-1g.10gb": 16}

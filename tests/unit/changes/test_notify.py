@@ -74,6 +74,7 @@ def test_webhook_receives_the_event(settings: Any, change: MigChangeRequest) -> 
             "state": "pending",
             "team": "team-a",
             "nodes": ["gpu-a100-03"],
+            "pool": None,
             "target_config": "all-3g.40gb",
             "verdict": "needs_drain",
             "reason": "back to training",
