@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
@@ -14,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.api_parsers import BodyTooLarge
 from portal.api_safety import StrictInput
 from portal.audit_text import audit_changes, event_label
 from portal.errors import DomainError
@@ -27,6 +30,10 @@ from portal.tokens import create_token, revoke_token
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """One error format: ``{"detail", "code"}`` plus ``"errors": {field: [...]}`` for 400s."""
+    if isinstance(exc, RequestDataTooBig):
+        exc = BodyTooLarge(
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+        )
     if isinstance(exc, DjangoValidationError):
         errors = (
             exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}

@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, models, transaction
 from django.db.models import QuerySet
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.api_parsers import BodyTooLarge
 from portal.models import IdempotencyRecord
 from portal.permissions import user_id
 
@@ -35,7 +38,13 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
                 {"detail": "Idempotency-Key is at most 200 characters.", "code": "invalid"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        digest = hashlib.sha256(request._request.body).hexdigest()  # read before the view
+        try:
+            body = request._request.body  # read before the view
+        except RequestDataTooBig as exc:
+            raise BodyTooLarge(
+                f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+            ) from exc
+        digest = hashlib.sha256(body).hexdigest()
         existing = IdempotencyRecord.objects.filter(user_id=user_id(request.user), key=key).first()
         if existing is not None:
             if existing.body_digest and existing.body_digest != digest:
