@@ -216,3 +216,24 @@ def test_a_hung_kubernetes_api_is_said_within_a_poll_and_readiness_never_waits(
     assert time.monotonic() - began < 20
     assert page.status_code == 200
     assert "cannot reach the Kubernetes API" in page.content.decode()
+
+
+def test_a_form_encoded_quota_put_leaves_the_quota_in_the_cluster(
+    portal_cluster: Gateway, settings: Any
+) -> None:
+    from cluster.apply import apply_desired_state
+    from kube import ObjectRef
+
+    quota = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+    before = portal_cluster.get(quota)["spec"]["hard"]
+    assert before  # the demo's quota is in the cluster
+    answer = Client().generic(
+        "PUT",
+        "/api/v1/namespaces/team-a/quota/",
+        'hard={"requests.nvidia.com/gpu":"24"}',
+        content_type="application/x-www-form-urlencoded",
+        headers={**bearer("admin"), "If-Match": "*"},
+    )
+    assert answer.status_code == 415
+    apply_desired_state(gateway=portal_cluster)  # what the worker would run next
+    assert portal_cluster.get(quota)["spec"]["hard"] == before
