@@ -145,6 +145,7 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
             "time",
             "actor_name",
             "team",
+            "team_name",
             "event",
             "target_type",
             "target_id",

@@ -28,6 +28,7 @@ def record_audit(
         actor_id=user.pk if user is not None else None,
         actor_name=user.get_username() if user is not None else "system",
         team=team,
+        team_name=getattr(team, "slug", "") or "",
         event=event,
         target_type=target._meta.label_lower if target is not None else "",
         target_id=str(target.pk) if target is not None else "",

@@ -89,7 +89,7 @@ def csv_record(event: AuditEvent, names: PodNames) -> list[str]:
         event.target_type,
         event.target_id,
         event.target_repr,
-        event.team.slug if event.team is not None else "",
+        event.team.slug if event.team is not None else event.team_name,
         event.source,
         event.request_id,
         changes_text(audit_changes(event.event, old, new)),

@@ -56,6 +56,9 @@ class AuditEvent(models.Model):
     team = models.ForeignKey(
         "tenants.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    team_name = models.CharField(
+        max_length=100, blank=True, help_text="The team's slug, kept when the team is deleted."
+    )
     event = models.CharField(max_length=64)
     target_type = models.CharField(max_length=64, blank=True)
     target_id = models.CharField(max_length=64, blank=True)

@@ -8,12 +8,13 @@ def cancel_duplicates(apps, schema_editor):
     """Before one pending request per quota item is enforced: the oldest stays pending,
     later ones for the same item are cancelled (and say why)."""
     Request = apps.get_model("changes", "QuotaChangeRequest")
+    db = schema_editor.connection.alias  # the database being migrated, not the default
     seen = set()
-    for request in Request.objects.filter(state="pending").order_by("created_at", "pk"):
+    for request in Request.objects.using(db).filter(state="pending").order_by("created_at", "pk"):
         key = (request.kind, request.namespace_id, request.cluster_queue_id, request.flavor,
                request.resource)
         if key in seen:
-            Request.objects.filter(pk=request.pk).update(
+            Request.objects.using(db).filter(pk=request.pk).update(
                 state="cancelled",
                 decision_comment="Cancelled on upgrade: an older request for the same quota "
                 "was still pending.",

@@ -13,10 +13,11 @@ def claim_open_requests(apps, schema_editor):
     Request = apps.get_model("changes", "MigChangeRequest")
     Claim = apps.get_model("changes", "NodeClaim")
     held = set()
-    for request in Request.objects.filter(state__in=OPEN).order_by("created_at", "pk"):
+    db = schema_editor.connection.alias  # the database being migrated, not the default
+    for request in Request.objects.using(db).filter(state__in=OPEN).order_by("created_at", "pk"):
         for node in request.nodes:
             if node not in held:
-                Claim.objects.create(node=node, request=request)
+                Claim.objects.using(db).create(node=node, request=request)
                 held.add(node)
 
 
