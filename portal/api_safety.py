@@ -24,6 +24,17 @@ from portal.permissions import user_id
 M = TypeVar("M", bound=models.Model)
 
 
+def _body_digest(request: Request) -> str:
+    """SHA-256 of the request's body, read before the view (413 when it is too big)."""
+    try:
+        body = request._request.body
+    except RequestDataTooBig as exc:
+        raise BodyTooLarge(
+            f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+        ) from exc
+    return hashlib.sha256(body).hexdigest()
+
+
 def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
     """Honour ``Idempotency-Key``: the first response is stored and replayed for the same
     user, method and path; reusing a key for another request is refused."""
@@ -38,13 +49,7 @@ def idempotent(view: Callable[..., Response]) -> Callable[..., Response]:
                 {"detail": "Idempotency-Key is at most 200 characters.", "code": "invalid"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
-        try:
-            body = request._request.body  # read before the view
-        except RequestDataTooBig as exc:
-            raise BodyTooLarge(
-                f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
-            ) from exc
-        digest = hashlib.sha256(body).hexdigest()
+        digest = _body_digest(request)
         existing = IdempotencyRecord.objects.filter(user_id=user_id(request.user), key=key).first()
         if existing is not None:
             if existing.body_digest and existing.body_digest != digest:

@@ -49,7 +49,8 @@ def locked_out(
     request: HttpRequest, response: HttpResponse | None = None, credentials: Any = None
 ) -> HttpResponse:
     """The sign-in page again, saying why and for how long (429 Too Many Requests)."""
-    from portal.views import LoginForm  # the views import this module's settings users
+    # lazy: portal.views imports the auth machinery that imports this module
+    from portal.views import LoginForm
 
     minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
     username = (credentials or {}).get("username", "") if isinstance(credentials, dict) else ""

@@ -17,10 +17,11 @@ import threading
 import time
 from typing import Any
 
-from celery import current_app, shared_task
+from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
+from portal.celery import app as celery_app
 from portal.models import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,9 @@ def broker_skipped() -> bool:
 def _publish(task: str, args: list[Any]) -> None:
     global _skip_until
     try:
-        current_app.send_task(task, args=args)
+        # The portal's app by name: Celery's current_app is per thread, and in a web server's
+        # other threads it is a default app with a default broker.
+        celery_app.send_task(task, args=args)
     except Exception:  # any broker failure: the message waits in the table
         with _lock:
             _skip_until = time.monotonic() + SKIP_SECONDS

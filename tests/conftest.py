@@ -77,10 +77,11 @@ def _empty_cache() -> Any:
     """Each test starts with no rate-limit history (the cache is a real Redis database)."""
     from django.core.cache import cache  # lazy: the cache is configured for the test run
 
-    from portal import shared_store
+    from portal import outbox, shared_store
 
     cache.clear()
     shared_store.breaker.reset()  # a test that stopped Redis leaves no open breaker behind
+    outbox._skip_until = 0.0
     yield
 
 

@@ -21,7 +21,7 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[Any]]]:
     sent: list[tuple[str, list[Any]]] = []
     monkeypatch.setattr(outbox, "_skip_until", 0.0)
     monkeypatch.setattr(
-        outbox.current_app, "send_task", lambda task, args: sent.append((task, args))
+        outbox.celery_app, "send_task", lambda task, args: sent.append((task, args))
     )
     return sent
 
@@ -54,7 +54,7 @@ def test_a_broker_away_leaves_the_task_for_the_relay(
     def down(task: str, args: list[Any]) -> None:
         raise ConnectionError("Error 111 connecting to redis. Connection refused.")
 
-    monkeypatch.setattr(outbox.current_app, "send_task", down)
+    monkeypatch.setattr(outbox.celery_app, "send_task", down)
     for _ in range(2):  # the same call twice, then another
         outbox.send_later("changes.tasks.execute_mig_change_task", 7, "token-a")
     outbox.send_later("changes.tasks.execute_mig_change_task", 8, "token-b")
@@ -66,7 +66,7 @@ def test_a_broker_away_leaves_the_task_for_the_relay(
     later = timezone.now() + dt.timedelta(minutes=1)
     assert outbox.relay(now=later) == 0  # still away: nothing marked
     monkeypatch.setattr(
-        outbox.current_app, "send_task", lambda task, args: broker.append((task, args))
+        outbox.celery_app, "send_task", lambda task, args: broker.append((task, args))
     )
     assert outbox.relay(now=later) == 2
     assert sorted(args for _, args in broker) == [[7, "token-a"], [8, "token-b"]]
@@ -78,3 +78,22 @@ def test_the_relay_leaves_a_fresh_message_to_its_own_commit(broker: list[Any]) -
     OutboxMessage.objects.create(task="portal.notify.mail_task", args=[])
     assert outbox.relay() == 0
     assert outbox.relay(now=timezone.now() + dt.timedelta(seconds=10)) == 1
+
+
+def test_a_task_sent_from_another_thread_reaches_the_portals_broker(settings: Any) -> None:
+    """A web server answers in many threads; Celery's current app is per thread."""
+    import threading
+
+    import redis
+
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("celery")
+    outbox._skip_until = 0.0
+    thread = threading.Thread(
+        target=outbox.send_later, args=("portal.notify.mail_task", "s", "b", ["a@example.org"])
+    )
+    thread.start()
+    thread.join()
+    assert broker.llen("celery") == 1
+    assert OutboxMessage.objects.get().sent_at is not None
+    broker.delete("celery")
