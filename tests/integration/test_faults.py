@@ -92,12 +92,12 @@ def own_redis(settings: Any) -> Iterator[OwnRedis]:
     """The portal (this process) and its worker on a Redis this test may stop."""
     server = OwnRedis()
     server.start()
+    broker = settings.CELERY_BROKER_URL  # Celery reads its settings lazily: keep them first
     old, new = urlsplit(settings.REDIS_URL).netloc, f"127.0.0.1:{server.port}"
     for name in ("REDIS_URL", "CELERY_BROKER_URL", "QM_METRICS_REDIS_URL"):
         setattr(settings, name, getattr(settings, name).replace(old, new))
     location = settings.CACHES["default"]["LOCATION"].replace(old, new)
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": location}}
-    broker = app.conf.broker_url
     app.conf.broker_url = settings.CELERY_BROKER_URL
     _reset_publisher()
     yield server
