@@ -771,6 +771,12 @@ class Cluster:
         return obj
 
     def _default(self, resource: Resource, obj: Obj) -> Obj:
+        if resource.kind == "PriorityClass":
+            # As the real server stores it: `globalDefault` is omitempty (false is dropped)
+            # and `preemptionPolicy` defaults to PreemptLowerPriority.
+            if obj.get("globalDefault") is False:
+                obj = {key: value for key, value in obj.items() if key != "globalDefault"}
+            obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
         if resource.crd:
             node = crd.schema(resource.group, resource.kind, resource.version)
             if node is not None:

@@ -90,9 +90,12 @@ def render_priority_class(priority_class: PriorityClass) -> Manifest:
         "kind": "PriorityClass",
         "metadata": {"name": priority_class.name, "labels": managed_labels()},
         "value": priority_class.value,
-        "globalDefault": priority_class.global_default,
         "preemptionPolicy": priority_class.preemption_policy,
     }
+    # The API server never stores `globalDefault: false` (omitempty): rendering it would be
+    # a difference forever, and a field another server-side applier could conflict on.
+    if priority_class.global_default:
+        manifest["globalDefault"] = True
     if priority_class.description:
         manifest["description"] = priority_class.description
     return manifest

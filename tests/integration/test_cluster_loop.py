@@ -8,6 +8,7 @@ import pytest
 
 import devcluster
 from cluster.apply import apply_desired_state
+from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
 from cluster.poll import poll_cluster
 from kube import Gateway, NotFound, ObjectRef, connect
@@ -284,3 +285,22 @@ def test_objects_deleted_in_the_cluster_are_applied_again_after_a_poll(
     assert portal_cluster.get(lq)["spec"]["clusterQueue"] == "cq-dev"
     poll_cluster(gateway=portal_cluster)
     assert not Drift.objects.filter(resolved_at__isnull=True, kind="missing").exists()
+
+
+def test_priority_classes_are_stored_as_rendered_so_there_is_nothing_to_drift(
+    portal_cluster: Gateway, demo_cluster: devcluster.DemoCluster
+) -> None:
+    """The API server drops `globalDefault: false` (omitempty): the portal renders none, so a
+    poll finds no difference and a second applier of the same manifests has no conflict."""
+    apply_desired_state(gateway=portal_cluster, full=True)  # priority classes too
+    stored = portal_cluster.get(
+        ObjectRef("scheduling.k8s.io/v1", "PriorityClass", "training-critical")
+    )
+    assert "globalDefault" not in stored
+    assert stored["preemptionPolicy"] == "PreemptLowerPriority"
+    poll_cluster(gateway=portal_cluster)
+    assert not Drift.objects.filter(resolved_at__isnull=True, subject__contains="PriorityClass")
+    gitops = connect(url=demo_cluster.url, field_manager="gitops")
+    for manifest in collect_manifests():
+        if manifest["kind"] == "PriorityClass":
+            gitops.apply(manifest)  # no conflict on any field

@@ -122,7 +122,6 @@ def test_seed_priority_class_golden(demo: None) -> None:
         "kind": "PriorityClass",
         "metadata": {"name": "training-critical", "labels": MANAGED},
         "value": 1000000,
-        "globalDefault": False,
         "preemptionPolicy": "PreemptLowerPriority",
         "description": "Training jobs that must not wait.",
     }
