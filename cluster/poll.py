@@ -49,10 +49,18 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
     except KubeError as exc:
         run.error = exc.message
         log.warning("poll failed: %s", exc.message)
+    except Exception as exc:  # recorded as failed (never left unfinished), then raised
+        run.error = f"the poll failed: {exc}"
+        _finish(run, clock)
+        raise
+    _finish(run, clock)
+    return run
+
+
+def _finish(run: SyncRun, clock: float) -> None:
     run.finished_at = timezone.now()
     run.duration_ms = int((time.monotonic() - clock) * 1000)
     run.save()
-    return run
 
 
 def write_listing(listing: Listing, *, now: dt.datetime) -> int:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import orjson
 import urllib3
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from kube.errors import (
     KubeError,
@@ -92,6 +93,17 @@ def collection_path(api_version: str, kind: str, namespace: str = "") -> str:
     return f"{prefix}/{plural}"
 
 
+def _transport_error(exc: ApiException) -> KubeError:
+    """A failure before any HTTP answer, in the words a person can act on."""
+    words = " ".join(str(exc.body or exc.reason or exc).split())
+    if "CERTIFICATE_VERIFY_FAILED" in words or "SSL" in str(exc.reason):
+        return RetryableKubeError(
+            f"cannot reach the Kubernetes API: TLS failed ({words}); check KUBE_CA_FILE, "
+            "KUBE_VERIFY_TLS or the kubeconfig's certificate-authority"
+        )
+    return RetryableKubeError(f"cannot reach the Kubernetes API: {words}")
+
+
 class Gateway:
     """Every call the portal makes to a Kubernetes API server."""
 
@@ -148,6 +160,8 @@ class Gateway:
             raise RetryableKubeError(f"cannot reach the Kubernetes API: {exc}") from exc
         except OSError as exc:
             raise RetryableKubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        except ApiException as exc:  # the client wraps transport failures (TLS) as status 0
+            raise _transport_error(exc) from exc
         status = response.status
         if 200 <= status < 300:
             return self._decode(data) if decode else data
