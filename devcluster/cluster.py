@@ -429,12 +429,16 @@ class Cluster:
                 ) != subresource:
                     continue
                 owned = self._owned(entry)
+                # As the API server words it: an Update manager is named with its version.
+                who = f'"{entry["manager"]}"'
+                if entry["operation"] == "Update":
+                    who += f" using {entry.get('apiVersion', resource.api_version)}"
                 for path, value in applied.items():
                     if path in owned and current.get(path, _MISSING) != value:
-                        conflicts.append((entry["manager"], "." + ".".join(path)))
+                        conflicts.append((who, "." + ".".join(path)))
                         conflicting.add((entry["manager"], path))
             if conflicts and not force:
-                message = "; ".join(f'conflict with "{m}": {p}' for m, p in conflicts)
+                message = "; ".join(f"conflict with {m}: {p}" for m, p in conflicts)
                 raise APIError(
                     409,
                     f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: {message}",
@@ -442,7 +446,7 @@ class Cluster:
                         "causes": [
                             {
                                 "reason": "FieldManagerConflict",
-                                "message": f'conflict with "{m}"',
+                                "message": f"conflict with {m}",
                                 "field": p,
                             }
                             for m, p in conflicts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -34,6 +35,9 @@ class NotFound(PermanentKubeError):
     pass
 
 
+_CONFLICT_WITH = re.compile(r'conflict with "([^"]*)"(?: using \S+)?$')
+
+
 class ApplyConflict(PermanentKubeError):
     """Server-side apply found fields owned by another manager with other values."""
 
@@ -42,7 +46,10 @@ class ApplyConflict(PermanentKubeError):
         """(manager, field path) pairs, e.g. ("kubectl-edit", ".spec.hard.pods")."""
         out = []
         for cause in self.causes:
-            manager = cause.get("message", "").removeprefix('conflict with "').rstrip('"')
+            # 'conflict with "portal"', or for an Update manager 'conflict with "kubectl-patch"
+            # using v1' (the version it wrote with).
+            found = _CONFLICT_WITH.match(cause.get("message", ""))
+            manager = found.group(1) if found else cause.get("message", "")
             out.append((manager, cause.get("field", "")))
         return out
 

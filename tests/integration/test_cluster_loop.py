@@ -108,9 +108,10 @@ def test_a_refused_object_is_recorded_with_the_servers_message(
     assert report.conflicts == ["ResourceQuota team-a/team-a-gpu-quota"]
     record = AppliedObject.objects.get(kind="ResourceQuota", name="team-a-gpu-quota")
     assert record.outcome == "conflict"
+    # An Update manager is named as the API server names it: with the version it wrote.
     assert (
         "Fields are owned by kubectl-edit: Apply failed with 1 conflict: "
-        'conflict with "kubectl-edit": .spec.hard.pods' in record.message
+        'conflict with "kubectl-edit" using v1: .spec.hard.pods' in record.message
     )
 
 

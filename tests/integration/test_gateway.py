@@ -62,6 +62,19 @@ def test_apply_is_idempotent_and_reports_conflicts(gateway: Gateway) -> None:
     assert other.apply(changed, force=True)["spec"]["hard"]["requests.nvidia.com/gpu"] == "8"
 
 
+def test_a_conflict_with_an_update_manager_names_it_with_its_version(gateway: Gateway) -> None:
+    gateway.apply(QUOTA)
+    patcher = connect(url=gateway.api.configuration.host, field_manager="kubectl-patch")
+    patcher.merge_patch(
+        ObjectRef("v1", "ResourceQuota", QUOTA["metadata"]["name"], QUOTA["metadata"]["namespace"]),
+        {"spec": {"hard": {"requests.nvidia.com/gpu": "3"}}},
+    )
+    with pytest.raises(ApplyConflict) as caught:
+        gateway.apply({**QUOTA, "spec": {"hard": {"requests.nvidia.com/gpu": "5"}}})
+    assert 'conflict with "kubectl-patch" using v1: .spec.hard' in caught.value.message
+    assert caught.value.fields == [("kubectl-patch", ".spec.hard.requests.nvidia.com/gpu")]
+
+
 def test_permanent_errors_keep_the_servers_message(gateway: Gateway) -> None:
     bad = {**QUOTA, "metadata": {**QUOTA["metadata"], "name": "Bad_Name"}}
     with pytest.raises(PermanentKubeError) as caught:
