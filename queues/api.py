@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from portal.api_safety import StrictInput, etag_of, guarded_write
 from portal.permissions import is_platform_admin
 from queues import preview
+from queues.filters import LocalQueueFilter
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.selectors import list_teams_for_user
@@ -194,6 +195,7 @@ class LocalQueueViewSet(viewsets.ReadOnlyModelViewSet[LocalQueue]):
     """LocalQueues of your teams' namespaces."""
 
     serializer_class = LocalQueueSerializer
+    filterset_class = LocalQueueFilter
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from portal.api_safety import StrictInput, etag_of, guarded_write, idempotent
 from portal.services import require_platform_admin
 from tenants import services as tenant_services
+from tenants.filters import MembershipFilter, NamespaceFilter
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
 from tenants.selectors import list_teams_for_user
@@ -220,6 +221,7 @@ class NamespaceViewSet(
 
     serializer_class = NamespaceSerializer
     lookup_field = "name"
+    filterset_class = NamespaceFilter
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ns = self.get_object()
@@ -355,7 +357,7 @@ class MembershipViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     """Members of your teams."""
 
     serializer_class = MembershipSerializer
-    filterset_fields = ["role"]
+    filterset_class = MembershipFilter
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)

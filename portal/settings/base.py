@@ -231,11 +231,11 @@ REST_FRAMEWORK = {
     # JSON bodies only: a form-encoded or multipart body is refused (415), never read as an
     # empty one (a form-encoded PUT of a quota once wiped it).
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "portal.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "portal.filters.FilterBackend",
+        "portal.filters.OrderingFilter",
     ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
