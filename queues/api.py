@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, etag_of, guarded_write
+from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
 from portal.permissions import is_platform_admin
 from queues import preview
 from queues.filters import LocalQueueFilter
@@ -44,7 +44,7 @@ class ResourceFlavorViewSet(viewsets.ReadOnlyModelViewSet[ResourceFlavor]):
 
 class ClusterQueueSerializer(serializers.ModelSerializer[ClusterQueue]):
     cohort: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -111,7 +111,11 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
         response["ETag"] = cluster_queue_etag(cq)
         return response
 
-    @extend_schema(request=QuotasWriteSerializer, responses={200: ClusterQueueSerializer})
+    @extend_schema(
+        request=QuotasWriteSerializer,
+        responses={200: ClusterQueueSerializer},
+        parameters=[IF_MATCH],
+    )
     @action(detail=True, methods=["put"])
     def quotas(self, request: Request, name: str) -> Response:
         """Replace the queue's resource groups (and weight, stop policy): the same rules as

@@ -14,7 +14,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, etag_of, guarded_write, idempotent
+from portal.api_safety import (
+    IDEMPOTENCY_KEY,
+    IF_MATCH,
+    IF_MATCH_REQUIRED,
+    StrictInput,
+    etag_of,
+    guarded_write,
+    idempotent,
+)
 from portal.services import require_platform_admin
 from tenants import services as tenant_services
 from tenants.filters import MembershipFilter, NamespaceFilter
@@ -90,9 +98,12 @@ class TeamViewSet(
         response["ETag"] = team_etag(team)
         return response
 
-    @extend_schema(request=TeamWriteSerializer, responses={201: TeamSerializer})
+    @extend_schema(
+        request=TeamWriteSerializer, responses={201: TeamSerializer}, parameters=[IDEMPOTENCY_KEY]
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        require_platform_admin(request.user)  # first: a lead learns nothing of others' slugs
         data = TeamWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -109,7 +120,9 @@ class TeamViewSet(
         response["ETag"] = team_etag(team)
         return response
 
-    @extend_schema(request=TeamPatchSerializer, responses={200: TeamSerializer})
+    @extend_schema(
+        request=TeamPatchSerializer, responses={200: TeamSerializer}, parameters=[IF_MATCH]
+    )
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = TeamPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -255,9 +268,14 @@ class NamespaceViewSet(
         response["ETag"] = namespace_etag(ns)
         return response
 
-    @extend_schema(request=NamespaceCreateSerializer, responses={201: NamespaceSerializer})
+    @extend_schema(
+        request=NamespaceCreateSerializer,
+        responses={201: NamespaceSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        require_platform_admin(request.user)  # first: a lead learns nothing of others' teams
         data = NamespaceCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -275,6 +293,7 @@ class NamespaceViewSet(
         response.status_code = status.HTTP_201_CREATED
         return response
 
+    @extend_schema(parameters=[IF_MATCH_REQUIRED])
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Delete a namespace: ``If-Match`` with the ETag of a read is required. The applier
         then removes the portal's objects in it from the cluster (its ResourceQuota,
@@ -300,7 +319,9 @@ class NamespaceViewSet(
             tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=QuotaWriteSerializer, responses={200: NamespaceSerializer})
+    @extend_schema(
+        request=QuotaWriteSerializer, responses={200: NamespaceSerializer}, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["put"])
     def quota(self, request: Request, name: str) -> Response:
         """Replace the namespace's ResourceQuota ``hard`` items (an empty map removes them)."""
@@ -316,7 +337,9 @@ class NamespaceViewSet(
             ),
         )
 
-    @extend_schema(request=LimitsWriteSerializer, responses={200: NamespaceSerializer})
+    @extend_schema(
+        request=LimitsWriteSerializer, responses={200: NamespaceSerializer}, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["put"])
     def limits(self, request: Request, name: str) -> Response:
         """Replace the namespace's LimitRange items (an empty list removes them)."""

@@ -29,6 +29,13 @@ class ReportView(APIView):
 
     @extend_schema(
         parameters=[
+            OpenApiParameter(
+                "name",
+                str,
+                OpenApiParameter.PATH,
+                enum=sorted(reports.REPORTS),
+                description="The report (another name is a 404).",
+            ),
             OpenApiParameter("days", int, enum=list(DAYS)),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],

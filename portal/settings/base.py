@@ -238,7 +238,7 @@ REST_FRAMEWORK = {
         "portal.filters.OrderingFilter",
     ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api_schema.AutoSchema",
     "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_THROTTLE_CLASSES": ["portal.tokens.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_str("QM_API_RATE", "1200/minute")},
