@@ -21,6 +21,7 @@ from cluster.models import ObservedNode
 from cluster.selectors import apply_problems, last_sync
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
+from portal.api_safety import StrictQuery
 from portal.filters import allowed
 from portal.permissions import is_platform_admin
 from tenants.selectors import list_teams_for_user
@@ -113,7 +114,7 @@ class SyncStatusView(APIView):
         )
 
 
-class ManifestsQuery(serializers.Serializer[Any]):
+class ManifestsQuery(StrictQuery):
     """``?team=`` one of yours (any other slug, of a team or of none, is refused the same
     way) and ``?format=`` json or yaml."""
 

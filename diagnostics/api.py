@@ -16,6 +16,7 @@ from cluster.selectors import open_drift
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
+from portal.api_safety import StrictQuery
 from portal.filters import allowed
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
@@ -34,7 +35,7 @@ class WaitingSerializer(serializers.Serializer[Any]):
     evidence = serializers.ListField(child=serializers.CharField())
 
 
-class WaitingQuery(serializers.Serializer[Any]):
+class WaitingQuery(StrictQuery):
     """``?team=`` and ``?namespace=`` among yours: any other (none such, or another team's)
     is refused the same way, naming the ones that would do."""
 

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from health.selectors import health_for_user
+from portal.api_safety import StrictQuery
 
 LEVELS = ["ok", "info", "warning", "critical"]
 
@@ -25,7 +26,7 @@ class NodeHealthSerializer(serializers.Serializer[Any]):
     gpus = serializers.ListField(child=serializers.DictField())
 
 
-class HealthQuery(serializers.Serializer[Any]):
+class HealthQuery(StrictQuery):
     node = serializers.CharField(required=False, max_length=253)
     worst = serializers.ChoiceField(choices=LEVELS, required=False)
 

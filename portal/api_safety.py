@@ -28,15 +28,15 @@ IF_MATCH = OpenApiParameter(
     str,
     OpenApiParameter.HEADER,
     description="The ETag of your last read: the write is refused with 412 when the object "
-    "changed since (`*` or no header: no check).",
+    "changed since (`*`, empty or no header: no check).",
 )
 IF_MATCH_REQUIRED = OpenApiParameter(
     "If-Match",
-    str,
+    {"type": "string", "minLength": 1},
     OpenApiParameter.HEADER,
     required=True,
-    description="The ETag of your last read: without it 428, and 412 when the object changed "
-    "since.",
+    description="The ETag of your last read: without it (or empty) 428, and 412 when the "
+    "object changed since.",
 )
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
@@ -175,16 +175,23 @@ class StrictInput:
 
 
 NOT_TEXT = "Not a valid string."
+NOT_BOOLEAN = "Must be true or false."
+NOT_INTEGER = "A valid integer is required."
 
 
 def not_text(field: serializers.Field[Any, Any, Any, Any], value: Any) -> Any:
-    """The error of a value that is no string where ``field`` takes text (itself, or as the
-    items of a list or the values of a map); None when it is fine (or another field's
-    business: a list that is no list is the list field's own error)."""
+    """The error of a value whose JSON type is not the one ``field`` takes (a string for
+    text, itself or as the items of a list or the values of a map; true or false; an
+    integer); None when it is fine (or another field's business: a list that is no list is
+    the list field's own error)."""
     if value is None:
         return None  # the field's own allow_null decides
     if isinstance(field, serializers.CharField):
         return None if isinstance(value, str) else [NOT_TEXT]
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else [NOT_BOOLEAN]
+    if isinstance(field, serializers.IntegerField):
+        return None if isinstance(value, int) and not isinstance(value, bool) else [NOT_INTEGER]
     if isinstance(field, serializers.ListField) and isinstance(value, list):
         items = {i: e for i, item in enumerate(value) if (e := not_text(field.child, item))}
         return items or None
@@ -192,3 +199,28 @@ def not_text(field: serializers.Field[Any, Any, Any, Any], value: Any) -> Any:
         values = {k: e for k, item in value.items() if (e := not_text(field.child, item))}
         return values or None
     return None
+
+
+def repeated_or_empty(params: Any, names: Any) -> dict[str, list[str]]:
+    """The query parameters among ``names`` sent twice or empty: a parameter you send takes
+    one value (``?team=`` is no "every team": leave it out)."""
+    errors = {}
+    for name in names:
+        values = params.getlist(name)
+        if len(values) > 1:
+            errors[name] = ["Give one value."]
+        elif values == [""]:
+            errors[name] = [f"Give a value, or leave {name} out."]
+    return errors
+
+
+class StrictQuery(serializers.Serializer[Any]):
+    """A serializer of query parameters: each sent once and with a value (DRF would read an
+    empty optional one as absent, and the last of repeated ones)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            errors = repeated_or_empty(data, self.fields)
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)

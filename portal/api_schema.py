@@ -102,3 +102,18 @@ def _errors_of(operation: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     if "requestBody" in operation:
         errors += BODY_ERRORS
     return errors
+
+
+def query_values_are_not_empty(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """A query parameter you send takes a value: ``?team=`` is a 400, not "every team"
+    (:func:`portal.api_safety.repeated_or_empty`), so a free string says ``minLength: 1``."""
+    for methods in result.get("paths", {}).values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                free = not ({"enum", "pattern", "format"} & set(schema))
+                if parameter.get("in") == "query" and schema.get("type") == "string" and free:
+                    schema.setdefault("minLength", 1)
+    return result

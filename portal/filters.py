@@ -19,6 +19,7 @@ from rest_framework import filters as drf_filters
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from portal.api_safety import repeated_or_empty
 from portal.models import AuditEvent
 from portal.selectors import teams_seen_by
 
@@ -172,13 +173,7 @@ class FilterBackend(DjangoFilterBackend):
     def filter_queryset(self, request: Request, queryset: Any, view: Any) -> Any:
         filterset_class = self.get_filterset_class(view, queryset)
         if filterset_class is not None:
-            errors = {}
-            for name in filterset_class.base_filters:
-                values = request.query_params.getlist(name)
-                if len(values) > 1:
-                    errors[name] = ["Give one value."]
-                elif values == [""]:
-                    errors[name] = [f"Give a value, or leave {name} out."]
+            errors = repeated_or_empty(request.query_params, filterset_class.base_filters)
             if errors:
                 raise serializers.ValidationError(errors)
         return super().filter_queryset(request, queryset, view)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -94,6 +94,21 @@ class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
     )
 
 
+class QuotasDryRunSerializer(serializers.Serializer[Any]):
+    """What ``dry_run: true`` answers instead of the queue: the change, nothing saved."""
+
+    dry_run = serializers.BooleanField()
+    diff = serializers.CharField(help_text="The rendered ClusterQueue's YAML diff.")
+    manifest = serializers.DictField(help_text="The ClusterQueue as it would be sent.")
+    promises = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Per flavor and resource, what the queues would promise against the nodes.",
+    )
+    refused = serializers.ListField(
+        child=serializers.CharField(), help_text="Why saving it would be refused (empty: not)."
+    )
+
+
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
     """ClusterQueues with their quotas. Platform admins replace the quotas with
     ``PUT …/quotas/`` (``If-Match`` with the queue's ``ETag``: 412 when someone changed it
@@ -113,7 +128,13 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
 
     @extend_schema(
         request=QuotasWriteSerializer,
-        responses={200: ClusterQueueSerializer},
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="QuotasResult",
+                serializers=[ClusterQueueSerializer, QuotasDryRunSerializer],
+                resource_type_field_name=None,
+            )
+        },
         parameters=[IF_MATCH],
     )
     @action(detail=True, methods=["put"])

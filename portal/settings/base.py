@@ -260,6 +260,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api_schema.add_error_responses",
+        "portal.api_schema.query_values_are_not_empty",
     ],
 }
 

@@ -112,6 +112,16 @@ def test_text_fields_take_json_strings_only(client: Client, fleet: None) -> None
         400,
         {"hard": {"pods": ["Not a valid string."]}},
     )
+    response = client.put(
+        "/api/v1/cluster-queues/cq-dev/quotas/",
+        {"resource_groups": [], "dry_run": 1},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert (response.status_code, response.json()["errors"]) == (
+        400,
+        {"dry_run": ["Must be true or false."]},
+    )
     assert Team.objects.get(slug="team-a").description != "0"
 
 
@@ -223,3 +233,19 @@ def test_a_lead_creating_teams_or_namespaces_learns_nothing_of_other_teams(
 ) -> None:
     response = client.post(path, body, content_type="application/json", headers=bearer("lead-a"))
     assert (response.status_code, response.json()["code"]) == (403, "permission_denied")
+
+
+def test_a_dry_run_of_a_queue_edit_answers_as_documented(client: Client, fleet: None) -> None:
+    """``dry_run: true`` answers the diff, not the queue: the schema says either."""
+    admin = bearer("admin")
+    queue = client.get("/api/v1/cluster-queues/cq-dev/", headers=admin).json()
+    response = client.put(
+        "/api/v1/cluster-queues/cq-dev/quotas/",
+        {"resource_groups": queue["resource_groups"], "dry_run": True},
+        content_type="application/json",
+        headers=admin,
+    )
+    assert response.status_code == 200 and response.json()["dry_run"] is True
+    schema = served_schema(client)
+    assert_conforms(schema, "QuotasResult", response.json())
+    assert_conforms(schema, "QuotasResult", queue)

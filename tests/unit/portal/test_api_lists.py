@@ -133,3 +133,28 @@ def test_ordering_by_an_unknown_field_is_refused_and_the_schema_lists_the_fields
     ordering = next(p for p in parameters if p["name"] == "ordering")
     term = "-?(description|name|slug)"
     assert ordering["schema"] == {"type": "string", "pattern": f"^{term}(,{term})*$"}
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("/api/v1/gpu-health/?node=", "node"),
+        ("/api/v1/reports/gpu-hours/?days=", "days"),
+        ("/api/v1/manifests/?team=", "team"),
+        ("/api/v1/waiting/?team=team-a&team=team-a", "team"),
+    ],
+)
+def test_a_query_parameter_sent_empty_or_twice_is_refused_everywhere(
+    client: Client, fleet: None, url: str, name: str
+) -> None:
+    """DRF read an empty optional parameter as absent (``?team=`` exported every team)."""
+    response = client.get(url, headers=bearer("admin"))
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == [name]
+
+
+def test_the_schema_says_a_query_parameter_takes_a_value(client: Client, fleet: None) -> None:
+    paths = served_schema(client)["paths"]
+    nodes = {p["name"]: p["schema"] for p in paths["/api/v1/nodes/"]["get"]["parameters"]}
+    assert nodes["gpu_product"] == {"type": "string", "minLength": 1}
+    assert "minLength" not in nodes["ordering"]  # its pattern says it
