@@ -7,6 +7,7 @@ JSON report gives the figures."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,11 +37,17 @@ class FuzzRun:
     def failed(self) -> int:
         return sum(int(f["count"]) for f in self.failures)
 
+    @property
+    def links(self) -> str:
+        """The stateful phase's links, as schemathesis counts them (covered / selected)."""
+        found = re.search(r"API Links:\s+(.+)", self.output)
+        return found.group(1).strip() if found else "none"
+
     def line(self) -> str:
         return (
             f"{self.user}: {self.operations} operations, {self.cases} cases, "
             f"{self.failed} failures, {sum(int(e['count']) for e in self.errors)} errors, "
-            f"{self.seconds:.0f} s"
+            f"{self.seconds:.0f} s; links {self.links}"
         )
 
 

@@ -9,6 +9,7 @@ what the schema cannot (with reasons); ``bench/fuzz.py`` is the long run."""
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,9 +30,12 @@ EXAMPLES = int(os.environ.get("QM_FUZZ_EXAMPLES", "5"))
 def served(
     portal_cluster: Any, live_server: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Any:
-    """The portal on the demo scenario and cluster, served over HTTP; the rate limit out
-    of the way (the fuzz measures the contract); the broker emptied of what it queued."""
+    """The portal on the demo scenario and cluster, served over HTTP; the rate limit and the
+    access log out of the way (the fuzz measures the contract); the broker emptied of what
+    it queued."""
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "100000000/minute"})
+    access = logging.getLogger("quartermaster.access")  # thousands of lines; errors still log
+    monkeypatch.setattr(access, "level", logging.WARNING)
     yield live_server.url
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
