@@ -45,6 +45,13 @@ IDEMPOTENCY_ERRORS = (
     ("422", "This Idempotency-Key was used with another body (idempotency_key_reused)."),
 )
 BODY_ERRORS = (("415", "The body is not JSON (`Content-Type: application/json`)."),)
+# Before the portal: the server (gunicorn, as in the image) reads request lines up to 4094
+# bytes and answers a longer one itself, in HTML.
+URI_TOO_LONG = {
+    "description": "The request line is longer than the server reads (4094 bytes with the "
+    "image's gunicorn); the server answers, in HTML.",
+    "content": {"text/html": {"schema": {"type": "string"}}},
+}
 
 
 class AutoSchema(openapi.AutoSchema):
@@ -85,6 +92,7 @@ def add_error_responses(
             responses = operation.setdefault("responses", {})
             for code, text in _errors_of(operation):
                 responses.setdefault(code, {"description": text, "content": ref})
+            responses.setdefault("414", URI_TOO_LONG)
     return result
 
 

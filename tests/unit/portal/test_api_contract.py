@@ -249,3 +249,11 @@ def test_a_dry_run_of_a_queue_edit_answers_as_documented(client: Client, fleet: 
     schema = served_schema(client)
     assert_conforms(schema, "QuotasResult", response.json())
     assert_conforms(schema, "QuotasResult", queue)
+
+
+def test_the_servers_answer_to_a_too_long_request_line_is_documented(
+    client: Client, fleet: None
+) -> None:
+    for path in served_schema(client)["paths"].values():
+        for operation in path.values():
+            assert "text/html" in operation["responses"]["414"]["content"]
