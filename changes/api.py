@@ -17,11 +17,18 @@ from changes.approval import may_preview, teams_user_may_request_for
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
-from portal.api_safety import StrictInput, check_if_match, etag_of, idempotent
-from portal.selectors import pod_names_for
+from portal.api_safety import (
+    IDEMPOTENCY_KEY,
+    IF_MATCH,
+    StrictInput,
+    check_if_match,
+    etag_of,
+    idempotent,
+)
+from portal.selectors import pod_names_for, teams_seen_by
 from portal.validators import validate_not_past
 from queues.models import ClusterQueue
-from tenants.models import Namespace, Team
+from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
 
@@ -48,10 +55,15 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         source="requested_by.get_username",
         read_only=True,
         default=None,
-        help_text="Empty for a drain the portal suggested (GPU health).",
+        allow_null=True,
+        help_text="Null for a drain the portal suggested (GPU health).",
     )
     decided_by = serializers.CharField(
-        source="decided_by.get_username", read_only=True, default=None
+        source="decided_by.get_username",
+        read_only=True,
+        default=None,
+        allow_null=True,
+        help_text="Null until someone decides.",
     )
     steps = StepSerializer(many=True, read_only=True)
     pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
@@ -153,7 +165,11 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         response["ETag"] = mig_change_etag(instance)
         return response
 
-    @extend_schema(request=MigChangeCreateSerializer, responses={201: MigChangeSerializer})
+    @extend_schema(
+        request=MigChangeCreateSerializer,
+        responses={201: MigChangeSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = MigChangeCreateSerializer(data=request.data)
@@ -164,7 +180,9 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             .first()
         )
         if team is None:
-            if Team.objects.filter(slug=data.validated_data["team"]).exists():
+            # A team you see (yours; every team for approvers): not yours to ask for. Any
+            # other slug is no team to you, whether one has it or not.
+            if teams_seen_by(request.user).filter(slug=data.validated_data["team"]).exists():
                 raise PermissionDenied(
                     "Only the team's lead or a platform admin can ask for a MIG change."
                 )
@@ -229,27 +247,41 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         decided = selectors.get_mig_change_for_user(request.user, int(pk))
         return Response(MigChangeSerializer(decided, context={"request": request}).data)
 
-    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @extend_schema(
+        request=DecisionSerializer,
+        responses={200: MigChangeSerializer},
+        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+    )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "approve")
 
-    @extend_schema(request=DecisionSerializer, responses={200: MigChangeSerializer})
+    @extend_schema(
+        request=DecisionSerializer,
+        responses={200: MigChangeSerializer},
+        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+    )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "reject")
 
-    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @extend_schema(
+        request=None, responses={200: MigChangeSerializer}, parameters=[IF_MATCH, IDEMPOTENCY_KEY]
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "cancel")
 
-    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @extend_schema(
+        request=None, responses={200: MigChangeSerializer}, parameters=[IF_MATCH, IDEMPOTENCY_KEY]
+    )
     @action(detail=True, methods=["post"])
     def rollback(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "rollback")
 
-    @extend_schema(request=None, responses={200: MigChangeSerializer})
+    @extend_schema(
+        request=None, responses={200: MigChangeSerializer}, parameters=[IF_MATCH, IDEMPOTENCY_KEY]
+    )
     @action(detail=True, methods=["post"])
     def abort(self, request: Request, pk: str) -> Response:
         """Platform admins: stop a running change or rollback at its next step boundary."""
@@ -260,14 +292,16 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    # Null for the other kind (a namespace quota has no ClusterQueue and the other way
+    # round) and for a request no automatic rule approved.
     namespace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     cluster_queue: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     auto_rule: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     namespace_name = serializers.CharField(
         source="namespace_label",
@@ -357,17 +391,25 @@ class QuotaRequestViewSet(
     def get_queryset(self) -> Any:
         return selectors.list_quota_requests_for_user(self.request.user)
 
-    @extend_schema(request=QuotaRequestCreateSerializer, responses={201: QuotaRequestSerializer})
+    @extend_schema(
+        request=QuotaRequestCreateSerializer,
+        responses={201: QuotaRequestSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = QuotaRequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        team = Team.objects.filter(slug=values["team"]).first()
+        team = list_teams_for_user(request.user).filter(slug=values["team"]).first()
         if team is None:
+            # As for a MIG change: a team you see but are not in is refused; any other slug
+            # is no team to you, whether one has it or not.
+            if teams_seen_by(request.user).filter(slug=values["team"]).exists():
+                raise PermissionDenied(
+                    "Only the team's lead or a platform admin can ask for quota."
+                )
             raise ValidationError({"team": ["No such team."]})
-        if not list_teams_for_user(request.user).filter(pk=team.pk).exists():
-            raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
         created = quota.request_quota_change(
             actor=request.user,
             team=team,
@@ -423,17 +465,29 @@ class QuotaRequestViewSet(
         response["ETag"] = quota_request_etag(decided)
         return response
 
-    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
+    @extend_schema(
+        request=QuotaDecisionSerializer,
+        responses={200: QuotaRequestSerializer},
+        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+    )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "approve")
 
-    @extend_schema(request=QuotaDecisionSerializer, responses={200: QuotaRequestSerializer})
+    @extend_schema(
+        request=QuotaDecisionSerializer,
+        responses={200: QuotaRequestSerializer},
+        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+    )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk: str) -> Response:
         return self._decide(request, pk, "reject")
 
-    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @extend_schema(
+        request=None,
+        responses={200: QuotaRequestSerializer},
+        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         """The requester (or a platform admin) withdraws a pending request."""

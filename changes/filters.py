@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import django_filters
-
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from portal.filters import StrictFilterSet, TeamFilter
+from portal.selectors import teams_seen_by
 
 
-class MigChangeFilter(django_filters.FilterSet):
+class MigChangeFilter(StrictFilterSet):
+    team = TeamFilter(teams=teams_seen_by)
+
     class Meta:
         model = MigChangeRequest
-        fields = ["kind", "state", "verdict", "target_config"]
+        fields = ["team", "kind", "state", "verdict", "target_config"]
 
 
-class QuotaRequestFilter(django_filters.FilterSet):
+class QuotaRequestFilter(StrictFilterSet):
+    team = TeamFilter(teams=teams_seen_by)
+
     class Meta:
         model = QuotaChangeRequest
-        fields = ["state", "kind"]
+        fields = ["team", "state", "kind"]

@@ -48,7 +48,7 @@ def change_list(request: HttpRequest) -> HttpResponse:
     visible = selectors.list_mig_changes_for_user(request.user).defer(
         "assessment", "previous_configs", "queue_changes"
     )
-    shown = MigChangeFilter(request.GET, queryset=visible)
+    shown = MigChangeFilter(request.GET, queryset=visible, request=request)
     page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
@@ -224,7 +224,7 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
     visible = selectors.list_quota_requests_for_user(request.user)
-    shown = QuotaRequestFilter(request.GET, queryset=visible)
+    shown = QuotaRequestFilter(request.GET, queryset=visible, request=request)
     page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,

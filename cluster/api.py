@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,6 +21,8 @@ from cluster.models import ObservedNode
 from cluster.selectors import api_status, apply_problems, last_sync
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
+from portal.api_safety import StrictQuery
+from portal.filters import allowed
 from portal.permissions import is_platform_admin
 from tenants.selectors import list_teams_for_user
 
@@ -118,12 +120,36 @@ class SyncStatusView(APIView):
         )
 
 
+class ManifestsQuery(StrictQuery):
+    """``?team=`` one of yours (any other slug, of a team or of none, is refused the same
+    way) and ``?format=`` json or yaml."""
+
+    team = serializers.SlugField(required=False, max_length=63)
+    format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
+
+    def validate_team(self, value: str) -> str:
+        slugs = list(self.context["teams"].values_list("slug", flat=True))
+        if value not in slugs:
+            raise serializers.ValidationError(
+                f"No such team among yours: use one of {allowed(slugs)}."
+                if slugs
+                else "No such team: you are in no team."
+            )
+        return value
+
+
 class ManifestsView(APIView):
     """Everything the portal manages, rendered (``?format=yaml`` for a YAML stream)."""
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("team", str),
+            OpenApiParameter(
+                "team",
+                {"type": "string", "minLength": 1, "maxLength": 63},
+                description="Only this team's objects: one of your teams (another slug, of a "
+                "team or of none, is a 400 naming `team`). Needed unless you are a platform "
+                "admin.",
+            ),
             OpenApiParameter("format", str, enum=["json", "yaml"]),
         ],
         # The YAML form is a stream of documents (``---``), served as text for
@@ -131,14 +157,13 @@ class ManifestsView(APIView):
         responses={(200, "application/json"): dict, (200, "text/plain"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Response | HttpResponse:
-        team = request.query_params.get("team")
-        if team is not None:
-            team = serializers.SlugField(max_length=63).run_validation(team)
+        teams = list_teams_for_user(request.user).prefetch_related(None).order_by("slug")
+        query = ManifestsQuery(data=request.query_params, context={"teams": teams})
+        query.is_valid(raise_exception=True)
+        team = query.validated_data.get("team")
         if team is None and not is_platform_admin(request.user):
             raise PermissionDenied("Only platform admins export every object; pass ?team=<slug>.")
-        if team is not None and not list_teams_for_user(request.user).filter(slug=team).exists():
-            raise Http404
         manifests = collect_manifests(team_slug=team)
-        if request.query_params.get("format") == "yaml":
+        if query.validated_data["format"] == "yaml":
             return HttpResponse(to_yaml_stream(manifests), content_type="text/plain; charset=utf-8")
         return Response({"items": manifests})

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import django_filters
-
 from cluster.models import ObservedNode
+from portal.filters import StrictFilterSet
 
 
-class NodeFilter(django_filters.FilterSet):
+class NodeFilter(StrictFilterSet):
     class Meta:
         model = ObservedNode
         fields = ["gpu_product", "mig_config", "mig_config_state", "pool_label", "unschedulable"]

@@ -16,6 +16,8 @@ from cluster.selectors import open_drift
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
+from portal.api_safety import StrictQuery
+from portal.filters import allowed
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
@@ -33,9 +35,32 @@ class WaitingSerializer(serializers.Serializer[Any]):
     evidence = serializers.ListField(child=serializers.CharField())
 
 
-class WaitingQuery(serializers.Serializer[Any]):
+class WaitingQuery(StrictQuery):
+    """``?team=`` and ``?namespace=`` among yours: any other (none such, or another team's)
+    is refused the same way, naming the ones that would do."""
+
     namespace = serializers.CharField(required=False, max_length=63)
     team = serializers.CharField(required=False, max_length=63)
+
+    def validate_team(self, value: str) -> str:
+        slugs = list(self.context["teams"].values_list("slug", flat=True))
+        if value not in slugs:
+            raise serializers.ValidationError(
+                f"No such team among yours: use one of {allowed(slugs)}."
+                if slugs
+                else "No such team: you are in no team."
+            )
+        return value
+
+    def validate_namespace(self, value: str) -> str:
+        names = list(self.context["namespaces"].values_list("name", flat=True))
+        if value not in names:
+            raise serializers.ValidationError(
+                f"No such namespace among your teams': use one of {allowed(names)}."
+                if names
+                else "No such namespace: your teams have none."
+            )
+        return value
 
 
 class WaitingView(APIView):
@@ -44,15 +69,28 @@ class WaitingView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("namespace", str, description="Only this namespace."),
-            OpenApiParameter("team", str, description="Only this team's namespaces."),
+            OpenApiParameter(
+                "namespace",
+                str,
+                description="Only this namespace, one of your teams' (another is a 400 naming "
+                "`namespace`).",
+            ),
+            OpenApiParameter(
+                "team",
+                str,
+                description="Only this team's namespaces, one of your teams (another, or one "
+                "that does not exist, is a 400 naming `team`).",
+            ),
         ],
         responses={200: WaitingSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        query = WaitingQuery(data=request.query_params)
+        teams = list_teams_for_user(request.user).prefetch_related(None)
+        namespaces = Namespace.objects.filter(team__in=teams).order_by("name")
+        query = WaitingQuery(
+            data=request.query_params, context={"teams": teams, "namespaces": namespaces}
+        )
         query.is_valid(raise_exception=True)
-        namespaces = Namespace.objects.filter(team__in=list_teams_for_user(request.user))
         if query.validated_data.get("team"):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):

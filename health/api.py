@@ -12,20 +12,23 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from health.selectors import health_for_user
+from portal.api_safety import StrictQuery
+
+LEVELS = ["ok", "info", "warning", "critical"]
 
 
 class NodeHealthSerializer(serializers.Serializer[Any]):
     node = serializers.CharField()
     observed_at = serializers.DateTimeField()
     error = serializers.CharField(allow_blank=True)
-    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"])
+    worst = serializers.ChoiceField(choices=LEVELS)
     findings = serializers.ListField(child=serializers.DictField())
     gpus = serializers.ListField(child=serializers.DictField())
 
 
-class HealthQuery(serializers.Serializer[Any]):
+class HealthQuery(StrictQuery):
     node = serializers.CharField(required=False, max_length=253)
-    worst = serializers.ChoiceField(choices=["ok", "info", "warning", "critical"], required=False)
+    worst = serializers.ChoiceField(choices=LEVELS, required=False)
 
 
 class GpuHealthView(APIView):
@@ -35,9 +38,13 @@ class GpuHealthView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("node", str, description="Only this node."),
             OpenApiParameter(
-                "worst", str, description="Only nodes at this level: ok, info, warning, critical."
+                "node",
+                {"type": "string", "minLength": 1, "maxLength": 253},
+                description="Only this node.",
+            ),
+            OpenApiParameter(
+                "worst", str, enum=LEVELS, description="Only nodes whose worst finding is this."
             ),
         ],
         responses={200: NodeHealthSerializer(many=True)},

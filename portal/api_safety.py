@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, models, transaction
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +23,32 @@ from portal.models import IdempotencyRecord
 from portal.permissions import user_id
 
 M = TypeVar("M", bound=models.Model)
+
+# The headers as the schema states them (``portal.api_schema`` adds the answers they earn:
+# 412 and 428 for If-Match, 422 for Idempotency-Key).
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    str,
+    OpenApiParameter.HEADER,
+    description="The ETag of your last read: the write is refused with 412 when the object "
+    "changed since (`*`, empty or no header: no check).",
+)
+IF_MATCH_REQUIRED = OpenApiParameter(
+    "If-Match",
+    {"type": "string", "minLength": 1},
+    OpenApiParameter.HEADER,
+    required=True,
+    description="The ETag of your last read: without it (or empty) 428, and 412 when the "
+    "object changed since.",
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "maxLength": 200},
+    OpenApiParameter.HEADER,
+    description="A key of your choosing: the first answer is stored and replayed for a retry "
+    "with the same key (header `Idempotent-Replayed: true`); the key with another body is a "
+    "422, with another path a 409.",
+)
 
 
 def _body_digest(request: Request) -> str:
@@ -146,11 +173,68 @@ def check_if_match(request: Request, current: str) -> Response | None:
 
 
 class StrictInput:
-    """Mixin for input serializers: unknown fields are an error, not silently dropped."""
+    """Mixin for input serializers: unknown fields are an error, not silently dropped, and
+    text is a JSON string (DRF would take ``0`` for ``"0"``; the schema says string)."""
 
     def to_internal_value(self, data: Any) -> Any:
         if hasattr(data, "keys"):
-            unknown = sorted(set(data.keys()) - set(self.fields))  # type: ignore[attr-defined]
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+            fields = self.fields  # type: ignore[attr-defined]
+            errors: dict[str, Any] = {name: ["Unknown field."] for name in set(data) - set(fields)}
+            for name, field in fields.items():
+                if name in data and (problem := not_text(field, data[name])) is not None:
+                    errors[name] = problem
+            if errors:
+                raise serializers.ValidationError(dict(sorted(errors.items())))
         return super().to_internal_value(data)  # type: ignore[misc]
+
+
+NOT_TEXT = "Not a valid string."
+NOT_BOOLEAN = "Must be true or false."
+NOT_INTEGER = "A valid integer is required."
+
+
+def not_text(field: serializers.Field[Any, Any, Any, Any], value: Any) -> Any:
+    """The error of a value whose JSON type is not the one ``field`` takes (a string for
+    text, itself or as the items of a list or the values of a map; true or false; an
+    integer); None when it is fine (or another field's business: a list that is no list is
+    the list field's own error)."""
+    if value is None:
+        return None  # the field's own allow_null decides
+    if isinstance(field, serializers.CharField):
+        return None if isinstance(value, str) else [NOT_TEXT]
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else [NOT_BOOLEAN]
+    if isinstance(field, serializers.IntegerField):
+        return None if isinstance(value, int) and not isinstance(value, bool) else [NOT_INTEGER]
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        items = {i: e for i, item in enumerate(value) if (e := not_text(field.child, item))}
+        return items or None
+    if isinstance(field, serializers.DictField) and isinstance(value, dict):
+        values = {k: e for k, item in value.items() if (e := not_text(field.child, item))}
+        return values or None
+    return None
+
+
+def repeated_or_empty(params: Any, names: Any) -> dict[str, list[str]]:
+    """The query parameters among ``names`` sent twice or empty: a parameter you send takes
+    one value (``?team=`` is no "every team": leave it out)."""
+    errors = {}
+    for name in names:
+        values = params.getlist(name)
+        if len(values) > 1:
+            errors[name] = ["Give one value."]
+        elif values == [""]:
+            errors[name] = [f"Give a value, or leave {name} out."]
+    return errors
+
+
+class StrictQuery(serializers.Serializer[Any]):
+    """A serializer of query parameters: each sent once and with a value (DRF would read an
+    empty optional one as absent, and the last of repeated ones)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            errors = repeated_or_empty(data, self.fields)
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)

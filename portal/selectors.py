@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from portal.models import AuditEvent
 from portal.names import PodNames
-from portal.permissions import is_platform_admin, sees_every_team
+from portal.permissions import sees_every_team
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -25,14 +25,17 @@ def audit_events_for_user(user: User) -> QuerySet[AuditEvent]:
     return events.filter(team__memberships__user_id=user.pk)
 
 
-def audit_teams_for_user(user: User) -> QuerySet[Any]:
-    """The teams the Audit page offers to filter by: yours (every team for an admin).
+def teams_seen_by(user: User) -> QuerySet[Any]:
+    """The teams whose events and requests the user sees, to filter those by: theirs;
+    every team for platform admins and approvers.
 
     The team model is reached through the audit event's relation: the ground floor does
     not import the tenants app, which is built on it."""
     team_model: Any = AuditEvent._meta.get_field("team").related_model
     teams = team_model.objects.only("slug").order_by("slug")
-    if not is_platform_admin(user):
+    if not user.is_authenticated:
+        return team_model.objects.none()  # type: ignore[no-any-return]
+    if not sees_every_team(user):
         teams = teams.filter(memberships__user_id=user.pk)
     return teams  # type: ignore[no-any-return]
 

@@ -29,7 +29,7 @@ from portal.health import readiness
 from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
 from portal.permissions import sees_every_team, user_id
-from portal.selectors import audit_events_for_user, audit_teams_for_user, pod_names_for
+from portal.selectors import audit_events_for_user, pod_names_for, teams_seen_by
 from portal.tokens import create_token, revoke_token
 
 
@@ -157,7 +157,9 @@ def _audit_events(
     request: HttpRequest,
 ) -> tuple[QuerySet[AuditEvent], dict[str, str], dict[str, str]]:
     """The events the user may see, filtered as asked: the page and its CSV share them."""
-    shown = AuditEventFilter(request.GET, queryset=audit_events_for_user(request.user))
+    shown = AuditEventFilter(
+        request.GET, queryset=audit_events_for_user(request.user), request=request
+    )
     errors = {name: messages[0] for name, messages in shown.errors.items()}
     events = shown.qs if not errors else shown.queryset.none()
     filters = {key: request.GET.get(key, "").strip() for key in AuditEventFilter.base_filters}
@@ -183,7 +185,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "query": query,
             "sources": AuditEvent.Source.choices,
             "user_sees_everything": sees_every_team(request.user),
-            "teams": audit_teams_for_user(request.user),
+            "teams": teams_seen_by(request.user),
         },
     )
 

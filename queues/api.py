@@ -8,15 +8,16 @@ from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, etag_of, guarded_write
+from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
 from portal.permissions import is_platform_admin
 from queues import preview
+from queues.filters import LocalQueueFilter
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.selectors import list_teams_for_user
@@ -43,7 +44,7 @@ class ResourceFlavorViewSet(viewsets.ReadOnlyModelViewSet[ResourceFlavor]):
 
 class ClusterQueueSerializer(serializers.ModelSerializer[ClusterQueue]):
     cohort: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -93,6 +94,21 @@ class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
     )
 
 
+class QuotasDryRunSerializer(serializers.Serializer[Any]):
+    """What ``dry_run: true`` answers instead of the queue: the change, nothing saved."""
+
+    dry_run = serializers.BooleanField()
+    diff = serializers.CharField(help_text="The rendered ClusterQueue's YAML diff.")
+    manifest = serializers.DictField(help_text="The ClusterQueue as it would be sent.")
+    promises = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Per flavor and resource, what the queues would promise against the nodes.",
+    )
+    refused = serializers.ListField(
+        child=serializers.CharField(), help_text="Why saving it would be refused (empty: not)."
+    )
+
+
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
     """ClusterQueues with their quotas. Platform admins replace the quotas with
     ``PUT …/quotas/`` (``If-Match`` with the queue's ``ETag``: 412 when someone changed it
@@ -110,7 +126,17 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
         response["ETag"] = cluster_queue_etag(cq)
         return response
 
-    @extend_schema(request=QuotasWriteSerializer, responses={200: ClusterQueueSerializer})
+    @extend_schema(
+        request=QuotasWriteSerializer,
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="QuotasResult",
+                serializers=[ClusterQueueSerializer, QuotasDryRunSerializer],
+                resource_type_field_name=None,
+            )
+        },
+        parameters=[IF_MATCH],
+    )
     @action(detail=True, methods=["put"])
     def quotas(self, request: Request, name: str) -> Response:
         """Replace the queue's resource groups (and weight, stop policy): the same rules as
@@ -194,6 +220,7 @@ class LocalQueueViewSet(viewsets.ReadOnlyModelViewSet[LocalQueue]):
     """LocalQueues of your teams' namespaces."""
 
     serializer_class = LocalQueueSerializer
+    filterset_class = LocalQueueFilter
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)

@@ -14,9 +14,18 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_safety import StrictInput, etag_of, guarded_write, idempotent
+from portal.api_safety import (
+    IDEMPOTENCY_KEY,
+    IF_MATCH,
+    IF_MATCH_REQUIRED,
+    StrictInput,
+    etag_of,
+    guarded_write,
+    idempotent,
+)
 from portal.services import require_platform_admin
 from tenants import services as tenant_services
+from tenants.filters import MembershipFilter, NamespaceFilter
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
 from tenants.selectors import list_teams_for_user, namespace_deletion, namespace_etag
@@ -89,9 +98,12 @@ class TeamViewSet(
         response["ETag"] = team_etag(team)
         return response
 
-    @extend_schema(request=TeamWriteSerializer, responses={201: TeamSerializer})
+    @extend_schema(
+        request=TeamWriteSerializer, responses={201: TeamSerializer}, parameters=[IDEMPOTENCY_KEY]
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        require_platform_admin(request.user)  # first: a lead learns nothing of others' slugs
         data = TeamWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -108,7 +120,9 @@ class TeamViewSet(
         response["ETag"] = team_etag(team)
         return response
 
-    @extend_schema(request=TeamPatchSerializer, responses={200: TeamSerializer})
+    @extend_schema(
+        request=TeamPatchSerializer, responses={200: TeamSerializer}, parameters=[IF_MATCH]
+    )
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = TeamPatchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -210,6 +224,7 @@ class NamespaceViewSet(
 
     serializer_class = NamespaceSerializer
     lookup_field = "name"
+    filterset_class = NamespaceFilter
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ns = self.get_object()
@@ -243,9 +258,14 @@ class NamespaceViewSet(
         response["ETag"] = namespace_etag(ns)
         return response
 
-    @extend_schema(request=NamespaceCreateSerializer, responses={201: NamespaceSerializer})
+    @extend_schema(
+        request=NamespaceCreateSerializer,
+        responses={201: NamespaceSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        require_platform_admin(request.user)  # first: a lead learns nothing of others' teams
         data = NamespaceCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -263,6 +283,7 @@ class NamespaceViewSet(
         response.status_code = status.HTTP_201_CREATED
         return response
 
+    @extend_schema(parameters=[IF_MATCH_REQUIRED])
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Delete a namespace: ``If-Match`` with the ETag of a read is required. The applier
         then removes the portal's objects in it from the cluster (its ResourceQuota,
@@ -289,7 +310,9 @@ class NamespaceViewSet(
             tenant_services.delete_namespace(actor=request.user, namespace=ns, source="api")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(request=QuotaWriteSerializer, responses={200: NamespaceSerializer})
+    @extend_schema(
+        request=QuotaWriteSerializer, responses={200: NamespaceSerializer}, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["put"])
     def quota(self, request: Request, name: str) -> Response:
         """Replace the namespace's ResourceQuota ``hard`` items (an empty map removes them)."""
@@ -305,7 +328,9 @@ class NamespaceViewSet(
             ),
         )
 
-    @extend_schema(request=LimitsWriteSerializer, responses={200: NamespaceSerializer})
+    @extend_schema(
+        request=LimitsWriteSerializer, responses={200: NamespaceSerializer}, parameters=[IF_MATCH]
+    )
     @action(detail=True, methods=["put"])
     def limits(self, request: Request, name: str) -> Response:
         """Replace the namespace's LimitRange items (an empty list removes them)."""
@@ -346,7 +371,7 @@ class MembershipViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     """Members of your teams."""
 
     serializer_class = MembershipSerializer
-    filterset_fields = ["role"]
+    filterset_class = MembershipFilter
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)

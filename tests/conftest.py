@@ -41,11 +41,11 @@ FAST = Options(
 # two to start with: dev.py runs ``--dist loadscope --no-loadscope-reorder``) does not end
 # with one process still busy while the others idle.
 LONGEST_FIRST = [
+    "api/test_schemathesis.py",
     "deploy/test_image.py",
     "e2e/test_mig_change_flow.py",
     "integration/test_mig_changes.py",
     "integration/test_worker.py",
-    "api/test_schemathesis.py",
 ]
 
 

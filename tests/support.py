@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -109,6 +110,14 @@ class Worker:
         """The test is over: no task of it needs finishing (the broker is purged after)."""
         self.kill()
         self.log.unlink(missing_ok=True)
+
+
+def served_schema(client: Any) -> dict[str, Any]:
+    """The OpenAPI schema the portal serves, as JSON (a test client's request)."""
+    response = client.get(
+        "/api/schema/", headers={**bearer("admin"), "Accept": "application/vnd.oai.openapi+json"}
+    )
+    return json.loads(response.content)  # type: ignore[no-any-return]
 
 
 def bearer(username: str) -> dict[str, str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -12,11 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.api_safety import StrictQuery
 from usage import reports
 from usage.views import DAYS, as_csv, report_rows, team_scope
 
 
-class ReportQuery(serializers.Serializer[Any]):
+class ReportQuery(StrictQuery):
     days = serializers.ChoiceField(choices=DAYS, required=False, default=7)
     format = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
 
@@ -29,6 +28,13 @@ class ReportView(APIView):
 
     @extend_schema(
         parameters=[
+            OpenApiParameter(
+                "name",
+                str,
+                OpenApiParameter.PATH,
+                enum=sorted(reports.REPORTS),
+                description="The report (another name is a 404).",
+            ),
             OpenApiParameter("days", int, enum=list(DAYS)),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],

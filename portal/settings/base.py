@@ -261,14 +261,14 @@ REST_FRAMEWORK = {
     # JSON bodies only: a form-encoded or multipart body is refused (415), never read as an
     # empty one (a form-encoded PUT of a quota once wiped it).
     "DEFAULT_PARSER_CLASSES": ["portal.api_parsers.BoundedJSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "portal.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "portal.filters.FilterBackend",
+        "portal.filters.OrderingFilter",
     ],
     "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api_schema.AutoSchema",
     "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_THROTTLE_CLASSES": ["portal.tokens.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_str("QM_API_RATE", "1200/minute")},
@@ -290,6 +290,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api_schema.add_error_responses",
+        "portal.api_schema.query_values_are_not_empty",
     ],
 }
 

@@ -296,7 +296,12 @@ def test_preview_configs_and_manifests(client: Client, fleet: None) -> None:
     ).content.decode()
     assert "kind: ResourceQuota" in yaml_text and "team-b" not in yaml_text
     assert client.get("/api/v1/manifests/", headers=bearer("lead-a")).status_code == 403
-    assert client.get("/api/v1/manifests/?team=team-b", headers=bearer("lead-a")).status_code == 404
+    for team in ("team-b", "no-such-team"):  # another team's is refused like none
+        refused = client.get(f"/api/v1/manifests/?team={team}", headers=bearer("lead-a"))
+        assert (refused.status_code, refused.json()["errors"]) == (
+            400,
+            {"team": ["No such team among yours: use one of team-a."]},
+        )
 
 
 def test_a_mig_approval_acts_only_on_the_assessment_that_was_read(

@@ -149,7 +149,13 @@ def test_home_explains_what_waits_in_my_namespaces_only(
     home_causes = [w["cause"] for w in waiting]
     assert all(cause in page for cause in home_causes)
     assert "4 more needed" in " ".join(waiting[0]["evidence"])
-    assert client.get("/api/v1/waiting/?namespace=team-b").json() == []
+    # another team's namespace is refused like one that does not exist
+    for namespace in ("team-b", "no-such-namespace"):
+        refused = client.get(f"/api/v1/waiting/?namespace={namespace}")
+        assert (refused.status_code, refused.json()["errors"]) == (
+            400,
+            {"namespace": ["No such namespace among your teams': use one of team-a."]},
+        )
     assert client.get("/api/v1/waiting/?team=team-a&namespace=team-a").json() == waiting
 
 

@@ -111,7 +111,13 @@ def test_a_team_leads_csv_has_only_their_teams_rows(demo: None) -> None:
     )
     rows = csv_rows(client_for("lead-b"))
     assert rows and {row["team"] for row in rows} == {"team-b"}
-    assert csv_rows(client_for("lead-b"), "?team=team-a") == []
+    # another team's slug is refused exactly like a slug no team has
+    for team in ("team-a", "no-such-team"):
+        refused = client_for("lead-b").get(f"/audit/events.csv?team={team}")
+        assert (refused.status_code, refused.content) == (
+            400,
+            b"team: No such team among yours: use one of team-b.\n",
+        )
     page = client_for("lead-b").get("/audit/").content.decode()
     assert page.count('<tr id="audit-event-') == len(rows)
     assert {row["team"] for row in csv_rows(client_for("admin"))} >= {"team-a", "team-b"}

@@ -1,0 +1,23 @@
+"""The filters of the tenants' lists (the API's ``/namespaces/`` and ``/memberships/``)."""
+
+from __future__ import annotations
+
+from portal.filters import StrictFilterSet, TeamFilter
+from tenants.models import Membership, Namespace
+from tenants.selectors import list_teams_for_user
+
+
+class NamespaceFilter(StrictFilterSet):
+    team = TeamFilter(teams=list_teams_for_user)
+
+    class Meta:
+        model = Namespace
+        fields = ["team"]
+
+
+class MembershipFilter(StrictFilterSet):
+    team = TeamFilter(teams=list_teams_for_user)
+
+    class Meta:
+        model = Membership
+        fields = ["team", "role"]

@@ -1,0 +1,109 @@
+"""Schemathesis over the served schema, as CI and the long run use it: every check in every
+phase (examples, coverage, fuzzing, stateful) against a running portal, as one user.
+
+The command line runs it (``schemathesis run``) with ``tests/api/schemathesis.toml``; its
+JSON report gives the figures."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONFIG = Path(__file__).with_name("schemathesis.toml")
+PHASES = "examples,coverage,fuzzing,stateful"
+
+
+@dataclass(frozen=True)
+class FuzzRun:
+    """One run's outcome: its figures, and what it printed (the failures, reproducible)."""
+
+    user: str
+    exit_code: int
+    operations: int
+    cases: int
+    failures: list[dict[str, Any]]
+    errors: list[dict[str, Any]]
+    seconds: float
+    output: str
+
+    @property
+    def failed(self) -> int:
+        return sum(int(f["count"]) for f in self.failures)
+
+    @property
+    def links(self) -> str:
+        """The stateful phase's links, as schemathesis counts them (covered / selected)."""
+        found = re.search(r"API Links:\s+(.+)", self.output)
+        return found.group(1).strip() if found else "none"
+
+    def line(self) -> str:
+        return (
+            f"{self.user}: {self.operations} operations, {self.cases} cases, "
+            f"{self.failed} failures, {sum(int(e['count']) for e in self.errors)} errors, "
+            f"{self.seconds:.0f} s; links {self.links}"
+        )
+
+
+def fuzz(
+    base_url: str,
+    token: str,
+    *,
+    user: str,
+    max_examples: int,
+    seed: int | None = None,
+    workers: int = 1,
+) -> FuzzRun:
+    """Run schemathesis against ``base_url`` with ``token``; never raises on failures.
+
+    One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
+    (``SystemError: AST constructor recursion depth mismatch``, hypothesis describing a
+    lambda in two threads at once)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        command = [
+            str(Path(sys.executable).with_name("schemathesis")),
+            "--config-file",
+            str(CONFIG),
+            "--no-color",
+            "run",
+            f"{base_url}/api/schema/?format=json",
+            "--checks",
+            "all",
+            "--phases",
+            PHASES,
+            "--max-examples",
+            str(max_examples),
+            "--workers",
+            str(workers),
+            "--header",
+            f"Authorization: Bearer {token}",
+            "--report",
+            "json",
+            "--report-json-path",
+            str(report),
+            "--generation-database",
+            "none",
+            *(["--seed", str(seed)] if seed is not None else []),
+        ]
+        started = time.monotonic()
+        done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=False)
+        seconds = time.monotonic() - started
+        summary = json.loads(report.read_text()) if report.exists() else {}
+    operations = summary.get("operations") or {}
+    return FuzzRun(
+        user=user,
+        exit_code=done.returncode,
+        operations=int(operations.get("tested", 0)),
+        cases=int((summary.get("test_cases") or {}).get("generated", 0)),
+        failures=list(summary.get("failures", [])),
+        errors=list(summary.get("errors", [])),
+        seconds=seconds,
+        output=done.stdout + done.stderr,
+    )
