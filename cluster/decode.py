@@ -172,12 +172,20 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "phase": status.get("phase", ""),
         "gpu_requests": gpu,
         "priority": as_int(spec.get("priority")),
-        "queue_name": (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
+        "queue_name": pod_queue(meta.get("labels") or {}),
         "group_name": (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", ""),
         "pending_reason": reason,
         "pending_message": message,
         "created_at": created,
     }
+
+
+def pod_queue(labels: dict[str, str]) -> str:
+    """The LocalQueue a pod is in: the label its workload was given, or, on the pods of a
+    Job that Kueue admitted, the one Kueue sets (it does not copy queue-name to them)."""
+    return labels.get("kueue.x-k8s.io/queue-name") or labels.get(
+        "kueue.x-k8s.io/local-queue-name", ""
+    )
 
 
 def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
