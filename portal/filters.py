@@ -54,8 +54,8 @@ class TeamChoiceField(forms.ModelChoiceField):  # type: ignore[type-arg]
 @extend_schema_field(
     {
         "type": "string",
-        "description": "One of your teams by slug (every team for platform admins); any other "
-        "slug is a 400 naming `team`, whether the team exists or not.",
+        "description": "One of the teams whose rows this list shows you, by slug; any other "
+        "slug is a 400 naming `team` and the teams that would do, whether it exists or not.",
     }
 )
 class TeamFilter(django_filters.ModelChoiceFilter):
