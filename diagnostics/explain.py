@@ -117,11 +117,23 @@ def explain_pod(
     message: str,
     fleet: FleetView,
     quota: Mapping[str, tuple[int, int]] | None = None,
+    node_name: str = "",
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
     namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
-    too few of a GPU resource, then taints, the node selector, cordoned nodes."""
+    too few of a GPU resource, then taints, the node selector, cordoned nodes. A pod the
+    scheduler already bound to a node waits on that node, not on the scheduler."""
     evidence = [message] if message else []
+    if node_name:
+        return Explanation(
+            f"The pod is placed on {node_name} but has not started: its containers are still "
+            "being created there (pulling the image, mounting volumes, or waiting for the GPU "
+            "device plugin).",
+            f"Look at the pod's events (kubectl -n {namespace} describe pod {name}): an image "
+            "that cannot be pulled or a volume that cannot be mounted is named there.",
+            None,
+            evidence,
+        )
     verdict = parse_failed_scheduling(message)
     if verdict is None:
         return Explanation(

@@ -190,6 +190,7 @@ def explain_waiting(
                 requests=pod.gpu_requests,
                 message=pod.pending_message,
                 fleet=view,
+                node_name=pod.node_name,
             )
         for workload in workloads:
             if not workload.admitted:

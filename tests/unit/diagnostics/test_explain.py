@@ -228,3 +228,22 @@ def test_a_workload_says_its_place_in_line_when_kueue_tells() -> None:
         "101st",
         "111th",
     ]
+
+
+def test_a_pod_bound_to_a_node_but_not_running_waits_on_that_node() -> None:
+    """Pending with a node (ContainerCreating, an image pull): the scheduler is done with it."""
+    result = explain_pod(
+        namespace="team-a",
+        name="train-0",
+        requests={"nvidia.com/gpu": 1},
+        message="",
+        fleet=INCIDENT,
+        node_name="gpu-a100-01",
+    )
+    assert result.cause == (
+        "The pod is placed on gpu-a100-01 but has not started: its containers are still being "
+        "created there (pulling the image, mounting volumes, or waiting for the GPU device "
+        "plugin)."
+    )
+    assert "kubectl -n team-a describe pod train-0" in result.next_step
+    assert "scheduler" not in result.cause
