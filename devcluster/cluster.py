@@ -785,6 +785,8 @@ class Cluster:
             node = crd.schema(resource.group, resource.kind, resource.version)
             if node is not None:
                 obj = crd.apply_defaults(obj, node)
+        if resource.group == "kueue.x-k8s.io" and resource.kind in ("ClusterQueue", "Cohort"):
+            obj = kueue_quantities_as_strings(obj)
         return obj
 
     def _validate(self, resource: Resource, obj: Obj) -> None:
@@ -918,3 +920,25 @@ def events_v1(obj: Obj) -> Obj:
         "deprecatedLastTimestamp": obj.get("lastTimestamp"),
         **({"series": obj["series"]} if "series" in obj else {}),
     }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def kueue_quantities_as_strings(obj: Obj) -> Obj:
+    """As Kueue's webhook stores a ClusterQueue or Cohort (Go's resource.Quantity): every
+    quota and the fair-sharing weight a string, e.g. ``8`` becomes ``"8"`` (the recordings
+    of real Kueue in tests/data/kueue-samples show them so)."""
+    obj = copy.deepcopy(obj)
+    spec = obj.get("spec") or {}
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for quota in flavor.get("resources") or []:
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    if _number(quota.get(key)):
+                        quota[key] = str(quota[key])
+    fair = spec.get("fairSharing") or {}
+    if _number(fair.get("weight")):
+        fair["weight"] = str(fair["weight"])
+    return obj

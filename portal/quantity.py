@@ -65,15 +65,6 @@ def is_whole(value: Fraction) -> bool:
     return value.denominator == 1
 
 
-def manifest_value(text: str) -> int | str:
-    """How a quantity goes into a manifest: plain integers as integers, the rest verbatim.
-
-    A real API server keeps ``8`` an integer in CRD int-or-string fields (see the recorded
-    ClusterQueue apply), and core ResourceLists always serialise as strings.
-    """
-    return int(text) if re.fullmatch(r"[0-9]+", text) else text
-
-
 def format_quantity(value: Fraction) -> str:
     """A canonical, exact text for a value: integers plainly, else milli-units or a decimal."""
     if value.denominator == 1:

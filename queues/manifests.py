@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from portal.labels import managed_labels
-from portal.quantity import format_quantity, manifest_value, parse_quantity
+from portal.quantity import format_quantity, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
 
@@ -38,6 +38,8 @@ def _metadata(name: str, namespace: str | None = None, team: str | None = None) 
 
 
 def _resource_groups(groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Quantities as strings, as Kueue's webhook stores them (an integer differs from the
+    stored object, so every apply would bump the ClusterQueue's generation)."""
     rendered = []
     for group in groups:
         flavors = []
@@ -46,11 +48,11 @@ def _resource_groups(groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             for quota in flavor["resources"]:
                 entry: dict[str, Any] = {
                     "name": quota["name"],
-                    "nominalQuota": manifest_value(str(quota["nominalQuota"])),
+                    "nominalQuota": str(quota["nominalQuota"]),
                 }
                 for key in ("borrowingLimit", "lendingLimit"):
                     if quota.get(key) not in (None, ""):
-                        entry[key] = manifest_value(str(quota[key]))
+                        entry[key] = str(quota[key])
                 resources.append(entry)
             flavors.append({"name": flavor["name"], "resources": resources})
         rendered.append({"coveredResources": list(group["coveredResources"]), "flavors": flavors})
@@ -80,7 +82,7 @@ def render_cohort(cohort: Cohort, *, parent_name: str | None, version: str = "v1
     if parent_name:
         spec["parentName"] = parent_name
     if cohort.fair_sharing_weight:
-        spec["fairSharing"] = {"weight": manifest_value(cohort.fair_sharing_weight)}
+        spec["fairSharing"] = {"weight": str(cohort.fair_sharing_weight)}
     if cohort.resource_groups:
         spec["resourceGroups"] = _resource_groups(cohort.resource_groups)
     return {
@@ -121,7 +123,7 @@ def render_cluster_queue(
     spec["queueingStrategy"] = cq.queueing_strategy
     spec["stopPolicy"] = cq.stop_policy
     if cq.fair_sharing_weight:
-        spec["fairSharing"] = {"weight": manifest_value(cq.fair_sharing_weight)}
+        spec["fairSharing"] = {"weight": str(cq.fair_sharing_weight)}
     borrow: dict[str, Any] = {"policy": cq.preemption_borrow_within_cohort}
     if cq.borrow_max_priority_threshold is not None:
         borrow["maxPriorityThreshold"] = cq.borrow_max_priority_threshold

@@ -45,7 +45,7 @@ def test_demo_state_is_applied_and_a_second_apply_changes_nothing(portal_cluster
     )
     assert queue["spec"]["clusterQueue"] == "cq-train"
     cq = portal_cluster.get(ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-dev"))
-    assert cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["borrowingLimit"] == 10
+    assert cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["borrowingLimit"] == "10"
     ns = portal_cluster.get(ObjectRef("v1", "Namespace", "team-dev"))
     assert ns["metadata"]["labels"]["quartermaster.io/team"] == "team-dev"
     again = apply_desired_state(gateway=portal_cluster)

@@ -141,7 +141,7 @@ def test_seed_cluster_queue_golden_v1beta2(demo: None) -> None:
             },
             "queueingStrategy": "BestEffortFIFO",
             "stopPolicy": "None",
-            "fairSharing": {"weight": 5},
+            "fairSharing": {"weight": "5"},
             "preemption": {
                 "withinClusterQueue": "Never",
                 "reclaimWithinCohort": "Never",
@@ -162,9 +162,9 @@ def test_seed_cluster_queue_golden_v1beta2(demo: None) -> None:
                         {
                             "name": "a100-80gb-balanced",
                             "resources": [
-                                {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": 16},
-                                {"name": "nvidia.com/mig-2g.20gb", "nominalQuota": 8},
-                                {"name": "nvidia.com/mig-3g.40gb", "nominalQuota": 8},
+                                {"name": "nvidia.com/mig-1g.10gb", "nominalQuota": "16"},
+                                {"name": "nvidia.com/mig-2g.20gb", "nominalQuota": "8"},
+                                {"name": "nvidia.com/mig-3g.40gb", "nominalQuota": "8"},
                             ],
                         }
                     ],
@@ -175,7 +175,11 @@ def test_seed_cluster_queue_golden_v1beta2(demo: None) -> None:
                         {
                             "name": "h100-80gb",
                             "resources": [
-                                {"name": "nvidia.com/gpu", "nominalQuota": 0, "borrowingLimit": 10}
+                                {
+                                    "name": "nvidia.com/gpu",
+                                    "nominalQuota": "0",
+                                    "borrowingLimit": "10",
+                                }
                             ],
                         }
                     ],

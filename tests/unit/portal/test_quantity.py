@@ -6,7 +6,6 @@ from portal.quantity import (
     QuantityError,
     canonical_quantity,
     format_quantity,
-    manifest_value,
     parse_quantity,
     whole_count,
 )
@@ -44,12 +43,6 @@ def test_refuses_what_the_api_server_refuses(text: str) -> None:
 
 def test_sums_never_drift_like_floats() -> None:
     assert sum(parse_quantity("100m") for _ in range(10)) == 1
-
-
-def test_manifest_value_keeps_plain_integers_as_integers() -> None:
-    assert manifest_value("8") == 8
-    assert manifest_value("64Gi") == "64Gi"
-    assert manifest_value("1.5") == "1.5"
 
 
 def test_format_quantity_is_exact() -> None:

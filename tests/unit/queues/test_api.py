@@ -38,7 +38,7 @@ def test_admins_replace_cluster_queue_quotas_with_a_dry_run_first(
         headers=bearer("admin"),
     )
     assert dry.status_code == 200
-    assert "\n-        nominalQuota: 12\n+        nominalQuota: 14\n" in dry.json()["diff"]
+    assert "\n-        nominalQuota: '12'\n+        nominalQuota: '14'\n" in dry.json()["diff"]
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
     # The one observed node is an A100: nothing behind h100-80gb, now or in any layout.
     promise = next(p for p in dry.json()["promises"] if p["flavor"] == "h100-80gb")

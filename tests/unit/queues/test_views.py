@@ -57,8 +57,9 @@ def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -
     preview = client.post(url, {**data, "action": "preview"})
     body = preview.content.decode()
     assert preview.status_code == 200
-    assert '<span class="d del">-         nominalQuota: 12</span>' in body
-    assert '<span class="d add">+         nominalQuota: 10</span>' in body
+    # Quantities are strings in the manifest, as Kueue stores them (quoted in YAML).
+    assert '<span class="d del">-         nominalQuota: &#x27;12&#x27;</span>' in body
+    assert '<span class="d add">+         nominalQuota: &#x27;10&#x27;</span>' in body
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
     hashes = {
         k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
@@ -83,7 +84,7 @@ def test_saving_what_was_not_previewed_is_refused(client: Client, demo: None) ->
     response = client.post(url, {**data, **hashes, "g0f0r0_nominal": "20", "action": "save"})
     assert response.status_code == 409
     assert "changed since the diff you saw" in response.content.decode()
-    assert "+         nominalQuota: 20" in response.content.decode()
+    assert "+         nominalQuota: &#x27;20&#x27;" in response.content.decode()
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
 
 
