@@ -22,7 +22,7 @@ from cluster.selectors import api_status, apply_problems, last_sync
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.api_safety import StrictQuery
-from portal.filters import allowed
+from portal.filters import no_such_team
 from portal.permissions import is_platform_admin
 from tenants.selectors import list_teams_for_user
 
@@ -130,11 +130,7 @@ class ManifestsQuery(StrictQuery):
     def validate_team(self, value: str) -> str:
         slugs = list(self.context["teams"].values_list("slug", flat=True))
         if value not in slugs:
-            raise serializers.ValidationError(
-                f"No such team among yours: use one of {allowed(slugs)}."
-                if slugs
-                else "No such team: you are in no team."
-            )
+            raise serializers.ValidationError(no_such_team(slugs))
         return value
 
 

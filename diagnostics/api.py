@@ -17,7 +17,7 @@ from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
 from portal.api_safety import StrictQuery
-from portal.filters import allowed
+from portal.filters import allowed, no_such_team
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
@@ -45,11 +45,7 @@ class WaitingQuery(StrictQuery):
     def validate_team(self, value: str) -> str:
         slugs = list(self.context["teams"].values_list("slug", flat=True))
         if value not in slugs:
-            raise serializers.ValidationError(
-                f"No such team among yours: use one of {allowed(slugs)}."
-                if slugs
-                else "No such team: you are in no team."
-            )
+            raise serializers.ValidationError(no_such_team(slugs))
         return value
 
     def validate_namespace(self, value: str) -> str:

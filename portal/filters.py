@@ -33,6 +33,13 @@ def allowed(values: list[str]) -> str:
     )
 
 
+def no_such_team(slugs: list[str]) -> str:
+    """The one answer to a team slug that is not among yours (whether it exists or not)."""
+    if not slugs:
+        return "No such team: you are in no team."
+    return f"No such team among yours: use one of {allowed(slugs)}."
+
+
 class TeamChoiceField(forms.ModelChoiceField):  # type: ignore[type-arg]
     """A team slug among the given teams; any other (no such team, or one you may not see)
     earns the same error, naming the slugs that would do."""
@@ -42,13 +49,7 @@ class TeamChoiceField(forms.ModelChoiceField):  # type: ignore[type-arg]
             return super().to_python(value)
         except ValidationError:
             slugs = list(self.queryset.values_list("slug", flat=True))  # type: ignore[union-attr]
-            if not slugs:
-                raise ValidationError(
-                    "No such team: you are in no team.", code="invalid_choice"
-                ) from None
-            raise ValidationError(
-                f"No such team among yours: use one of {allowed(slugs)}.", code="invalid_choice"
-            ) from None
+            raise ValidationError(no_such_team(slugs), code="invalid_choice") from None
 
 
 @extend_schema_field(
