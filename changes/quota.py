@@ -823,7 +823,7 @@ def void_quota_requests_about(obj: Model, *, actor: Actor, source: str) -> None:
     if not what:
         return
     name = str(obj)
-    requests.filter(**{f"{_name_field(what)}": ""}).update(**{_name_field(what): name})
+    requests.filter(**{_name_field(what): ""}).update(**{_name_field(what): name})
     reason = (
         f"Cancelled: the {what} {name} was deleted, so there is no quota left to apply this to."
     )

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from cluster.desired import collect_manifests, to_yaml_stream
 from cluster.filters import NodeFilter
 from cluster.models import ObservedNode
-from cluster.selectors import api_status, apply_problems, last_sync
+from cluster.selectors import api_status, apply_problems
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.api_safety import StrictQuery
@@ -87,7 +87,8 @@ class SyncStatusView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request) -> Response:
-        run, api = last_sync(), api_status()
+        api = api_status()
+        run = api.latest
         return Response(
             {
                 "api": {

@@ -63,14 +63,10 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         and (run.error or (run.finished_at is None and now - run.started_at > interval))
     ]
     if failing:
-        first = failing[-1]
-        why = first.error or "the poll got no answer"
-        newest = failing[0]
-        if newest.finished_at is None and not newest.error:
-            why = f"no answer for {int((now - newest.started_at).total_seconds())} s"
-        elif newest.error:
-            why = newest.error
-        return ApiStatus("unreachable", first.started_at, ok_at, why, runs[0])
+        first, newest = failing[-1], failing[0]
+        waited = int((now - newest.started_at).total_seconds())
+        why = newest.error or f"no answer for {waited} s"
+        return ApiStatus("unreachable", first.started_at, ok_at, why, latest)
     if last_ok is None:
         return ApiStatus("never", None, None, "the cluster has not been polled yet", latest)
     if now - last_ok.started_at > 3 * interval:

@@ -106,6 +106,7 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     search = request.GET.get("q", "").strip()[:253]
     pool = request.GET.get("pool", "").strip()[:100]
     focused = bool(search or pool)
+    api = api_status()
     context = {
         "pools": selectors.fleet_by_pool(
             search=search, pool=pool, cap=MAX_NODES if focused else NODES_PER_POOL
@@ -115,7 +116,7 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         "focused": focused,
         "pool_names": [*NodePool.objects.order_by("name").values_list("name", flat=True)],
         "drift": list(open_drift()),
-        "api": (api := api_status()),
+        "api": api,
         "sync": api.latest,
         "problems": list(apply_problems()),
         "shortfalls": flavor_shortfalls(fleet_facts()),

@@ -50,7 +50,7 @@ def locked_out(
 ) -> HttpResponse:
     """The sign-in page again, saying why and for how long (429 Too Many Requests)."""
     # lazy: portal.views imports the auth machinery that imports this module
-    from portal.views import LoginForm
+    from portal.views import LoginForm, sign_in_choices
 
     minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
     username = (credentials or {}).get("username", "") if isinstance(credentials, dict) else ""
@@ -60,9 +60,7 @@ def locked_out(
             f"Too many failed sign-ins for this account or from this address. "
             f"Try again in {minutes} minutes, or ask a platform admin to unlock it."
         ),
-        "sso_enabled": settings.QM_OIDC_ENABLED,
-        "sso_name": settings.QM_OIDC_PROVIDER_NAME,
-        "local_login": settings.QM_LOCAL_LOGIN or not settings.QM_OIDC_ENABLED,
+        **sign_in_choices(),
         "next": request.POST.get("next", "") if request.method == "POST" else "",
     }
     answer = render(request, "registration/login.html", context, status=429)

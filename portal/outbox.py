@@ -19,6 +19,7 @@ from typing import Any
 
 from celery import shared_task
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from portal.celery import app as celery_app
@@ -102,9 +103,13 @@ def relay(*, now: dt.datetime | None = None) -> int:
                 _publish(first.task, first.args)
             except Exception as exc:
                 log.warning("outbox: %s still not queued: %s", first.task, exc)
-                OutboxMessage.objects.filter(pk__in=ids).update(last_error=str(exc)[:1000])
+                OutboxMessage.objects.filter(pk__in=ids).update(
+                    attempts=F("attempts") + 1, last_error=str(exc)[:1000]
+                )
                 break  # the broker is away: the next relay goes on
-            OutboxMessage.objects.filter(pk__in=ids).update(sent_at=timezone.now())
+            OutboxMessage.objects.filter(pk__in=ids).update(
+                attempts=F("attempts") + 1, sent_at=timezone.now()
+            )
             sent += 1
     OutboxMessage.objects.filter(sent_at__lt=now - dt.timedelta(days=1)).delete()
     return sent

@@ -44,17 +44,22 @@ class LoginForm(AuthenticationForm):
             self.fields["username"].validators.append(MaxLengthValidator(longest))
 
 
+def sign_in_choices() -> dict[str, Any]:
+    """How one may sign in here: single sign-on, a local account, or both."""
+    return {
+        "sso_enabled": settings.QM_OIDC_ENABLED,
+        "sso_name": settings.QM_OIDC_PROVIDER_NAME,
+        "local_login": settings.QM_LOCAL_LOGIN or not settings.QM_OIDC_ENABLED,
+    }
+
+
 class LoginView(auth_views.LoginView):
     """Username and password, single sign-on, or both (QM_LOCAL_LOGIN, OIDC_RP_CLIENT_ID)."""
 
     authentication_form = LoginForm
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
-        context["sso_enabled"] = settings.QM_OIDC_ENABLED
-        context["sso_name"] = settings.QM_OIDC_PROVIDER_NAME
-        context["local_login"] = settings.QM_LOCAL_LOGIN or not settings.QM_OIDC_ENABLED
-        return context
+        return {**super().get_context_data(**kwargs), **sign_in_choices()}
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if settings.QM_OIDC_ENABLED and not settings.QM_LOCAL_LOGIN:

@@ -172,13 +172,9 @@ def test_with_redis_stopped_the_portal_serves_and_an_approval_runs_once_after(
 
 
 @pytest.fixture
-def hung_api() -> Iterator[str]:
-    """An address that accepts connections and never answers (an API server stopped)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    server.close()
+def hung_api(silent_port: int) -> str:
+    """An API server stopped (SIGSTOP): it accepts connections and never answers."""
+    return f"http://127.0.0.1:{silent_port}"
 
 
 def test_a_hung_kubernetes_api_is_said_within_a_poll_and_readiness_never_waits(

@@ -3,7 +3,6 @@ PostgreSQL connection, against the real Redis the cache uses."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -75,13 +74,9 @@ def test_the_refusal_says_when_to_come_back(demo: None, limit_of: None) -> None:
 
 
 @pytest.fixture
-def silent_redis() -> Iterator[str]:
-    """A port that accepts connections and never answers (a hung Redis)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
-    server.close()
+def silent_redis(silent_port: int) -> str:
+    """A hung Redis."""
+    return f"redis://127.0.0.1:{silent_port}/0"
 
 
 @pytest.mark.parametrize("store", ["refused", "hung"])
