@@ -65,9 +65,13 @@ def test_concurrent_requests_against_the_limit_hold_it(demo: None, limit_of: Non
 def test_the_refusal_says_when_to_come_back(demo: None, limit_of: None) -> None:
     headers = bearer("lead-a")
     client = Client()
-    for _ in range(LIMIT):
-        client.get("/api/v1/teams/", headers=headers)
-    refused = client.get("/api/v1/teams/", headers=headers)
+    answered = 0
+    # A sliding window: should the requests cross a minute boundary, the previous minute's
+    # weight shrinks meanwhile and lets a few more through, within 5 %.
+    while (refused := client.get("/api/v1/teams/", headers=headers)).status_code == 200:
+        answered += 1
+        assert answered <= LIMIT * 1.05
+    assert answered >= LIMIT
     assert refused.status_code == 429
     assert refused.json()["code"] == "throttled"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
