@@ -7,6 +7,7 @@ On the poller's hot path (once per pod per poll): plain dicts and loops, no Coun
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -171,6 +172,7 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "node_name": spec.get("nodeName") or "",
         "phase": status.get("phase", ""),
         "gpu_requests": gpu,
+        "limit_defaulted": limit_defaulted(meta.get("annotations") or {}),
         "priority": as_int(spec.get("priority")),
         "queue_name": pod_queue(meta.get("labels") or {}),
         "group_name": (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", ""),
@@ -178,6 +180,25 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "pending_message": message,
         "created_at": created,
     }
+
+
+_LIMIT_RANGER = "kubernetes.io/limit-ranger"
+_LIMIT_RANGER_PART = re.compile(r"^(?P<names>.+) (?:request|limit) for (?:init )?container \S+$")
+
+
+def limit_defaulted(annotations: Mapping[str, str]) -> list[str]:
+    """The GPU resources the namespace's LimitRange set on a pod that did not ask for them, as
+    the API server's LimitRanger records it (``LimitRanger plugin set: nvidia.com/gpu request
+    for container main; nvidia.com/gpu limit for container main``)."""
+    text = annotations.get(_LIMIT_RANGER, "")
+    if not text.startswith("LimitRanger plugin set: "):
+        return []
+    names: set[str] = set()
+    for part in text.removeprefix("LimitRanger plugin set: ").split("; "):
+        match = _LIMIT_RANGER_PART.match(part.strip())
+        if match:
+            names.update(n.strip() for n in match["names"].split(",") if n.strip())
+    return sorted(n for n in names if n.startswith(GPU_PREFIX))
 
 
 def pod_queue(labels: dict[str, str]) -> str:

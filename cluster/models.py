@@ -170,6 +170,11 @@ class ObservedPod(models.Model):
     node_name = models.CharField(max_length=253, blank=True)
     phase = models.CharField(max_length=16, blank=True)
     gpu_requests = models.JSONField(default=dict)
+    limit_defaulted = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="GPU resources the namespace's LimitRange set on the pod (it did not ask).",
+    )
     priority = models.IntegerField(default=0)
     queue_name = models.CharField(max_length=63, blank=True)
     group_name = models.CharField(

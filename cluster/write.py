@@ -62,6 +62,7 @@ POD_COLUMNS = (
     "node_name",
     "phase",
     "gpu_requests",
+    "limit_defaulted",
     "priority",
     "queue_name",
     "group_name",
@@ -73,7 +74,15 @@ POD_COLUMNS = (
 )
 
 
-_JSON_COLUMNS = {"capacity", "allocatable", "allocated", "labels", "taints", "gpu_requests"}
+_JSON_COLUMNS = {
+    "capacity",
+    "allocatable",
+    "allocated",
+    "labels",
+    "taints",
+    "gpu_requests",
+    "limit_defaulted",
+}
 
 
 def _digest(values: Sequence[Any]) -> str:

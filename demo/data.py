@@ -186,9 +186,12 @@ OTHER_QUOTAS = {
         "pods": "40",
     },
 }
+# What a LimitRange is good for: CPU and memory for containers that set none. Devices are
+# capped by the quota and the queues instead (any Container item for a device, even max
+# alone, hands it to every container: the portal warns, team-a's seed LimitRange shows it).
 OTHER_LIMITS = {
     "team-dev": [
-        LimitSpec(limit_type="Container", resource=MIG_2G, max="1"),
-        LimitSpec(limit_type="Container", resource=MIG_1G, max="2"),
+        LimitSpec(limit_type="Container", resource="cpu", default="2", default_request="500m"),
+        LimitSpec(limit_type="Container", resource="memory", default="8Gi", default_request="2Gi"),
     ],
 }

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from devcluster import crd, fields, quantity
+from devcluster import crd, fields, limitranger, quantity
 from devcluster.errors import (
     APIError,
     already_exists,
@@ -781,6 +781,8 @@ class Cluster:
             if obj.get("globalDefault") is False:
                 obj = {key: value for key, value in obj.items() if key != "globalDefault"}
             obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        if resource.kind == "LimitRange":
+            obj = limitranger.stored(copy.deepcopy(obj))
         if resource.crd:
             node = crd.schema(resource.group, resource.kind, resource.version)
             if node is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import dcgm, gpu, jobs, kueue, quantity
+from devcluster import dcgm, gpu, jobs, kueue, limitranger, quantity
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -259,35 +259,10 @@ class Controllers:
         self._admit_quota(pod)
 
     def _apply_limit_ranges(self, namespace: str, pod: Obj) -> None:
-        for limit_range in self.cluster.all(LIMITS):
-            if limit_range["metadata"]["namespace"] != namespace:
-                continue
-            for item in limit_range.get("spec", {}).get("limits", []):
-                if item.get("type") != "Container":
-                    continue
-                for container in pod["spec"].get("containers", []):
-                    resources = container.setdefault("resources", {})
-                    for name, value in (item.get("default") or {}).items():
-                        resources.setdefault("limits", {}).setdefault(name, value)
-                    for name, value in (item.get("defaultRequest") or {}).items():
-                        resources.setdefault("requests", {}).setdefault(name, value)
-                    for name, value in (item.get("max") or {}).items():
-                        limit = (resources.get("limits") or {}).get(name)
-                        pod_name = pod["metadata"].get("name", "")
-                        if limit is None:
-                            raise APIError(
-                                403,
-                                f'pods "{pod_name}" is forbidden: maximum {name} '
-                                f"usage per Container is {value}.  No limit is specified",
-                                details={"name": pod_name, "kind": "pods"},
-                            )
-                        if quantity.parse(limit) > quantity.parse(value):
-                            raise APIError(
-                                403,
-                                f'pods "{pod_name}" is forbidden: maximum {name} '
-                                f"usage per Container is {value}, but limit is {limit}",
-                                details={"name": pod_name, "kind": "pods"},
-                            )
+        limitranger.admit(
+            pod,
+            [lr for lr in self.cluster.all(LIMITS) if lr["metadata"]["namespace"] == namespace],
+        )
 
     @staticmethod
     def _qos(pod: Obj) -> str:

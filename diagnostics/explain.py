@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from portal.quantity import QuantityError, parse_quantity
+
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
 _GROUP = re.compile(r"(\d+) (.+)")
 _KUEUE_SHORT = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
@@ -118,11 +120,14 @@ def explain_pod(
     fleet: FleetView,
     quota: Mapping[str, tuple[int, int]] | None = None,
     node_name: str = "",
+    defaulted: Sequence[str] = (),
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
     namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
     too few of a GPU resource, then taints, the node selector, cordoned nodes. A pod the
-    scheduler already bound to a node waits on that node, not on the scheduler."""
+    scheduler already bound to a node waits on that node, not on the scheduler. ``defaulted``
+    names the GPU resources the namespace's LimitRange added (the pod did not ask): when the
+    pod waits for one of those, that is the cause."""
     evidence = [message] if message else []
     if node_name:
         return Explanation(
@@ -142,11 +147,41 @@ def explain_pod(
             None,
             evidence,
         )
+    if any(resource in verdict.insufficient for resource in defaulted):
+        return _limit_range_added(namespace, requests, defaulted, evidence)
     for resource, _count in sorted(verdict.insufficient.items(), key=lambda item: -item[1]):
         found = _insufficient(resource, requests.get(resource, 0), fleet, evidence)
         if found is not None:
             return found
     return _placement(verdict, fleet, evidence, quota)
+
+
+def _limit_range_added(
+    namespace: str, requests: Mapping[str, int], defaulted: Sequence[str], evidence: list[str]
+) -> Explanation:
+    """A pod that waits for a device the namespace's LimitRange gave it (a default, or a
+    ``max`` the API server stored as the default)."""
+    added = {r: requests.get(r, 0) for r in defaulted if requests.get(r, 0)}
+    asked = {r: n for r, n in requests.items() if r not in added}
+    whole_for_mig = "nvidia.com/gpu" in added and any(
+        r.startswith("nvidia.com/mig-") for r in asked
+    )
+    also = (
+        " A MIG change alone will not start it: it needs a whole GPU as well."
+        if whole_for_mig
+        else ""
+    )
+    wants = f"it asks for {_amounts(asked)}" if asked else "it asks for no GPU itself"
+    optout = ", ".join(f"{r}: 0" for r in sorted(added))
+    return Explanation(
+        f"The LimitRange of {namespace} gave the pod {_amounts(added)} it did not ask for "
+        f"({wants}), and no node has that free.{also}",
+        f"Set {optout} in the pod's container limits, or ask a platform admin to take the "
+        f"default out of {namespace}'s LimitRange (a max alone becomes the default too).",
+        None,
+        evidence,
+        topic="pod-pending",
+    )
 
 
 def _insufficient(
@@ -346,6 +381,9 @@ def explain_create_failure(*, namespace: str, kind: str, name: str, message: str
     if quota:
         requested, used = _pairs(quota["requested"]), _pairs(quota["used"])
         limited = _pairs(quota["limited"])
+        never = _never_fits(kind, name, namespace, quota["quota"], requested, limited, evidence)
+        if never is not None:
+            return never
         parts = [
             f"{limited[k]} {k} in {namespace}, {used.get(k, '0')} are in use and a new pod asks "
             f"for {requested.get(k, '?')}"
@@ -365,6 +403,37 @@ def explain_create_failure(*, namespace: str, kind: str, name: str, message: str
         "Fix what the API server refuses (its words below), then the controller tries again.",
         None,
         evidence,
+    )
+
+
+def _never_fits(
+    kind: str,
+    name: str,
+    namespace: str,
+    quota: str,
+    requested: Mapping[str, str],
+    limited: Mapping[str, str],
+    evidence: list[str],
+) -> Explanation | None:
+    """A pod larger than the quota's whole hard limit: no amount of waiting creates it."""
+    over = []
+    for key in sorted(limited):
+        try:
+            if parse_quantity(requested.get(key, "0")) > parse_quantity(limited[key]):
+                over.append(key)
+        except QuantityError:
+            continue
+    if not over:
+        return None
+    parts = "; ".join(f"{requested[k]} {k}, more than its {limited[k]} in all" for k in over)
+    most = ", ".join(f"{limited[k]} {k}" for k in over)
+    return Explanation(
+        f"{kind} {name} can never create its pods: each asks for {parts} (quota {quota} of "
+        f"{namespace}). Waiting will not help.",
+        f"Make each pod ask for at most {most}, or ask for a larger quota.",
+        {"label": "Ask for quota", "url": "/quota/new/"},
+        evidence,
+        topic="quota-exceeded",
     )
 
 

@@ -191,6 +191,7 @@ def explain_waiting(
                 message=pod.pending_message,
                 fleet=view,
                 node_name=pod.node_name,
+                defaulted=pod.limit_defaulted,
             )
         for workload in workloads:
             if not workload.admitted:

@@ -8,7 +8,14 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
-from tenants.rules import LIMIT_TYPES, LimitSpec, check_limit, check_quota_item
+from tenants.rules import (
+    LIMIT_TYPES,
+    LimitSpec,
+    check_limit,
+    check_quota_item,
+    limit_range_pitfalls,
+    stored_limit,
+)
 
 # Kubernetes refuses user PriorityClasses above one billion (higher is for system-* classes).
 HIGHEST_USER_PRIORITY = 1_000_000_000
@@ -144,6 +151,11 @@ class Namespace(models.Model):
     def limit_range_name(self) -> str:
         return f"{self.name}-gpu-defaults"
 
+    @property
+    def limit_range_warnings(self) -> list[str]:
+        """What the LimitRange's items do together (its items' own warnings are theirs)."""
+        return limit_range_pitfalls([item.spec() for item in self.limit_items.all()])
+
 
 class QuotaItem(models.Model):
     """One ``ResourceQuota.spec.hard`` entry of a namespace (``requests.nvidia.com/gpu: 16``)."""
@@ -215,6 +227,23 @@ class LimitRangeItem(models.Model):
     @property
     def warnings(self) -> list[str]:
         return check_limit(self.spec()).warnings
+
+    @property
+    def default_shown(self) -> str:
+        """The default the API server stores: the one set, or the max it copies ("2, from max")."""
+        stored = stored_limit(self.spec()).default
+        return self.default or (f"{stored}, from max" if stored else "")
+
+    @property
+    def default_request_shown(self) -> str:
+        """The default request the API server stores, and where it comes from when unset."""
+        if self.default_request:
+            return self.default_request
+        stored = stored_limit(self.spec()).default_request
+        if not stored:
+            return ""
+        source = "default" if self.default else ("max" if self.max else "min")
+        return f"{stored}, from {source}"
 
 
 def _raise_field_errors(messages: list[str]) -> None:

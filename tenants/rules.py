@@ -8,7 +8,7 @@ models and services turn them into field errors (refused) or warnings (accepted,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpus.catalog import unknown_gpu_resource_note
@@ -223,27 +223,112 @@ def check_limit(spec: LimitSpec) -> Check:
             check.errors.append(f"{name}: {getattr(spec, name)} is greater than max {spec.max}")
         if low is not None and amount < low:
             check.errors.append(f"{name}: {getattr(spec, name)} is less than min {spec.min}")
-    default, request = values.get("default"), values.get("default_request")
-    if default is not None and request is not None:
+    # The API server compares what it stores: an unset default is the max, an unset default
+    # request the default (or the min).
+    stored = stored_limit(spec)
+    default = _stored_value(values, spec, stored.default, "default")
+    request = _stored_value(values, spec, stored.default_request, "default_request")
+    if default is not None and request is not None and not check.errors:
+        said_default = spec.default or f"{stored.default} (the max, stored as the default)"
+        source = "default" if spec.default else "max" if spec.max else "min"
+        said_request = spec.default_request or f"{stored.default_request} (from the {source})"
+
         if extended and default != request:
             check.errors.append(
-                f"default_request: default value {spec.default} must equal defaultRequest "
-                f"value {spec.default_request} in {resource} (devices cannot be overcommitted)"
+                f"default_request: default value {said_default} must equal defaultRequest "
+                f"value {said_request} in {resource} (devices cannot be overcommitted)"
             )
         elif request > default:
             check.errors.append(
-                f"default_request: default request {spec.default_request} must be less than "
-                f"or equal to the default limit {spec.default}"
+                f"default_request: default request {said_request} must be less than "
+                f"or equal to the default limit {said_default}"
             )
-    if extended and (spec.default or spec.default_request):
-        check.warnings.append(
-            f"A default for {resource} is injected into every container that does not set it, "
-            "sidecars and init containers included: every pod in the namespace then asks for "
-            f"{resource} and waits for one. Prefer max only, and let workloads ask explicitly."
-        )
-    if extended and spec.min:
-        check.warnings.append(
-            f"min for {resource} rejects every container that does not request it, "
-            "sidecars included. Prefer max only."
-        )
+    if extended:
+        check.warnings.extend(gpu_limit_pitfalls(spec))
     return check
+
+
+WHOLE_GPU = "nvidia.com/gpu"
+
+
+def _stored_value(
+    values: dict[str, Fraction], spec: LimitSpec, text: str, name: str
+) -> Fraction | None:
+    """The parsed value the API server stores for ``name`` (the one given, or copied)."""
+    if getattr(spec, name):
+        return values.get(name)
+    for source in ("default", "max", "min"):
+        if getattr(spec, source) == text and source in values:
+            return values[source]
+    return None
+
+
+def stored_limit(spec: LimitSpec) -> LimitSpec:
+    """The item as the API server stores it: for a ``Container`` item an unset ``default``
+    takes ``max``, and an unset ``defaultRequest`` takes ``default``, then ``min``."""
+    if spec.limit_type != "Container":
+        return spec
+    default = spec.default or spec.max
+    return replace(
+        spec, default=default, default_request=spec.default_request or default or spec.min
+    )
+
+
+def gpu_limit_pitfalls(spec: LimitSpec) -> list[str]:
+    """What a LimitRange item for a device (``nvidia.com/gpu``, a MIG profile) does to pods
+    beyond what it says: defaults reach every container, a Pod ``max`` refuses pods without
+    the resource, and Kueue charges the default request rather than a Job's limits."""
+    resource, notes = spec.resource.strip(), []
+    stored = stored_limit(spec)
+    if stored.default:
+        source = (
+            f"Its max ({spec.max}) is stored as the default and defaultRequest, since they "
+            "are unset: every"
+            if not spec.default
+            else "The default is injected into every"
+        )
+        notes.append(
+            f"{source} container that does not set {resource} gets {stored.default} of it, "
+            "sidecars, init containers and CPU-only containers included, and waits for one. "
+            "Kueue charges that default request for a Job that sets only limits, so a queue "
+            "admits pods that then ask for more. Cap devices with the namespace quota "
+            f"(requests.{resource}) and the team's queue instead; a container that must not get "
+            f"it sets {resource}: 0."
+        )
+        if resource == WHOLE_GPU:
+            notes.append(
+                f"Pods that ask only for MIG slices (nvidia.com/mig-…) get {stored.default} "
+                f"{resource} as well: they then need a whole GPU too, and no MIG change starts "
+                "them."
+            )
+    if spec.limit_type == "Pod" and spec.max:
+        notes.append(
+            f"A Pod max for {resource} refuses every pod that does not set a {resource} limit "
+            '(CPU-only pods included): the API server answers "No limit is specified".'
+        )
+    if spec.min:
+        notes.append(
+            f"min for {resource} refuses every container that does not request it, "
+            "sidecars included."
+        )
+    return notes
+
+
+def limit_range_pitfalls(specs: list[LimitSpec]) -> list[str]:
+    """Across one namespace's items: defaults for two or more device resources land on the
+    same containers at once (a MIG profile and another, or a whole GPU)."""
+    defaulted = sorted(
+        (stored.resource.strip(), stored.default)
+        for stored in map(stored_limit, specs)
+        if stored.limit_type == "Container"
+        and stored.default
+        and is_extended_resource(stored.resource)
+    )
+    if len(defaulted) < 2:
+        return []
+    amounts = " and ".join(f"{value} {name}" for name, value in defaulted)
+    return [
+        f"Every container that sets none of them gets {amounts} at once. A GPU offers one "
+        "layout: such a pod needs several flavors together, which Kueue turns into a node "
+        "selector no node matches."
+    ]

@@ -14,7 +14,13 @@ from portal.errors import DomainError
 from portal.quantity import parse_quantity
 from portal.services import Actor, require_platform_admin, save_validated
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
-from tenants.rules import LimitSpec, check_limit, check_quota_item, spelled_quantity
+from tenants.rules import (
+    LimitSpec,
+    check_limit,
+    check_quota_item,
+    limit_range_pitfalls,
+    spelled_quantity,
+)
 from tenants.selectors import namespace_etag
 
 
@@ -180,6 +186,7 @@ def set_namespace_limits(
         warnings.extend(check.warnings)
     if errors:
         raise ValidationError(errors)
+    warnings.extend(limit_range_pitfalls(limits))
     old = [item.spec().__dict__ for item in namespace.limit_items.all()]
     if _by_type_and_resource(old) == _by_type_and_resource(spec.__dict__ for spec in limits):
         return warnings  # nothing changed: nothing to apply or audit

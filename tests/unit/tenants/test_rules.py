@@ -2,7 +2,14 @@
 
 import pytest
 
-from tenants.rules import LimitSpec, check_limit, check_quota_item
+from tenants.models import LimitRangeItem
+from tenants.rules import (
+    LimitSpec,
+    check_limit,
+    check_quota_item,
+    limit_range_pitfalls,
+    stored_limit,
+)
 
 
 @pytest.mark.parametrize(
@@ -66,10 +73,77 @@ def test_seed_limit_range_default_gpu_is_accepted_with_a_sidecar_warning() -> No
     assert "sidecars" in check.warnings[0]
 
 
-def test_gpu_max_only_is_the_quiet_choice() -> None:
+def test_gpu_max_alone_is_warned_because_the_server_stores_it_as_the_default() -> None:
     check = check_limit(LimitSpec(limit_type="Container", resource="nvidia.com/gpu", max="2"))
     assert check.errors == []
-    assert check.warnings == []
+    assert check.warnings == [
+        "Its max (2) is stored as the default and defaultRequest, since they are unset: every "
+        "container that does not set nvidia.com/gpu gets 2 of it, sidecars, init containers and "
+        "CPU-only containers included, and waits for one. Kueue charges that default request "
+        "for a Job that sets only limits, so a queue admits pods that then ask for more. Cap "
+        "devices with the namespace quota (requests.nvidia.com/gpu) and the team's queue "
+        "instead; a container that must not get it sets nvidia.com/gpu: 0.",
+        "Pods that ask only for MIG slices (nvidia.com/mig-…) get 2 nvidia.com/gpu as well: "
+        "they then need a whole GPU too, and no MIG change starts them.",
+    ]
+
+
+def test_a_mig_max_alone_is_warned_without_the_whole_gpu_note() -> None:
+    check = check_limit(LimitSpec("Container", "nvidia.com/mig-1g.10gb", max="2"))
+    assert len(check.warnings) == 1
+    assert check.warnings[0].startswith(
+        "Its max (2) is stored as the default and defaultRequest, since they are unset: every "
+        "container that does not set nvidia.com/mig-1g.10gb gets 2 of it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "default", "default_request"),
+    [
+        (LimitSpec("Container", "nvidia.com/gpu", max="2"), "2", "2"),
+        (LimitSpec("Container", "nvidia.com/gpu", default="1", max="2"), "1", "1"),
+        (LimitSpec("Container", "cpu", min="100m"), "", "100m"),
+        (LimitSpec("Container", "cpu", default="2", min="100m"), "2", "2"),
+        (LimitSpec("Container", "cpu", default_request="1", max="4"), "4", "1"),
+        (LimitSpec("Pod", "nvidia.com/gpu", max="8"), "", ""),
+    ],
+)
+def test_stored_limit_follows_the_api_servers_defaulting(
+    spec: LimitSpec, default: str, default_request: str
+) -> None:
+    stored = stored_limit(spec)
+    assert (stored.default, stored.default_request) == (default, default_request)
+
+
+def test_a_device_default_request_under_its_max_is_refused_as_the_server_would() -> None:
+    check = check_limit(LimitSpec("Container", "nvidia.com/gpu", default_request="1", max="2"))
+    assert check.errors == [
+        "default_request: default value 2 (the max, stored as the default) must equal "
+        "defaultRequest value 1 in nvidia.com/gpu (devices cannot be overcommitted)"
+    ]
+
+
+def test_a_pod_max_for_a_gpu_is_warned_because_it_refuses_cpu_only_pods() -> None:
+    check = check_limit(LimitSpec("Pod", "nvidia.com/gpu", max="8"))
+    assert check.errors == []
+    assert check.warnings == [
+        "A Pod max for nvidia.com/gpu refuses every pod that does not set a nvidia.com/gpu "
+        'limit (CPU-only pods included): the API server answers "No limit is specified".'
+    ]
+
+
+def test_defaults_for_two_devices_land_on_the_same_containers() -> None:
+    specs = [
+        LimitSpec("Container", "nvidia.com/mig-2g.20gb", max="1"),
+        LimitSpec("Container", "nvidia.com/mig-1g.10gb", max="2"),
+        LimitSpec("Container", "cpu", default="2"),
+    ]
+    assert limit_range_pitfalls(specs) == [
+        "Every container that sets none of them gets 2 nvidia.com/mig-1g.10gb and 1 "
+        "nvidia.com/mig-2g.20gb at once. A GPU offers one layout: such a pod needs several "
+        "flavors together, which Kueue turns into a node selector no node matches."
+    ]
+    assert limit_range_pitfalls(specs[:1] + specs[2:]) == []
 
 
 @pytest.mark.parametrize(
@@ -110,7 +184,7 @@ def test_invalid_limits_name_the_field(spec: LimitSpec, error: str) -> None:
 def test_gpu_min_is_warned_because_it_rejects_sidecars() -> None:
     check = check_limit(LimitSpec("Container", "nvidia.com/gpu", min="1", max="2"))
     assert check.errors == []
-    assert "rejects every container" in check.warnings[0]
+    assert "refuses every container that does not request it" in check.warnings[-1]
 
 
 @pytest.mark.parametrize(
@@ -166,3 +240,20 @@ def test_every_quantity_has_an_upper_bound(resource: str, value: str, refused: b
     assert bool(errors) == refused, errors
     if refused:
         assert errors[0].startswith("hard: must be at most ")
+
+
+@pytest.mark.parametrize(
+    ("spec", "shown"),
+    [
+        (LimitSpec("Container", "nvidia.com/gpu", max="2"), ("2, from max", "2, from max")),
+        (LimitSpec("Container", "nvidia.com/gpu", default="1"), ("1", "1, from default")),
+        (LimitSpec("Container", "cpu", min="100m"), ("", "100m, from min")),
+        (LimitSpec("Container", "cpu", default="2", default_request="1"), ("2", "1")),
+        (LimitSpec("Pod", "nvidia.com/gpu", max="8"), ("", "")),
+    ],
+)
+def test_the_page_shows_the_defaults_the_server_stores(
+    spec: LimitSpec, shown: tuple[str, str]
+) -> None:
+    item = LimitRangeItem(**spec.__dict__)
+    assert (item.default_shown, item.default_request_shown) == shown
