@@ -479,20 +479,23 @@ class Cluster:
                     fields.delete_path(obj, path)
             for path, value in applied.items():
                 fields.set_path(obj, path, value)
-            obj = self._default(resource, obj)
+            # The generation follows what was sent, before a webhook mutated it (Kueue's
+            # turns quantities into strings: sending numbers bumps it on every apply).
+            sent = self._default(resource, obj, webhooks=False)
+            obj = self._default(resource, copy.deepcopy(sent))
             self._validate(resource, obj)
             entries = [e for e in entries if e is not previous and e.get("fieldsV1")]
             entry = self._entry(manager, "Apply", resource, applied.keys(), subresource)
             fields.drop_shared_dots(entry["fieldsV1"], [e["fieldsV1"] for e in entries])
             entries.append(entry)
             if (
-                self._same(old, obj)
+                self._same(old, sent)
                 and previous is not None
                 and self._owned(previous) == set(applied)
             ):
                 return old, False
             obj["metadata"]["managedFields"] = entries
-            self._bump_generation(resource, old, obj)
+            self._bump_generation(resource, old, obj, sent=sent)
             return self._store(resource, obj, old), False
 
     def delete(
@@ -575,14 +578,15 @@ class Cluster:
             obj = merged
         elif "status" in old and resource.kind not in ("Namespace",):
             obj["status"] = copy.deepcopy(old["status"])
-        obj = self._default(resource, obj)
+        sent = self._default(resource, obj, webhooks=False)
+        obj = self._default(resource, copy.deepcopy(sent))
         self._validate(resource, obj)
-        if self._same(old, obj):
+        if self._same(old, sent):
             return old
         meta = obj["metadata"]
         meta["managedFields"] = copy.deepcopy(old["metadata"].get("managedFields") or [])
         self._track_update(resource, obj, old, manager, subresource)
-        self._bump_generation(resource, old, obj)
+        self._bump_generation(resource, old, obj, sent=sent)
         return self._store(resource, obj, old)
 
     @staticmethod
@@ -593,11 +597,15 @@ class Cluster:
         return a == b
 
     @staticmethod
-    def _bump_generation(resource: Resource, old: Obj, new: Obj) -> None:
+    def _bump_generation(
+        resource: Resource, old: Obj, new: Obj, *, sent: Obj | None = None
+    ) -> None:
+        """One more when the spec changed; ``sent`` is the object before mutating webhooks."""
         if "generation" not in old["metadata"]:
             return
+        compared = sent if sent is not None else new
         changed = any(
-            old.get(k) != new.get(k) for k in new if k not in ("metadata", "status")
+            old.get(k) != compared.get(k) for k in compared if k not in ("metadata", "status")
         ) or old["metadata"].get("deletionTimestamp") != new["metadata"].get("deletionTimestamp")
         new["metadata"]["generation"] = old["metadata"]["generation"] + (1 if changed else 0)
 
@@ -774,7 +782,8 @@ class Cluster:
                             ) from None
         return obj
 
-    def _default(self, resource: Resource, obj: Obj) -> Obj:
+    def _default(self, resource: Resource, obj: Obj, *, webhooks: bool = True) -> Obj:
+        """The API server's defaulting, then (``webhooks``) Kueue's mutating webhook."""
         if resource.kind == "PriorityClass":
             # As the real server stores it: `globalDefault` is omitempty (false is dropped)
             # and `preemptionPolicy` defaults to PreemptLowerPriority.
@@ -787,7 +796,11 @@ class Cluster:
             node = crd.schema(resource.group, resource.kind, resource.version)
             if node is not None:
                 obj = crd.apply_defaults(obj, node)
-        if resource.group == "kueue.x-k8s.io" and resource.kind in ("ClusterQueue", "Cohort"):
+        if (
+            webhooks
+            and resource.group == "kueue.x-k8s.io"
+            and resource.kind in ("ClusterQueue", "Cohort")
+        ):
             obj = kueue_quantities_as_strings(obj)
         return obj
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from devcluster.cluster import Cluster, kueue_quantities_as_strings
 from devcluster.controllers import Controllers, Options
@@ -317,21 +318,27 @@ def test_kueue_objects_apply_with_crd_defaults(simulated: Demo) -> None:
         assert response.body["spec"] == body["spec"], case
         assert response.body["metadata"]["generation"] == 1
         assert "status" not in response.body
+    # The recorded re-apply sends numbers. With Kueue's CRDs only nothing changed; with real
+    # Kueue, whose webhook stores strings, every such apply is a change: the generation moves
+    # (seen against real Kueue 0.19.2), as it does here.
     reapplied = simulated.replay("d3b-ssa-clusterqueue-reapply")
     assert reapplied.status == 200
-    assert (
-        reapplied.body["metadata"]["resourceVersion"]
-        == simulated.call("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-cq").body[
-            "metadata"
-        ]["resourceVersion"]
+    assert reapplied.body["metadata"]["generation"] == 2
+    # Sent as Kueue stores them (as the portal renders them), a re-apply changes nothing.
+    as_stored = kueue_quantities_as_strings(
+        yaml.safe_load(recording("d3b-ssa-clusterqueue-reapply")["request"]["body"])
     )
+    again = simulated.replay("d3b-ssa-clusterqueue-reapply", body=yaml.safe_dump(as_stored))
+    twice = simulated.replay("d3b-ssa-clusterqueue-reapply", body=yaml.safe_dump(as_stored))
+    assert again.body["metadata"]["generation"] == twice.body["metadata"]["generation"] == 2
+    assert again.body["metadata"]["resourceVersion"] == twice.body["metadata"]["resourceVersion"]
     local = simulated.replay("d4-ssa-localqueue")
     assert (local.status, local.body["spec"]) == (201, expected("d4-ssa-localqueue")[1]["spec"])
     merged = simulated.replay("d9-merge-patch-clusterqueue-200")
     assert merged.status == 200
     merged_spec = kueue_quantities_as_strings(expected("d9-merge-patch-clusterqueue-200")[1])
     assert merged.body["spec"] == merged_spec["spec"]
-    assert merged.body["metadata"]["generation"] == 2
+    assert merged.body["metadata"]["generation"] == 3
     managers = {(e["manager"], e["operation"]) for e in merged.body["metadata"]["managedFields"]}
     assert managers == {("portal", "Apply"), ("portal", "Update")}
 
