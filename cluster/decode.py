@@ -31,24 +31,26 @@ def as_int(value: Any) -> int:
         return 0
 
 
+def asked(container: Mapping[str, Any]) -> dict[str, Any]:
+    """What a container asks for, resource by resource: its request, or its limit where it
+    sets no request (the API server copies limits into unset requests; Kueue counts a
+    limit as the request when only the limit is set)."""
+    resources = container.get("resources") or {}
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
 def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
     """GPU resources a pod asks for (sum of containers; at least the largest init container)."""
     total: dict[str, int] = {}
     spec = pod.get("spec") or {}
     for container in spec.get("containers") or ():
-        resources = container.get("resources")
-        asked = resources and (resources.get("requests") or resources.get("limits"))
-        if asked:
-            for name, value in asked.items():
-                if name.startswith(GPU_PREFIX):
-                    total[name] = total.get(name, 0) + as_int(value)
+        for name, value in asked(container).items():
+            if name.startswith(GPU_PREFIX):
+                total[name] = total.get(name, 0) + as_int(value)
     for container in spec.get("initContainers") or ():
-        resources = container.get("resources")
-        asked = resources and (resources.get("requests") or resources.get("limits"))
-        if asked:
-            for name, value in asked.items():
-                if name.startswith(GPU_PREFIX):
-                    total[name] = max(total.get(name, 0), as_int(value))
+        for name, value in asked(container).items():
+            if name.startswith(GPU_PREFIX):
+                total[name] = max(total.get(name, 0), as_int(value))
     return {k: v for k, v in total.items() if v} if total else total
 
 
@@ -250,8 +252,7 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         for container in ((pod_set.get("template") or {}).get("spec") or {}).get(
             "containers"
         ) or []:
-            resources = container.get("resources") or {}
-            for name, value in (resources.get("requests") or resources.get("limits") or {}).items():
+            for name, value in asked(container).items():
                 try:
                     amount = parse_quantity(value) * count
                 except QuantityError:

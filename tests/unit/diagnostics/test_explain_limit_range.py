@@ -3,7 +3,7 @@ are larger than the whole quota: the explainer's exact sentences."""
 
 from __future__ import annotations
 
-from cluster.decode import limit_defaulted, pod_values
+from cluster.decode import limit_defaulted, pod_gpu_requests, pod_values, workload_values
 from diagnostics.explain import FleetView, explain_create_failure, explain_pod
 from tests.unit.diagnostics.test_explain import INCIDENT
 
@@ -122,3 +122,21 @@ def test_a_job_larger_than_the_whole_quota_is_told_waiting_will_not_help() -> No
     assert explain_create_failure(
         namespace="team-a", kind="Job", name="big-train", message=fits
     ).cause.startswith("Job big-train cannot create its pods: quota team-a-gpu-quota allows")
+
+
+def test_a_container_with_a_cpu_request_and_a_gpu_limit_asks_for_the_gpu() -> None:
+    container = {
+        "name": "main",
+        "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "4"}},
+    }
+    pod = {"spec": {"containers": [container]}}
+    assert pod_gpu_requests(pod) == {"nvidia.com/gpu": 4}
+    workload = {
+        "metadata": {"name": "w", "namespace": "team-a"},
+        "spec": {
+            "podSets": [
+                {"name": "main", "count": 2, "template": {"spec": {"containers": [container]}}}
+            ]
+        },
+    }
+    assert workload_values(workload)["requests"] == {"cpu": 2, "nvidia.com/gpu": 8}
