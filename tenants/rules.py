@@ -285,7 +285,7 @@ def gpu_limit_pitfalls(spec: LimitSpec) -> list[str]:
             f"Its max ({spec.max}) is stored as the default and defaultRequest, since they "
             "are unset: every"
             if not spec.default
-            else "The default is injected into every"
+            else "Every"
         )
         notes.append(
             f"{source} container that does not set {resource} gets {stored.default} of it, "

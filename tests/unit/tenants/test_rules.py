@@ -257,3 +257,11 @@ def test_the_page_shows_the_defaults_the_server_stores(
 ) -> None:
     item = LimitRangeItem(**spec.__dict__)
     assert (item.default_shown, item.default_request_shown) == shown
+
+
+def test_a_gpu_default_is_warned_in_one_sentence() -> None:
+    check = check_limit(LimitSpec("Container", "nvidia.com/gpu", default="1", default_request="1"))
+    assert check.warnings[0].startswith(
+        "Every container that does not set nvidia.com/gpu gets 1 of it, sidecars, init "
+        "containers and CPU-only containers included, and waits for one."
+    )
