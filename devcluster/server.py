@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, rbac, resources
+from devcluster import kueue, openapi, rbac, resources
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -111,6 +111,8 @@ class API:
             raise APIError(401, "Unauthorized")
         if path == "/version":
             return Response(200, VERSION, {"pretty": "1"})
+        if path.startswith("/openapi/"):
+            return self._openapi(path, query, headers.get("accept", ""))
         if path == "/api":
             return Response(
                 200,
@@ -173,6 +175,62 @@ class API:
         if resource.plural == "pods" and sub == "proxy":
             return self._proxy(method, namespace, name, "/".join(rest[3:]))
         return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    @staticmethod
+    def _openapi(path: str, query: dict[str, str], accept: str) -> Response:
+        """``/openapi/v2`` and ``/openapi/v3[/<group version>]``, with the headers of the real
+        handlers (the index goes out as text/plain, a hashed document as immutable). v2 is
+        served as JSON only: a client asking for protobuf alone is told 406, and kubectl then
+        computes its patches from its built-in types, as it does for any server without it."""
+        modified = formatdate(usegmt=True)
+        if path == "/openapi/v2":
+            if accept and not any(
+                t.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+                for t in accept.split(",")
+            ):
+                return Response(
+                    406,
+                    None,
+                    {"Content-Type": "text/plain; charset=utf-8"},
+                    raw=b"406 Not Acceptable: the demo cluster serves /openapi/v2 as JSON only\n",
+                )
+            return Response(
+                200,
+                None,
+                {"Content-Type": "application/json", "Accept-Ranges": "bytes", "Vary": "Accept"},
+                raw=openapi.v2_document(),
+            )
+        if path == "/openapi/v3":
+            headers = {"Content-Type": "text/plain; charset=utf-8", "Accept-Ranges": "bytes"}
+            return Response(
+                200, None, {**headers, "Last-Modified": modified}, raw=openapi.v3_index()
+            )
+        found = openapi.v3_document(path.removeprefix("/openapi/v3/"))
+        if found is None:
+            return Response(
+                404,
+                None,
+                {"Content-Type": "text/plain; charset=utf-8"},
+                raw=b"404 page not found\n",
+            )
+        body, digest = found
+        if query.get("hash", digest) != digest:
+            return Response(
+                301,
+                None,
+                {"Location": f"{path}?hash={digest}", "Content-Type": "text/html"},
+                raw=b"",
+            )
+        headers = {
+            "Content-Type": "application/json",
+            "Etag": f'"{digest}"',
+            "Vary": "Accept",
+            "Accept-Ranges": "bytes",
+        }
+        if "hash" in query:
+            headers["Cache-Control"] = "public, immutable"
+            headers["Expires"] = formatdate(time.time() + 365 * 86400, usegmt=True)
+        return Response(200, None, headers, raw=body)
 
     def _proxy(self, method: str, namespace: str, target: str, path: str) -> Response:
         """``pods/NAME:PORT/proxy/PATH``: the DCGM exporters answer ``:9400/metrics``."""
@@ -325,20 +383,24 @@ class API:
                 },
             )
         if method == "POST" and not name:
+            payload = self._body(resource, headers, body)
+            self._check_fields(resource, version, payload, query)
             obj = cluster.create(
                 resource,
                 namespace,
-                self._body(resource, headers, body),
+                payload,
                 manager=manager,
                 strict=query.get("fieldValidation") == "Strict",
             )
             return Response(201, cluster.output(resource, obj, version))
         if method == "PUT" and name:
+            payload = self._body(resource, headers, body)
+            self._check_fields(resource, version, payload, query)
             obj = cluster.replace(
                 resource,
                 namespace,
                 name,
-                self._body(resource, headers, body),
+                payload,
                 manager=manager,
                 subresource=sub,
             )
@@ -370,6 +432,26 @@ class API:
             "the server does not allow this method on the requested resource",
             reason="MethodNotAllowed",
         )
+
+    def _check_fields(
+        self, resource: resources.Resource, version: str, body: Any, query: dict[str, str]
+    ) -> None:
+        """Field validation of a core kind's body (the cluster checks CRD bodies itself):
+        ``Strict`` refuses unknown fields as the API server's strict decoding does, ``Warn``
+        (the default) names them in ``Warning`` headers."""
+        mode = query.get("fieldValidation") or "Warn"
+        if resource.crd or mode == "Ignore" or not isinstance(body, dict):
+            return
+        unknown = openapi.unknown_fields(resource, body)
+        if unknown and mode == "Strict":
+            raise APIError(
+                400,
+                f'{resource.kind} in version "{version}" cannot be handled as a '
+                f"{resource.kind}: strict decoding error: "
+                + ", ".join(f'unknown field "{u}"' for u in unknown),
+            )
+        if unknown:
+            self.cluster.warnings.items = [f'unknown field "{u}"' for u in unknown]
 
     @staticmethod
     def _body(resource: resources.Resource, headers: dict[str, str], body: bytes) -> Any:
@@ -421,7 +503,9 @@ class Handler(BaseHTTPRequestHandler):
             payload = orjson.dumps(response.body) + b"\n"
         self.send_response(response.status)
         self.send_header("Audit-Id", str(uuid.uuid4()))
-        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header(
+            "Cache-Control", response.headers.pop("Cache-Control", "no-cache, private")
+        )
         self.send_header("Content-Type", response.headers.pop("Content-Type", "application/json"))
         for key, value in response.headers.items():
             self.send_header(key, value)
