@@ -78,6 +78,12 @@ def _core() -> dict[str, Any]:
     return dict(json.loads(DATA.read_text())["definitions"])
 
 
+def field_description(definition: str, field: str) -> str:
+    """The description of one field of a core definition (for Table columns)."""
+    node = _core().get(definition, {}).get("properties", {}).get(field, {})
+    return str(node.get("description", ""))
+
+
 def _convert(node: Any, ref: str, v3: bool, key: str = "") -> Any:
     """A JSON-schema definition (``type: [object, "null"]``, ``$defs`` refs) in OpenAPI form."""
     if isinstance(node, list):

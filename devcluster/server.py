@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, openapi, rbac, resources
+from devcluster import kueue, openapi, rbac, resources, table
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -341,34 +341,21 @@ class API:
         cluster = self.cluster
         manager = headers.get("user-agent", "unknown").split("/")[0] or "unknown"
         if method == "GET" and not name:
-            if query.get("watch") in ("1", "true"):
-                raise APIError(
-                    405,
-                    "the demo cluster does not serve WATCH; LIST with resourceVersion instead",
-                    reason="MethodNotAllowed",
-                )
-            items, metadata = cluster.list(
-                resource,
-                namespace or None,
-                label_selector=query.get("labelSelector", ""),
-                field_selector=query.get("fieldSelector", ""),
-                limit=int(query.get("limit") or 0),
-                continue_token=query.get("continue", ""),
-            )
-            api_version = f"{resource.group}/{version}" if resource.group else version
-            if resource.group == "events.k8s.io" or resource.kind == "ClusterQueue":
-                items = [cluster.list_item(resource, i, version) for i in items]
-            return Response(
-                200,
-                {
-                    "kind": f"{resource.kind}List",
-                    "apiVersion": api_version,
-                    "metadata": metadata,
-                    "items": items,
-                },
-            )
+            return self._list(resource, version, namespace, query, headers)
         if method == "GET":
             obj = cluster.require(resource, namespace, name)
+            if table.wanted(headers.get("accept", "")):
+                return Response(
+                    200,
+                    table.table(
+                        resource,
+                        version,
+                        [self._printed(resource, obj, version)],
+                        {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                        include=query.get("includeObject", ""),
+                        output=lambda o: cluster.output(resource, o, version),
+                    ),
+                )
             return Response(200, cluster.output(resource, obj, version))
         if method == "POST" and sub == "eviction":
             self.controllers.evict(namespace, name)
@@ -432,6 +419,59 @@ class API:
             "the server does not allow this method on the requested resource",
             reason="MethodNotAllowed",
         )
+
+    def _list(
+        self,
+        resource: resources.Resource,
+        version: str,
+        namespace: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+    ) -> Response:
+        cluster = self.cluster
+        if query.get("watch") in ("1", "true"):
+            raise APIError(
+                405,
+                "the demo cluster does not serve WATCH; LIST with resourceVersion instead",
+                reason="MethodNotAllowed",
+            )
+        items, metadata = cluster.list(
+            resource,
+            namespace or None,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""),
+            limit=int(query.get("limit") or 0),
+            continue_token=query.get("continue", ""),
+        )
+        if table.wanted(headers.get("accept", "")):
+            return Response(
+                200,
+                table.table(
+                    resource,
+                    version,
+                    [self._printed(resource, i, version) for i in items],
+                    metadata,
+                    include=query.get("includeObject", ""),
+                    output=lambda o: cluster.output(resource, o, version),
+                ),
+            )
+        api_version = f"{resource.group}/{version}" if resource.group else version
+        if resource.group == "events.k8s.io" or resource.kind == "ClusterQueue":
+            items = [cluster.list_item(resource, i, version) for i in items]
+        return Response(
+            200,
+            {
+                "kind": f"{resource.kind}List",
+                "apiVersion": api_version,
+                "metadata": metadata,
+                "items": items,
+            },
+        )
+
+    def _printed(self, resource: resources.Resource, obj: Any, version: str) -> Any:
+        """The object a Table row is printed from: the stored one, in the requested version
+        for custom resources (a v1beta1 ClusterQueue's ``.spec.cohort``)."""
+        return self.cluster.list_item(resource, obj, version) if resource.crd else obj
 
     def _check_fields(
         self, resource: resources.Resource, version: str, body: Any, query: dict[str, str]
