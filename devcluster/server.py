@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, openapi, rbac, resources, table
+from devcluster import kueue, openapi, rbac, resources, table, watch
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -47,11 +48,14 @@ class Response:
         headers: dict[str, str] | None = None,
         *,
         raw: bytes | None = None,
+        stream: Callable[[Callable[[], bool]], Iterator[bytes]] | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.headers = headers or {}
         self.raw = raw
+        # A watch: called with ``alive`` (is the client still connected?), yields lines.
+        self.stream = stream
 
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -80,6 +84,7 @@ class API:
         self.users = {
             t: rbac.Subject.of(name, grants) for t, (name, grants) in (users or {}).items()
         }
+        self.log = watch.Log(cluster)
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         self.cluster.warnings.items = []
@@ -167,7 +172,9 @@ class API:
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         if user is not None:
-            self._authorize(user, rbac.verb_of(method, name), resource, namespace, name, sub)
+            watching = method == "GET" and not name and query.get("watch") in ("1", "true")
+            verb = "watch" if watching else rbac.verb_of(method, name)
+            self._authorize(user, verb, resource, namespace, name, sub)
             if method == "PATCH" and self._creates(headers, resource, namespace, name):
                 # Server-side apply of an object that does not exist yet creates it, and the
                 # API server asks for "create" on top of "patch".
@@ -430,11 +437,7 @@ class API:
     ) -> Response:
         cluster = self.cluster
         if query.get("watch") in ("1", "true"):
-            raise APIError(
-                405,
-                "the demo cluster does not serve WATCH; LIST with resourceVersion instead",
-                reason="MethodNotAllowed",
-            )
+            return self._watch(resource, version, namespace, query, headers)
         items, metadata = cluster.list(
             resource,
             namespace or None,
@@ -467,6 +470,40 @@ class API:
                 "items": items,
             },
         )
+
+    def _watch(
+        self,
+        resource: resources.Resource,
+        version: str,
+        namespace: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+    ) -> Response:
+        """A watch stream; asked for as a Table, each event's object is a one-row Table
+        (the column definitions only in the first, as the API server saves bandwidth)."""
+        as_table = table.wanted(headers.get("accept", ""))
+        include = query.get("includeObject", "")
+        if as_table and include not in ("", "Metadata", "Object", "None"):
+            raise APIError(400, f'unrecognized includeObject value: "{include}"')
+        first = [True]
+
+        def encode(kind: str, obj: Any) -> dict[str, Any]:
+            if not as_table:
+                return {"type": kind, "object": self.cluster.output(resource, obj, version)}
+            out = table.table(
+                resource,
+                version,
+                [self._printed(resource, obj, version)],
+                {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                include=include,
+                output=lambda o: self.cluster.output(resource, o, version),
+                headers=first[0],
+            )
+            first[0] = False
+            return {"type": kind, "object": out}
+
+        run = watch.stream(self.log, resource, version, namespace, query, encode)
+        return Response(200, None, {"Content-Type": "application/json"}, stream=run)
 
     def _printed(self, resource: resources.Resource, obj: Any, version: str) -> Any:
         """The object a Table row is printed from: the stored one, in the requested version
@@ -528,6 +565,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         response = self.api.handle(self.command, self.path, headers, body)
+        if response.stream is not None:
+            self._stream(response)
+            return
         pretty = (
             response.headers.pop("pretty", None)
             or "pretty=true" in self.path
@@ -553,6 +593,34 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _stream(self, response: Response) -> None:
+        """A watch: chunked, one JSON line per chunk, until the stream ends or the client
+        goes away."""
+        assert response.stream is not None
+        self.send_response(response.status)
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", response.headers.pop("Content-Type", "application/json"))
+        self.send_header("Date", formatdate(usegmt=True))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in response.stream(self._alive):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    def _alive(self) -> bool:
+        """Whether the client is still connected (a closed socket reads as empty)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return not readable or bool(self.connection.recv(1, socket.MSG_PEEK))
+        except OSError:
+            return False
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
