@@ -24,6 +24,7 @@ KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(
     KUBECTL is None, reason="kubectl is not installed (these tests run the kubectl binary, v1.32)"
 )
+README = Path(__file__).resolve().parents[2] / "README.md"
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 QUEUES = """\
@@ -100,6 +101,15 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def columns(line: str) -> list[str]:
     """A kubectl table line's cells (columns are two or more spaces apart)."""
     return re.split(r"\s{2,}", line.strip())
+
+
+def test_kubectl_is_the_version_the_readme_names(kubectl: Run) -> None:
+    version = kubectl("version", "--client")
+    assert version.returncode == 0
+    client = re.search(r"Client Version: v(\d+\.\d+)\.", version.stdout)
+    assert client is not None
+    assert client.group(1) == "1.32"
+    assert "kubectl v1.32" in README.read_text()
 
 
 def test_apply_validates_against_the_served_openapi_and_creates(
