@@ -236,7 +236,8 @@ class API:
         }
         if "hash" in query:
             headers["Cache-Control"] = "public, immutable"
-            headers["Expires"] = formatdate(time.time() + 365 * 86400, usegmt=True)
+            a_year = time.gmtime(time.time() + 365 * 86400)
+            headers["Expires"] = time.strftime("%a, %d %b %Y %H:%M:%S UTC", a_year)
         return Response(200, None, headers, raw=body)
 
     def _proxy(self, method: str, namespace: str, target: str, path: str) -> Response:

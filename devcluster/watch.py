@@ -104,14 +104,11 @@ def validate(query: dict[str, str]) -> None:
     if not causes:
         return
     field = "resourceVersionMatch"
+    errors = [f"{field}: {message}" for _, message in causes]
+    listed = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
     raise APIError(
         422,
-        'ListOptions.meta.k8s.io "" is invalid: '
-        + (
-            ", ".join(f"{field}: {m}" for _, m in causes)
-            if len(causes) == 1
-            else "[" + ", ".join(f"{field}: {m}" for _, m in causes) + "]"
-        ),
+        f'ListOptions.meta.k8s.io "" is invalid: {listed}',
         details={
             "group": "meta.k8s.io",
             "kind": "ListOptions",
