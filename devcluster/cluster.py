@@ -511,10 +511,15 @@ class Cluster:
             ):
                 return self.mark_terminating(obj, grace_seconds)
             if resource.kind == "Pod" and grace_seconds == 0:
+                # Stored once with its deletionTimestamp (watchers see MODIFIED, then
+                # DELETED: the recorded w1 watch), then removed.
                 terminated = copy.deepcopy(obj)
-                terminated["metadata"]["deletionTimestamp"] = now()
-                terminated["metadata"]["deletionGracePeriodSeconds"] = 0
-                self._remove(resource, obj)
+                meta = terminated["metadata"]
+                meta["deletionTimestamp"] = now()
+                meta["deletionGracePeriodSeconds"] = 0
+                meta["generation"] = meta.get("generation", 1) + 1
+                self._store(resource, terminated, obj)
+                self._remove(resource, terminated)
                 return terminated
             if resource.kind == "Namespace":
                 for other in RESOURCES:

@@ -201,3 +201,23 @@ def cel_causes(kind: str, obj: dict[str, Any]) -> list[dict[str, str]]:
                     )
                     return causes
     return causes
+
+
+@functools.cache
+def definition(group: str, kind: str) -> dict[str, Any] | None:
+    """The whole CustomResourceDefinition of a kind (its versions' schemas and printer
+    columns), parsed once with libyaml when it is there."""
+    name = FILES.get((group, kind))
+    if name is None:
+        return None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return dict(yaml.load((CRD_DIR / name).read_text(), Loader=loader))
+
+
+def version(group: str, kind: str, name: str) -> dict[str, Any] | None:
+    """One served version of a CRD (``schema``, ``additionalPrinterColumns``, …)."""
+    found = definition(group, kind)
+    for entry in (found or {}).get("spec", {}).get("versions", []):
+        if entry["name"] == name:
+            return dict(entry)
+    return None

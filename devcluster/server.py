@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, rbac, resources
+from devcluster import kueue, openapi, rbac, resources, table, watch
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -47,11 +48,14 @@ class Response:
         headers: dict[str, str] | None = None,
         *,
         raw: bytes | None = None,
+        stream: Callable[[Callable[[], bool]], Iterator[bytes]] | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.headers = headers or {}
         self.raw = raw
+        # A watch: called with ``alive`` (is the client still connected?), yields lines.
+        self.stream = stream
 
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
@@ -80,6 +84,7 @@ class API:
         self.users = {
             t: rbac.Subject.of(name, grants) for t, (name, grants) in (users or {}).items()
         }
+        self.log = watch.Log(cluster)
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         self.cluster.warnings.items = []
@@ -111,6 +116,8 @@ class API:
             raise APIError(401, "Unauthorized")
         if path == "/version":
             return Response(200, VERSION, {"pretty": "1"})
+        if path.startswith("/openapi/"):
+            return self._openapi(path, query, headers.get("accept", ""))
         if path == "/api":
             return Response(
                 200,
@@ -165,7 +172,9 @@ class API:
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
         if user is not None:
-            self._authorize(user, rbac.verb_of(method, name), resource, namespace, name, sub)
+            watching = method == "GET" and not name and query.get("watch") in ("1", "true")
+            verb = "watch" if watching else rbac.verb_of(method, name)
+            self._authorize(user, verb, resource, namespace, name, sub)
             if method == "PATCH" and self._creates(headers, resource, namespace, name):
                 # Server-side apply of an object that does not exist yet creates it, and the
                 # API server asks for "create" on top of "patch".
@@ -173,6 +182,63 @@ class API:
         if resource.plural == "pods" and sub == "proxy":
             return self._proxy(method, namespace, name, "/".join(rest[3:]))
         return self._verb(method, resource, version, namespace, name, sub, query, headers, body)
+
+    @staticmethod
+    def _openapi(path: str, query: dict[str, str], accept: str) -> Response:
+        """``/openapi/v2`` and ``/openapi/v3[/<group version>]``, with the headers of the real
+        handlers (the index goes out as text/plain, a hashed document as immutable). v2 is
+        served as JSON only: a client asking for protobuf alone is told 406, and kubectl then
+        computes its patches from its built-in types, as it does for any server without it."""
+        modified = formatdate(usegmt=True)
+        if path == "/openapi/v2":
+            if accept and not any(
+                t.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+                for t in accept.split(",")
+            ):
+                return Response(
+                    406,
+                    None,
+                    {"Content-Type": "text/plain; charset=utf-8"},
+                    raw=b"406 Not Acceptable: the demo cluster serves /openapi/v2 as JSON only\n",
+                )
+            return Response(
+                200,
+                None,
+                {"Content-Type": "application/json", "Accept-Ranges": "bytes", "Vary": "Accept"},
+                raw=openapi.v2_document(),
+            )
+        if path == "/openapi/v3":
+            headers = {"Content-Type": "text/plain; charset=utf-8", "Accept-Ranges": "bytes"}
+            return Response(
+                200, None, {**headers, "Last-Modified": modified}, raw=openapi.v3_index()
+            )
+        found = openapi.v3_document(path.removeprefix("/openapi/v3/"))
+        if found is None:
+            return Response(
+                404,
+                None,
+                {"Content-Type": "text/plain; charset=utf-8"},
+                raw=b"404 page not found\n",
+            )
+        body, digest = found
+        if query.get("hash", digest) != digest:
+            return Response(
+                301,
+                None,
+                {"Location": f"{path}?hash={digest}", "Content-Type": "text/html"},
+                raw=b"",
+            )
+        headers = {
+            "Content-Type": "application/json",
+            "Etag": f'"{digest}"',
+            "Vary": "Accept",
+            "Accept-Ranges": "bytes",
+        }
+        if "hash" in query:
+            headers["Cache-Control"] = "public, immutable"
+            a_year = time.gmtime(time.time() + 365 * 86400)
+            headers["Expires"] = time.strftime("%a, %d %b %Y %H:%M:%S UTC", a_year)
+        return Response(200, None, headers, raw=body)
 
     def _proxy(self, method: str, namespace: str, target: str, path: str) -> Response:
         """``pods/NAME:PORT/proxy/PATH``: the DCGM exporters answer ``:9400/metrics``."""
@@ -283,34 +349,21 @@ class API:
         cluster = self.cluster
         manager = headers.get("user-agent", "unknown").split("/")[0] or "unknown"
         if method == "GET" and not name:
-            if query.get("watch") in ("1", "true"):
-                raise APIError(
-                    405,
-                    "the demo cluster does not serve WATCH; LIST with resourceVersion instead",
-                    reason="MethodNotAllowed",
-                )
-            items, metadata = cluster.list(
-                resource,
-                namespace or None,
-                label_selector=query.get("labelSelector", ""),
-                field_selector=query.get("fieldSelector", ""),
-                limit=int(query.get("limit") or 0),
-                continue_token=query.get("continue", ""),
-            )
-            api_version = f"{resource.group}/{version}" if resource.group else version
-            if resource.group == "events.k8s.io" or resource.kind == "ClusterQueue":
-                items = [cluster.list_item(resource, i, version) for i in items]
-            return Response(
-                200,
-                {
-                    "kind": f"{resource.kind}List",
-                    "apiVersion": api_version,
-                    "metadata": metadata,
-                    "items": items,
-                },
-            )
+            return self._list(resource, version, namespace, query, headers)
         if method == "GET":
             obj = cluster.require(resource, namespace, name)
+            if table.wanted(headers.get("accept", "")):
+                return Response(
+                    200,
+                    table.table(
+                        resource,
+                        version,
+                        [self._printed(resource, obj, version)],
+                        {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                        include=query.get("includeObject", ""),
+                        output=lambda o: cluster.output(resource, o, version),
+                    ),
+                )
             return Response(200, cluster.output(resource, obj, version))
         if method == "POST" and sub == "eviction":
             self.controllers.evict(namespace, name)
@@ -325,20 +378,24 @@ class API:
                 },
             )
         if method == "POST" and not name:
+            payload = self._body(resource, headers, body)
+            self._check_fields(resource, version, payload, query)
             obj = cluster.create(
                 resource,
                 namespace,
-                self._body(resource, headers, body),
+                payload,
                 manager=manager,
                 strict=query.get("fieldValidation") == "Strict",
             )
             return Response(201, cluster.output(resource, obj, version))
         if method == "PUT" and name:
+            payload = self._body(resource, headers, body)
+            self._check_fields(resource, version, payload, query)
             obj = cluster.replace(
                 resource,
                 namespace,
                 name,
-                self._body(resource, headers, body),
+                payload,
                 manager=manager,
                 subresource=sub,
             )
@@ -370,6 +427,109 @@ class API:
             "the server does not allow this method on the requested resource",
             reason="MethodNotAllowed",
         )
+
+    def _list(
+        self,
+        resource: resources.Resource,
+        version: str,
+        namespace: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+    ) -> Response:
+        cluster = self.cluster
+        if query.get("watch") in ("1", "true"):
+            return self._watch(resource, version, namespace, query, headers)
+        items, metadata = cluster.list(
+            resource,
+            namespace or None,
+            label_selector=query.get("labelSelector", ""),
+            field_selector=query.get("fieldSelector", ""),
+            limit=int(query.get("limit") or 0),
+            continue_token=query.get("continue", ""),
+        )
+        if table.wanted(headers.get("accept", "")):
+            return Response(
+                200,
+                table.table(
+                    resource,
+                    version,
+                    [self._printed(resource, i, version) for i in items],
+                    metadata,
+                    include=query.get("includeObject", ""),
+                    output=lambda o: cluster.output(resource, o, version),
+                ),
+            )
+        api_version = f"{resource.group}/{version}" if resource.group else version
+        if resource.group == "events.k8s.io" or resource.kind == "ClusterQueue":
+            items = [cluster.list_item(resource, i, version) for i in items]
+        return Response(
+            200,
+            {
+                "kind": f"{resource.kind}List",
+                "apiVersion": api_version,
+                "metadata": metadata,
+                "items": items,
+            },
+        )
+
+    def _watch(
+        self,
+        resource: resources.Resource,
+        version: str,
+        namespace: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+    ) -> Response:
+        """A watch stream; asked for as a Table, each event's object is a one-row Table
+        (the column definitions only in the first, as the API server saves bandwidth)."""
+        as_table = table.wanted(headers.get("accept", ""))
+        include = query.get("includeObject", "")
+        if as_table and include not in ("", "Metadata", "Object", "None"):
+            raise APIError(400, f'unrecognized includeObject value: "{include}"')
+        first = [True]
+
+        def encode(kind: str, obj: Any) -> dict[str, Any]:
+            if not as_table:
+                return {"type": kind, "object": self.cluster.output(resource, obj, version)}
+            out = table.table(
+                resource,
+                version,
+                [self._printed(resource, obj, version)],
+                {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                include=include,
+                output=lambda o: self.cluster.output(resource, o, version),
+                headers=first[0],
+            )
+            first[0] = False
+            return {"type": kind, "object": out}
+
+        run = watch.stream(self.log, resource, version, namespace, query, encode)
+        return Response(200, None, {"Content-Type": "application/json"}, stream=run)
+
+    def _printed(self, resource: resources.Resource, obj: Any, version: str) -> Any:
+        """The object a Table row is printed from: the stored one, in the requested version
+        for custom resources (a v1beta1 ClusterQueue's ``.spec.cohort``)."""
+        return self.cluster.list_item(resource, obj, version) if resource.crd else obj
+
+    def _check_fields(
+        self, resource: resources.Resource, version: str, body: Any, query: dict[str, str]
+    ) -> None:
+        """Field validation of a core kind's body (the cluster checks CRD bodies itself):
+        ``Strict`` refuses unknown fields as the API server's strict decoding does, ``Warn``
+        (the default) names them in ``Warning`` headers."""
+        mode = query.get("fieldValidation") or "Warn"
+        if resource.crd or mode == "Ignore" or not isinstance(body, dict):
+            return
+        unknown = openapi.unknown_fields(resource, body)
+        if unknown and mode == "Strict":
+            raise APIError(
+                400,
+                f'{resource.kind} in version "{version}" cannot be handled as a '
+                f"{resource.kind}: strict decoding error: "
+                + ", ".join(f'unknown field "{u}"' for u in unknown),
+            )
+        if unknown:
+            self.cluster.warnings.items = [f'unknown field "{u}"' for u in unknown]
 
     @staticmethod
     def _body(resource: resources.Resource, headers: dict[str, str], body: bytes) -> Any:
@@ -406,6 +566,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
         response = self.api.handle(self.command, self.path, headers, body)
+        if response.stream is not None:
+            self._stream(response)
+            return
         pretty = (
             response.headers.pop("pretty", None)
             or "pretty=true" in self.path
@@ -421,7 +584,9 @@ class Handler(BaseHTTPRequestHandler):
             payload = orjson.dumps(response.body) + b"\n"
         self.send_response(response.status)
         self.send_header("Audit-Id", str(uuid.uuid4()))
-        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header(
+            "Cache-Control", response.headers.pop("Cache-Control", "no-cache, private")
+        )
         self.send_header("Content-Type", response.headers.pop("Content-Type", "application/json"))
         for key, value in response.headers.items():
             self.send_header(key, value)
@@ -429,6 +594,34 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _stream(self, response: Response) -> None:
+        """A watch: chunked, one JSON line per chunk, until the stream ends or the client
+        goes away."""
+        assert response.stream is not None
+        self.send_response(response.status)
+        self.send_header("Audit-Id", str(uuid.uuid4()))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Type", response.headers.pop("Content-Type", "application/json"))
+        self.send_header("Date", formatdate(usegmt=True))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in response.stream(self._alive):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    def _alive(self) -> bool:
+        """Whether the client is still connected (a closed socket reads as empty)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return not readable or bool(self.connection.recv(1, socket.MSG_PEEK))
+        except OSError:
+            return False
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
