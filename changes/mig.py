@@ -296,7 +296,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
         source=source,
         target=request,
         team=request.team,
-        new={"configs": request.previous_configs},
+        new={"configs": request.previous_configs, "queues": request.queues_moved},
     )
     queue_execution(request.pk)  # through the outbox: published on commit
     return request
