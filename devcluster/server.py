@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, rbac, resources
+from devcluster import crd, kueue, rbac, resources
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -93,6 +93,8 @@ class API:
             if error.code == 403 and error.reason == "Forbidden":
                 response.headers["X-Content-Type-Options"] = "nosniff"
         warnings = getattr(self.cluster.warnings, "items", [])
+        if deprecated := crd.deprecation_warning(urlsplit(target).path):
+            warnings = [deprecated, *warnings]  # the CRD marks this version deprecated
         if warnings:
             response.headers["Warning"] = ", ".join(f"299 - {json.dumps(w)}" for w in warnings)
         return response
