@@ -111,13 +111,13 @@ def evict(step: Step) -> Outcome:
             step.gateway.evict(meta["namespace"], meta["name"])
             evicted.append(f"{meta['namespace']}/{meta['name']}")
         except EvictionBlocked as exc:
-            blocked.append(f"{meta['namespace']}/{meta['name']}: {exc.message}")
+            blocked.append(_held(meta["namespace"], meta["name"], exc))
     waiting = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods)
     if step.elapsed > settings.QM_EVICTION_TIMEOUT_SECONDS:
         return Outcome(
             "failed",
             f"Gave up after {int(step.elapsed)} s: GPU pods still on the node ({waiting}). "
-            + (" ".join(blocked) if blocked else ""),
+            + ("; ".join(blocked) + "." if blocked else ""),
             evicted=tuple(evicted),
         )
     return Outcome(
@@ -125,6 +125,17 @@ def evict(step: Step) -> Outcome:
         f"evicting {waiting}" + (f" (blocked: {'; '.join(blocked)})" if blocked else ""),
         2.0,
         tuple(evicted),
+    )
+
+
+def _held(namespace: str, pod: str, exc: EvictionBlocked) -> str:
+    """Which budget holds a pod, in the server's words (429: "Cannot evict pod as it would
+    violate the pod's disruption budget.", the cause naming the budget)."""
+    if not exc.budget:
+        return f"{namespace}/{pod}: {exc.message}"
+    return (
+        f"{namespace}/{pod} is held by PodDisruptionBudget {namespace}/{exc.budget} "
+        f"({exc.budget_says})"
     )
 
 
