@@ -18,6 +18,7 @@ from cluster.disruption import (
     PodWork,
     budget_of,
     controller_of,
+    is_kueue_pod,
     job_owner,
     label_selector_matches,
 )
@@ -66,7 +67,8 @@ def test_the_recorded_kueue_job_fails_on_its_first_eviction() -> None:
     job = recorded("kueue-samples", "job-4gpu-admitted")
     pod = recorded("kueue-samples", "pod-4gpu-bound")
     assert controller_of(pod) == ("Job", "rc-train-4gpu")
-    owner = job_owner(job, kueue_pod=True)
+    assert is_kueue_pod(pod)  # Kueue's local-queue label and workload annotation
+    owner = job_owner(job, kueue_pod=is_kueue_pod(pod))
     assert (owner.backoff_limit, owner.failed, owner.kueue) == (0, 0, True)
     assert eviction_outcome(owner) == (
         True,
