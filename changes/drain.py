@@ -5,6 +5,7 @@ GPU, UUID, Xid) is never suggested twice, so a rejected suggestion stays rejecte
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -12,7 +13,7 @@ from django.db import transaction
 
 from changes import impact
 from changes.approval import claim_nodes, record_teams_hit
-from changes.facts import fleet_facts
+from changes.facts import disruption_facts, fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
 from portal.audit import record_audit
@@ -61,6 +62,7 @@ def suggest_drain(
 ) -> MigChangeRequest | None:
     """One suggestion for a finding never suggested before; none while another request on
     the node is open (the assessment blocks it)."""
+    facts = dataclasses.replace(facts, disruption=disruption_facts([node]))
     assessment = impact.assess(facts, targets=[node], config="", drain=True)
     if assessment.verdict == "blocked":
         return None

@@ -7,8 +7,8 @@ after a timeout); 3. ask the MIG actuator for the config (``changes.actuator``: 
 for its ``success`` (``failed`` fails; ``pending`` too long is stuck); 5. verify the node's
 allocatable is what the config promises (``success`` alone proves nothing); 6. uncordon.
 Then the queue quota changes carried by the request go into desired state for the cluster
-loop to apply. A drain stops after step 2; returning the node to service (the drain's roll
-back) uncordons it.
+loop to apply; a rollback, once its nodes are back, moves back the ones it made. A drain
+stops after step 2; returning the node to service (the drain's roll back) uncordons it.
 
 :func:`advance` never sleeps: it does what it can and returns how long to wait. Each step
 is recorded before its side effect and marked done after; a rerun skips done steps, and
@@ -111,13 +111,13 @@ def evict(step: Step) -> Outcome:
             step.gateway.evict(meta["namespace"], meta["name"])
             evicted.append(f"{meta['namespace']}/{meta['name']}")
         except EvictionBlocked as exc:
-            blocked.append(f"{meta['namespace']}/{meta['name']}: {exc.message}")
+            blocked.append(_held(meta["namespace"], meta["name"], exc))
     waiting = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods)
     if step.elapsed > settings.QM_EVICTION_TIMEOUT_SECONDS:
         return Outcome(
             "failed",
             f"Gave up after {int(step.elapsed)} s: GPU pods still on the node ({waiting}). "
-            + (" ".join(blocked) if blocked else ""),
+            + ("; ".join(blocked) + "." if blocked else ""),
             evicted=tuple(evicted),
         )
     return Outcome(
@@ -125,6 +125,17 @@ def evict(step: Step) -> Outcome:
         f"evicting {waiting}" + (f" (blocked: {'; '.join(blocked)})" if blocked else ""),
         2.0,
         tuple(evicted),
+    )
+
+
+def _held(namespace: str, pod: str, exc: EvictionBlocked) -> str:
+    """Which budget holds a pod, in the server's words (429: "Cannot evict pod as it would
+    violate the pod's disruption budget.", the cause naming the budget)."""
+    if not exc.budget:
+        return f"{namespace}/{pod}: {exc.message}"
+    return (
+        f"{namespace}/{pod} is held by PodDisruptionBudget {namespace}/{exc.budget} "
+        f"({exc.budget_says})"
     )
 
 
@@ -230,6 +241,7 @@ def advance(request_id: int, *, gateway: Gateway, now: dt.datetime | None = None
             if outcome is not None:
                 return outcome
         if rollback:
+            _restore_queue_changes(request)
             _finish(request, State.ROLLED_BACK, "rolled_back")
             return _done("rolled back")
         _apply_queue_changes(request)
@@ -374,7 +386,7 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
     )
     if record.status == MigChangeStep.Status.DONE:
         return
-    changed, left = [], []
+    changed, left, moved = [], [], []
     with transaction.atomic():
         for change in request.queue_changes:
             cq = (
@@ -395,10 +407,68 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
             cq.set_nominal_quota(change["flavor"], change["resource"], str(change["to"]))
             save_cluster_queue(actor=None, cluster_queue=cq, source="task")
             changed.append(f"{what}: {change['from']} -> {change['to']}")
+            moved.append(dict(change))
         message = "; ".join(
             (["nominal quota changed: " + "; ".join(changed)] if changed else [])
             + (["changed by someone since the approval, so " + "; ".join(left)] if left else [])
         )
+        MigChangeRequest.objects.filter(pk=request.pk).update(queues_moved=moved)
         MigChangeStep.objects.filter(pk=record.pk).update(
             status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
+        )
+
+
+def _restore_queue_changes(request: MigChangeRequest) -> None:
+    """The nominal quotas the change moved, moved back (once), now that the rollback has
+    brought the nodes' capacity back: a quota someone set since stays as they set it."""
+    request.refresh_from_db(fields=["queues_moved"])
+    if not request.queues_moved:
+        return
+    record, _ = MigChangeStep.objects.get_or_create(
+        request=request,
+        round="rollback",
+        node="",
+        step="queues",
+        defaults={"started_at": timezone.now()},
+    )
+    if record.status == MigChangeStep.Status.DONE:
+        return
+    restored, left = [], []
+    with transaction.atomic():
+        for change in request.queues_moved:
+            key = (change["flavor"], change["resource"])
+            what = f"{change['cluster_queue']} {change['flavor']} {change['resource']}"
+            cq = (
+                ClusterQueue.objects.select_for_update()
+                .filter(name=change["cluster_queue"])
+                .first()
+            )
+            if cq is None:
+                left.append(f"{what} not restored (the ClusterQueue was deleted)")
+                continue
+            now = cq.quota().get(key)
+            if now == change["from"]:  # an earlier run of this rollback restored it
+                restored.append(f"{what}: {change['to']} -> {change['from']}")
+                continue
+            if now != change["to"]:
+                shown = cq.nominal_quota(*key) or "none"
+                left.append(f"{what} left at {shown} (the change set {change['to']})")
+                continue
+            cq.set_nominal_quota(*key, str(change["from"]))
+            save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+            restored.append(f"{what}: {change['to']} -> {change['from']}")
+        message = "; ".join(
+            (["nominal quota restored: " + "; ".join(restored)] if restored else [])
+            + (["changed by someone since the change, so " + "; ".join(left)] if left else [])
+        )
+        MigChangeStep.objects.filter(pk=record.pk).update(
+            status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
+        )
+        record_audit(
+            actor=None,
+            event="mig_change.queues_restored",
+            source="task",
+            target=request,
+            team=request.team,
+            new={"restored": restored, "left": left},
         )

@@ -1,12 +1,20 @@
 """The facts an impact assessment reads, gathered from the observed tables (nodes, pods),
 the desired quotas (ClusterQueues, namespace quotas), the fleet's pools and custom MIG
-configs, and the nodes that open requests already hold: a fixed number of queries."""
+configs, and the nodes that open requests already hold: a fixed number of queries.
+
+What decides each eviction's outcome (the pods' owners, their Jobs, the namespaces'
+PodDisruptionBudgets) is asked of the cluster for the changed nodes only, when the facts
+are gathered (a few LIST and GET calls through the gateway): it moves by the second and no
+poll keeps it. Without a configured cluster it is not read (and not mentioned)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from typing import Any
 
 from changes.impact import (
+    Disruption,
     Fleet,
     NamespaceQuota,
     NodeFacts,
@@ -18,18 +26,25 @@ from changes.impact import (
     flavor_ceiling,
 )
 from changes.models import OPEN_STATES, MigChangeRequest
+from cluster import disruption
+from cluster.connection import cluster_configured, interactive_gateway
+from cluster.decode import pod_gpu_requests
 from cluster.models import ObservedNode, ObservedPod
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
+from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.capacity import FleetCapacity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem
 
+log = logging.getLogger(__name__)
 
-def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
-    """The observed fleet and desired quotas as plain facts (a fixed number of queries)."""
+
+def fleet_facts(*, exclude_request: int | None = None, nodes: Iterable[str] | None = None) -> Fleet:
+    """The observed fleet and desired quotas as plain facts (a fixed number of queries);
+    with ``nodes``, what decides the outcome of evicting their pods, from the cluster."""
     team_of = dict(Namespace.objects.values_list("name", "team__slug"))
-    nodes = _node_facts()
+    observed = _node_facts()
     pods = [
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
@@ -68,7 +83,7 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
         for node in held:
             busy[node] = pk
     return Fleet(
-        nodes=nodes,
+        nodes=observed,
         pods=pods,
         queues=queues,
         flavors=_flavors(),
@@ -76,7 +91,60 @@ def fleet_facts(*, exclude_request: int | None = None) -> Fleet:
         pools=[PoolFacts(p.name, p.node_selector, p.mig_config) for p in NodePool.objects.all()],
         busy=busy,
         custom_configs=custom_configs(),
+        disruption=None if nodes is None else disruption_facts(nodes),
     )
+
+
+def disruption_facts(nodes: Iterable[str], gateway: Gateway | None = None) -> Disruption | None:
+    """The labels and owners of the GPU pods on ``nodes``, their Jobs, and the budgets of
+    their namespaces, from the cluster (None when no cluster is configured; what could not
+    be read is said in ``unread``)."""
+    if gateway is None:
+        if not cluster_configured():
+            return None
+        gateway = interactive_gateway()
+    pods: list[dict[str, Any]] = []
+    try:
+        for node in dict.fromkeys(nodes):
+            pods += [
+                p
+                for p in gateway.list("v1", "Pod", field_selector=f"spec.nodeName={node}")
+                if pod_gpu_requests(p)
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        budgets = [
+            disruption.budget_of(b)
+            for namespace in sorted({p["metadata"]["namespace"] for p in pods})
+            for b in gateway.list("policy/v1", "PodDisruptionBudget", namespace=namespace)
+        ]
+    except KubeError as exc:
+        log.info("eviction facts not read: %s", exc.message)
+        return Disruption(unread=exc.message)
+    jobs: dict[tuple[str, str], disruption.Owner] = {}
+    work = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        kind, name = disruption.controller_of(pod)
+        owner = disruption.Owner(kind, name)
+        if kind == "Job":
+            key = (meta["namespace"], name)
+            if key not in jobs:
+                jobs[key] = _job(gateway, *key, kueue_pod=disruption.is_kueue_pod(pod))
+            owner = jobs[key]
+        work[(meta["namespace"], meta["name"])] = disruption.PodWork(
+            dict(meta.get("labels") or {}), owner
+        )
+    return Disruption(pods=work, budgets=budgets)
+
+
+def _job(gateway: Gateway, namespace: str, name: str, *, kueue_pod: bool) -> disruption.Owner:
+    try:
+        job = gateway.get(ObjectRef("batch/v1", "Job", name, namespace))
+    except NotFound:
+        return disruption.Owner("Job", name, unread="it is gone")
+    except KubeError as exc:
+        return disruption.Owner("Job", name, unread=exc.message)
+    return disruption.job_owner(job, kueue_pod=kueue_pod)
 
 
 def _node_facts() -> list[NodeFacts]:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cluster.disruption import Budget, Owner, PodWork
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, most_per_gpu, promised_resources
 from portal.names import selector_matches
@@ -89,6 +90,16 @@ class PoolFacts:
     mig_config: str
 
 
+@dataclass(frozen=True)
+class Disruption:
+    """What decides each eviction's outcome, read from the cluster for the changed nodes:
+    their pods' labels and owners, and the PodDisruptionBudgets of their namespaces."""
+
+    pods: Mapping[tuple[str, str], PodWork] = field(default_factory=dict)
+    budgets: Sequence[Budget] = ()
+    unread: str = ""  # why it could not be read ("" when it was)
+
+
 @dataclass
 class Fleet:
     nodes: Sequence[NodeFacts]
@@ -99,6 +110,7 @@ class Fleet:
     pools: Sequence[PoolFacts] = ()
     busy: Mapping[str, int] = field(default_factory=dict)  # node -> open request id
     custom_configs: CustomConfigs = field(default_factory=dict)
+    disruption: Disruption | None = None  # None: not read (no cluster to ask)
 
 
 def promised_on(config: str, node: NodeFacts, fleet: Fleet) -> tuple[Resources | None, list[str]]:
@@ -171,6 +183,10 @@ class Eviction:
     node: str
     team: str
     resources: Resources
+    outcome: str = ""  # what evicting it does to its work ("" when not known)
+    ends_work: bool | None = None  # True: work is lost; False: rescheduled; None: unknown
+    budget: str = ""  # namespace/name of the PodDisruptionBudget that covers it
+    budget_allows: int | None = None  # the disruptions that budget allows now
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +265,10 @@ class Assessment:
                     "node": e.node,
                     "team": e.team,
                     "resources": e.resources,
+                    "outcome": e.outcome,
+                    "ends_work": e.ends_work,
+                    "budget": e.budget,
+                    "budget_allows": e.budget_allows,
                 }
                 for e in self.evictions
             ],
@@ -316,7 +336,15 @@ def assess(
                 "no instance (MIG Manager reports success; the device plugin advertises "
                 "nothing) until another config creates instances.",
             )
-    verdict, reasons = _verdict(chosen.blocked, quota_reasons, evictions, schedulable, drain)
+    disrupting = _disruption_reasons(fleet.disruption, evictions)
+    if fleet.disruption is not None and fleet.disruption.unread and evictions:
+        notes.append(
+            "Whether the evictions end work or are held by a PodDisruptionBudget could not "
+            f"be read: {fleet.disruption.unread}"
+        )
+    verdict, reasons = _verdict(
+        chosen.blocked, quota_reasons, evictions, schedulable, drain, disrupting
+    )
     if verdict == "blocked":  # what it would evict or let run is a note: it cannot run as asked
         notes[:0] = [r for r in reasons if r not in chosen.blocked]
         reasons = list(chosen.blocked)
@@ -562,12 +590,104 @@ def _namespace_quota_effects(
 
 
 def _evictions(fleet: Fleet, after_of: Mapping[str, Resources]) -> list[Eviction]:
-    """Running GPU pods on the changed nodes: MIG Manager fails on a GPU in use."""
-    return [
-        Eviction(p.namespace, p.name, p.node, p.team, dict(p.gpu))
-        for p in fleet.pods
-        if p.node in after_of and p.gpu and p.phase not in ("Succeeded", "Failed")
-    ]
+    """Running GPU pods on the changed nodes (MIG Manager fails on a GPU in use), each with
+    what evicting it does to its work and the budget that covers it, where known."""
+    out = []
+    budgets = fleet.disruption.budgets if fleet.disruption else ()
+    for p in fleet.pods:
+        if p.node not in after_of or not p.gpu or p.phase in ("Succeeded", "Failed"):
+            continue
+        work = fleet.disruption.pods.get((p.namespace, p.name)) if fleet.disruption else None
+        if work is None:
+            out.append(Eviction(p.namespace, p.name, p.node, p.team, dict(p.gpu)))
+            continue
+        ends, outcome = eviction_outcome(work.owner)
+        budget = next(
+            (b for b in budgets if b.covers(p.namespace, work.labels)),
+            None,
+        )
+        out.append(
+            Eviction(
+                p.namespace,
+                p.name,
+                p.node,
+                p.team,
+                dict(p.gpu),
+                outcome=outcome,
+                ends_work=ends,
+                budget=budget.ref if budget else "",
+                budget_allows=budget.disruptions_allowed if budget else None,
+            )
+        )
+    return out
+
+
+def eviction_outcome(owner: Owner) -> tuple[bool | None, str]:
+    """Whether evicting a pod ends its work (True), reschedules it (False) or cannot be
+    told (None), and the words for it. A Job counts the evicted pod as a failure (the
+    Eviction API deletes it; its podFailurePolicy may ignore that or fail the Job)."""
+    kind, name = owner.kind, owner.name
+    if not kind:
+        return True, "deleted, nothing recreates it"
+    if kind in ("ReplicaSet", "StatefulSet"):
+        return False, f"rescheduled: {kind} {name} creates a new pod"
+    if kind == "DaemonSet":
+        return False, f"recreated on the same node by DaemonSet {name}"
+    if kind != "Job":
+        return None, f"its owner {kind} {name} decides whether it comes back"
+    if owner.unread:
+        return None, f"Job {name} could not be read ({owner.unread})"
+    if owner.on_disruption == "Ignore":
+        return (
+            False,
+            f"rescheduled: Job {name} starts a new pod (its podFailurePolicy ignores disruptions)",
+        )
+    if owner.on_disruption == "FailJob":
+        return True, f"Job {name} fails (its podFailurePolicy fails it on a disruption)"
+    limit = owner.backoff_limit or 0
+    if owner.failed + 1 > limit:
+        kueue = "; Kueue finishes its Workload as Failed" if owner.kueue else ""
+        return True, f"Job {name} fails (backoffLimit {limit}){kueue}"
+    return False, (
+        f"rescheduled: Job {name} starts a new pod (failure {owner.failed + 1} of the "
+        f"{limit} its backoffLimit allows)"
+    )
+
+
+def _disruption_reasons(disruption: Disruption | None, evictions: list[Eviction]) -> list[str]:
+    """What the approver must know about the evictions: the work they end, and the budgets
+    that hold them (none allowed now: the drain waits, then fails)."""
+    if disruption is None or not evictions:
+        return []
+    reasons = []
+    lost = [e for e in evictions if e.ends_work]
+    if lost:
+        named = "; ".join(f"{e.namespace}/{e.pod} — {e.outcome}" for e in lost[:5])
+        more = f"; and {len(lost) - 5} more" if len(lost) > 5 else ""
+        reasons.append(f"Evicting ends work: {named}{more}.")
+    by_budget: dict[str, list[Eviction]] = defaultdict(list)
+    for e in evictions:
+        if e.budget:
+            by_budget[e.budget].append(e)
+    budgets = {b.ref: b for b in disruption.budgets}
+    for ref, held in sorted(by_budget.items()):
+        budget = budgets[ref]
+        pods = ", ".join(f"{e.namespace}/{e.pod}" for e in held)
+        if budget.disruptions_allowed < 1:
+            reasons.append(
+                f"The drain will be blocked: PodDisruptionBudget {ref} allows no disruption "
+                f"now ({budget.current_healthy} healthy, {budget.desired_healthy} needed), so "
+                f"{pods} cannot be evicted; the change waits at evict and fails after the "
+                "eviction timeout unless the budget allows it by then."
+            )
+        elif len(held) > budget.disruptions_allowed:
+            allows = _plural(budget.disruptions_allowed, "disruption")
+            reasons.append(
+                f"PodDisruptionBudget {ref} allows {allows} "
+                f"now and covers {len(held)} of the pods to evict ({pods}): the rest wait "
+                "until their replacements are healthy."
+            )
+    return reasons
 
 
 def _schedulable(
@@ -623,6 +743,7 @@ def _verdict(
     evictions: list[Eviction],
     schedulable: list[Schedulable],
     drain: bool,
+    disrupting: Sequence[str] = (),
 ) -> tuple[str, list[str]]:
     """The verdict, worst reason first, and the sentences that explain it."""
     reasons: list[str] = []
@@ -640,6 +761,7 @@ def _verdict(
             f"{_plural(len(evictions), 'GPU pod')} of {', '.join(teams)} must be evicted first "
             "(MIG Manager fails on a GPU in use)."
         )
+        reasons.extend(disrupting)
     if schedulable:
         namespaces = ", ".join(sorted({s.namespace for s in schedulable}))
         reasons.append(

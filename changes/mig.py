@@ -43,7 +43,10 @@ def preview(
     """The assessment without saving anything (for the live preview), as ``viewer`` may
     read it: other teams' pods counted, never named."""
     assessed = impact.assess(
-        fleet_facts(exclude_request=request_id), targets=nodes, config=config, request_id=request_id
+        fleet_facts(exclude_request=request_id, nodes=nodes),
+        targets=nodes,
+        config=config,
+        request_id=request_id,
     )
     return assessment_for(pod_names_for(viewer), assessed.as_json())
 
@@ -81,7 +84,7 @@ def request_mig_change(
         errors["target_config"] = ["Choose the MIG config the nodes should have."]
     if errors:
         raise ValidationError(errors)
-    assessment = impact.assess(fleet_facts(), targets=nodes, config=target_config)
+    assessment = impact.assess(fleet_facts(nodes=nodes), targets=nodes, config=target_config)
     if assessment.verdict == "blocked":
         field = (
             "target_config"
@@ -148,7 +151,7 @@ def approve_mig_change(
         _require_pending(request)
         shown = seen or str(request.assessment.get("fingerprint", ""))
         assessed = impact.assess(
-            fleet_facts(exclude_request=request.pk),
+            fleet_facts(exclude_request=request.pk, nodes=request.nodes),
             targets=request.nodes,
             config=request.target_config,
             request_id=request.pk,
@@ -296,7 +299,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
         source=source,
         target=request,
         team=request.team,
-        new={"configs": request.previous_configs},
+        new={"configs": request.previous_configs, "queues": request.queues_moved},
     )
     queue_execution(request.pk)  # through the outbox: published on commit
     return request

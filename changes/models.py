@@ -70,6 +70,11 @@ class MigChangeRequest(models.Model):
     queue_changes = models.JSONField(
         default=list, help_text="ClusterQueue nominal quota changes applied after verification."
     )
+    queues_moved = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The nominal quota changes it made (from, to): what a rollback moves back.",
+    )
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -18,7 +18,16 @@ from portal.admin import ReadOnlyAdmin
 
 @admin.register(AppliedObject)
 class AppliedObjectAdmin(ReadOnlyAdmin):
-    list_display = ["kind", "namespace", "name", "outcome", "attempts", "applied_at", "message"]
+    list_display = [
+        "kind",
+        "namespace",
+        "name",
+        "outcome",
+        "attempts",
+        "applied_at",
+        "message",
+        "warnings",
+    ]
     list_filter = ["outcome", "kind"]
     search_fields = ["name", "namespace", "message"]
 

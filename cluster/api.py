@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from cluster.desired import collect_manifests, to_yaml_stream
 from cluster.filters import NodeFilter
 from cluster.models import ObservedNode
-from cluster.selectors import api_status, apply_problems
+from cluster.selectors import api_status, apply_problems, apply_warnings
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.api_safety import StrictQuery
@@ -116,6 +116,15 @@ class SyncStatusView(APIView):
                         "message": p.message,
                     }
                     for p in apply_problems()
+                ],
+                "warnings": [
+                    {
+                        "kind": w.kind,
+                        "namespace": w.namespace,
+                        "name": w.name,
+                        "warnings": w.warnings,
+                    }
+                    for w in apply_warnings()
                 ],
             }
         )

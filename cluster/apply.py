@@ -45,6 +45,7 @@ class ApplyReport:
     removed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # "<object>: <the server's warning>"
 
 
 class ApplierBusy(Exception):
@@ -148,10 +149,11 @@ def _apply_one(
 ) -> None:
     attempts = (record.attempts if record else 0) + 1
     stamp = timezone.now()
+    warned: list[str] = []  # the API server's Warning headers (a deprecated version...)
     try:
         if record is None:
             _record(ref, outcome=AppliedObject.Outcome.PENDING, adopted=_adopts(gateway, ref))
-        live = gateway.apply(manifest)
+        live = gateway.apply(manifest, warnings=warned)
     except ApplyConflict as exc:
         owners = ", ".join(sorted({m for m, _ in exc.fields}))
         _record(
@@ -161,6 +163,7 @@ def _apply_one(
             attempts=attempts,
             last_attempt_at=stamp,
             message=f"Fields are owned by {owners}: {exc.message}",
+            warnings=warned,
         )
         report.conflicts.append(str(ref))
         return
@@ -172,6 +175,7 @@ def _apply_one(
             attempts=attempts,
             last_attempt_at=stamp,
             message=exc.message,
+            warnings=warned,
         )
         report.failed.append(str(ref))
         return
@@ -194,7 +198,11 @@ def _apply_one(
         applied_at=stamp,
         message="",
         resource_version=str((live.get("metadata") or {}).get("resourceVersion", "")),
+        warnings=warned,
     )
+    for text in warned:
+        log.info("applying %s: the API server warns: %s", ref, text)
+    report.warnings.extend(f"{ref}: {text}" for text in warned)
     report.applied.append(str(ref))
 
 

@@ -24,6 +24,12 @@ from portal.quantity import QuantityError, parse_quantity
 
 # (kind, subject, field) -> (desired, observed, detail)
 Found = dict[tuple[str, str, str], tuple[str, str, str]]
+# Old names the portal renders for Kueue v1beta1 that a Kueue storing v1beta2 converts to
+# the new one (and shows so when read back, also through v1beta1): not drift.
+RENAMED = {
+    "whenCanBorrow": {"Borrow": "MayStopSearch"},
+    "whenCanPreempt": {"Preempt": "MayStopSearch"},
+}
 
 
 def record_drift(*, now: dt.datetime) -> None:
@@ -160,7 +166,12 @@ def _differences(desired: Any, observed: Any, path: str = "") -> list[tuple[str,
         for i, (d, o) in enumerate(zip(desired, observed, strict=True)):
             out += _differences(d, o, f"{path}[{i}]")
         return out
-    return [] if _same(desired, observed) else [(path, desired, observed)]
+    if (
+        _same(desired, observed)
+        or RENAMED.get(path.rpartition(".")[2], {}).get(desired) == observed
+    ):
+        return []
+    return [(path, desired, observed)]
 
 
 def _text(value: Any) -> str:

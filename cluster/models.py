@@ -36,6 +36,12 @@ class AppliedObject(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
+    warnings = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The API server's Warning headers on the last apply (a deprecated API "
+        "version, an unknown field).",
+    )
     adopted = models.BooleanField(
         default=False,
         help_text="It existed before the portal applied it: on removal the portal only gives "

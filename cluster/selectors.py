@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from cluster.models import AppliedObject, Drift, SyncRun
@@ -25,6 +25,23 @@ def apply_problems() -> QuerySet[AppliedObject]:
     return AppliedObject.objects.exclude(outcome=AppliedObject.Outcome.APPLIED).order_by(
         "kind", "name"
     )
+
+
+def apply_warnings() -> QuerySet[AppliedObject]:
+    """The objects whose last apply the API server warned about."""
+    return AppliedObject.objects.exclude(warnings=[]).order_by("kind", "name")
+
+
+def apply_notices() -> tuple[list[AppliedObject], list[AppliedObject]]:
+    """The objects not applied, and those whose last apply the API server warned about
+    (one query)."""
+    rows = list(
+        AppliedObject.objects.filter(
+            ~Q(outcome=AppliedObject.Outcome.APPLIED) | ~Q(warnings=[])
+        ).order_by("kind", "name")
+    )
+    problems = [r for r in rows if r.outcome != AppliedObject.Outcome.APPLIED]
+    return problems, [r for r in rows if r.warnings]
 
 
 @dataclass(frozen=True)

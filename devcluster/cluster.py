@@ -735,6 +735,11 @@ class Cluster:
                 spec = obj.get("spec") or {}
                 if "cohort" in spec:
                     spec["cohortName"] = spec.pop("cohort")
+                # Kueue's conversion: the deprecated old names become the new one.
+                fungibility = spec.get("flavorFungibility") or {}
+                for key, old in (("whenCanBorrow", "Borrow"), ("whenCanPreempt", "Preempt")):
+                    if fungibility.get(key) == old:
+                        fungibility[key] = "MayStopSearch"
             node = crd.schema(resource.group, resource.kind, resource.version)
             if node is not None:
                 unknown: list[str] = []

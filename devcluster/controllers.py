@@ -672,13 +672,20 @@ class Controllers:
                 meta = pod["metadata"]
                 key = (meta["namespace"], meta["name"])
                 if "deletionTimestamp" in meta:
+                    if meta.get("finalizers") and pod["status"].get("phase") == "Failed":
+                        continue  # stopped; the API server keeps it until they are gone
                     stop_at = self.stop_at.setdefault(
                         key, clock + self.options.kubelet_stop_seconds
                     )
                     if clock >= stop_at:
                         self.stop_at.pop(key, None)
                         self.bound_at.pop(key, None)
-                        cluster._remove(PODS, pod)
+                        if meta.get("finalizers"):  # stopped: Failed, kept for its owner
+                            stopped = copy.deepcopy(pod)
+                            stopped["status"]["phase"] = "Failed"
+                            cluster._store(PODS, stopped, pod)
+                        else:
+                            cluster._remove(PODS, pod)
                     continue
                 if (
                     pod["spec"].get("nodeName")

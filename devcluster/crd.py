@@ -221,3 +221,32 @@ def version(group: str, kind: str, name: str) -> dict[str, Any] | None:
         if entry["name"] == name:
             return dict(entry)
     return None
+
+
+@functools.cache
+def _deprecations(group: str, plural: str) -> dict[str, str]:
+    """version -> the warning the API server sends for a deprecated version of a CRD."""
+    out: dict[str, str] = {}
+    for path in CRD_DIR.glob(f"*/{group}_{plural}.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        kind = crd["spec"]["names"]["kind"]
+        for entry in crd["spec"]["versions"]:
+            if entry.get("deprecated"):
+                out[entry["name"]] = entry.get("deprecationWarning") or (
+                    f"{group}/{entry['name']} {kind} is deprecated"
+                )
+    return out
+
+
+def deprecation_warning(path: str) -> str:
+    """The ``Warning`` the API server adds to every request for a deprecated version of a
+    custom resource (``/apis/<group>/<version>/[namespaces/<ns>/]<plural>...``), or ""."""
+    parts = path.strip("/").split("/")
+    if len(parts) < 4 or parts[0] != "apis" or "." not in parts[1]:
+        return ""
+    rest = parts[3:]
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    if not re.fullmatch(r"[a-z0-9.-]+", parts[1]) or not re.fullmatch(r"[a-z0-9]+", rest[0]):
+        return ""
+    return _deprecations(parts[1], rest[0]).get(parts[2], "")

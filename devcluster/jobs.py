@@ -2,7 +2,15 @@
 ``parallelism`` pods (``<job>-<5 letters>``, owned by the Job); a pod the API refuses (an
 exceeded ResourceQuota) becomes a ``FailedCreate`` Warning event on the Job, written by the
 legacy event recorder (``source.component: job-controller``, ``count`` growing on repeats),
-and is tried again later."""
+and is tried again later.
+
+Failures are tracked as the real controller tracks them: its pods carry the
+``batch.kubernetes.io/job-tracking`` finalizer, so a pod that is evicted (or deleted)
+stays until its kubelet has stopped it (phase Failed) and the controller has counted it in
+``status.failed`` and removed the finalizer; a replacement starts as soon as the old pod is
+terminating. Once ``failed`` exceeds ``backoffLimit`` (default 6) the Job gets
+``FailureTarget`` and ``Failed`` (reason ``BackoffLimitExceeded``), its other pods are
+stopped and no new one is created."""
 
 from __future__ import annotations
 
@@ -20,6 +28,8 @@ JOBS = find("batch", "v1", "jobs")
 PODS = find("", "v1", "pods")
 EVENTS = find("", "v1", "events")
 TERMINAL = ("Succeeded", "Failed")
+TRACKING = "batch.kubernetes.io/job-tracking"
+BACKOFF_EXCEEDED = "Job has reached the specified backoff limit"
 
 
 def _suffix() -> str:
@@ -28,10 +38,14 @@ def _suffix() -> str:
 
 def reconcile(cluster: Cluster) -> None:
     """One pass over every Job (called with the cluster's lock held)."""
+    everything = cluster.all(PODS)
+    for job in cluster.all(JOBS):  # type: ignore[arg-type]
+        if _count_failures(cluster, job, everything):
+            continue  # failed: nothing more to run
     pods = [p for p in cluster.all(PODS) if "deletionTimestamp" not in p["metadata"]]
     for job in cluster.all(JOBS):  # type: ignore[arg-type]
         spec = job.get("spec") or {}
-        if spec.get("suspend"):
+        if spec.get("suspend") or _failed(job):
             continue
         meta = job["metadata"]
         uid = meta.get("uid", "")
@@ -64,6 +78,85 @@ def reconcile(cluster: Cluster) -> None:
             cluster._store(JOBS, new, job)  # type: ignore[arg-type]
 
 
+def _failed(job: Obj) -> bool:
+    return any(
+        c.get("type") == "Failed" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def _count_failures(cluster: Cluster, job: Obj, pods: list[Obj]) -> bool:
+    """Count the Job's stopped pods that failed (removing their tracking finalizer, which
+    lets a deleted one go), and fail the Job past its backoffLimit; whether it has failed."""
+    uid = job["metadata"].get("uid", "")
+    mine = [
+        p
+        for p in pods
+        if p["metadata"]["namespace"] == job["metadata"]["namespace"]
+        and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])
+    ]
+    counted = 0
+    for pod in mine:
+        if TRACKING in (pod["metadata"].get("finalizers") or []) and (
+            pod.get("status", {}).get("phase") == "Failed"
+        ):
+            counted += 1
+            _untrack(cluster, pod)
+    status = dict(job.get("status") or {})
+    if counted:
+        status["failed"] = int(status.get("failed") or 0) + counted
+    limit = (job.get("spec") or {}).get("backoffLimit")
+    limit = 6 if limit is None else int(limit)
+    if _failed(job) or status.get("failed", 0) <= limit:
+        if counted:
+            cluster._store(JOBS, {**copy.deepcopy(job), "status": status}, job)  # type: ignore[arg-type]
+        return _failed(job)
+    for pod in mine:  # the rest stop; the Job is done with them
+        if (
+            "deletionTimestamp" not in pod["metadata"]
+            and pod.get("status", {}).get("phase") not in TERMINAL
+        ):
+            _untrack(cluster, cluster.mark_terminating(pod, None))
+    stamp = now()
+    status.update(active=0, ready=0, terminating=0)
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        *(
+            {
+                "type": kind,
+                "status": "True",
+                "lastProbeTime": stamp,
+                "lastTransitionTime": stamp,
+                "reason": "BackoffLimitExceeded",
+                "message": BACKOFF_EXCEEDED,
+            }
+            for kind in ("FailureTarget", "Failed")
+        ),
+    ]
+    cluster._store(JOBS, {**copy.deepcopy(job), "status": status}, job)  # type: ignore[arg-type]
+    return True
+
+
+def _untrack(cluster: Cluster, pod: Obj) -> None:
+    """Remove the tracking finalizer; a pod being deleted then goes."""
+    current = cluster.get(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])  # type: ignore[arg-type]
+    if current is None:
+        return
+    if (
+        "deletionTimestamp" in current["metadata"]
+        and current.get("status", {}).get("phase") in TERMINAL
+    ):
+        cluster._remove(PODS, current)  # type: ignore[arg-type]
+        return
+    new = copy.deepcopy(current)
+    new["metadata"]["finalizers"] = [
+        f for f in new["metadata"].get("finalizers") or [] if f != TRACKING
+    ]
+    if not new["metadata"]["finalizers"]:
+        del new["metadata"]["finalizers"]
+    cluster._store(PODS, new, current)  # type: ignore[arg-type]
+
+
 def _pod_for(job: Obj) -> Obj:
     meta = job["metadata"]
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
@@ -91,6 +184,7 @@ def _pod_for(job: Obj) -> Obj:
                     "blockOwnerDeletion": True,
                 }
             ],
+            "finalizers": [TRACKING],
         },
         "spec": template.get("spec") or {},
     }

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 import yaml
 
-from devcluster import kueue, openapi, rbac, resources, table, watch
+from devcluster import crd, kueue, openapi, rbac, resources, table, watch
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers
 from devcluster.errors import APIError
@@ -98,6 +98,8 @@ class API:
             if error.code == 403 and error.reason == "Forbidden":
                 response.headers["X-Content-Type-Options"] = "nosniff"
         warnings = getattr(self.cluster.warnings, "items", [])
+        if deprecated := crd.deprecation_warning(urlsplit(target).path):
+            warnings = [deprecated, *warnings]  # the CRD marks this version deprecated
         if warnings:
             response.headers["Warning"] = ", ".join(f"299 - {json.dumps(w)}" for w in warnings)
         return response

@@ -54,8 +54,29 @@ class ApplyConflict(PermanentKubeError):
         return out
 
 
+_BUDGET = re.compile(r"The disruption budget (\S+) ")
+
+
 class EvictionBlocked(RetryableKubeError):
     """A PodDisruptionBudget does not allow this eviction now (429)."""
+
+    @property
+    def budget(self) -> str:
+        """The budget's name, from the DisruptionBudget cause ("The disruption budget
+        serving-pdb needs 2 healthy pods and has 2 currently"); "" when none names it."""
+        for cause in self.causes:
+            found = _BUDGET.match(cause.get("message", ""))
+            if cause.get("reason") == "DisruptionBudget" and found:
+                return found.group(1)
+        return ""
+
+    @property
+    def budget_says(self) -> str:
+        """The DisruptionBudget cause's own words (how many healthy pods it needs)."""
+        return next(
+            (c.get("message", "") for c in self.causes if c.get("reason") == "DisruptionBudget"),
+            "",
+        )
 
 
 def from_response(status: int, body: dict[str, Any], *, fallback: str) -> KubeError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,10 @@ from kube.errors import (
 )
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "quartermaster")
+# A Warning header's value (RFC 7234): code, agent, quoted text; the API server sends
+# `299 - "kueue.x-k8s.io/v1beta1 ClusterQueue is deprecated; use kueue.x-k8s.io/v1beta2"`.
+Warnings = list[str]  # the texts of a response's Warning headers, collected by the caller
+_WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 # apiVersion, kind -> (plural, namespaced) for every kind the portal reads or writes.
 KINDS: dict[tuple[str, str], tuple[str, bool]] = {
@@ -39,6 +44,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "LimitRange"): ("limitranges", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("batch/v1", "Job"): ("jobs", True),
     ("scheduling.volcano.sh/v1beta1", "Queue"): ("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("podgroups", True),
 }
@@ -138,8 +144,11 @@ class Gateway:
         body: Any = None,
         content_type: str = "application/json",
         decode: bool = True,
+        warnings: Warnings | None = None,
     ) -> Any:
-        """One HTTP request; returns the decoded JSON body or raises a KubeError."""
+        """One HTTP request; returns the decoded JSON body or raises a KubeError. The API
+        server's ``Warning`` headers (a deprecated version, an unknown field) go into
+        ``warnings`` when one is given."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -163,6 +172,8 @@ class Gateway:
         except ApiException as exc:  # the client wraps transport failures (TLS) as status 0
             raise _transport_error(exc) from exc
         status = response.status
+        if warnings is not None:
+            warnings.extend(warnings_of(response.headers))
         if 200 <= status < 300:
             return self._decode(data) if decode else data
         try:
@@ -250,11 +261,14 @@ class Gateway:
 
     # ------------------------------------------------------------------ writes
 
-    def apply(self, manifest: dict[str, Any], *, force: bool = False) -> dict[str, Any]:
+    def apply(
+        self, manifest: dict[str, Any], *, force: bool = False, warnings: Warnings | None = None
+    ) -> dict[str, Any]:
         """Server-side apply under the portal's field manager.
 
         Conflicts with another manager raise :class:`ApplyConflict` (unless ``force``); a 409
-        for any other reason is retried once at once, then left to the caller's retry.
+        for any other reason is retried once at once, then left to the caller's retry. The
+        API server's warnings go into ``warnings`` when one is given.
         """
         ref = ObjectRef.of(manifest)
         query = [("fieldManager", self.field_manager)]
@@ -270,6 +284,7 @@ class Gateway:
                         query=query,
                         body=body,
                         content_type="application/apply-patch+yaml",
+                        warnings=warnings,
                     )
                 )
             except RetryableKubeError as exc:
@@ -326,6 +341,22 @@ class Gateway:
             )
         except NotFound:
             return
+
+
+def warnings_of(headers: Any) -> list[str]:
+    """The texts of a response's ``Warning`` headers, in order (none: empty)."""
+    if headers is None:
+        return []
+    values = headers.getlist("Warning") if hasattr(headers, "getlist") else []
+    if not values and headers.get("Warning"):
+        values = [headers.get("Warning")]
+    texts: list[str] = []
+    for value in values:
+        found = _WARNING.findall(value)
+        texts.extend(t.replace('\\"', '"').replace("\\\\", "\\") for t in found)
+        if not found and value.strip():
+            texts.append(value.strip())
+    return texts
 
 
 def connect(

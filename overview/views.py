@@ -20,7 +20,7 @@ from changes.impact import flavor_shortfalls
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod
-from cluster.selectors import api_status, apply_problems, open_drift
+from cluster.selectors import api_status, apply_notices, open_drift
 from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from health.selectors import attach_health
@@ -107,6 +107,7 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     pool = request.GET.get("pool", "").strip()[:100]
     focused = bool(search or pool)
     api = api_status()
+    problems, warned = apply_notices()
     context = {
         "pools": selectors.fleet_by_pool(
             search=search, pool=pool, cap=MAX_NODES if focused else NODES_PER_POOL
@@ -118,7 +119,8 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         "drift": list(open_drift()),
         "api": api,
         "sync": api.latest,
-        "problems": list(apply_problems()),
+        "problems": problems,
+        "warned": warned,
         "shortfalls": flavor_shortfalls(fleet_facts()),
     }
     template = "overview/fleet.html#fleet-body" if request.htmx else "overview/fleet.html"

@@ -35,6 +35,7 @@ EVENT_LABELS: dict[str, str] = {
     "mig_change.abort_requested": "Abort of a MIG change requested",
     "mig_change.rollback": "MIG change rollback started",
     "mig_change.rolled_back": "MIG change rolled back",
+    "mig_change.queues_restored": "Queue quotas a MIG change moved restored by its rollback",
     "node_drain.suggested": "Node drain suggested",
     # quota requests (changes/quota.py)
     "quota_change.requested": "Quota request made",

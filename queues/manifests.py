@@ -16,6 +16,12 @@ from queues.rules import quota_entries
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+# Kueue before 0.16 (the clusters v1beta1 is rendered for) knows these by their old names
+# only; later releases still take them (deprecated) in either version.
+V1BETA1_FUNGIBILITY = {
+    "whenCanBorrow": {"MayStopSearch": "Borrow"},
+    "whenCanPreempt": {"MayStopSearch": "Preempt"},
+}
 VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 VOLCANO_MAX_WEIGHT = 65535
@@ -133,6 +139,8 @@ def render_cluster_queue(
         "borrowWithinCohort": borrow,
     }
     fungibility = {"whenCanBorrow": cq.when_can_borrow, "whenCanPreempt": cq.when_can_preempt}
+    if version == "v1beta1":
+        fungibility = {k: V1BETA1_FUNGIBILITY[k].get(v, v) for k, v in fungibility.items()}
     if cq.flavor_fungibility_preference:
         fungibility["preference"] = cq.flavor_fungibility_preference
     spec["flavorFungibility"] = fungibility

@@ -137,3 +137,41 @@ def protect_dev_pod(gateway: Any) -> None:
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
         }
     )
+
+
+def run_job_on_node(cluster: Any, name: str, namespace: str, node: str) -> str:
+    """A Job (backoffLimit 0, as Kueue's recorded Jobs have it) whose one pod runs on
+    ``node`` with a 1g.10gb slice, created in the demo cluster as kubectl would; the pod's
+    name once it runs."""
+    from devcluster.jobs import JOBS, PODS  # lazy: only the tests that run Jobs need them
+
+    container = {
+        "name": "main",
+        "image": "trainer:latest",
+        "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}},
+    }
+    template = {"nodeName": node, "restartPolicy": "Never", "containers": [container]}
+    cluster.cluster.create(
+        JOBS,
+        namespace,
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {"metadata": {"labels": {"app": name}}, "spec": template},
+            },
+        },
+        manager="kubectl",
+    )
+
+    def running() -> str:
+        for pod in cluster.cluster.all(PODS):
+            meta = pod["metadata"]
+            if meta.get("labels", {}).get("job-name") == name and (
+                pod.get("status", {}).get("phase") == "Running"
+            ):
+                return str(meta["name"])
+        return ""
+
+    wait_for(lambda: bool(running()), timeout=10, what=f"the pod of Job {name} to run")
+    return running()

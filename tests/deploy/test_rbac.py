@@ -23,7 +23,7 @@ from kube import Gateway, connect
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass, Team
 from tests.deploy.conftest import cluster_role
-from tests.support import wait_for
+from tests.support import run_job_on_node, wait_for
 
 pytestmark = pytest.mark.django_db
 SERVICE_ACCOUNT = "system:serviceaccount:quartermaster:quartermaster"
@@ -92,7 +92,9 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     namespace.quota_items.filter(resource="pods").update(hard="60")
     assert apply_desired_state(gateway=gateway, full=True).failed == []
 
-    # The GPU Operator check, and a MIG change: label, cordon, list pods, evict, uncordon.
+    # The GPU Operator check, and a MIG change: its assessment reads the budgets and the Job
+    # of the pods it evicts, then label, cordon, list pods, evict, uncordon.
+    run_job_on_node(cluster, "dev-sweep", "team-b", "gpu-a100-03")
     checks = {i.name: i for i in check_gpu_operator(gateway, namespace="gpu-operator")}
     assert checks["DCGM exporter runs on every GPU node"].ok
     # GPU health through the exporters' pod proxy.

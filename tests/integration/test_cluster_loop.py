@@ -305,3 +305,37 @@ def test_priority_classes_are_stored_as_rendered_so_there_is_nothing_to_drift(
     for manifest in collect_manifests():
         if manifest["kind"] == "PriorityClass":
             gitops.apply(manifest)  # no conflict on any field
+
+
+def test_v1beta1_mode_keeps_the_api_servers_deprecation_warnings(
+    portal_cluster: Gateway, settings: Any, client: Any
+) -> None:
+    """Against a Kueue whose v1beta1 is deprecated, every Kueue object applied through it
+    carries the server's warning on its record (the fleet page and the sync status show
+    it); the core kinds carry none."""
+    from django.contrib.auth.models import User
+
+    settings.QM_KUEUE_API_VERSION = "v1beta1"
+    report = apply_desired_state(gateway=portal_cluster)
+    assert not report.failed
+    text = "This version is deprecated. Use v1beta2 instead."
+    kueue = AppliedObject.objects.filter(api_version="kueue.x-k8s.io/v1beta1")
+    assert kueue.count() >= 10
+    assert {tuple(o.warnings) for o in kueue} == {(text,)}
+    core = AppliedObject.objects.exclude(api_version="kueue.x-k8s.io/v1beta1")
+    assert core.count() >= 10 and all(o.warnings == [] for o in core)
+    assert f"ClusterQueue cq-dev: {text}" in report.warnings
+    client.force_login(User.objects.get(username="admin"))
+    status = client.get("/api/v1/sync-status/").json()
+    assert {"kind": "ClusterQueue", "namespace": "", "name": "cq-dev", "warnings": [text]} in (
+        status["warnings"]
+    )
+    page = client.get("/fleet/").content.decode()
+    assert "The cluster warned when these were applied" in page
+    assert f"ClusterQueue cq-dev</strong> — {text}" in page
+    # Kueue converts the old name the portal writes for v1beta1 (Borrow) to the new one: the
+    # poll reads MayStopSearch back, and that is no drift.
+    cq = portal_cluster.get(ObjectRef("kueue.x-k8s.io/v1beta1", "ClusterQueue", "cq-dev"))
+    assert cq["spec"]["flavorFungibility"]["whenCanBorrow"] == "MayStopSearch"
+    poll_cluster(gateway=portal_cluster)
+    assert not Drift.objects.filter(resolved_at__isnull=True, kind="object").exists()

@@ -19,6 +19,7 @@ from changes.executor import STEPS, advance
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
+from cluster.poll import poll_cluster
 from kube import Gateway, ObjectRef
 from portal import outbox
 from portal.errors import DomainError
@@ -26,7 +27,7 @@ from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
-from tests.support import protect_dev_pod, wait_for
+from tests.support import protect_dev_pod, run_job_on_node, wait_for
 
 # Every test starts from the demo scenario applied to a demo cluster and polled once.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("portal_cluster")]
@@ -99,6 +100,13 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
     ]
     assert any(n.startswith("Already unbacked") for n in request.assessment["notes"])
     assert [e["pod"] for e in request.assessment["evictions"]] == ["dev-test-1g"]
+    # A bare pod: evicting it ends its work, and the approver is told so.
+    (evicted,) = request.assessment["evictions"]
+    assert (evicted["outcome"], evicted["ends_work"]) == ("deleted, nothing recreates it", True)
+    assert (
+        "Evicting ends work: team-b/dev-test-1g — deleted, nothing recreates it."
+        in request.assessment["reasons"]
+    )
     assert [s["pod"] for s in request.assessment["schedulable"]] == ["train-3g"]
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="Go ahead.")
     assert run_until_settled(request, gateway) == "succeeded"
@@ -311,10 +319,64 @@ def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(
     lead, approver, _ = users()
     settings.QM_EVICTION_TIMEOUT_SECONDS = 0.5
     protect_dev_pod(gateway)
+    budget = ObjectRef("policy/v1", "PodDisruptionBudget", "dev", "team-b")
+    wait_for(
+        lambda: (gateway.get(budget).get("status") or {}).get("currentHealthy") == 1,
+        what="the budget's controller to count its pod",
+    )
     request = ask(lead)
+    # The preview foresees it, naming the budget.
+    assert (
+        "The drain will be blocked: PodDisruptionBudget team-b/dev allows no disruption now "
+        "(1 healthy, 1 needed), so team-b/dev-test-1g cannot be evicted; the change waits at "
+        "evict and fails after the eviction timeout unless the budget allows it by then."
+    ) in request.assessment["reasons"]
+    (evicted,) = request.assessment["evictions"]
+    assert (evicted["budget"], evicted["budget_allows"]) == ("team-b/dev", 0)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     assert run_until_settled(request, gateway) == "failed"
-    assert "evict failed" in request.failure and "disruption budget" in request.failure
+    # The failed step names the budget, in the API server's words.
+    assert request.failure.startswith("gpu-a100-03: evict failed: Gave up after ")
+    assert request.failure.endswith(
+        "team-b/dev-test-1g is held by PodDisruptionBudget team-b/dev (The disruption budget "
+        "dev needs 1 healthy pods and has 1 currently)."
+    )
+
+
+def test_an_eviction_that_fails_a_job_is_foreseen_and_happens(
+    gateway: Gateway, demo_cluster: devcluster.DemoCluster
+) -> None:
+    """A Job without retries left (backoffLimit 0, as Kueue's recorded Job) fails when its
+    pod is evicted: the assessment says so, and the change makes it so."""
+    lead, approver, _ = users()
+    pod = run_job_on_node(demo_cluster, "dev-sweep", "team-b", INCIDENT)
+    poll_cluster(gateway=gateway)
+    request = ask(lead)
+    rows = {e["pod"]: e for e in request.assessment["evictions"]}
+    assert (rows[pod]["outcome"], rows[pod]["ends_work"]) == (
+        "Job dev-sweep fails (backoffLimit 0)",
+        True,
+    )
+    assert (
+        f"Evicting ends work: team-b/{pod} — Job dev-sweep fails (backoffLimit 0); "
+        "team-b/dev-test-1g — deleted, nothing recreates it."
+    ) in request.assessment["reasons"]
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert run_until_settled(request, gateway) == "succeeded"
+    job = ObjectRef("batch/v1", "Job", "dev-sweep", "team-b")
+    wait_for(
+        lambda: any(
+            c["type"] == "Failed" for c in gateway.get(job)["status"].get("conditions", [])
+        ),
+        what="the Job to fail",
+    )
+    status = gateway.get(job)["status"]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (status["failed"], failed["reason"], failed["message"]) == (
+        1,
+        "BackoffLimitExceeded",
+        "Job has reached the specified backoff limit",
+    )
 
 
 def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> None:
@@ -419,7 +481,10 @@ def test_a_failed_rollback_is_retried_afresh_to_success(gateway: Gateway, settin
     rollback = MigChangeStep.objects.filter(request=request, round="rollback")
     assert not rollback.exists()  # every step of the round runs again, with a fresh deadline
     assert run_until_settled(request, gateway) == "rolled_back"
-    assert sorted(rollback.values_list("step", flat=True)) == sorted(STEPS)
+    # The node steps, then the queue quotas the change had lowered, moved back.
+    assert sorted(rollback.values_list("step", flat=True)) == sorted([*STEPS, "queues"])
+    dev = ClusterQueue.objects.get(name="cq-dev").quota()
+    assert dev[("a100-80gb-balanced", "nvidia.com/mig-1g.10gb")] == 16
     assert all(s.started_at > first.started_at for s in rollback)
     assert node(gateway)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
     assert not NodeClaim.objects.exists()

@@ -191,3 +191,86 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
     node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
     assert node["metadata"]["labels"]["nvidia.com/mig.config.state"] == "success"
     assert node["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] == "16"
+
+
+def test_a_rolled_back_change_gives_the_queues_back_what_it_took(
+    worker: Worker, gateway: Gateway
+) -> None:
+    """The seed incident's change lowers cq-dev's slices to 0 (the new layout has none);
+    rolling it back brings the slices back, and with them the quota: team-dev's workload,
+    refused while the quota was 0, is admitted again."""
+    from django.contrib.auth.models import User
+
+    from changes import mig as changes
+    from changes.models import MigChangeRequest, MigChangeStep
+    from cluster.poll import poll_cluster
+    from devcluster.scenario import workload
+    from portal.models import AuditEvent
+    from queues.models import ClusterQueue
+    from tenants.models import Team
+
+    cq_dev = ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-dev")
+    notebook = ObjectRef("kueue.x-k8s.io/v1beta2", "Workload", "notebook", "team-dev")
+
+    def dev_slices() -> list[str]:
+        flavor = gateway.get(cq_dev)["spec"]["resourceGroups"]
+        quotas = {
+            r["name"]: str(r["nominalQuota"])
+            for group in flavor
+            for f in group["flavors"]
+            if f["name"] == "a100-80gb-balanced"
+            for r in f["resources"]
+        }
+        return [quotas[f"nvidia.com/mig-{p}"] for p in ("1g.10gb", "2g.20gb", "3g.40gb")]
+
+    def admitted() -> bool:
+        return bool((gateway.get(notebook).get("status") or {}).get("admission"))
+
+    def state(request: MigChangeRequest) -> str:
+        return MigChangeRequest.objects.get(pk=request.pk).state
+
+    load_demo()
+    wait_for(all_applied, what="every object applied")
+    poll_cluster(gateway=gateway)
+    assert dev_slices() == ["16", "8", "8"]
+    request = changes.request_mig_change(
+        actor=User.objects.get(username="lead-a"),
+        team=Team.objects.get(slug="team-a"),
+        nodes=["gpu-a100-03"],
+        target_config="all-3g.40gb",
+        reason="back to training",
+    )
+    changes.approve_mig_change(
+        request_id=request.pk, approver=User.objects.get(username="approver"), comment="ok"
+    )
+    wait_for(lambda: state(request) == "succeeded", timeout=60, what="the change")
+    wait_for(lambda: dev_slices() == ["0", "0", "0"], what="cq-dev lowered in the cluster")
+    gateway.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            **workload("notebook", "team-dev", "dev-test", 1, {"nvidia.com/mig-1g.10gb": "2"}),
+        }
+    )
+    time.sleep(1.0)  # several Kueue passes: it stays pending on a quota of 0
+    assert not admitted()
+
+    changes.rollback_mig_change(request_id=request.pk, actor=User.objects.get(username="admin"))
+    wait_for(lambda: state(request) == "rolled_back", timeout=60, what="the rollback")
+    dev = ClusterQueue.objects.get(name="cq-dev").quota()
+    flavor = "a100-80gb-balanced"
+    assert [dev[(flavor, f"nvidia.com/mig-{p}")] for p in ("1g.10gb", "2g.20gb", "3g.40gb")] == [
+        16,
+        8,
+        8,
+    ]
+    step = MigChangeStep.objects.get(request=request, round="rollback", step="queues")
+    assert step.message == (
+        "nominal quota restored: cq-dev a100-80gb-balanced nvidia.com/mig-1g.10gb: 0 -> 16; "
+        "cq-dev a100-80gb-balanced nvidia.com/mig-2g.20gb: 0 -> 8; "
+        "cq-dev a100-80gb-balanced nvidia.com/mig-3g.40gb: 0 -> 8"
+    )
+    restored = AuditEvent.objects.get(event="mig_change.queues_restored")
+    assert restored.target_id == str(request.pk) and restored.new["left"] == []
+    wait_for(lambda: dev_slices() == ["16", "8", "8"], what="cq-dev restored in the cluster")
+    wait_for(admitted, what="team-dev's workload admitted again")

@@ -130,6 +130,11 @@ def test_the_stored_assessment_keeps_its_json_shape() -> None:
             "node": "gpu-a100-03",
             "team": "team-b",
             "resources": {"nvidia.com/mig-1g.10gb": 4},
+            # Not read (no cluster facts in this fleet): nothing is claimed of its work.
+            "outcome": "",
+            "ends_work": None,
+            "budget": "",
+            "budget_allows": None,
         }
     ]
     assert stored["schedulable"] == [

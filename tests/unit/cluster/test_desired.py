@@ -195,6 +195,28 @@ def test_cluster_queue_v1beta1_uses_the_old_cohort_field(demo: None) -> None:
     assert "cohortName" not in spec
 
 
+def test_cluster_queue_v1beta1_names_fungibility_as_kueue_before_0_16_knows_it(
+    demo: None,
+) -> None:
+    cq = ClusterQueue.objects.get(name="cq-train")
+    cq.when_can_borrow, cq.when_can_preempt = "MayStopSearch", "MayStopSearch"
+    cq.save()
+    old = find(collect_manifests(version="v1beta1"), "ClusterQueue", "cq-train")["spec"]
+    assert old["flavorFungibility"] == {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}
+    new = find(collect_manifests(version="v1beta2"), "ClusterQueue", "cq-train")["spec"]
+    assert new["flavorFungibility"] == {
+        "whenCanBorrow": "MayStopSearch",
+        "whenCanPreempt": "MayStopSearch",
+    }
+    cq.when_can_borrow, cq.when_can_preempt = "TryNextFlavor", "TryNextFlavor"
+    cq.save()
+    old = find(collect_manifests(version="v1beta1"), "ClusterQueue", "cq-train")["spec"]
+    assert old["flavorFungibility"] == {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+    }
+
+
 def test_train_queue_admits_exactly_the_namespaces_of_its_local_queues(demo: None) -> None:
     spec = find(collect_manifests(), "ClusterQueue", "cq-train")["spec"]
     assert spec["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a", "team-b"]
