@@ -17,7 +17,7 @@ from urllib.parse import quote
 from django.contrib.auth.models import User
 from django.db import connection
 
-from kube import NotFound
+from kube import NotFound, ObjectRef
 from portal.tokens import create_token
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +136,14 @@ def protect_dev_pod(gateway: Any) -> None:
             "metadata": {"name": "dev", "namespace": "team-b"},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dev-test"}}},
         }
+    )
+    # The assessment reads the budget's status: a change asked before the disruption
+    # controller wrote it would be stale by its approval.
+    ref = ObjectRef("policy/v1", "PodDisruptionBudget", "dev", "team-b")
+    wait_for(
+        lambda: "disruptionsAllowed" in (gateway.get(ref).get("status") or {}),
+        timeout=10,
+        what="the status of PodDisruptionBudget dev",
     )
 
 
