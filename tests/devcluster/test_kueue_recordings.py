@@ -612,3 +612,11 @@ def test_limit_range_default_request_is_what_kueue_charges() -> None:
     assert assignment["resourceUsage"] == {"nvidia.com/gpu": "1"}
     pod = demo.pod_of("rc-team-a", "rc-train-8gpu")
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "20"}
+
+
+def test_recorded_nodes_read_back_as_recorded(story: KueueDemo) -> None:
+    for theirs in recorded("nodes")["items"]:
+        ours = story.get(f"/api/v1/nodes/{theirs['metadata']['name']}")
+        assert_same(
+            ours, theirs, "metadata.labels", "spec", "status.capacity", "status.allocatable"
+        )
