@@ -170,14 +170,12 @@ def parse_time(stamp: str) -> dt.datetime:
     return dt.datetime.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
 
 
-def _waiting_order(workload: Obj) -> tuple[int, str, str]:
+def _waiting_order(workload: Obj) -> tuple[int, str]:
+    """Priority, then the time it was queued (created or requeued); equal ones keep the order
+    they were created in (the store keeps it, and the sorts are stable)."""
     requeued = find_condition(workload, "Requeued")
     queued = (requeued or {}).get("lastTransitionTime") or workload["metadata"]["creationTimestamp"]
-    return (
-        -int((workload.get("spec") or {}).get("priority") or 0),
-        queued,
-        workload["metadata"]["name"],
-    )
+    return (-int((workload.get("spec") or {}).get("priority") or 0), queued)
 
 
 def pending_workloads(
@@ -243,15 +241,20 @@ def _owners(meta: Obj) -> dict[str, Any]:
 
 
 def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
-    """Admit what fits, explain what waits, and write queue status. Runs under the lock."""
+    """Admit what fits, preempt where the ClusterQueue's policy allows it, explain what
+    waits, and write queue status. Runs under the lock."""
+    # lazy: the preemption module builds on this one
+    from devcluster import preemption
+
     cqs = {c["metadata"]["name"]: c for c in cluster.all(CQS)}
     lqs = {(q["metadata"]["namespace"], q["metadata"]["name"]): q for q in cluster.all(LQS)}
     flavors = {f["metadata"]["name"]: f for f in cluster.all(FLAVORS)}
     limit_ranges: dict[str, list[Obj]] = defaultdict(list)
     for limit_range in cluster.all(LIMITS):
         limit_ranges[limit_range["metadata"]["namespace"]].append(limit_range)
-    workloads = [w for w in cluster.all(WORKLOADS) if not is_finished(w)]
+    workloads = workloads_now(cluster)
     usage = usage_of(workloads)
+    shares = preemption.weighted_shares(cluster, cqs, usage) if fair_sharing else {}
     pending = sorted(
         (
             w
@@ -260,30 +263,75 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
             and (w.get("spec") or {}).get("active", True)
             and not in_backoff(w)
         ),
-        key=_waiting_order,
+        key=lambda w: (shares.get(("cq", cluster_queue_of(w, lqs)), 0), _waiting_order(w)),
     )
+    pending = _this_cycle(pending, cqs, lqs)
+    # As Kueue's scheduler, first what fits without borrowing, then the rest in order.
+    admitted = set()
     for workload in pending:
+        requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
+        if _queue_problem(cluster, workload, cqs, lqs, flavors) is None:
+            cq = cqs[cluster_queue_of(workload, lqs)]
+            assignments, problems = _assign(cq, cqs, usage, workload, requests, flavors, False)
+            if not problems:
+                _take(usage, cq["metadata"]["name"], assignments)
+                _admit(cluster, workload, cq["metadata"]["name"], assignments, requests)
+                admitted.add(workload["metadata"]["uid"])
+    for workload in (w for w in pending if w["metadata"]["uid"] not in admitted):
         requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
         problem = _queue_problem(cluster, workload, cqs, lqs, flavors)
         if problem is not None:
             _pending(cluster, workload, *problem, requests)
             continue
-        cq = cqs[
-            lqs[(workload["metadata"]["namespace"], workload["spec"]["queueName"])]["spec"][
-                "clusterQueue"
-            ]
-        ]
+        cq = cqs[cluster_queue_of(workload, lqs)]
         assignments, problems = _assign(cq, cqs, usage, workload, requests, flavors)
         if problems:
-            _pending(cluster, workload, "Pending", "; ".join(problems), requests)
+            message = "; ".join(problems)
+            victims = preemption.targets(
+                cluster, workload, cq, cqs, usage, requests, flavors, fair_sharing=fair_sharing
+            )
+            if victims:
+                preemption.issue(cluster, workload, victims)
+                message += f". Pending the preemption of {len(victims)} workload(s)"
+            _pending(cluster, workload, "Pending", message, requests)
             continue
-        cq_name = cq["metadata"]["name"]
-        for _, flavor_of, used in assignments:
-            for resource, amount in used.items():
-                usage[cq_name][(flavor_of[resource], resource)] += amount
-        _admit(cluster, workload, cq_name, assignments, requests)
+        _take(usage, cq["metadata"]["name"], assignments)
+        _admit(cluster, workload, cq["metadata"]["name"], assignments, requests)
     _queue_status(cluster, cqs, lqs, set(flavors), usage_of(workloads_now(cluster)))
     _cohort_status(cluster, cqs, usage_of(workloads_now(cluster)), fair_sharing=fair_sharing)
+
+
+def _this_cycle(
+    pending: list[Obj], cqs: dict[str, Obj], lqs: dict[tuple[str, str], Obj]
+) -> list[Obj]:
+    """What Kueue's scheduler looks at in one cycle: one new head per ClusterQueue, plus the
+    workloads it found inadmissible before (BestEffortFIFO sets them aside and tries them
+    again when something changes); a StrictFIFO queue only ever looks at its head. So a
+    queued workload has no condition until its turn comes, and none at all behind a
+    StrictFIFO head that does not fit."""
+    out, heads = [], set()
+    for workload in pending:
+        cq = cluster_queue_of(workload, lqs)
+        strict = (cqs.get(cq) or {}).get("spec", {}).get("queueingStrategy") == "StrictFIFO"
+        seen = find_condition(workload, "QuotaReserved") is not None
+        if cq in heads and (strict or not seen):
+            continue
+        if strict or not seen:
+            heads.add(cq)
+        out.append(workload)
+    return out
+
+
+def _take(usage: dict[str, Usage], cq: str, assignments: list[Assignment]) -> None:
+    for _, flavor_of, used in assignments:
+        for resource, amount in used.items():
+            usage[cq][(flavor_of[resource], resource)] += amount
+
+
+def cluster_queue_of(workload: Obj, lqs: dict[tuple[str, str], Obj]) -> str:
+    queue = (workload.get("spec") or {}).get("queueName", "")
+    lq = lqs.get((workload["metadata"]["namespace"], queue))
+    return str((lq or {}).get("spec", {}).get("clusterQueue", ""))
 
 
 def workloads_now(cluster: Cluster) -> list[Obj]:
@@ -357,37 +405,48 @@ def _quota(cq: Obj) -> dict[tuple[str, str], dict[str, Fraction | None]]:
     return out
 
 
-def _cohort_free(
+def _ceiling(
     cq_name: str, cqs: dict[str, Obj], usage: dict[str, Usage], key: tuple[str, str]
 ) -> Fraction:
-    """What the other members of the cohort lend and do not use for (flavor, resource)."""
+    """The most a ClusterQueue may hold of (flavor, resource): what it holds, what is left of
+    its guaranteed part (nominal minus what it lends) and what is left of the cohort's pool
+    of lendable quota (every member's ``lendingLimit``, or its nominal quota)."""
     cohort = cqs[cq_name]["spec"].get("cohortName")
-    if not cohort:
-        return Fraction(0)
-    free = Fraction(0)
-    for name, other in cqs.items():
-        if name == cq_name or other["spec"].get("cohortName") != cohort:
+    pool = pool_used = guaranteed_here = Fraction(0)
+    for name, cq in cqs.items():
+        if name != cq_name and not (cohort and cq["spec"].get("cohortName") == cohort):
             continue
-        quota = _quota(other).get(key)
+        quota = _quota(cq).get(key)
         if quota is None:
             continue
-        lendable = quota["lending"] if quota["lending"] is not None else quota["nominal"]
-        used_above_guarantee = max(Fraction(0), usage[name][key] - (quota["nominal"] - lendable))
-        free += max(Fraction(0), lendable - used_above_guarantee)
-    return free
+        nominal = quota["nominal"] or Fraction(0)
+        lendable = quota["lending"] if quota["lending"] is not None else nominal
+        pool += lendable
+        pool_used += max(Fraction(0), usage[name][key] - (nominal - lendable))
+        if name == cq_name:
+            guaranteed_here = nominal - lendable
+    used = usage[cq_name][key]
+    return used + max(Fraction(0), guaranteed_here - used) + max(Fraction(0), pool - pool_used)
 
 
 def _limits(
-    cq_name: str, cqs: dict[str, Obj], usage: dict[str, Usage], key: tuple[str, str]
+    cq_name: str,
+    cqs: dict[str, Obj],
+    usage: dict[str, Usage],
+    key: tuple[str, str],
+    borrowing: bool = True,
 ) -> tuple[Fraction, Fraction, Fraction]:
     """(used, ceiling now, ceiling when the cohort is idle) of a ClusterQueue's quota."""
     limits = _quota(cqs[cq_name])[key]
     nominal = limits["nominal"] or Fraction(0)
-    free_now = _cohort_free(cq_name, cqs, usage, key)
-    free_max = _cohort_free(cq_name, cqs, _EMPTY, key)
+    used = usage[cq_name][key]
+    now, most = _ceiling(cq_name, cqs, usage, key), _ceiling(cq_name, cqs, _EMPTY, key)
+    if not borrowing:  # within nominal quota, less what others borrow of it
+        return used, min(nominal, now), nominal
     if limits["borrowing"] is not None:
-        free_now, free_max = min(limits["borrowing"], free_now), min(limits["borrowing"], free_max)
-    return usage[cq_name][key], nominal + free_now, nominal + free_max
+        cap = nominal + limits["borrowing"]
+        now, most = min(now, cap), min(most, cap)
+    return used, now, most
 
 
 def _shortage(
@@ -397,8 +456,9 @@ def _shortage(
     flavor: str,
     resource: str,
     amount: Fraction,
+    borrowing: bool = True,
 ) -> str | None:
-    used, ceiling, maximum = _limits(cq_name, cqs, usage, (flavor, resource))
+    used, ceiling, maximum = _limits(cq_name, cqs, usage, (flavor, resource), borrowing)
     if amount > maximum:
         return (
             f"insufficient quota for {resource} in flavor {flavor}, previously considered "
@@ -448,6 +508,7 @@ def _assign(
     workload: Obj,
     requests: list[tuple[str, int, dict[str, Fraction]]],
     flavors: dict[str, Obj],
+    borrowing: bool = True,
 ) -> tuple[list[Assignment], list[str]]:
     """Flavors per pod set: every resource group takes the first flavor where all of its
     requested resources fit (Kueue's order), else the reasons, as Kueue words them."""
@@ -480,7 +541,11 @@ def _assign(
                     else [
                         s
                         for r in needed
-                        if (s := _shortage(cq_name, cqs, usage, flavor["name"], r, asked[r]))
+                        if (
+                            s := _shortage(
+                                cq_name, cqs, usage, flavor["name"], r, asked[r], borrowing
+                            )
+                        )
                     ]
                 )
                 if not short:
@@ -686,10 +751,10 @@ def _cohort_status(
     cluster: Cluster, cqs: dict[str, Obj], usage: dict[str, Usage], *, fair_sharing: bool
 ) -> None:
     """A Cohort's status: empty, as Kueue leaves it, unless fair sharing is on."""
-    # lazy: the fair-sharing module imports this one
+    # lazy: the preemption module builds on this one
     from devcluster import preemption
 
-    shares = preemption.weighted_shares(cqs, usage) if fair_sharing else {}
+    shares = preemption.weighted_shares(cluster, cqs, usage) if fair_sharing else {}
     for cohort in cluster.all(COHORTS):
         name = cohort["metadata"]["name"]
         status: Obj = {}

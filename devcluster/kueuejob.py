@@ -27,6 +27,7 @@ from devcluster.resources import Resource, find
 
 JOBS = find("batch", "v1", "jobs")
 PODS = find("", "v1", "pods")
+PRIORITY = find("scheduling.k8s.io", "v1", "priorityclasses")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
@@ -145,6 +146,16 @@ def _create_workload(cluster: Cluster, job: Obj) -> Obj:
             "queueName": meta["labels"][QUEUE_LABEL],
         },
     }
+    # A PriorityClass named in the pod template gives the workload its priority.
+    class_name = (template.get("spec") or {}).get("priorityClassName")
+    priority_class = cluster.get(PRIORITY, "", class_name) if class_name else None  # type: ignore[arg-type]
+    if priority_class is not None:
+        workload["spec"]["priority"] = int(priority_class.get("value") or 0)
+        workload["spec"]["priorityClassRef"] = {
+            "group": "scheduling.k8s.io",
+            "kind": "PriorityClass",
+            "name": class_name,
+        }
     created = cluster.create(kueue.WORKLOADS, meta["namespace"], workload, manager="kueue")  # type: ignore[arg-type]
     _event(
         cluster,

@@ -620,3 +620,64 @@ def test_recorded_nodes_read_back_as_recorded(story: KueueDemo) -> None:
         assert_same(
             ours, theirs, "metadata.labels", "spec", "status.capacity", "status.allocatable"
         )
+
+
+# ----------------------------------------------------------------------------- queueing
+
+
+def test_a_queued_workload_has_no_condition_until_its_turn() -> None:
+    """Kueue's scheduler takes one new head per ClusterQueue and cycle (finding 9 of the
+    real-cluster run: queued workloads without any condition)."""
+    demo = KueueDemo()
+    demo.team_a()
+    for name in ("rc-train-8gpu", "rc-train-4gpu"):
+        demo.ok(
+            "POST", "/apis/batch/v1/namespaces/rc-team-a/jobs", job_body(name, "rc-team-a-queue")
+        )
+    demo.settle(rounds=1)
+    first, second = (demo.workload_of("rc-team-a", j) for j in ("rc-train-8gpu", "rc-train-4gpu"))
+    assert conditions(first)["QuotaReserved"][0] == "True"
+    assert "conditions" not in second.get("status", {})
+    demo.settle()
+    second = demo.workload_of("rc-team-a", "rc-train-4gpu")
+    assert conditions(second)["QuotaReserved"] == (
+        "False",
+        "Pending",
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+        "in flavor rc-h100, 4 more needed",
+    )
+
+
+def test_strict_fifo_head_blocks_the_workloads_behind_it() -> None:
+    demo = KueueDemo()
+    demo.ok(
+        "POST",
+        f"{KUEUE}/resourceflavors",
+        {"metadata": {"name": "rc-h100"}, "spec": spec_of("resourceflavor")},
+    )
+    spec = spec_of("clusterqueue-empty")
+    spec["queueingStrategy"] = "StrictFIFO"
+    demo.ok("POST", f"{KUEUE}/clusterqueues", {"metadata": {"name": "rc-cq-team-a"}, "spec": spec})
+    demo.ok(
+        "POST",
+        f"{KUEUE}/namespaces/rc-team-a/localqueues",
+        {"metadata": {"name": "rc-team-a-queue"}, "spec": {"clusterQueue": "rc-cq-team-a"}},
+    )
+    demo.submit("rc-train-4gpu", "rc-team-a", "rc-team-a-queue")
+    demo.submit("rc-train-8gpu", "rc-team-a", "rc-team-a-queue")
+    small = job_body("rc-borrow-6gpu", "rc-team-a-queue")
+    small["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
+    demo.ok("POST", "/apis/batch/v1/namespaces/rc-team-a/jobs", small)
+    demo.settle()
+    behind = demo.workload_of("rc-team-a", "rc-borrow-6gpu")
+    assert "conditions" not in behind.get("status", {})  # 2 GPUs are free, but it waits
+    pending = demo.get(f"{VISIBILITY}/clusterqueues/rc-cq-team-a/pendingworkloads")["items"]
+    assert [
+        (p["metadata"]["ownerReferences"][0]["name"], p["positionInClusterQueue"]) for p in pending
+    ] == [
+        ("rc-train-8gpu", 0),
+        ("rc-borrow-6gpu", 1),
+    ]
