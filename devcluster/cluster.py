@@ -116,8 +116,10 @@ class Cluster:
         # Hooks the controllers register: called with (resource, old, new) after each write.
         self.watchers: list[Callable[[Resource, Obj | None, Obj | None], None]] = []
         self.warnings: threading.local = threading.local()
-        # Admission plugins the controllers register: called with (resource, obj) on create.
+        # Admission plugins the controllers register: called with (resource, obj) on create,
+        # and with (resource, old, new) on update (webhooks that refuse a change).
         self.admission: list[Callable[[Resource, Obj], None]] = []
+        self.update_admission: list[Callable[[Resource, Obj, Obj], None]] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -293,13 +295,13 @@ class Cluster:
             name = meta.get("name", "")
             if self.get(resource, meta.get("namespace", ""), name) is not None:
                 raise already_exists(resource, name)
+            meta["uid"] = str(uuid.uuid4())  # before admission, as the Job strategy needs it
             self._admit_create(resource, obj)
             obj = self._default(resource, obj)
             meta = obj["metadata"]
             self._validate(resource, obj)
-            meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now()
-            if resource.crd or resource.kind == "Pod":
+            if resource.crd or resource.kind in ("Pod", "Job"):
                 meta["generation"] = 1
             self._track_update(resource, obj, None, manager)
             return self._store(resource, obj, None)
@@ -408,12 +410,12 @@ class Cluster:
                     self._require_namespace(namespace)
                 for path, value in applied.items():
                     fields.set_path(obj, path, value)
+                obj["metadata"]["uid"] = str(uuid.uuid4())
                 self._admit_create(resource, obj)
                 obj = self._default(resource, obj)
                 self._validate(resource, obj)
-                obj["metadata"]["uid"] = str(uuid.uuid4())
                 obj["metadata"]["creationTimestamp"] = now()
-                if resource.crd or resource.kind == "Pod":
+                if resource.crd or resource.kind in ("Pod", "Job"):
                     obj["metadata"]["generation"] = 1
                 obj["metadata"]["managedFields"] = [
                     self._entry(manager, "Apply", resource, applied.keys(), subresource)
@@ -483,7 +485,7 @@ class Cluster:
             # turns quantities into strings: sending numbers bumps it on every apply).
             sent = self._default(resource, obj, webhooks=False)
             obj = self._default(resource, copy.deepcopy(sent))
-            self._validate(resource, obj)
+            self._validate(resource, obj, old)
             entries = [e for e in entries if e is not previous and e.get("fieldsV1")]
             entry = self._entry(manager, "Apply", resource, applied.keys(), subresource)
             fields.drop_shared_dots(entry["fieldsV1"], [e["fieldsV1"] for e in entries])
@@ -585,7 +587,7 @@ class Cluster:
             obj["status"] = copy.deepcopy(old["status"])
         sent = self._default(resource, obj, webhooks=False)
         obj = self._default(resource, copy.deepcopy(sent))
-        self._validate(resource, obj)
+        self._validate(resource, obj, old)
         if self._same(old, sent):
             return old
         meta = obj["metadata"]
@@ -814,7 +816,7 @@ class Cluster:
             obj = kueue_quantities_as_strings(obj)
         return obj
 
-    def _validate(self, resource: Resource, obj: Obj) -> None:
+    def _validate(self, resource: Resource, obj: Obj, old: Obj | None = None) -> None:
         meta = obj["metadata"]
         name = meta.get("name", "")
         causes: list[dict[str, str]] = []
@@ -875,9 +877,12 @@ class Cluster:
                         }
                     )
                 else:
-                    causes.extend(crd.cel_causes(resource.kind, obj))
+                    causes.extend(crd.cel_causes(resource.kind, obj, old))
         if causes:
             raise invalid(resource, name, causes)
+        if old is not None and not causes:
+            for hook in self.update_admission:
+                hook(resource, old, obj)
 
     def _admit_create(self, resource: Resource, obj: Obj) -> None:
         """Defaulting and admission that run on create (namespaces, pods)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import dcgm, gpu, jobs, kueue, limitranger, quantity
+from devcluster import dcgm, gpu, jobs, kueue, kueuejob, limitranger, quantity
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -110,6 +110,11 @@ class Options:
     mig_delay_seconds: float = 3.0
     tick: float = 0.2
     write_delay_seconds: float = 0.0  # slow every write down (tests of crashes mid-apply)
+    # Kueue's waitForPodsReady: an admitted workload whose pods are not all ready by then is
+    # evicted and requeued (30 min as on the recorded cluster; Kueue's config default is 5).
+    pods_ready_timeout_seconds: float = 1800.0
+    requeue_backoff_seconds: float = 10.0  # the first requeue's backoff, doubling after
+    fair_sharing: bool = False  # Kueue's Configuration ``fairSharing: {enable: true}``
 
 
 @dataclass
@@ -130,6 +135,7 @@ class Controllers:
     dirty: bool = True
     kueue_dirty: bool = True
     last_schedule: float = 0.0
+    last_kueue: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def _submit_after_quota(self) -> None:
@@ -167,6 +173,10 @@ class Controllers:
         )
 
     def install(self) -> None:
+        self.cluster.admission.append(jobs.default_job)
+        self.cluster.admission.append(kueuejob.webhook_create)
+        self.cluster.admission.append(kueue.webhook_create)
+        self.cluster.update_admission.append(kueuejob.webhook_update)
         self.cluster.admission.append(self.admit_pod)
         self.cluster.watchers.append(self.watch_nodes)
         self.cluster.watchers.append(self._mark_dirty)
@@ -185,8 +195,12 @@ class Controllers:
             "Workload",
             "ClusterQueue",
             "LocalQueue",
+            "Cohort",
             "ResourceFlavor",
             "Namespace",
+            "LimitRange",
+            "Job",
+            "Pod",
         ):
             self.kueue_dirty = True
 
@@ -785,10 +799,21 @@ class Controllers:
         if dirty:
             self._quota_status()
             self._pdb_statuses()
-        if self.kueue_dirty:
+        if self.kueue_dirty or clock - self.last_kueue >= self.options.retry_seconds:
             self.kueue_dirty = False
+            self.last_kueue = clock
             with self.cluster.lock:
-                kueue.reconcile(self.cluster)
+                self._kueue()
+
+    def _kueue(self) -> None:
+        """Kueue: its Job integration (workloads, PodsReady, evictions), then admission."""
+        options = self.options
+        kueuejob.reconcile(
+            self.cluster,
+            timeout=options.pods_ready_timeout_seconds,
+            backoff=options.requeue_backoff_seconds,
+        )
+        kueue.reconcile(self.cluster, fair_sharing=options.fair_sharing)
 
     def start(self) -> threading.Thread:
         def loop() -> None:

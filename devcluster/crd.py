@@ -169,10 +169,23 @@ def validate(obj: Any, node: dict[str, Any], path: str, causes: list[dict[str, s
                 validate(value, props[key], f"{path}.{key}" if path else key, causes)
 
 
-def cel_causes(kind: str, obj: dict[str, Any]) -> list[dict[str, str]]:
-    """CEL rules of the Kueue CRDs that the portal's flow can meet."""
+def cel_causes(
+    kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+) -> list[dict[str, str]]:
+    """CEL rules of the Kueue CRDs that the portal's flow can meet (the API server words
+    them without the value since v1.34: ``Invalid value: <message>``)."""
     spec = obj.get("spec") or {}
     causes = []
+    if kind == "LocalQueue" and old is not None:
+        before = (old.get("spec") or {}).get("clusterQueue")
+        if before is not None and spec.get("clusterQueue") != before:
+            return [
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": f'Invalid value: "{spec.get("clusterQueue")}": field is immutable',
+                    "field": "spec.clusterQueue",
+                }
+            ]
     if kind == "ClusterQueue" and not spec.get("cohortName"):
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
@@ -194,7 +207,7 @@ def cel_causes(kind: str, obj: dict[str, Any]) -> list[dict[str, str]]:
                     causes.append(
                         {
                             "reason": "FieldValueInvalid",
-                            "message": 'Invalid value: "object": flavors must have the '
+                            "message": "Invalid value: flavors must have the "
                             "same number of resources as the coveredResources",
                             "field": f"spec.resourceGroups[{i}]",
                         }

@@ -63,6 +63,9 @@ VISIBILITY = "visibility.kueue.x-k8s.io"
 VISIBILITY_CQ = resources.Resource(
     VISIBILITY, "v1beta2", "clusterqueues", "ClusterQueue", False, "clusterqueue"
 )
+VISIBILITY_LQ = resources.Resource(
+    VISIBILITY, "v1beta2", "localqueues", "LocalQueue", True, "localqueue"
+)
 
 
 class API:
@@ -270,19 +273,35 @@ class API:
         )
 
     def _visibility(self, method: str, rest: list[str], user: rbac.Subject | None) -> Response:
-        """Kueue's aggregated visibility API: ``clusterqueues/{cq}/pendingworkloads``."""
+        """Kueue's aggregated visibility API: ``clusterqueues/{cq}/pendingworkloads`` and
+        ``namespaces/{ns}/localqueues/{lq}/pendingworkloads``."""
+        version = rest[0] if rest else ""
+        local = len(rest) == 6 and rest[1] == "namespaces" and rest[3] == "localqueues"
         if (
             method != "GET"
-            or len(rest) != 4
-            or rest[0] not in ("v1beta2", "v1beta1")
-            or rest[1] != "clusterqueues"
-            or rest[3] != "pendingworkloads"
+            or version not in ("v1beta2", "v1beta1")
+            or not (local or (len(rest) == 4 and rest[1] == "clusterqueues"))
+            or rest[-1] != "pendingworkloads"
         ):
             raise APIError(404, "the server could not find the requested resource", details={})
-        version, name = rest[0], rest[2]
+        name = rest[-2]
         if user is not None:
-            self._authorize(user, "get", VISIBILITY_CQ, "", name, "pendingworkloads")
+            target = VISIBILITY_LQ if local else VISIBILITY_CQ
+            self._authorize(user, "get", target, rest[2] if local else "", name, "pendingworkloads")
         with self.cluster.lock:
+            if local:
+                lq = self.cluster.get(kueue.LQS, rest[2], name)  # type: ignore[arg-type]
+                if lq is None:
+                    raise APIError(
+                        404, f'localqueues.kueue.x-k8s.io "{name}" not found', reason="NotFound"
+                    )
+                summary = kueue.pending_workloads(
+                    self.cluster,
+                    lq["spec"].get("clusterQueue", ""),
+                    version=version,
+                    local_queue=(rest[2], name),
+                )
+                return Response(200, summary)
             cqs = {c["metadata"]["name"] for c in self.cluster.all(kueue.CQS)}  # type: ignore[arg-type]
             if name not in cqs:
                 raise APIError(

@@ -659,3 +659,65 @@ def test_rbac_refusals_match(case: str) -> None:
     )
     assert_same_status(response, case)
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def _pod_status(status: dict[str, Any]) -> dict[str, Any]:
+    """A pod's status without its timestamps."""
+    times = ("lastTransitionTime", "lastProbeTime")
+    return {
+        **status,
+        "conditions": [
+            {k: v for k, v in c.items() if k not in times} for c in status.get("conditions", [])
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "events"),
+    [
+        ("e1c-pod-unschedulable-mig-3g", "e1-events-failedscheduling-mig-3g"),
+        ("e2c-pod-unschedulable-gpu-16", "e2-events-failedscheduling-gpu-16"),
+        ("e3c-pod-unschedulable-untolerated-taint", "e3-events-failedscheduling-untolerated-taint"),
+        ("e4c-pod-unschedulable-node-selector", "e4-events-failedscheduling-node-selector"),
+    ],
+)
+def test_unschedulable_pod_status(simulated: Demo, case: str, events: str) -> None:
+    pod_name = recording(case)["request"]["path"].rsplit("/", 1)[1]
+    if pod_name != "train-3g":
+        spec = {
+            "train-16gpu": ({"nvidia.com/gpu": "16"}, None),
+            "train-no-toleration": ({"nvidia.com/gpu": "1"}, None),
+            "train-h200-selector": (
+                {"nvidia.com/gpu": "1"},
+                {"nvidia.com/gpu.product": "NVIDIA-H200"},
+            ),
+        }[pod_name]
+        tolerations = (
+            None
+            if pod_name == "train-no-toleration"
+            else [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+        )
+        obj = pod(pod_name, "team-a", limits=spec[0], tolerations=tolerations)
+        if spec[1]:
+            obj["spec"]["nodeSelector"] = spec[1]
+        assert simulated.call("POST", "/api/v1/namespaces/team-a/pods", obj).status == 201
+    simulated.settle()
+    ours = simulated.replay(case).body["status"]
+    assert _pod_status(ours) == _pod_status(expected(case)[1]["status"])
+    assert expected(events)[1]["items"][0]["message"] == ours["conditions"][-1]["message"]
+
+
+def test_pod_condition_after_the_cordon(simulated: Demo) -> None:
+    simulated.settle()
+    assert simulated.replay("h2-node-cordon-merge-patch").status == 200
+    simulated.settle()
+    ours = simulated.replay("e8c-pod-unschedulable-mig-3g-after-cordon").body["status"]
+    theirs = expected("e8c-pod-unschedulable-mig-3g-after-cordon")[1]["status"]
+    assert _pod_status(ours)["conditions"] == _pod_status(theirs)["conditions"]
+
+
+def test_quota_status_after_the_first_sync(simulated: Demo) -> None:
+    assert simulated.replay("f1-create-gpu-quota-201").status == 201
+    simulated.settle()
+    ours = simulated.replay("f2-gpu-quota-status-before").body["status"]
+    assert ours == expected("f2-gpu-quota-status-before")[1]["status"]

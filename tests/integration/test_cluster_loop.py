@@ -254,10 +254,12 @@ def test_kueue_admission_and_why_a_workload_waits(
     assert rows["job-vision-3g"].admitted
     waiting = rows["job-big-train"]
     assert not waiting.admitted
+    # As real Kueue does: team-a's LimitRange (nvidia.com/gpu default 1) is charged for each of
+    # job-vision-3g's 4 pods too, so 8 + 4 of cq-train's 16 GPUs are taken.
     assert (waiting.reason, waiting.message) == (
         "Pending",
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
-        "in flavor h100-80gb, 4 more needed",
+        "in flavor h100-80gb, 8 more needed",
     )
     assert waiting.requests == {"nvidia.com/gpu": 12}
     cq = portal_cluster.get(ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-train"))
@@ -267,7 +269,7 @@ def test_kueue_admission_and_why_a_workload_waits(
     }
     assert usage[("h100-80gb", "nvidia.com/gpu")] == {
         "name": "nvidia.com/gpu",
-        "total": "8",
+        "total": "12",
         "borrowed": "0",
     }
     assert usage[("a100-80gb-3g", "nvidia.com/mig-3g.40gb")]["total"] == "4"

@@ -99,9 +99,10 @@ def test_each_cause_in_exact_words(waiting: dict[str, Any]) -> None:
         "it needs together run and hold 8 gpu, 2 wait.",
         "pod team-b/gang-eval-worker-3": "Only part of gang gang-eval is placed: 2 of the 4 pods "
         "it needs together run and hold 8 gpu, 2 wait.",
-        # Queue quota short, and its place in line (Kueue's visibility API).
+        # Queue quota short, and its place in line (Kueue's visibility API). team-a's LimitRange
+        # defaults nvidia.com/gpu to 1, which Kueue charges job-vision-3g's 4 pods too.
         "workload team-b/job-big-train": "Queue team-b-train has no unused quota for "
-        "nvidia.com/gpu in flavor h100-80gb: 4 more needed. It is 1st in line for cq-train.",
+        "nvidia.com/gpu in flavor h100-80gb: 8 more needed. It is 1st in line for cq-train.",
     }
     job = waiting["Job team-a/eval-sweep"]
     assert job.topic == "quota-exceeded" and job.action["url"] == "/quota/new/"
