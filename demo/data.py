@@ -186,12 +186,8 @@ OTHER_QUOTAS = {
         "pods": "40",
     },
 }
-# What a LimitRange is good for: CPU and memory for containers that set none. Devices are
-# capped by the quota and the queues instead (any Container item for a device, even max
-# alone, hands it to every container: the portal warns, team-a's seed LimitRange shows it).
-OTHER_LIMITS = {
-    "team-dev": [
-        LimitSpec(limit_type="Container", resource="cpu", default="2", default_request="500m"),
-        LimitSpec(limit_type="Container", resource="memory", default="8Gi", default_request="2Gi"),
-    ],
-}
+# Only team-a has a LimitRange: the seed's, as written (the portal warns about it). Any
+# Container item for a device, even a max alone, hands it to every container; and defaults
+# for CPU or memory make Kueue charge resources a GPU-only ClusterQueue does not cover
+# ("resource cpu unavailable in ClusterQueue"), so no workload of the team is admitted.
+OTHER_LIMITS: dict[str, list[LimitSpec]] = {}

@@ -372,11 +372,13 @@ def test_an_eviction_that_fails_a_job_is_foreseen_and_happens(
     )
     status = gateway.get(job)["status"]
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
-    assert (status["failed"], failed["reason"], failed["message"]) == (
-        1,
+    assert (failed["reason"], failed["message"]) == (
         "BackoffLimitExceeded",
         "Job has reached the specified backoff limit",
     )
+    # The evicted pod, and maybe its replacement too (podReplacementPolicy
+    # TerminatingOrFailed starts one at once; on the reconfigured node it fails as well).
+    assert status["failed"] >= 1
 
 
 def test_success_means_nothing_until_allocatable_matches(gateway: Gateway) -> None:
