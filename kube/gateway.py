@@ -39,6 +39,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "LimitRange"): ("limitranges", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("batch/v1", "Job"): ("jobs", True),
     ("scheduling.volcano.sh/v1beta1", "Queue"): ("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("podgroups", True),
 }
