@@ -289,7 +289,7 @@ def eviction_values(
         reason = evicted.get("reason", "")
     elif len({e.get("reason") for e in stats}) == 1:
         reason = stats[0].get("reason", "")
-    elif evicted.get("message", "").startswith("Previously: Exceeded the PodsReady timeout"):
+    elif (evicted.get("message") or "").startswith("Previously: Exceeded the PodsReady timeout"):
         reason = "PodsReadyTimeout"
     return {
         "evictions": count,

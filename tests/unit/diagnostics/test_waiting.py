@@ -106,8 +106,29 @@ def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
         queue_name="team-a-train",
         workload_name="job-train-b1845",
     )
+    now = timezone.now()
+    ObservedWorkload.objects.create(  # Kueue's PodsReady timeout evicted it twice
+        namespace="team-a",
+        name="job-slow-start",
+        queue_name="team-a-train",
+        reason="Pending",
+        message="Exceeded the PodsReady timeout team-a/job-slow-start",
+        evictions=2,
+        evicted_reason="PodsReadyTimeout",
+        evicted_at=now - dt.timedelta(seconds=20),
+        requeue_at=now + dt.timedelta(seconds=100),
+        queued_at=now - dt.timedelta(seconds=20),
+        created_at=now - dt.timedelta(hours=1),
+        last_changed=now,
+    )
     client.force_login(team_a_admin)
-    (row,) = client.get("/api/v1/waiting/").json()
+    evicted, row = client.get("/api/v1/waiting/").json()
+    assert (evicted["kind"], evicted["workload"]) == ("Workload", "job-slow-start")
+    assert evicted["cause"].startswith(
+        "Kueue evicted it after its pods were not ready within its PodsReady timeout "
+        "(waitForPodsReady); it goes back in line in "
+    )
+    assert evicted["cause"].endswith(" s, when its back-off ends (evicted 2 times).")
     assert {k: row[k] for k in ("kind", "name", "queue", "workload", "cause")} == {
         "kind": "Pod",
         "name": "train-2mv5v",
@@ -117,3 +138,4 @@ def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
     }
     page = client.get("/").content.decode()
     assert "Runs for workload job-train-b1845 in queue team-a-train." in page
+    assert "evicted 2 times</span>" in page
