@@ -17,6 +17,8 @@ from portal.quantity import QuantityError, parse_quantity
 GPU_PREFIX = gpu_labels.GPU_RESOURCE_PREFIX
 Allocations = dict[str, dict[str, int]]  # node -> GPU resource -> amount requested by its pods
 Key = tuple[str, str]  # (namespace, name)
+# Kueue names the Workload on the pods of a Job it admitted (kueue.x-k8s.io/workload).
+KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 
 
 def as_int(value: Any) -> int:
@@ -162,6 +164,7 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
     reason = message = ""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
@@ -177,7 +180,8 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "limit_defaulted": limit_defaulted(meta.get("annotations") or {}),
         "priority": as_int(spec.get("priority")),
         "queue_name": pod_queue(meta.get("labels") or {}),
-        "group_name": (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name", ""),
+        "group_name": annotations.get("scheduling.k8s.io/group-name", ""),
+        "workload_name": annotations.get(KUEUE_WORKLOAD_ANNOTATION, ""),
         "pending_reason": reason,
         "pending_message": message,
         "created_at": created,
@@ -238,14 +242,42 @@ def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
-    """Queue, admission and the reason a workload waits."""
+    """Queue, admission, the reason a workload waits, and its evictions.
+
+    Kueue keeps one condition per type: after an eviction ``Evicted`` is True (reason
+    ``PodsReadyTimeout``, ``Preempted`` …) until the workload is admitted again, when it turns
+    False with a "Previously: …" message; ``Requeued`` turns True when it is back in line.
+    The wait that counts is the current one: from the latest requeue (or the creation) to
+    the latest admission, never the time it ran before it was evicted."""
     meta = workload.get("metadata") or {}
     spec = workload.get("spec") or {}
     status = workload.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     reserved = conditions.get("QuotaReserved") or {}
     admitted = conditions.get("Admitted") or {}
-    finished = conditions.get("Finished") or {}
+    is_admitted = admitted.get("status") == "True"
+    created = parse_time(meta.get("creationTimestamp"))
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue_name": spec.get("queueName", ""),
+        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
+        "admitted": is_admitted,
+        "finished": (conditions.get("Finished") or {}).get("status") == "True",
+        "reason": "" if is_admitted else reserved.get("reason", ""),
+        "message": "" if is_admitted else reserved.get("message", ""),
+        "requests": workload_requests(spec),
+        "priority": as_int(spec.get("priority") or 0),
+        "created_at": created,
+        "admitted_at": parse_time(admitted.get("lastTransitionTime")) if is_admitted else None,
+        # False only when Kueue says so (a Kueue without waitForPodsReady writes nothing).
+        "pods_ready": (conditions.get("PodsReady") or {}).get("status", "True") == "True",
+        **eviction_values(status, conditions, created),
+    }
+
+
+def workload_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """What the pod sets ask for in all (requests, else limits), whole amounts only."""
     requests: dict[str, int] = {}
     for pod_set in spec.get("podSets") or []:
         count = as_int(pod_set.get("count", 1))
@@ -259,29 +291,50 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
                     continue
                 if amount.denominator == 1:
                     requests[name] = requests.get(name, 0) + int(amount)
-    is_admitted = admitted.get("status") == "True"
+    return requests
+
+
+def eviction_values(
+    status: dict[str, Any], conditions: dict[Any, dict[str, Any]], created: dt.datetime | None
+) -> dict[str, Any]:
+    """How often Kueue evicted the workload, why (the last time), when (while it is still
+    evicted), when it goes back in line after its back-off, and since when it waits now."""
+    evicted = conditions.get("Evicted") or {}
+    requeued = conditions.get("Requeued") or {}
+    stats = (status.get("schedulingStats") or {}).get("evictions") or []
+    count = sum(as_int(e.get("count")) for e in stats)
+    count = (
+        count or as_int((status.get("requeueState") or {}).get("count")) or (1 if evicted else 0)
+    )
+    reason = ""
+    if evicted.get("status") == "True":
+        reason = evicted.get("reason", "")
+    elif len({e.get("reason") for e in stats}) == 1:
+        reason = stats[0].get("reason", "")
+    elif (evicted.get("message") or "").startswith("Previously: Exceeded the PodsReady timeout"):
+        reason = "PodsReadyTimeout"
     return {
-        "namespace": meta.get("namespace", ""),
-        "name": meta.get("name", ""),
-        "queue_name": spec.get("queueName", ""),
-        "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
-        "admitted": is_admitted,
-        "finished": finished.get("status") == "True",
-        "reason": "" if is_admitted else reserved.get("reason", ""),
-        "message": "" if is_admitted else reserved.get("message", ""),
-        "requests": requests,
-        "priority": as_int(spec.get("priority") or 0),
-        "created_at": meta.get("creationTimestamp"),
-        "admitted_at": admitted.get("lastTransitionTime") if is_admitted else None,
+        "evictions": count,
+        "evicted_reason": reason,
+        "evicted_at": (
+            parse_time(evicted.get("lastTransitionTime"))
+            if evicted.get("status") == "True"
+            else None
+        ),
+        "requeue_at": parse_time((status.get("requeueState") or {}).get("requeueAt")),
+        "queued_at": parse_time(requeued.get("lastTransitionTime")) or created,
     }
 
 
 def create_failure_values(
     events: Sequence[dict[str, Any]], *, now: dt.datetime
 ) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """The last FailedCreate event per involved object (namespace, kind, name)."""
+    """The last FailedCreate event per involved object (namespace, kind, name); other
+    events (the poll asks for FailedCreate only) are not refusals."""
     latest: dict[tuple[str, str, str], dict[str, Any]] = {}
     for event in events:
+        if event.get("reason", "FailedCreate") != "FailedCreate":
+            continue
         involved = event.get("involvedObject") or {}
         key = (
             involved.get("namespace") or (event.get("metadata") or {}).get("namespace", ""),

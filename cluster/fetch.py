@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from cluster.decode import as_int
-from kube import Gateway, KubeError, NotFound
+from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
 
@@ -48,10 +48,45 @@ def fetch(gateway: Gateway) -> Listing:
     workloads = list_workloads(gateway)
     positions = queue_positions(gateway) if workloads else {}
     podgroups = list_podgroups(gateway)
-    failures = gateway.list(
-        "v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE
+    failures = live_failures(
+        gateway,
+        gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
     return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+
+
+MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands
+
+
+def live_failures(gateway: Gateway, events: Objects) -> Objects:
+    """The FailedCreate events whose Job still exists (the same Job: a new one of that name
+    has another uid). An event outlives its Job by up to an hour; its explanation must not.
+    Kinds other than Job, and Jobs beyond the first MAX_JOB_CHECKS, are kept as they are;
+    a refused GET (an older ClusterRole without it) ends the checks."""
+    uids: dict[tuple[str, str], str | None] = {}
+    checking = True
+    kept = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        key = (involved.get("namespace", ""), involved.get("name", ""))
+        if involved.get("kind") == "Job" and checking and key not in uids:
+            if len(uids) >= MAX_JOB_CHECKS:
+                checking = False
+            else:
+                try:
+                    job = gateway.get(ObjectRef("batch/v1", "Job", key[1], key[0]))
+                    uids[key] = (job.get("metadata") or {}).get("uid", "")
+                except NotFound:
+                    uids[key] = None
+                except KubeError as exc:
+                    log.info("FailedCreate events not checked against their Jobs: %s", exc.message)
+                    checking = False
+        if key in uids and involved.get("kind") == "Job":
+            uid = uids[key]
+            if uid is None or (involved.get("uid") and uid and involved["uid"] != uid):
+                continue  # the Job is gone (or was replaced): its refusals are history
+        kept.append(event)
+    return kept
 
 
 def managed_kinds() -> list[tuple[str, str]]:

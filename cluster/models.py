@@ -186,6 +186,11 @@ class ObservedPod(models.Model):
     group_name = models.CharField(
         max_length=253, blank=True, help_text="Its Volcano PodGroup (a gang), if any."
     )
+    workload_name = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="The Kueue Workload it runs for (annotation kueue.x-k8s.io/workload), if any.",
+    )
     pending_reason = models.CharField(max_length=64, blank=True)
     pending_message = models.TextField(blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
@@ -218,7 +223,25 @@ class ObservedWorkload(models.Model):
     requests = models.JSONField(default=dict)
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
-    admitted_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(
+        null=True, blank=True, help_text="The latest admission (after the last eviction)."
+    )
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when it waits: its latest requeue, or its creation."
+    )
+    pods_ready = models.BooleanField(
+        default=True, help_text="False when Kueue's PodsReady condition says its pods are not."
+    )
+    evictions = models.PositiveIntegerField(default=0, help_text="How often Kueue evicted it.")
+    evicted_reason = models.CharField(
+        max_length=64, blank=True, help_text="Why Kueue evicted it last (PodsReadyTimeout, ...)."
+    )
+    evicted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When Kueue evicted it, while it is still evicted."
+    )
+    requeue_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its back-off after an eviction ends."
+    )
     position = models.IntegerField(
         null=True, blank=True, help_text="0-based place in its ClusterQueue (visibility API)."
     )

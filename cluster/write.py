@@ -66,6 +66,7 @@ POD_COLUMNS = (
     "priority",
     "queue_name",
     "group_name",
+    "workload_name",
     "pending_reason",
     "pending_message",
     "created_at",
@@ -249,14 +250,9 @@ def write_workloads(
         current[(values["namespace"], values["name"])] = values
 
     def same(row: Any, values: dict[str, Any]) -> bool:
-        return bool(
-            all(
-                str(getattr(row, k) or "") == str(v or "")
-                for k, v in values.items()
-                if k not in ("created_at", "admitted_at", "requests")
-            )
-            and row.requests == values["requests"]
-        )
+        # Times compare as times: a workload evicted and admitted again between two polls
+        # differs only in them (and its eviction count).
+        return all(getattr(row, k) == v for k, v in values.items())
 
     return _replace_rows(
         ObservedWorkload, current, ("namespace", "name"), same, {"last_changed": now}

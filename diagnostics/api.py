@@ -29,6 +29,10 @@ class WaitingSerializer(serializers.Serializer[Any]):
     namespace = serializers.CharField()
     name = serializers.CharField()
     queue = serializers.CharField(allow_blank=True)
+    workload = serializers.CharField(
+        allow_blank=True,
+        help_text="The Kueue Workload a pod runs for (Kueue names it on the pods it admits).",
+    )
     cause = serializers.CharField()
     next_step = serializers.CharField()
     action = serializers.DictField(child=serializers.CharField(), allow_null=True)
@@ -99,17 +103,19 @@ class WaitingView(APIView):
                     "namespace": w.namespace,
                     "name": w.name,
                     "queue": w.queue_name,
+                    "workload": w.name,
                     **_why(w.why),  # type: ignore[attr-defined]
                 }
                 for w in workloads
-                if not w.admitted
+                if w.why is not None  # type: ignore[attr-defined]
             ]
             + [
                 {
                     "kind": "Pod",
                     "namespace": p.namespace,
                     "name": p.name,
-                    "queue": "",
+                    "queue": p.queue_name,
+                    "workload": p.workload_name,
                     **_why(p.why),  # type: ignore[attr-defined]
                 }
                 for p in pods
@@ -120,6 +126,7 @@ class WaitingView(APIView):
                     "namespace": f.namespace,
                     "name": f.name,
                     "queue": "",
+                    "workload": "",
                     **_why(f.why),  # type: ignore[attr-defined]
                 }
                 for f in failures

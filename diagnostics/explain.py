@@ -26,6 +26,10 @@ _KUEUE_MAX = re.compile(
     r"\((\S+) > (\S+)\)| in ClusterQueue)"
 )
 _KUEUE_UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
+_KUEUE_FLAVOR_MISMATCH = re.compile(
+    r"flavor (\S+) doesn't match node affinity|untolerated taint (.+?) in flavor ([^\s,;]+)"
+)
+_KUEUE_PREEMPTING = re.compile(r"Pending the preemption of (\d+) workload")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class FleetView:
     changed_by: Mapping[str, str] = field(default_factory=dict)  # node -> who set mig.config
     changing: Mapping[str, int] = field(default_factory=dict)  # node -> running request id
     tainted: Sequence[str] = ()  # "key=value:Effect on node-a, node-b"
+    cordoned: Sequence[str] = ()  # nodes marked unschedulable
 
     @cached_property
     def largest(self) -> Mapping[str, int]:
@@ -105,10 +110,29 @@ class Explanation:
     action: dict[str, str] | None = None  # {"label", "url"}
     evidence: list[str] = field(default_factory=list)
     topic: str = ""  # the fault table's entry (gpus.knowledge)
+    belongs_to: str = ""  # "workload W in queue Q": what a pod runs for
+
+
+def _joined(parts: Sequence[Explanation], evidence: list[str]) -> Explanation:
+    """Several causes hold at once: all of them, in order, with the first action."""
+    steps: list[str] = []
+    for part in parts:
+        if part.next_step not in steps:
+            steps.append(part.next_step)
+    return Explanation(
+        " ".join(p.cause for p in parts),
+        " ".join(steps),
+        next((p.action for p in parts if p.action), None),
+        evidence,
+        topic=next((p.topic for p in parts if p.topic), ""),
+    )
+
+
+GPU_PREFIX = "nvidia.com/"
 
 
 def _short(resource: str) -> str:
-    return resource.removeprefix("nvidia.com/")
+    return resource.removeprefix(GPU_PREFIX)
 
 
 def explain_pod(
@@ -149,11 +173,63 @@ def explain_pod(
         )
     if any(resource in verdict.insufficient for resource in defaulted):
         return _limit_range_added(namespace, requests, defaulted, evidence)
-    for resource, _count in sorted(verdict.insufficient.items(), key=lambda item: -item[1]):
-        found = _insufficient(resource, requests.get(resource, 0), fleet, evidence)
+    return _short_of(verdict, requests, fleet, evidence) or _placement(
+        verdict, fleet, evidence, quota, requests
+    )
+
+
+def _short_of(
+    verdict: SchedulerVerdict,
+    requests: Mapping[str, int],
+    fleet: FleetView,
+    evidence: list[str],
+) -> Explanation | None:
+    """Every resource the scheduler found too little of, explained (not the first only):
+    first whether any node offers all the GPU resources the pod asks for together."""
+    short = sorted(verdict.insufficient.items(), key=lambda item: (-item[1], item[0]))
+    gpu = {r: requests.get(r, 0) for r, _ in short if r.startswith(GPU_PREFIX)}
+    if len(gpu) > 1 and all(gpu.values()):
+        together = _offered_together(gpu, fleet, evidence)
+        if together is not None:
+            return together
+    parts = []
+    for resource, count in short:
+        if resource.startswith(GPU_PREFIX):
+            found = _insufficient(resource, requests.get(resource, 0), fleet, evidence)
+        else:
+            found = Explanation(
+                f"{count} node(s) have too little free {resource} for it.",
+                f"Ask for less {resource}, or wait for running pods to finish.",
+                None,
+                evidence,
+            )
         if found is not None:
-            return found
-    return _placement(verdict, fleet, evidence, quota)
+            parts.append(found)
+    if len(parts) > 1:
+        return _joined(parts, evidence)
+    return parts[0] if parts else None
+
+
+def _offered_together(
+    wanted: Mapping[str, int], fleet: FleetView, evidence: list[str]
+) -> Explanation | None:
+    """A pod asking for several GPU resources needs one node with all of them (a whole GPU
+    and a MIG slice, two MIG profiles): None when some node has them all."""
+    if not fleet.offered_by_node or any(
+        all(per.get(r, 0) > 0 for r in wanted) for per in fleet.offered_by_node.values()
+    ):
+        return None
+    names = " and ".join(wanted)
+    asks = " and ".join(f"{n} {_short(r)}" for r, n in wanted.items())
+    return Explanation(
+        f"No node offers {names} together: the pod asks for {asks} on one node, and each node "
+        "has only some of them.",
+        "Ask for one kind only (whole GPUs or one MIG profile); if the pod's spec asks for one "
+        "kind, look for a default that adds the other (the namespace's LimitRange).",
+        None,
+        evidence,
+        topic="mig-mismatch",
+    )
 
 
 def _limit_range_added(
@@ -281,8 +357,26 @@ def _placement(
     fleet: FleetView,
     evidence: list[str],
     quota: Mapping[str, tuple[int, int]] | None,
+    requests: Mapping[str, int] | None = None,
 ) -> Explanation:
-    """Nodes with the resources exist, but the pod may not go there."""
+    """Nodes with the resources exist, but the pod may not go there: the nodes that offer
+    what it asks for are cordoned, or carry taints it does not tolerate, or its selector
+    matches none."""
+    wanted = [r for r, n in (requests or {}).items() if n and r.startswith(GPU_PREFIX)]
+    offering = sorted(
+        node
+        for node, per in fleet.offered_by_node.items()
+        if wanted and all(per.get(r, 0) > 0 for r in wanted)
+    )
+    if verdict.unschedulable and offering and set(offering) <= set(fleet.cordoned):
+        return Explanation(
+            f"Every node that offers {' and '.join(wanted)} is cordoned ({', '.join(offering)}).",
+            "It is placed when they are uncordoned: wait for the maintenance or MIG change on "
+            "them to finish (the Fleet page shows why they are cordoned).",
+            None,
+            evidence,
+            topic="pod-pending",
+        )
     if verdict.untolerated_taint:
         where = f" ({'; '.join(fleet.tainted)})" if fleet.tainted else ""
         return Explanation(
@@ -448,6 +542,30 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """How long a workload has waited and what Kueue did to it before (its Workload's
+    status), for the explanation of one that is not admitted."""
+
+    waited_s: int | None = None  # since its creation, or its latest requeue
+    pending: int | None = None  # pending workloads in its ClusterQueue (status)
+    evictions: int = 0
+    evicted_reason: str = ""  # the last eviction's (PodsReadyTimeout, Preempted, ...)
+    evicted: bool = False  # evicted and not admitted since
+    requeue_in_s: int | None = None  # what is left of its back-off before it is back in line
+
+
+GRACE_S = 60  # Kueue looks at a new workload within seconds; after this, silence means more
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
 def explain_workload(
     *,
     namespace: str,
@@ -458,16 +576,204 @@ def explain_workload(
     quota: Mapping[str, tuple[int, int]] | None = None,
     position: int | None = None,
     cluster_queue: str = "",
+    waiting: Waiting | None = None,
 ) -> Explanation:
     """A Kueue workload that is not admitted (its Job stays suspended); ``position`` is its
-    0-based place in its ClusterQueue (Kueue's visibility API), when known."""
+    0-based place in its ClusterQueue (Kueue's visibility API), when known; ``waiting``
+    says how long it waits and whether Kueue evicted it before."""
+    waiting = waiting or Waiting()
+    evicted = _evicted(namespace, name, message, waiting)
+    if evicted is not None:
+        return evicted
+    if not message and (waiting.waited_s or 0) >= GRACE_S:
+        return _silent(queue, cluster_queue, position, waiting)
     why = _explain_workload(
         namespace=namespace, name=name, queue=queue, reason=reason, message=message
     )
     if position is not None:
         where = f" for {cluster_queue}" if cluster_queue else ""
         why.cause = f"{why.cause} It is {_ordinal(position + 1)} in line{where}."
+    if waiting.evictions:
+        why.cause = f"{why.cause} {_evicted_before(waiting)}"
     return why
+
+
+_EVICTED_WHY = {
+    "PodsReadyTimeout": "its pods were not ready within its PodsReady timeout (waitForPodsReady)",
+    "Preempted": "it was preempted to make room for other work",
+    "ClusterQueueStopped": "its ClusterQueue was stopped",
+    "LocalQueueStopped": "its LocalQueue was stopped",
+    "NodeFailures": "a node it ran on failed",
+}
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+def _evicted_before(waiting: Waiting) -> str:
+    why = _EVICTED_WHY.get(waiting.evicted_reason, "")
+    return f"Kueue evicted it {_times(waiting.evictions)} before{': ' + why if why else ''}."
+
+
+def _evicted(namespace: str, name: str, message: str, waiting: Waiting) -> Explanation | None:
+    """A workload Kueue admitted, then evicted: why, how often, and whether it is back in
+    line; None when the eviction is not what holds it now."""
+    evidence = [message] if message else []
+    if "maximum number of re-queuing retries" in message:
+        return Explanation(
+            f"Kueue deactivated it after evicting it {_times(waiting.evictions or 1)}: it reached "
+            "the re-queuing limit (waitForPodsReady.requeuingStrategy.backoffLimitCount) and "
+            "is not admitted again.",
+            "Find out why its pods do not start (kubectl -n "
+            f"{namespace} describe workload {name} and the pods' events), fix it, then submit "
+            "the job again.",
+            None,
+            evidence,
+        )
+    if not message.startswith("Exceeded the PodsReady timeout"):
+        return None  # not evicted, or requeued and waiting for quota again (that message says why)
+    if waiting.requeue_in_s:
+        back = f"it goes back in line in {_duration(waiting.requeue_in_s)}, when its back-off ends"
+    else:
+        back = "it is requeued"
+    return Explanation(
+        "Kueue evicted it after its pods were not ready within its PodsReady timeout "
+        f"(waitForPodsReady); {back} (evicted {_times(waiting.evictions or 1)}).",
+        "Find out why its pods did not start in time (an image that cannot be pulled, a node "
+        "selector or toleration no node matches, a resource no node has: kubectl -n "
+        f"{namespace} get events); Kueue admits it again when its quota is free.",
+        None,
+        evidence,
+        topic="pod-pending",
+    )
+
+
+def _silent(queue: str, cluster_queue: str, position: int | None, waiting: Waiting) -> Explanation:
+    """Queued for a while and Kueue wrote no reason (BestEffortFIFO does not write one for
+    every workload it passes over): how long, and behind how many."""
+    waited = _duration(waiting.waited_s or 0)
+    where = f"ClusterQueue {cluster_queue}" if cluster_queue else f"queue {queue}"
+    if position is not None:
+        line = (
+            f"is first in line in {where}"
+            if position == 0
+            else f"is queued behind {position} other{'s' if position != 1 else ''} in {where}"
+        )
+        cause = f"Kueue wrote no reason for it; it has waited {waited} and {line}."
+    elif waiting.pending == 1:
+        cause = (
+            f"Kueue wrote no reason for it; it has waited {waited}, the only pending workload "
+            f"in {where}."
+        )
+    elif waiting.pending:
+        cause = (
+            f"Kueue wrote no reason for it; it has waited {waited}, one of {waiting.pending} "
+            f"pending workloads in {where}."
+        )
+    else:
+        cause = f"Kueue wrote no reason for it in the {waited} it has waited in {where}."
+    if waiting.evictions:
+        cause = f"{cause} {_evicted_before(waiting)}"
+    return Explanation(
+        cause,
+        "Kueue admits it when the workloads ahead of it are admitted or finish and its quota "
+        "is free: compare the queue's quota with what is in use on the Queues page.",
+        {"label": "Queues", "url": "/queues/"},
+        [],
+        topic="queue-quota",
+    )
+
+
+def explain_admitted(
+    *,
+    cluster_queue: str,
+    pod: str = "",
+    pod_why: Explanation | None = None,
+    pods_ready: bool = True,
+    admitted_s: int | None = None,
+) -> Explanation | None:
+    """An admitted workload whose pods do not run: Kueue did its part, a stuck pod's
+    problem is the workload's. None when nothing is in its way (its pods are ready, or it
+    was admitted a moment ago)."""
+    where = f" into ClusterQueue {cluster_queue}" if cluster_queue else ""
+    if pod_why is not None:
+        return Explanation(
+            f"Kueue admitted it{where}, but its pod {pod} does not run: {pod_why.cause}",
+            pod_why.next_step,
+            pod_why.action,
+            pod_why.evidence,
+            topic=pod_why.topic,
+        )
+    if pods_ready or (admitted_s or 0) < GRACE_S:
+        return None
+    return Explanation(
+        f"Kueue admitted it{where} {_duration(admitted_s or 0)} ago, and its pods are not all "
+        "ready yet.",
+        "Look at its pods (kubectl get pods -l kueue.x-k8s.io/podset): Kueue evicts and requeues "
+        "the workload if they are not ready within its PodsReady timeout (waitForPodsReady).",
+        None,
+        ["Not all pods are ready or succeeded"],
+        topic="pod-pending",
+    )
+
+
+def _kueue_quota(queue: str, message: str, evidence: list[str]) -> Explanation | None:
+    """Kueue's flavor assignment: every resource and flavor it names (it joins them with
+    ", "), short of unused quota or beyond what the queue can ever give."""
+    short = _KUEUE_SHORT.findall(message)
+    if short:
+        first = short[0]
+        if len(short) == 1:
+            cause = f"Queue {queue} has no unused quota for {first[0]} in flavor {first[1]}: {first[2]} more needed."
+        else:
+            cause = (
+                f"Queue {queue} has no unused quota for "
+                + ", nor for ".join(f"{r} in flavor {f} ({n} more needed)" for r, f, n in short)
+                + "."
+            )
+        preempting = _KUEUE_PREEMPTING.search(message)
+        step = (
+            f"Kueue is preempting {preempting.group(1)} workload(s) to make room: it is "
+            "admitted once they have stopped."
+            if preempting
+            else "It is admitted when other workloads finish; ask for more queue quota if this "
+            "is normal now."
+        )
+        return Explanation(
+            cause,
+            step,
+            {"label": "Ask for quota", "url": "/quota/new/"},
+            evidence,
+            topic="queue-quota",
+        )
+    maximum = [
+        (m.group(1), m.group(2), m.group(5) or m.group(7)) for m in _KUEUE_MAX.finditer(message)
+    ]
+    if maximum:
+        if len(maximum) == 1:
+            resource, flavor, limit = maximum[0]
+            cap = f" (at most {limit})" if limit else ""
+            cause = (
+                f"The workload asks for more {resource} in flavor {flavor} than queue {queue} "
+                f"can ever give{cap}."
+            )
+        else:
+            cause = (
+                "The workload asks for more "
+                + ", and more ".join(
+                    f"{r} in flavor {f}" + (f" (at most {n})" if n else "") for r, f, n in maximum
+                )
+                + f", than queue {queue} can ever give."
+            )
+        return Explanation(
+            cause,
+            "Make it smaller, or ask for a larger nominal quota or borrowing limit.",
+            {"label": "Ask for quota", "url": "/quota/new/"},
+            evidence,
+            topic="queue-quota",
+        )
+    return None
 
 
 def _explain_workload(
@@ -479,29 +785,32 @@ def _explain_workload(
     message: str,
 ) -> Explanation:
     evidence = [message] if message else []
-    short = _KUEUE_SHORT.search(message or "")
-    if short:
-        resource, flavor, more = short.groups()
+    quota = _kueue_quota(queue, message or "", evidence)
+    if quota is not None:
+        return quota
+    mismatch = _KUEUE_FLAVOR_MISMATCH.findall(message or "")
+    if mismatch:
+        parts = [
+            f"flavor {affinity} does not match its node selector or affinity"
+            if affinity
+            else f"its pods do not tolerate taint {taint} of flavor {flavor}"
+            for affinity, taint, flavor in mismatch
+        ]
         return Explanation(
-            f"Queue {queue} has no unused quota for {resource} in flavor {flavor}: {more} more needed.",
-            "It is admitted when other workloads finish; ask for more queue quota if this is normal "
-            "now.",
-            {"label": "Ask for quota", "url": "/quota/new/"},
+            f"No flavor of queue {queue} fits the workload: {'; '.join(parts)}.",
+            "Remove the node selector or add the toleration the flavor needs, or submit to a "
+            "queue whose flavors match the job.",
+            None,
             evidence,
-            topic="queue-quota",
+            topic="pod-pending",
         )
-    maximum = _KUEUE_MAX.search(message or "")
-    if maximum:
-        resource, flavor = maximum.group(1), maximum.group(2)
-        limit = maximum.group(5) or maximum.group(7)
-        cap = f" (at most {limit})" if limit else ""
+    if "didn't satisfy LimitRange constraints" in (message or ""):
         return Explanation(
-            f"The workload asks for more {resource} in flavor {flavor} than queue {queue} can ever "
-            f"give{cap}.",
-            "Make it smaller, or ask for a larger nominal quota or borrowing limit.",
-            {"label": "Ask for quota", "url": "/quota/new/"},
+            f"Kueue refuses it: its containers break the LimitRange of namespace {namespace}.",
+            "Change the job's requests and limits to what the namespace's container limits "
+            "allow (on the team's page).",
+            None,
             evidence,
-            topic="queue-quota",
         )
     uncovered = _KUEUE_UNCOVERED.search(message or "")
     if uncovered:
@@ -584,4 +893,5 @@ def fleet_view(
         },
         changing=changing,
         tainted=[f"{key} on {', '.join(names)}" for key, names in sorted(tainted.items())],
+        cordoned=sorted(n.name for n in nodes if getattr(n, "unschedulable", False)),
     )

@@ -16,6 +16,7 @@ from changes.models import MigChangeRequest
 from cluster.models import (
     ObservedCreateFailure,
     ObservedNode,
+    ObservedObject,
     ObservedPod,
     ObservedPodGroup,
     ObservedWorkload,
@@ -24,6 +25,8 @@ from cluster.selectors import open_drift
 from diagnostics.explain import (
     FleetView,
     Gang,
+    Waiting,
+    explain_admitted,
     explain_create_failure,
     explain_gang,
     explain_pod,
@@ -160,30 +163,42 @@ def gangs_of(pods: list[ObservedPod]) -> dict[tuple[str, str], Gang]:
     return out
 
 
-def explain_waiting(
-    namespaces: list[str],
-) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
-    """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
-    ``Explanation``): the home page and the API show the same words."""
-    workloads, pods = waiting_in_namespaces(namespaces)
+def _waiting(workload: ObservedWorkload, now: dt.datetime, pending: dict[str, int]) -> Waiting:
+    since = workload.queued_at or workload.created_at
+    requeue = workload.requeue_at
+    return Waiting(
+        waited_s=int((now - since).total_seconds()) if since else None,
+        pending=pending.get(workload.cluster_queue),
+        evictions=workload.evictions,
+        evicted_reason=workload.evicted_reason,
+        evicted=workload.evicted_at is not None,
+        requeue_in_s=int((requeue - now).total_seconds()) if requeue and requeue > now else None,
+    )
+
+
+def _pending_per_cluster_queue(workloads: list[ObservedWorkload]) -> dict[str, int]:
+    """ClusterQueue -> its status.pendingWorkloads, read (one query) only when a workload
+    waits without a word from Kueue and without a place in line."""
+    if not any(not w.admitted and not w.message and w.position is None for w in workloads):
+        return {}
+    return {
+        name: int(status.get("pendingWorkloads") or 0)
+        for name, status in ObservedObject.objects.filter(kind="ClusterQueue").values_list(
+            "name", "status"
+        )
+    }
+
+
+def _explain_pods(pods: list[ObservedPod]) -> None:
     gangs = gangs_of([p for p in pods if p.group_name])
-    cq_of: dict[tuple[str, str], str] = {}
-    if any(w.position is not None and not w.cluster_queue for w in workloads):
-        cq_of = {
-            (ns, lq): cq
-            for ns, lq, cq in LocalQueue.objects.filter(namespace__name__in=namespaces).values_list(
-                "namespace__name", "name", "cluster_queue__name"
+    view = explainer_view()
+    for pod in pods:
+        gang = gangs.get((pod.namespace, pod.group_name))
+        if gang is not None:
+            pod.why = explain_gang(  # type: ignore[attr-defined]
+                namespace=pod.namespace, name=pod.name, gang=gang
             )
-        }
-    if workloads or pods:
-        view = explainer_view()
-        for pod in pods:
-            gang = gangs.get((pod.namespace, pod.group_name))
-            if gang is not None:
-                pod.why = explain_gang(  # type: ignore[attr-defined]
-                    namespace=pod.namespace, name=pod.name, gang=gang
-                )
-                continue
+        else:
             pod.why = explain_pod(  # type: ignore[attr-defined]
                 namespace=pod.namespace,
                 name=pod.name,
@@ -193,20 +208,68 @@ def explain_waiting(
                 node_name=pod.node_name,
                 defaulted=pod.limit_defaulted,
             )
-        for workload in workloads:
-            if not workload.admitted:
-                workload.why = explain_workload(  # type: ignore[attr-defined]
-                    namespace=workload.namespace,
-                    name=workload.name,
-                    queue=workload.queue_name,
-                    reason=workload.reason,
-                    message=workload.message,
-                    position=workload.position,
-                    cluster_queue=workload.cluster_queue
-                    or cq_of.get((workload.namespace, workload.queue_name), ""),
-                )
-    # The Job controller retries with back-off: an event older than that is history.
-    recent = timezone.now() - dt.timedelta(minutes=15)
+        if pod.workload_name:
+            where = f" in queue {pod.queue_name}" if pod.queue_name else ""
+            pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
+        elif pod.queue_name:
+            pod.why.belongs_to = f"queue {pod.queue_name}"  # type: ignore[attr-defined]
+
+
+def explain_waiting(
+    namespaces: list[str],
+) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
+    """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
+    ``Explanation``; None for an admitted workload with nothing in its way): the home page
+    and the API show the same words. An admitted workload whose pod is stuck gets the
+    pod's explanation (Kueue names the workload on its pods)."""
+    workloads, pods = waiting_in_namespaces(namespaces)
+    now = timezone.now()
+    cq_of: dict[tuple[str, str], str] = {}
+    if any(not w.cluster_queue for w in workloads):
+        cq_of = {
+            (ns, lq): cq
+            for ns, lq, cq in LocalQueue.objects.filter(namespace__name__in=namespaces).values_list(
+                "namespace__name", "name", "cluster_queue__name"
+            )
+        }
+    if pods:
+        _explain_pods(pods)
+    stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
+    pending = _pending_per_cluster_queue(workloads)
+    for workload in workloads:
+        cluster_queue = workload.cluster_queue or cq_of.get(
+            (workload.namespace, workload.queue_name), ""
+        )
+        pod = stuck.get((workload.namespace, workload.name))
+        if workload.admitted:
+            since = workload.admitted_at
+            workload.why = explain_admitted(  # type: ignore[attr-defined]
+                cluster_queue=cluster_queue,
+                pod=pod.name if pod is not None else "",
+                pod_why=getattr(pod, "why", None),
+                pods_ready=workload.pods_ready,
+                admitted_s=int((now - since).total_seconds()) if since else None,
+            )
+            continue
+        workload.cluster_queue = cluster_queue
+        workload.why = explain_workload(  # type: ignore[attr-defined]
+            namespace=workload.namespace,
+            name=workload.name,
+            queue=workload.queue_name,
+            reason=workload.reason,
+            message=workload.message,
+            position=workload.position,
+            cluster_queue=cluster_queue,
+            waiting=_waiting(workload, now, pending),
+        )
+    return workloads, pods, _create_failures(namespaces, now)
+
+
+def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCreateFailure]:
+    """Controllers whose pods the API server refuses. The poll drops a failure whose Job
+    is gone; the Job controller retries with back-off, so an event older than that is
+    history (a kind the poll cannot check)."""
+    recent = now - dt.timedelta(minutes=15)
     failures = list(
         ObservedCreateFailure.objects.filter(namespace__in=namespaces, last_seen__gte=recent)
     )
@@ -217,4 +280,4 @@ def explain_waiting(
             name=failure.name,
             message=failure.message,
         )
-    return workloads, pods, failures
+    return failures

@@ -87,7 +87,9 @@ class Rollup(models.Model):
 
 
 class WorkloadRecord(models.Model):
-    """A Kueue workload's life: created, admitted, finished (wait = admitted - created)."""
+    """A Kueue workload's life: created, admitted, finished. Its wait is admitted - queued:
+    queued is its creation or, after Kueue evicted and requeued it, the requeue (the time it
+    ran before the eviction is no wait), and admitted is then its latest admission."""
 
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
@@ -95,6 +97,9 @@ class WorkloadRecord(models.Model):
     local_queue = models.CharField(max_length=253, blank=True)
     cluster_queue = models.CharField(max_length=253, blank=True)
     created_at = models.DateTimeField()
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when it waits (null: since its creation)."
+    )
     admitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     gpu_share = models.FloatField(default=0)

@@ -202,6 +202,8 @@ def record_workloads(now: dt.datetime) -> int:
             _number(count) * mig_weight(None, resource, models)
             for resource, count in (w.requests or {}).items()
         )
+        # After an eviction and requeue, the wait starts again at the requeue.
+        queued = w.queued_at if w.queued_at and w.queued_at != w.created_at else None
         if record is None:
             record, created = WorkloadRecord.objects.get_or_create(
                 namespace=w.namespace,
@@ -210,6 +212,7 @@ def record_workloads(now: dt.datetime) -> int:
                 defaults={
                     "local_queue": w.queue_name,
                     "cluster_queue": w.cluster_queue or cq_of.get((w.namespace, w.queue_name), ""),
+                    "queued_at": queued,
                     "admitted_at": w.admitted_at,
                     "finished_at": now if w.finished else None,
                     "gpu_share": share,
@@ -218,7 +221,11 @@ def record_workloads(now: dt.datetime) -> int:
             changed += created
             if created:
                 continue
-        updates = {}
+        updates: dict[str, Any] = {}
+        if queued is not None and record.queued_at != queued:
+            updates["queued_at"] = queued
+            if not w.admitted:  # waiting again: its earlier admission ended with the eviction
+                updates["admitted_at"] = None
         if w.admitted_at and record.admitted_at != w.admitted_at:
             updates["admitted_at"] = w.admitted_at
         if w.finished and record.finished_at is None:

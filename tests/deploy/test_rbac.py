@@ -14,7 +14,7 @@ from changes import mig as changes
 from changes.executor import advance
 from changes.models import MigChangeRequest
 from cluster.apply import apply_desired_state
-from cluster.models import AppliedObject, SyncRun
+from cluster.models import AppliedObject, ObservedCreateFailure, SyncRun
 from cluster.poll import poll_cluster
 from devcluster.rbac import granted
 from diagnostics.operator_check import check_gpu_operator
@@ -88,6 +88,14 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     assert not report.failed, report.failed
     poll_cluster(gateway=gateway)
     assert SyncRun.objects.latest("started_at").error == ""
+    # The Job whose second pod the quota refuses: the poll reads it (a FailedCreate event
+    # outlives its Job, its explanation must not).
+    wait_for(
+        lambda: (
+            poll_cluster(gateway=gateway)
+            and ObservedCreateFailure.objects.filter(kind="Job", name="eval-sweep").exists()
+        )
+    )
     namespace = Namespace.objects.get(name="team-a")
     namespace.quota_items.filter(resource="pods").update(hard="60")
     assert apply_desired_state(gateway=gateway, full=True).failed == []

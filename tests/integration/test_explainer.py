@@ -13,9 +13,10 @@ from django.test import Client
 
 import devcluster
 from cluster.apply import apply_desired_state
+from cluster.models import ObservedCreateFailure
 from cluster.poll import poll_cluster
 from diagnostics.selectors import explain_waiting
-from kube import Gateway
+from kube import Gateway, ObjectRef
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,15 @@ def test_the_home_page_and_the_api_say_the_same(waiting: dict[str, Any]) -> None
     client.force_login(User.objects.get(username="lead-b"))
     rows = {(r["kind"], r["name"]): r for r in client.get("/api/v1/waiting/").json()}
     assert rows[("Pod", "gang-eval-worker-2")]["cause"].startswith("Only part of gang gang-eval")
+
+
+def test_a_refused_creation_goes_with_its_job(waiting: dict[str, Any], gateway: Gateway) -> None:
+    """Finding 14: the FailedCreate event outlives the Job (events live an hour); once the
+    Job is gone, the next poll drops the explanation."""
+    assert "Job team-a/eval-sweep" in waiting
+    assert gateway.delete(ObjectRef("batch/v1", "Job", "eval-sweep", "team-a"))
+    assert gateway.list("v1", "Event", field_selector="reason=FailedCreate")  # still there
+    poll_cluster(gateway=gateway)
+    assert not ObservedCreateFailure.objects.filter(name="eval-sweep").exists()
+    _, _, failures = explain_waiting(["team-a"])
+    assert failures == []

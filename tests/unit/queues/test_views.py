@@ -244,3 +244,41 @@ def test_lowering_a_quota_is_never_held_up(client: Client, demo: None) -> None:
     assert client.post(
         url, previewed(client, url, form_of(cq, g0f0r0_nominal="6"))
     ).status_code == (302)
+
+
+def test_a_queues_use_is_kueues_admitted_use_and_its_reservation_beside_it(
+    client: Client, platform_admin: User
+) -> None:
+    """The recorded ClusterQueue borrowing 2 GPUs (Kueue's status verbatim): In use is its
+    flavorsUsage (admitted), Reserved its flavorsReservation, and the page says which."""
+    from cluster.models import ObservedObject
+    from queues.selectors import quota_rows
+    from tests.unit.diagnostics.recorded import kueue
+
+    recorded = kueue("clusterqueue-borrowing.json")
+    status = recorded["status"]
+    # A workload that holds quota while an admission check runs: reserved, not yet in use.
+    status["flavorsReservation"][0]["resources"][2]["total"] = "7"
+    cq = ClusterQueue.objects.create(
+        name="rc-cq-team-b", resource_groups=recorded["spec"]["resourceGroups"]
+    )
+    rows = {r["resource"]: r for r in quota_rows(cq, status)}
+    assert {k: rows["nvidia.com/gpu"][k] for k in ("nominal", "used", "reserved", "borrowed")} == {
+        "nominal": "4",
+        "used": "6",
+        "reserved": "7",
+        "borrowed": "2",
+    }
+    assert (rows["memory"]["used"], rows["memory"]["reserved"]) == ("1Gi", "1Gi")
+    ObservedObject.objects.create(
+        api_version="kueue.x-k8s.io/v1beta2",
+        kind="ClusterQueue",
+        name="rc-cq-team-b",
+        status=status,
+        last_seen=recorded["status"]["conditions"][0]["lastTransitionTime"],
+    )
+    client.force_login(platform_admin)
+    page = client.get("/queues/").content.decode()
+    assert '<th scope="col">In use (admitted)</th><th scope="col">Reserved</th>' in page
+    assert "what admitted workloads hold (Kueue's <code>flavorsUsage</code>)" in page
+    assert '<td>6</td><td>7</td><td><span class="tag warn">2</span></td>' in page

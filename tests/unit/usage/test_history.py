@@ -181,3 +181,47 @@ def test_a_workload_deleted_before_it_finished_closes_its_record() -> None:
     ObservedWorkload.objects.all().delete()
     assert record_workloads(now) == 1
     assert WorkloadRecord.objects.get().finished_at == now
+
+
+@pytest.mark.django_db
+def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
+    """Finding 6: admitted after 60 s, run 30 min, evicted (PodsReadyTimeout), requeued,
+    admitted again 90 s after the requeue. The wait that counts is the 90 s, never the run
+    time before the eviction; while it waits again it is not among the admitted."""
+    from cluster.models import ObservedWorkload
+    from usage.sampling import record_workloads
+
+    created = at(0)
+    observed = ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="w",
+        queue_name="team-a-train",
+        cluster_queue="cq-train",
+        admitted=True,
+        created_at=created,
+        queued_at=created,
+        admitted_at=created + dt.timedelta(seconds=60),
+        last_changed=created,
+    )
+    record_workloads(created + dt.timedelta(minutes=5))
+    period = reports.Period(at(0), at(180))
+    assert reports.wait_times(period)[0]["p50_s"] == 60.0
+    requeued = created + dt.timedelta(minutes=31)
+    ObservedWorkload.objects.filter(pk=observed.pk).update(
+        admitted=False, admitted_at=None, queued_at=requeued, evictions=1
+    )
+    record_workloads(requeued + dt.timedelta(seconds=30))
+    assert reports.wait_times(period) == []  # waiting again
+    ObservedWorkload.objects.filter(pk=observed.pk).update(
+        admitted=True, admitted_at=requeued + dt.timedelta(seconds=90)
+    )
+    record_workloads(requeued + dt.timedelta(minutes=5))
+    record = WorkloadRecord.objects.get()
+    assert (record.queued_at, record.admitted_at) == (requeued, requeued + dt.timedelta(seconds=90))
+    assert reports.wait_times(period)[0] | {"p90_s": 0, "p99_s": 0} == {
+        "cluster_queue": "cq-train",
+        "admitted": 1,
+        "p50_s": 90.0,
+        "p90_s": 0,
+        "p99_s": 0,
+    }

@@ -1,0 +1,141 @@
+"""What waits, read from the observed rows: an admitted workload with its stuck pod (Kueue
+names the workload on the pod), a workload Kueue says nothing about for minutes, and the
+API's rows saying which workload and queue a pod belongs to."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from cluster.models import ObservedObject, ObservedWorkload
+from diagnostics.selectors import explain_waiting
+from tests.factories import NamespaceFactory, ObservedPodFactory
+
+pytestmark = pytest.mark.django_db
+PLACED = (
+    "The pod is placed on gpu-h100-01 but has not started: its containers are still being "
+    "created there (pulling the image, mounting volumes, or waiting for the GPU device plugin)."
+)
+
+
+def test_an_admitted_workload_shows_its_stuck_pod_and_the_pod_its_workload() -> None:
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-train-b1845",
+        queue_name="team-a-train",
+        cluster_queue="cq-train",
+        admitted=True,
+        pods_ready=False,
+        admitted_at=now - dt.timedelta(minutes=20),
+        last_changed=now,
+    )
+    ObservedWorkload.objects.create(  # running fine: nothing to say
+        namespace="team-a",
+        name="job-fine",
+        queue_name="team-a-train",
+        cluster_queue="cq-train",
+        admitted=True,
+        admitted_at=now - dt.timedelta(minutes=20),
+        last_changed=now,
+    )
+    ObservedPodFactory(
+        name="train-2mv5v",
+        phase="Pending",
+        node_name="gpu-h100-01",
+        queue_name="team-a-train",
+        workload_name="job-train-b1845",
+    )
+    workloads, pods, _ = explain_waiting(["team-a"])
+    why = {w.name: w.why for w in workloads}  # type: ignore[attr-defined]
+    assert why["job-fine"] is None
+    assert why["job-train-b1845"].cause == (
+        f"Kueue admitted it into ClusterQueue cq-train, but its pod train-2mv5v does not run: {PLACED}"
+    )
+    (pod,) = pods
+    assert pod.why.cause == PLACED  # type: ignore[attr-defined]
+    assert pod.why.belongs_to == "workload job-train-b1845 in queue team-a-train"  # type: ignore[attr-defined]
+
+
+def test_a_workload_kueue_says_nothing_about_says_how_long_and_behind_whom() -> None:
+    now = timezone.now()
+    ObservedObject.objects.create(
+        api_version="kueue.x-k8s.io/v1beta2",
+        kind="ClusterQueue",
+        name="cq-train",
+        status={"pendingWorkloads": 3, "admittedWorkloads": 1},
+        last_seen=now,
+    )
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-quiet",
+        queue_name="team-a-train",
+        cluster_queue="cq-train",
+        created_at=now - dt.timedelta(minutes=11, seconds=5),
+        last_changed=now,
+    )
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-new",
+        queue_name="team-a-train",
+        cluster_queue="cq-train",
+        created_at=now - dt.timedelta(seconds=5),
+        last_changed=now,
+    )
+    workloads, _, _ = explain_waiting(["team-a"])
+    causes = {w.name: w.why.cause for w in workloads}  # type: ignore[attr-defined]
+    assert causes == {
+        "job-quiet": "Kueue wrote no reason for it; it has waited 11 min, one of 3 pending "
+        "workloads in ClusterQueue cq-train.",
+        "job-new": "Kueue has not looked at this workload yet.",
+    }
+
+
+def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
+    client: Client, team_a_admin: Any
+) -> None:
+    NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team)
+    ObservedPodFactory(
+        name="train-2mv5v",
+        phase="Pending",
+        node_name="gpu-h100-01",
+        queue_name="team-a-train",
+        workload_name="job-train-b1845",
+    )
+    now = timezone.now()
+    ObservedWorkload.objects.create(  # Kueue's PodsReady timeout evicted it twice
+        namespace="team-a",
+        name="job-slow-start",
+        queue_name="team-a-train",
+        reason="Pending",
+        message="Exceeded the PodsReady timeout team-a/job-slow-start",
+        evictions=2,
+        evicted_reason="PodsReadyTimeout",
+        evicted_at=now - dt.timedelta(seconds=20),
+        requeue_at=now + dt.timedelta(seconds=100),
+        queued_at=now - dt.timedelta(seconds=20),
+        created_at=now - dt.timedelta(hours=1),
+        last_changed=now,
+    )
+    client.force_login(team_a_admin)
+    evicted, row = client.get("/api/v1/waiting/").json()
+    assert (evicted["kind"], evicted["workload"]) == ("Workload", "job-slow-start")
+    assert evicted["cause"].startswith(
+        "Kueue evicted it after its pods were not ready within its PodsReady timeout "
+        "(waitForPodsReady); it goes back in line in "
+    )
+    assert evicted["cause"].endswith(" s, when its back-off ends (evicted 2 times).")
+    assert {k: row[k] for k in ("kind", "name", "queue", "workload", "cause")} == {
+        "kind": "Pod",
+        "name": "train-2mv5v",
+        "queue": "team-a-train",
+        "workload": "job-train-b1845",
+        "cause": PLACED,
+    }
+    page = client.get("/").content.decode()
+    assert "Runs for workload job-train-b1845 in queue team-a-train." in page
+    assert "evicted 2 times</span>" in page
