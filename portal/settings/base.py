@@ -117,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.portal",
+                "overview.workspace.nav_counts",
             ],
         },
     },
@@ -186,7 +187,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "home"
+LOGIN_REDIRECT_URL = "start"  # the workspace for deciders, the team home for the rest
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Single sign-on (OpenID Connect), on when OIDC_RP_CLIENT_ID is set ----------------------
