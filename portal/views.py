@@ -30,7 +30,7 @@ from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
 from portal.observability import request_id
 from portal.permissions import sees_every_team, user_id
-from portal.selectors import audit_events_for_user, pod_names_for, teams_seen_by
+from portal.selectors import audit_events_for_user, demo_sign_in, pod_names_for, teams_seen_by
 from portal.tokens import create_token, revoke_token
 
 
@@ -60,7 +60,8 @@ class LoginView(auth_views.LoginView):
     authentication_form = LoginForm
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        return {**super().get_context_data(**kwargs), **sign_in_choices()}
+        context = {**super().get_context_data(**kwargs), **sign_in_choices()}
+        return {**context, "demo": demo_sign_in() if context["local_login"] else None}
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if settings.QM_OIDC_ENABLED and not settings.QM_LOCAL_LOGIN:

@@ -10,3 +10,6 @@ SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+
+# The sign-in page lists the demo logins once `load_demo` has run.
+QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", True)
