@@ -16,7 +16,7 @@ from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
 from portal.audit import record_audit
-from portal.models import PlatformRole
+from portal.models import AuditEvent, PlatformRole
 from portal.selectors import DEMO_LOADED
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor
@@ -51,16 +51,15 @@ def load_demo() -> list[str]:
     _flavors_and_pools()
     _queues()
     _users(teams)
-    # 6. the marker a sign-in page reads to list the demo logins (where settings allow it)
-    record_audit(
-        actor=None,
-        event=DEMO_LOADED,
-        source=SOURCE,
-        new={
-            "password": data.DEMO_PASSWORD,
-            "logins": [[user.username, user.description] for user in data.USERS],
-        },
-    )
+    # 6. the marker a sign-in page reads to list the demo logins (where settings allow it),
+    # written when it says something new: loading the demo again leaves the log quiet
+    marker = {
+        "password": data.DEMO_PASSWORD,
+        "logins": [[user.username, user.description] for user in data.USERS],
+    }
+    last = AuditEvent.objects.filter(event=DEMO_LOADED).order_by("-time", "-id").first()
+    if last is None or last.new != marker:
+        record_audit(actor=None, event=DEMO_LOADED, source=SOURCE, new=marker)
     return warnings
 
 
