@@ -140,7 +140,9 @@ def test_outcomes_failures_stuck_steps_drift_and_gpus_link_to_their_pages(
         node="gpu-h100-02",
         observed_at=now,
         worst="critical",
-        findings=[{"gpu": 5, "severity": "critical", "title": "Xid 79: fell off the bus"}],
+        findings=[
+            {"gpu": 5, "severity": "critical", "title": "GPU 5: Xid 79, GPU has fallen off the bus"}
+        ],
     )
     NodeHealth.objects.create(node="gpu-h100-01", observed_at=now, worst="ok")
     client.force_login(approver)
@@ -161,7 +163,7 @@ def test_outcomes_failures_stuck_steps_drift_and_gpus_link_to_their_pages(
     gpus = page[page.index('id="gpus"') :]
     assert 'href="/fleet/nodes/gpu-h100-02/"' in gpus and "gpu-h100-01" not in gpus
     assert '<span class="state state-critical">Critical</span>' in gpus
-    assert "GPU 5: Xid 79: fell off the bus" in gpus
+    assert "GPU 5: Xid 79, GPU has fallen off the bus</li>" in gpus
 
 
 def test_an_empty_workspace_says_so(client: Client, approver: Any) -> None:
