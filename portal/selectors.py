@@ -25,7 +25,7 @@ def demo_sign_in() -> dict[str, Any] | None:
     event = AuditEvent.objects.filter(event=DEMO_LOADED).order_by("-time", "-id").first()
     if event is None or not isinstance(event.new, dict):
         return None
-    return {"password": event.new.get("password", ""), "logins": event.new.get("logins", [])}
+    return {"password": settings.QM_DEMO_PASSWORD, "logins": event.new.get("logins", [])}
 
 
 def audit_events_for_user(user: User) -> QuerySet[AuditEvent]:

@@ -229,6 +229,7 @@ QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
 # The sign-in page lists the demo logins once the demo is loaded: on for the run command
 # (settings/dev.py), off here and always off in production (the demo password is public).
 QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", False)
+QM_DEMO_PASSWORD = ""  # the demo's, where it is listed (settings/dev.py)
 AUTHENTICATION_BACKENDS = [
     "portal.login_guard.LockoutBackend",  # refuses while an account or address is locked out
     *(["tenants.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),

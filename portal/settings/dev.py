@@ -13,3 +13,4 @@ WHITENOISE_AUTOREFRESH = True
 
 # The sign-in page lists the demo logins once `load_demo` has run.
 QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", True)
+QM_DEMO_PASSWORD = "quartermaster-demo"  # demo/data.py's (tests/unit/portal/test_demo_logins.py)

@@ -15,6 +15,8 @@ from django.test import Client
 
 from demo.data import DEMO_PASSWORD, USERS
 from demo.services import load_demo
+from portal.models import AuditEvent
+from portal.selectors import DEMO_LOADED
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,6 +32,7 @@ def demo_logins_section(page: str) -> str:
 
 def test_the_demo_logins_are_listed_once_the_demo_is_loaded(client: Client, settings: Any) -> None:
     settings.QM_DEMO_LOGINS = True
+    settings.QM_DEMO_PASSWORD = DEMO_PASSWORD
     assert demo_logins_section(client.get("/login/").content.decode()) == ""
     load_demo()
     section = demo_logins_section(client.get("/login/").content.decode())
@@ -53,7 +56,8 @@ def test_the_settings_say_where_they_are_listed() -> None:
     assert importlib.import_module("portal.settings.base").QM_DEMO_LOGINS is False
     script = "import portal.settings.{} as s; print(s.QM_DEMO_LOGINS)"
     env = {**os.environ, "QM_DEMO_LOGINS": "true", "SECRET_KEY": "x" * 50}
-    for module, expected in (("dev", "True"), ("production", "False")):
+    script += "; print(s.QM_DEMO_PASSWORD)"
+    for module, expected in (("dev", f"True\n{DEMO_PASSWORD}"), ("production", "False\n")):
         answer = subprocess.run(
             [sys.executable, "-c", script.format(module)],
             cwd=ROOT,
@@ -62,4 +66,12 @@ def test_the_settings_say_where_they_are_listed() -> None:
             text=True,
             check=True,
         )
-        assert answer.stdout.strip() == expected, (module, answer.stderr)
+        assert answer.stdout.rstrip("\n") == expected.rstrip("\n"), (module, answer.stderr)
+
+
+def test_the_marker_names_the_logins_and_no_password() -> None:
+    load_demo()
+    load_demo()  # again: no second marker
+    (marker,) = AuditEvent.objects.filter(event=DEMO_LOADED)
+    assert marker.new == {"logins": [[u.username, u.description] for u in USERS]}
+    assert DEMO_PASSWORD not in str(marker.new)
