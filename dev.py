@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".quartermaster-installed"
+DEMO_PASSWORD = "quartermaster-demo"  # demo/data.py's; tests/unit/test_dev.py checks they agree
+LOGS_SHOWN = 30
 
 
 def say(message: str) -> None:
@@ -107,22 +109,58 @@ def run() -> int:
         manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
         manage("collect_gpu_health", env=env, check=False)  # the Fleet page's health at once
         manage("backfill_usage", "--days", "14", env=env)  # charts on the Usage page at once
+    logs = data / "logs"
+    logs.mkdir(exist_ok=True)
     for name, cmd in portal_commands(host, port, data).items():
-        processes[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+        with (logs / f"{name}.log").open("ab") as log:  # the child keeps its own copy
+            processes[name] = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=log
+            )
     wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
-    banner = [
-        f"Quartermaster is running at http://{host}:{port}/",
-        f"  admin     platform admin        (also http://{host}:{port}/admin/)",
-        "  lead-a    team lead of team-a",
-        "  password  quartermaster-demo    (every demo login is listed above)",
-        "Ctrl-C stops web, worker and beat.",
-    ]
-    rule = "=" * max(map(len, banner))
-    print("\n".join(["", rule, *banner, rule, ""]), flush=True)
+    print(banner(f"http://{host}:{port}/", demo_logins(env), logs), flush=True)
     status = supervise(processes)
     if not any(already_up.values()):
         stop_embedded()  # leave servers that another session (tests, a shell) started
     return status
+
+
+def demo_logins(env: dict[str, str]) -> list[tuple[str, str]]:
+    """The demo's logins as the demo data names them (every one, the approver included)."""
+    script = "import json; from demo.data import USERS; "
+    script += "print(json.dumps([[u.username, u.description] for u in USERS]))"
+    answer = subprocess.run(
+        [str(PYTHON), "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return [(name, description) for name, description in json.loads(answer.stdout)]
+
+
+def banner(url: str, logins: list[tuple[str, str]], logs: Path) -> str:
+    """What the run command prints once everything is up: the address, every demo login,
+    and where the processes write (their logs go to files, so the banner stays on screen)."""
+    width = max(len(name) for name, _ in logins)
+    where = logs.relative_to(ROOT) if logs.is_relative_to(ROOT) else logs
+    lines = [
+        f"Quartermaster is running at {url}",
+        f"Demo logins, each with the password {DEMO_PASSWORD}:",
+        *(
+            f"  {name:<{width}}  {description}"
+            + (f" (also {url}admin/)" if name == "admin" else "")
+            for name, description in logins
+        ),
+        f"Logs of web, worker and beat: {where}/ (e.g. tail -f {where}/worker.log)",
+        "Ctrl-C stops web, worker and beat.",
+    ]
+    rule = "=" * max(map(len, lines))
+    return "\n".join(["", rule, *lines, rule, ""])
+
+
+def log_tail(path: Path, lines: int = LOGS_SHOWN) -> str:
+    """The last lines of a process's log, to show why it stopped."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def start_demo_cluster(env: dict[str, str], data: Path) -> subprocess.Popen[bytes]:
@@ -177,6 +215,8 @@ def supervise(processes: dict[str, subprocess.Popen[bytes]]) -> int:
         for name, process in processes.items():
             if process.poll() is not None:
                 say(f"{name} exited with {process.returncode}; stopping the others")
+                say(f"the end of its log ({LOGS_SHOWN} lines of .data/logs/{name}.log):")
+                print(log_tail(ROOT / ".data" / "logs" / f"{name}.log"), flush=True)
                 status = process.returncode or 1
                 stopping = True
         time.sleep(0.5)

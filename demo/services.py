@@ -15,7 +15,9 @@ from django.db import transaction
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
-from portal.models import PlatformRole
+from portal.audit import record_audit
+from portal.models import AuditEvent, PlatformRole
+from portal.selectors import DEMO_LOADED
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor
 from tenants.models import Membership, Namespace, PriorityClass, Team
@@ -42,12 +44,20 @@ def load_demo() -> list[str]:
     """Load (or restore) the demo scenario; return the warnings the seed values raise.
 
     1. priority classes; 2. teams with their namespace, quota and limits; 3. flavors and
-    node pools; 4. the cohort and its ClusterQueues, then LocalQueues; 5. the logins."""
+    node pools; 4. the cohort and its ClusterQueues, then LocalQueues; 5. the logins;
+    6. the marker that the demo is loaded (the sign-in page lists its logins)."""
     _priority_classes()
     teams, warnings = _teams()
     _flavors_and_pools()
     _queues()
     _users(teams)
+    # 6. the marker a sign-in page reads to list the demo logins (where settings allow it),
+    # written when it says something new: loading the demo again leaves the log quiet
+    # (the logins only: passwords are never audited; the page has the demo's from settings)
+    marker = {"logins": [[user.username, user.description] for user in data.USERS]}
+    last = AuditEvent.objects.filter(event=DEMO_LOADED).order_by("-time", "-id").first()
+    if last is None or last.new != marker:
+        record_audit(actor=None, event=DEMO_LOADED, source=SOURCE, new=marker)
     return warnings
 
 

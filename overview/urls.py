@@ -1,10 +1,12 @@
 from django.urls import path
 
-from overview import views
+from overview import views, workspace
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("fleet/", views.fleet, name="fleet"),
     path("fleet/nodes/<str:name>/", views.node_detail, name="fleet-node"),
     path("queues/", views.queues, name="queues"),
+    path("workspace/", workspace.workspace, name="workspace"),
+    path("start/", workspace.start, name="start"),
 ]

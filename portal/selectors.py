@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
@@ -12,6 +13,19 @@ from portal.names import PodNames
 from portal.permissions import sees_every_team
 
 User = AbstractBaseUser | AnonymousUser
+DEMO_LOADED = "demo.loaded"  # the audit event the demo loader writes, with its logins
+
+
+def demo_sign_in() -> dict[str, Any] | None:
+    """The demo's logins and password for the sign-in page: only where settings allow it
+    (QM_DEMO_LOGINS: the run command's settings, never production's) and only once the demo
+    loader has said it loaded them (its audit event). One query, on the sign-in page only."""
+    if not settings.QM_DEMO_LOGINS:
+        return None
+    event = AuditEvent.objects.filter(event=DEMO_LOADED).order_by("-time", "-id").first()
+    if event is None or not isinstance(event.new, dict):
+        return None
+    return {"password": settings.QM_DEMO_PASSWORD, "logins": event.new.get("logins", [])}
 
 
 def audit_events_for_user(user: User) -> QuerySet[AuditEvent]:

@@ -27,4 +27,6 @@ urlpatterns = [
     path("api/", include("portal.api_urls")),
 ]
 
+handler403 = "portal.views.forbidden"
 handler404 = "portal.views.not_found"
+handler500 = "portal.views.server_error"

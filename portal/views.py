@@ -18,8 +18,8 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.utils import timezone
-from django.views.defaults import page_not_found
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -28,8 +28,9 @@ from portal.filters import AuditEventFilter
 from portal.health import readiness
 from portal.metrics import exposition
 from portal.models import ApiToken, AuditEvent
+from portal.observability import request_id
 from portal.permissions import sees_every_team, user_id
-from portal.selectors import audit_events_for_user, pod_names_for, teams_seen_by
+from portal.selectors import audit_events_for_user, demo_sign_in, pod_names_for, teams_seen_by
 from portal.tokens import create_token, revoke_token
 
 
@@ -59,7 +60,8 @@ class LoginView(auth_views.LoginView):
     authentication_form = LoginForm
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        return {**super().get_context_data(**kwargs), **sign_in_choices()}
+        context = {**super().get_context_data(**kwargs), **sign_in_choices()}
+        return {**context, "demo": demo_sign_in() if context["local_login"] else None}
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if settings.QM_OIDC_ENABLED and not settings.QM_LOCAL_LOGIN:
@@ -215,9 +217,55 @@ def audit_csv(request: HttpRequest) -> HttpResponseBase:
     return response
 
 
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """404 for a URL no view matches: the API answers in its own error format, pages as
-    Django does."""
+NOT_FOUND = "There is no page at this address."
+SERVER_ERROR = (
+    "Something went wrong on our side and nothing was changed. It has been logged: try again "
+    "in a moment, or tell your platform admin the request id below."
+)
+
+
+def _reason(exception: Exception, default: str) -> str:
+    """The sentence a page's error says: the one the portal raised it with, or ``default``
+    (Django's own "No Team matches the given query." names a model, and a URL nobody routes
+    carries the patterns tried)."""
+    message = exception.args[0] if exception.args else ""
+    if not isinstance(message, str) or not message or message.endswith("matches the given query."):
+        return default
+    return message
+
+
+def _error_page(
+    request: HttpRequest, exception: Exception, *, status: int, code: str, default: str
+) -> HttpResponse:
+    reason = _reason(exception, default)
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
-    return page_not_found(request, exception)
+        return JsonResponse({"detail": reason, "code": code}, status=status)
+    return render(
+        request, f"{status}.html", {"reason": reason, "path": request.path}, status=status
+    )
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404: the API answers in its own error format, pages with the navigation and why."""
+    default = "Not found." if request.path.startswith("/api/") else NOT_FOUND
+    return _error_page(request, exception, status=404, code="not_found", default=default)
+
+
+def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """403: what the user may not do, as the portal said it, with the navigation."""
+    return _error_page(
+        request,
+        exception,
+        status=403,
+        code="permission_denied",
+        default="You do not have permission to open this page.",
+    )
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500, rendered without the database (it may be what failed): no user, no context
+    processors, the navigation drawn from the URL map alone."""
+    page = loader.get_template("500.html").render(
+        {"reason": SERVER_ERROR, "request_id": request_id.get()}
+    )
+    return HttpResponse(page, status=500)

@@ -117,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.portal",
+                "overview.workspace.nav_counts",
             ],
         },
     },
@@ -180,13 +181,22 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
+# Argon2 (Django's recommendation, argon2-cffi) hashes new passwords; a PBKDF2 hash stored
+# before is checked once more and replaced by an Argon2 one at that sign-in (Django upgrades a
+# hash whose algorithm is not the first hasher's).
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "home"
+LOGIN_REDIRECT_URL = "start"  # the workspace for deciders, the team home for the rest
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Single sign-on (OpenID Connect), on when OIDC_RP_CLIENT_ID is set ----------------------
@@ -216,6 +226,10 @@ QM_OIDC_APPROVER_GROUPS = env_list("QM_OIDC_APPROVER_GROUPS", [])
 QM_OIDC_TEAM_GROUP_PATTERN = env_str("QM_OIDC_TEAM_GROUP_PATTERN", "quartermaster:{team}:{role}")
 # Username and password sign-in next to single sign-on (small installs, break-glass admin).
 QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
+# The sign-in page lists the demo logins once the demo is loaded: on for the run command
+# (settings/dev.py), off here and always off in production (the demo password is public).
+QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", False)
+QM_DEMO_PASSWORD = ""  # the demo's, where it is listed (settings/dev.py)
 AUTHENTICATION_BACKENDS = [
     "portal.login_guard.LockoutBackend",  # refuses while an account or address is locked out
     *(["tenants.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),

@@ -10,3 +10,7 @@ SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+
+# The sign-in page lists the demo logins once `load_demo` has run.
+QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", True)
+QM_DEMO_PASSWORD = "quartermaster-demo"  # demo/data.py's (tests/unit/portal/test_demo_logins.py)

@@ -6,6 +6,8 @@ from .base import SECRET_KEY, env_bool, env_int
 if not SECRET_KEY:
     raise RuntimeError("SECRET_KEY (or SECRET_KEY_FILE) must be set in production")
 
+# The demo's password is public: production never lists it, whatever the environment says.
+QM_DEMO_LOGINS = False
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

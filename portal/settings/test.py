@@ -21,6 +21,8 @@ if not env_bool("QM_TEST_WORKER", False):
 
 SECRET_KEY = "test-only-key"
 DEBUG = False
+# A fast hasher for the many users tests make (tests/unit/portal/test_password_hashing.py uses
+# the real ones).
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

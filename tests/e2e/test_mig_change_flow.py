@@ -158,6 +158,24 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     expect(page.locator(".finding-critical")).to_contain_text("Xid 79")
     expect(page.get_by_label("GPU 5: not reporting")).to_be_visible()
     screenshot(page, "node-health")
+
+    # The approver's workspace: the drain the health check suggests waits for a decision,
+    # counted in the navigation; the sick GPU is listed with a link to its node.
+    page.goto(f"{base}/workspace/")
+    expect(page.locator("#decisions")).to_contain_text(
+        re.compile(r"Cordon and drain #\d+\s+gpu-h100-02, suggested by the GPU health check")
+    )
+    expect(page.locator("#gpus")).to_contain_text("GPU 5")
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name=re.compile(r"^Workspace\s+1\s+waiting$"))).to_be_visible()
+    screenshot(page, "workspace-approver")
+    # On a phone's width every link of the navigation is on screen, and nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    for link in nav.get_by_role("link").all():
+        expect(link).to_be_in_viewport()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "workspace-approver-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(f"{base}/queues/")
     expect(page.locator("body")).to_contain_text("Cohort ai-platform")
     screenshot(page, "queues")

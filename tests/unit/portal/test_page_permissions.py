@@ -53,6 +53,7 @@ READS = {
     "/changes/{mc}/": (LOGIN, OK, OK, OK, OK, OK, OK),
     # A drain the portal suggested belongs to no team: approvers and admins only.
     "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
+    "/workspace/": (LOGIN, DENIED, DENIED, DENIED, DENIED, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -172,6 +173,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "changes/preview/",
         "changes/<int:pk>/",
         "changes/<int:pk>/<str:action>/",
+        "workspace/",
+        "start/",  # a redirect: tests/unit/overview/test_workspace.py
         "tokens/",
         "audit/",
         "audit/events.csv",

@@ -26,6 +26,7 @@ PAGES = {
     "/quota/": ("lead-a", "admin"),
     "/audit/": ("lead-a", "admin"),
     "/queues/": ("lead-a", "admin"),
+    "/workspace/": ("approver", "admin"),
 }
 
 
@@ -125,6 +126,7 @@ def test_query_counts_do_not_grow_with_data(demo: None) -> None:
         "/quota/": "grown-42",
         "/audit/": "grown-42",
         "/queues/": "grown-lq-42",
+        "/workspace/": 'id="decisions-count">86<',  # 43 MIG changes, 43 quota requests
     }
     large = {
         (page, user): count(page, user, shown[page])

@@ -1,0 +1,225 @@
+"""The approver's and admin's workspace: decisions waiting (never their own), the count in
+the navigation, recent outcomes, failed and stuck changes, drift and unhealthy GPUs; where a
+sign-in lands; and the query count at two data sizes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from cluster.models import Drift
+from health.models import NodeHealth
+from tests.factories import MembershipFactory, MigChangeRequestFactory, NamespaceFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def quota_request(team: Any, by: Any, *, resource: str = "pods", **fields: Any) -> Any:
+    namespace = NamespaceFactory(name=f"{team.slug}-{resource.replace('/', '-')}", team=team)
+    return QuotaChangeRequest.objects.create(
+        team=team,
+        requested_by=by,
+        kind="namespace",
+        namespace=namespace,
+        resource=resource,
+        previous="10",
+        requested="20",
+        reason="more pods",
+        **fields,
+    )
+
+
+def nav_badge(page: str) -> str:
+    """The Workspace link of the navigation, as text."""
+    match = re.search(r'<a href="/workspace/"[^>]*>(.*?)</a>', page, re.S)
+    assert match, "no Workspace link"
+    return re.sub(r"<[^>]+>", "", match.group(1))
+
+
+def test_approver_sees_others_requests_to_decide_and_own_apart(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    theirs = MigChangeRequestFactory(team=team_a, requested_by=team_a_admin, nodes=["gpu-7"])
+    own = MigChangeRequestFactory(team=team_a, requested_by=approver, nodes=["gpu-8"])
+    quota = quota_request(team_a, team_a_admin)
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    decisions = page[page.index('id="decisions"') : page.index('id="attention"')]
+    assert f'href="/changes/{theirs.pk}/">MIG change #{theirs.pk}</a>' in decisions
+    assert f"/changes/{own.pk}/" not in decisions
+    assert f'href="/quota/{quota.pk}/">Quota request #{quota.pk}</a>' in decisions
+    assert 'id="decisions-count">2<' in decisions
+    assert "1 request of yours waits for another approver: nobody decides their own." in decisions
+    assert nav_badge(page) == "Workspace 2 waiting"
+
+
+def test_the_count_is_in_the_navigation_of_every_page(
+    client: Client, platform_admin: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    quota_request(team_a, team_a_admin)
+    client.force_login(platform_admin)
+    assert nav_badge(client.get("/changes/").content.decode()) == "Workspace 1 waiting"
+    QuotaChangeRequest.objects.update(state="rejected")
+    assert nav_badge(client.get("/changes/").content.decode()) == "Workspace"
+
+
+def test_a_team_lead_has_no_workspace(client: Client, team_a_admin: Any) -> None:
+    client.force_login(team_a_admin)
+    assert 'href="/workspace/"' not in client.get("/").content.decode()
+    answer = client.get("/workspace/")
+    assert answer.status_code == 403
+    assert (
+        '<p class="reason" id="error-reason">The workspace is for approvers and platform admins.</p>'
+        in answer.content.decode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("who", "lands"),
+    [("approver", "/workspace/"), ("platform_admin", "/workspace/"), ("team_a_admin", "/")],
+)
+def test_sign_in_lands_deciders_on_the_workspace(
+    client: Client, request: pytest.FixtureRequest, who: str, lands: str
+) -> None:
+    user = request.getfixturevalue(who)
+    answer = client.post("/login/", {"username": user.username, "password": "pw"})
+    assert answer.status_code == 302 and answer["Location"] == "/start/"
+    assert client.get("/start/")["Location"] == lands
+
+
+def test_an_approver_who_leads_a_team_keeps_the_team_home(
+    client: Client, approver: Any, team_a: Any
+) -> None:
+    MembershipFactory(user=approver, team=team_a, role="lead")
+    client.force_login(approver)
+    assert client.get("/start/")["Location"] == "/"
+
+
+def test_outcomes_failures_stuck_steps_drift_and_gpus_link_to_their_pages(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    now = timezone.now()
+    done = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, state="succeeded", decided_by=approver
+    )
+    MigChangeRequestFactory(
+        team=team_a,
+        requested_by=team_a_admin,
+        state="failed",
+        failure="gpu-7: nvidia.com/mig.config.state is failed",
+    )
+    running = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, state="running", nodes=["gpu-9"]
+    )
+    MigChangeStep.objects.create(
+        request=running, node="gpu-9", step="wait", started_at=now - dt.timedelta(hours=1)
+    )
+    quick = MigChangeRequestFactory(team=team_a, requested_by=team_a_admin, state="running")
+    MigChangeStep.objects.create(request=quick, node="gpu-1", step="wait", started_at=now)
+    granted = quota_request(
+        team_a, team_a_admin, state="approved", decided_by=approver, decided_at=now
+    )
+    Drift.objects.create(
+        kind="mig_layout",
+        subject="gpu-a100-03",
+        field="nvidia.com/mig.config",
+        desired="all-3g.40gb",
+        observed="all-balanced",
+        first_seen=now,
+        last_seen=now,
+    )
+    NodeHealth.objects.create(
+        node="gpu-h100-02",
+        observed_at=now,
+        worst="critical",
+        findings=[
+            {"gpu": 5, "severity": "critical", "title": "GPU 5: Xid 79, GPU has fallen off the bus"}
+        ],
+    )
+    NodeHealth.objects.create(node="gpu-h100-01", observed_at=now, worst="ok")
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    attention = page[page.index('id="attention"') : page.index('id="outcomes"')]
+    assert f'href="/changes/{running.pk}/">MIG change #{running.pk}</a>' in attention
+    assert '<span class="state state-stuck">Stuck</span>' in attention
+    assert "step <strong>wait</strong> on gpu-9 running since" in attention
+    assert f"/changes/{quick.pk}/" not in attention  # running, not for long
+    assert '<span class="state state-failed">Failed</span>' in attention
+    assert "gpu-7: nvidia.com/mig.config.state is failed" in attention
+    outcomes = page[page.index('id="outcomes"') : page.index('id="drift"')]
+    assert f'href="/changes/{done.pk}/"' in outcomes and f'href="/quota/{granted.pk}/"' in outcomes
+    assert '<span class="state state-approved">Approved and applied</span>' in outcomes
+    drift = page[page.index('id="drift"') : page.index('id="gpus"')]
+    assert 'href="/fleet/nodes/gpu-a100-03/">gpu-a100-03</a>' in drift
+    assert "all-balanced, wanted all-3g.40gb" in drift
+    gpus = page[page.index('id="gpus"') :]
+    assert 'href="/fleet/nodes/gpu-h100-02/"' in gpus and "gpu-h100-01" not in gpus
+    assert '<span class="state state-critical">Critical</span>' in gpus
+    assert "GPU 5: Xid 79, GPU has fallen off the bus</li>" in gpus
+
+
+def test_an_empty_workspace_says_so(client: Client, approver: Any) -> None:
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    for sentence in (
+        "Nothing waits for your decision.",
+        "No change failed in the last 7 days, and none is stuck.",
+        "Nothing was decided or finished in the last 7 days.",
+        "The cluster shows what the portal intends.",
+        "Every GPU reports healthy.",
+    ):
+        assert sentence in page
+    assert nav_badge(page) == "Workspace"
+
+
+def grow(size: int, start: int, team: Any, lead: Any, approver: Any) -> None:
+    now = timezone.now()
+    for i in range(start, start + size):
+        MigChangeRequestFactory(team=team, requested_by=lead, nodes=[f"n-{i}"])
+        failed = MigChangeRequestFactory(team=team, requested_by=lead, state="failed")
+        MigChangeStep.objects.create(
+            request=failed, node=f"n-{i}", step="drain", status="failed", started_at=now
+        )
+        stuck = MigChangeRequestFactory(team=team, requested_by=lead, state="running")
+        MigChangeStep.objects.create(
+            request=stuck, node=f"n-{i}", step="wait", started_at=now - dt.timedelta(hours=2)
+        )
+        MigChangeRequestFactory(team=team, requested_by=lead, state="succeeded")
+        quota_request(team, lead, resource=f"r{i}")
+        quota_request(team, lead, resource=f"s{i}", state="approved", decided_by=approver)
+        Drift.objects.create(
+            kind="mig_layout", subject=f"n-{i}", first_seen=now, last_seen=now, observed="x"
+        )
+        Drift.objects.create(
+            kind="object", subject=f"LocalQueue q-{i}", first_seen=now, last_seen=now
+        )
+        NodeHealth.objects.create(node=f"n-{i}", observed_at=now, worst="warning")
+
+
+def test_workspace_query_count_does_not_grow_with_data(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    client.force_login(approver)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/workspace/").status_code == 200
+        return len(captured)
+
+    grow(1, 0, team_a, team_a_admin, approver)
+    small = queries()
+    grow(30, 1, team_a, team_a_admin, approver)
+    large = queries()
+    assert large == small <= 16, (small, large)
+    page = client.get("/workspace/").content.decode()
+    assert 'id="decisions-count">62<' in page  # 31 MIG changes and 31 quota requests
+    assert "All 31 on the MIG changes page" in page
+    assert MigChangeRequest.objects.filter(state="pending").count() == 31

@@ -1,0 +1,42 @@
+"""The run command's banner: every demo login (the approver too), the address, and where
+the processes' logs are (they go to files, so nothing scrolls the banner away)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dev
+from demo.data import DEMO_PASSWORD, USERS
+
+ROOT = Path(dev.__file__).resolve().parent
+
+
+def test_the_banner_lists_every_demo_login_and_where_the_logs_are() -> None:
+    logins = [(user.username, user.description) for user in USERS]
+    text = dev.banner("http://127.0.0.1:8000/", logins, ROOT / ".data" / "logs")
+    lines = text.splitlines()
+    assert lines[2] == "Quartermaster is running at http://127.0.0.1:8000/"
+    assert lines[3] == f"Demo logins, each with the password {DEMO_PASSWORD}:"
+    assert lines[4] == "  admin       platform admin (also http://127.0.0.1:8000/admin/)"
+    assert lines[5] == "  approver    approver of change requests"
+    for user in USERS:
+        assert any(line.startswith(f"  {user.username} ") for line in lines), user.username
+    assert "Logs of web, worker and beat: .data/logs/ (e.g. tail -f .data/logs/worker.log)" in lines
+    assert lines[1] == lines[-1] == "=" * max(len(line) for line in lines[2:-1])
+
+
+def test_the_banners_password_is_the_demos() -> None:
+    assert dev.DEMO_PASSWORD == DEMO_PASSWORD
+
+
+def test_the_banner_reads_the_logins_from_the_demo_data() -> None:
+    logins = dev.demo_logins({})
+    assert logins == [(user.username, user.description) for user in USERS]
+    assert ("approver", "approver of change requests") in logins
+
+
+def test_the_tail_of_a_log(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert dev.log_tail(log, 3) == "line 97\nline 98\nline 99"
+    assert dev.log_tail(tmp_path / "missing.log") == ""
