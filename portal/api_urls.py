@@ -6,11 +6,12 @@ imports no app); the root lists every resource by its route name."""
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import APIRootView
 
 from portal.api import AuditEventViewSet, TokenViewSet
 from portal.routers import app_router
+from portal.schema_view import SchemaView
 
 router = app_router()
 router.register("tokens", TokenViewSet, basename="token")
@@ -39,7 +40,7 @@ urlpatterns = [
     path("v1/", APIRootView.as_view(api_root_dict=ROOT), name="api-root"),
     path("v1/", include(router.urls)),
     *(path("v1/", include(f"{app}.api_urls")) for app in API_APPS),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
 
