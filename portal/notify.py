@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 Channel = NotificationSubscription.Channel
 MAX_TRIES = 6
+THROTTLED = b"Microsoft Teams endpoint returned HTTP error 429"
 
 
 class SendFailed(Exception):
@@ -54,8 +55,12 @@ def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
     if settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS:
         outbox.send_later("portal.notify.notify_task", event, subject, payload)
     message = message_for(event, subject, payload, settings.QM_PUBLIC_URL)
-    if message.kind:
+    if not message.kind:
+        return
+    try:
         tell_subscribers(message)
+    except Exception:  # what it reports is done: a page must not fail after its commit
+        log.exception("could not tell the subscribers of %s", event)
 
 
 def tell_subscribers(message: Message) -> None:
@@ -102,7 +107,7 @@ def post_json(url: str, body: dict[str, Any]) -> None:
     )
     try:
         with urllib.request.urlopen(http, timeout=settings.QM_NOTIFY_TIMEOUT_SECONDS) as answer:
-            answer.read(65536)
+            said = answer.read(65536)
     except urllib.error.HTTPError as exc:
         said = exc.read(300).decode(errors="replace").strip()
         raise SendFailed(
@@ -112,6 +117,8 @@ def post_json(url: str, body: dict[str, Any]) -> None:
     except (OSError, ValueError) as exc:  # unreachable, refused, timed out
         reason = getattr(exc, "reason", exc)
         raise SendFailed(f"could not reach the endpoint: {reason}", retry=True) from exc
+    if THROTTLED in said:  # Teams connectors answer their rate limit with a 200 saying so
+        raise SendFailed("throttled: " + said.decode(errors="replace")[:200], retry=True)
 
 
 def deliver(subscription_id: int, message: Message) -> None:

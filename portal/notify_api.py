@@ -55,9 +55,15 @@ class SubscriptionCreateSerializer(StrictInput, serializers.Serializer[Any]):
     team = serializers.CharField(
         required=False, allow_null=True, help_text="A team's slug; null: every team (admins)."
     )
-    kinds = serializers.ListField(child=serializers.CharField(), allow_empty=True)
-    channel = serializers.CharField()
-    target = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=list(KINDS)))
+    channel = serializers.ChoiceField(choices=NotificationSubscription.Channel.choices)
+    target = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        help_text="E-mail: an address (empty: your account's); Slack, Teams, webhook: the URL "
+        "(https only in production); in the portal only: empty.",
+    )
 
 
 class SubscriptionViewSet(

@@ -47,7 +47,7 @@ def _load_request_facts(user: User) -> set[str]:
     )
     row = (
         get_user_model()
-        .objects.filter(pk=user.pk)
+        .objects.filter(pk=user_id(user))
         .annotate(
             qm_roles=ArraySubquery(
                 PlatformRole.objects.filter(user_id=OuterRef("pk")).values("role")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
 from django.db import transaction
@@ -183,8 +184,8 @@ def subscribers(kind: str, team: str | None) -> list[NotificationSubscription]:
         return []
     users = {sub.user_id for sub in subs}
     wide = set(
-        NotificationSubscription._meta.get_field("user")
-        .related_model._default_manager.filter(pk__in=users)  # type: ignore[union-attr]
+        get_user_model()
+        .objects.filter(pk__in=users)
         .filter(Q(is_superuser=True) | Q(platform_roles__role__in=["admin", "approver"]))
         .values_list("pk", flat=True)
     )

@@ -193,13 +193,13 @@ def test_the_teams_whose_pods_a_change_evicted_are_told(
 # ----------------------------------------------------------------------------- sending
 
 
-def answering(status: int) -> tuple[HTTPServer, str]:
+def answering(status: int, said: bytes = b"no_team") -> tuple[HTTPServer, str]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             self.send_response(status)
             self.end_headers()
-            self.wfile.write(b"no_team")
+            self.wfile.write(said)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -351,3 +351,17 @@ def test_reading_marks_one_or_all_and_another_users_item_is_left_alone(
     assert Notification.objects.filter(user=platform_admin, read_at=None).count() == 1
     page = client.get("/notifications/").content.decode()
     assert 'class="badge"' not in page
+
+
+def test_a_teams_connector_that_says_it_throttles_is_tried_again(
+    team_a_admin: Any, team_a: Any
+) -> None:
+    server, url = answering(200, b"Microsoft Teams endpoint returned HTTP error 429 ...")
+    sub = subscribe(team_a_admin, team_a, channel="teams", target=url)
+    message = message_for("quota_change.requested", "Quota #7", PAYLOAD, "https://x.org")
+    with pytest.raises(Exception, match="throttled"):
+        deliver_task(sub.pk, message.as_json())
+    server.server_close()
+    sub.refresh_from_db()
+    assert sub.last_sent_at is None
+    assert sub.last_error.startswith("throttled: Microsoft Teams endpoint returned HTTP error 429")
