@@ -1,13 +1,15 @@
 """Notifications of MIG change and drain requests (new, decided, succeeded, failed,
-rolled back), through the portal's webhook and e-mail hooks."""
+rolled back, and the pods they evicted, per team), through the portal's hooks and people's
+subscriptions."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from changes.models import MigChangeRequest
+from changes.models import MigChangeRequest, MigChangeStep
 from portal.notify import notify_event, notify_people
+from tenants.models import Namespace
 
 SUBJECTS = {
     "requested": "MIG change #{id} requested: {nodes} -> {config}",
@@ -18,6 +20,9 @@ SUBJECTS = {
     "aborted": "MIG change #{id} aborted",
     "rolled_back": "MIG change #{id} rolled back",
 }
+# The events that end a run: the pods it evicted are told then, to each team they belong to
+# (a rollback follows a failure, which told them already).
+ENDS = ("succeeded", "failed", "aborted")
 
 
 def payload(request: MigChangeRequest) -> dict[str, object]:
@@ -52,6 +57,49 @@ def subject(event: str, request: MigChangeRequest) -> str:
 def notify(event: str, request: MigChangeRequest) -> None:
     notify_event(f"mig_change.{event}", subject(event, request), payload(request))
     tell_teams_hit(event, request)
+    if event in ENDS:
+        tell_evictions(request)
+
+
+def evicted_by_team(request: MigChangeRequest) -> dict[str, list[str]]:
+    """The pods (``namespace/name``) the request's steps evicted, by the team owning their
+    namespace (two queries)."""
+    pods = sorted(
+        {
+            pod
+            for pods in MigChangeStep.objects.filter(request=request).values_list("pods", flat=True)
+            for pod in pods or []
+        }
+    )
+    owners = dict(
+        Namespace.objects.filter(name__in={pod.split("/")[0] for pod in pods}).values_list(
+            "name", "team__slug"
+        )
+    )
+    teams: dict[str, list[str]] = {}
+    for pod in pods:
+        team = owners.get(pod.split("/")[0])
+        if team:
+            teams.setdefault(team, []).append(pod)
+    return teams
+
+
+def tell_evictions(request: MigChangeRequest) -> None:
+    """One ``mig_change.pods_evicted`` event per team whose pods the request evicted."""
+    what = "Drain" if request.is_drain else "MIG change"
+    for team, pods in evicted_by_team(request).items():
+        notify_event(
+            "mig_change.pods_evicted",
+            f"{what} #{request.pk} evicted {len(pods)} pod{'s' if len(pods) != 1 else ''} "
+            f"of team {team}",
+            {
+                "change_id": request.pk,
+                "team": team,
+                "nodes": request.nodes,
+                "state": request.state,
+                "pods": pods,
+            },
+        )
 
 
 def tell_teams_hit(event: str, request: MigChangeRequest) -> None:

@@ -10,12 +10,17 @@ from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import APIRootView
 
 from portal.api import AuditEventViewSet, TokenViewSet
+from portal.notify_api import NotificationViewSet, SubscriptionViewSet
 from portal.routers import app_router
 from portal.schema_view import SchemaView
 
 router = app_router()
 router.register("tokens", TokenViewSet, basename="token")
 router.register("audit", AuditEventViewSet, basename="audit")
+router.register("notifications", NotificationViewSet, basename="notification")
+router.register(
+    "notification-subscriptions", SubscriptionViewSet, basename="notification-subscription"
+)
 
 API_APPS = ("tenants", "queues", "fleet", "cluster", "changes", "health", "diagnostics", "usage")
 ROOT = {
@@ -34,6 +39,8 @@ ROOT = {
     "mig-configs": "mig-config-list",
     "mig-changes": "mig-change-list",
     "audit": "audit-list",
+    "notifications": "notification-list",
+    "notification-subscriptions": "notification-subscription-list",
 }
 
 urlpatterns = [

@@ -71,6 +71,8 @@ EVENT_LABELS: dict[str, str] = {
     "membership.changed": "Team membership changed",
     "api_token.created": "API token created",
     "api_token.revoked": "API token revoked",
+    "notification_subscription.created": "Notification subscription added",
+    "notification_subscription.deleted": "Notification subscription removed",
 }
 
 # The nouns of event names, including the model names the admin's events use
@@ -95,6 +97,7 @@ NOUNS: dict[str, str] = {
     "platformrole": "Platform role",
     "autoapprovalrule": "Auto-approval rule",
     "api_token": "API token",
+    "notification_subscription": "Notification subscription",
 }
 
 # Events that record facts about a decision or a step rather than an object's state: a key
@@ -108,6 +111,7 @@ FACT_EVENTS = (
     "membership.revoked",
     "user.",
     "api_token.",
+    "notification_subscription.",
 )
 
 # Field names a person reads instead of the recorded key, per event prefix.

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from portal.permissions import is_platform_admin
+from portal.subscriptions import unread_count
 
 
 def portal(request: HttpRequest) -> dict[str, Any]:
@@ -16,3 +17,9 @@ def portal(request: HttpRequest) -> dict[str, Any]:
         "queue_backend": settings.QM_QUEUE_BACKEND,
         "user_is_platform_admin": bool(user and is_platform_admin(user)),
     }
+
+
+def notifications(request: HttpRequest) -> dict[str, Any]:
+    """The signed-in user's unread notifications, counted for the navigation (one query)."""
+    user = getattr(request, "user", None)
+    return {"notifications_unread": unread_count(user) if user is not None else 0}

@@ -142,3 +142,76 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task}{tuple(self.args)}"
+
+
+class NotificationSubscription(models.Model):
+    """Which kinds of events reach one person, for one team (or every team), and how.
+
+    A team lead subscribes for their teams; platform admins and approvers for any team or
+    all of them. ``target`` is an e-mail address or a webhook URL: a webhook URL is a
+    secret (whoever has it posts to the channel), so it is never shown back in full.
+    """
+
+    class Channel(models.TextChoices):
+        PORTAL = "portal", "In the portal only"
+        EMAIL = "email", "E-mail"
+        SLACK = "slack", "Slack (incoming webhook)"
+        TEAMS = "teams", "Microsoft Teams (incoming webhook or Workflows)"
+        WEBHOOK = "webhook", "Webhook (JSON)"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="notification_subscriptions",
+    )
+    team = models.ForeignKey(
+        "tenants.Team",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="Empty: every team (platform admins and approvers only).",
+    )
+    kinds = models.JSONField(default=list, help_text="The kinds of events, e.g. ['decision'].")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    target = models.CharField(
+        max_length=2000, blank=True, help_text="An e-mail address or a webhook URL."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["user", "id"]
+        indexes = [models.Index(fields=["team"], name="notify_sub_team")]
+
+    def __str__(self) -> str:
+        return f"{self.user} via {self.channel} ({self.team or 'every team'})"
+
+
+class Notification(models.Model):
+    """One event as one person reads it in the portal (their notifications list)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    event = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16)
+    title = models.CharField(max_length=300)
+    text = models.TextField(blank=True)
+    url = models.CharField(max_length=500, blank=True)
+    team = models.CharField(max_length=63, blank=True, help_text="The team's slug.")
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="notification_user_time"),
+            models.Index(
+                fields=["user"], name="notification_unread", condition=models.Q(read_at=None)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.title}"

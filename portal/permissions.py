@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.postgres.expressions import ArraySubquery
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, OuterRef, Subquery
 
-from portal.models import PlatformRole
+from portal.models import Notification, PlatformRole
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -28,13 +31,49 @@ def has_platform_role(user: User, role: str) -> bool:
     cached: Any = getattr(user, "_qm_roles", False)
     if cached is False:  # outside a page request: ask every time
         return PlatformRole.objects.filter(user_id=user.pk, role=role).exists()
-    roles: set[str]
-    if cached is None:  # the first question of this request: one query for all roles
-        roles = set(PlatformRole.objects.filter(user_id=user.pk).values_list("role", flat=True))
-        setattr(user, "_qm_roles", roles)  # noqa: B010 - the request's cache, on its user
-    else:
-        roles = cached
+    roles: set[str] = _load_request_facts(user) if cached is None else cached
     return role in roles
+
+
+def _load_request_facts(user: User) -> set[str]:
+    """The first question of a page request: one query for all the user's roles and, for
+    the navigation, the count of their unread notifications (every page asks for both)."""
+    unread = (
+        Notification.objects.filter(user_id=OuterRef("pk"), read_at=None)
+        .order_by()
+        .values("user_id")
+        .annotate(count=Count("*"))
+        .values("count")
+    )
+    row = (
+        get_user_model()
+        .objects.filter(pk=user_id(user))
+        .annotate(
+            qm_roles=ArraySubquery(
+                PlatformRole.objects.filter(user_id=OuterRef("pk")).values("role")
+            ),
+            qm_unread=Subquery(unread),
+        )
+        .values_list("qm_roles", "qm_unread")
+        .first()
+    )
+    roles = set(row[0] or []) if row else set()
+    setattr(user, "_qm_roles", roles)  # noqa: B010 - the request's cache, on its user
+    setattr(user, "_qm_unread", int(row[1] or 0) if row else 0)  # noqa: B010 - the same
+    return roles
+
+
+def unread_notifications(user: User) -> int:
+    """How many of the user's notifications are unread: within a page request from the
+    query that read their roles, otherwise asked."""
+    if not user.is_authenticated:
+        return 0
+    if getattr(user, "_qm_roles", False) is None:
+        _load_request_facts(user)
+    cached = getattr(user, "_qm_unread", None)
+    if cached is not None:
+        return int(cached)
+    return Notification.objects.filter(user_id=user.pk, read_at=None).count()
 
 
 class RoleCacheMiddleware:

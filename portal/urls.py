@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import views
+from portal import notify_views, views
 
 urlpatterns = [
     path("", include("overview.urls")),
@@ -21,6 +21,12 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics, name="metrics"),
     path("tokens/", views.tokens, name="tokens"),
+    path("notifications/", notify_views.notifications, name="notifications"),
+    path(
+        "notifications/settings/",
+        notify_views.notification_settings,
+        name="notification-settings",
+    ),
     path("audit/", views.audit, name="audit"),
     path("audit/events.csv", views.audit_csv, name="audit-csv"),
     path("admin/", admin.site.urls),

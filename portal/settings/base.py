@@ -118,6 +118,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.portal",
                 "overview.workspace.nav_counts",
+                "portal.context_processors.notifications",
             ],
         },
     },
@@ -360,6 +361,10 @@ QM_MIG_POLL_SECONDS = env_int("QM_MIG_POLL_SECONDS", 5)
 # Notifications of MIG change requests (new, decided, succeeded, failed).
 QM_NOTIFY_WEBHOOK_URL = env_str("QM_NOTIFY_WEBHOOK_URL")
 QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
+# People's own webhooks (Slack, Teams, JSON): the seconds a send may take, and whether a
+# subscription's URL must be https (on in production settings).
+QM_NOTIFY_TIMEOUT_SECONDS = float(env_int("QM_NOTIFY_TIMEOUT_SECONDS", 10))
+QM_NOTIFY_HTTPS_ONLY = env_bool("QM_NOTIFY_HTTPS_ONLY", False)
 # The members of the teams a change hits (pods evicted, quotas losing backing) are told by
 # e-mail at the address on their account; the portal's own URL makes the link in it.
 # Each poll first asks the API server its version, with this timeout (a hung server fails

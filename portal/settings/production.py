@@ -30,6 +30,8 @@ SILENCED_SYSTEM_CHECKS = [
     *(() if SECURE_HSTS_PRELOAD else ("security.W021",)),
 ]
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# People's webhook URLs are secrets: only over TLS.
+QM_NOTIFY_HTTPS_ONLY = env_bool("QM_NOTIFY_HTTPS_ONLY", True)
 SECURE_REFERRER_POLICY = "same-origin"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

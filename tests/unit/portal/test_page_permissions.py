@@ -57,6 +57,8 @@ READS = {
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/notifications/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/notifications/settings/": (LOGIN, OK, OK, OK, OK, OK, OK),
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
@@ -176,6 +178,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "workspace/",
         "start/",  # a redirect: tests/unit/overview/test_workspace.py
         "tokens/",
+        "notifications/",
+        "notifications/settings/",
         "audit/",
         "audit/events.csv",
         "login/",
