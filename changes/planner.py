@@ -34,7 +34,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpus.catalog import CustomConfigs, gpu_models, promised_resources, valid_configs
+from gpus.catalog import (
+    CustomConfigs,
+    gpu_models,
+    promised_resources,
+    standard_configs,
+    valid_configs,
+)
 
 KEEP = ""  # a node's option: left as it is
 WHOLE_GPU = "nvidia.com/gpu"
@@ -658,6 +664,14 @@ class _Model:
                 strand[col] += factor * option.stranded
         return [self.short_cost, touch, strand]
 
+    def columns_for(self, counts: Counts) -> dict[int, float]:
+        """The integer columns' values for ``counts`` (a start for the solver)."""
+        values = dict.fromkeys(self.integer, 0.0)
+        for row, taken in zip(self.z, counts, strict=True):
+            for (col, factor), n in zip(row, taken, strict=True):
+                values[col] = max(values[col], n / factor) if factor != 1 else float(n)
+        return values
+
     def load(self, highs: Any, numpy: Any, highspy: Any) -> None:
         count = len(self.lower)
         highs.addVars(count, numpy.array(self.lower), numpy.array(self.upper))
@@ -697,6 +711,12 @@ def _solve_exact(
     model.load(highs, numpy, highspy)
     columns = numpy.arange(len(model.lower), dtype=numpy.int32)
     gap, optimal, values = 0.0, True, None
+    start = model.columns_for(_start(prep))
+    highs.setSolution(
+        len(start),
+        numpy.array(list(start), dtype=numpy.int32),
+        numpy.array(list(start.values()), dtype=numpy.float64),
+    )
     for costs, share in zip(model.objectives(), (0.6, 0.6, 1.0), strict=True):
         vector = numpy.zeros(len(columns))
         for column, cost in costs.items():
@@ -728,12 +748,7 @@ def _solve_greedy(prep: _Prepared, seconds: float) -> Counts:
     """Best single moves until none helps: a one-layout pool (per model) switched to one
     config, or one node of a class moved to another option."""
     deadline = time.monotonic() + seconds
-    counts: Counts = [[cls.size] + [0] * (len(cls.options) - 1) for cls in prep.classes]
-    for indexes in prep.single.values():  # one layout first: the best switch of the pool
-        if not _one_config(prep, counts, indexes):
-            configs = sorted({o.config for i in indexes for o in prep.classes[i].options})
-            switched = [m for c in configs if (m := _switch(prep, counts, indexes, c))]
-            counts = min(switched, key=lambda m: _score(prep, m))
+    counts = _start(prep)
     best = _score(prep, counts)
     single = {i for indexes in prep.single.values() for i in indexes}
     while time.monotonic() < deadline:
@@ -758,6 +773,18 @@ def _solve_greedy(prep: _Prepared, seconds: float) -> Counts:
         if not scored:
             break
         best, counts = min(scored, key=lambda item: item[0])
+    return counts
+
+
+def _start(prep: _Prepared) -> Counts:
+    """Every node as it is, but each one-layout pool that has two layouts switched to the
+    config that scores best: a first answer that keeps the rules."""
+    counts: Counts = [[cls.size] + [0] * (len(cls.options) - 1) for cls in prep.classes]
+    for indexes in prep.single.values():
+        if not _one_config(prep, counts, indexes):
+            configs = sorted({o.config for i in indexes for o in prep.classes[i].options})
+            switched = [m for c in configs if (m := _switch(prep, counts, indexes, c))]
+            counts = min(switched, key=lambda m: _score(prep, m))
     return counts
 
 
@@ -786,6 +813,7 @@ def _switch(prep: _Prepared, counts: Counts, indexes: list[int], config: str) ->
 def plan(problem: Problem, *, time_limit: float = 5.0, exact: bool = True) -> Plan:
     """The plan for ``problem``: exact by HiGHS within ``time_limit`` seconds (all phases
     together), else greedy."""
+    gpu_models(), standard_configs()  # the catalog, read once per process, is no planning
     started = time.monotonic()
     prep = prepare(problem)
     budget = 0.8 * (time_limit - (time.monotonic() - started))  # the rest: what is short
@@ -802,7 +830,8 @@ def plan(problem: Problem, *, time_limit: float = 5.0, exact: bool = True) -> Pl
     notes = sorted(prep.fixed_nodes.values())
     shortfalls = _shortfalls(problem, prep, counts)
     if shortfalls and solver == "highs":
-        notes += _one_layout_notes(prep, counts, score, time_limit - (time.monotonic() - started))
+        left = max(0.1 * time_limit, time_limit - (time.monotonic() - started))
+        notes += _one_layout_notes(prep, counts, score, left)
     return Plan(
         nodes=_node_plans(problem, prep, counts),
         score=score,
