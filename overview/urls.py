@@ -1,10 +1,11 @@
 from django.urls import path
 
-from overview import views
+from overview import planner_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("fleet/", views.fleet, name="fleet"),
     path("fleet/nodes/<str:name>/", views.node_detail, name="fleet-node"),
     path("queues/", views.queues, name="queues"),
+    path("planner/", planner_views.planner, name="planner"),
 ]

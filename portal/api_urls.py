@@ -16,7 +16,17 @@ router = app_router()
 router.register("tokens", TokenViewSet, basename="token")
 router.register("audit", AuditEventViewSet, basename="audit")
 
-API_APPS = ("tenants", "queues", "fleet", "cluster", "changes", "health", "diagnostics", "usage")
+API_APPS = (
+    "tenants",
+    "queues",
+    "fleet",
+    "cluster",
+    "changes",
+    "health",
+    "diagnostics",
+    "usage",
+    "overview",
+)
 ROOT = {
     "tokens": "token-list",
     "teams": "team-list",
@@ -32,6 +42,7 @@ ROOT = {
     "node-pools": "node-pool-list",
     "mig-configs": "mig-config-list",
     "mig-changes": "mig-change-list",
+    "mig-plan": "mig-plan",
     "audit": "audit-list",
 }
 
