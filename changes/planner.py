@@ -831,7 +831,8 @@ def plan(problem: Problem, *, time_limit: float = 5.0, exact: bool = True) -> Pl
     shortfalls = _shortfalls(problem, prep, counts)
     if shortfalls and solver == "highs":
         left = max(0.1 * time_limit, time_limit - (time.monotonic() - started))
-        notes += _one_layout_notes(prep, counts, score, left)
+        short_pools = {pool for shortfall in shortfalls for pool in shortfall.pools}
+        notes += _one_layout_notes(prep, counts, score, left, short_pools)
     return Plan(
         nodes=_node_plans(problem, prep, counts),
         score=score,
@@ -917,11 +918,15 @@ def _shortfalls(problem: Problem, prep: _Prepared, counts: Counts) -> list[Short
     return out
 
 
-def _one_layout_notes(prep: _Prepared, counts: Counts, score: Score, seconds: float) -> list[str]:
-    """For each one-layout pool: would two layouts in it cover more? Then say so (and why
-    the plan does not propose them)."""
+def _one_layout_notes(
+    prep: _Prepared, counts: Counts, score: Score, seconds: float, short_pools: set[str]
+) -> list[str]:
+    """For each one-layout pool where demand stays short: would two layouts in it cover
+    more? Then say so (and why the plan does not propose them)."""
     notes = []
     for key, indexes in sorted(prep.single.items(), key=lambda item: str(item[0])):
+        if key[0] not in short_pools:
+            continue
         if seconds <= 0.1:
             break
         started = time.monotonic()
