@@ -1,6 +1,6 @@
 from django.urls import path
 
-from overview import views, workspace
+from overview import planner_views, views, workspace
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -9,4 +9,5 @@ urlpatterns = [
     path("queues/", views.queues, name="queues"),
     path("workspace/", workspace.workspace, name="workspace"),
     path("start/", workspace.start, name="start"),
+    path("planner/", planner_views.planner, name="planner"),
 ]

@@ -22,7 +22,17 @@ router.register(
     "notification-subscriptions", SubscriptionViewSet, basename="notification-subscription"
 )
 
-API_APPS = ("tenants", "queues", "fleet", "cluster", "changes", "health", "diagnostics", "usage")
+API_APPS = (
+    "tenants",
+    "queues",
+    "fleet",
+    "cluster",
+    "changes",
+    "health",
+    "diagnostics",
+    "usage",
+    "overview",
+)
 ROOT = {
     "tokens": "token-list",
     "teams": "team-list",
@@ -38,6 +48,7 @@ ROOT = {
     "node-pools": "node-pool-list",
     "mig-configs": "mig-config-list",
     "mig-changes": "mig-change-list",
+    "mig-plan": "mig-plan",
     "audit": "audit-list",
     "notifications": "notification-list",
     "notification-subscriptions": "notification-subscription-list",

@@ -20,6 +20,7 @@ MAX_LIST_ITEMS = 10
 EVENT_LABELS: dict[str, str] = {
     # reviewed MIG changes and drains (changes/mig.py, changes/executor.py)
     "mig_change.requested": "MIG change requested",
+    "mig_plan.requested": "MIG layout plan turned into change requests",
     "mig_change.approved": "MIG change approved",
     "cluster_queue.override": "ClusterQueue promised beyond the fleet (override)",
     "team.priority_classes_changed": "Team's allowed priority classes changed",

@@ -54,6 +54,8 @@ READS = {
     # A drain the portal suggested belongs to no team: approvers and admins only.
     "/changes/{drain}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, OK, OK),
     "/workspace/": (LOGIN, DENIED, DENIED, DENIED, DENIED, OK, OK),
+    # The planner: team leads and approvers read it, admins ask for its changes.
+    "/planner/": (LOGIN, DENIED, DENIED, OK, OK, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -79,6 +81,7 @@ REFUSED_POSTS = {
     "/changes/{drain}/approve/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, None, None),
     "/changes/{drain}/cancel/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, DENIED, None),
     "/changes/preview/": (LOGIN, DENIED, DENIED, None, None, None, None),
+    "/planner/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
     "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
 }
@@ -162,6 +165,7 @@ def test_every_page_is_in_the_matrix() -> None:
         "fleet/nodes/<str:name>/",
         "fleet/troubleshooting/",
         "queues/",
+        "planner/",
         "reports/",
         "reports/<str:name>.csv",
         "queues/cluster-queues/<str:name>/edit/",
