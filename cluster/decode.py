@@ -266,7 +266,7 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "finished": (conditions.get("Finished") or {}).get("status") == "True",
         "reason": "" if is_admitted else reserved.get("reason", ""),
         "message": "" if is_admitted else reserved.get("message", ""),
-        "requests": workload_requests(spec),
+        "requests": charged_requests(status) or workload_requests(spec),
         "priority": as_int(spec.get("priority") or 0),
         "created_at": created,
         "admitted_at": parse_time(admitted.get("lastTransitionTime")) if is_admitted else None,
@@ -274,6 +274,27 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "pods_ready": (conditions.get("PodsReady") or {}).get("status", "True") == "True",
         **eviction_values(status, conditions, created),
     }
+
+
+def charged_requests(status: dict[str, Any]) -> dict[str, int]:
+    """What Kueue charges a workload, in all: its admission's ``resourceUsage`` per pod set,
+    or, while it waits, ``status.resourceRequests`` (both totals of the pod set, with the
+    LimitRange defaults applied: a Job with only ``limits: {gpu: 20}`` in a namespace whose
+    LimitRange defaults gpu to 1 is charged 1). Empty when Kueue wrote neither."""
+    sets = [
+        a.get("resourceUsage") or {}
+        for a in (status.get("admission") or {}).get("podSetAssignments") or []
+    ] or [r.get("resources") or {} for r in status.get("resourceRequests") or []]
+    total: dict[str, int] = {}
+    for resources in sets:
+        for name, value in resources.items():
+            try:
+                amount = parse_quantity(value)
+            except QuantityError:
+                continue
+            if amount.denominator == 1:
+                total[name] = total.get(name, 0) + int(amount)
+    return total
 
 
 def workload_requests(spec: dict[str, Any]) -> dict[str, int]:

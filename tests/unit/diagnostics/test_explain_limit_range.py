@@ -140,3 +140,35 @@ def test_a_container_with_a_cpu_request_and_a_gpu_limit_asks_for_the_gpu() -> No
         },
     }
     assert workload_values(workload)["requests"] == {"cpu": 2, "nvidia.com/gpu": 8}
+
+
+def test_a_workload_counts_what_kueue_charges_not_what_its_template_says() -> None:
+    """Kueue fills a container's unset request from the LimitRange's defaultRequest before it
+    takes the limit: a Job with only ``limits: {gpu: 20}`` is charged 1 (finding 2)."""
+    template = {
+        "spec": {
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "20"}}}]
+        }
+    }
+    spec = {"podSets": [{"name": "main", "count": 1, "template": template}]}
+    waiting = {
+        "metadata": {"name": "big", "namespace": "team-a"},
+        "spec": spec,
+        "status": {"resourceRequests": [{"name": "main", "resources": {"nvidia.com/gpu": "1"}}]},
+    }
+    assert workload_values(waiting)["requests"] == {"nvidia.com/gpu": 1}
+    admitted = {
+        "metadata": {"name": "big", "namespace": "team-a"},
+        "spec": spec,
+        "status": {
+            "admission": {
+                "clusterQueue": "cq-train",
+                "podSetAssignments": [
+                    {"name": "main", "count": 1, "resourceUsage": {"nvidia.com/gpu": "1"}}
+                ],
+            }
+        },
+    }
+    assert workload_values(admitted)["requests"] == {"nvidia.com/gpu": 1}
+    # Without Kueue's word, the template's.
+    assert workload_values({"metadata": {}, "spec": spec})["requests"] == {"nvidia.com/gpu": 20}
