@@ -51,7 +51,16 @@ def test_list_with_selectors(gateway: Gateway) -> None:
 
 
 def test_apply_is_idempotent_and_reports_conflicts(gateway: Gateway) -> None:
-    first = gateway.apply(QUOTA)
+    gateway.apply(QUOTA)
+    # The quota controller writes the status once, on its own time: compare after it did.
+    ref = ObjectRef(
+        "v1", "ResourceQuota", QUOTA["metadata"]["name"], QUOTA["metadata"]["namespace"]
+    )
+    first = wait_for(
+        lambda: (live := gateway.get(ref)).get("status", {}).get("hard") and live,
+        timeout=10,
+        what="the quota's status",
+    )
     again = gateway.apply(QUOTA)
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
     other = connect(url=gateway.api.configuration.host, field_manager="ops-cli")
