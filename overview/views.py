@@ -27,6 +27,7 @@ from health.selectors import attach_health
 from overview import selectors
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.quantity import QuantityError, parse_quantity
 from portal.selectors import pod_names_for
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
@@ -54,6 +55,7 @@ def home(request: HttpRequest) -> HttpResponse:
         by_namespace[pod.namespace]["pods"].append(pod)
     for ns in namespaces:
         ns.observed = by_namespace[ns.name]  # type: ignore[attr-defined]
+    _quota_use(namespaces)
     grants = defaultdict(list)
     for grant in (
         QuotaChangeRequest.objects.filter(
@@ -74,6 +76,30 @@ def home(request: HttpRequest) -> HttpResponse:
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
     api = api_status()
     return render(request, "overview/home.html", {"teams": teams, "sync": api.latest, "api": api})
+
+
+def _quota_use(namespaces: list[Any]) -> None:
+    """Each quota item's use as the cluster counts it (the ResourceQuota's ``status.used``,
+    from the last poll; one query for every namespace): ``item.used`` is None when the
+    cluster has not counted it yet, ``item.fill`` the bar's share (at most 100) and
+    ``item.over`` whether the use is above the hard limit (a quota lowered under its use)."""
+    seen = {
+        (o.namespace, o.name): (o.status or {}).get("used") or {}
+        for o in ObservedObject.objects.filter(
+            kind="ResourceQuota", namespace__in=[ns.name for ns in namespaces]
+        ).only("namespace", "name", "status")
+    }
+    for ns in namespaces:
+        used = seen.get((ns.name, ns.quota_name))
+        for item in ns.quota_items.all():
+            item.used = None if used is None else used.get(item.resource, "0")
+            item.fill, item.over = 0, False
+            try:
+                amount, hard = parse_quantity(item.used or "0"), parse_quantity(item.hard)
+            except QuantityError:
+                continue
+            item.fill = 100 if hard <= 0 else min(100, round(100 * amount / hard))
+            item.over = amount > hard
 
 
 def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
