@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import redis
 from django.contrib.auth.models import User
 
 from changes.quota import request_quota_change
@@ -53,6 +54,21 @@ class Hook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def worker(settings: Any, demo_cluster: Any) -> Iterator[Worker]:
+    """A real worker whose broker hands a task out again only after a minute: longer than
+    the retries' countdowns, as in production (the shared fixture's 4 s, for the tests that
+    kill a worker, would deliver a retry due in 5 s twice)."""
+    settings.KUBE_URL = demo_cluster.url
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.flushdb()
+    process = Worker(demo_cluster.url, CELERY_VISIBILITY_TIMEOUT="60")
+    process.start()
+    yield process
+    process.stop()
+    broker.flushdb()
 
 
 @pytest.fixture
