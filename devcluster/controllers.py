@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import dcgm, gpu, jobs, kueue, kueuejob, limitranger, quantity
+from devcluster import dcgm, gpu, jobs, kueue, kueuejob, limitranger, quantity, recorder
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -646,36 +646,18 @@ class Controllers:
             self.cluster._store(PODS, new, pod)
 
     def _event(self, obj: Obj, type_: str, reason: str, message: str) -> str:
-        meta = obj["metadata"]
-        name = f"{meta['name']}.{time.time_ns():x}"
-        event = {
-            "metadata": {
-                "name": name,
-                "namespace": meta["namespace"],
-                "uid": _uid(),
-                "creationTimestamp": now(),
-            },
-            "involvedObject": {
-                "kind": "Pod",
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta.get("uid", ""),
-                "apiVersion": "v1",
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "reason": reason,
-            "message": message,
-            "source": {},
-            "firstTimestamp": None,
-            "lastTimestamp": None,
-            "type": type_,
-            "eventTime": now_micro(),
-            "action": "Scheduling" if reason == "FailedScheduling" else "Binding",
-            "reportingComponent": "default-scheduler",
-            "reportingInstance": "default-scheduler-devcluster",
-        }
-        self.cluster._store(EVENTS, event, None)
-        return name
+        """The scheduler's event about a pod (the events.k8s.io recorder's shape)."""
+        return recorder.record(
+            self.cluster,
+            obj,
+            kind="Pod",
+            api_version="v1",
+            type_=type_,
+            reason=reason,
+            message=message,
+            component="default-scheduler",
+            action="Scheduling" if reason == "FailedScheduling" else "Binding",
+        )
 
     def _kubelet(self) -> None:
         """Start bound pods (Running, Ready) and finish terminating ones."""
@@ -843,12 +825,6 @@ def _int_or_percent(value: Any, total: int) -> int:
     if isinstance(value, str) and value.endswith("%"):
         return -(-int(value[:-1]) * total // 100)
     return int(value)
-
-
-def _uid() -> str:
-    import uuid
-
-    return str(uuid.uuid4())
 
 
 def random_suffix(length: int = 5) -> str:

@@ -309,6 +309,11 @@ def _pod_for(job: Obj) -> Obj:
 
 def _normal_event(cluster: Cluster, job: Obj, reason: str, message: str) -> None:
     """The legacy recorder's Normal event (``source.component: job-controller``)."""
+    _legacy_event(cluster, job, "Normal", reason, message)
+
+
+def _legacy_event(cluster: Cluster, job: Obj, type_: str, reason: str, message: str) -> None:
+    """A new event of the legacy recorder about the Job (count 1, first = last seen)."""
     meta = job["metadata"]
     stamp = now()
     cluster._store(
@@ -327,7 +332,7 @@ def _normal_event(cluster: Cluster, job: Obj, reason: str, message: str) -> None
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,
-            "type": "Normal",
+            "type": type_,
             "eventTime": None,
             "reportingComponent": "job-controller",
             "reportingInstance": "",
@@ -365,33 +370,4 @@ def _failed_create(cluster: Cluster, job: Obj, message: str) -> None:
             )
             cluster._store(EVENTS, new, event)  # type: ignore[arg-type]
             return
-    cluster._store(
-        EVENTS,  # type: ignore[arg-type]
-        {
-            "metadata": {
-                "name": f"{meta['name']}.{random.getrandbits(64):x}",
-                "namespace": meta["namespace"],
-                "uid": str(uuid.uuid4()),
-                "creationTimestamp": stamp,
-            },
-            "involvedObject": {
-                "kind": "Job",
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta.get("uid", ""),
-                "apiVersion": "batch/v1",
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "reason": "FailedCreate",
-            "message": message,
-            "source": {"component": "job-controller"},
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "type": "Warning",
-            "eventTime": None,
-            "reportingComponent": "job-controller",
-            "reportingInstance": "",
-        },
-        None,
-    )
+    _legacy_event(cluster, job, "Warning", "FailedCreate", message)
