@@ -170,6 +170,8 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             reason, message = condition.get("reason", ""), condition.get("message", "")
     created = meta.get("creationTimestamp")
+    owners = meta.get("ownerReferences") or []
+    owner: dict[str, Any] = next((o for o in owners if o.get("controller")), {})
     return {
         "namespace": meta.get("namespace", ""),
         "name": meta.get("name", ""),
@@ -185,6 +187,9 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "pending_reason": reason,
         "pending_message": message,
         "created_at": created,
+        "started_at": status.get("startTime"),
+        "owner_kind": owner.get("kind", ""),
+        "owner_name": owner.get("name", ""),
     }
 
 

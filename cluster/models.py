@@ -194,6 +194,13 @@ class ObservedPod(models.Model):
     pending_reason = models.CharField(max_length=64, blank=True)
     pending_message = models.TextField(blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the kubelet took it on (status.startTime)."
+    )
+    owner_kind = models.CharField(
+        max_length=63, blank=True, help_text="Its controller's kind (Job, ReplicaSet), if any."
+    )
+    owner_name = models.CharField(max_length=253, blank=True)
     row_hash = models.CharField(max_length=32, blank=True)
     last_changed = models.DateTimeField()
 

@@ -70,6 +70,9 @@ POD_COLUMNS = (
     "pending_reason",
     "pending_message",
     "created_at",
+    "started_at",
+    "owner_kind",
+    "owner_name",
     "row_hash",
     "last_changed",
 )

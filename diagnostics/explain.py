@@ -467,14 +467,29 @@ def _pairs(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
 
 
-def explain_create_failure(*, namespace: str, kind: str, name: str, message: str) -> Explanation:
-    """A controller (a Job, a ReplicaSet) whose pods the API server refuses to create."""
+def explain_create_failure(
+    *,
+    namespace: str,
+    kind: str,
+    name: str,
+    message: str,
+    observed: Mapping[str, Any] | None = None,
+) -> Explanation:
+    """A controller (a Job, a ReplicaSet) whose pods the API server refuses to create.
+
+    The refusal's numbers are those of its moment (the event keeps the first message while
+    its count grows): with ``observed``, the ResourceQuota's status as last polled, the
+    sentence counts what is in use and allowed now, as the quota's bars on the same page do;
+    the refusal stays in the evidence as the cluster said it."""
     refusal = message.removeprefix("Error creating: ")
     evidence = [message]
     quota = _QUOTA_REFUSAL.search(refusal)
     if quota:
         requested, used = _pairs(quota["requested"]), _pairs(quota["used"])
         limited = _pairs(quota["limited"])
+        if observed is not None:
+            used = {**used, **(observed.get("used") or {})}
+            limited = {k: (observed.get("hard") or {}).get(k, v) for k, v in limited.items()}
         never = _never_fits(kind, name, namespace, quota["quota"], requested, limited, evidence)
         if never is not None:
             return never

@@ -4,7 +4,9 @@ namespaces, each with its explanation (the home page and the API show the same w
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +39,7 @@ from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
 from queues.models import LocalQueue
 
+_QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
 
 
@@ -216,12 +219,14 @@ def _explain_pods(pods: list[ObservedPod]) -> None:
 
 
 def explain_waiting(
-    namespaces: list[str],
+    namespaces: list[str], *, quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
     ``Explanation``; None for an admitted workload with nothing in its way): the home page
     and the API show the same words. An admitted workload whose pod is stuck gets the
-    pod's explanation (Kueue names the workload on its pods)."""
+    pod's explanation (Kueue names the workload on its pods). ``quotas``, (namespace,
+    ResourceQuota) -> its observed status, is what a page already read (its bars count
+    from it); without it, the quotas a refusal names are read here (one query)."""
     workloads, pods = waiting_in_namespaces(namespaces)
     now = timezone.now()
     cq_of: dict[tuple[str, str], str] = {}
@@ -262,22 +267,47 @@ def explain_waiting(
             cluster_queue=cluster_queue,
             waiting=_waiting(workload, now, pending),
         )
-    return workloads, pods, _create_failures(namespaces, now)
+    return workloads, pods, _create_failures(namespaces, now, quotas)
 
 
-def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCreateFailure]:
-    """Controllers whose pods the API server refuses. The poll drops a failure whose Job
-    is gone; the Job controller retries with back-off, so an event older than that is
-    history (a kind the poll cannot check)."""
+def observed_quotas(namespaces: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, ResourceQuota) -> its status as last polled (``hard``, ``used``)."""
+    return {
+        (ns, name): status or {}
+        for ns, name, status in ObservedObject.objects.filter(
+            kind="ResourceQuota", namespace__in=namespaces
+        ).values_list("namespace", "name", "status")
+    }
+
+
+def _create_failures(
+    namespaces: list[str],
+    now: dt.datetime,
+    quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None,
+) -> list[ObservedCreateFailure]:
+    """Controllers whose pods the API server refuses, counted against the quotas as last
+    polled. The poll drops a failure whose Job is gone; the Job controller retries with
+    back-off, so an event older than that is history (a kind the poll cannot check)."""
     recent = now - dt.timedelta(minutes=15)
     failures = list(
         ObservedCreateFailure.objects.filter(namespace__in=namespaces, last_seen__gte=recent)
     )
+    if failures and quotas is None:
+        quotas = observed_quotas(sorted({f.namespace for f in failures}))
     for failure in failures:
         failure.why = explain_create_failure(  # type: ignore[attr-defined]
             namespace=failure.namespace,
             kind=failure.kind,
             name=failure.name,
             message=failure.message,
+            observed=_refusing_quota(failure, quotas or {}),
         )
     return failures
+
+
+def _refusing_quota(
+    failure: ObservedCreateFailure, quotas: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The observed status of the ResourceQuota a refusal names, if the poll saw it."""
+    named = _QUOTA_NAMED.search(failure.message)
+    return quotas.get((failure.namespace, named[1])) if named else None

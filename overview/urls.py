@@ -1,9 +1,9 @@
 from django.urls import path
 
-from overview import planner_views, views, workspace
+from overview import home, planner_views, views, workspace
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", home.home, name="home"),
     path("fleet/", views.fleet, name="fleet"),
     path("fleet/nodes/<str:name>/", views.node_detail, name="fleet-node"),
     path("queues/", views.queues, name="queues"),

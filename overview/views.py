@@ -1,130 +1,34 @@
-"""The pages that show the loop's two sides together: a team's home (quotas, limits, queues,
-and what waits and why), the fleet (nodes by pool, their GPUs, health, drift and the last
-poll), one node, and the queues (quotas next to what Kueue reports in use)."""
+"""The pages that show the loop's two sides together (a team's home is overview.home): the
+fleet (nodes by pool, their GPUs, health, drift and the last poll), one node, and the queues
+(quotas next to what Kueue reports in use)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.utils import timezone
 
-from changes.approval import may_request, teams_user_may_request_for
+from changes.approval import may_request
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
-from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod
 from cluster.selectors import api_status, apply_notices, open_drift
-from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
-from portal.quantity import QuantityError, parse_quantity
 from portal.selectors import pod_names_for
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
-from tenants.models import PriorityClass, Team
-from tenants.selectors import list_teams_for_user
+from tenants.models import PriorityClass
 
 NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
 MAX_NODES = 2000
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
-    teams = list(list_teams_for_user(request.user))
-    namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    workloads, pods, failures = explain_waiting([ns.name for ns in namespaces])
-    by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
-        lambda: {"workloads": [], "pods": [], "failures": []}
-    )
-    for failure in failures:
-        by_namespace[failure.namespace]["failures"].append(failure)
-    for workload in workloads:
-        by_namespace[workload.namespace]["workloads"].append(workload)
-    for pod in pods:
-        by_namespace[pod.namespace]["pods"].append(pod)
-    for ns in namespaces:
-        ns.observed = by_namespace[ns.name]  # type: ignore[attr-defined]
-    _quota_use(namespaces)
-    grants = defaultdict(list)
-    for grant in (
-        QuotaChangeRequest.objects.filter(
-            team__in=teams, state=QuotaChangeRequest.State.APPROVED, grant_until__isnull=False
-        )
-        # a grant whose namespace or queue was deleted grants nothing any more
-        .exclude(kind=QuotaChangeRequest.Kind.NAMESPACE, namespace__isnull=True)
-        .exclude(kind=QuotaChangeRequest.Kind.QUEUE, cluster_queue__isnull=True)
-        .select_related("namespace", "cluster_queue")
-        .order_by("grant_until")
-    ):
-        grants[grant.team_id].append(grant)
-    hits = _changes_hitting(teams)
-    asking = set(teams_user_may_request_for(request.user).values_list("pk", flat=True))
-    for team in teams:
-        team.may_ask = team.pk in asking  # type: ignore[attr-defined]
-        team.grants = grants[team.pk]  # type: ignore[attr-defined]
-        team.hits = hits[team.pk]  # type: ignore[attr-defined]
-    api = api_status()
-    return render(request, "overview/home.html", {"teams": teams, "sync": api.latest, "api": api})
-
-
-def _quota_use(namespaces: list[Any]) -> None:
-    """Each quota item's use as the cluster counts it (the ResourceQuota's ``status.used``,
-    from the last poll; one query for every namespace): ``item.used`` is None when the
-    cluster has not counted it yet, ``item.fill`` the bar's share (at most 100) and
-    ``item.over`` whether the use is above the hard limit (a quota lowered under its use)."""
-    seen = {
-        (o.namespace, o.name): (o.status or {}).get("used") or {}
-        for o in ObservedObject.objects.filter(
-            kind="ResourceQuota", namespace__in=[ns.name for ns in namespaces]
-        ).only("namespace", "name", "status")
-    }
-    for ns in namespaces:
-        used = seen.get((ns.name, ns.quota_name))
-        for item in ns.quota_items.all():
-            item.used = None if used is None else used.get(item.resource, "0")
-            item.fill, item.over = 0, False
-            try:
-                amount, hard = parse_quantity(item.used or "0"), parse_quantity(item.hard)
-            except QuantityError:
-                continue
-            item.fill = 100 if hard <= 0 else min(100, round(100 * amount / hard))
-            item.over = amount > hard
-
-
-def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
-    """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
-    its quotas' backing taken): open ones, and those that ran and ended in the last three
-    days (a rejected or cancelled one changed nothing)."""
-    recent = timezone.now() - dt.timedelta(days=3)
-    hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
-    rows = (
-        MigChangeRequest.teams_hit.through.objects.filter(team__in=teams)
-        .filter(
-            Q(migchangerequest__state__in=OPEN_STATES) | Q(migchangerequest__updated_at__gte=recent)
-        )
-        .exclude(migchangerequest__state__in=["rejected", "cancelled"])
-        .select_related("migchangerequest__team", "team")
-        .order_by("-migchangerequest__created_at")
-    )
-    for row in rows:
-        change = row.migchangerequest
-        if change.team_id != row.team_id:
-            change.pods_of_team = sum(  # type: ignore[attr-defined]
-                1 for e in change.assessment.get("evictions", []) if e.get("team") == row.team.slug
-            )
-            hits[row.team_id].append(change)
-    return hits
 
 
 @login_required

@@ -9,6 +9,7 @@
 - ``{{ stamp|ago }}`` just now, 5 min ago, in 2 h · ``{{ stamp|when }}`` a ``<time>`` element:
   "2 Dec, 14:05" (the year shown when it is not this year), which the browser turns into
   its own local time (static/js/portal.js)
+- ``{{ pod.gpu_requests|gpus }}`` 2 GPUs, 1 MIG 3g.40gb slice (what a pod or workload holds)
 - ``{{ code|words }}`` Breaks quota, Needs a drain, Not ready (codes and states in words)
 
 Anything a filter cannot read is shown as it came (an empty value as a dash), so a page never
@@ -223,3 +224,28 @@ def words(value: Any) -> str:
     shown = [_ACRONYMS.get(p.lower(), p.lower()) for p in parts]
     sentence = " ".join(shown)
     return sentence[:1].upper() + sentence[1:]
+
+
+_GPU = "nvidia.com/gpu"
+_MIG = "nvidia.com/mig-"
+
+
+@register.filter
+def gpus(value: Any) -> str:
+    """What a pod or workload holds of GPUs, from its requests (resource -> count): 2 GPUs,
+    1 MIG 3g.40gb slice, 3 MIG 1g.10gb slices + 1 GPU; other resources are left out, and
+    none at all reads "no GPU"."""
+    if not isinstance(value, dict):
+        return DASH if value in (None, "") else str(value)
+    parts = []
+    for resource, count in sorted(value.items(), key=lambda i: (i[0] == _GPU, i[0])):
+        amount = _as_fraction(count)
+        if amount is None or amount == 0:
+            continue
+        shown = _decimal(amount, 1)
+        if resource == _GPU:
+            parts.append(f"{shown} GPU" if amount == 1 else f"{shown} GPUs")
+        elif str(resource).startswith(_MIG):
+            profile = str(resource).removeprefix(_MIG)
+            parts.append(f"{shown} MIG {profile} slice{'' if amount == 1 else 's'}")
+    return " + ".join(parts) or "no GPU"

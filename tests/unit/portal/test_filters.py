@@ -165,3 +165,22 @@ def test_filters_in_a_template_escape_what_they_show() -> None:
         )
     )
     assert html.startswith("96 GiB · 5,000 · 1 h 30 min · &lt;b&gt;x&lt;/b&gt; · <time ")
+
+
+@pytest.mark.parametrize(
+    ("requests", "shown"),
+    [
+        ({"nvidia.com/gpu": 2}, "2 GPUs"),
+        ({"nvidia.com/gpu": "1"}, "1 GPU"),
+        ({"nvidia.com/mig-3g.40gb": 1}, "1 MIG 3g.40gb slice"),
+        (
+            {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 3, "cpu": 4},
+            "3 MIG 1g.10gb slices + 1 GPU",
+        ),
+        ({"cpu": "2", "nvidia.com/gpu": 0}, "no GPU"),
+        ({}, "no GPU"),
+        (None, "—"),
+    ],
+)
+def test_gpus_says_what_a_pod_holds(requests: object, shown: str) -> None:
+    assert qm.gpus(requests) == shown

@@ -1,0 +1,275 @@
+"""A team lead's home: how much the team uses (each quota item as used of hard, each
+LocalQueue's workloads and its ClusterQueue's use and borrowing), of what and what runs (GPU
+pods and admitted workloads, since when and where, those new since the last visit marked),
+and what waits and why, one card per problem. Every number on it is read in one query of the
+observed objects, so the sentences and the bars count from the same poll."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from changes.approval import teams_user_may_request_for
+from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
+from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
+from cluster.selectors import ApiStatus, api_status
+from diagnostics.selectors import explain_waiting
+from overview.models import HomeVisit
+from portal.permissions import user_id
+from portal.quantity import QuantityError, parse_quantity
+from queues.selectors import quota_rows
+from tenants.models import Team
+from tenants.selectors import list_teams_for_user
+
+GPU_PREFIX = "nvidia.com/"
+Statuses = dict[tuple[str, str, str], dict[str, Any]]  # (kind, namespace, name) -> status
+
+
+@dataclass
+class Running:
+    """One piece of the team's running GPU work: an admitted workload (with where its pods
+    run) or a GPU pod that runs for no admitted workload."""
+
+    kind: str  # "Workload" or "Pod"
+    name: str
+    holds: dict[str, int]  # GPU resource -> count
+    since: dt.datetime | None
+    nodes: list[str] = field(default_factory=list)
+    queue: str = ""
+    pods: int = 0
+    new: bool = False  # started after the user's last visit
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's teams: what they use, what runs, and what waits and why."""
+    teams = list(list_teams_for_user(request.user))
+    namespaces = [ns for team in teams for ns in team.namespaces.all()]
+    names = [ns.name for ns in namespaces]
+    api = api_status()
+    last_visit = _visited(user_id(request.user), api)
+    statuses = _observed_statuses(namespaces)
+    quotas = {(ns, name): s for (kind, ns, name), s in statuses.items() if kind == "ResourceQuota"}
+    workloads, pods, failures = explain_waiting(names, quotas=quotas)
+    running = ObservedPod.objects.filter(namespace__in=names, phase="Running").exclude(
+        gpu_requests={}
+    )
+    per_namespace = _sorted_out(workloads, pods, failures, list(running), last_visit)
+    for ns in namespaces:
+        ns.observed = per_namespace[ns.name]  # type: ignore[attr-defined]
+    _quota_use(namespaces, statuses)
+    _queue_use(namespaces, statuses)
+    grants = _grants(teams)
+    hits = _changes_hitting(teams)
+    asking = set(teams_user_may_request_for(request.user).values_list("pk", flat=True))
+    for team in teams:
+        team.may_ask = team.pk in asking  # type: ignore[attr-defined]
+        team.grants = grants[team.pk]  # type: ignore[attr-defined]
+        team.hits = hits[team.pk]  # type: ignore[attr-defined]
+    context = {"teams": teams, "sync": api.latest, "api": api, "last_visit": last_visit}
+    return render(request, "overview/home.html", context)
+
+
+def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
+    """The user's last visit (None on the first), then this one recorded: as of the poll the
+    page shows, so work the next poll finds started after it is new next time (one upsert,
+    safe with two tabs at once)."""
+    before = HomeVisit.objects.filter(user_id=user_pk).values_list("seen_at", flat=True).first()
+    seen = api.last_ok or timezone.now()
+    if before is None or seen > before:
+        HomeVisit.objects.bulk_create(
+            [HomeVisit(user_id=user_pk, seen_at=seen)],
+            update_conflicts=True,
+            unique_fields=["user"],
+            update_fields=["seen_at"],
+        )
+    return before
+
+
+def _observed_statuses(namespaces: list[Any]) -> Statuses:
+    """The status of each namespace's ResourceQuota and LocalQueues and of their
+    ClusterQueues, as last polled: one query, so all of the page's numbers are one poll's."""
+    names = [ns.name for ns in namespaces]
+    queues = {lq.cluster_queue.name for ns in namespaces for lq in ns.local_queues.all()}
+    rows = ObservedObject.objects.filter(
+        Q(kind__in=["ResourceQuota", "LocalQueue"], namespace__in=names)
+        | Q(kind="ClusterQueue", name__in=queues)
+    ).values_list("kind", "namespace", "name", "status")
+    return {(kind, ns, name): status or {} for kind, ns, name, status in rows}
+
+
+def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:
+    return {k: int(v) for k, v in requests.items() if k.startswith(GPU_PREFIX) and int(v)}
+
+
+def _is_new(since: dt.datetime | None, last_visit: dt.datetime | None) -> bool:
+    return bool(since and last_visit and since > last_visit)
+
+
+def _running(
+    workloads: Iterable[ObservedWorkload],
+    pods: Iterable[ObservedPod],
+    last_visit: dt.datetime | None,
+) -> list[Running]:
+    """Admitted workloads with the nodes their running pods are on, then the running GPU pods
+    of no admitted workload; newest first."""
+    items = {
+        w.name: Running(
+            "Workload",
+            w.name,
+            _gpu_part(w.requests),
+            w.admitted_at,
+            queue=w.queue_name,
+            new=_is_new(w.admitted_at, last_visit),
+        )
+        for w in workloads
+    }
+    alone = []
+    for pod in pods:
+        item = items.get(pod.workload_name)
+        if item is not None:
+            item.pods += 1
+            if pod.node_name and pod.node_name not in item.nodes:
+                item.nodes.append(pod.node_name)
+            continue
+        since = pod.started_at or pod.created_at
+        alone.append(
+            Running(
+                "Pod",
+                pod.name,
+                _gpu_part(pod.gpu_requests),
+                since,
+                nodes=[pod.node_name] if pod.node_name else [],
+                queue=pod.queue_name,
+                pods=1,
+                new=_is_new(since, last_visit),
+            )
+        )
+    oldest = dt.datetime.min.replace(tzinfo=dt.UTC)
+    return sorted([*items.values(), *alone], key=lambda r: r.since or oldest, reverse=True)
+
+
+def _sorted_out(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    running: list[ObservedPod],
+    last_visit: dt.datetime | None,
+) -> dict[str, dict[str, list[Any]]]:
+    """Per namespace: what runs, and what waits as one card per problem: a pending pod of a
+    workload that waits is told on the workload's card (its explanation is the workload's),
+    and a Job's pending pods on the card of the Job that cannot create the rest."""
+    out: dict[str, dict[str, list[Any]]] = defaultdict(
+        lambda: {"workloads": [], "pods": [], "failures": [], "running": []}
+    )
+    told = {(w.namespace, w.name) for w in workloads if not w.admitted or w.why}  # type: ignore[attr-defined]
+    refused = {(f.namespace, f.kind, f.name): f for f in failures}
+    for failure in failures:
+        failure.pods = []  # type: ignore[attr-defined]
+        out[failure.namespace]["failures"].append(failure)
+    for pod in pods:
+        owner = refused.get((pod.namespace, pod.owner_kind, pod.owner_name))
+        if owner is not None:
+            owner.pods.append(pod)  # type: ignore[attr-defined]
+        elif (pod.namespace, pod.workload_name) not in told:
+            out[pod.namespace]["pods"].append(pod)
+    admitted: dict[str, list[ObservedWorkload]] = defaultdict(list)
+    for workload in workloads:
+        if (workload.namespace, workload.name) in told:
+            out[workload.namespace]["workloads"].append(workload)
+        else:
+            admitted[workload.namespace].append(workload)
+    by_namespace: dict[str, list[ObservedPod]] = defaultdict(list)
+    for pod in running:
+        by_namespace[pod.namespace].append(pod)
+    for namespace in {*admitted, *by_namespace}:
+        out[namespace]["running"] = _running(
+            admitted[namespace], by_namespace[namespace], last_visit
+        )
+    return out
+
+
+def _share(amount_text: str, whole_text: str) -> tuple[int, bool]:
+    """A bar's fill (at most 100) and whether the amount is over the whole."""
+    try:
+        amount, whole = parse_quantity(amount_text or "0"), parse_quantity(whole_text or "0")
+    except QuantityError:
+        return 0, False
+    return (100 if whole <= 0 else min(100, round(100 * amount / whole))), amount > whole
+
+
+def _quota_use(namespaces: list[Any], statuses: Statuses) -> None:
+    """Each quota item's use as the cluster counts it (the ResourceQuota's ``status.used``):
+    ``item.used`` is None when the cluster has not counted it yet, ``item.fill`` the bar's
+    share (at most 100) and ``item.over`` whether the use is above the hard limit (a quota
+    lowered under its use)."""
+    for ns in namespaces:
+        status = statuses.get(("ResourceQuota", ns.name, ns.quota_name))
+        used = None if status is None else status.get("used") or {}
+        for item in ns.quota_items.all():
+            item.used = None if used is None else used.get(item.resource, "0")
+            item.fill, item.over = (0, False) if item.used is None else _share(item.used, item.hard)
+
+
+def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
+    """Each LocalQueue's admitted and pending workloads (``lq.seen`` None until polled) and
+    its ClusterQueue's use of each nominal quota, with what it borrows from its cohort."""
+    for ns in namespaces:
+        for lq in ns.local_queues.all():
+            lq.seen = statuses.get(("LocalQueue", ns.name, lq.name))
+            cq_status = statuses.get(("ClusterQueue", "", lq.cluster_queue.name), {})
+            lq.cq_rows = quota_rows(lq.cluster_queue, cq_status)
+            for row in lq.cq_rows:
+                seen = row["used"] != "—"
+                row["fill"], row["over"] = _share(row["used"], row["nominal"]) if seen else (0, 0)
+                row["borrows"] = seen and row["borrowed"] not in ("0", "")
+
+
+def _grants(teams: list[Team]) -> dict[int, list[QuotaChangeRequest]]:
+    grants: dict[int, list[QuotaChangeRequest]] = defaultdict(list)
+    for grant in (
+        QuotaChangeRequest.objects.filter(
+            team__in=teams, state=QuotaChangeRequest.State.APPROVED, grant_until__isnull=False
+        )
+        # a grant whose namespace or queue was deleted grants nothing any more
+        .exclude(kind=QuotaChangeRequest.Kind.NAMESPACE, namespace__isnull=True)
+        .exclude(kind=QuotaChangeRequest.Kind.QUEUE, cluster_queue__isnull=True)
+        .select_related("namespace", "cluster_queue")
+        .order_by("grant_until")
+    ):
+        grants[grant.team_id].append(grant)
+    return grants
+
+
+def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
+    """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
+    its quotas' backing taken): open ones, and those that ran and ended in the last three
+    days (a rejected or cancelled one changed nothing)."""
+    recent = timezone.now() - dt.timedelta(days=3)
+    hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
+    rows = (
+        MigChangeRequest.teams_hit.through.objects.filter(team__in=teams)
+        .filter(
+            Q(migchangerequest__state__in=OPEN_STATES) | Q(migchangerequest__updated_at__gte=recent)
+        )
+        .exclude(migchangerequest__state__in=["rejected", "cancelled"])
+        .select_related("migchangerequest__team", "team")
+        .order_by("-migchangerequest__created_at")
+    )
+    for row in rows:
+        change = row.migchangerequest
+        if change.team_id != row.team_id:
+            change.pods_of_team = sum(  # type: ignore[attr-defined]
+                1 for e in change.assessment.get("evictions", []) if e.get("team") == row.team.slug
+            )
+            hits[row.team_id].append(change)
+    return hits
