@@ -1,0 +1,288 @@
+"""A team lead's home: what runs (new since the last visit marked), each queue's use, one card
+per problem, and every number from the same observation, in a fixed number of queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
+from overview.models import HomeVisit
+from tenants.models import QuotaItem
+from tests.factories import (
+    ClusterQueueFactory,
+    LocalQueueFactory,
+    NamespaceFactory,
+    ObservedPodFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+REFUSAL = (
+    'Error creating: pods "train-2-abcde" is forbidden: exceeded quota: team-a-gpu-quota, '
+    "requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=12, "
+    "limited: requests.nvidia.com/gpu=16"
+)
+GROUPS = [
+    {
+        "coveredResources": ["nvidia.com/gpu"],
+        "flavors": [
+            {"name": "h100-80gb", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+        ],
+    }
+]
+
+
+def observed(kind: str, name: str, status: dict[str, Any], namespace: str = "") -> None:
+    ObservedObject.objects.create(
+        api_version="v1",
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        status=status,
+        last_seen=timezone.now(),
+    )
+
+
+def text(page: str) -> str:
+    """The page's words without its tags, spaces collapsed."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+@pytest.fixture
+def lead(client: Client, team_a_admin: Any, team_b: Any) -> Any:
+    team_a = team_a_admin.memberships.get().team
+    NamespaceFactory(name="team-a", team=team_a)
+    NamespaceFactory(name="team-b", team=team_b)
+    client.force_login(team_a_admin)
+    return team_a_admin
+
+
+def test_the_home_lists_running_gpu_work_with_what_it_holds_since_when_and_where(
+    client: Client, lead: Any
+) -> None:
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-train-1",
+        queue_name="team-a-train",
+        admitted=True,
+        admitted_at=now - dt.timedelta(hours=2, minutes=5),
+        requests={"nvidia.com/gpu": 4, "cpu": 8},
+        last_changed=now,
+    )
+    for i, node in enumerate(["gpu-h100-01", "gpu-h100-02"]):
+        ObservedPodFactory(
+            namespace="team-a",
+            name=f"train-1-{i}",
+            node_name=node,
+            workload_name="job-train-1",
+            gpu_requests={"nvidia.com/gpu": 2},
+            started_at=now - dt.timedelta(hours=2),
+        )
+    ObservedPodFactory(
+        namespace="team-a",
+        name="notebook",
+        node_name="gpu-a100-03",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        started_at=now - dt.timedelta(minutes=12),
+    )
+    ObservedPodFactory(namespace="team-a", name="cpu-only", node_name="cpu-01")
+    ObservedPodFactory(
+        namespace="team-b", name="secret-run", gpu_requests={"nvidia.com/gpu": 1}, node_name="x"
+    )
+    page = text(client.get("/").content.decode())
+    assert "Running GPU work" in page
+    assert (
+        "Pod notebook : 1 MIG 3g.40gb slice, since " in page
+        and "(12 min ago) on gpu-a100-03" in page
+    )
+    assert "Workload job-train-1 : 4 GPUs in team-a-train" in page
+    assert "(2 h 5 min ago) on gpu-h100-01 , gpu-h100-02 (2 pods running)" in page
+    # newest first; no CPU-only pod, nothing of another team
+    assert page.index("notebook") < page.index("job-train-1")
+    assert "cpu-only" not in page and "secret-run" not in page
+    # the pods of the admitted workload are told on its line, not once more each
+    assert "train-1-0" not in page
+
+
+def test_work_that_started_since_the_last_visit_is_marked_new_once(
+    client: Client, lead: Any
+) -> None:
+    now = timezone.now()
+    ObservedPodFactory(
+        namespace="team-a",
+        name="old-run",
+        node_name="n1",
+        gpu_requests={"nvidia.com/gpu": 1},
+        started_at=now - dt.timedelta(hours=3),
+    )
+    ObservedPodFactory(
+        namespace="team-a",
+        name="fixed-run",
+        node_name="n2",
+        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
+        started_at=now - dt.timedelta(minutes=5),
+    )
+    # the first visit marks nothing (nothing was seen before) and remembers this one
+    first = client.get("/").content.decode()
+    assert 'title="It started after your last visit"' not in first
+    assert "Your last visit" not in first
+    seen = HomeVisit.objects.get(user=lead).seen_at
+    assert now <= seen <= timezone.now()
+
+    # an hour ago was the last visit: the pod that started since is new, the old one not
+    HomeVisit.objects.filter(user=lead).update(seen_at=now - dt.timedelta(hours=1))
+    page = client.get("/").content.decode()
+    marked = re.findall(r'started after your last visit">new</span> Pod <code>([^<]+)</code>', page)
+    assert marked == ["fixed-run"]
+    assert "Your last visit showed the cluster as of <time" in page
+    # and only once: the visit moved the mark forward
+    assert 'title="It started after your last visit"' not in client.get("/").content.decode()
+
+
+def test_a_job_that_cannot_create_pods_and_its_pending_pod_are_one_card_counted_from_the_last_poll(
+    client: Client, lead: Any
+) -> None:
+    now = timezone.now()
+    team_a = NamespaceFactory._meta.model.objects.get(name="team-a")
+    QuotaItem.objects.create(namespace=team_a, resource="requests.nvidia.com/gpu", hard="16")
+    observed(
+        "ResourceQuota",
+        "team-a-gpu-quota",
+        {"hard": {"requests.nvidia.com/gpu": "16"}, "used": {"requests.nvidia.com/gpu": "24"}},
+        namespace="team-a",
+    )
+    ObservedCreateFailure.objects.create(
+        namespace="team-a", kind="Job", name="train-2", message=REFUSAL, count=7, last_seen=now
+    )
+    ObservedPodFactory(
+        namespace="team-a",
+        name="train-2-xyz12",
+        phase="Pending",
+        owner_kind="Job",
+        owner_name="train-2",
+        gpu_requests={"nvidia.com/gpu": 4},
+        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+    )
+    ObservedPodFactory(
+        namespace="team-a",
+        name="other-pending",
+        phase="Pending",
+        owner_kind="Job",
+        owner_name="another-job",
+        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+    )
+    page = client.get("/").content.decode()
+    card = page[page.index('id="create-failure-') :]
+    card = card[: card.index("</li>")]
+    assert "Its pod <code>train-2-xyz12</code> was created and waits too" in card
+    assert "5 Insufficient nvidia.com/gpu" in card
+    # one card: the Job's pod is not a second one under Pending pods
+    assert page.count("train-2-xyz12") == 1
+    assert 'id="pending-pod-' in page and "other-pending" in page
+    # the sentence counts what the bar counts (the poll's 24 of 16), not the event's 12
+    assert "16 requests.nvidia.com/gpu in team-a, 24 are in use" in card
+    assert "24 of 16" in page
+    assert "12 are in use" not in page
+    assert "used: requests.nvidia.com/gpu=12" in card  # the cluster's words, as it said them
+
+
+def test_each_local_queue_shows_its_workloads_and_its_cluster_queues_use_and_borrowing(
+    client: Client, lead: Any
+) -> None:
+    team_a = NamespaceFactory._meta.model.objects.get(name="team-a")
+    cq = ClusterQueueFactory(name="team-a-cq", resource_groups=GROUPS)
+    LocalQueueFactory(name="team-a-train", namespace=team_a, cluster_queue=cq)
+    LocalQueueFactory(name="team-a-new", namespace=team_a, cluster_queue=cq)
+    observed(
+        "LocalQueue",
+        "team-a-train",
+        {"admittedWorkloads": 3, "pendingWorkloads": 1200},
+        namespace="team-a",
+    )
+    observed(
+        "ClusterQueue",
+        "team-a-cq",
+        {
+            "flavorsUsage": [
+                {
+                    "name": "h100-80gb",
+                    "resources": [{"name": "nvidia.com/gpu", "total": "12", "borrowed": "4"}],
+                }
+            ]
+        },
+    )
+    page = client.get("/").content.decode()
+    words = text(page)
+    assert "3 admitted, 1,200 pending" in words
+    assert "ClusterQueue uses 12 of 8 nvidia.com/gpu (h100-80gb) borrows 4" in words
+    assert 'aria-label="12 of 8 nvidia.com/gpu used"' in page
+    assert "not polled yet" in words  # team-a-new has no status yet
+
+
+def grow(size: int, start: int) -> None:
+    now = timezone.now()
+    for i in range(start, start + size):
+        ObservedWorkload.objects.create(
+            namespace="team-a",
+            name=f"wl-{i}",
+            queue_name="q",
+            admitted=True,
+            admitted_at=now,
+            requests={"nvidia.com/gpu": 1},
+            last_changed=now,
+        )
+        ObservedPodFactory(
+            namespace="team-a",
+            name=f"wl-{i}-pod",
+            workload_name=f"wl-{i}",
+            node_name=f"n-{i}",
+            gpu_requests={"nvidia.com/gpu": 1},
+            started_at=now,
+        )
+        ObservedPodFactory(
+            namespace="team-a",
+            name=f"run-{i}",
+            node_name=f"n-{i}",
+            gpu_requests={"nvidia.com/gpu": 1},
+            started_at=now,
+        )
+        ObservedCreateFailure.objects.create(
+            namespace="team-a", kind="Job", name=f"job-{i}", message=REFUSAL, last_seen=now
+        )
+        ObservedPodFactory(
+            namespace="team-a",
+            name=f"job-{i}-pod",
+            phase="Pending",
+            owner_kind="Job",
+            owner_name=f"job-{i}",
+            pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+        )
+
+
+def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
+    client: Client, lead: Any
+) -> None:
+    team_a = NamespaceFactory._meta.model.objects.get(name="team-a")
+    LocalQueueFactory(name="q", namespace=team_a, cluster_queue=ClusterQueueFactory(name="cq"))
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/").status_code == 200
+        return len(captured)
+
+    grow(1, 0)
+    queries()  # the explainer builds its view of the fleet once, then checks it is current
+    small = queries()
+    grow(40, 1)
+    large = queries()
+    assert large == small <= 28, (small, large)
+    assert client.get("/").content.decode().count("Running GPU work") == 1
