@@ -112,7 +112,9 @@ def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:
 
 
 def _is_new(since: dt.datetime | None, last_visit: dt.datetime | None) -> bool:
-    return bool(since and last_visit and since > last_visit)
+    """Whether work started after the last visit. The cluster's times have whole seconds:
+    one that started in the second of the visit's poll counts as new (twice at worst)."""
+    return bool(since and last_visit and since >= last_visit.replace(microsecond=0))
 
 
 def _running(

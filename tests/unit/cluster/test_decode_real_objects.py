@@ -72,6 +72,22 @@ def test_a_kueue_admitted_jobs_pod_names_its_workload() -> None:
     )
 
 
+def test_a_jobs_pod_names_its_job_and_since_when_it_runs() -> None:
+    """The controller's ownerReference joins a pod to the Job that cannot create the rest;
+    ``status.startTime`` (set when the kubelet takes it on) says since when it runs."""
+    pod = recorded("pod-4gpu-bound.json")
+    values = pod_values(pod, pod_gpu_requests(pod))
+    assert (values["owner_kind"], values["owner_name"], values["started_at"]) == (
+        "Job",
+        "rc-train-4gpu",
+        None,
+    )
+    pod["status"]["startTime"] = "2026-12-01T09:26:25Z"
+    pod["metadata"]["ownerReferences"][0]["controller"] = False  # an owner, not its controller
+    values = pod_values(pod, pod_gpu_requests(pod))
+    assert (values["owner_kind"], values["started_at"]) == ("", "2026-12-01T09:26:25Z")
+
+
 def test_the_recorded_nodes_decode_to_their_gpus_layouts_and_taints() -> None:
     rows = {n["metadata"]["name"]: node_values(n, {}, "pool") for n in kueue("nodes.json")["items"]}
     assert {
