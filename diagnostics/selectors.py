@@ -44,19 +44,21 @@ CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguri
 
 
 def waiting_in_namespaces(
-    namespaces: list[str],
+    namespaces: list[str], pods: list[ObservedPod] | None = None
 ) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
-    """Workloads not admitted and Pending pods of these namespaces, with the reason."""
+    """Workloads not admitted and Pending pods of these namespaces, with the reason
+    (``pods``: the Pending pods, when the caller has read them already)."""
     workloads = list(
         ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False).order_by(
             "admitted", "namespace", "created_at"
         )
     )
-    pods = list(
-        ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending").order_by(
-            "namespace", "name"
+    if pods is None:
+        pods = list(
+            ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending").order_by(
+                "namespace", "name"
+            )
         )
-    )
     return workloads, pods
 
 
@@ -219,15 +221,20 @@ def _explain_pods(pods: list[ObservedPod]) -> None:
 
 
 def explain_waiting(
-    namespaces: list[str], *, quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None
+    namespaces: list[str],
+    *,
+    quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    pods: list[ObservedPod] | None = None,
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
     ``Explanation``; None for an admitted workload with nothing in its way): the home page
     and the API show the same words. An admitted workload whose pod is stuck gets the
     pod's explanation (Kueue names the workload on its pods). ``quotas``, (namespace,
     ResourceQuota) -> its observed status, is what a page already read (its bars count
-    from it); without it, the quotas a refusal names are read here (one query)."""
-    workloads, pods = waiting_in_namespaces(namespaces)
+    from it); without it, the quotas a refusal names are read here (one query). ``pods``
+    are the Pending pods of these namespaces, ordered by namespace and name, when the caller
+    read them already (the home, with its running ones)."""
+    workloads, pods = waiting_in_namespaces(namespaces, pods)
     now = timezone.now()
     cq_of: dict[tuple[str, str], str] = {}
     if any(not w.cluster_queue for w in workloads):

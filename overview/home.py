@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db import connection
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -59,11 +60,15 @@ def home(request: HttpRequest) -> HttpResponse:
     last_visit = _visited(user_id(request.user), api)
     statuses = _observed_statuses(namespaces)
     quotas = {(ns, name): s for (kind, ns, name), s in statuses.items() if kind == "ResourceQuota"}
-    workloads, pods, failures = explain_waiting(names, quotas=quotas)
-    running = ObservedPod.objects.filter(namespace__in=names, phase="Running").exclude(
-        gpu_requests={}
+    pods = list(
+        ObservedPod.objects.filter(namespace__in=names)
+        .filter(Q(phase="Pending") | (Q(phase="Running") & ~Q(gpu_requests={})))
+        .order_by("namespace", "name")
     )
-    per_namespace = _sorted_out(workloads, pods, failures, list(running), last_visit)
+    running = [p for p in pods if p.phase == "Running"]
+    waiting = [p for p in pods if p.phase == "Pending"]
+    workloads, pending, failures = explain_waiting(names, quotas=quotas, pods=waiting)
+    per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
     for ns in namespaces:
         ns.observed = per_namespace[ns.name]  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
@@ -83,16 +88,19 @@ def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
     """The user's last visit (None on the first), then this one recorded: as of the poll the
     page shows, so work the next poll finds started after it is new next time (one upsert,
     safe with two tabs at once)."""
-    before = HomeVisit.objects.filter(user_id=user_pk).values_list("seen_at", flat=True).first()
-    seen = api.last_ok or timezone.now()
-    if before is None or seen > before:
-        HomeVisit.objects.bulk_create(
-            [HomeVisit(user_id=user_pk, seen_at=seen)],
-            update_conflicts=True,
-            unique_fields=["user"],
-            update_fields=["seen_at"],
+    table = HomeVisit._meta.db_table
+    with connection.cursor() as cursor:
+        # Both parts of the statement see the table as it was: the first reads the last
+        # visit, the second records this one (never moving it back).
+        cursor.execute(
+            f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
+            f"visit AS (INSERT INTO {table} (user_id, seen_at) VALUES (%s, %s) "
+            f"ON CONFLICT (user_id) DO UPDATE SET seen_at = GREATEST({table}.seen_at, "
+            "EXCLUDED.seen_at)) SELECT seen_at FROM before",
+            [user_pk, user_pk, api.last_ok or timezone.now()],
         )
-    return before
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _observed_statuses(namespaces: list[Any]) -> Statuses:

@@ -6,6 +6,7 @@
   Kubernetes quantity in the unit its resource is read in (memory in GiB, CPU in cores,
   devices counted)
 - ``{{ seconds|duration }}`` 45 s, 12 min, 2 h 10 min, 3 d 4 h (a ``timedelta`` too)
+- ``{{ start|took:end }}`` how long from one moment to the other: 45 s, 2 h 10 min
 - ``{{ stamp|ago }}`` just now, 5 min ago, in 2 h · ``{{ stamp|when }}`` a ``<time>`` element:
   "2 Dec, 14:05" (the year shown when it is not this year), which the browser turns into
   its own local time (static/js/portal.js)
@@ -164,6 +165,15 @@ def duration(value: Any) -> str:
     if seconds is None:
         return DASH if value in (None, "") else str(value)
     return _span(seconds)
+
+
+@register.filter
+def took(start: Any, end: Any) -> str:
+    """How long from ``start`` to ``end`` (two moments): 45 s, 2 h 10 min; a dash when
+    either is missing (a step still running has no end)."""
+    if not isinstance(start, dt.datetime) or not isinstance(end, dt.datetime):
+        return DASH
+    return duration(_aware(end) - _aware(start))
 
 
 def _aware(value: dt.datetime | dt.date) -> dt.datetime:
