@@ -169,11 +169,12 @@ def duration(value: Any) -> str:
 
 @register.filter
 def took(start: Any, end: Any) -> str:
-    """How long from ``start`` to ``end`` (two moments): 45 s, 2 h 10 min; a dash when
-    either is missing (a step still running has no end)."""
+    """How long from ``start`` to ``end`` (two moments): under a second, 45 s, 2 h 10 min;
+    a dash when either is missing (a step still running has no end)."""
     if not isinstance(start, dt.datetime) or not isinstance(end, dt.datetime):
         return DASH
-    return duration(_aware(end) - _aware(start))
+    seconds = (_aware(end) - _aware(start)).total_seconds()
+    return "under a second" if 0 <= seconds < 1 else _span(seconds)
 
 
 def _aware(value: dt.datetime | dt.date) -> dt.datetime:

@@ -74,7 +74,17 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     expect(why).to_be_visible()
     expect(why).to_contain_text("all-3g.40gb")
     expect(page.locator("body")).not_to_contain_text("doesn't exist")
+    # What runs, with its GPUs, and the Job the quota refuses as one card with its pod.
+    expect(page.get_by_role("heading", name="Running GPU work").first).to_be_visible()
+    expect(page.locator("[id^=create-failure-]").filter(has_text="eval-sweep")).to_contain_text(
+        "was created and waits too"
+    )
     screenshot(page, "home-lead")
+    # On a phone's width the home reads top to bottom: nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "home-lead-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
 
     # Ask for the MIG change; the impact preview follows the choices.
     page.goto(f"{base}/changes/new/")

@@ -189,5 +189,6 @@ def test_gpus_says_what_a_pod_holds(requests: object, shown: str) -> None:
 def test_took_says_how_long_from_one_moment_to_another() -> None:
     assert qm.took(NOW, NOW + dt.timedelta(seconds=42)) == "42 s"
     assert qm.took(NOW, NOW + dt.timedelta(hours=2, minutes=10, seconds=5)) == "2 h 10 min"
+    assert qm.took(NOW, NOW + dt.timedelta(milliseconds=300)) == "under a second"
     assert qm.took(NOW, None) == "—"  # still running
     assert qm.took(None, NOW) == "—"
