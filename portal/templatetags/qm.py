@@ -2,7 +2,8 @@
 
 - ``{{ n|thousands }}`` 5,000 · ``{{ x|number }}`` at most one decimal (``1,234.5``, ``3``)
   · ``{{ ratio|percent }}`` 75%
-- ``{{ bytes|gib }}`` 64 GiB, 1.5 GiB, 512 MiB · ``{{ "64Gi"|quantity:"memory" }}`` a
+- ``{{ bytes|gib }}`` 64 GiB, 1.5 GiB, 512 MiB · ``{{ mebibytes|mib }}`` the same from MiB
+  (DCGM's frame-buffer counts) · ``{{ "64Gi"|quantity:"memory" }}`` a
   Kubernetes quantity in the unit its resource is read in (memory in GiB, CPU in cores,
   devices counted)
 - ``{{ seconds|duration }}`` 45 s, 12 min, 2 h 10 min, 3 d 4 h (a ``timedelta`` too)
@@ -117,6 +118,15 @@ def gib(value: Any) -> str:
     if abs(amount) < _GIB:
         return f"{_decimal(amount / _MIB, 1)} MiB"
     return f"{_decimal(amount / _GIB, 1)} GiB"
+
+
+@register.filter
+def mib(value: Any) -> str:
+    """A count of MiB (DCGM reports GPU memory so) as ``gib`` shows bytes: 79.6 GiB."""
+    amount = _as_fraction(value)
+    if amount is None:
+        return DASH if value in (None, "") else str(value)
+    return gib(amount * _MIB)
 
 
 @register.filter

@@ -192,3 +192,10 @@ def test_took_says_how_long_from_one_moment_to_another() -> None:
     assert qm.took(NOW, NOW + dt.timedelta(milliseconds=300)) == "under a second"
     assert qm.took(NOW, None) == "—"  # still running
     assert qm.took(None, NOW) == "—"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(81559, "79.6 GiB"), (0, "0 GiB"), (512, "512 MiB"), (None, "—")]
+)
+def test_mib_counts_show_as_gib(value: object, shown: str) -> None:
+    assert qm.mib(value) == shown
