@@ -51,6 +51,31 @@ def observed(kind: str, name: str, status: dict[str, Any], namespace: str = "") 
     )
 
 
+def running(name: str, node: str, gpus: dict[str, int], ago: dt.timedelta, **more: Any) -> None:
+    """A running GPU pod of team-a that started ``ago``."""
+    ObservedPodFactory(
+        namespace="team-a",
+        name=name,
+        node_name=node,
+        gpu_requests=gpus,
+        started_at=timezone.now() - ago,
+        **more,
+    )
+
+
+def workload(name: str, ago: dt.timedelta, gpus: int) -> None:
+    """An admitted workload of team-a in the queue team-a-train."""
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name=name,
+        queue_name="team-a-train",
+        admitted=True,
+        admitted_at=timezone.now() - ago,
+        requests={"nvidia.com/gpu": gpus, "cpu": 8},
+        last_changed=timezone.now(),
+    )
+
+
 def text(page: str) -> str:
     """The page's words without its tags, spaces collapsed."""
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
@@ -68,32 +93,11 @@ def lead(client: Client, team_a_admin: Any, team_b: Any) -> Any:
 def test_the_home_lists_running_gpu_work_with_what_it_holds_since_when_and_where(
     client: Client, lead: Any
 ) -> None:
-    now = timezone.now()
-    ObservedWorkload.objects.create(
-        namespace="team-a",
-        name="job-train-1",
-        queue_name="team-a-train",
-        admitted=True,
-        admitted_at=now - dt.timedelta(hours=2, minutes=5),
-        requests={"nvidia.com/gpu": 4, "cpu": 8},
-        last_changed=now,
-    )
+    workload("job-train-1", dt.timedelta(hours=2, minutes=5), gpus=4)
     for i, node in enumerate(["gpu-h100-01", "gpu-h100-02"]):
-        ObservedPodFactory(
-            namespace="team-a",
-            name=f"train-1-{i}",
-            node_name=node,
-            workload_name="job-train-1",
-            gpu_requests={"nvidia.com/gpu": 2},
-            started_at=now - dt.timedelta(hours=2),
-        )
-    ObservedPodFactory(
-        namespace="team-a",
-        name="notebook",
-        node_name="gpu-a100-03",
-        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
-        started_at=now - dt.timedelta(minutes=12),
-    )
+        gpus = {"nvidia.com/gpu": 2}
+        running(f"train-1-{i}", node, gpus, dt.timedelta(hours=2), workload_name="job-train-1")
+    running("notebook", "gpu-a100-03", {"nvidia.com/mig-3g.40gb": 1}, dt.timedelta(minutes=12))
     ObservedPodFactory(namespace="team-a", name="cpu-only", node_name="cpu-01")
     ObservedPodFactory(
         namespace="team-b", name="secret-run", gpu_requests={"nvidia.com/gpu": 1}, node_name="x"
@@ -117,20 +121,8 @@ def test_work_that_started_since_the_last_visit_is_marked_new_once(
     client: Client, lead: Any
 ) -> None:
     now = timezone.now()
-    ObservedPodFactory(
-        namespace="team-a",
-        name="old-run",
-        node_name="n1",
-        gpu_requests={"nvidia.com/gpu": 1},
-        started_at=now - dt.timedelta(hours=3),
-    )
-    ObservedPodFactory(
-        namespace="team-a",
-        name="fixed-run",
-        node_name="n2",
-        gpu_requests={"nvidia.com/mig-3g.40gb": 1},
-        started_at=now - dt.timedelta(minutes=5),
-    )
+    running("old-run", "n1", {"nvidia.com/gpu": 1}, dt.timedelta(hours=3))
+    running("fixed-run", "n2", {"nvidia.com/mig-3g.40gb": 1}, dt.timedelta(minutes=5))
     # the first visit marks nothing (nothing was seen before) and remembers this one
     first = client.get("/").content.decode()
     assert 'title="It started after your last visit"' not in first
@@ -231,30 +223,11 @@ def test_each_local_queue_shows_its_workloads_and_its_cluster_queues_use_and_bor
 def grow(size: int, start: int) -> None:
     now = timezone.now()
     for i in range(start, start + size):
-        ObservedWorkload.objects.create(
-            namespace="team-a",
-            name=f"wl-{i}",
-            queue_name="q",
-            admitted=True,
-            admitted_at=now,
-            requests={"nvidia.com/gpu": 1},
-            last_changed=now,
+        workload(f"wl-{i}", dt.timedelta(0), gpus=1)
+        running(
+            f"wl-{i}-pod", f"n-{i}", {"nvidia.com/gpu": 1}, dt.timedelta(0), workload_name=f"wl-{i}"
         )
-        ObservedPodFactory(
-            namespace="team-a",
-            name=f"wl-{i}-pod",
-            workload_name=f"wl-{i}",
-            node_name=f"n-{i}",
-            gpu_requests={"nvidia.com/gpu": 1},
-            started_at=now,
-        )
-        ObservedPodFactory(
-            namespace="team-a",
-            name=f"run-{i}",
-            node_name=f"n-{i}",
-            gpu_requests={"nvidia.com/gpu": 1},
-            started_at=now,
-        )
+        running(f"run-{i}", f"n-{i}", {"nvidia.com/gpu": 1}, dt.timedelta(0))
         ObservedCreateFailure.objects.create(
             namespace="team-a", kind="Job", name=f"job-{i}", message=REFUSAL, last_seen=now
         )
