@@ -415,6 +415,24 @@ CASES: list[Any] = [
         "Wait for running pods to finish, make the pods smaller, or ask for more quota.",
         id="f3-exceeded-quota",
     ),
+    # The same refusal read later: the quota as last polled counts now (more in use, a
+    # raised limit), the event's numbers stay in the evidence.
+    pytest.param(
+        lambda: explain_create_failure(
+            namespace="team-a",
+            kind="Job",
+            name="job",
+            message="Error creating: " + k8s("f3-create-pod-exceeds-quota-403")["message"],
+            observed={
+                "hard": {"requests.nvidia.com/gpu": "4"},
+                "used": {"requests.nvidia.com/gpu": "5"},
+            },
+        ),
+        "Job job cannot create its pods: quota gpu-quota allows 4 requests.nvidia.com/gpu in "
+        "team-a, 5 are in use and a new pod asks for 1.",
+        "Wait for running pods to finish, make the pods smaller, or ask for more quota.",
+        id="f3-exceeded-quota-as-last-polled",
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
+from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload, SyncRun
 from overview.models import HomeVisit
 from tenants.models import QuotaItem
 from tests.factories import (
@@ -138,6 +138,24 @@ def test_work_that_started_since_the_last_visit_is_marked_new_once(
     assert "Your last visit showed the cluster as of <time" in page
     # and only once: the visit moved the mark forward
     assert 'title="It started after your last visit"' not in client.get("/").content.decode()
+
+
+def test_a_visit_is_recorded_as_of_the_poll_the_page_showed_and_never_moved_back(
+    client: Client, lead: Any
+) -> None:
+    """While the API is unreachable the page shows the last good poll: work the cluster
+    starts meanwhile is new on the first visit after it is back."""
+    now = timezone.now()
+    good = now - dt.timedelta(minutes=10)
+    SyncRun.objects.create(started_at=good, finished_at=good + dt.timedelta(seconds=1))
+    SyncRun.objects.create(started_at=now - dt.timedelta(minutes=1), error="connection refused")
+    assert client.get("/").status_code == 200
+    assert HomeVisit.objects.get(user=lead).seen_at == good
+    # a visit recorded later (another tab, after the API came back) is not moved back
+    later = now - dt.timedelta(seconds=5)
+    HomeVisit.objects.filter(user=lead).update(seen_at=later)
+    assert client.get("/").status_code == 200
+    assert HomeVisit.objects.get(user=lead).seen_at == later
 
 
 def test_a_job_that_cannot_create_pods_and_its_pending_pod_are_one_card_counted_from_the_last_poll(
