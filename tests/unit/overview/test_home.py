@@ -205,6 +205,26 @@ def test_a_job_that_cannot_create_pods_and_its_pending_pod_are_one_card_counted_
     assert "used: requests.nvidia.com/gpu=12" in card  # the cluster's words, as it said them
 
 
+def test_an_admitted_workloads_stuck_pod_is_told_on_the_workloads_card(
+    client: Client, lead: Any
+) -> None:
+    workload("job-llm", dt.timedelta(minutes=20), gpus=8)
+    ObservedPodFactory(
+        namespace="team-a",
+        name="job-llm-pod-0",
+        phase="Pending",
+        workload_name="job-llm",
+        queue_name="team-a-train",
+        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+    )
+    page = client.get("/").content.decode()
+    card = page[page.index('id="workload-') :]
+    card = card[: card.index("</li>")]
+    assert "but its pod job-llm-pod-0 does not run" in card
+    assert 'id="pending-pod-' not in page  # not a second card
+    assert "Running GPU work" not in page  # admitted, but nothing of it runs
+
+
 def test_each_local_queue_shows_its_workloads_and_its_cluster_queues_use_and_borrowing(
     client: Client, lead: Any
 ) -> None:
