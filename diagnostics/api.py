@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -13,6 +15,7 @@ from rest_framework.views import APIView
 
 from cluster.connection import interactive_gateway
 from cluster.selectors import open_drift
+from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
@@ -20,6 +23,27 @@ from portal.api_safety import StrictQuery
 from portal.filters import allowed, no_such_team
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
+
+
+class EstimateSerializer(serializers.Serializer[Any]):
+    summary = serializers.CharField(
+        help_text='The range ("about 2-3 h", with an en dash), what it waits for ("after MIG '
+        'change #12"), or "no estimate".'
+    )
+    basis = serializers.CharField(
+        help_text="What the range rests on (its place in line, the run times of those ahead), "
+        "or why there is no estimate."
+    )
+    low_s = serializers.IntegerField(
+        allow_null=True, help_text="Seconds from now until it could start at the earliest."
+    )
+    high_s = serializers.IntegerField(
+        allow_null=True,
+        help_text="Seconds from now until it should have started; null with low_s set: after a "
+        "change of unknown length.",
+    )
+    earliest = serializers.DateTimeField(allow_null=True)
+    latest = serializers.DateTimeField(allow_null=True)
 
 
 class WaitingSerializer(serializers.Serializer[Any]):
@@ -37,6 +61,10 @@ class WaitingSerializer(serializers.Serializer[Any]):
     next_step = serializers.CharField()
     action = serializers.DictField(child=serializers.CharField(), allow_null=True)
     evidence = serializers.ListField(child=serializers.CharField())
+    estimate = EstimateSerializer(
+        help_text="When it could start: a range from its place in line and the run times of "
+        "what is ahead, from the queue's history (the same words as the home page)."
+    )
 
 
 class WaitingQuery(StrictQuery):
@@ -65,7 +93,8 @@ class WaitingQuery(StrictQuery):
 
 class WaitingView(APIView):
     """What waits in your teams' namespaces and why: the cause, the next step, an action
-    and the cluster's own words (the same explanations as the home page)."""
+    and the cluster's own words (the same explanations as the home page), and when it could
+    start (a range with its basis, or "no estimate" and why)."""
 
     @extend_schema(
         parameters=[
@@ -96,6 +125,7 @@ class WaitingView(APIView):
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
         workloads, pods, failures = explain_waiting(list(namespaces.values_list("name", flat=True)))
+        now = timezone.now()
         rows = (
             [
                 {
@@ -105,6 +135,7 @@ class WaitingView(APIView):
                     "queue": w.queue_name,
                     "workload": w.name,
                     **_why(w.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(w.estimate, now),  # type: ignore[attr-defined]
                 }
                 for w in workloads
                 if w.why is not None  # type: ignore[attr-defined]
@@ -117,6 +148,7 @@ class WaitingView(APIView):
                     "queue": p.queue_name,
                     "workload": p.workload_name,
                     **_why(p.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(p.estimate, now),  # type: ignore[attr-defined]
                 }
                 for p in pods
             ]
@@ -128,11 +160,26 @@ class WaitingView(APIView):
                     "queue": "",
                     "workload": "",
                     **_why(f.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(f.estimate, now),  # type: ignore[attr-defined]
                 }
                 for f in failures
             ]
         )
         return Response(WaitingSerializer(rows, many=True).data)
+
+
+def _estimate(estimate: Estimate, now: dt.datetime) -> dict[str, Any]:
+    def at(seconds: int | None) -> dt.datetime | None:
+        return None if seconds is None else now + dt.timedelta(seconds=seconds)
+
+    return {
+        "summary": estimate.summary,
+        "basis": estimate.basis,
+        "low_s": estimate.low_s,
+        "high_s": estimate.high_s,
+        "earliest": at(estimate.low_s),
+        "latest": at(estimate.high_s),
+    }
 
 
 def _why(why: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from changes.facts import custom_configs
@@ -22,6 +22,17 @@ from cluster.models import (
     ObservedWorkload,
 )
 from cluster.selectors import open_drift
+from diagnostics.estimate import (
+    Estimate,
+    Line,
+    NodeChange,
+    QueueChange,
+    Running,
+    Runs,
+    estimate_pod,
+    estimate_refused,
+    estimate_workload,
+)
 from diagnostics.explain import (
     FleetView,
     Gang,
@@ -35,7 +46,10 @@ from diagnostics.explain import (
 )
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
-from queues.models import LocalQueue
+from portal.quantity import QuantityError, parse_quantity
+from queues.models import ClusterQueue, LocalQueue
+from queues.rules import quota_entries
+from usage.runs import run_times
 
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
 
@@ -219,8 +233,9 @@ def explain_waiting(
     namespaces: list[str],
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
-    ``Explanation``; None for an admitted workload with nothing in its way): the home page
-    and the API show the same words. An admitted workload whose pod is stuck gets the
+    ``Explanation``; None for an admitted workload with nothing in its way) and
+    ``.estimate`` (an ``Estimate``; None for an admitted workload): the home page and the
+    API show the same words. An admitted workload whose pod is stuck gets the
     pod's explanation (Kueue names the workload on its pods)."""
     workloads, pods = waiting_in_namespaces(namespaces)
     now = timezone.now()
@@ -262,7 +277,9 @@ def explain_waiting(
             cluster_queue=cluster_queue,
             waiting=_waiting(workload, now, pending),
         )
-    return workloads, pods, _create_failures(namespaces, now)
+    failures = _create_failures(namespaces, now)
+    attach_estimates(workloads, pods, failures, now)
+    return workloads, pods, failures
 
 
 def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCreateFailure]:
@@ -281,3 +298,251 @@ def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCr
             message=failure.message,
         )
     return failures
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(parse_quantity(str(value)))
+    except QuantityError:
+        return 0.0
+
+
+def _quotas(cq: ClusterQueue) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Per resource (all flavors together): nominal quota, what it may lend, the most it may
+    borrow (no entry: no limit)."""
+    nominal: dict[str, float] = {}
+    lend: dict[str, float] = {}
+    borrow: dict[str, float] = {}
+    unlimited: set[str] = set()
+    for _, _, quota in quota_entries(cq.resource_groups):
+        name = quota["name"]
+        amount = _amount(quota.get("nominalQuota", 0))
+        nominal[name] = nominal.get(name, 0) + amount
+        lent = quota.get("lendingLimit")
+        lend[name] = lend.get(name, 0) + (amount if lent is None else _amount(lent))
+        if quota.get("borrowingLimit") is None:
+            unlimited.add(name)
+        else:
+            borrow[name] = borrow.get(name, 0) + _amount(quota["borrowingLimit"])
+    return nominal, lend, {r: n for r, n in borrow.items() if r not in unlimited}
+
+
+def _used(held: list[ObservedWorkload]) -> dict[str, float]:
+    used: dict[str, float] = {}
+    for workload in held:
+        for resource, amount in (workload.requests or {}).items():
+            used[resource] = used.get(resource, 0) + _amount(amount)
+    return used
+
+
+def _capacity(
+    cq: ClusterQueue, queues: dict[str, ClusterQueue], admitted: dict[str, list[ObservedWorkload]]
+) -> dict[str, float]:
+    """What ``cq`` can admit: its nominal quota plus what it could borrow from its cohort now
+    (its peers' unused lendable quota and the cohort's own, up to its borrowing limits)."""
+    nominal, _, limits = _quotas(cq)
+    if cq.cohort_id is None:
+        return nominal
+    spare: dict[str, float] = {}
+    for peer in queues.values():
+        if peer.cohort_id != cq.cohort_id or peer.pk == cq.pk:
+            continue
+        _, lend, _ = _quotas(peer)
+        used = _used(admitted.get(peer.name, []))
+        for resource, amount in lend.items():
+            spare[resource] = spare.get(resource, 0) + max(0.0, amount - used.get(resource, 0))
+    for _, _, quota in quota_entries(cq.cohort.resource_groups if cq.cohort else []):
+        name = quota["name"]
+        spare[name] = spare.get(name, 0) + _amount(quota.get("nominalQuota", 0))
+    return {r: n + min(spare.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()}
+
+
+def _queue_changes(
+    changes: list[MigChangeRequest], now: dt.datetime
+) -> dict[str, list[QueueChange]]:
+    """ClusterQueue -> the approved MIG changes not done yet that raise its quota."""
+    out: dict[str, list[QueueChange]] = {}
+    for change in changes:
+        adds: dict[str, dict[str, float]] = {}
+        for item in change.queue_changes or []:
+            more = _amount(item.get("to", 0)) - _amount(item.get("from", 0))
+            if more > 0:
+                per = adds.setdefault(item.get("cluster_queue", ""), {})
+                per[item.get("resource", "")] = per.get(item.get("resource", ""), 0) + more
+        for queue, added in adds.items():
+            out.setdefault(queue, []).append(
+                QueueChange(change.pk, list(change.nodes), added, *_timing(change, now))
+            )
+    return out
+
+
+def _timing(change: MigChangeRequest, now: dt.datetime) -> tuple[int | None, bool]:
+    start = change.window_start
+    starts_in = int((start - now).total_seconds()) if start and start > now else None
+    return starts_in, change.state == MigChangeRequest.State.RUNNING
+
+
+def _node_changes(changes: list[MigChangeRequest], now: dt.datetime) -> list[NodeChange]:
+    """What each node of an approved MIG change not done yet offers after it (two queries,
+    only when there is such a change)."""
+    changes = [c for c in changes if c.kind == MigChangeRequest.Kind.MIG and c.target_config]
+    if not changes:
+        return []
+    names = {n for c in changes for n in c.nodes}
+    nodes = {n.name: n for n in ObservedNode.objects.filter(name__in=names)}
+    custom = custom_configs()
+    out = []
+    for change in changes:
+        for name in change.nodes:
+            node = nodes.get(name)
+            if node is None:
+                continue
+            model = model_for_product(node.gpu_product) if node.gpu_product else None
+            offers, _ = promised_resources(
+                change.target_config,
+                node=name,
+                model=model,
+                gpu_count=node.gpu_count,
+                custom=custom,
+            )
+            if offers:
+                out.append(
+                    NodeChange(change.pk, name, change.target_config, offers, *_timing(change, now))
+                )
+    return out
+
+
+class _Queues:
+    """The ClusterQueues that waiting workloads wait in, with everything in them (waiting
+    and admitted, every team's: their places and quota count, never their names), read in a
+    fixed number of queries."""
+
+    def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime) -> None:
+        self.now = now
+        self.queues = {cq.name: cq for cq in ClusterQueue.objects.select_related("cohort")}
+        wanted = {w.cluster_queue for w in waiting if w.cluster_queue}
+        cohorts = {self.queues[q].cohort_id for q in wanted if q in self.queues} - {None}
+        self.names = wanted | {q for q, cq in self.queues.items() if cq.cohort_id in cohorts}
+        self.local: dict[tuple[str, str], tuple[str, str]] = {
+            (ns, lq): (cq, stop)
+            for ns, lq, cq, stop in LocalQueue.objects.filter(
+                Q(cluster_queue__name__in=self.names)
+                | Q(namespace__name__in={w.namespace for w in waiting})
+            ).values_list("namespace__name", "name", "cluster_queue__name", "stop_policy")
+        }
+        self.admitted: dict[str, list[ObservedWorkload]] = {}
+        self.in_line: dict[str, list[ObservedWorkload]] = {}
+        for other in ObservedWorkload.objects.filter(finished=False).filter(
+            Q(cluster_queue__in=self.names)
+            | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
+        ):
+            queue = (
+                other.cluster_queue or self.local.get((other.namespace, other.queue_name), ("",))[0]
+            )
+            if queue in self.names:
+                into = self.admitted if other.admitted else self.in_line
+                into.setdefault(queue, []).append(other)
+
+    def line(
+        self, workload: ObservedWorkload, changes: dict[str, list[QueueChange]]
+    ) -> Line | None:
+        cq = self.queues.get(workload.cluster_queue)
+        if cq is None:
+            return None
+        stopped = ""
+        if cq.stop_policy != "None":
+            stopped = f"ClusterQueue {cq.name} is stopped ({cq.stop_policy})"
+        local_stop = self.local.get((workload.namespace, workload.queue_name), ("", "None"))[1]
+        if local_stop != "None":
+            stopped = f"LocalQueue {workload.queue_name} is stopped ({local_stop})"
+        others = self.in_line.get(cq.name, [])
+        if workload.position is not None:
+            ahead = sorted(
+                (o for o in others if o.position is not None and o.position < workload.position),
+                key=lambda o: o.position or 0,
+            )
+        else:
+            ahead = [o for o in others if _order(o) < _order(workload)]
+            ahead.sort(key=_order)
+        return Line(
+            cluster_queue=cq.name,
+            capacity=_capacity(cq, self.queues, self.admitted),
+            running=[
+                Running(o.requests or {}, (self.now - (o.admitted_at or self.now)).total_seconds())
+                for o in self.admitted.get(cq.name, [])
+            ],
+            ahead=[o.requests or {} for o in ahead],
+            position=workload.position if workload.position is not None else len(ahead),
+            exact=workload.position is not None,
+            strict=cq.queueing_strategy == ClusterQueue.QueueingStrategy.STRICT_FIFO,
+            stopped=stopped,
+            changes=changes.get(cq.name, []),
+        )
+
+
+def _order(workload: ObservedWorkload) -> tuple[int, dt.datetime, str]:
+    """Kueue's order in a ClusterQueue without its visibility API: priority, then age."""
+    since = workload.queued_at or workload.created_at or dt.datetime.max.replace(tzinfo=dt.UTC)
+    return (-workload.priority, since, f"{workload.namespace}/{workload.name}")
+
+
+def attach_estimates(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+) -> None:
+    """``.estimate`` on each waiting workload, Pending pod and refused creation (None on an
+    admitted workload): a fixed number of queries however much waits or ran before."""
+    waiting = [w for w in workloads if not w.admitted]
+    for workload in workloads:
+        workload.estimate = None  # type: ignore[attr-defined]
+    changes = list(MigChangeRequest.objects.filter(state__in=CHANGING)) if waiting or pods else []
+    if waiting:
+        queues = _Queues(waiting, now)
+        raised = _queue_changes(changes, now)
+        by_queue, by_namespace = run_times(
+            cluster_queues=[w.cluster_queue for w in waiting],
+            namespaces=[w.namespace for w in waiting],
+            now=now,
+        )
+        for workload in waiting:
+            requeue = workload.requeue_at
+            back = int((requeue - now).total_seconds()) if requeue and requeue > now else None
+            workload.estimate = estimate_workload(  # type: ignore[attr-defined]
+                requests=workload.requests or {},
+                line=queues.line(workload, raised),
+                histories=[
+                    Runs(by_queue.get(workload.cluster_queue, []), workload.cluster_queue),
+                    Runs(
+                        by_namespace.get(workload.namespace, []), f"namespace {workload.namespace}"
+                    ),
+                ],
+                never=workload.why.never,  # type: ignore[attr-defined]
+                requeue_in_s=back,
+            )
+    _estimate_pods(workloads, pods, _node_changes(changes, now) if pods else [])
+    for failure in failures:
+        failure.estimate = estimate_refused(never=failure.why.never)  # type: ignore[attr-defined]
+
+
+def _estimate_pods(
+    workloads: list[ObservedWorkload], pods: list[ObservedPod], changes: list[NodeChange]
+) -> None:
+    """A pod of a waiting workload waits as its workload does; any other, for the nodes."""
+    of = {(w.namespace, w.name): w for w in workloads}
+    for pod in pods:
+        workload = of.get((pod.namespace, pod.workload_name)) if pod.workload_name else None
+        mine: Estimate | None = getattr(workload, "estimate", None)
+        if mine is not None:
+            pod.estimate = mine  # type: ignore[attr-defined]
+            continue
+        why = pod.why  # type: ignore[attr-defined]
+        pod.estimate = estimate_pod(  # type: ignore[attr-defined]
+            wanted=pod.gpu_requests or {},
+            never=why.never,
+            topic=why.topic,
+            changes=changes,
+            gang=bool(pod.group_name),
+            admitted_workload=pod.workload_name if workload is not None else "",
+        )

@@ -1,0 +1,387 @@
+"""When could it start? A range with its basis for a waiting Kueue workload or a Pending pod,
+or "no estimate" with why. Pure functions: the selector passes the facts in.
+
+The model is simple on purpose, and the basis sentence says what it rests on:
+
+- A ClusterQueue admits in line order (its place from Kueue's visibility API, else by
+  priority and age): under StrictFIFO the head waits until it fits, under BestEffortFIFO
+  whatever fits goes. It admits from its quota: nominal plus what it could borrow from its
+  cohort now.
+- A workload it admitted ends after its typical run: the run times of the queue's finished
+  workloads (the team's namespace's when the queue has too few), given how long it has run
+  already (only the runs longer than that count). A workload admitted later runs a typical
+  run too.
+- Run once with every run at the quick end (the 25th percentile) and once at the slow end
+  (the 75th): the range lies between. Fewer than ``MIN_SAMPLES`` finished runs give no
+  estimate, and nothing is said more precisely than it is known (5-minute steps under 90
+  minutes, whole hours under 36 hours, whole days beyond; a range that rounds to one value
+  is "about" it).
+- A stopped queue, a workload that can never fit (the explainer says why), a pod outside
+  Kueue (the portal keeps run times of Kueue workloads only) get "no estimate" and the why;
+  an approved capacity change not done yet (a MIG change that adds the profile, or raises
+  the queue's quota) is named: "after MIG change #12".
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+MIN_SAMPLES = 5  # finished runs needed before their spread means anything
+QUICK, SLOW = 0.25, 0.75  # the quantiles of the range's two ends
+NO_ESTIMATE = "no estimate"
+DASH = "\u2013"  # an en dash: "2-3 h" reads as a range
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """From now until it could start, in seconds: ``low_s`` to ``high_s`` (``high_s`` None
+    with ``low_s`` set: not before ``low_s``, after a change whose length nobody knows), or
+    neither with ``summary`` "no estimate"; ``basis`` says what the range rests on, or why
+    there is none."""
+
+    summary: str
+    basis: str
+    low_s: int | None = None
+    high_s: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.low_s is not None
+
+    @property
+    def text(self) -> str:
+        return f"{self.summary}: {self.basis}"
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Run times in seconds (admitted to finished) of finished workloads, and whose."""
+
+    seconds: Sequence[float]
+    source: str  # "cq-train", "namespace team-a"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A workload the queue admitted and that still holds its quota."""
+
+    requests: Mapping[str, int]
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class QueueChange:
+    """An approved MIG change, not done yet, that raises a ClusterQueue's quota."""
+
+    request_id: int
+    nodes: Sequence[str]
+    adds: Mapping[str, float]  # resource -> quota added
+    starts_in_s: int | None = None  # its window opens then; None: when it runs
+    running: bool = False
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """An approved MIG change, not done yet, and what one of its nodes offers after it."""
+
+    request_id: int
+    node: str
+    config: str
+    offers: Mapping[str, int]
+    starts_in_s: int | None = None
+    running: bool = False
+
+
+@dataclass(frozen=True)
+class Line:
+    """A workload's ClusterQueue as the estimate needs it."""
+
+    cluster_queue: str
+    capacity: Mapping[str, float]  # resource -> nominal quota plus what it could borrow now
+    running: Sequence[Running] = ()
+    ahead: Sequence[Mapping[str, int]] = ()  # the requests of those ahead, in line order
+    position: int = 0  # 0-based
+    exact: bool = True  # the place is Kueue's (visibility API), not guessed
+    strict: bool = False  # StrictFIFO
+    stopped: str = ""  # "ClusterQueue cq-x is stopped (Hold)"
+    changes: Sequence[QueueChange] = field(default_factory=tuple)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile by linear interpolation between the closest ranks."""
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * q
+    below, above = math.floor(at), math.ceil(at)
+    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+
+
+def _step(seconds: float) -> int:
+    """The unit a duration is told in: 5 minutes under 90 minutes, then hours, then days."""
+    if seconds < 90 * 60:
+        return 300
+    if seconds < 36 * 3600:
+        return 3600
+    return 86400
+
+
+def _unit(seconds: int, step: int) -> str:
+    if step == 300:
+        return f"{seconds // 60} min"
+    if step == 3600:
+        return f"{seconds // 3600} h"
+    days = seconds // 86400
+    return f"{days} day{'s' if days != 1 else ''}"
+
+
+def between(low: float, high: float) -> str:
+    """``low`` to ``high`` seconds as words, each end rounded to its unit (5 minutes, an hour,
+    a day): "50-80 min", "2-3 h", "40 min-2 h", "under 5 min", "about 2 h" (an en dash)."""
+    high_step = _step(high)
+    top = max(high_step, round(high / high_step) * high_step)
+    low_step = _step(low)
+    bottom = round(low / low_step) * low_step
+    if bottom <= 0:
+        return f"under {_unit(top, high_step)}"
+    if low_step == high_step:
+        if bottom >= top:
+            return f"about {_unit(top, high_step)}"
+        return f"{_unit(bottom, low_step).split(' ')[0]}{DASH}{_unit(top, high_step)}"
+    return f"{_unit(bottom, low_step)}{DASH}{_unit(top, high_step)}"
+
+
+def _about(words: str) -> str:
+    return words if words.startswith(("under", "about")) else f"about {words}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _remaining(runs: Sequence[float], elapsed: float, q: float) -> float:
+    """What is left of a run that has lasted ``elapsed``: the quantile of the runs that
+    lasted longer; one that outlasted nearly all of them may end now or run a median run
+    more (the quick and the slow end)."""
+    longer = [r - elapsed for r in runs if r > elapsed]
+    if len(longer) >= MIN_SAMPLES:
+        return quantile(longer, q)
+    return 0.0 if q <= 0.5 else quantile(runs, 0.5)
+
+
+def _fits(requests: Mapping[str, float], free: Mapping[str, float]) -> bool:
+    return all(free.get(r, 0) >= n for r, n in requests.items())
+
+
+def _charged(requests: Mapping[str, int], capacity: Mapping[str, float]) -> dict[str, float]:
+    """What the queue counts of a workload's requests (the resources it has quota for)."""
+    return {r: float(n) for r, n in requests.items() if n > 0 and r in capacity}
+
+
+def start_after(line: Line, me: Mapping[str, int], runs: Sequence[float], q: float) -> float:
+    """Seconds until ``me`` is admitted with every run at the ``q`` quantile: workloads end,
+    their quota comes back, the line moves (in order; past what does not fit unless
+    StrictFIFO). ``me`` must fit the queue's capacity."""
+    typical = quantile(runs, q)
+    free = dict(line.capacity)
+    ends: list[tuple[float, int, dict[str, float]]] = []
+    for index, held in enumerate(line.running):
+        charged = _charged(held.requests, line.capacity)
+        for r, n in charged.items():
+            free[r] -= n
+        ends.append((_remaining(runs, held.elapsed_s, q), index, charged))
+    heapq.heapify(ends)
+    mine = _charged(me, line.capacity)
+    waiting = [_charged(a, line.capacity) for a in line.ahead]
+    waiting = [a for a in waiting if _fits(a, line.capacity)]  # never admitted: no one's wait
+    waiting.append(mine)
+    now, counter = 0.0, len(ends)
+    while True:
+        for item in list(waiting):
+            if not _fits(item, free):
+                if line.strict:
+                    break
+                continue
+            if item is mine:
+                return now
+            waiting.remove(item)
+            for r, n in item.items():
+                free[r] -= n
+            counter += 1
+            heapq.heappush(ends, (now + typical, counter, item))
+        if not ends:  # cannot happen while ``me`` fits: everything ends in the end
+            return now
+        now, _, item = heapq.heappop(ends)
+        for r, n in item.items():
+            free[r] += n
+
+
+def _history(histories: Sequence[Runs]) -> Runs | Estimate:
+    """The first history with enough runs, or the "no estimate" that says what is missing."""
+    for runs in histories:
+        if len(runs.seconds) >= MIN_SAMPLES:
+            return runs
+    if not any(r.seconds for r in histories):
+        where = " or ".join(r.source for r in histories) or "its queue"
+        return Estimate(
+            NO_ESTIMATE, f"no workload of {where} has finished yet to learn run times from"
+        )
+    counts = ", ".join(f"{len(r.seconds)} in {r.source}" for r in histories)
+    return Estimate(
+        NO_ESTIMATE,
+        f"too few finished workloads to go by ({counts}; {MIN_SAMPLES} needed)",
+    )
+
+
+def _when(starts_in_s: int | None, running: bool) -> str:
+    if running:
+        return ", running now"
+    if starts_in_s and starts_in_s > 0:
+        return f", due to start in {_about(between(starts_in_s, starts_in_s))}"
+    return ""
+
+
+def _after_queue_change(line: Line, need: Mapping[str, float]) -> Estimate | None:
+    """The approved change that raises the queue's quota enough for ``need``, if any."""
+    for change in line.changes:
+        after = {r: line.capacity.get(r, 0) + change.adds.get(r, 0) for r in line.capacity}
+        if _fits(need, after):
+            nodes = ", ".join(change.nodes)
+            added = ", ".join(f"{n:g} {r}" for r, n in sorted(change.adds.items()) if n > 0)
+            return Estimate(
+                f"after MIG change #{change.request_id}",
+                f"{line.cluster_queue} cannot hold it now; the approved change on {nodes} "
+                f"adds {added} to its quota{_when(change.starts_in_s, change.running)}",
+                low_s=max(0, change.starts_in_s or 0),
+            )
+    return None
+
+
+def estimate_workload(
+    *,
+    requests: Mapping[str, int],
+    line: Line | None,
+    histories: Sequence[Runs],
+    never: str = "",
+    requeue_in_s: int | None = None,
+) -> Estimate:
+    """A Kueue workload not admitted: when it could be, from its place in ``line`` and the
+    run times of ``histories`` (its queue's first, then its team's); ``never`` is the
+    explainer's reason it can never start as it is (empty: waiting may do)."""
+    if line is None:
+        return Estimate(NO_ESTIMATE, "its queue has no ClusterQueue the portal knows")
+    if line.stopped:
+        return Estimate(
+            NO_ESTIMATE,
+            f"{line.stopped}: it admits nothing until a platform admin lets it run again",
+        )
+    need = _charged(requests, line.capacity)
+    if not _fits(need, line.capacity):
+        return _after_queue_change(line, need) or Estimate(
+            NO_ESTIMATE, never or _too_big(line, need)
+        )
+    if never:
+        return Estimate(NO_ESTIMATE, never)
+    runs = _history(histories)
+    if isinstance(runs, Estimate):
+        return runs
+    low = start_after(line, requests, runs.seconds, QUICK)
+    high = start_after(line, requests, runs.seconds, SLOW)
+    back = float(requeue_in_s or 0)
+    low, high = max(low, back), max(high, back)
+    summary = "now, once Kueue looks at it" if high < 60 else _about(between(low, high))
+    return Estimate(summary, _basis(line, runs, low), low_s=int(low), high_s=int(high))
+
+
+def _too_big(line: Line, need: Mapping[str, float]) -> str:
+    over = [r for r, n in sorted(need.items()) if n > line.capacity.get(r, 0)]
+    parts = ", ".join(f"{need[r]:g} {r}" for r in over)
+    most = ", ".join(f"{line.capacity.get(r, 0):g}" for r in over)
+    return (
+        f"it can never fit because it asks for {parts} and {line.cluster_queue} can hold at "
+        f"most {most}, borrowing included"
+    )
+
+
+def _count(n: int) -> str:
+    return {1: "one", 2: "two", 3: "three"}.get(n, str(n))
+
+
+def _basis(line: Line, runs: Runs, low: float) -> str:
+    """What the range rests on: "3rd in line; the two ahead usually run 50-80 min (24
+    finished in cq-train)"."""
+    place = (
+        f"{'first' if line.position == 0 else _ordinal(line.position + 1)} in line"
+        if line.exact
+        else f"about {_ordinal(line.position + 1)} in line by priority and age"
+    )
+    mentioned = [(len(line.ahead), "ahead")]
+    if low > 0 or not line.ahead:
+        mentioned.append((len(line.running), "running"))
+    who = [(n, f"the {_count(n)} {what}") for n, what in mentioned if n]
+    typical = between(quantile(runs.seconds, QUICK), quantile(runs.seconds, SLOW))
+    subject = " and ".join(words for _, words in who) or f"the workloads of {runs.source}"
+    verb = "runs" if len(who) == 1 and who[0][0] == 1 else "run"
+    basis = (
+        f"{place}; {subject} usually {verb} {typical} "
+        f"({len(runs.seconds)} finished in {runs.source})"
+    )
+    if line.changes:
+        change = line.changes[0]
+        basis += (
+            f"; approved MIG change #{change.request_id} raises its quota and may start it sooner"
+        )
+    return basis
+
+
+def estimate_pod(
+    *,
+    wanted: Mapping[str, int],
+    never: str = "",
+    topic: str = "",
+    changes: Sequence[NodeChange] = (),
+    gang: bool = False,
+    admitted_workload: str = "",
+) -> Estimate:
+    """A Pending pod outside a waiting workload: the scheduler places it when a node has
+    room, and the portal keeps no run times of what holds the nodes. What it can say: an
+    approved MIG change that puts a node on a layout offering all the pod asks for ("after
+    MIG change #12"), or why there is no estimate."""
+    gpu = {r: n for r, n in wanted.items() if n > 0 and r.startswith("nvidia.com/")}
+    if gpu and topic in ("mig-mismatch", "insufficient-gpu"):
+        for change in changes:
+            if all(change.offers.get(r, 0) >= n for r, n in gpu.items()):
+                return Estimate(
+                    f"after MIG change #{change.request_id}",
+                    f"the approved change puts {change.node} on {change.config}, which offers "
+                    f"what it asks for{_when(change.starts_in_s, change.running)}",
+                    low_s=max(0, change.starts_in_s or 0),
+                )
+    if never:
+        return Estimate(NO_ESTIMATE, never)
+    if gang:
+        return Estimate(NO_ESTIMATE, "the portal keeps no run times of Volcano gangs")
+    if admitted_workload:
+        return Estimate(
+            NO_ESTIMATE,
+            f"Kueue admitted its workload {admitted_workload}; the nodes hold it, and the "
+            "portal keeps no run times of what runs on them",
+        )
+    return Estimate(
+        NO_ESTIMATE,
+        "it waits for room on the nodes outside any Kueue queue, and the portal keeps run "
+        "times of Kueue workloads only",
+    )
+
+
+def estimate_refused(*, never: str = "") -> Estimate:
+    """A controller whose pods the API server refuses (a namespace quota): they are created
+    once the quota has room, and the portal keeps no run times of what holds it."""
+    return Estimate(
+        NO_ESTIMATE,
+        never
+        or "its pods are created when the namespace's quota has room, and the portal keeps "
+        "run times of Kueue workloads only",
+    )
