@@ -141,7 +141,7 @@ def between(low: float, high: float) -> str:
     a day): "50-80 min", "2-3 h", "40 min-2 h", "under 5 min", "about 2 h" (an en dash)."""
     high_step = _step(high)
     top = max(high_step, round(high / high_step) * high_step)
-    low_step = _step(low)
+    low_step = high_step if low >= high_step else _step(low)  # "1-2 h", not "65 min-2 h"
     bottom = round(low / low_step) * low_step
     if bottom <= 0:
         return f"under {_unit(top, high_step)}"

@@ -45,7 +45,7 @@ def test_quantiles_interpolate_between_ranks() -> None:
         (100, 200, "under 5 min"),
         (0, 30 * MIN, "under 30 min"),
         (2 * 86400, 3 * 86400 + 1, "2–3 days"),
-        (80 * MIN, 100 * MIN, "80 min–2 h"),
+        (65 * MIN, 100 * MIN, "1–2 h"),  # one unit for both ends once the low is one
     ],
 )
 def test_a_range_is_told_no_more_precisely_than_it_is_known(

@@ -37,7 +37,9 @@ def gpu_queue(name: str, nominal: str) -> ClusterQueue:
         resource_groups=[
             {
                 "coveredResources": [GPU],
-                "flavors": [{"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": GPU, "nominalQuota": nominal}]}
+                ],
             }
         ],
     )
@@ -82,10 +84,14 @@ def line(team_a_admin: Any, team_b: Any) -> None:
     cq = gpu_queue("cq-train", "4")
     team_a = team_a_admin.memberships.get().team
     LocalQueueFactory(
-        name="team-a-train", namespace=NamespaceFactory(name="team-a", team=team_a), cluster_queue=cq
+        name="team-a-train",
+        namespace=NamespaceFactory(name="team-a", team=team_a),
+        cluster_queue=cq,
     )
     LocalQueueFactory(
-        name="team-b-train", namespace=NamespaceFactory(name="team-b", team=team_b), cluster_queue=cq
+        name="team-b-train",
+        namespace=NamespaceFactory(name="team-b", team=team_b),
+        cluster_queue=cq,
     )
     now = timezone.now()
     ObservedWorkload.objects.create(
@@ -141,7 +147,7 @@ def test_the_home_page_shows_the_estimate_in_each_waiting_item(
     client.force_login(team_a_admin)
     page = client.get("/").content.decode()
     assert (
-        "<strong>Estimated wait:</strong> about 3–4 h <span class=\"muted\">— 3rd in line; "
+        '<strong>Estimated wait:</strong> about 3–4 h <span class="muted">— 3rd in line; '
         "the two ahead and the one running usually run 60–80 min (5 finished in cq-train)"
     ) in page
     assert "job-b-first" not in page and "job-b-running" not in page

@@ -1,0 +1,95 @@
+"""The estimated wait as a team lead reads it in a real browser, wide and narrow: a waiting
+workload's range with its basis on the home page, and "no estimate" with why for a pod
+outside Kueue; another team's workloads are counted in line, never named."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from cluster.models import ObservedWorkload
+from tests.e2e.conftest import screenshot
+from tests.e2e.test_mig_change_flow import sign_in
+from tests.factories import ObservedPodFactory, demo_fleet_nodes
+from usage.models import WorkloadRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GPU = "nvidia.com/gpu"
+
+
+def line_and_history() -> None:
+    """cq-train runs team-b's 16-GPU job (its 12 and 4 borrowed from cq-infer), just
+    admitted; team-a's job-wait (8 GPUs) is first in line; five runs of 50-90 min before."""
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-b",
+        name="job-b-big",
+        queue_name="team-b-train",
+        cluster_queue="cq-train",
+        admitted=True,
+        admitted_at=now,
+        requests={GPU: 16},
+        created_at=now,
+        last_changed=now,
+    )
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name="job-wait",
+        queue_name="team-a-train",
+        reason="Pending",
+        message="couldn't assign flavors to pod set main: insufficient unused quota for "
+        "nvidia.com/gpu in flavor h100-80gb, 8 more needed",
+        requests={GPU: 8},
+        position=0,
+        created_at=now - dt.timedelta(minutes=3),
+        last_changed=now,
+    )
+    WorkloadRecord.objects.bulk_create(
+        WorkloadRecord(
+            namespace="team-a",
+            name=f"done-{minutes}",
+            cluster_queue="cq-train",
+            created_at=now - dt.timedelta(days=1, minutes=minutes),
+            admitted_at=now - dt.timedelta(days=1, minutes=minutes),
+            finished_at=now - dt.timedelta(days=1),
+        )
+        for minutes in (50, 60, 70, 80, 90)
+    )
+
+
+def test_a_team_lead_reads_when_a_workload_could_start(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    demo_fleet_nodes()
+    line_and_history()
+    ObservedPodFactory(
+        namespace="team-a",
+        name="notebook",
+        phase="Pending",
+        gpu_requests={GPU: 1},
+        pending_message="0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) "
+        "didn't match Pod's node affinity/selector.",
+    )
+    base = live_server.url
+    sign_in(page, base, "lead-a")
+    for width in (1366, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{base}/")
+        workload = page.locator("li", has_text="job-wait").locator(".estimate")
+        expect(workload).to_have_text(
+            "Estimated wait: about 60–80 min — first in line; the one running usually runs "
+            "60–80 min (5 finished in cq-train)"
+        )
+        box = workload.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width  # wraps, never overflows
+        pod = page.locator("li", has_text="notebook").locator(".estimate")
+        expect(pod).to_have_text(
+            "Estimated wait: no estimate — it waits for room on the nodes outside any Kueue "
+            "queue, and the portal keeps run times of Kueue workloads only"
+        )
+        expect(page.locator("body")).not_to_contain_text("job-b-big")
+        screenshot(page, f"home-estimated-wait-{width}")
