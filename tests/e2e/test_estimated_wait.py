@@ -4,18 +4,15 @@ outside Kueue; another team's workloads are counted in line, never named."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from cluster.models import ObservedWorkload
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import sign_in
 from tests.factories import ObservedPodFactory, demo_fleet_nodes
-from usage.models import WorkloadRecord
+from tests.unit.diagnostics.test_waiting_estimate import history, short_of, workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GPU = "nvidia.com/gpu"
@@ -24,41 +21,11 @@ GPU = "nvidia.com/gpu"
 def line_and_history() -> None:
     """cq-train runs team-b's 16-GPU job (its 12 and 4 borrowed from cq-infer), just
     admitted; team-a's job-wait (8 GPUs) is first in line; five runs of 50-90 min before."""
-    now = timezone.now()
-    ObservedWorkload.objects.create(
-        namespace="team-b",
-        name="job-b-big",
-        queue_name="team-b-train",
-        cluster_queue="cq-train",
-        admitted=True,
-        admitted_at=now,
-        requests={GPU: 16},
-        created_at=now,
-        last_changed=now,
+    workload("team-b", "job-b-big", "team-b-train", gpus=16, admitted_into="cq-train")
+    workload(
+        "team-a", "job-wait", "team-a-train", gpus=8, position=0, message=short_of(8, "h100-80gb")
     )
-    ObservedWorkload.objects.create(
-        namespace="team-a",
-        name="job-wait",
-        queue_name="team-a-train",
-        reason="Pending",
-        message="couldn't assign flavors to pod set main: insufficient unused quota for "
-        "nvidia.com/gpu in flavor h100-80gb, 8 more needed",
-        requests={GPU: 8},
-        position=0,
-        created_at=now - dt.timedelta(minutes=3),
-        last_changed=now,
-    )
-    WorkloadRecord.objects.bulk_create(
-        WorkloadRecord(
-            namespace="team-a",
-            name=f"done-{minutes}",
-            cluster_queue="cq-train",
-            created_at=now - dt.timedelta(days=1, minutes=minutes),
-            admitted_at=now - dt.timedelta(days=1, minutes=minutes),
-            finished_at=now - dt.timedelta(days=1),
-        )
-        for minutes in (50, 60, 70, 80, 90)
-    )
+    history("cq-train", [50, 60, 70, 80, 90])
 
 
 def test_a_team_lead_reads_when_a_workload_could_start(

@@ -61,20 +61,44 @@ def history(queue: str, minutes: list[int], *, namespace: str = "team-a", start:
     )
 
 
-def waiting(namespace: str, name: str, position: int, queue: str = "team-a-train") -> None:
+def short_of(gpus: int, flavor: str = "h100") -> str:
+    return (
+        "couldn't assign flavors to pod set main: insufficient unused quota for "
+        f"nvidia.com/gpu in flavor {flavor}, {gpus} more needed"
+    )
+
+
+def workload(
+    namespace: str,
+    name: str,
+    queue: str,
+    *,
+    gpus: int,
+    position: int | None = None,
+    admitted_into: str = "",
+    message: str = "",
+) -> None:
+    """An observed Kueue workload asking for ``gpus``: admitted just now into
+    ``admitted_into``, or waiting (at ``position``, with Kueue's ``message``)."""
     now = timezone.now()
     ObservedWorkload.objects.create(
         namespace=namespace,
         name=name,
         queue_name=queue,
-        reason="Pending",
-        message="couldn't assign flavors to pod set main: insufficient unused quota for "
-        "nvidia.com/gpu in flavor h100, 4 more needed",
-        requests={GPU: 4},
+        cluster_queue=admitted_into,
+        admitted=bool(admitted_into),
+        admitted_at=now if admitted_into else None,
+        reason="" if admitted_into else "Pending",
+        message=message or ("" if admitted_into else short_of(gpus)),
+        requests={GPU: gpus},
         position=position,
-        created_at=now - dt.timedelta(minutes=30 - position),
+        created_at=now - dt.timedelta(minutes=30 - (position or 0)),
         last_changed=now,
     )
+
+
+def waiting(namespace: str, name: str, position: int, queue: str = "team-a-train") -> None:
+    workload(namespace, name, queue, gpus=4, position=position)
 
 
 @pytest.fixture
@@ -93,18 +117,7 @@ def line(team_a_admin: Any, team_b: Any) -> None:
         namespace=NamespaceFactory(name="team-b", team=team_b),
         cluster_queue=cq,
     )
-    now = timezone.now()
-    ObservedWorkload.objects.create(
-        namespace="team-b",
-        name="job-b-running",
-        queue_name="team-b-train",
-        cluster_queue="cq-train",
-        admitted=True,
-        admitted_at=now,
-        requests={GPU: 4},
-        created_at=now - dt.timedelta(hours=1),
-        last_changed=now,
-    )
+    workload("team-b", "job-b-running", "team-b-train", gpus=4, admitted_into="cq-train")
     waiting("team-b", "job-b-first", 0, "team-b-train")
     waiting("team-a", "job-a-second", 1)
     waiting("team-a", "job-mine", 2)
@@ -184,17 +197,13 @@ def test_a_workload_that_can_never_fit_says_why(client: Client, team_a_admin: An
         namespace=NamespaceFactory(name="team-a", team=team_a),
         cluster_queue=gpu_queue("cq-train", "8"),
     )
-    now = timezone.now()
-    ObservedWorkload.objects.create(
-        namespace="team-a",
-        name="job-huge",
-        queue_name="team-a-train",
-        reason="Pending",
+    workload(
+        "team-a",
+        "job-huge",
+        "team-a-train",
+        gpus=12,
         message="couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu "
         "in flavor h100, request > maximum capacity (12 > 8)",
-        requests={GPU: 12},
-        created_at=now,
-        last_changed=now,
     )
     client.force_login(team_a_admin)
     (row,) = client.get("/api/v1/waiting/").json()
