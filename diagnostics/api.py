@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -42,8 +40,12 @@ class EstimateSerializer(serializers.Serializer[Any]):
         help_text="Seconds from now until it should have started; null with low_s set: after a "
         "change of unknown length.",
     )
-    earliest = serializers.DateTimeField(allow_null=True)
-    latest = serializers.DateTimeField(allow_null=True)
+    earliest = serializers.DateTimeField(
+        allow_null=True, help_text="The moment low_s is, rounded down to 5 minutes."
+    )
+    latest = serializers.DateTimeField(
+        allow_null=True, help_text="The moment high_s is, rounded up to 5 minutes."
+    )
 
 
 class WaitingSerializer(serializers.Serializer[Any]):
@@ -125,7 +127,6 @@ class WaitingView(APIView):
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
         workloads, pods, failures = explain_waiting(list(namespaces.values_list("name", flat=True)))
-        now = timezone.now()
         rows = (
             [
                 {
@@ -135,7 +136,7 @@ class WaitingView(APIView):
                     "queue": w.queue_name,
                     "workload": w.name,
                     **_why(w.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(w.estimate, now),  # type: ignore[attr-defined]
+                    "estimate": _estimate(w.estimate),  # type: ignore[attr-defined]
                 }
                 for w in workloads
                 if w.why is not None  # type: ignore[attr-defined]
@@ -148,7 +149,7 @@ class WaitingView(APIView):
                     "queue": p.queue_name,
                     "workload": p.workload_name,
                     **_why(p.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(p.estimate, now),  # type: ignore[attr-defined]
+                    "estimate": _estimate(p.estimate),  # type: ignore[attr-defined]
                 }
                 for p in pods
             ]
@@ -160,7 +161,7 @@ class WaitingView(APIView):
                     "queue": "",
                     "workload": "",
                     **_why(f.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(f.estimate, now),  # type: ignore[attr-defined]
+                    "estimate": _estimate(f.estimate),  # type: ignore[attr-defined]
                 }
                 for f in failures
             ]
@@ -168,17 +169,14 @@ class WaitingView(APIView):
         return Response(WaitingSerializer(rows, many=True).data)
 
 
-def _estimate(estimate: Estimate, now: dt.datetime) -> dict[str, Any]:
-    def at(seconds: int | None) -> dt.datetime | None:
-        return None if seconds is None else now + dt.timedelta(seconds=seconds)
-
+def _estimate(estimate: Estimate) -> dict[str, Any]:
     return {
         "summary": estimate.summary,
         "basis": estimate.basis,
         "low_s": estimate.low_s,
         "high_s": estimate.high_s,
-        "earliest": at(estimate.low_s),
-        "latest": at(estimate.high_s),
+        "earliest": estimate.earliest,
+        "latest": estimate.latest,
     }
 
 

@@ -24,15 +24,17 @@ The model is simple on purpose, and the basis sentence says what it rests on:
 
 from __future__ import annotations
 
+import datetime as dt
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MIN_SAMPLES = 5  # finished runs needed before their spread means anything
 QUICK, SLOW = 0.25, 0.75  # the quantiles of the range's two ends
 NO_ESTIMATE = "no estimate"
 DASH = "\u2013"  # an en dash: "2-3 h" reads as a range
+SLOT = 300  # seconds: the finest unit a wait is told in
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,17 @@ class Estimate:
     basis: str
     low_s: int | None = None
     high_s: int | None = None
+    earliest: dt.datetime | None = None  # now + low_s, to 5 minutes (see ``dated``)
+    latest: dt.datetime | None = None
 
     @property
     def known(self) -> bool:
         return self.low_s is not None
+
+    @property
+    def far(self) -> bool:
+        """Far enough off that the time it could start says more than "now"."""
+        return max(self.low_s or 0, self.high_s or 0) >= SLOT
 
     @property
     def text(self) -> str:
@@ -108,6 +117,21 @@ class Line:
     strict: bool = False  # StrictFIFO
     stopped: str = ""  # "ClusterQueue cq-x is stopped (Hold)"
     changes: Sequence[QueueChange] = field(default_factory=tuple)
+
+
+def dated(estimate: Estimate, now: dt.datetime) -> Estimate:
+    """The estimate with the moments it could start between, the earliest rounded down and
+    the latest up to 5 minutes (a moment no more precise than the range)."""
+
+    def at(seconds: int | None, up: bool) -> dt.datetime | None:
+        if seconds is None:
+            return None
+        moment = now + dt.timedelta(seconds=seconds)
+        slots = moment.timestamp() / SLOT
+        rounded = (math.ceil(slots) if up else math.floor(slots)) * SLOT
+        return dt.datetime.fromtimestamp(rounded, tz=moment.tzinfo)
+
+    return replace(estimate, earliest=at(estimate.low_s, False), latest=at(estimate.high_s, True))
 
 
 def quantile(values: Sequence[float], q: float) -> float:

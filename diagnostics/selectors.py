@@ -29,6 +29,7 @@ from diagnostics.estimate import (
     QueueChange,
     Running,
     Runs,
+    dated,
     estimate_pod,
     estimate_refused,
     estimate_workload,
@@ -493,7 +494,20 @@ def attach_estimates(
     now: dt.datetime,
 ) -> None:
     """``.estimate`` on each waiting workload, Pending pod and refused creation (None on an
-    admitted workload): a fixed number of queries however much waits or ran before."""
+    admitted workload), dated from ``now``: a fixed number of queries however much waits
+    or ran before."""
+    _estimate_all(workloads, pods, failures, now)
+    for item in [*workloads, *pods, *failures]:
+        if item.estimate is not None:  # type: ignore[attr-defined]
+            item.estimate = dated(item.estimate, now)  # type: ignore[attr-defined]
+
+
+def _estimate_all(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+) -> None:
     waiting = [w for w in workloads if not w.admitted]
     for workload in workloads:
         workload.estimate = None  # type: ignore[attr-defined]

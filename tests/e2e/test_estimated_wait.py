@@ -4,6 +4,7 @@ outside Kueue; another team's workloads are counted in line, never named."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -47,10 +48,14 @@ def test_a_team_lead_reads_when_a_workload_could_start(
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{base}/")
         workload = page.locator("li", has_text="job-wait").locator(".estimate")
+        # between two moments in the reader's own time zone (the browser writes them)
         expect(workload).to_have_text(
-            "Estimated wait: about 60–80 min — first in line; the one running usually runs "
-            "60–80 min (5 finished in cq-train)"
+            re.compile(
+                r"^Estimated wait: about 60–80 min \(\S.+ to \S.+\) — first in line; the one "
+                r"running usually runs 60–80 min \(5 finished in cq-train\)$"
+            )
         )
+        expect(workload.locator("time").first).not_to_have_attribute("data-local", "")
         box = workload.bounding_box()
         assert box is not None and box["x"] + box["width"] <= width  # wraps, never overflows
         pod = page.locator("li", has_text="notebook").locator(".estimate")

@@ -4,15 +4,19 @@ Kueue), and an approved MIG change named as what it waits for."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from diagnostics.estimate import (
+    Estimate,
     Line,
     NodeChange,
     QueueChange,
     Running,
     Runs,
     between,
+    dated,
     estimate_pod,
     estimate_refused,
     estimate_workload,
@@ -265,3 +269,21 @@ def test_gangs_and_pods_of_admitted_workloads_and_refused_creations_say_why_not(
         "times of what runs on them"
     )
     assert estimate_refused().basis.startswith("its pods are created when the namespace's quota")
+
+
+def test_an_estimate_is_dated_no_more_precisely_than_five_minutes() -> None:
+    now = dt.datetime(2026, 12, 2, 1, 2, 3, tzinfo=dt.UTC)
+    range_ = dated(Estimate("about 3–4 h", "", low_s=3 * 3600, high_s=4 * 3600), now)
+    assert (range_.earliest, range_.latest) == (
+        dt.datetime(2026, 12, 2, 4, 0, tzinfo=dt.UTC),
+        dt.datetime(2026, 12, 2, 5, 5, tzinfo=dt.UTC),
+    )
+    assert range_.far
+    after = dated(Estimate("after MIG change #3", "", low_s=0), now)
+    assert (after.earliest, after.latest, after.far) == (
+        dt.datetime(2026, 12, 2, 1, 0, tzinfo=dt.UTC),
+        None,
+        False,
+    )
+    none = dated(Estimate("no estimate", "why"), now)
+    assert (none.earliest, none.latest, none.known) == (None, None, False)

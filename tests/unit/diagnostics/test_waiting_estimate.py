@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import Any
 
 import pytest
@@ -139,8 +140,12 @@ def test_the_api_gives_each_waiting_workload_its_estimate(
     # the running one has run the second the request took: that much less is left of it
     assert 180 * 60 - 5 <= mine["low_s"] <= 180 * 60
     assert 240 * 60 - 5 <= mine["high_s"] <= 240 * 60
+    # the moments, to 5 minutes: the earliest rounded down, the latest up
     earliest = dt.datetime.fromisoformat(mine["earliest"])
-    assert abs((earliest - timezone.now()).total_seconds() - 180 * 60) < 60
+    latest = dt.datetime.fromisoformat(mine["latest"])
+    assert earliest.minute % 5 == 0 == latest.minute % 5 and earliest.second == 0
+    assert 0 <= (timezone.now() + dt.timedelta(hours=3) - earliest).total_seconds() <= 300 + 5
+    assert 0 <= (latest - timezone.now() - dt.timedelta(hours=4)).total_seconds() <= 300
     assert rows["job-a-second"]["estimate"]["summary"] == "about 2–3 h"
 
 
@@ -159,10 +164,16 @@ def test_the_home_page_shows_the_estimate_in_each_waiting_item(
 ) -> None:
     client.force_login(team_a_admin)
     page = client.get("/").content.decode()
-    assert (
-        '<strong>Estimated wait:</strong> about 3–4 h <span class="muted">— 3rd in line; '
-        "the two ahead and the one running usually run 60–80 min (5 finished in cq-train)"
-    ) in page
+    shown = [
+        re.sub(r"<[^>]+>", "", p) for p in re.findall(r'<p class="small estimate".*?</p>', page)
+    ]
+    assert len(shown) == 2
+    assert re.fullmatch(
+        r"Estimated wait: about 3–4 h \(\d+ \w+, \d\d:\d\d to \d+ \w+, \d\d:\d\d\) — 3rd in line; "
+        r"the two ahead and the one running usually run 60–80 min \(5 finished in cq-train\)",
+        shown[1],
+    ), shown
+    assert '<time datetime="' in page  # the browser shows them in its own time zone
     assert "job-b-first" not in page and "job-b-running" not in page
 
 
