@@ -35,6 +35,7 @@ QUICK, SLOW = 0.25, 0.75  # the quantiles of the range's two ends
 NO_ESTIMATE = "no estimate"
 DASH = "\u2013"  # an en dash: "2-3 h" reads as a range
 SLOT = 300  # seconds: the finest unit a wait is told in
+MAX_LINE = 200  # places in line played out: further back, the runs' spread says nothing
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,19 @@ class NodeChange:
 
 @dataclass(frozen=True)
 class Line:
-    """A workload's ClusterQueue as the estimate needs it."""
+    """A ClusterQueue as the estimate needs it: one for every workload waiting in it (the
+    line is played out once per history and quantile, whoever asks)."""
 
     cluster_queue: str
     capacity: Mapping[str, float]  # resource -> nominal quota plus what it could borrow now
     running: Sequence[Running] = ()
-    ahead: Sequence[Mapping[str, int]] = ()  # the requests of those ahead, in line order
-    position: int = 0  # 0-based
-    exact: bool = True  # the place is Kueue's (visibility API), not guessed
+    waiting: Sequence[Mapping[str, int]] = ()  # the requests of every one in line, in order
     strict: bool = False  # StrictFIFO
     stopped: str = ""  # "ClusterQueue cq-x is stopped (Hold)"
     changes: Sequence[QueueChange] = field(default_factory=tuple)
+    played: dict[tuple[str, float], list[float | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # (history, quantile) -> when each one in line starts
 
 
 def dated(estimate: Estimate, now: dt.datetime) -> Estimate:
@@ -204,10 +207,18 @@ def _charged(requests: Mapping[str, int], capacity: Mapping[str, float]) -> dict
     return {r: float(n) for r, n in requests.items() if n > 0 and r in capacity}
 
 
-def start_after(line: Line, me: Mapping[str, int], runs: Sequence[float], q: float) -> float:
-    """Seconds until ``me`` is admitted with every run at the ``q`` quantile: workloads end,
-    their quota comes back, the line moves (in order; past what does not fit unless
-    StrictFIFO). ``me`` must fit the queue's capacity."""
+def start_times(line: Line, runs: Runs, q: float) -> list[float | None]:
+    """Seconds until each of the first ``MAX_LINE`` in line is admitted, every run at the
+    ``q`` quantile of ``runs``: workloads end, their quota comes back, the line moves (in
+    order; past what does not fit unless StrictFIFO). None for one that never fits (it
+    holds no one up). Played once per line, history and quantile."""
+    key = (runs.source, q)
+    if key not in line.played:
+        line.played[key] = _play(line, runs.seconds, q)
+    return line.played[key]
+
+
+def _play(line: Line, runs: Sequence[float], q: float) -> list[float | None]:
     typical = quantile(runs, q)
     free = dict(line.capacity)
     ends: list[tuple[float, int, dict[str, float]]] = []
@@ -215,31 +226,32 @@ def start_after(line: Line, me: Mapping[str, int], runs: Sequence[float], q: flo
         charged = _charged(held.requests, line.capacity)
         for r, n in charged.items():
             free[r] -= n
-        ends.append((_remaining(runs, held.elapsed_s, q), index, charged))
+        ends.append((_remaining(runs, held.elapsed_s, q), -1 - index, charged))
     heapq.heapify(ends)
-    mine = _charged(me, line.capacity)
-    waiting = [_charged(a, line.capacity) for a in line.ahead]
-    waiting = [a for a in waiting if _fits(a, line.capacity)]  # never admitted: no one's wait
-    waiting.append(mine)
-    now, counter = 0.0, len(ends)
-    while True:
-        for item in list(waiting):
-            if not _fits(item, free):
-                if line.strict:
-                    break
+    starts: list[float | None] = [None] * min(len(line.waiting), MAX_LINE)
+    pending = [
+        (i, item)
+        for i, item in enumerate(_charged(w, line.capacity) for w in line.waiting[:MAX_LINE])
+        if _fits(item, line.capacity)  # one that never fits is nobody's wait
+    ]
+    now = 0.0
+    while pending:
+        still: list[tuple[int, dict[str, float]]] = []
+        for i, item in pending:
+            if (still and line.strict) or not _fits(item, free):
+                still.append((i, item))
                 continue
-            if item is mine:
-                return now
-            waiting.remove(item)
+            starts[i] = now
             for r, n in item.items():
                 free[r] -= n
-            counter += 1
-            heapq.heappush(ends, (now + typical, counter, item))
-        if not ends:  # cannot happen while ``me`` fits: everything ends in the end
-            return now
+            heapq.heappush(ends, (now + typical, i, item))
+        pending = still
+        if not pending or not ends:  # everything ends in the end: ``ends`` runs out last
+            break
         now, _, item = heapq.heappop(ends)
         for r, n in item.items():
             free[r] += n
+    return starts
 
 
 def _history(histories: Sequence[Runs]) -> Runs | Estimate:
@@ -287,20 +299,25 @@ def estimate_workload(
     *,
     requests: Mapping[str, int],
     line: Line | None,
+    place: int | None = 0,
+    exact: bool = True,
     histories: Sequence[Runs],
     never: str = "",
+    held: str = "",
     requeue_in_s: int | None = None,
 ) -> Estimate:
-    """A Kueue workload not admitted: when it could be, from its place in ``line`` and the
-    run times of ``histories`` (its queue's first, then its team's); ``never`` is the
-    explainer's reason it can never start as it is (empty: waiting may do)."""
+    """A Kueue workload not admitted: when it could be, from its ``place`` in ``line``
+    (0-based, None when the line does not hold it; ``exact`` when it is Kueue's, from its
+    visibility API) and the run times of
+    ``histories`` (its queue's first, then its team's); ``never`` is the explainer's reason
+    it can never start as it is (empty: waiting may do), ``held`` what stops its LocalQueue."""
+    stopped = held or (line.stopped if line is not None else "")
+    if stopped:
+        return Estimate(
+            NO_ESTIMATE, f"{stopped}: it admits nothing until a platform admin lets it run again"
+        )
     if line is None:
         return Estimate(NO_ESTIMATE, "its queue has no ClusterQueue the portal knows")
-    if line.stopped:
-        return Estimate(
-            NO_ESTIMATE,
-            f"{line.stopped}: it admits nothing until a platform admin lets it run again",
-        )
     need = _charged(requests, line.capacity)
     if not _fits(need, line.capacity):
         return _after_queue_change(line, need) or Estimate(
@@ -308,15 +325,23 @@ def estimate_workload(
         )
     if never:
         return Estimate(NO_ESTIMATE, never)
+    if place is None:
+        return Estimate(NO_ESTIMATE, "it was not in its queue's line at the last poll")
+    if place >= MAX_LINE:
+        return Estimate(
+            NO_ESTIMATE,
+            f"it is {_ordinal(place + 1)} in line: too far back for run times to say when",
+        )
     runs = _history(histories)
     if isinstance(runs, Estimate):
         return runs
-    low = start_after(line, requests, runs.seconds, QUICK)
-    high = start_after(line, requests, runs.seconds, SLOW)
+    quick, slow = start_times(line, runs, QUICK)[place], start_times(line, runs, SLOW)[place]
     back = float(requeue_in_s or 0)
-    low, high = max(low, back), max(high, back)
+    low, high = max(quick or 0.0, back), max(slow or 0.0, back)
     summary = "now, once Kueue looks at it" if high < 60 else _about(between(low, high))
-    return Estimate(summary, _basis(line, runs, low), low_s=int(low), high_s=int(high))
+    return Estimate(
+        summary, _basis(line, place, exact, runs, low), low_s=int(low), high_s=int(high)
+    )
 
 
 def _too_big(line: Line, need: Mapping[str, float]) -> str:
@@ -333,16 +358,16 @@ def _count(n: int) -> str:
     return {1: "one", 2: "two", 3: "three"}.get(n, str(n))
 
 
-def _basis(line: Line, runs: Runs, low: float) -> str:
+def _basis(line: Line, ahead: int, exact: bool, runs: Runs, low: float) -> str:
     """What the range rests on: "3rd in line; the two ahead usually run 50-80 min (24
     finished in cq-train)"."""
     place = (
-        f"{'first' if line.position == 0 else _ordinal(line.position + 1)} in line"
-        if line.exact
-        else f"about {_ordinal(line.position + 1)} in line by priority and age"
+        f"{'first' if ahead == 0 else _ordinal(ahead + 1)} in line"
+        if exact
+        else f"about {_ordinal(ahead + 1)} in line by priority and age"
     )
-    mentioned = [(len(line.ahead), "ahead")]
-    if low > 0 or not line.ahead:
+    mentioned = [(ahead, "ahead")]
+    if low > 0 or not ahead:
         mentioned.append((len(line.running), "running"))
     who = [(n, f"the {_count(n)} {what}") for n, what in mentioned if n]
     typical = between(quantile(runs.seconds, QUICK), quantile(runs.seconds, SLOW))

@@ -431,6 +431,8 @@ class _Queues:
                 | Q(namespace__name__in={w.namespace for w in waiting})
             ).values_list("namespace__name", "name", "cluster_queue__name", "stop_policy")
         }
+        self.lines: dict[str, Line] = {}
+        self.order: dict[str, dict[tuple[str, str], int]] = {}
         self.admitted: dict[str, list[ObservedWorkload]] = {}
         self.in_line: dict[str, list[ObservedWorkload]] = {}
         for other in ObservedWorkload.objects.filter(finished=False).filter(
@@ -444,27 +446,24 @@ class _Queues:
                 into = self.admitted if other.admitted else self.in_line
                 into.setdefault(queue, []).append(other)
 
-    def line(
+    def place(
         self, workload: ObservedWorkload, changes: dict[str, list[QueueChange]]
-    ) -> Line | None:
+    ) -> tuple[Line | None, int | None, str]:
+        """The line ``workload`` waits in (built once per ClusterQueue), its place in it, and
+        what stops its LocalQueue ("" when nothing does)."""
+        stop = self.local.get((workload.namespace, workload.queue_name), ("", "None"))[1]
+        held = f"LocalQueue {workload.queue_name} is stopped ({stop})" if stop != "None" else ""
         cq = self.queues.get(workload.cluster_queue)
         if cq is None:
-            return None
-        stopped = ""
-        if cq.stop_policy != "None":
-            stopped = f"ClusterQueue {cq.name} is stopped ({cq.stop_policy})"
-        local_stop = self.local.get((workload.namespace, workload.queue_name), ("", "None"))[1]
-        if local_stop != "None":
-            stopped = f"LocalQueue {workload.queue_name} is stopped ({local_stop})"
-        others = self.in_line.get(cq.name, [])
-        if workload.position is not None:
-            ahead = sorted(
-                (o for o in others if o.position is not None and o.position < workload.position),
-                key=lambda o: o.position or 0,
-            )
-        else:
-            ahead = [o for o in others if _order(o) < _order(workload)]
-            ahead.sort(key=_order)
+            return None, 0, held
+        if cq.name not in self.lines:
+            self.lines[cq.name] = self._line(cq, changes)
+        order = self.order[cq.name]
+        return self.lines[cq.name], order.get((workload.namespace, workload.name)), held
+
+    def _line(self, cq: ClusterQueue, changes: dict[str, list[QueueChange]]) -> Line:
+        others = sorted(self.in_line.get(cq.name, []), key=_order)
+        self.order[cq.name] = {(o.namespace, o.name): i for i, o in enumerate(others)}
         return Line(
             cluster_queue=cq.name,
             capacity=_capacity(cq, self.queues, self.admitted),
@@ -472,19 +471,22 @@ class _Queues:
                 Running(o.requests or {}, (self.now - (o.admitted_at or self.now)).total_seconds())
                 for o in self.admitted.get(cq.name, [])
             ],
-            ahead=[o.requests or {} for o in ahead],
-            position=workload.position if workload.position is not None else len(ahead),
-            exact=workload.position is not None,
+            waiting=[o.requests or {} for o in others],
             strict=cq.queueing_strategy == ClusterQueue.QueueingStrategy.STRICT_FIFO,
-            stopped=stopped,
+            stopped=f"ClusterQueue {cq.name} is stopped ({cq.stop_policy})"
+            if cq.stop_policy != "None"
+            else "",
             changes=changes.get(cq.name, []),
         )
 
 
-def _order(workload: ObservedWorkload) -> tuple[int, dt.datetime, str]:
-    """Kueue's order in a ClusterQueue without its visibility API: priority, then age."""
+def _order(workload: ObservedWorkload) -> tuple[int, int, dt.datetime, str]:
+    """The order of a ClusterQueue's line: Kueue's (its visibility API), and for those it
+    gives no place, Kueue's rule after them: priority, then age."""
     since = workload.queued_at or workload.created_at or dt.datetime.max.replace(tzinfo=dt.UTC)
-    return (-workload.priority, since, f"{workload.namespace}/{workload.name}")
+    if workload.position is not None:
+        return (0, workload.position, since, f"{workload.namespace}/{workload.name}")
+    return (1, -workload.priority, since, f"{workload.namespace}/{workload.name}")
 
 
 def attach_estimates(
@@ -523,9 +525,13 @@ def _estimate_all(
         for workload in waiting:
             requeue = workload.requeue_at
             back = int((requeue - now).total_seconds()) if requeue and requeue > now else None
+            line, place, held = queues.place(workload, raised)
             workload.estimate = estimate_workload(  # type: ignore[attr-defined]
                 requests=workload.requests or {},
-                line=queues.line(workload, raised),
+                line=line,
+                place=place,
+                exact=workload.position is not None,
+                held=held,
                 histories=[
                     Runs(by_queue.get(workload.cluster_queue, []), workload.cluster_queue),
                     Runs(

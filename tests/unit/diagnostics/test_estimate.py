@@ -21,7 +21,7 @@ from diagnostics.estimate import (
     estimate_refused,
     estimate_workload,
     quantile,
-    start_after,
+    start_times,
 )
 
 MIN = 60
@@ -63,10 +63,9 @@ def test_third_in_line_with_two_ahead_waits_for_them_to_run() -> None:
         cluster_queue="cq-train",
         capacity={GPU: 4},
         running=[Running({GPU: 4}, elapsed_s=0)],
-        ahead=[{GPU: 4}, {GPU: 4}],
-        position=2,
+        waiting=[{GPU: 4}, {GPU: 4}, {GPU: 4}],
     )
-    estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY)
+    estimate = estimate_workload(requests={GPU: 4}, line=line, place=2, histories=HISTORY)
     # quick: the running one ends at 60 min, the two ahead run 60 each: 180 min; slow: 240
     assert (estimate.low_s, estimate.high_s) == (180 * MIN, 240 * MIN)
     assert estimate.text == (
@@ -80,6 +79,7 @@ def test_first_in_line_waits_for_what_runs_given_how_long_it_has_run() -> None:
         cluster_queue="cq-train",
         capacity={GPU: 8},
         running=[Running({GPU: 4}, elapsed_s=45 * MIN), Running({GPU: 4}, elapsed_s=10 * MIN)],
+        waiting=[{GPU: 4}],
     )
     estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY)
     # the one 45 min in: runs longer than 45 min are all five, 5-45 min left .. p25 15 min
@@ -91,14 +91,24 @@ def test_first_in_line_waits_for_what_runs_given_how_long_it_has_run() -> None:
 
 
 def test_first_in_line_with_room_starts_as_soon_as_kueue_looks() -> None:
-    line = Line(cluster_queue="cq-train", capacity={GPU: 8}, running=[Running({GPU: 4}, 0)])
+    line = Line(
+        cluster_queue="cq-train",
+        capacity={GPU: 8},
+        running=[Running({GPU: 4}, 0)],
+        waiting=[{GPU: 4}],
+    )
     estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY)
     assert (estimate.low_s, estimate.high_s) == (0, 0)
     assert estimate.summary == "now, once Kueue looks at it"
 
 
 def test_a_run_longer_than_any_before_may_end_now_or_run_a_median_run_more() -> None:
-    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, running=[Running({GPU: 4}, 5 * 3600)])
+    line = Line(
+        cluster_queue="cq-train",
+        capacity={GPU: 4},
+        running=[Running({GPU: 4}, 5 * 3600)],
+        waiting=[{GPU: 4}],
+    )
     estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY)
     assert (estimate.low_s, estimate.high_s) == (0, 70 * MIN)
 
@@ -108,18 +118,29 @@ def test_strict_fifo_waits_behind_a_big_head_best_effort_goes_past_it() -> None:
         "cluster_queue": "cq-train",
         "capacity": {GPU: 8},
         "running": [Running({GPU: 6}, 0)],
-        "ahead": [{GPU: 8}],
-        "position": 1,
+        "waiting": [{GPU: 8}, {GPU: 2}],
     }
-    past = start_after(Line(**common), {GPU: 2}, RUNS, 0.25)  # type: ignore[arg-type]
-    behind = start_after(Line(**common, strict=True), {GPU: 2}, RUNS, 0.25)  # type: ignore[arg-type]
-    assert past == 0  # 2 GPUs are free now: BestEffortFIFO admits it past the 8-GPU head
-    assert behind == 120 * MIN  # the running one ends at 60, then the head runs 60
+    past = start_times(Line(**common), HISTORY[0], 0.25)  # type: ignore[arg-type]
+    behind = start_times(Line(**common, strict=True), HISTORY[0], 0.25)  # type: ignore[arg-type]
+    # 2 GPUs are free now: BestEffortFIFO admits the 2-GPU one past the 8-GPU head
+    assert past == [60 * MIN, 0]
+    # StrictFIFO: the head once the running one ends at 60, the 2-GPU one after the head
+    assert behind == [60 * MIN, 120 * MIN]
+
+
+def test_the_line_is_played_once_for_everyone_in_it() -> None:
+    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, waiting=[{GPU: 4}] * 300)
+    first = start_times(line, HISTORY[0], 0.75)
+    assert len(first) == 200  # MAX_LINE: further back is not played out
+    assert first[:3] == [0, 80 * MIN, 160 * MIN]
+    assert start_times(line, HISTORY[0], 0.75) is first
+    far = estimate_workload(requests={GPU: 4}, line=line, place=250, histories=HISTORY)
+    assert far.text == ("no estimate: it is 251st in line: too far back for run times to say when")
 
 
 def test_a_workload_ahead_that_never_fits_holds_no_one_up() -> None:
-    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, ahead=[{GPU: 16}], position=1)
-    assert start_after(line, {GPU: 4}, RUNS, 0.75) == 0
+    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, waiting=[{GPU: 16}, {GPU: 4}])
+    assert start_times(line, HISTORY[0], 0.75) == [None, 0]
 
 
 def test_without_the_visibility_api_the_place_is_guessed_and_says_so() -> None:
@@ -127,16 +148,16 @@ def test_without_the_visibility_api_the_place_is_guessed_and_says_so() -> None:
         cluster_queue="cq-train",
         capacity={GPU: 4},
         running=[Running({GPU: 4}, 0)],
-        ahead=[{GPU: 4}],
-        position=1,
-        exact=False,
+        waiting=[{GPU: 4}, {GPU: 4}],
     )
-    estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY)
+    estimate = estimate_workload(
+        requests={GPU: 4}, line=line, place=1, exact=False, histories=HISTORY
+    )
     assert estimate.basis.startswith("about 2nd in line by priority and age; the one ahead and")
 
 
 def test_the_back_off_after_an_eviction_comes_first() -> None:
-    line = Line(cluster_queue="cq-train", capacity={GPU: 4})
+    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, waiting=[{GPU: 4}])
     estimate = estimate_workload(
         requests={GPU: 4}, line=line, histories=HISTORY, requeue_in_s=10 * MIN
     )
@@ -156,7 +177,12 @@ def test_no_history_is_no_estimate() -> None:
 
 
 def test_too_few_runs_is_no_estimate_unless_the_team_has_enough() -> None:
-    line = Line(cluster_queue="cq-train", capacity={GPU: 4}, running=[Running({GPU: 4}, 0)])
+    line = Line(
+        cluster_queue="cq-train",
+        capacity={GPU: 4},
+        running=[Running({GPU: 4}, 0)],
+        waiting=[{GPU: 4}],
+    )
     few = estimate_workload(
         requests={GPU: 4},
         line=line,
@@ -215,6 +241,16 @@ def test_a_stopped_cluster_queue_admits_nothing() -> None:
         "no estimate: ClusterQueue cq-train is stopped (Hold): it admits nothing until a "
         "platform admin lets it run again"
     )
+    running = Line(cluster_queue="cq-train", capacity={GPU: 8}, waiting=[{GPU: 1}])
+    held = estimate_workload(
+        requests={GPU: 1},
+        line=running,
+        histories=HISTORY,
+        held="LocalQueue team-a-train is stopped (HoldAndDrain)",
+    )
+    assert held.basis.startswith("LocalQueue team-a-train is stopped (HoldAndDrain): it admits")
+    gone = estimate_workload(requests={GPU: 1}, line=running, place=None, histories=HISTORY)
+    assert gone.text == "no estimate: it was not in its queue's line at the last poll"
 
 
 def test_a_queue_the_portal_does_not_know_is_no_estimate() -> None:
