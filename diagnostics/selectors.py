@@ -413,6 +413,21 @@ def _node_changes(changes: list[MigChangeRequest], now: dt.datetime) -> list[Nod
     return out
 
 
+LINE_FIELDS = [  # what a line needs of every workload in it (not Kueue's long messages)
+    "namespace",
+    "name",
+    "queue_name",
+    "cluster_queue",
+    "admitted",
+    "requests",
+    "priority",
+    "position",
+    "created_at",
+    "queued_at",
+    "admitted_at",
+]
+
+
 class _Queues:
     """The ClusterQueues that waiting workloads wait in, with everything in them (waiting
     and admitted, every team's: their places and quota count, never their names), read in a
@@ -435,9 +450,13 @@ class _Queues:
         self.order: dict[str, dict[tuple[str, str], int]] = {}
         self.admitted: dict[str, list[ObservedWorkload]] = {}
         self.in_line: dict[str, list[ObservedWorkload]] = {}
-        for other in ObservedWorkload.objects.filter(finished=False).filter(
-            Q(cluster_queue__in=self.names)
-            | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
+        for other in (
+            ObservedWorkload.objects.filter(finished=False)
+            .filter(
+                Q(cluster_queue__in=self.names)
+                | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
+            )
+            .only(*LINE_FIELDS)
         ):
             queue = (
                 other.cluster_queue or self.local.get((other.namespace, other.queue_name), ("",))[0]
