@@ -64,8 +64,10 @@ class WaitingSerializer(serializers.Serializer[Any]):
     action = serializers.DictField(child=serializers.CharField(), allow_null=True)
     evidence = serializers.ListField(child=serializers.CharField())
     estimate = EstimateSerializer(
+        allow_null=True,
         help_text="When it could start: a range from its place in line and the run times of "
-        "what is ahead, from the queue's history (the same words as the home page)."
+        "what is ahead, from the queue's history (the same words as the home page); null for "
+        "a workload Kueue admitted (its stuck pod has one).",
     )
 
 
@@ -169,7 +171,9 @@ class WaitingView(APIView):
         return Response(WaitingSerializer(rows, many=True).data)
 
 
-def _estimate(estimate: Estimate) -> dict[str, Any]:
+def _estimate(estimate: Estimate | None) -> dict[str, Any] | None:
+    if estimate is None:
+        return None
     return {
         "summary": estimate.summary,
         "basis": estimate.basis,

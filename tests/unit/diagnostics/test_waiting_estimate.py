@@ -301,3 +301,25 @@ def test_queries_do_not_grow_with_the_line_or_the_history(
     rows = client.get("/api/v1/waiting/").json()
     last = next(r for r in rows if r["name"] == "job-more-39")
     assert last["estimate"]["basis"].startswith("40th in line; the 39 ahead and the one running")
+
+
+def test_an_admitted_workload_has_no_estimate_its_stuck_pod_says_why(
+    client: Client, team_a_admin: Any
+) -> None:
+    NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team)
+    workload("team-a", "job-placed", "team-a-train", gpus=1, admitted_into="cq-train")
+    ObservedPodFactory(
+        name="job-placed-pod",
+        phase="Pending",
+        node_name="gpu-h100-01",
+        queue_name="team-a-train",
+        workload_name="job-placed",
+    )
+    client.force_login(team_a_admin)
+    rows = {r["name"]: r for r in client.get("/api/v1/waiting/").json()}
+    assert rows["job-placed"]["estimate"] is None
+    assert rows["job-placed-pod"]["estimate"]["basis"] == (
+        "Kueue admitted its workload job-placed; the nodes hold it, and the portal keeps no "
+        "run times of what runs on them"
+    )
+    assert "Estimated wait:" in client.get("/").content.decode()
