@@ -113,6 +113,7 @@ class Line:
     cluster_queue: str
     capacity: Mapping[str, float]  # resource -> nominal quota plus what it could borrow now
     running: Sequence[Running] = ()
+    most: Mapping[str, float] | None = None  # borrowing all its cohort may lend (None: capacity)
     waiting: Sequence[Mapping[str, int]] = ()  # the requests of every one in line, in order
     strict: bool = False  # StrictFIFO
     stopped: str = ""  # "ClusterQueue cq-x is stopped (Hold)"
@@ -232,7 +233,7 @@ def _play(line: Line, runs: Sequence[float], q: float) -> list[float | None]:
     pending = [
         (i, item)
         for i, item in enumerate(_charged(w, line.capacity) for w in line.waiting[:MAX_LINE])
-        if _fits(item, line.capacity)  # one that never fits is nobody's wait
+        if _fits(item, line.capacity if line.most is None else line.most)  # never: no one's wait
     ]
     now = 0.0
     while pending:
@@ -281,8 +282,9 @@ def _when(starts_in_s: int | None, running: bool) -> str:
 
 def _after_queue_change(line: Line, need: Mapping[str, float]) -> Estimate | None:
     """The approved change that raises the queue's quota enough for ``need``, if any."""
+    most = line.capacity if line.most is None else line.most
     for change in line.changes:
-        after = {r: line.capacity.get(r, 0) + change.adds.get(r, 0) for r in line.capacity}
+        after = {r: most.get(r, 0) + change.adds.get(r, 0) for r in most}
         if _fits(need, after):
             nodes = ", ".join(change.nodes)
             added = ", ".join(f"{n:g} {r}" for r, n in sorted(change.adds.items()) if n > 0)
@@ -319,9 +321,10 @@ def estimate_workload(
     if line is None:
         return Estimate(NO_ESTIMATE, "its queue has no ClusterQueue the portal knows")
     need = _charged(requests, line.capacity)
-    if not _fits(need, line.capacity):
+    most = line.capacity if line.most is None else line.most
+    if not _fits(need, most):
         return _after_queue_change(line, need) or Estimate(
-            NO_ESTIMATE, never or _too_big(line, need)
+            NO_ESTIMATE, never or _too_big(line, need, most)
         )
     if never:
         return Estimate(NO_ESTIMATE, never)
@@ -336,18 +339,25 @@ def estimate_workload(
     if isinstance(runs, Estimate):
         return runs
     quick, slow = start_times(line, runs, QUICK)[place], start_times(line, runs, SLOW)[place]
+    if quick is None or slow is None:
+        return Estimate(
+            NO_ESTIMATE,
+            f"it waits for quota the other queues of {line.cluster_queue}'s cohort use now "
+            "(to lend it, or to the workload ahead that needs it), and their run times do not "
+            "tell when they free it",
+        )
     back = float(requeue_in_s or 0)
-    low, high = max(quick or 0.0, back), max(slow or 0.0, back)
+    low, high = max(quick, back), max(slow, back)
     summary = "now, once Kueue looks at it" if high < 60 else _about(between(low, high))
     return Estimate(
         summary, _basis(line, place, exact, runs, low), low_s=int(low), high_s=int(high)
     )
 
 
-def _too_big(line: Line, need: Mapping[str, float]) -> str:
-    over = [r for r, n in sorted(need.items()) if n > line.capacity.get(r, 0)]
+def _too_big(line: Line, need: Mapping[str, float], limit: Mapping[str, float]) -> str:
+    over = [r for r, n in sorted(need.items()) if n > limit.get(r, 0)]
     parts = ", ".join(f"{need[r]:g} {r}" for r in over)
-    most = ", ".join(f"{line.capacity.get(r, 0):g}" for r in over)
+    most = ", ".join(f"{limit.get(r, 0):g}" for r in over)
     return (
         f"it can never fit because it asks for {parts} and {line.cluster_queue} can hold at "
         f"most {most}, borrowing included"

@@ -338,24 +338,35 @@ def _used(held: list[ObservedWorkload]) -> dict[str, float]:
 
 def _capacity(
     cq: ClusterQueue, queues: dict[str, ClusterQueue], admitted: dict[str, list[ObservedWorkload]]
-) -> dict[str, float]:
-    """What ``cq`` can admit: its nominal quota plus what it could borrow from its cohort now
-    (its peers' unused lendable quota and the cohort's own, up to its borrowing limits)."""
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What ``cq`` can admit now and at the most: its nominal quota plus what it could
+    borrow from its cohort (its peers' lendable quota they do not use now, or all of it, and
+    the cohort's own), up to its borrowing limits."""
     nominal, _, limits = _quotas(cq)
     if cq.cohort_id is None:
-        return nominal
+        return nominal, nominal
     spare: dict[str, float] = {}
+    most: dict[str, float] = {}
     for peer in queues.values():
         if peer.cohort_id != cq.cohort_id or peer.pk == cq.pk:
             continue
-        _, lend, _ = _quotas(peer)
+        own, lend, _ = _quotas(peer)
         used = _used(admitted.get(peer.name, []))
-        for resource, amount in lend.items():
-            spare[resource] = spare.get(resource, 0) + max(0.0, amount - used.get(resource, 0))
+        for resource, amount in lend.items():  # what it does not use, up to its lending limit
+            unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
+            spare[resource] = spare.get(resource, 0) + min(amount, unused)
+            most[resource] = most.get(resource, 0) + amount
     for _, _, quota in quota_entries(cq.cohort.resource_groups if cq.cohort else []):
-        name = quota["name"]
-        spare[name] = spare.get(name, 0) + _amount(quota.get("nominalQuota", 0))
-    return {r: n + min(spare.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()}
+        name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
+        spare[name] = spare.get(name, 0) + amount
+        most[name] = most.get(name, 0) + amount
+
+    def plus(extra: dict[str, float]) -> dict[str, float]:
+        return {
+            r: n + min(extra.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()
+        }
+
+    return plus(spare), plus(most)
 
 
 def _queue_changes(
@@ -483,9 +494,11 @@ class _Queues:
     def _line(self, cq: ClusterQueue, changes: dict[str, list[QueueChange]]) -> Line:
         others = sorted(self.in_line.get(cq.name, []), key=_order)
         self.order[cq.name] = {(o.namespace, o.name): i for i, o in enumerate(others)}
+        now, most = _capacity(cq, self.queues, self.admitted)
         return Line(
             cluster_queue=cq.name,
-            capacity=_capacity(cq, self.queues, self.admitted),
+            capacity=now,
+            most=most,
             running=[
                 Running(o.requests or {}, (self.now - (o.admitted_at or self.now)).total_seconds())
                 for o in self.admitted.get(cq.name, [])

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from cluster.models import ObservedWorkload
-from queues.models import ClusterQueue
+from queues.models import ClusterQueue, Cohort
 from tests.factories import (
     ClusterQueueFactory,
     LocalQueueFactory,
@@ -323,3 +323,44 @@ def test_an_admitted_workload_has_no_estimate_its_stuck_pod_says_why(
         "run times of what runs on them"
     )
     assert "Estimated wait:" in client.get("/").content.decode()
+
+
+def test_a_queue_borrows_what_its_cohort_lends_and_no_more(
+    client: Client, team_a_admin: Any
+) -> None:
+    """cq-train (4 GPUs) and cq-infer (8, lending at most 2, 7 in use) share a cohort: cq-train
+    can hold 5 now, 6 at the most."""
+    cohort = Cohort.objects.create(name="gpus")
+    train = gpu_queue("cq-train", "4")
+    infer = gpu_queue("cq-infer", "8")
+    infer.resource_groups[0]["flavors"][0]["resources"][0]["lendingLimit"] = "2"
+    ClusterQueue.objects.filter(pk=train.pk).update(cohort=cohort)
+    ClusterQueue.objects.filter(pk=infer.pk).update(
+        cohort=cohort, resource_groups=infer.resource_groups
+    )
+    NamespaceFactory(name="team-b")
+    LocalQueueFactory(
+        name="team-a-train",
+        namespace=NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team),
+        cluster_queue=train,
+    )
+    workload("team-b", "job-serving", "online", gpus=7, admitted_into="cq-infer")
+    history("cq-train", [50, 60, 70, 80, 90])
+    client.force_login(team_a_admin)
+    answers = {}
+    for gpus in (5, 6, 7):
+        ObservedWorkload.objects.filter(namespace="team-a").delete()
+        workload("team-a", "job-a", "team-a-train", gpus=gpus, position=0)
+        (row,) = client.get("/api/v1/waiting/").json()
+        answers[gpus] = (row["estimate"]["summary"], row["estimate"]["basis"])
+    assert answers[5][0] == "now, once Kueue looks at it"
+    assert answers[6] == (
+        "no estimate",
+        "it waits for quota the other queues of cq-train's cohort use now (to lend it, or to "
+        "the workload ahead that needs it), and their run times do not tell when they free it",
+    )
+    assert answers[7] == (
+        "no estimate",
+        "it can never fit because it asks for 7 nvidia.com/gpu and cq-train can hold at most 6, "
+        "borrowing included",
+    )
