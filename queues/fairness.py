@@ -85,6 +85,7 @@ class CohortNode:
     depth: int = 0
     path: list[str] = field(default_factory=list)  # root first, this cohort last
     queues: list[str] = field(default_factory=list)  # its own ClusterQueues, by name
+    members: list[tuple[str, Share]] = field(default_factory=list)  # those, with their share
     children: list[CohortNode] = field(default_factory=list)
     totals: list[Row] = field(default_factory=list)  # over the whole subtree
     observed: bool = False  # the poll saw at least one of its subtree's queues
@@ -172,6 +173,7 @@ def cohort_tree(
     for queue in sorted(queues, key=lambda q: q.name):
         if queue.cohort:
             nodes[queue.cohort].queues.append(queue.name)
+            nodes[queue.cohort].members.append((queue.name, share_of(queue.weight, queue.status)))
     roots = []
     for name in sorted(nodes):
         parent = facts[name].parent

@@ -56,6 +56,16 @@ def usage(total: int, borrowed: int = 0, flavor: str = "h100-80gb") -> dict[str,
     }
 
 
+def table_rows(page: str, label: str) -> list[list[str]]:
+    """The cells' text of each body row of the table labelled ``label``."""
+    table = page[page.index(f'aria-label="{label}"') :]
+    body = table[table.index("<tbody>") : table.index("</tbody>")]
+    return [
+        [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+
+
 def waiting(namespace: str, name: str, queue: str, *, position: int | None, minutes: int) -> None:
     ObservedWorkload.objects.create(
         namespace=namespace,
@@ -82,6 +92,7 @@ def test_weights_shares_totals_and_the_tree_as_the_cluster_reports_them(demo: No
     # The tree: gpu-fleet > ai-platform > its three queues.
     tree = page[page.index('<ul class="tree"') : page.index("</section>", page.index("tree"))]
     assert re.search(r"gpu-fleet.*<ul>.*ai-platform.*<ul>.*cq-dev.*cq-infer.*cq-train", tree, re.S)
+    assert re.search(r"cq-dev</code></a> <span[^>]*>weight 5</span> <span[^>]*>share 25<", tree)
     assert 'Cohort ai-platform <span class="small muted">in gpu-fleet</span>' in page
     assert "its totals are those of cohort" in page  # gpu-fleet adds nothing of its own
     dev = page[page.index('id="cluster-queue-cq-dev-title"') :]
@@ -92,11 +103,25 @@ def test_weights_shares_totals_and_the_tree_as_the_cluster_reports_them(demo: No
     train = page[page.index('id="cluster-queue-cq-train-title"') :]
     assert 'weight 80</span> <span class="tag ok"' in train[:400]
     # ai-platform's H100 totals: 16 nominal (12 + 4 + 0), 14 in use, 2 borrowed, 4 lent (cq-infer's idle 4)
-    totals = page[page.index('aria-label="Totals of cohort ai-platform"') :]
-    assert (
-        "<td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>16</td><td>14</td><td>2</td><td>4</td>"
-        in totals[: totals.index("</table>")]
-    )
+    assert table_rows(page, "Totals of cohort ai-platform")[3] == [
+        "h100-80gb",
+        "nvidia.com/gpu",
+        "16",
+        "14",
+        "2",
+        "4",
+    ]
+    assert table_rows(page, "Quota of ClusterQueue cq-dev")[3] == [
+        "h100-80gb",
+        "nvidia.com/gpu",
+        "0",
+        "10",
+        "all",
+        "2",
+        "2",
+        "2",
+        "0",
+    ]
 
 
 def test_without_fair_sharing_the_page_says_weights_do_not_count(demo: None) -> None:

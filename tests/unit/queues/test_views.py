@@ -282,4 +282,7 @@ def test_a_queues_use_is_kueues_admitted_use_and_its_reservation_beside_it(
     assert '<th scope="col">In use (admitted)</th><th scope="col">Reserved</th>' in page
     assert "What admitted workloads hold (Kueue's <code>flavorsUsage</code>)." in page
     # Not in a cohort: it lends nothing.
-    assert '<td>6</td><td>7</td><td><span class="tag warn">2</span></td><td>0</td>' in page
+    assert (
+        '<td data-label="In use">6</td><td data-label="Reserved">7</td>'
+        '<td data-label="Borrowed"><span class="tag warn">2</span></td><td data-label="Lent">0</td>'
+    ) in page
