@@ -199,32 +199,12 @@ def queues(request: HttpRequest) -> HttpResponse:
             "kind", "name", "status"
         )
     }
-    cohorts = {c.pk: c for c in Cohort.objects.all()}
+    cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.all()}
     cqs = list(ClusterQueue.objects.order_by("name"))
-    facts = [
-        fairness.QueueFacts(
-            cq.name,
-            cohorts[cq.cohort_id].name if cq.cohort_id else "",
-            cq.fair_sharing_weight,
-            cq.resource_groups,
-            statuses.get(("ClusterQueue", cq.name), {}),
-        )
-        for cq in cqs
-    ]
+    facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
     lent = {f.name: fairness.queue_rows(f) for f in facts}
     roots = fairness.cohort_tree(
-        [
-            fairness.CohortFacts(
-                c.name,
-                cohorts[c.parent_id].name if c.parent_id else "",
-                c.fair_sharing_weight,
-                c.resource_groups,
-                statuses.get(("Cohort", c.name), {}),
-            )
-            for c in cohorts.values()
-        ],
-        facts,
-        lent,
+        [_facts(c, cohorts.get(c.parent_id), statuses) for c in cohorts.values()], facts, lent
     )
     in_line = first_in_line(PENDING_SHOWN)
     mine = _my_namespaces(request.user)
@@ -233,7 +213,7 @@ def queues(request: HttpRequest) -> HttpResponse:
         for cq, fact in zip(cqs, facts, strict=True)
     }
     sections = [(node, [entries[name] for name in node.queues]) for node in fairness.walk(roots)]
-    alone = [entries[f.name] for f in facts if not f.cohort]
+    alone = [entries[f.name] for f in facts if not f.parent]
     return render(
         request,
         "overview/queues.html",
@@ -254,6 +234,19 @@ def queues(request: HttpRequest) -> HttpResponse:
 PENDING_SHOWN = 3  # waiting workloads named per ClusterQueue on the Queues page
 
 
+def _facts(
+    obj: ClusterQueue | Cohort, parent: Cohort | None, statuses: dict[tuple[str, str], Any]
+) -> fairness.Facts:
+    """A queue (``parent``: its cohort) or a cohort with the status the poll saw of it."""
+    return fairness.Facts(
+        obj.name,
+        parent.name if parent else "",
+        obj.fair_sharing_weight,
+        obj.resource_groups,
+        statuses.get((type(obj).__name__, obj.name), {}),
+    )
+
+
 def _my_namespaces(user: Any) -> set[str] | None:
     """The namespaces whose workloads the user may see by name (None: every one)."""
     if sees_every_team(user):
@@ -267,7 +260,7 @@ def _my_namespaces(user: Any) -> set[str] | None:
 
 def _queue_entry(
     cq: ClusterQueue,
-    fact: fairness.QueueFacts,
+    fact: fairness.Facts,
     rows: list[fairness.Row],
     waiting: list[ObservedWorkload],
     mine: set[str] | None,

@@ -34,23 +34,14 @@ Key = tuple[str, str]  # (flavor, resource)
 
 
 @dataclass(frozen=True)
-class QueueFacts:
-    """One ClusterQueue: its spec in the portal and its status from the last poll."""
+class Facts:
+    """A ClusterQueue or a Cohort: its spec in the portal and its status from the last poll."""
 
     name: str
-    cohort: str  # "" when in none
+    parent: str  # a queue's cohort, a cohort's parent; "" when none
     weight: str  # as written; "" is Kueue's 1
     groups: Sequence[Mapping[str, Any]]
     status: Mapping[str, Any]  # {} when the poll has not seen it
-
-
-@dataclass(frozen=True)
-class CohortFacts:
-    name: str
-    parent: str
-    weight: str
-    groups: Sequence[Mapping[str, Any]]
-    status: Mapping[str, Any]
 
 
 @dataclass
@@ -121,7 +112,7 @@ def share_of(weight: str, status: Mapping[str, Any]) -> Share:
     return Share(weight=weight or "1", value=value)
 
 
-def queue_rows(queue: QueueFacts) -> list[Row]:
+def queue_rows(queue: Facts) -> list[Row]:
     """One row per (flavor, resource) of the queue's quota, with what it lends now."""
     usage: dict[Key, Mapping[str, Any]] = {}
     for flavor in queue.status.get("flavorsUsage") or []:
@@ -135,7 +126,7 @@ def queue_rows(queue: QueueFacts) -> list[Row]:
             row.used = _amount(used.get("total", 0))
             row.borrowed = _amount(used.get("borrowed", 0))
             row.lent = Fraction(0)
-            if queue.cohort:
+            if queue.parent:
                 lendable = row.nominal
                 if quota.get("lendingLimit") not in (None, ""):
                     lendable = min(lendable, _amount(quota["lendingLimit"]))
@@ -157,8 +148,8 @@ def _add(totals: dict[Key, Row], rows: Sequence[Row], *, nominal_only: bool = Fa
 
 
 def cohort_tree(
-    cohorts: Sequence[CohortFacts],
-    queues: Sequence[QueueFacts],
+    cohorts: Sequence[Facts],
+    queues: Sequence[Facts],
     rows: Mapping[str, Sequence[Row]],
 ) -> list[CohortNode]:
     """The roots of the cohort forest (by name), each node with its children, its own
@@ -167,13 +158,13 @@ def cohort_tree(
     cycle) makes a root, as Kueue's implicit cohorts do."""
     facts = {c.name: c for c in cohorts}
     for queue in queues:  # a cohortName with no Cohort object: an implicit cohort
-        if queue.cohort and queue.cohort not in facts:
-            facts[queue.cohort] = CohortFacts(queue.cohort, "", "", [], {})
+        if queue.parent and queue.parent not in facts:
+            facts[queue.parent] = Facts(queue.parent, "", "", [], {})
     nodes = {name: CohortNode(name, share_of(c.weight, c.status)) for name, c in facts.items()}
     for queue in sorted(queues, key=lambda q: q.name):
-        if queue.cohort:
-            nodes[queue.cohort].queues.append(queue.name)
-            nodes[queue.cohort].members.append((queue.name, share_of(queue.weight, queue.status)))
+        if queue.parent:
+            nodes[queue.parent].queues.append(queue.name)
+            nodes[queue.parent].members.append((queue.name, share_of(queue.weight, queue.status)))
     roots = []
     for name in sorted(nodes):
         parent = facts[name].parent
@@ -188,7 +179,7 @@ def cohort_tree(
         for queue in node.queues:
             _add(totals, rows.get(queue, []))
             node.observed = node.observed or any(r.used is not None for r in rows.get(queue, []))
-        own = QueueFacts(node.name, "", "", facts[node.name].groups, {})
+        own = Facts(node.name, "", "", facts[node.name].groups, {})
         node.own_quota = bool(queue_rows(own))
         _add(totals, queue_rows(own), nominal_only=True)
         for child in node.children:
@@ -202,7 +193,7 @@ def cohort_tree(
     return roots
 
 
-def _in_cycle(name: str, facts: Mapping[str, CohortFacts]) -> bool:
+def _in_cycle(name: str, facts: Mapping[str, Facts]) -> bool:
     seen, current = {name}, facts[name].parent
     while current in facts:
         if current in seen:

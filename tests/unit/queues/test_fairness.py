@@ -10,8 +10,7 @@ from typing import Any
 
 from queues.fairness import (
     INFINITE_SHARE,
-    CohortFacts,
-    QueueFacts,
+    Facts,
     cohort_tree,
     queue_rows,
     share_of,
@@ -20,8 +19,8 @@ from queues.fairness import (
 from tests.unit.diagnostics.recorded import kueue
 
 
-def facts(recorded: dict[str, Any], *, cohort: str | None = None, weight: str = "") -> QueueFacts:
-    return QueueFacts(
+def facts(recorded: dict[str, Any], *, cohort: str | None = None, weight: str = "") -> Facts:
+    return Facts(
         recorded["metadata"]["name"],
         recorded["spec"].get("cohortName", "") if cohort is None else cohort,
         weight,
@@ -79,9 +78,9 @@ def test_cohort_totals_add_up_the_whole_subtree_and_the_cohorts_own_quota() -> N
         }
     ]
     cohorts = [
-        CohortFacts("rc-lab", "rc-research", "3", [], {"fairSharing": {"weightedShare": 0}}),
-        CohortFacts("rc-research", "rc-org", "", extra, {}),
-        CohortFacts("rc-org", "", "", [], {}),
+        Facts("rc-lab", "rc-research", "3", [], {"fairSharing": {"weightedShare": 0}}),
+        Facts("rc-research", "rc-org", "", extra, {}),
+        Facts("rc-org", "", "", [], {}),
     ]
     queues = [borrower, lender]
     roots = cohort_tree(cohorts, queues, {q.name: queue_rows(q) for q in queues})
@@ -105,7 +104,7 @@ def test_an_implicit_cohort_and_a_cycle_still_make_a_tree() -> None:
     """A cohortName with no Cohort object is a cohort all the same; a parent cycle (Kueue
     deactivates it) is shown as roots, never as a page that loops."""
     queue = facts(kueue("clusterqueue-lender.json"), cohort="rc-implicit")
-    cohorts = [CohortFacts("a", "b", "", [], {}), CohortFacts("b", "a", "", [], {})]
+    cohorts = [Facts("a", "b", "", [], {}), Facts("b", "a", "", [], {})]
     roots = cohort_tree(cohorts, [queue], {queue.name: queue_rows(queue)})
     assert [(n.name, n.queues) for n in walk(roots)] == [
         ("a", []),
@@ -121,7 +120,7 @@ def test_an_unobserved_subtree_has_quota_and_no_use() -> None:
     del recorded["status"]
     queue = facts(recorded)
     roots = cohort_tree(
-        [CohortFacts("rc-research", "", "", [], {})], [queue], {queue.name: queue_rows(queue)}
+        [Facts("rc-research", "", "", [], {})], [queue], {queue.name: queue_rows(queue)}
     )
     assert by_resource(roots[0].totals)["nvidia.com/gpu"] == (Fraction(4), None, None, None)
     assert not roots[0].observed
