@@ -124,11 +124,20 @@ def test_weights_shares_totals_and_the_tree_as_the_cluster_reports_them(demo: No
     ]
 
 
-def test_without_fair_sharing_the_page_says_weights_do_not_count(demo: None) -> None:
+def test_without_fair_sharing_the_page_says_weights_do_not_count(demo: None, settings: Any) -> None:
     observe("ClusterQueue", "cq-train", usage(12))
     page = page_of("admin")
     assert 'id="fair-sharing-off"' in page and "weights do not count" in page
     assert "share " not in re.sub(r"<[^>]+>", "", page[page.index("cq-train-title") :])[:200]
+    settings.QM_QUEUE_BACKEND = "volcano"  # Volcano has no such status: nothing to explain
+    assert 'id="fair-sharing-off"' not in page_of("admin")
+
+
+def test_a_queue_of_weight_0_that_borrows_has_an_infinite_share(demo: None) -> None:
+    observe("ClusterQueue", "cq-dev", {**usage(2, 2), "fairSharing": {"weightedShare": 2**63 - 1}})
+    dev = page_of("lead-a")
+    dev = dev[dev.index('id="cluster-queue-cq-dev-title"') :]
+    assert "share ∞ (weight 0, borrowing)" in dev[:600]
 
 
 def test_the_first_in_line_per_queue_and_another_teams_workload_unnamed(demo: None) -> None:
