@@ -193,12 +193,15 @@ def queues(request: HttpRequest) -> HttpResponse:
     each lends, cohort totals, fair-sharing weights and Kueue's shares, the first waiting
     workloads of each queue (another team's unnamed), LocalQueues of your teams (every
     team's for approvers and admins), and the PriorityClass catalog."""
-    statuses = {
-        (o.kind, o.name): o.status
-        for o in ObservedObject.objects.filter(kind__in=["ClusterQueue", "Cohort"]).only(
-            "kind", "name", "status"
-        )
-    }
+    statuses: dict[tuple[str, str], Any] = {}
+    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
+    for o in ObservedObject.objects.filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"]).only(
+        "kind", "namespace", "name", "status"
+    ):
+        if o.kind == "LocalQueue":
+            local[(o.namespace, o.name)] = o.status
+        else:
+            statuses[(o.kind, o.name)] = o.status
     cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.all()}
     cqs = list(ClusterQueue.objects.order_by("name"))
     facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
@@ -224,7 +227,7 @@ def queues(request: HttpRequest) -> HttpResponse:
             "nested": any(root.children for root in roots),
             "fair_sharing": any("fairSharing" in status for status in statuses.values()),
             "shown": PENDING_SHOWN,
-            "local_queues": _local_queues(request.user),
+            "local_queues": _local_queues(request.user, local),
             "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
             "is_admin": is_platform_admin(request.user),
         },
@@ -282,10 +285,15 @@ def _queue_entry(
     }
 
 
-def _local_queues(user: Any) -> list[LocalQueue]:
+def _local_queues(user: Any, statuses: dict[tuple[str, str], Any]) -> list[LocalQueue]:
+    """The user's teams' LocalQueues (every team's for approvers and admins), each with
+    ``observed``: Kueue's status of it from the last poll ({} before)."""
     local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
         "namespace__team__slug", "namespace__name", "name"
     )
     if not sees_every_team(user):
         local_queues = local_queues.filter(namespace__team__memberships__user_id=user_id(user))
-    return list(local_queues)
+    out = list(local_queues)
+    for lq in out:
+        lq.observed = statuses.get((lq.namespace.name, lq.name), {})  # type: ignore[attr-defined]
+    return out

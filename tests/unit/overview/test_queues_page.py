@@ -33,10 +33,10 @@ def page_of(username: str) -> str:
     return response.content.decode()
 
 
-def observe(kind: str, name: str, status: dict[str, Any]) -> None:
+def observe(kind: str, name: str, status: dict[str, Any], namespace: str = "") -> None:
     ObservedObject.objects.update_or_create(
         kind=kind,
-        namespace="",
+        namespace=namespace,
         name=name,
         defaults={
             "api_version": "kueue.x-k8s.io/v1beta2",
@@ -173,6 +173,10 @@ def test_the_first_in_line_per_queue_and_another_teams_workload_unnamed(demo: No
     assert "job-a-fourth" not in lead and "job-admitted" not in lead and "job-nowhere" not in lead
     approver = page_of("approver")
     assert "<code>team-b/job-b-first</code>" in approver  # approvers see every team's
+    # Each LocalQueue's own counts, as Kueue reports them; a dash before the first poll.
+    observe("LocalQueue", "team-a-train", {"admittedWorkloads": 1, "pendingWorkloads": 3}, "team-a")
+    rows = {r[2]: r[5:] for r in table_rows(page_of("approver"), "LocalQueues")}
+    assert (rows["team-a-train"], rows["team-b-train"]) == (["1", "3"], ["—", "—"])
 
 
 def grow(size: int, start: int) -> None:
