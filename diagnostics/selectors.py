@@ -48,7 +48,7 @@ from diagnostics.explain import (
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
 from portal.quantity import QuantityError, parse_quantity
-from queues.models import ClusterQueue, LocalQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.rules import quota_entries
 from usage.runs import run_times
 
@@ -336,19 +336,36 @@ def _used(held: list[ObservedWorkload]) -> dict[str, float]:
     return used
 
 
+def _root(cohort_id: int | None, cohorts: dict[int, Cohort]) -> int | None:
+    """The top of the cohort tree a cohort is in (a cycle, which Kueue refuses, stops it)."""
+    seen: set[int] = set()
+    while cohort_id is not None and cohort_id not in seen and cohort_id in cohorts:
+        seen.add(cohort_id)
+        parent = cohorts[cohort_id].parent_id
+        if parent is None:
+            return cohort_id
+        cohort_id = parent
+    return cohort_id
+
+
 def _capacity(
-    cq: ClusterQueue, queues: dict[str, ClusterQueue], admitted: dict[str, list[ObservedWorkload]]
+    cq: ClusterQueue,
+    queues: dict[str, ClusterQueue],
+    admitted: dict[str, list[ObservedWorkload]],
+    cohorts: dict[int, Cohort],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """What ``cq`` can admit now and at the most: its nominal quota plus what it could
-    borrow from its cohort (its peers' lendable quota they do not use now, or all of it, and
-    the cohort's own), up to its borrowing limits."""
+    borrow in its cohort tree (the other queues' lendable quota they do not use now, or all
+    of it, and the cohorts' own), up to its borrowing limits (the limits of the cohorts in
+    between are not counted)."""
     nominal, _, limits = _quotas(cq)
-    if cq.cohort_id is None:
+    root = _root(cq.cohort_id, cohorts)
+    if root is None:
         return nominal, nominal
     spare: dict[str, float] = {}
     most: dict[str, float] = {}
     for peer in queues.values():
-        if peer.cohort_id != cq.cohort_id or peer.pk == cq.pk:
+        if peer.pk == cq.pk or _root(peer.cohort_id, cohorts) != root:
             continue
         own, lend, _ = _quotas(peer)
         used = _used(admitted.get(peer.name, []))
@@ -356,7 +373,8 @@ def _capacity(
             unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
             spare[resource] = spare.get(resource, 0) + min(amount, unused)
             most[resource] = most.get(resource, 0) + amount
-    for _, _, quota in quota_entries(cq.cohort.resource_groups if cq.cohort else []):
+    tree = [c for pk, c in cohorts.items() if _root(pk, cohorts) == root]
+    for _, _, quota in (e for c in tree for e in quota_entries(c.resource_groups)):
         name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
         spare[name] = spare.get(name, 0) + amount
         most[name] = most.get(name, 0) + amount
@@ -446,10 +464,12 @@ class _Queues:
 
     def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime) -> None:
         self.now = now
-        self.queues = {cq.name: cq for cq in ClusterQueue.objects.select_related("cohort")}
+        self.queues = {cq.name: cq for cq in ClusterQueue.objects.all()}
+        self.cohorts = {c.pk: c for c in Cohort.objects.all()}
         wanted = {w.cluster_queue for w in waiting if w.cluster_queue}
-        cohorts = {self.queues[q].cohort_id for q in wanted if q in self.queues} - {None}
-        self.names = wanted | {q for q, cq in self.queues.items() if cq.cohort_id in cohorts}
+        tree_of = {q: _root(cq.cohort_id, self.cohorts) for q, cq in self.queues.items()}
+        trees = {tree_of[q] for q in wanted if q in tree_of} - {None}
+        self.names = wanted | {q for q, tree in tree_of.items() if tree in trees}
         self.local: dict[tuple[str, str], tuple[str, str]] = {
             (ns, lq): (cq, stop)
             for ns, lq, cq, stop in LocalQueue.objects.filter(
@@ -494,7 +514,7 @@ class _Queues:
     def _line(self, cq: ClusterQueue, changes: dict[str, list[QueueChange]]) -> Line:
         others = sorted(self.in_line.get(cq.name, []), key=_order)
         self.order[cq.name] = {(o.namespace, o.name): i for i, o in enumerate(others)}
-        now, most = _capacity(cq, self.queues, self.admitted)
+        now, most = _capacity(cq, self.queues, self.admitted, self.cohorts)
         return Line(
             cluster_queue=cq.name,
             capacity=now,

@@ -328,16 +328,19 @@ def test_an_admitted_workload_has_no_estimate_its_stuck_pod_says_why(
 def test_a_queue_borrows_what_its_cohort_lends_and_no_more(
     client: Client, team_a_admin: Any
 ) -> None:
-    """cq-train (4 GPUs) and cq-infer (8, lending at most 2, 7 in use) share a cohort: cq-train
-    can hold 5 now, 6 at the most."""
-    cohort = Cohort.objects.create(name="gpus")
+    """cq-train (4 GPUs, cohort training) and cq-infer (8, lending at most 2, 7 in use,
+    cohort serving) share the cohort tree gpus: cq-train can hold 5 now, 6 at the most."""
+    root = Cohort.objects.create(name="gpus")
+    training = Cohort.objects.create(name="training", parent=root)
+    serving = Cohort.objects.create(name="serving", parent=root)
     train = gpu_queue("cq-train", "4")
     infer = gpu_queue("cq-infer", "8")
     infer.resource_groups[0]["flavors"][0]["resources"][0]["lendingLimit"] = "2"
-    ClusterQueue.objects.filter(pk=train.pk).update(cohort=cohort)
+    ClusterQueue.objects.filter(pk=train.pk).update(cohort=training)
     ClusterQueue.objects.filter(pk=infer.pk).update(
-        cohort=cohort, resource_groups=infer.resource_groups
+        cohort=serving, resource_groups=infer.resource_groups
     )
+    gpu_queue("cq-elsewhere", "100")  # in no cohort: lends nothing
     NamespaceFactory(name="team-b")
     LocalQueueFactory(
         name="team-a-train",
