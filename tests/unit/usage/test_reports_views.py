@@ -95,7 +95,10 @@ def test_a_lead_sees_charts_and_numbers_of_their_teams_only(history: None) -> No
     assert "team-b" not in page.split('id="gpuh-title"')[1].split("</section>")[0]
     assert "<td>team-a</td><td>288.0</td><td>288.0</td>" in page  # 4 GPUs x 72 hours
     assert "Wait before admission per ClusterQueue" in page
-    assert "Suggestions" not in page  # for approvers and admins
+    # The suggestions of the lead's own quotas only (team-b's is full, its slices too).
+    suggestions = page.split('id="insights-title"')[1].split("</section>")[0]
+    assert "team-a/team-a used 25% of its 16 nvidia.com/gpu on average" in suggestions
+    assert "team-b" not in suggestions and "idle" not in suggestions
 
 
 def test_admins_see_every_team_and_the_suggestions(history: None) -> None:
