@@ -86,19 +86,20 @@ def _buckets(period: reports.Period, now: dt.datetime) -> list[charts.Bucket]:
     out = []
     for start in period.buckets():
         if period.granularity == "hour":
-            tick, name = f"{start:%H:%M}", f"{start:%b} {start.day}, {start:%H:%M} UTC"
+            tick, name = f"{start:%H:%M}", f"{start.day} {start:%b}, {start:%H:%M} UTC"
         else:
-            year = f", {start.year}" if start.year != now.year else ""
-            tick, name = f"{start:%b} {start.day}", f"{start:%a, %b} {start.day}{year}"
+            year = f" {start.year}" if start.year != now.year else ""
+            tick, name = f"{start.day} {start:%b}", f"{start:%a} {start.day} {start:%b}{year}"
         partial = period.is_partial(start)
         if partial:
             upto = period.rolled_up_to
             today = start.date() == now.date()
             tick = "today" if today else tick
+            day = "today" if today else "the day"
             if upto is None or upto <= start:
-                name += " (no hour of it rolled up yet)"
+                name += f" ({day}: no hour rolled up yet)"
             else:
-                name += f" ({'today ' if today else ''}so far: to {upto:%H:%M} UTC)"
+                name += f" ({day} so far: to {upto:%H:%M} UTC)"
         out.append(charts.Bucket(tick, name, partial))
     return out
 
@@ -111,8 +112,12 @@ def _averages(rows: Any) -> dict[str, float | None]:
         used += row["average_used"] * row["covered_hours"]
         quota += row["quota"] * row["covered_hours"]
     if not hours:
-        return {"average_used": None, "average_quota": None}
-    return {"average_used": used / hours, "average_quota": quota / hours or None}
+        return {"average_used": None, "average_quota": None, "average_share": None}
+    return {
+        "average_used": used / hours,
+        "average_quota": quota / hours or None,
+        "average_share": used / quota if quota else None,
+    }
 
 
 def chart_links(days: int, team: str, resource: str) -> dict[str, str]:
@@ -120,7 +125,7 @@ def chart_links(days: int, team: str, resource: str) -> dict[str, str]:
     query = "?" + urlencode({"days": days, "team": team, "resource": resource})
     return {
         "csv": reverse("report-csv", args=["usage-over-time"]) + query,
-        "json": reverse("report", args=["usage-over-time"]) + query,
+        "json": reverse("report", args=["usage-over-time"]) + query + "&format=json",
     }
 
 

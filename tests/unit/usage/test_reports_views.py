@@ -96,7 +96,7 @@ def test_a_lead_sees_charts_and_numbers_of_their_teams_only(history: None) -> No
     page = login("lead-a").get("/reports/?days=7").content.decode()
     assert 'role="img" aria-label="team-a: nvidia.com/gpu in use against the quota' in page
     assert "team-b" not in page.split('id="gpuh-title"')[1].split("</section>")[0]
-    assert "<td>team-a</td><td>288.0</td><td>288.0</td>" in page  # 4 GPUs x 72 hours
+    assert "<td>team-a</td><td>288</td><td>288</td>" in page  # 4 GPUs x 72 hours
     assert "Wait before admission per ClusterQueue" in page
     # The suggestions of the lead's own quotas only (team-b's is full, its slices too).
     suggestions = page.split('id="insights-title"')[1].split("</section>")[0]
@@ -106,7 +106,7 @@ def test_a_lead_sees_charts_and_numbers_of_their_teams_only(history: None) -> No
 
 def test_admins_see_every_team_and_the_suggestions(history: None) -> None:
     page = login("admin").get("/reports/?days=7").content.decode()
-    assert "<td>team-b</td><td>288.0</td><td>576.0</td>" in page  # 8 slices = 4 GPUs' worth
+    assert "<td>team-b</td><td>288</td><td>576</td>" in page  # 8 slices = 4 GPUs' worth
     assert "team-a/team-a used 25% of its 16 nvidia.com/gpu on average" in page
     assert "mig-3g.40gb sat 83% idle in pool train" not in page  # nothing else waited
 
@@ -246,7 +246,7 @@ def test_gpu_hours_per_cluster_queue(history: None) -> None:
     ]
     page = login("lead-a").get("/reports/?days=7").content.decode()
     assert (
-        "<td>cq-train</td><td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>288.0</td>"
+        "<td>cq-train</td><td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>288</td>"
         in page
     )
 
@@ -263,7 +263,7 @@ def test_each_chart_has_its_own_data_as_csv_and_json(history: None) -> None:
     (json_link,) = links(page, "JSON")[:1]
     assert csv_link == "/reports/usage-over-time.csv?days=7&team=team-a&resource=nvidia.com%2Fgpu"
     assert json_link == (
-        "/api/v1/reports/usage-over-time/?days=7&team=team-a&resource=nvidia.com%2Fgpu"
+        "/api/v1/reports/usage-over-time/?days=7&team=team-a&resource=nvidia.com%2Fgpu&format=json"
     )
     rows = list(csv.DictReader(io.StringIO(client.get(csv_link).content.decode())))
     assert len(rows) == 3 and {(r["team"], r["resource"]) for r in rows} == {
