@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+# Named lines over the buckets, a value per bucket (None: no data there).
+Series = Sequence[tuple[str, Sequence[float | None]]]
 DASHES = ("", "6 3", "2 3", "10 3 2 3")
 FILLS = ("url(#solid)", "url(#hatch)", "url(#dots)", "url(#cross)")
 PATTERNS = """<defs>
@@ -67,7 +69,7 @@ def _runs(values: Sequence[float | None]) -> list[list[int]]:
 
 def _describe(
     buckets: Sequence[Bucket],
-    series: Sequence[tuple[str, Sequence[float | None]]],
+    series: Series,
     first: int,
     what: str,
     unit: str,
@@ -151,9 +153,7 @@ def _history_marks(f: _Frame, buckets: Sequence[Bucket], first: int) -> list[str
     return parts
 
 
-def _lines(
-    f: _Frame, buckets: Sequence[Bucket], series: Sequence[tuple[str, Sequence[float | None]]]
-) -> list[str]:
+def _lines(f: _Frame, buckets: Sequence[Bucket], series: Series) -> list[str]:
     """Each series' legend and its lines (broken where data is missing); the first series
     gets a point per bucket, hollow for the bucket still going."""
     parts, legend = [], f.left
@@ -185,7 +185,7 @@ def _lines(
 def _hits(
     f: _Frame,
     buckets: Sequence[Bucket],
-    series: Sequence[tuple[str, Sequence[float | None]]],
+    series: Series,
     unit: str,
 ) -> list[str]:
     """A column per bucket whose tooltip gives its exact values."""
@@ -204,7 +204,7 @@ def _hits(
 def small_line_chart(
     title: str,
     buckets: Sequence[Bucket],
-    series: Sequence[tuple[str, Sequence[float | None]]],
+    series: Series,
     *,
     what: str,
     peak: float = 0,

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Min, Q, Sum
+from django.db.models.functions import Trunc
 from django.utils import timezone
 
 from tenants.models import Namespace, Team
@@ -283,40 +284,39 @@ def usage_by_bucket(
 ) -> list[dict[str, Any]]:
     """The data behind the usage charts: per team, bucket and resource, the average in use
     and the quota (summed over the team's namespaces), the hours the bucket covers and
-    whether it is the day in progress. One query; buckets without data have no row."""
+    whether it is the day in progress. One query, summed in PostgreSQL (today's hours into
+    one day); buckets without data have no row."""
     rows = _scoped(_rollups(period, Sample.Kind.TEAM), teams)
     if resource:
         rows = rows.filter(resource=resource)
-    sums: dict[tuple[str, dt.datetime, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    covered: dict[tuple[str, dt.datetime, str], dict[str, float]] = defaultdict(
-        lambda: defaultdict(float)
+    per_namespace = (
+        rows.annotate(bucket=Trunc("start", period.granularity, tzinfo=dt.UTC))
+        .values("owner", "scope", "resource", "bucket")
+        .annotate(used=Sum("used_seconds"), cap=Sum("capacity_seconds"), cov=Sum("covered_seconds"))
+        .order_by()
     )
-    for row in rows.values(
-        "owner", "scope", "resource", "start", "used_seconds", "capacity_seconds", "covered_seconds"
-    ):
-        key = (row["owner"], period.bucket(row["start"]), row["resource"])
-        sums[key][0] += row["used_seconds"]
-        sums[key][1] += row["capacity_seconds"]
-        covered[key][row["scope"]] += row["covered_seconds"]
-    out = []
-    for key in sorted(sums):
-        team, start, name = key
-        # Every namespace of a team is sampled at the same times: the bucket covers what
-        # the best-covered one does.
-        seconds = max(covered[key].values())
-        used, cap = sums[key]
-        out.append(
-            {
-                "team": team,
-                "start": start.isoformat(),
-                "resource": name,
-                "average_used": round(used / seconds, 3) if seconds else 0,
-                "quota": round(cap / seconds, 3) if seconds else 0,
-                "covered_hours": round(seconds / HOUR, 2),
-                "partial": period.is_partial(start),
-            }
-        )
-    return out
+    inner, params = per_namespace.query.sql_with_params()
+    # Every namespace of a team is sampled at the same times: the bucket covers what the
+    # best-covered one does.
+    sql = f"""SELECT owner, bucket, resource, sum(used), sum(cap), max(cov)
+        FROM ({inner}) AS per_namespace GROUP BY owner, bucket, resource
+        ORDER BY owner, bucket, resource"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        # The bucket is a UTC wall time (date_trunc of ``start AT TIME ZONE 'UTC'``).
+        found = [(t, b.replace(tzinfo=dt.UTC), *rest) for t, b, *rest in cursor.fetchall()]
+    return [
+        {
+            "team": team,
+            "start": start.isoformat(),
+            "resource": name,
+            "average_used": round(used / seconds, 3) if seconds else 0,
+            "quota": round(cap / seconds, 3) if seconds else 0,
+            "covered_hours": round(seconds / HOUR, 2),
+            "partial": period.is_partial(start),
+        }
+        for team, start, name, used, cap, seconds in found
+    ]
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,10 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
-from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tenants.models import Membership, Namespace, Team
+from tests.unit.portal.test_page_queries import count
 from usage.models import Rollup, SamplingState, WorkloadRecord
 
 pytestmark = pytest.mark.django_db
@@ -80,16 +78,6 @@ def grow(size: int, start: int) -> None:
         pk=SamplingState.objects.values_list("pk", flat=True).first(),
         defaults={"rolled_up_to": today + dt.timedelta(hours=3)},
     )
-
-
-def count(page: str, user: str, shows: str = "") -> int:
-    client = Client()
-    client.force_login(User.objects.get(username=user))
-    with CaptureQueriesContext(connection) as queries:
-        response = client.get(page)
-    assert response.status_code == 200, (page, user)
-    assert shows in response.content.decode(), (page, user, shows)
-    return len(queries)
 
 
 def test_usage_query_counts_do_not_grow_with_history(demo: None) -> None:
