@@ -49,7 +49,7 @@ def _ticks(count: int) -> list[int]:
     """About five evenly spaced x ticks, the first and the last always among them."""
     step = max(1, -(-count // 5))
     ticks = list(range(0, count, step))
-    if ticks and count - 1 - ticks[-1] < step / 2:
+    if ticks and count - 1 - ticks[-1] < step * 0.75:  # the last label ends at the edge
         ticks.pop()
     return [*ticks, count - 1] if count else []
 

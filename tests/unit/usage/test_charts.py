@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree
 
-from usage.charts import Bucket, number, small_line_chart
+from usage.charts import Bucket, _ticks, number, small_line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 DAYS = [Bucket(f"Nov {d}", f"Mon, Nov {d}") for d in range(1, 7)] + [
@@ -103,3 +103,10 @@ def test_names_are_escaped_and_numbers_exact() -> None:
         "0",
         "0.1",
     ]
+
+
+def test_about_five_ticks_and_the_last_never_crowded() -> None:
+    assert _ticks(7) == [0, 2, 4, 6]
+    assert _ticks(24) == [0, 5, 10, 15, 23]  # 20 would run into the last label, "00:00"
+    assert _ticks(30) == [0, 6, 12, 18, 24, 29]
+    assert _ticks(1) == [0] and _ticks(0) == []
