@@ -286,6 +286,9 @@ def usage_by_bucket(
     and the quota (summed over the team's namespaces), the hours the bucket covers and
     whether it is the day in progress. One query, summed in PostgreSQL (today's hours into
     one day); buckets without data have no row."""
+    teams = None if teams is None else list(teams)
+    if teams == []:
+        return []  # no team: nothing to ask (an empty IN compiles to no SQL at all)
     rows = _scoped(_rollups(period, Sample.Kind.TEAM), teams)
     if resource:
         rows = rows.filter(resource=resource)

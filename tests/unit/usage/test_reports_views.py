@@ -348,3 +348,12 @@ def test_without_suggestions_the_page_says_what_it_checked(history: None) -> Non
     Rollup.objects.all().delete()
     page = login("lead-b").get("/reports/?days=7").content.decode()
     assert "None. Nothing to check: no quota had samples in this period." in page
+
+
+def test_a_user_of_no_team_sees_no_numbers(history: None) -> None:
+    client = Client()
+    client.force_login(User.objects.create_user("nobody"))
+    page = client.get("/reports/?days=7").content.decode()
+    assert "No samples in this period yet." in page and "team-a" not in page
+    assert client.get("/reports/usage-over-time.csv?days=7").content == b""
+    assert client.get("/api/v1/reports/wait-times/?days=7").json() == []
