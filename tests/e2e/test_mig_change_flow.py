@@ -189,10 +189,27 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     # (a tenth of the time) show the same chart otherwise.
     call_command("backfill_usage", "--days", "14" if os.environ.get("QM_SCREENSHOTS") else "2")
     page.goto(f"{base}/reports/?team=team-a&days=30")
-    expect(
-        page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
-    ).to_be_visible()
+    chart = page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
+    expect(chart).to_be_visible()
+    # Every day of the period is a column whose tooltip has its numbers, today's the last.
+    tips = chart.locator("rect.hit > title")
+    expect(tips).to_have_count(30)
+    expect(tips.last).to_contain_text("today")
+    expect(chart.locator("text", has_text="history from")).to_have_count(1)
+    expect(page.locator("#insights-title + p")).to_contain_text("Checked 1 namespace quota")
+    # One chart's data, as the API gives it.
+    href = page.get_by_role("link", name="team-a nvidia.com/gpu as JSON").get_attribute("href")
+    rows = page.request.get(f"{base}{href}").json()
+    assert rows and {(r["team"], r["resource"]) for r in rows} == {("team-a", "nvidia.com/gpu")}
     screenshot(page, "usage-team")
+    # On a phone's width the grid is one column and nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    charts = page.locator(".charts figure")
+    first, second = charts.nth(0).bounding_box(), charts.nth(1).bounding_box()
+    assert first and second and second["y"] > first["y"] + first["height"] - 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "usage-team-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
 
 
 def queues_with_a_borrower(page: Any, base: str, gateway: Gateway) -> None:
