@@ -181,17 +181,20 @@ def _sorted_out(
     out: dict[str, dict[str, list[Any]]] = defaultdict(
         lambda: {"workloads": [], "pods": [], "failures": [], "running": []}
     )
-    told = {(w.namespace, w.name) for w in workloads if not w.admitted or w.why}  # type: ignore[attr-defined]
+    told = {(w.namespace, w.name): w for w in workloads if not w.admitted or w.why}  # type: ignore[attr-defined]
     refused = {(f.namespace, f.kind, f.name): f for f in failures}
     for failure in failures:
         failure.pods = []  # type: ignore[attr-defined]
         out[failure.namespace]["failures"].append(failure)
     for pod in pods:
         owner = refused.get((pod.namespace, pod.owner_kind, pod.owner_name))
+        card = told.get((pod.namespace, pod.workload_name))
         if owner is not None:
             owner.pods.append(pod)  # type: ignore[attr-defined]
-        elif (pod.namespace, pod.workload_name) not in told:
+        elif card is None:
             out[pod.namespace]["pods"].append(pod)
+        elif getattr(card, "estimate", None) is None:  # admitted: its stuck pod's wait is its
+            card.estimate = getattr(pod, "estimate", None)  # type: ignore[attr-defined]
     admitted: dict[str, list[ObservedWorkload]] = defaultdict(list)
     for workload in workloads:
         if (workload.namespace, workload.name) in told:
