@@ -63,6 +63,23 @@ def running(name: str, node: str, gpus: dict[str, int], ago: dt.timedelta, **mor
     )
 
 
+def pending(name: str, **more: Any) -> None:
+    """A Pending pod of team-a that no node can take."""
+    ObservedPodFactory(
+        namespace="team-a",
+        name=name,
+        phase="Pending",
+        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+        **more,
+    )
+
+
+def card_of(page: str, marker: str) -> str:
+    """The list item (one card) that starts at ``marker``."""
+    card = page[page.index(marker) :]
+    return card[: card.index("</li>")]
+
+
 def workload(name: str, ago: dt.timedelta, gpus: int) -> None:
     """An admitted workload of team-a in the queue team-a-train."""
     ObservedWorkload.objects.create(
@@ -173,26 +190,19 @@ def test_a_job_that_cannot_create_pods_and_its_pending_pod_are_one_card_counted_
     ObservedCreateFailure.objects.create(
         namespace="team-a", kind="Job", name="train-2", message=REFUSAL, count=7, last_seen=now
     )
-    ObservedPodFactory(
-        namespace="team-a",
-        name="train-2-xyz12",
-        phase="Pending",
+    pending(
+        "train-2-xyz12",
         owner_kind="Job",
         owner_name="train-2",
         gpu_requests={"nvidia.com/gpu": 4},
-        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
     )
-    ObservedPodFactory(
-        namespace="team-a",
-        name="other-pending",
-        phase="Pending",
+    pending(
+        "other-pending",
         owner_kind="Job",
         owner_name="another-job",
-        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
     )
     page = client.get("/").content.decode()
-    card = page[page.index('id="create-failure-') :]
-    card = card[: card.index("</li>")]
+    card = card_of(page, 'id="create-failure-')
     assert "Its pod <code>train-2-xyz12</code> was created and waits too" in card
     assert "5 Insufficient nvidia.com/gpu" in card
     # one card: the Job's pod is not a second one under Pending pods
@@ -209,17 +219,13 @@ def test_an_admitted_workloads_stuck_pod_is_told_on_the_workloads_card(
     client: Client, lead: Any
 ) -> None:
     workload("job-llm", dt.timedelta(minutes=20), gpus=8)
-    ObservedPodFactory(
-        namespace="team-a",
-        name="job-llm-pod-0",
-        phase="Pending",
+    pending(
+        "job-llm-pod-0",
         workload_name="job-llm",
         queue_name="team-a-train",
-        pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
     )
     page = client.get("/").content.decode()
-    card = page[page.index('id="workload-') :]
-    card = card[: card.index("</li>")]
+    card = card_of(page, 'id="workload-')
     assert "but its pod job-llm-pod-0 does not run" in card
     assert 'id="pending-pod-' not in page  # not a second card
     assert "Running GPU work" not in page  # admitted, but nothing of it runs
