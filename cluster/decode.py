@@ -267,6 +267,7 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "reason": "" if is_admitted else reserved.get("reason", ""),
         "message": "" if is_admitted else reserved.get("message", ""),
         "requests": charged_requests(status) or workload_requests(spec),
+        "flavors": admitted_flavors(status),
         "priority": as_int(spec.get("priority") or 0),
         "created_at": created,
         "admitted_at": parse_time(admitted.get("lastTransitionTime")) if is_admitted else None,
@@ -274,6 +275,15 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "pods_ready": (conditions.get("PodsReady") or {}).get("status", "True") == "True",
         **eviction_values(status, conditions, created),
     }
+
+
+def admitted_flavors(status: dict[str, Any]) -> dict[str, str]:
+    """The flavor Kueue assigned each resource (``status.admission.podSetAssignments[]
+    .flavors``, the pod sets merged); empty while the workload holds no quota."""
+    flavors: dict[str, str] = {}
+    for assignment in (status.get("admission") or {}).get("podSetAssignments") or []:
+        flavors.update({str(k): str(v) for k, v in (assignment.get("flavors") or {}).items()})
+    return flavors
 
 
 def charged_requests(status: dict[str, Any]) -> dict[str, int]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from fractions import Fraction
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from cluster.models import AppliedObject, Drift, SyncRun
+from cluster.models import AppliedObject, Drift, ObservedObject, ObservedWorkload, SyncRun
+from queues.models import LocalQueue
+from queues.observed import ObservedKueue
+from queues.whatif import Workload
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -97,3 +101,40 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         )
     age = int((now - last_ok.started_at).total_seconds())
     return ApiStatus("ok", None, ok_at, f"polled {age} s ago", latest)
+
+
+def observed_kueue() -> ObservedKueue:
+    """What the quota what-if starts from (four queries whatever the number of workloads):
+    every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
+    admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
+    sharing, and each namespace's ResourceQuota use."""
+    local_queues = {
+        (ns, name): cq
+        for ns, name, cq in LocalQueue.objects.values_list(
+            "namespace__name", "name", "cluster_queue__name"
+        )
+    }
+    workloads = []
+    for row in ObservedWorkload.objects.filter(finished=False).order_by("namespace", "name"):
+        holds = bool(row.cluster_queue)
+        workloads.append(
+            Workload(
+                key=f"{row.namespace}/{row.name}",
+                queue=row.cluster_queue or local_queues.get((row.namespace, row.queue_name), ""),
+                requests={k: Fraction(v) for k, v in (row.requests or {}).items()},
+                priority=row.priority,
+                created=row.created_at.timestamp() if row.created_at else 0.0,
+                admitted=holds,
+                flavors=dict(row.flavors or {}) if holds else {},
+                admitted_at=row.admitted_at.timestamp() if row.admitted_at else 0.0,
+            )
+        )
+    fair = ObservedObject.objects.filter(
+        kind="ClusterQueue", status__has_key="fairSharing"
+    ).exists()
+    used: dict[str, dict[str, str]] = {}
+    for namespace, status in ObservedObject.objects.filter(kind="ResourceQuota").values_list(
+        "namespace", "status"
+    ):
+        used.setdefault(namespace, {}).update((status or {}).get("used") or {})
+    return ObservedKueue(workloads=tuple(workloads), fair_sharing=fair, quota_used=used)
