@@ -91,7 +91,7 @@ def quota_request_what_if(user: User, change: QuotaChangeRequest) -> dict[str, A
             assert change.namespace is not None
             return {
                 "namespace": namespace_quota_what_if(
-                    user, change.namespace, change.resource, change.requested
+                    change.namespace, change.resource, change.requested
                 )
             }
         assert change.cluster_queue is not None

@@ -11,10 +11,19 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from cluster.models import AppliedObject, Drift, ObservedObject, ObservedWorkload, SyncRun
+from cluster.decode import quota_refusal
+from cluster.models import (
+    AppliedObject,
+    Drift,
+    ObservedCreateFailure,
+    ObservedObject,
+    ObservedWorkload,
+    SyncRun,
+)
+from portal.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
 from queues.observed import ObservedKueue
-from queues.whatif import Workload
+from queues.whatif import Refusal, Workload
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -104,10 +113,10 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
 
 
 def observed_kueue() -> ObservedKueue:
-    """What the quota what-if starts from (four queries whatever the number of workloads):
+    """What the quota what-if starts from (five queries whatever the number of workloads):
     every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
     admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
-    sharing, and each namespace's ResourceQuota use."""
+    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses."""
     local_queues = {
         (ns, name): cq
         for ns, name, cq in LocalQueue.objects.values_list(
@@ -137,4 +146,23 @@ def observed_kueue() -> ObservedKueue:
         "namespace", "status"
     ):
         used.setdefault(namespace, {}).update((status or {}).get("used") or {})
-    return ObservedKueue(workloads=tuple(workloads), fair_sharing=fair, quota_used=used)
+    return ObservedKueue(
+        workloads=tuple(workloads), fair_sharing=fair, quota_used=used, refused=_refused()
+    )
+
+
+def _refused() -> tuple[Refusal, ...]:
+    refused = []
+    for failure in ObservedCreateFailure.objects.all():
+        refusal = quota_refusal(failure.message)
+        if refusal is None:
+            continue
+        asks = {}
+        for item, text in refusal.requested.items():
+            try:
+                asks[item] = parse_quantity(text)
+            except QuantityError:
+                continue
+        what = f"{failure.kind} {failure.namespace}/{failure.name}"
+        refused.append(Refusal(failure.namespace, what, asks))
+    return tuple(refused)

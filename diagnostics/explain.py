@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from cluster.decode import quota_refusal
 from portal.quantity import QuantityError, parse_quantity
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
@@ -457,25 +458,13 @@ def explain_gang(*, namespace: str, name: str, gang: Gang) -> Explanation:
     )
 
 
-_QUOTA_REFUSAL = re.compile(
-    r'pods "(?P<pod>[^"]*)" is forbidden: exceeded quota: (?P<quota>[^,]+), '
-    r"requested: (?P<requested>.+?), used: (?P<used>.+?), limited: (?P<limited>.+)$"
-)
-
-
-def _pairs(text: str) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
-
-
 def explain_create_failure(*, namespace: str, kind: str, name: str, message: str) -> Explanation:
     """A controller (a Job, a ReplicaSet) whose pods the API server refuses to create."""
-    refusal = message.removeprefix("Error creating: ")
     evidence = [message]
-    quota = _QUOTA_REFUSAL.search(refusal)
+    quota = quota_refusal(message)
     if quota:
-        requested, used = _pairs(quota["requested"]), _pairs(quota["used"])
-        limited = _pairs(quota["limited"])
-        never = _never_fits(kind, name, namespace, quota["quota"], requested, limited, evidence)
+        requested, used, limited = quota.requested, quota.used, quota.limited
+        never = _never_fits(kind, name, namespace, quota.quota, requested, limited, evidence)
         if never is not None:
             return never
         parts = [
@@ -484,7 +473,7 @@ def explain_create_failure(*, namespace: str, kind: str, name: str, message: str
             for k in sorted(limited)
         ]
         return Explanation(
-            f"{kind} {name} cannot create its pods: quota {quota['quota']} allows "
+            f"{kind} {name} cannot create its pods: quota {quota.quota} allows "
             + "; ".join(parts)
             + ".",
             "Wait for running pods to finish, make the pods smaller, or ask for more quota.",

@@ -424,9 +424,7 @@ class WhatIfView(APIView):
                 parse_quantity(values["hard"])
             except QuantityError as exc:
                 raise ValidationError({"hard": [str(exc)]}) from None
-            return Response(
-                namespace_quota_what_if(request.user, namespace, values["resource"], values["hard"])
-            )
+            return Response(namespace_quota_what_if(namespace, values["resource"], values["hard"]))
         cq = get_object_or_404(
             ClusterQueue.objects.select_related("cohort"), name=values["cluster_queue"]
         )

@@ -7,17 +7,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from queues.whatif import Workload
+from queues.whatif import Refusal, Workload
 
 
 @dataclass(frozen=True)
 class ObservedKueue:
     """Kueue's unfinished workloads as the last poll saw them (``queue``: the ClusterQueue
     that holds their quota, or the one their LocalQueue points at), whether Kueue runs fair
-    sharing (its ClusterQueues report a ``fairSharing`` status), and each namespace's
-    ResourceQuota ``status.used``."""
+    sharing (its ClusterQueues report a ``fairSharing`` status), each namespace's
+    ResourceQuota ``status.used``, and the pod creations a ResourceQuota refuses now."""
 
     workloads: tuple[Workload, ...] = ()
+    refused: tuple[Refusal, ...] = ()
     fair_sharing: bool = False
     quota_used: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     known: bool = True

@@ -248,13 +248,13 @@ def _quantity_or_none(text: str | None) -> Fraction | None:
 
 
 def namespace_quota_what_if(
-    user: AbstractBaseUser | AnonymousUser,
     namespace: Namespace,
     item: str,
     requested: str,
 ) -> dict[str, Any]:
-    """Which waiting workloads of ``namespace`` would have their pods fit its ResourceQuota
-    with ``item`` set to ``requested``, against the use the cluster counted last."""
+    """Which waiting workloads of ``namespace`` (and refused pods) would have their pods fit
+    its ResourceQuota with ``item`` set to ``requested``, against the use the cluster
+    counted last. The caller checked that the reader may see the namespace."""
     observed = observed_kueue()
     current = namespace.quota_items.filter(resource=item).first()
     resource = _bare(item)
@@ -274,16 +274,17 @@ def namespace_quota_what_if(
     rows = whatif.namespace_quota_fit(
         observed.workloads,
         namespace=namespace.name,
+        item=item,
         resource=resource,
+        refused=observed.refused,
         used=used,
         before=_quantity_or_none(current.hard if current else None),
         after=_quantity_or_none(requested),
     )
-    seen = _namespaces_seen(user)
     shown["used"] = _amount(used)
-    shown["rows"] = [
+    shown["rows"] = [  # the namespace is the reader's own (or they see every team)
         {
-            "workload": _name(r.workload, seen),
+            "workload": r.workload,
             "amount": _amount(r.amount),
             "fits_before": r.fits_before,
             "fits_after": r.fits_after,

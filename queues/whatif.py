@@ -737,8 +737,9 @@ def _observed_usage(world: World, quotas: _Quotas) -> Usage:
 
 
 def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing, ...]:
-    """Per cohort member and (flavor, resource): borrowed and still borrowable, now (the
-    current quotas, observed usage) and after (the proposed quotas, simulated usage)."""
+    """Per cohort member and (flavor, resource) where it changes: borrowed and still
+    borrowable, now (the current quotas, observed usage) and after (the proposed quotas,
+    simulated usage)."""
     now_q, new_q = _Quotas(current), _Quotas(proposed)
     before = _observed_usage(current, now_q)
     rows = []
@@ -756,13 +757,9 @@ def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing
                 now_q.may_borrow(q.name, fr, before) if old else Fraction(0),
                 new_q.may_borrow(q.name, fr, after),
             )
-            if any(
-                (
-                    row.borrowed_before,
-                    row.borrowed_after,
-                    row.may_borrow_before,
-                    row.may_borrow_after,
-                )
+            if (row.borrowed_before, row.may_borrow_before) != (
+                row.borrowed_after,
+                row.may_borrow_after,
             ):
                 rows.append(row)
     return tuple(sorted(rows, key=lambda r: (r.cohort, r.queue, r.flavor, r.resource)))
@@ -795,19 +792,39 @@ class QuotaFit:
     fits_after: bool
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A controller whose pods the ResourceQuota refuses now (a FailedCreate event): ``what``
+    says who (``Job team-a/eval-sweep``), ``requested`` what its next pod asks per quota
+    item."""
+
+    namespace: str
+    what: str
+    requested: Mapping[str, Fraction]
+
+
 def namespace_quota_fit(
     workloads: Iterable[Workload],
     *,
     namespace: str,
+    item: str,
     resource: str,
     used: Fraction,
     before: Fraction | None,
     after: Fraction | None,
+    refused: Iterable[Refusal] = (),
 ) -> tuple[QuotaFit, ...]:
     """A ResourceQuota is checked when pods are created, after Kueue admitted their workload
-    (Kueue does not look at it): the namespace's waiting workloads in Kueue's order
-    (priority, then age), each counted only where it fits (refused pods use nothing).
-    ``None``: no quota on the resource."""
+    (Kueue does not look at it). First the pods the quota refuses now (their controllers
+    retry), then the namespace's waiting workloads in Kueue's order (priority, then age),
+    each counted only where it fits (refused pods use nothing). ``item`` is the quota item
+    (``requests.nvidia.com/gpu``), ``resource`` what workloads request (``nvidia.com/gpu``);
+    ``None``: no quota on it."""
+    asks = [
+        (f"{r.what} (its next pod)", Fraction(r.requested[item]))
+        for r in refused
+        if r.namespace == namespace and r.requested.get(item, 0) > 0
+    ]
     mine = sorted(
         (
             w
@@ -818,13 +835,13 @@ def namespace_quota_fit(
         ),
         key=lambda w: (-w.priority, w.created, w.key),
     )
+    asks += [(w.key, Fraction(w.requests[resource])) for w in mine]
     rows = []
     total_before = total_after = used
-    for w in mine:
-        amount = Fraction(w.requests[resource])
+    for who, amount in asks:
         fits_before = before is None or total_before + amount <= before
         fits_after = after is None or total_after + amount <= after
         total_before += amount if fits_before else 0
         total_after += amount if fits_after else 0
-        rows.append(QuotaFit(w.key, amount, fits_before, fits_after))
+        rows.append(QuotaFit(who, amount, fits_before, fits_after))
     return tuple(rows)

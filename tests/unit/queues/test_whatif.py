@@ -15,6 +15,7 @@ from queues.whatif import (
     Outcome,
     Queue,
     Quota,
+    Refusal,
     Workload,
     World,
     namespace_quota_fit,
@@ -359,7 +360,8 @@ def test_stopped_queue_and_uncovered_resource_wait() -> None:
 
 def test_a_namespace_quota_counts_waiting_workloads_in_kueues_order() -> None:
     """A ResourceQuota is checked at pod creation, after Kueue admits (kueue-semantics §7):
-    the higher-priority workload is counted first; one refused uses nothing."""
+    the pods refused now first, then the higher-priority workload; one refused uses
+    nothing (4 used + 2 + 8 > 10 now; 4 + 2 + 8 + 4 > 16 after)."""
     gpu = "nvidia.com/gpu"
     workloads = [
         Workload("team-a/low", "q", {gpu: Fraction(4)}, priority=0, created=1),
@@ -367,15 +369,19 @@ def test_a_namespace_quota_counts_waiting_workloads_in_kueues_order() -> None:
         Workload("team-a/running", "q", {gpu: Fraction(4)}, admitted=True),
         Workload("team-b/other", "q", {gpu: Fraction(1)}),
     ]
+    refused = [Refusal("team-a", "Job team-a/eval-sweep", {f"requests.{gpu}": Fraction(2)})]
     rows = namespace_quota_fit(
         workloads,
         namespace="team-a",
+        item=f"requests.{gpu}",
         resource=gpu,
+        refused=refused,
         used=Fraction(4),
         before=Fraction(10),
         after=Fraction(16),
     )
     assert [(r.workload, r.fits_before, r.fits_after) for r in rows] == [
+        ("Job team-a/eval-sweep (its next pod)", True, True),
         ("team-a/high", False, True),
-        ("team-a/low", True, True),
+        ("team-a/low", True, False),
     ]

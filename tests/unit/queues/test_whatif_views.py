@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.quota import request_quota_change
-from cluster.models import ObservedObject, ObservedWorkload
+from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 from tests.factories import demo_fleet_nodes
@@ -153,6 +153,15 @@ def test_a_namespace_request_shows_whose_pods_the_quota_lets_in(client: Client, 
         status={"used": {"requests.nvidia.com/gpu": "12"}},
         last_seen=timezone.now(),
     )
+    ObservedCreateFailure.objects.create(
+        namespace="team-a",
+        kind="Job",
+        name="eval-sweep",
+        message='Error creating: pods "eval-sweep-x" is forbidden: exceeded quota: '
+        "team-a-gpu-quota, requested: requests.nvidia.com/gpu=12, used: "
+        "requests.nvidia.com/gpu=12, limited: requests.nvidia.com/gpu=16",
+        last_seen=timezone.now(),
+    )
     change = ask(
         "lead-a",
         kind="namespace",
@@ -162,8 +171,12 @@ def test_a_namespace_request_shows_whose_pods_the_quota_lets_in(client: Client, 
     )
     page = login(client, "lead-a").get(f"/quota/{change.pk}/").content.decode()
     table = page.split('id="what-if-namespace"')[1].split("</table>")[0]
-    assert "<td>team-a/eval-8</td><td>8 <code>nvidia.com/gpu</code></td>" in table
-    assert '<span class="warn">no</span></td><td><span class="ok">yes</span>' in table
+    rows = table.split("<tr>")[2:]
+    # The refused pod first (12 + 12 fits 24), then the waiting workload (12 + 12 + 8 not).
+    assert rows[0].startswith("<td>Job team-a/eval-sweep (its next pod)</td><td>12 <code>")
+    assert '<span class="warn">no</span></td><td><span class="ok">yes</span>' in rows[0]
+    assert rows[1].startswith("<td>team-a/eval-8</td><td>8 <code>nvidia.com/gpu</code></td>")
+    assert rows[1].count('<span class="warn">no</span>') == 2
     assert "In use now, as the cluster counted it: 12" in page
 
 
