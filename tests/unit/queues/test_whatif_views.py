@@ -19,7 +19,8 @@ from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorklo
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 from tests.factories import demo_fleet_nodes
-from tests.support import bearer
+from tests.support import bearer, served_schema
+from tests.unit.portal.test_api_contract import assert_conforms
 from tests.unit.queues.test_views import form_of
 
 pytestmark = pytest.mark.django_db
@@ -143,6 +144,29 @@ def test_a_queue_request_shows_the_simulation_and_hides_other_teams(
     assert "<strong>another team&#x27;s workload</strong>" in lead
 
 
+def test_a_quota_request_page_reads_a_fixed_number_of_queries(client: Client, demo: None) -> None:
+    demo_fleet_nodes()
+    cq_train_full()
+    change = ask(
+        "admin",
+        kind="queue",
+        cluster_queue=ClusterQueue.objects.get(name="cq-train"),
+        flavor="h100-80gb",
+        resource=GPU,
+        requested="16",
+    )
+    login(client, "approver")
+    counts = []
+    for extra in (1, 30):
+        ObservedWorkload.objects.exclude(name__in=["train-12", "job-big-train"]).delete()
+        for i in range(extra):
+            observed("team-a", f"small-{i}", 1, queue="team-a-train", minutes_ago=1)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"/quota/{change.pk}/").status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
 def test_a_namespace_request_shows_whose_pods_the_quota_lets_in(client: Client, demo: None) -> None:
     observed("team-a", "eval-8", 8, queue="team-a-train")
     ObservedObject.objects.create(
@@ -194,6 +218,9 @@ def test_the_api_answers_the_same_simulation(client: Client, demo: None) -> None
     body = {"cluster_queue": "cq-train", "flavor": "h100-80gb", "resource": GPU}
     answer = post(client, "admin", {**body, "nominal_quota": "20"})
     assert answer.status_code == 200
+    schema = served_schema(client)
+    assert_conforms(schema, "WhatIfResult", answer.json())
+    assert schema["components"]["schemas"]["WhatIfRequestRequest"]["additionalProperties"] is False
     first = answer.json()["admitted"][0]
     assert first == {
         "order": 1,
@@ -237,5 +264,6 @@ def test_the_api_keeps_namespaces_to_their_teams(client: Client, demo: None) -> 
     assert post(client, "lead-a", body).status_code == 404
     mine = post(client, "lead-a", {**body, "namespace": "team-a"})
     assert mine.status_code == 200 and mine.json()["resource"] == GPU
+    assert_conforms(served_schema(client), "WhatIfResult", mine.json())
     bad = post(client, "lead-a", {**body, "namespace": "team-a", "hard": "x"})
     assert bad.status_code == 400 and bad.json()["errors"].keys() == {"hard"}
