@@ -452,21 +452,28 @@ def _candidates(
     return found
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """A preemptor: its queue, what it needs on which (flavor, resource), and the quota
+    arithmetic of the world it asks in."""
+
+    quotas: _Quotas
+    q: Queue
+    needs: Mapping[FlavorResource, Fraction]
+
+    def fits(self, usage: Usage, *, borrowing: bool = True) -> bool:
+        return _fits(self.quotas, self.q.name, self.needs, usage, borrowing=borrowing)
+
+
 def _minimise(
-    quotas: _Quotas,
-    q: Queue,
-    needs: Mapping[FlavorResource, Fraction],
-    usage: Usage,
-    targets: list[_Candidate],
-    *,
-    borrowing: bool,
+    ask: _Ask, usage: Usage, targets: list[_Candidate], *, borrowing: bool
 ) -> list[_Candidate]:
     """Kueue's last step: in reverse order, give back each target the preemptor still fits
     without."""
     kept = list(targets)
     for target in reversed(targets):
         _charge(usage, target.workload)
-        if _fits(quotas, q.name, needs, usage, borrowing=borrowing):
+        if ask.fits(usage, borrowing=borrowing):
             kept.remove(target)
         else:
             _charge(usage, target.workload, -1)
@@ -474,57 +481,41 @@ def _minimise(
 
 
 def _greedy(
-    quotas: _Quotas,
-    q: Queue,
-    needs: Mapping[FlavorResource, Fraction],
-    st: _State,
-    candidates: list[_Candidate],
-    *,
-    borrowing: bool,
+    ask: _Ask, st: _State, candidates: list[_Candidate], *, borrowing: bool
 ) -> list[_Candidate] | None:
     usage = _copy(st.usage)
     targets: list[_Candidate] = []
     for c in candidates:
-        if c.workload.queue != q.name and not quotas.is_borrowing(
-            c.workload.queue, set(needs) & _frs(c.workload), usage
+        if c.workload.queue != ask.q.name and not ask.quotas.is_borrowing(
+            c.workload.queue, set(ask.needs) & _frs(c.workload), usage
         ):
             continue  # its queue gave back what it borrowed already
         _charge(usage, c.workload, -1)
         targets.append(c)
-        if _fits(quotas, q.name, needs, usage, borrowing=borrowing):
-            return _minimise(quotas, q, needs, usage, targets, borrowing=borrowing)
+        if ask.fits(usage, borrowing=borrowing):
+            return _minimise(ask, usage, targets, borrowing=borrowing)
     return None
 
 
 def _classic_targets(
-    quotas: _Quotas,
-    q: Queue,
-    needs: Mapping[FlavorResource, Fraction],
-    st: _State,
-    candidates: list[_Candidate],
+    ask: _Ask, st: _State, candidates: list[_Candidate]
 ) -> list[_Candidate] | None:
     """Classic Preemption's heuristics, in the documented order."""
-    same = [c for c in candidates if c.workload.queue == q.name]
+    same = [c for c in candidates if c.workload.queue == ask.q.name]
     if len(same) == len(candidates):
-        return _greedy(quotas, q, needs, st, candidates, borrowing=True)
-    if q.borrow_within_cohort != NEVER:
-        found = _greedy(quotas, q, needs, st, candidates, borrowing=True)
+        return _greedy(ask, st, candidates, borrowing=True)
+    if ask.q.borrow_within_cohort != NEVER:
+        found = _greedy(ask, st, candidates, borrowing=True)
         if found is not None:
             return found
-    if not _borrows(quotas, q.name, needs, st.usage):
-        found = _greedy(quotas, q, needs, st, candidates, borrowing=False)
+    if not _borrows(ask.quotas, ask.q.name, ask.needs, st.usage):
+        found = _greedy(ask, st, candidates, borrowing=False)
         if found is not None:
             return found
-    return _greedy(quotas, q, needs, st, same, borrowing=True)
+    return _greedy(ask, st, same, borrowing=True)
 
 
-def _fair_targets(
-    quotas: _Quotas,
-    q: Queue,
-    needs: Mapping[FlavorResource, Fraction],
-    st: _State,
-    candidates: list[_Candidate],
-) -> list[_Candidate] | None:
+def _fair_targets(ask: _Ask, st: _State, candidates: list[_Candidate]) -> list[_Candidate] | None:
     """Fair Sharing's algorithm: per strategy, take from the queue with the highest share
     while the strategy allows, until the preemptor fits; then minimise."""
     usage = _copy(st.usage)
@@ -532,46 +523,42 @@ def _fair_targets(
     left = list(candidates)
     for strategy in STRATEGIES:
         tried: set[str] = set()
-        while not _fits(quotas, q.name, needs, usage) and left:
+        while not ask.fits(usage) and left:
             queues = {c.workload.queue for c in left} - tried
             if not queues:
                 break
-            y = max(sorted(queues), key=lambda name: quotas.share(name, usage))
-            in_y = [c for c in left if c.workload.queue == y]
-            taken = _fair_pick(quotas, q, needs, usage, in_y, strategy)
+            y = max(sorted(queues), key=lambda name: ask.quotas.share(name, usage))
+            taken = _fair_pick(ask, usage, [c for c in left if c.workload.queue == y], strategy)
             if taken is None:
                 tried.add(y)
                 continue
             _charge(usage, taken.workload, -1)
             targets.append(taken)
             left.remove(taken)
-    if not _fits(quotas, q.name, needs, usage):
+    if not ask.fits(usage):
         return None
-    return _minimise(quotas, q, needs, usage, targets, borrowing=True)
+    return _minimise(ask, usage, targets, borrowing=True)
 
 
 def _fair_pick(
-    quotas: _Quotas,
-    q: Queue,
-    needs: Mapping[FlavorResource, Fraction],
-    usage: Usage,
-    in_queue: list[_Candidate],
-    strategy: str,
+    ask: _Ask, usage: Usage, in_queue: list[_Candidate], strategy: str
 ) -> _Candidate | None:
+    """The first workload of the queue the strategy lets the preemptor take (its own
+    queue's candidates always)."""
     with_preemptor = _copy(usage)
-    for fr, v in needs.items():
-        with_preemptor[q.name][fr] = with_preemptor[q.name].get(fr, Fraction(0)) + v
-    mine = quotas.share(q.name, with_preemptor)
+    for fr, v in ask.needs.items():
+        with_preemptor[ask.q.name][fr] = with_preemptor[ask.q.name].get(fr, Fraction(0)) + v
+    mine = ask.quotas.share(ask.q.name, with_preemptor)
     for c in in_queue:
-        if c.workload.queue == q.name:
+        if c.workload.queue == ask.q.name:
             return c
         if strategy == "LessThanInitialShare":
-            if mine < quotas.share(c.workload.queue, usage):
+            if mine < ask.quotas.share(c.workload.queue, usage):
                 return c
             continue
         without = _copy(usage)
         _charge(without, c.workload, -1)
-        if mine <= quotas.share(c.workload.queue, without):
+        if mine <= ask.quotas.share(c.workload.queue, without):
             return c
     return None
 
@@ -597,7 +584,7 @@ def _preemption(
         if not candidates:
             continue
         pick = _fair_targets if quotas.fair else _classic_targets
-        targets = pick(quotas, q, needs, st, candidates)
+        targets = pick(_Ask(quotas, q, needs), st, candidates)
         if targets:
             return assignment, targets
     return None

@@ -59,6 +59,18 @@ def message_of_big_train() -> str:
     return ObservedWorkload.objects.get(namespace="team-b", name="job-big-train").message
 
 
+def after_kueue_acted(gateway: Gateway, waited_with: str) -> dict[str, dict[str, str]]:
+    """What holds quota once Kueue acted on a new quota: team-b's job is admitted, or the
+    message it waits with changed."""
+
+    def acted() -> dict[str, dict[str, str]] | None:
+        seen = holding(gateway)
+        moved = "team-b/job-big-train" in seen or message_of_big_train() != waited_with
+        return seen if moved else None
+
+    return wait_for(acted, timeout=15, what="Kueue to act on the new quota")
+
+
 @pytest.mark.parametrize(
     ("nominal", "admits"),
     [
@@ -86,12 +98,7 @@ def test_what_the_what_if_admits_after_a_nominal_increase_kueue_admits(
     save_cluster_queue(actor=admin, cluster_queue=edited, source="web")
     apply_desired_state(gateway=portal_cluster)
 
-    def kueue_acted() -> dict[str, dict[str, str]] | None:
-        seen = holding(portal_cluster)
-        moved = "team-b/job-big-train" in seen or message_of_big_train() != waited_with
-        return seen if moved else None
-
-    now = wait_for(kueue_acted, timeout=15, what="Kueue to act on the new quota")
+    now = after_kueue_acted(portal_cluster, waited_with)
     assert set(now) == set(expected)
     for key, flavors in expected.items():
         assert {r: now[key].get(r) for r in flavors} == flavors, key
@@ -235,10 +242,5 @@ def test_fair_sharing_weights_decide_what_a_raise_reclaims_as_in_kueue(
     )
     apply_desired_state(gateway=portal_cluster)
 
-    def kueue_acted() -> dict[str, dict[str, str]] | None:
-        seen = holding(portal_cluster)
-        moved = "team-b/job-big-train" in seen or message_of_big_train() != waited_with
-        return seen if moved else None
-
-    now = wait_for(kueue_acted, timeout=15, what="Kueue to act on the new quota")
+    now = after_kueue_acted(portal_cluster, waited_with)
     assert set(now) == set(expected)

@@ -124,12 +124,9 @@ def ask(username: str, **values: Any) -> Any:
     )
 
 
-def test_a_queue_request_shows_the_simulation_and_hides_other_teams(
-    client: Client, demo: None
-) -> None:
-    demo_fleet_nodes()
-    cq_train_full()
-    change = ask(
+def ask_for_cq_train() -> Any:
+    """An admin's request for 16 H100 GPUs in cq-train (one for the team-a lead to read)."""
+    return ask(
         "admin",
         kind="queue",
         cluster_queue=ClusterQueue.objects.get(name="cq-train"),
@@ -137,6 +134,14 @@ def test_a_queue_request_shows_the_simulation_and_hides_other_teams(
         resource=GPU,
         requested="16",
     )
+
+
+def test_a_queue_request_shows_the_simulation_and_hides_other_teams(
+    client: Client, demo: None
+) -> None:
+    demo_fleet_nodes()
+    cq_train_full()
+    change = ask_for_cq_train()
     page = login(client, "approver").get(f"/quota/{change.pk}/").content.decode()
     assert "<strong>team-b/job-big-train</strong>" in page.split('id="what-if-admitted"')[1]
     lead = login(client, "lead-a").get(f"/quota/{change.pk}/").content.decode()
@@ -147,14 +152,7 @@ def test_a_queue_request_shows_the_simulation_and_hides_other_teams(
 def test_a_quota_request_page_reads_a_fixed_number_of_queries(client: Client, demo: None) -> None:
     demo_fleet_nodes()
     cq_train_full()
-    change = ask(
-        "admin",
-        kind="queue",
-        cluster_queue=ClusterQueue.objects.get(name="cq-train"),
-        flavor="h100-80gb",
-        resource=GPU,
-        requested="16",
-    )
+    change = ask_for_cq_train()
     login(client, "approver")
     counts = []
     for extra in (1, 30):
