@@ -21,7 +21,12 @@ from portal.names import PodNames
 from portal.permissions import sees_every_team
 from portal.quantity import QuantityError
 from portal.selectors import pod_names_for
-from queues.selectors import cluster_queue_what_if, namespace_quota_what_if, with_nominal
+from queues.selectors import (
+    cluster_queue_what_if,
+    namespace_quota_what_if,
+    simulates_kueue,
+    with_nominal,
+)
 
 R = TypeVar("R", bound=Model)
 
@@ -94,7 +99,8 @@ def quota_request_what_if(user: User, change: QuotaChangeRequest) -> dict[str, A
                     change.namespace, change.resource, change.requested
                 )
             }
-        assert change.cluster_queue is not None
+        if change.cluster_queue is None or not simulates_kueue():
+            return None
         edited = with_nominal(
             change.cluster_queue, change.flavor, change.resource, change.requested
         )

@@ -17,13 +17,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
+from portal.errors import DomainError
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.quantity import QuantityError, parse_quantity
 from queues import preview
 from queues.filters import LocalQueueFilter
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.rules import quota_entries
-from queues.selectors import cluster_queue_what_if, namespace_quota_what_if
+from queues.selectors import cluster_queue_what_if, namespace_quota_what_if, simulates_kueue
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
@@ -167,7 +168,7 @@ class QuotasDryRunSerializer(serializers.Serializer[Any]):
     refused = serializers.ListField(
         child=serializers.CharField(), help_text="Why saving it would be refused (empty: not)."
     )
-    what_if = WhatIfSerializer()
+    what_if = WhatIfSerializer(allow_null=True, help_text="Null with Volcano queues.")
 
 
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
@@ -246,7 +247,9 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
                         {"flavor": f, "resource": r, **asdict(p)} for (f, r), p in shown.items()
                     ],
                     "refused": problems,
-                    "what_if": cluster_queue_what_if(request.user, edited),
+                    "what_if": cluster_queue_what_if(request.user, edited)
+                    if simulates_kueue()
+                    else None,
                 }
             )
         if problems:
@@ -428,4 +431,9 @@ class WhatIfView(APIView):
         cq = get_object_or_404(
             ClusterQueue.objects.select_related("cohort"), name=values["cluster_queue"]
         )
+        if not simulates_kueue():
+            raise DomainError(
+                "The what-if simulates Kueue; this portal's queues are Volcano's.",
+                code="not_kueue",
+            )
         return Response(cluster_queue_what_if(request.user, _edited_entry(cq, values)))

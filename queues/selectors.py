@@ -11,6 +11,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from portal.permissions import sees_every_team, user_id
@@ -206,6 +207,11 @@ def present_outcome(outcome: whatif.Outcome, seen: set[str] | None) -> dict[str,
         "fair_sharing": outcome.fair_sharing,
         "not_modelled": list(outcome.not_modelled),
     }
+
+
+def simulates_kueue() -> bool:
+    """The what-if simulates Kueue: with Volcano queues there is nothing it could say."""
+    return bool(settings.QM_QUEUE_BACKEND != "volcano")
 
 
 def cluster_queue_what_if(

@@ -21,7 +21,7 @@ from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
-from queues.selectors import cluster_queue_what_if, quota_rows
+from queues.selectors import cluster_queue_what_if, quota_rows, simulates_kueue
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
@@ -183,7 +183,9 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
         inputs=CLUSTER_QUEUE_INPUTS,
         refuse=lambda: _refused_promise(request, context),
-        shown=lambda: {"what_if": cluster_queue_what_if(request.user, edited)},
+        shown=(lambda: {"what_if": cluster_queue_what_if(request.user, edited)})
+        if simulates_kueue()
+        else None,
     )
 
 

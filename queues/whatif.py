@@ -45,6 +45,8 @@ NOT_MODELLED = (
     "Hierarchical cohorts: one cohort's queues and its own quota; no parent cohort.",
     "Time: workloads finishing, preempted workloads queued again, back-off, pods-ready timeouts.",
     "Admission fair sharing (by LocalQueue usage) and the alpha concurrent admission.",
+    "Namespace selectors and stopped LocalQueues: a workload counts in the queue its "
+    "LocalQueue points at.",
 )
 
 
@@ -186,6 +188,7 @@ class _Quotas:
                 self.members[q.cohort].append(q)
         self.cohort_quotas = world.cohort_quotas
         self.fair = world.fair_sharing
+        self._pools: dict[tuple[str, FlavorResource], Fraction] = {}
 
     def quota(self, queue: str, fr: FlavorResource) -> Quota | None:
         return self.queues[queue].quotas.get(fr)
@@ -198,13 +201,18 @@ class _Quotas:
 
     def pool(self, cohort: str, fr: FlavorResource) -> Fraction:
         """What the cohort's members lend (each its ``lendingLimit``, else all its nominal
-        quota), plus the cohort's own quota."""
+        quota), plus the cohort's own quota (the quotas do not change: kept once known)."""
+        known = self._pools.get((cohort, fr))
+        if known is not None:
+            return known
         lent = Fraction(0)
         for m in self.members[cohort]:
             quota = m.quotas.get(fr)
             if quota is not None:
                 lent += quota.nominal - self._guaranteed(m, fr)
-        return lent + Fraction(self.cohort_quotas.get(cohort, {}).get(fr, 0))
+        lent += Fraction(self.cohort_quotas.get(cohort, {}).get(fr, 0))
+        self._pools[(cohort, fr)] = lent
+        return lent
 
     def _pool_used(self, cohort: str, fr: FlavorResource, usage: Usage) -> Fraction:
         return sum(
@@ -246,17 +254,22 @@ class _Quotas:
     def is_borrowing(self, queue: str, frs: Iterable[FlavorResource], usage: Usage) -> bool:
         return any(self.borrowed(queue, fr, usage) > 0 for fr in frs)
 
-    def share(self, queue: str, usage: Usage) -> float:
+    def share(
+        self, queue: str, usage: Usage, change: Mapping[FlavorResource, Fraction] | None = None
+    ) -> float:
         """Kueue's share value (``weightedShare``): the largest, over resources, of what the
-        queue borrows over what its cohort lends, divided by its weight, times 1000."""
+        queue borrows over what its cohort lends, divided by its weight, times 1000
+        (``change``: added to the queue's usage first)."""
         q = self.queues[queue]
         if not q.cohort:
             return 0.0
         ratio = Fraction(0)
-        for fr in q.quotas:
+        used = usage[queue]
+        for fr, quota in q.quotas.items():
             pool = self.pool(q.cohort, fr)
             if pool > 0:
-                ratio = max(ratio, self.borrowed(queue, fr, usage) / pool)
+                amount = used.get(fr, Fraction(0)) + (change or {}).get(fr, Fraction(0))
+                ratio = max(ratio, max(Fraction(0), amount - quota.nominal) / pool)
         if ratio == 0:
             return 0.0
         if q.weight == 0:
@@ -269,8 +282,20 @@ class _Quotas:
 
 @dataclass
 class _State:
+    """Usage per queue, and the workloads that hold quota (observed or simulated) by queue,
+    with the (flavor, resource) pairs each holds."""
+
     usage: Usage
-    admitted: dict[str, Workload]  # key -> admitted workload (observed or simulated)
+    by_queue: dict[str, dict[str, Workload]] = field(default_factory=lambda: defaultdict(dict))
+    holds: dict[str, frozenset[FlavorResource]] = field(default_factory=dict)
+
+    def admit(self, w: Workload) -> None:
+        self.by_queue[w.queue][w.key] = w
+        self.holds[w.key] = frozenset(_frs(w))
+
+    def evict(self, w: Workload) -> None:
+        del self.by_queue[w.queue][w.key]
+        del self.holds[w.key]
 
 
 def _needs(w: Workload, assignment: Mapping[str, str]) -> dict[FlavorResource, Fraction]:
@@ -429,23 +454,22 @@ def _candidates(
     frs = set(needs)
     borrows = _borrows(quotas, q.name, needs, st.usage)
     found = []
-    for c in st.admitted.values():
-        shared = frs & _frs(c)
-        if not shared:
+    for c in st.by_queue[q.name].values():
+        if frs & st.holds[c.key] and _within_allows(q.within_cluster_queue, w, c):
+            policy = f"withinClusterQueue: {q.within_cluster_queue}"
+            found.append(_Candidate(c, "InClusterQueue", policy))
+    others = [m for m in quotas.members[q.cohort] if m.name != q.name] if q.cohort else []
+    for other in others:
+        # Only a queue that borrows on something the preemptor needs gives anything back.
+        lent = {fr for fr in frs if quotas.borrowed(other.name, fr, st.usage) > 0}
+        if not lent:
             continue
-        if c.queue == q.name:
-            if _within_allows(q.within_cluster_queue, w, c):
-                policy = f"withinClusterQueue: {q.within_cluster_queue}"
-                found.append(_Candidate(c, "InClusterQueue", policy))
-            continue
-        other = quotas.queues.get(c.queue)
-        if other is None or not q.cohort or other.cohort != q.cohort:
-            continue
-        if not quotas.is_borrowing(c.queue, shared, st.usage):
-            continue
-        candidate = _cohort_candidate(q, w, c, borrows=borrows, fair=quotas.fair)
-        if candidate is not None:
-            found.append(candidate)
+        for c in st.by_queue[other.name].values():
+            if not lent & st.holds[c.key]:
+                continue
+            candidate = _cohort_candidate(q, w, c, borrows=borrows, fair=quotas.fair)
+            if candidate is not None:
+                found.append(candidate)
     found.sort(
         key=lambda c: (c.workload.queue == q.name, c.workload.priority, -c.workload.admitted_at)
     )
@@ -483,6 +507,11 @@ def _minimise(
 def _greedy(
     ask: _Ask, st: _State, candidates: list[_Candidate], *, borrowing: bool
 ) -> list[_Candidate] | None:
+    usage = _copy(st.usage)
+    for c in candidates:  # less use only helps: if all of them do not make room, none do
+        _charge(usage, c.workload, -1)
+    if not ask.fits(usage, borrowing=borrowing):
+        return None
     usage = _copy(st.usage)
     targets: list[_Candidate] = []
     for c in candidates:
@@ -545,20 +574,20 @@ def _fair_pick(
 ) -> _Candidate | None:
     """The first workload of the queue the strategy lets the preemptor take (its own
     queue's candidates always)."""
-    with_preemptor = _copy(usage)
-    for fr, v in ask.needs.items():
-        with_preemptor[ask.q.name][fr] = with_preemptor[ask.q.name].get(fr, Fraction(0)) + v
-    mine = ask.quotas.share(ask.q.name, with_preemptor)
+    if not in_queue:
+        return None
+    if in_queue[0].workload.queue == ask.q.name:
+        return in_queue[0]
+    mine = ask.quotas.share(ask.q.name, usage, ask.needs)
+    if strategy == "LessThanInitialShare":  # the target queue's share now, whoever goes
+        return in_queue[0] if mine < ask.quotas.share(in_queue[0].workload.queue, usage) else None
+    final: dict[frozenset[tuple[FlavorResource, Fraction]], float] = {}  # by what it holds
     for c in in_queue:
-        if c.workload.queue == ask.q.name:
-            return c
-        if strategy == "LessThanInitialShare":
-            if mine < ask.quotas.share(c.workload.queue, usage):
-                return c
-            continue
-        without = _copy(usage)
-        _charge(without, c.workload, -1)
-        if mine <= ask.quotas.share(c.workload.queue, without):
+        holds = frozenset(_needs(c.workload, c.workload.flavors).items())
+        if holds not in final:
+            without = {fr: -v for fr, v in holds}
+            final[holds] = ask.quotas.share(c.workload.queue, usage, without)
+        if mine <= final[holds]:
             return c
     return None
 
@@ -625,10 +654,7 @@ def _order(
         chosen, _ = _assign(quotas, q, w, usage)
         needs = _needs(w, chosen or {})
         if quotas.fair:
-            after = _copy(usage)
-            for fr, v in needs.items():
-                after[q.name][fr] = after[q.name].get(fr, Fraction(0)) + v
-            first = quotas.share(q.name, after)
+            first = quotas.share(q.name, usage, needs)
         else:
             first = float(chosen is not None and _borrows(quotas, q.name, needs, usage))
         return first, -w.priority, w.created, w.key
@@ -656,7 +682,7 @@ def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) ->
         chosen, victims = found
     for v in victims:
         _charge(st.usage, v.workload, -1)
-        del st.admitted[v.workload.key]
+        st.evict(v.workload)
         run.admissions = [a for a in run.admissions if a.workload != v.workload.key]
         run.preemptions.append(
             Preemption(v.workload.key, v.workload.queue, w.key, v.reason, v.policy)
@@ -664,7 +690,7 @@ def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) ->
     needs = _needs(w, chosen)
     borrows = _borrows(quotas, q.name, needs, st.usage)
     placed = replace(w, admitted=True, flavors=chosen, admitted_at=float("inf"))
-    st.admitted[w.key] = placed
+    st.admit(placed)
     _charge(st.usage, placed)
     run.admissions.append(
         Admission(w.key, q.name, dict(chosen), borrows, tuple(v.workload.key for v in victims))
@@ -673,23 +699,33 @@ def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) ->
 
 
 def _start(world: World, quotas: _Quotas, run: _Run) -> tuple[_State, dict[str, list[Workload]]]:
-    usage: Usage = defaultdict(dict)
-    admitted = {}
+    st = _State(defaultdict(dict))
     pending: dict[str, list[Workload]] = defaultdict(list)
     for w in world.workloads:
         if w.queue not in quotas.queues:
             if not w.admitted:
                 run.waiting.append(Waiting(w.key, w.queue, "Its LocalQueue has no ClusterQueue."))
         elif w.admitted:
-            admitted[w.key] = w
-            _charge(usage, w)
+            st.admit(w)
+            _charge(st.usage, w)
         elif quotas.queues[w.queue].stopped:
             run.waiting.append(Waiting(w.key, w.queue, "Its ClusterQueue is stopped."))
         else:
             pending[w.queue].append(w)
     for waiting in pending.values():
         waiting.sort(key=lambda w: (-w.priority, w.created, w.key))
-    return _State(usage, admitted), pending
+    return st, pending
+
+
+def _dominated(w: Workload, failed: list[Workload]) -> bool:
+    """A workload of the same queue that failed since the last admission, with at least
+    its priority and at most its requests: ``w`` cannot fit either (it is no more eligible
+    to preempt, and has no more candidates)."""
+    return any(
+        f.priority >= w.priority
+        and all(w.requests.get(r, Fraction(0)) >= v for r, v in f.requests.items())
+        for f in failed
+    )
 
 
 def simulate(world: World) -> tuple[_Run, Usage]:
@@ -699,14 +735,17 @@ def simulate(world: World) -> tuple[_Run, Usage]:
     quotas = _Quotas(world)
     run = _Run()
     st, pending = _start(world, quotas, run)
+    failed: dict[str, list[Workload]] = defaultdict(list)  # since the last admission
     while True:
         heads = [(q, pending[q.name][0]) for q in world.queues if pending[q.name]]
         if not heads:
             break
         for q, w in _order(quotas, heads, st.usage):
             pending[q.name].pop(0)
-            if _admit_one(quotas, q, w, st, run):
+            if not _dominated(w, failed[q.name]) and _admit_one(quotas, q, w, st, run):
+                failed.clear()
                 continue
+            failed[q.name].append(w)
             run.waiting.append(Waiting(w.key, q.name, _why_not(quotas, q, w, st.usage)))
             if q.strategy == STRICT_FIFO:
                 for behind in pending.pop(q.name, []):

@@ -265,3 +265,31 @@ def test_the_api_keeps_namespaces_to_their_teams(client: Client, demo: None) -> 
     assert_conforms(served_schema(client), "WhatIfResult", mine.json())
     bad = post(client, "lead-a", {**body, "namespace": "team-a", "hard": "x"})
     assert bad.status_code == 400 and bad.json()["errors"].keys() == {"hard"}
+
+
+def test_the_htmx_preview_carries_the_simulation(client: Client, demo: None) -> None:
+    cq_train_full()
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    response = client.post(
+        EDIT,
+        {**form_of(cq, g0f0r0_nominal="20"), "action": "preview"},
+        headers={"HX-Request": "true"},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert '<section class="card" aria-labelledby="what-if-title" id="what-if">' in body
+    assert "<strong>team-b/job-big-train</strong>" in body
+
+
+def test_with_volcano_queues_there_is_no_simulation(
+    client: Client, demo: None, settings: Any
+) -> None:
+    settings.QM_QUEUE_BACKEND = "volcano"
+    cq_train_full()
+    login(client, "admin")
+    page = preview(client, g0f0r0_nominal="20").content.decode()
+    assert "What Kueue would do" not in page
+    body = {"cluster_queue": "cq-train", "flavor": "h100-80gb", "resource": GPU}
+    answer = post(client, "admin", {**body, "nominal_quota": "20"})
+    assert answer.status_code == 409 and answer.json()["code"] == "not_kueue"
