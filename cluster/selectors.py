@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, Window
+from django.db.models.expressions import OrderBy
+from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.utils import timezone
 
 from cluster.decode import quota_refusal
@@ -110,6 +112,35 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         )
     age = int((now - last_ok.started_at).total_seconds())
     return ApiStatus("ok", None, ok_at, f"polled {age} s ago", latest)
+
+
+def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:
+    """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
+    place from the visibility API, then the oldest first), in one query whatever the
+    number of queues and workloads. A waiting workload names no ClusterQueue yet: its
+    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all."""
+    via_local_queue = LocalQueue.objects.filter(
+        namespace__name=OuterRef("namespace"), name=OuterRef("queue_name")
+    ).values("cluster_queue__name")[:1]
+    waiting = (
+        ObservedWorkload.objects.filter(admitted=False, finished=False)
+        .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
+        .exclude(queue=None)
+    )
+    order: list[OrderBy | str] = [
+        F("position").asc(nulls_last=True),
+        "queued_at",
+        "created_at",
+        "name",
+    ]
+    ranked = waiting.annotate(
+        place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
+        waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
+    ).filter(place__lte=per_queue)
+    out: dict[str, list[ObservedWorkload]] = {}
+    for workload in ranked.order_by("queue", "place"):
+        out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
+    return out
 
 
 def observed_kueue() -> ObservedKueue:
