@@ -195,9 +195,14 @@ def test_a_namespace_request_shows_whose_pods_the_quota_lets_in(client: Client, 
     table = page.split('id="what-if-namespace"')[1].split("</table>")[0]
     rows = table.split("<tr>")[2:]
     # The refused pod first (12 + 12 fits 24), then the waiting workload (12 + 12 + 8 not).
-    assert rows[0].startswith("<td>Job team-a/eval-sweep (its next pod)</td><td>12 <code>")
-    assert '<span class="warn">no</span></td><td><span class="ok">yes</span>' in rows[0]
-    assert rows[1].startswith("<td>team-a/eval-8</td><td>8 <code>nvidia.com/gpu</code></td>")
+    assert rows[0].startswith('<td class="head">Job team-a/eval-sweep (its next pod)</td>')
+    assert (
+        '"Fits now"><span class="warn">no</span></td><td data-label="Fits after"><span class="ok">'
+        "yes</span>" in rows[0]
+    )
+    assert rows[1].startswith(
+        '<td class="head">team-a/eval-8</td><td data-label="Asks for">8 <code>nvidia.com/gpu'
+    )
     assert rows[1].count('<span class="warn">no</span>') == 2
     assert "In use now, as the cluster counted it: 12" in page
 
