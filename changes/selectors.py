@@ -19,7 +19,14 @@ from changes.approval import (
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from portal.names import PodNames
 from portal.permissions import sees_every_team
+from portal.quantity import QuantityError
 from portal.selectors import pod_names_for
+from queues.selectors import (
+    cluster_queue_what_if,
+    namespace_quota_what_if,
+    simulates_kueue,
+    with_nominal,
+)
 
 R = TypeVar("R", bound=Model)
 
@@ -76,6 +83,30 @@ def get_quota_request_with_actions(
 ) -> tuple[QuotaChangeRequest, Actions]:
     change = get_quota_request_for_user(user, request_id)
     return change, quota_request_actions(user, change)
+
+
+def quota_request_what_if(user: User, change: QuotaChangeRequest) -> dict[str, Any] | None:
+    """Before the decision: what Kueue would do with the requested ClusterQueue quota, or
+    which waiting workloads' pods the requested namespace quota lets in (None once decided,
+    or when its target is gone)."""
+    if change.state != QuotaChangeRequest.State.PENDING or change.target_deleted:
+        return None
+    try:
+        if change.kind == QuotaChangeRequest.Kind.NAMESPACE:
+            assert change.namespace is not None
+            return {
+                "namespace": namespace_quota_what_if(
+                    change.namespace, change.resource, change.requested
+                )
+            }
+        if change.cluster_queue is None or not simulates_kueue():
+            return None
+        edited = with_nominal(
+            change.cluster_queue, change.flavor, change.resource, change.requested
+        )
+        return {"queue": cluster_queue_what_if(user, edited)}
+    except (QuantityError, ValueError):  # a queue saved before its values were checked
+        return None
 
 
 def inbox(user: User, visible: QuerySet[R]) -> list[R]:

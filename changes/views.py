@@ -298,6 +298,7 @@ def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "actions": actions,
             "fingerprint": quota.shown_fingerprint(change),
             "gone": quota.gone_message(change) if change.target_deleted else "",
+            "what_if": selectors.quota_request_what_if(request.user, change),
         },
     )
 

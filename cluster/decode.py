@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpus import labels as gpu_labels
@@ -272,6 +273,7 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "reason": "" if is_admitted else reserved.get("reason", ""),
         "message": "" if is_admitted else reserved.get("message", ""),
         "requests": charged_requests(status) or workload_requests(spec),
+        "flavors": admitted_flavors(status),
         "priority": as_int(spec.get("priority") or 0),
         "created_at": created,
         "admitted_at": parse_time(admitted.get("lastTransitionTime")) if is_admitted else None,
@@ -279,6 +281,15 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "pods_ready": (conditions.get("PodsReady") or {}).get("status", "True") == "True",
         **eviction_values(status, conditions, created),
     }
+
+
+def admitted_flavors(status: dict[str, Any]) -> dict[str, str]:
+    """The flavor Kueue assigned each resource (``status.admission.podSetAssignments[]
+    .flavors``, the pod sets merged); empty while the workload holds no quota."""
+    flavors: dict[str, str] = {}
+    for assignment in (status.get("admission") or {}).get("podSetAssignments") or []:
+        flavors.update({str(k): str(v) for k, v in (assignment.get("flavors") or {}).items()})
+    return flavors
 
 
 def charged_requests(status: dict[str, Any]) -> dict[str, int]:
@@ -406,3 +417,35 @@ def observed_object_values(item: dict[str, Any], *, field_manager: str) -> dict[
         "resource_version": meta.get("resourceVersion", ""),
         "changed_by": other_writers(meta, field_manager),
     }
+
+
+_QUOTA_REFUSAL = re.compile(
+    r'pods "(?P<pod>[^"]*)" is forbidden: exceeded quota: (?P<quota>[^,]+), '
+    r"requested: (?P<requested>.+?), used: (?P<used>.+?), limited: (?P<limited>.+)$"
+)
+
+
+@dataclass(frozen=True)
+class QuotaRefusal:
+    """The API server refusing a pod over a ResourceQuota: per quota item, what the pod asks,
+    what is in use and the hard limit (quantities as written)."""
+
+    quota: str
+    requested: dict[str, str]
+    used: dict[str, str]
+    limited: dict[str, str]
+
+
+def _pairs(text: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
+def quota_refusal(message: str) -> QuotaRefusal | None:
+    """The refusal in a FailedCreate message ("Error creating: pods … is forbidden: exceeded
+    quota: …"), or None for any other."""
+    found = _QUOTA_REFUSAL.search(message.removeprefix("Error creating: "))
+    if found is None:
+        return None
+    return QuotaRefusal(
+        found["quota"], _pairs(found["requested"]), _pairs(found["used"]), _pairs(found["limited"])
+    )

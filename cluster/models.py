@@ -228,6 +228,9 @@ class ObservedWorkload(models.Model):
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
     requests = models.JSONField(default=dict)
+    flavors = models.JSONField(
+        default=dict, blank=True, help_text="The flavor Kueue assigned each resource (admitted)."
+    )
     priority = models.IntegerField(default=0)
     created_at = models.DateTimeField(null=True, blank=True)
     admitted_at = models.DateTimeField(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from fractions import Fraction
 
 from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, Window
@@ -12,8 +13,19 @@ from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.utils import timezone
 
-from cluster.models import AppliedObject, Drift, ObservedWorkload, SyncRun
+from cluster.decode import quota_refusal
+from cluster.models import (
+    AppliedObject,
+    Drift,
+    ObservedCreateFailure,
+    ObservedObject,
+    ObservedWorkload,
+    SyncRun,
+)
+from portal.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
+from queues.observed import ObservedKueue
+from queues.whatif import Refusal, Workload
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -129,3 +141,59 @@ def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:
     for workload in ranked.order_by("queue", "place"):
         out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
     return out
+
+
+def observed_kueue() -> ObservedKueue:
+    """What the quota what-if starts from (five queries whatever the number of workloads):
+    every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
+    admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
+    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses."""
+    local_queues = {
+        (ns, name): cq
+        for ns, name, cq in LocalQueue.objects.values_list(
+            "namespace__name", "name", "cluster_queue__name"
+        )
+    }
+    workloads = []
+    for row in ObservedWorkload.objects.filter(finished=False).order_by("namespace", "name"):
+        holds = bool(row.cluster_queue)
+        workloads.append(
+            Workload(
+                key=f"{row.namespace}/{row.name}",
+                queue=row.cluster_queue or local_queues.get((row.namespace, row.queue_name), ""),
+                requests={k: Fraction(v) for k, v in (row.requests or {}).items()},
+                priority=row.priority,
+                created=row.created_at.timestamp() if row.created_at else 0.0,
+                admitted=holds,
+                flavors=dict(row.flavors or {}) if holds else {},
+                admitted_at=row.admitted_at.timestamp() if row.admitted_at else 0.0,
+            )
+        )
+    fair = ObservedObject.objects.filter(
+        kind="ClusterQueue", status__has_key="fairSharing"
+    ).exists()
+    used: dict[str, dict[str, str]] = {}
+    for namespace, status in ObservedObject.objects.filter(kind="ResourceQuota").values_list(
+        "namespace", "status"
+    ):
+        used.setdefault(namespace, {}).update((status or {}).get("used") or {})
+    return ObservedKueue(
+        workloads=tuple(workloads), fair_sharing=fair, quota_used=used, refused=_refused()
+    )
+
+
+def _refused() -> tuple[Refusal, ...]:
+    refused = []
+    for failure in ObservedCreateFailure.objects.all():
+        refusal = quota_refusal(failure.message)
+        if refusal is None:
+            continue
+        asks = {}
+        for item, text in refusal.requested.items():
+            try:
+                asks[item] = parse_quantity(text)
+            except QuantityError:
+                continue
+        what = f"{failure.kind} {failure.namespace}/{failure.name}"
+        refused.append(Refusal(failure.namespace, what, asks))
+    return tuple(refused)

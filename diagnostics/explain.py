@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from cluster.decode import quota_refusal
 from portal.quantity import QuantityError, parse_quantity
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
@@ -464,16 +465,6 @@ def explain_gang(*, namespace: str, name: str, gang: Gang) -> Explanation:
     )
 
 
-_QUOTA_REFUSAL = re.compile(
-    r'pods "(?P<pod>[^"]*)" is forbidden: exceeded quota: (?P<quota>[^,]+), '
-    r"requested: (?P<requested>.+?), used: (?P<used>.+?), limited: (?P<limited>.+)$"
-)
-
-
-def _pairs(text: str) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
-
-
 def explain_create_failure(
     *,
     namespace: str,
@@ -488,16 +479,14 @@ def explain_create_failure(
     its count grows): with ``observed``, the ResourceQuota's status as last polled, the
     sentence counts what is in use and allowed now, as the quota's bars on the same page do;
     the refusal stays in the evidence as the cluster said it."""
-    refusal = message.removeprefix("Error creating: ")
     evidence = [message]
-    quota = _QUOTA_REFUSAL.search(refusal)
+    quota = quota_refusal(message)
     if quota:
-        requested, used = _pairs(quota["requested"]), _pairs(quota["used"])
-        limited = _pairs(quota["limited"])
+        requested, used, limited = quota.requested, quota.used, quota.limited
         if observed is not None:
             used = {**used, **(observed.get("used") or {})}
             limited = {k: (observed.get("hard") or {}).get(k, v) for k, v in limited.items()}
-        never = _never_fits(kind, name, namespace, quota["quota"], requested, limited, evidence)
+        never = _never_fits(kind, name, namespace, quota.quota, requested, limited, evidence)
         if never is not None:
             return never
         parts = [
@@ -506,7 +495,7 @@ def explain_create_failure(
             for k in sorted(limited)
         ]
         return Explanation(
-            f"{kind} {name} cannot create its pods: quota {quota['quota']} allows "
+            f"{kind} {name} cannot create its pods: quota {quota.quota} allows "
             + "; ".join(parts)
             + ".",
             "Wait for running pods to finish, make the pods smaller, or ask for more quota.",

@@ -8,18 +8,25 @@ from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
-from portal.permissions import is_platform_admin
+from portal.errors import DomainError
+from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.quantity import QuantityError, parse_quantity
 from queues import preview
 from queues.filters import LocalQueueFilter
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
+from queues.rules import quota_entries
+from queues.selectors import cluster_queue_what_if, namespace_quota_what_if, simulates_kueue
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
+from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
 
@@ -94,6 +101,60 @@ class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
     )
 
 
+class WhatIfAdmittedSerializer(serializers.Serializer[Any]):
+    order = serializers.IntegerField(help_text="1 for the first Kueue would admit.")
+    workload = serializers.CharField(help_text="namespace/name, or another team's workload.")
+    cluster_queue = serializers.CharField()
+    flavors = serializers.DictField(
+        child=serializers.CharField(), help_text="resource -> the flavor it gets"
+    )
+    borrows = serializers.BooleanField(help_text="It uses more than its queue's nominal quota.")
+    preempts = serializers.ListField(child=serializers.CharField())
+
+
+class WhatIfPreemptedSerializer(serializers.Serializer[Any]):
+    workload = serializers.CharField()
+    cluster_queue = serializers.CharField()
+    by = serializers.CharField(help_text="The workload admitted in its place.")
+    reason = serializers.CharField(
+        help_text="Kueue's Preempted reason: InClusterQueue, InCohortReclamation, "
+        "InCohortReclaimWhileBorrowing or InCohortFairSharing."
+    )
+    policy = serializers.CharField(help_text="The setting that allows it.")
+
+
+class WhatIfWaitingSerializer(serializers.Serializer[Any]):
+    workload = serializers.CharField()
+    cluster_queue = serializers.CharField()
+    why = serializers.CharField()
+
+
+class WhatIfBorrowingSerializer(serializers.Serializer[Any]):
+    cluster_queue = serializers.CharField()
+    cohort = serializers.CharField()
+    flavor = serializers.CharField()
+    resource = serializers.CharField()
+    borrowed_before = serializers.CharField()
+    borrowed_after = serializers.CharField()
+    may_borrow_before = serializers.CharField()
+    may_borrow_after = serializers.CharField()
+    loses = serializers.CharField(help_text="How much less it may borrow after the change.")
+
+
+class WhatIfSerializer(serializers.Serializer[Any]):
+    """What Kueue would do with a ClusterQueue quota change, simulated on the last poll's
+    workloads (Kueue's documented admission and preemption; ``not_modelled`` says what the
+    simulation leaves out)."""
+
+    known = serializers.BooleanField(help_text="False until the cluster was observed.")
+    admitted = WhatIfAdmittedSerializer(many=True)
+    preempted = WhatIfPreemptedSerializer(many=True)
+    waiting = WhatIfWaitingSerializer(many=True)
+    borrowing = WhatIfBorrowingSerializer(many=True)
+    fair_sharing = serializers.BooleanField()
+    not_modelled = serializers.ListField(child=serializers.CharField())
+
+
 class QuotasDryRunSerializer(serializers.Serializer[Any]):
     """What ``dry_run: true`` answers instead of the queue: the change, nothing saved."""
 
@@ -107,6 +168,7 @@ class QuotasDryRunSerializer(serializers.Serializer[Any]):
     refused = serializers.ListField(
         child=serializers.CharField(), help_text="Why saving it would be refused (empty: not)."
     )
+    what_if = WhatIfSerializer(allow_null=True, help_text="Null with Volcano queues.")
 
 
 class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
@@ -185,6 +247,9 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
                         {"flavor": f, "resource": r, **asdict(p)} for (f, r), p in shown.items()
                     ],
                     "refused": problems,
+                    "what_if": cluster_queue_what_if(request.user, edited)
+                    if simulates_kueue()
+                    else None,
                 }
             )
         if problems:
@@ -247,3 +312,128 @@ class CohortViewSet(viewsets.ReadOnlyModelViewSet[Any]):
 
     def get_queryset(self) -> Any:
         return Cohort.objects.select_related("parent")
+
+
+class WhatIfRequestSerializer(StrictInput, serializers.Serializer[Any]):
+    """A proposed quota: one ClusterQueue (flavor, resource) entry, or one namespace quota
+    item."""
+
+    cluster_queue = serializers.CharField(required=False, max_length=253)
+    flavor = serializers.CharField(required=False, max_length=253)
+    namespace = serializers.CharField(required=False, max_length=63)
+    resource = serializers.CharField(max_length=253)
+    nominal_quota = serializers.CharField(required=False, max_length=64)
+    borrowing_limit = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text='"" removes the limit.'
+    )
+    lending_limit = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text='"" removes the limit.'
+    )
+    hard = serializers.CharField(
+        required=False, max_length=64, help_text="The namespace quota item's new hard limit."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("cluster_queue" in attrs) == ("namespace" in attrs):
+            raise serializers.ValidationError(
+                {"cluster_queue": ["Name a ClusterQueue or a namespace (one of the two)."]}
+            )
+        if "namespace" in attrs:
+            if "hard" not in attrs:
+                raise serializers.ValidationError({"hard": ["This field is required."]})
+            return attrs
+        if "flavor" not in attrs:
+            raise serializers.ValidationError({"flavor": ["This field is required."]})
+        if not {"nominal_quota", "borrowing_limit", "lending_limit"} & set(attrs):
+            raise serializers.ValidationError(
+                {"nominal_quota": ["Give nominal_quota, borrowing_limit or lending_limit."]}
+            )
+        return attrs
+
+
+class NamespaceWhatIfRowSerializer(serializers.Serializer[Any]):
+    workload = serializers.CharField()
+    amount = serializers.CharField()
+    fits_before = serializers.BooleanField()
+    fits_after = serializers.BooleanField()
+
+
+class NamespaceWhatIfSerializer(serializers.Serializer[Any]):
+    """A namespace quota change against the namespace's waiting workloads: Kueue does not
+    look at ResourceQuota; it decides whether admitted workloads' pods are created."""
+
+    known = serializers.BooleanField()
+    resource = serializers.CharField()
+    note = serializers.CharField()
+    used = serializers.CharField(required=False)
+    rows = NamespaceWhatIfRowSerializer(many=True)
+
+
+def _edited_entry(cq: ClusterQueue, values: dict[str, Any]) -> ClusterQueue:
+    """A copy of ``cq`` with one (flavor, resource) entry changed, checked like a save."""
+    edited = copy.deepcopy(cq)
+    groups = copy.deepcopy(cq.resource_groups or [])
+    entry = next(
+        (
+            q
+            for _, flavor, q in quota_entries(groups)
+            if flavor == values["flavor"] and q["name"] == values["resource"]
+        ),
+        None,
+    )
+    if entry is None:
+        raise ValidationError(
+            {"flavor": [f"ClusterQueue {cq.name} has no quota of {values['resource']} there."]}
+        )
+    if "nominal_quota" in values:
+        entry["nominalQuota"] = values["nominal_quota"]
+    for name, field in (("borrowing_limit", "borrowingLimit"), ("lending_limit", "lendingLimit")):
+        if values.get(name):
+            entry[field] = values[name]
+        elif name in values:
+            entry.pop(field, None)
+    edited.resource_groups = respelled(groups)
+    edited.full_clean()
+    return edited
+
+
+class WhatIfView(APIView):
+    """What a quota change would do before anyone asks for it: for a ClusterQueue entry,
+    which waiting workloads Kueue would admit (in order, on which flavor), whom that
+    preempts and what the cohort's members borrow before and after; for a namespace quota
+    item, which waiting workloads' pods would fit. Nothing is saved. Another team's
+    workloads are not named; a namespace of another team is a 404."""
+
+    @extend_schema(
+        request=WhatIfRequestSerializer,
+        responses={
+            200: PolymorphicProxySerializer(
+                component_name="WhatIfResult",
+                serializers=[WhatIfSerializer, NamespaceWhatIfSerializer],
+                resource_type_field_name=None,
+            )
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = WhatIfRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if "namespace" in values:
+            visible = Namespace.objects.all()
+            if not sees_every_team(request.user):
+                visible = visible.filter(team__memberships__user_id=user_id(request.user))
+            namespace = get_object_or_404(visible, name=values["namespace"])
+            try:
+                parse_quantity(values["hard"])
+            except QuantityError as exc:
+                raise ValidationError({"hard": [str(exc)]}) from None
+            return Response(namespace_quota_what_if(namespace, values["resource"], values["hard"]))
+        cq = get_object_or_404(
+            ClusterQueue.objects.select_related("cohort"), name=values["cluster_queue"]
+        )
+        if not simulates_kueue():
+            raise DomainError(
+                "The what-if simulates Kueue; this portal's queues are Volcano's.",
+                code="not_kueue",
+            )
+        return Response(cluster_queue_what_if(request.user, _edited_entry(cq, values)))

@@ -6,10 +6,21 @@ quota while their admission checks run: what the next workload must fit beside,
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
-from queues.models import ClusterQueue
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from portal.permissions import sees_every_team, user_id
+from portal.quantity import QuantityError, format_quantity, parse_quantity
+from queues import whatif
+from queues.models import ClusterQueue, Cohort, StopPolicy
+from queues.observed import ObservedKueue, observed_kueue
 from queues.rules import quota_entries
+from tenants.models import Namespace
 
 
 def _usage(
@@ -49,3 +60,241 @@ def quota_rows(cq: ClusterQueue, status: dict[str, Any]) -> list[dict[str, Any]]
             }
         )
     return rows
+
+
+# ----------------------------------------------------------------------------- quota what-if
+
+HIDDEN = "another team's workload"
+NAMESPACE_NOTE = (
+    "Kueue does not look at a namespace's ResourceQuota: it admits by its ClusterQueue's "
+    "quota, and the ResourceQuota then decides whether the admitted workload's pods are "
+    "created (refused pods wait, holding the queue's quota)."
+)
+
+
+def _limit(quota: dict[str, Any], key: str) -> Fraction | None:
+    value = quota.get(key)
+    return None if value in (None, "") else parse_quantity(str(value))
+
+
+def _queue(cq: ClusterQueue, cohort_names: dict[int, str]) -> whatif.Queue:
+    """A ClusterQueue as the simulation reads it (quantities must be valid: full_clean)."""
+    groups = tuple(
+        whatif.Group(
+            tuple(g.get("coveredResources") or ()),
+            tuple(f["name"] for f in g.get("flavors") or ()),
+        )
+        for g in cq.resource_groups or []
+    )
+    quotas = {
+        (flavor, q["name"]): whatif.Quota(
+            parse_quantity(str(q.get("nominalQuota", "0"))),
+            _limit(q, "borrowingLimit"),
+            _limit(q, "lendingLimit"),
+        )
+        for _, flavor, q in quota_entries(cq.resource_groups)
+    }
+    return whatif.Queue(
+        name=cq.name,
+        groups=groups,
+        quotas=quotas,
+        cohort=cohort_names.get(cq.cohort_id or 0, ""),
+        strategy=cq.queueing_strategy,
+        within_cluster_queue=cq.preemption_within_cluster_queue,
+        reclaim_within_cohort=cq.preemption_reclaim_within_cohort,
+        borrow_within_cohort=cq.preemption_borrow_within_cohort,
+        borrow_max_priority=cq.borrow_max_priority_threshold,
+        weight=parse_quantity(cq.fair_sharing_weight) if cq.fair_sharing_weight else Fraction(1),
+        when_can_borrow=cq.when_can_borrow,
+        stopped=cq.stop_policy != StopPolicy.NONE,
+    )
+
+
+def _placed(w: whatif.Workload, queues: dict[str, whatif.Queue]) -> whatif.Workload:
+    """An admitted workload polled before flavors were recorded: each resource on the first
+    flavor of its group (the only one, in most queues)."""
+    q = queues.get(w.queue)
+    if not w.admitted or w.flavors or q is None:
+        return w
+    flavors = {r: g.flavors[0] for g in q.groups for r in w.requests if r in g.resources}
+    return replace(w, flavors=flavors)
+
+
+def kueue_world(observed: ObservedKueue) -> whatif.World:
+    """Every ClusterQueue as saved, each Cohort's own quota, and the observed workloads (two
+    queries whatever the number of queues)."""
+    cohorts = list(Cohort.objects.all())
+    names = {c.pk: c.name for c in cohorts}
+    queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.all()}
+    own = {
+        c.name: {
+            (flavor, q["name"]): parse_quantity(str(q.get("nominalQuota", "0")))
+            for _, flavor, q in quota_entries(c.resource_groups)
+        }
+        for c in cohorts
+        if c.resource_groups
+    }
+    return whatif.World(
+        queues=tuple(queues.values()),
+        workloads=tuple(_placed(w, queues) for w in observed.workloads),
+        cohort_quotas=own,
+        fair_sharing=observed.fair_sharing,
+    )
+
+
+def _namespaces_seen(user: AbstractBaseUser | AnonymousUser) -> set[str] | None:
+    """The namespaces whose workloads the user may see by name (None: every one)."""
+    if sees_every_team(user):
+        return None
+    return set(
+        Namespace.objects.filter(team__memberships__user_id=user_id(user)).values_list(
+            "name", flat=True
+        )
+    )
+
+
+def _name(key: str, seen: set[str] | None) -> str:
+    return key if seen is None or key.split("/", 1)[0] in seen else HIDDEN
+
+
+def _amount(value: Fraction) -> str:
+    return format_quantity(value) if value.denominator == 1 else str(float(value))
+
+
+def present_outcome(outcome: whatif.Outcome, seen: set[str] | None) -> dict[str, Any]:
+    """The outcome as plain values for a page or the API: another team's workloads are not
+    named (``seen``: the namespaces the reader may see; None: all)."""
+    return {
+        "admitted": [
+            {
+                "order": i,
+                "workload": _name(a.workload, seen),
+                "cluster_queue": a.queue,
+                "flavors": dict(a.flavors),
+                "borrows": a.borrows,
+                "preempts": [_name(p, seen) for p in a.preempts],
+            }
+            for i, a in enumerate(outcome.admitted, start=1)
+        ],
+        "preempted": [
+            {
+                "workload": _name(p.workload, seen),
+                "cluster_queue": p.queue,
+                "by": _name(p.by, seen),
+                "reason": p.reason,
+                "policy": p.policy,
+            }
+            for p in outcome.preempted
+        ],
+        "waiting": [
+            {"workload": _name(w.workload, seen), "cluster_queue": w.queue, "why": w.why}
+            for w in outcome.waiting
+        ],
+        "borrowing": [
+            {
+                "cluster_queue": b.queue,
+                "cohort": b.cohort,
+                "flavor": b.flavor,
+                "resource": b.resource,
+                "borrowed_before": _amount(b.borrowed_before),
+                "borrowed_after": _amount(b.borrowed_after),
+                "may_borrow_before": _amount(b.may_borrow_before),
+                "may_borrow_after": _amount(b.may_borrow_after),
+                "loses": _amount(max(Fraction(0), b.may_borrow_before - b.may_borrow_after)),
+            }
+            for b in outcome.borrowing
+        ],
+        "fair_sharing": outcome.fair_sharing,
+        "not_modelled": list(outcome.not_modelled),
+    }
+
+
+def simulates_kueue() -> bool:
+    """The what-if simulates Kueue: with Volcano queues there is nothing it could say."""
+    return bool(settings.QM_QUEUE_BACKEND != "volcano")
+
+
+def cluster_queue_what_if(
+    user: AbstractBaseUser | AnonymousUser, edited: ClusterQueue
+) -> dict[str, Any]:
+    """What Kueue would do, on the last poll's workloads, with ``edited`` in place of the
+    saved ClusterQueue of its name (``edited`` passed ``full_clean``)."""
+    observed = observed_kueue()
+    current = kueue_world(observed)
+    cohort_name = edited.cohort.name if edited.cohort_id and edited.cohort else ""
+    names = {edited.cohort_id: cohort_name} if edited.cohort_id else {}
+    proposed = current.with_queue(_queue(edited, names))
+    shown = present_outcome(whatif.what_if(current, proposed), _namespaces_seen(user))
+    shown["known"] = observed.known
+    return shown
+
+
+def with_nominal(cq: ClusterQueue, flavor: str, resource: str, value: str) -> ClusterQueue:
+    """A copy of ``cq`` with one nominal quota changed (nothing saved)."""
+    edited = copy.deepcopy(cq)
+    edited.resource_groups = copy.deepcopy(cq.resource_groups)
+    edited.set_nominal_quota(flavor, resource, value)
+    return edited
+
+
+def _bare(item: str) -> str | None:
+    """The resource a quota item limits the requests of (None: limits, counts)."""
+    if item.startswith("requests."):
+        return item.removeprefix("requests.")
+    if item in {"cpu", "memory", "ephemeral-storage"}:
+        return item
+    return None
+
+
+def _quantity_or_none(text: str | None) -> Fraction | None:
+    try:
+        return parse_quantity(text) if text not in (None, "") else None
+    except QuantityError:
+        return None
+
+
+def namespace_quota_what_if(
+    namespace: Namespace,
+    item: str,
+    requested: str,
+) -> dict[str, Any]:
+    """Which waiting workloads of ``namespace`` (and refused pods) would have their pods fit
+    its ResourceQuota with ``item`` set to ``requested``, against the use the cluster
+    counted last. The caller checked that the reader may see the namespace."""
+    observed = observed_kueue()
+    current = namespace.quota_items.filter(resource=item).first()
+    resource = _bare(item)
+    shown: dict[str, Any] = {
+        "known": observed.known,
+        "resource": resource or item,
+        "note": NAMESPACE_NOTE,
+        "rows": [],
+    }
+    if resource is None:
+        shown["note"] = (
+            f"{item} is not checked against workloads' requests here: only requests.* items "
+            "(and cpu, memory) are simulated."
+        )
+        return shown
+    used = _quantity_or_none(observed.quota_used.get(namespace.name, {}).get(item)) or Fraction(0)
+    rows = whatif.namespace_quota_fit(
+        observed.workloads,
+        namespace=namespace.name,
+        item=item,
+        resource=resource,
+        refused=observed.refused,
+        used=used,
+        before=_quantity_or_none(current.hard if current else None),
+        after=_quantity_or_none(requested),
+    )
+    shown["used"] = _amount(used)
+    shown["rows"] = [  # the namespace is the reader's own (or they see every team)
+        {
+            "workload": r.workload,
+            "amount": _amount(r.amount),
+            "fits_before": r.fits_before,
+            "fits_after": r.fits_after,
+        }
+        for r in rows
+    ]
+    return shown

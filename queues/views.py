@@ -21,7 +21,7 @@ from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
-from queues.selectors import quota_rows
+from queues.selectors import cluster_queue_what_if, quota_rows, simulates_kueue
 from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
@@ -107,9 +107,11 @@ def _preview_or_save(
     saved: str,
     inputs: dict[str, str],
     refuse: Callable[[], list[str]] | None = None,
+    shown: Callable[[], dict[str, Any]] | None = None,
 ) -> HttpResponse:
-    """Validate the edited object (field errors, 422), show its YAML diff, and save only what
-    was shown: the hashes of the diff the admin saw must still match (409 otherwise)."""
+    """Validate the edited object (field errors, 422), show its YAML diff (and what else
+    ``shown`` adds to a valid edit's page), and save only what was shown: the hashes of the
+    diff the admin saw must still match (409 otherwise)."""
     try:
         edited.full_clean()
     except ValidationError as exc:
@@ -122,6 +124,8 @@ def _preview_or_save(
                 }
         return render(request, template, context, status=422)
     context.update(_diff_context(before(), after()))
+    if shown is not None:
+        context.update(shown())
     if request.POST.get("action") != "save":
         return render(request, template, context)
     seen = (request.POST.get("before_hash"), request.POST.get("after_hash"))
@@ -179,6 +183,9 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
         inputs=CLUSTER_QUEUE_INPUTS,
         refuse=lambda: _refused_promise(request, context),
+        shown=(lambda: {"what_if": cluster_queue_what_if(request.user, edited)})
+        if simulates_kueue()
+        else None,
     )
 
 

@@ -141,6 +141,7 @@ def test_an_admitted_workload() -> None:
         "message": "",
     }
     assert values["requests"] == {"cpu": 1, "memory": 1024**3, "nvidia.com/gpu": 4}
+    assert values["flavors"] == {"cpu": "rc-h100", "memory": "rc-h100", "nvidia.com/gpu": "rc-h100"}
     assert (
         values["admitted_at"]
         == values["created_at"]
@@ -162,6 +163,7 @@ def test_a_pending_workload_and_a_borrowing_one() -> None:
         "in flavor rc-h100, 4 more needed"
     )
     assert (pending["requests"]["nvidia.com/gpu"], pending["admitted_at"]) == (8, None)
+    assert pending["flavors"] == {}
     borrowing = workload_values(kueue("workload-borrowing.json"))
     assert (borrowing["cluster_queue"], borrowing["requests"]["nvidia.com/gpu"]) == (
         "rc-cq-team-b",

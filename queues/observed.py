@@ -1,0 +1,38 @@
+"""What the loop observed of Kueue, for the quota what-if. Queues sit below the loop, so the
+cluster app provides it when Django starts (``cluster/apps.py``); nothing provided (a script
+without that app): nothing is known, and the what-if says so instead of guessing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from queues.whatif import Refusal, Workload
+
+
+@dataclass(frozen=True)
+class ObservedKueue:
+    """Kueue's unfinished workloads as the last poll saw them (``queue``: the ClusterQueue
+    that holds their quota, or the one their LocalQueue points at), whether Kueue runs fair
+    sharing (its ClusterQueues report a ``fairSharing`` status), each namespace's
+    ResourceQuota ``status.used``, and the pod creations a ResourceQuota refuses now."""
+
+    workloads: tuple[Workload, ...] = ()
+    refused: tuple[Refusal, ...] = ()
+    fair_sharing: bool = False
+    quota_used: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    known: bool = True
+
+
+Provider = Callable[[], ObservedKueue]
+_provider: list[Provider] = []
+
+
+def provide(provider: Provider) -> None:
+    _provider[:] = [provider]
+
+
+def observed_kueue() -> ObservedKueue:
+    if not _provider:
+        return ObservedKueue(known=False)
+    return _provider[0]()

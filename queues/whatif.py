@@ -1,0 +1,873 @@
+"""Quota what-if: a simulation of Kueue's admission over observed state (pure, no Django).
+
+For a proposed ClusterQueue quota (nominal, borrowing or lending limit) it says which waiting
+workloads Kueue would admit, in which order and on which flavor, which admitted workloads
+that preempts under the queues' preemption policies (or fair sharing), and what each cohort
+member borrows before and after. It follows Kueue's documentation (v0.19), not its code:
+
+* ``concepts/cluster_queue.md`` — queueing strategies (StrictFIFO: the oldest of the highest
+  priority blocks the queue when it does not fit; BestEffortFIFO: the next one is tried),
+  flavors tried in order, "Flavors and borrowing semantics" (a request fits when it is within
+  the queue's unused nominal quota, or within the cohort's unused quota and the queue's
+  ``nominalQuota + borrowingLimit``), BorrowingLimit, LendingLimit (``nominal - lendingLimit``
+  stays the queue's own), the preemption policies and FlavorFungibility.
+* ``concepts/preemption.md`` — Classic Preemption (who may preempt, the candidates and their
+  order, the four target heuristics, the final minimisation) and Fair Sharing (the share
+  value, ``preemptionStrategies`` ``[LessThanOrEqualToFinalShare, LessThanInitialShare]``,
+  the algorithm overview).
+
+Quantities are ``Fraction`` in Kubernetes' base units (1 GPU, 1 byte, 1 core).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from portal.quantity import format_quantity
+
+FlavorResource = tuple[str, str]
+Usage = dict[str, dict[FlavorResource, Fraction]]  # queue -> (flavor, resource) -> amount
+
+NEVER = "Never"
+STRICT_FIFO = "StrictFIFO"
+STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+NOT_MODELLED = (
+    "Topology-aware scheduling (TAS): where in a topology the pods would land.",
+    "Admission checks (ProvisioningRequest, MultiKueue): quota is taken as admission.",
+    "Partial admission: a workload is admitted whole or waits.",
+    "Nodes: whether the admitted pods find a node (free GPUs, MIG layouts, taints).",
+    "Several pod sets: a workload is charged as one pod set, on one flavor per resource.",
+    "Hierarchical cohorts: one cohort's queues and its own quota; no parent cohort.",
+    "Time: workloads finishing, preempted workloads queued again, back-off, pods-ready timeouts.",
+    "Admission fair sharing (by LocalQueue usage) and the alpha concurrent admission.",
+    "Namespace selectors and stopped LocalQueues: a workload counts in the queue its "
+    "LocalQueue points at.",
+)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One (flavor, resource) of a queue: ``None`` limits are Kueue's "no limit"."""
+
+    nominal: Fraction
+    borrowing_limit: Fraction | None = None
+    lending_limit: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A resource group: the resources it covers and its flavors in order of preference."""
+
+    resources: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A ClusterQueue as Kueue admits with it."""
+
+    name: str
+    groups: tuple[Group, ...] = ()
+    quotas: Mapping[FlavorResource, Quota] = field(default_factory=dict)
+    cohort: str = ""
+    strategy: str = "BestEffortFIFO"
+    within_cluster_queue: str = NEVER
+    reclaim_within_cohort: str = NEVER
+    borrow_within_cohort: str = NEVER
+    borrow_max_priority: int | None = None
+    weight: Fraction = Fraction(1)
+    when_can_borrow: str = "MayStopSearch"
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Kueue workload: what it is charged, its priority and age, and where it is admitted
+    (``flavors``: resource -> flavor). ``created`` and ``admitted_at`` are seconds."""
+
+    key: str
+    queue: str
+    requests: Mapping[str, Fraction]
+    priority: int = 0
+    created: float = 0.0
+    admitted: bool = False
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    admitted_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class World:
+    """Queues, workloads, each cohort's own quota, and whether Kueue runs fair sharing."""
+
+    queues: tuple[Queue, ...]
+    workloads: tuple[Workload, ...]
+    cohort_quotas: Mapping[str, Mapping[FlavorResource, Fraction]] = field(default_factory=dict)
+    fair_sharing: bool = False
+
+    def with_queue(self, queue: Queue) -> World:
+        """The same world with ``queue`` in place of the one of its name."""
+        return replace(
+            self, queues=tuple(queue if q.name == queue.name else q for q in self.queues)
+        )
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class Admission:
+    workload: str
+    queue: str
+    flavors: Mapping[str, str]
+    borrows: bool
+    preempts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """An admitted workload evicted for ``by``; ``reason`` is Kueue's ``Preempted`` reason,
+    ``policy`` the setting that allows it."""
+
+    workload: str
+    queue: str
+    by: str
+    reason: str
+    policy: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    workload: str
+    queue: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Borrowing:
+    """What a cohort member borrows (above its nominal quota) and could still borrow."""
+
+    queue: str
+    cohort: str
+    flavor: str
+    resource: str
+    borrowed_before: Fraction
+    borrowed_after: Fraction
+    may_borrow_before: Fraction
+    may_borrow_after: Fraction
+
+
+@dataclass(frozen=True)
+class Outcome:
+    admitted: tuple[Admission, ...]
+    preempted: tuple[Preemption, ...]
+    waiting: tuple[Waiting, ...]
+    borrowing: tuple[Borrowing, ...]
+    fair_sharing: bool
+    not_modelled: tuple[str, ...] = NOT_MODELLED
+
+
+# ----------------------------------------------------------------------------- quota arithmetic
+
+
+class _Quotas:
+    """The quota arithmetic of one world: what a queue may use, given everyone's usage."""
+
+    def __init__(self, world: World) -> None:
+        self.queues = {q.name: q for q in world.queues}
+        self.members: dict[str, list[Queue]] = defaultdict(list)
+        for q in world.queues:
+            if q.cohort:
+                self.members[q.cohort].append(q)
+        self.cohort_quotas = world.cohort_quotas
+        self.fair = world.fair_sharing
+        self._pools: dict[tuple[str, FlavorResource], Fraction] = {}
+
+    def quota(self, queue: str, fr: FlavorResource) -> Quota | None:
+        return self.queues[queue].quotas.get(fr)
+
+    def _guaranteed(self, q: Queue, fr: FlavorResource) -> Fraction:
+        quota = q.quotas.get(fr)
+        if quota is None or quota.lending_limit is None:
+            return Fraction(0)
+        return max(Fraction(0), quota.nominal - quota.lending_limit)
+
+    def pool(self, cohort: str, fr: FlavorResource) -> Fraction:
+        """What the cohort's members lend (each its ``lendingLimit``, else all its nominal
+        quota), plus the cohort's own quota (the quotas do not change: kept once known)."""
+        known = self._pools.get((cohort, fr))
+        if known is not None:
+            return known
+        lent = Fraction(0)
+        for m in self.members[cohort]:
+            quota = m.quotas.get(fr)
+            if quota is not None:
+                lent += quota.nominal - self._guaranteed(m, fr)
+        lent += Fraction(self.cohort_quotas.get(cohort, {}).get(fr, 0))
+        self._pools[(cohort, fr)] = lent
+        return lent
+
+    def _pool_used(self, cohort: str, fr: FlavorResource, usage: Usage) -> Fraction:
+        return sum(
+            (
+                max(Fraction(0), usage[m.name].get(fr, Fraction(0)) - self._guaranteed(m, fr))
+                for m in self.members[cohort]
+            ),
+            Fraction(0),
+        )
+
+    def available(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+        """How much more of ``fr`` the queue may take now (its own unused part, the
+        cohort's unused lendable quota, no more than ``nominal + borrowingLimit``)."""
+        q = self.queues[queue]
+        quota = q.quotas.get(fr)
+        if quota is None:
+            return Fraction(0)
+        used = usage[queue].get(fr, Fraction(0))
+        if not q.cohort:
+            return max(Fraction(0), quota.nominal - used)
+        own = max(Fraction(0), self._guaranteed(q, fr) - used)
+        free = own + self.pool(q.cohort, fr) - self._pool_used(q.cohort, fr, usage)
+        if quota.borrowing_limit is not None:
+            free = min(free, quota.nominal + quota.borrowing_limit - used)
+        return max(Fraction(0), free)
+
+    def borrowed(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+        quota = self.quota(queue, fr)
+        nominal = quota.nominal if quota else Fraction(0)
+        return max(Fraction(0), usage[queue].get(fr, Fraction(0)) - nominal)
+
+    def may_borrow(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+        quota = self.quota(queue, fr)
+        if quota is None or not self.queues[queue].cohort:
+            return Fraction(0)
+        unused_nominal = max(Fraction(0), quota.nominal - usage[queue].get(fr, Fraction(0)))
+        return max(Fraction(0), self.available(queue, fr, usage) - unused_nominal)
+
+    def is_borrowing(self, queue: str, frs: Iterable[FlavorResource], usage: Usage) -> bool:
+        return any(self.borrowed(queue, fr, usage) > 0 for fr in frs)
+
+    def share(
+        self, queue: str, usage: Usage, change: Mapping[FlavorResource, Fraction] | None = None
+    ) -> float:
+        """Kueue's share value (``weightedShare``): the largest, over resources, of what the
+        queue borrows over what its cohort lends, divided by its weight, times 1000
+        (``change``: added to the queue's usage first)."""
+        q = self.queues[queue]
+        if not q.cohort:
+            return 0.0
+        ratio = Fraction(0)
+        used = usage[queue]
+        for fr, quota in q.quotas.items():
+            pool = self.pool(q.cohort, fr)
+            if pool > 0:
+                amount = used.get(fr, Fraction(0)) + (change or {}).get(fr, Fraction(0))
+                ratio = max(ratio, max(Fraction(0), amount - quota.nominal) / pool)
+        if ratio == 0:
+            return 0.0
+        if q.weight == 0:
+            return float("inf")
+        return float(ratio / q.weight * 1000)
+
+
+# ----------------------------------------------------------------------------- one workload
+
+
+@dataclass
+class _State:
+    """Usage per queue, and the workloads that hold quota (observed or simulated) by queue,
+    with the (flavor, resource) pairs each holds."""
+
+    usage: Usage
+    by_queue: dict[str, dict[str, Workload]] = field(default_factory=lambda: defaultdict(dict))
+    holds: dict[str, frozenset[FlavorResource]] = field(default_factory=dict)
+
+    def admit(self, w: Workload) -> None:
+        self.by_queue[w.queue][w.key] = w
+        self.holds[w.key] = frozenset(_frs(w))
+
+    def evict(self, w: Workload) -> None:
+        del self.by_queue[w.queue][w.key]
+        del self.holds[w.key]
+
+
+def _needs(w: Workload, assignment: Mapping[str, str]) -> dict[FlavorResource, Fraction]:
+    return {(assignment[r], r): v for r, v in w.requests.items() if v > 0 and r in assignment}
+
+
+def _fits(
+    quotas: _Quotas,
+    queue: str,
+    needs: Mapping[FlavorResource, Fraction],
+    usage: Usage,
+    *,
+    borrowing: bool = True,
+) -> bool:
+    for fr, v in needs.items():
+        quota = quotas.quota(queue, fr)
+        if quota is None or v > quotas.available(queue, fr, usage):
+            return False
+        if not borrowing and usage[queue].get(fr, Fraction(0)) + v > quota.nominal:
+            return False
+    return True
+
+
+def _borrows(
+    quotas: _Quotas, queue: str, needs: Mapping[FlavorResource, Fraction], usage: Usage
+) -> bool:
+    return any(
+        usage[queue].get(fr, Fraction(0)) + v > quotas.queues[queue].quotas[fr].nominal
+        for fr, v in needs.items()
+    )
+
+
+def _groups_of(q: Queue, w: Workload) -> tuple[list[Group], list[str]]:
+    """The resource groups the workload's requests fall in, and what no group covers."""
+    wanted = [r for r, v in w.requests.items() if v > 0]
+    groups = [g for g in q.groups if any(r in g.resources for r in wanted)]
+    uncovered = [r for r in wanted if not any(r in g.resources for g in q.groups)]
+    return groups, uncovered
+
+
+def _choose_flavor(
+    quotas: _Quotas, q: Queue, w: Workload, group: Group, usage: Usage
+) -> str | None:
+    """The group's flavor Kueue takes without preemption: the first where it fits without
+    borrowing; else, with ``whenCanBorrow: MayStopSearch``, the first where it fits by
+    borrowing (with ``TryNextFlavor`` the later flavors are tried for a fit first)."""
+    borrowing_choice = None
+    for flavor in group.flavors:
+        needs = _needs(w, {r: flavor for r in group.resources})
+        if not _fits(quotas, q.name, needs, usage):
+            continue
+        if not _borrows(quotas, q.name, needs, usage):
+            return flavor
+        if q.when_can_borrow == "MayStopSearch":
+            return flavor
+        borrowing_choice = borrowing_choice or flavor
+    return borrowing_choice
+
+
+def _assign(
+    quotas: _Quotas, q: Queue, w: Workload, usage: Usage
+) -> tuple[dict[str, str] | None, list[dict[str, str]]]:
+    """A flavor for each requested resource without preemption (or ``None``), and the
+    assignments to try preemption on, in flavor order."""
+    groups, _ = _groups_of(q, w)
+    chosen: dict[str, str] = {}
+    open_groups = []
+    for group in groups:
+        flavor = _choose_flavor(quotas, q, w, group, usage)
+        if flavor is None:
+            open_groups.append(group)
+        else:
+            chosen.update({r: flavor for r in group.resources if r in w.requests})
+    if not open_groups:
+        return chosen, []
+    tries = []
+    for flavors in itertools.product(*(g.flavors for g in open_groups)):
+        trial = dict(chosen)
+        for group, flavor in zip(open_groups, flavors, strict=True):
+            trial.update({r: flavor for r in group.resources if r in w.requests})
+        tries.append(trial)
+    return None, tries
+
+
+# ----------------------------------------------------------------------------- preemption
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    workload: Workload
+    reason: str
+    policy: str
+
+
+def _copy(usage: Usage) -> Usage:
+    out: Usage = defaultdict(dict)
+    out.update({q: dict(m) for q, m in usage.items()})
+    return out
+
+
+def _charge(usage: Usage, w: Workload, sign: int = 1) -> None:
+    for fr, v in _needs(w, w.flavors).items():
+        usage[w.queue][fr] = usage[w.queue].get(fr, Fraction(0)) + sign * v
+
+
+def _frs(w: Workload) -> set[FlavorResource]:
+    return {(f, r) for r, f in w.flavors.items() if w.requests.get(r, 0) > 0}
+
+
+def _within_allows(policy: str, w: Workload, c: Workload) -> bool:
+    if policy == "LowerPriority":
+        return c.priority < w.priority
+    if policy == "LowerOrNewerEqualPriority":
+        return c.priority < w.priority or (c.priority == w.priority and c.created > w.created)
+    return False
+
+
+def _cohort_candidate(
+    q: Queue, w: Workload, c: Workload, *, borrows: bool, fair: bool
+) -> _Candidate | None:
+    """Whether a workload of another (borrowing) queue of the cohort may be preempted:
+    ``reclaimWithinCohort`` when the preemptor stays within its nominal quota (and under
+    fair sharing), ``borrowWithinCohort`` when it borrows."""
+    reclaim = q.reclaim_within_cohort
+    reclaim_ok = reclaim == "Any" or (reclaim == "LowerPriority" and c.priority < w.priority)
+    if fair:
+        return (
+            _Candidate(c, "InCohortFairSharing", f"fair sharing (reclaimWithinCohort: {reclaim})")
+            if reclaim_ok
+            else None
+        )
+    if not borrows:
+        return (
+            _Candidate(c, "InCohortReclamation", f"reclaimWithinCohort: {reclaim}")
+            if reclaim_ok
+            else None
+        )
+    threshold = q.borrow_max_priority
+    if (
+        q.borrow_within_cohort == "LowerPriority"
+        and c.priority < w.priority
+        and (threshold is None or c.priority <= threshold)
+    ):
+        limit = f", maxPriorityThreshold {threshold}" if threshold is not None else ""
+        return _Candidate(
+            c, "InCohortReclaimWhileBorrowing", f"borrowWithinCohort: LowerPriority{limit}"
+        )
+    return None
+
+
+def _candidates(
+    quotas: _Quotas, q: Queue, w: Workload, needs: Mapping[FlavorResource, Fraction], st: _State
+) -> list[_Candidate]:
+    """Kueue's preemption candidates for ``w``, in its order: workloads of borrowing queues
+    first, then the lowest priority, then the most recently admitted."""
+    frs = set(needs)
+    borrows = _borrows(quotas, q.name, needs, st.usage)
+    found = []
+    for c in st.by_queue[q.name].values():
+        if frs & st.holds[c.key] and _within_allows(q.within_cluster_queue, w, c):
+            policy = f"withinClusterQueue: {q.within_cluster_queue}"
+            found.append(_Candidate(c, "InClusterQueue", policy))
+    others = [m for m in quotas.members[q.cohort] if m.name != q.name] if q.cohort else []
+    for other in others:
+        # Only a queue that borrows on something the preemptor needs gives anything back.
+        lent = {fr for fr in frs if quotas.borrowed(other.name, fr, st.usage) > 0}
+        if not lent:
+            continue
+        for c in st.by_queue[other.name].values():
+            if not lent & st.holds[c.key]:
+                continue
+            candidate = _cohort_candidate(q, w, c, borrows=borrows, fair=quotas.fair)
+            if candidate is not None:
+                found.append(candidate)
+    found.sort(
+        key=lambda c: (c.workload.queue == q.name, c.workload.priority, -c.workload.admitted_at)
+    )
+    return found
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """A preemptor: its queue, what it needs on which (flavor, resource), and the quota
+    arithmetic of the world it asks in."""
+
+    quotas: _Quotas
+    q: Queue
+    needs: Mapping[FlavorResource, Fraction]
+
+    def fits(self, usage: Usage, *, borrowing: bool = True) -> bool:
+        return _fits(self.quotas, self.q.name, self.needs, usage, borrowing=borrowing)
+
+
+def _minimise(
+    ask: _Ask, usage: Usage, targets: list[_Candidate], *, borrowing: bool
+) -> list[_Candidate]:
+    """Kueue's last step: in reverse order, give back each target the preemptor still fits
+    without."""
+    kept = list(targets)
+    for target in reversed(targets):
+        _charge(usage, target.workload)
+        if ask.fits(usage, borrowing=borrowing):
+            kept.remove(target)
+        else:
+            _charge(usage, target.workload, -1)
+    return kept
+
+
+def _greedy(
+    ask: _Ask, st: _State, candidates: list[_Candidate], *, borrowing: bool
+) -> list[_Candidate] | None:
+    usage = _copy(st.usage)
+    for c in candidates:  # less use only helps: if all of them do not make room, none do
+        _charge(usage, c.workload, -1)
+    if not ask.fits(usage, borrowing=borrowing):
+        return None
+    usage = _copy(st.usage)
+    targets: list[_Candidate] = []
+    for c in candidates:
+        if c.workload.queue != ask.q.name and not ask.quotas.is_borrowing(
+            c.workload.queue, set(ask.needs) & _frs(c.workload), usage
+        ):
+            continue  # its queue gave back what it borrowed already
+        _charge(usage, c.workload, -1)
+        targets.append(c)
+        if ask.fits(usage, borrowing=borrowing):
+            return _minimise(ask, usage, targets, borrowing=borrowing)
+    return None
+
+
+def _classic_targets(
+    ask: _Ask, st: _State, candidates: list[_Candidate]
+) -> list[_Candidate] | None:
+    """Classic Preemption's heuristics, in the documented order."""
+    same = [c for c in candidates if c.workload.queue == ask.q.name]
+    if len(same) == len(candidates):
+        return _greedy(ask, st, candidates, borrowing=True)
+    if ask.q.borrow_within_cohort != NEVER:
+        found = _greedy(ask, st, candidates, borrowing=True)
+        if found is not None:
+            return found
+    if not _borrows(ask.quotas, ask.q.name, ask.needs, st.usage):
+        found = _greedy(ask, st, candidates, borrowing=False)
+        if found is not None:
+            return found
+    return _greedy(ask, st, same, borrowing=True)
+
+
+def _fair_targets(ask: _Ask, st: _State, candidates: list[_Candidate]) -> list[_Candidate] | None:
+    """Fair Sharing's algorithm: per strategy, take from the queue with the highest share
+    while the strategy allows, until the preemptor fits; then minimise."""
+    usage = _copy(st.usage)
+    targets: list[_Candidate] = []
+    left = list(candidates)
+    for strategy in STRATEGIES:
+        tried: set[str] = set()
+        while not ask.fits(usage) and left:
+            queues = {c.workload.queue for c in left} - tried
+            if not queues:
+                break
+            y = max(sorted(queues), key=lambda name: ask.quotas.share(name, usage))
+            taken = _fair_pick(ask, usage, [c for c in left if c.workload.queue == y], strategy)
+            if taken is None:
+                tried.add(y)
+                continue
+            _charge(usage, taken.workload, -1)
+            targets.append(taken)
+            left.remove(taken)
+    if not ask.fits(usage):
+        return None
+    return _minimise(ask, usage, targets, borrowing=True)
+
+
+def _fair_pick(
+    ask: _Ask, usage: Usage, in_queue: list[_Candidate], strategy: str
+) -> _Candidate | None:
+    """The first workload of the queue the strategy lets the preemptor take (its own
+    queue's candidates always)."""
+    if not in_queue:
+        return None
+    if in_queue[0].workload.queue == ask.q.name:
+        return in_queue[0]
+    mine = ask.quotas.share(ask.q.name, usage, ask.needs)
+    if strategy == "LessThanInitialShare":  # the target queue's share now, whoever goes
+        return in_queue[0] if mine < ask.quotas.share(in_queue[0].workload.queue, usage) else None
+    final: dict[frozenset[tuple[FlavorResource, Fraction]], float] = {}  # by what it holds
+    for c in in_queue:
+        holds = frozenset(_needs(c.workload, c.workload.flavors).items())
+        if holds not in final:
+            without = {fr: -v for fr, v in holds}
+            final[holds] = ask.quotas.share(c.workload.queue, usage, without)
+        if mine <= final[holds]:
+            return c
+    return None
+
+
+def _preemption(
+    quotas: _Quotas, q: Queue, w: Workload, tries: list[dict[str, str]], st: _State
+) -> tuple[dict[str, str], list[_Candidate]] | None:
+    """The first assignment (in flavor order) on which preemption makes room, with its
+    targets. Classic Preemption: only a workload within its nominal quota, or a queue with
+    ``borrowWithinCohort``, preempts."""
+    for assignment in tries:
+        needs = _needs(w, assignment)
+        if any(quotas.quota(q.name, fr) is None for fr in needs):
+            continue
+        nominal = quotas.queues[q.name].quotas
+        if (
+            not quotas.fair
+            and q.borrow_within_cohort == NEVER
+            and any(v > nominal[fr].nominal for fr, v in needs.items())
+        ):
+            continue
+        candidates = _candidates(quotas, q, w, needs, st)
+        if not candidates:
+            continue
+        pick = _fair_targets if quotas.fair else _classic_targets
+        targets = pick(_Ask(quotas, q, needs), st, candidates)
+        if targets:
+            return assignment, targets
+    return None
+
+
+# ----------------------------------------------------------------------------- admission
+
+
+def _amount(value: Fraction) -> str:
+    return format_quantity(value) if value.denominator == 1 else str(float(value))
+
+
+def _why_not(quotas: _Quotas, q: Queue, w: Workload, usage: Usage) -> str:
+    groups, uncovered = _groups_of(q, w)
+    if uncovered:
+        return f"{', '.join(sorted(uncovered))} is not in ClusterQueue {q.name}'s quota"
+    short = []
+    for group in groups:
+        for flavor in group.flavors:
+            for r in group.resources:
+                v = w.requests.get(r, Fraction(0))
+                free = quotas.available(q.name, (flavor, r), usage)
+                if v > free:
+                    short.append(f"needs {_amount(v)} {r} on {flavor}, {_amount(free)} free")
+    reason = "; ".join(short) if short else "no flavor fits all its resources"
+    return f"Does not fit, and no preemption its queue allows makes room: {reason}."
+
+
+def _order(
+    quotas: _Quotas, heads: list[tuple[Queue, Workload]], usage: Usage
+) -> list[tuple[Queue, Workload]]:
+    """The heads of the queues in the order Kueue takes them in one cycle: those within
+    nominal quota before those that borrow, then by priority and age (under fair sharing:
+    the queue with the lowest share after admission first)."""
+
+    def key(entry: tuple[Queue, Workload]) -> tuple[float, int, float, str]:
+        q, w = entry
+        chosen, _ = _assign(quotas, q, w, usage)
+        needs = _needs(w, chosen or {})
+        if quotas.fair:
+            first = quotas.share(q.name, usage, needs)
+        else:
+            first = float(chosen is not None and _borrows(quotas, q.name, needs, usage))
+        return first, -w.priority, w.created, w.key
+
+    return sorted(heads, key=key)
+
+
+@dataclass
+class _Run:
+    admissions: list[Admission] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+
+
+def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) -> bool:
+    """Admit ``w`` if it fits, or if preemption makes room (the victims are evicted)."""
+    if _groups_of(q, w)[1]:
+        return False
+    chosen, tries = _assign(quotas, q, w, st.usage)
+    victims: list[_Candidate] = []
+    if chosen is None:
+        found = _preemption(quotas, q, w, tries, st)
+        if found is None:
+            return False
+        chosen, victims = found
+    for v in victims:
+        _charge(st.usage, v.workload, -1)
+        st.evict(v.workload)
+        run.admissions = [a for a in run.admissions if a.workload != v.workload.key]
+        run.preemptions.append(
+            Preemption(v.workload.key, v.workload.queue, w.key, v.reason, v.policy)
+        )
+    needs = _needs(w, chosen)
+    borrows = _borrows(quotas, q.name, needs, st.usage)
+    placed = replace(w, admitted=True, flavors=chosen, admitted_at=float("inf"))
+    st.admit(placed)
+    _charge(st.usage, placed)
+    run.admissions.append(
+        Admission(w.key, q.name, dict(chosen), borrows, tuple(v.workload.key for v in victims))
+    )
+    return True
+
+
+def _start(world: World, quotas: _Quotas, run: _Run) -> tuple[_State, dict[str, list[Workload]]]:
+    st = _State(defaultdict(dict))
+    pending: dict[str, list[Workload]] = defaultdict(list)
+    for w in world.workloads:
+        if w.queue not in quotas.queues:
+            if not w.admitted:
+                run.waiting.append(Waiting(w.key, w.queue, "Its LocalQueue has no ClusterQueue."))
+        elif w.admitted:
+            st.admit(w)
+            _charge(st.usage, w)
+        elif quotas.queues[w.queue].stopped:
+            run.waiting.append(Waiting(w.key, w.queue, "Its ClusterQueue is stopped."))
+        else:
+            pending[w.queue].append(w)
+    for waiting in pending.values():
+        waiting.sort(key=lambda w: (-w.priority, w.created, w.key))
+    return st, pending
+
+
+def _dominated(w: Workload, failed: list[Workload]) -> bool:
+    """A workload of the same queue that failed since the last admission, with at least
+    its priority and at most its requests: ``w`` cannot fit either (it is no more eligible
+    to preempt, and has no more candidates)."""
+    return any(
+        f.priority >= w.priority
+        and all(w.requests.get(r, Fraction(0)) >= v for r, v in f.requests.items())
+        for f in failed
+    )
+
+
+def simulate(world: World) -> tuple[_Run, Usage]:
+    """Kueue's admission cycles over ``world`` until nothing more is admitted: each cycle
+    takes the head of every queue (priority, then age); a head that does not fit blocks its
+    queue under StrictFIFO and steps aside under BestEffortFIFO."""
+    quotas = _Quotas(world)
+    run = _Run()
+    st, pending = _start(world, quotas, run)
+    failed: dict[str, list[Workload]] = defaultdict(list)  # since the last admission
+    while True:
+        heads = [(q, pending[q.name][0]) for q in world.queues if pending[q.name]]
+        if not heads:
+            break
+        for q, w in _order(quotas, heads, st.usage):
+            pending[q.name].pop(0)
+            if not _dominated(w, failed[q.name]) and _admit_one(quotas, q, w, st, run):
+                failed.clear()
+                continue
+            failed[q.name].append(w)
+            run.waiting.append(Waiting(w.key, q.name, _why_not(quotas, q, w, st.usage)))
+            if q.strategy == STRICT_FIFO:
+                for behind in pending.pop(q.name, []):
+                    why = f"Behind {w.key}: StrictFIFO admits in order and it does not fit."
+                    run.waiting.append(Waiting(behind.key, q.name, why))
+    return run, st.usage
+
+
+def _observed_usage(world: World, quotas: _Quotas) -> Usage:
+    usage: Usage = defaultdict(dict)
+    for w in world.workloads:
+        if w.admitted and w.queue in quotas.queues:
+            _charge(usage, w)
+    return usage
+
+
+def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing, ...]:
+    """Per cohort member and (flavor, resource) where it changes: borrowed and still
+    borrowable, now (the current quotas, observed usage) and after (the proposed quotas,
+    simulated usage)."""
+    now_q, new_q = _Quotas(current), _Quotas(proposed)
+    before = _observed_usage(current, now_q)
+    rows = []
+    for q in proposed.queues:
+        if not q.cohort:
+            continue
+        old = now_q.queues.get(q.name)
+        for fr in sorted({*q.quotas, *(old.quotas if old else {})}):
+            row = Borrowing(
+                q.name,
+                q.cohort,
+                *fr,
+                now_q.borrowed(q.name, fr, before) if old else Fraction(0),
+                new_q.borrowed(q.name, fr, after),
+                now_q.may_borrow(q.name, fr, before) if old else Fraction(0),
+                new_q.may_borrow(q.name, fr, after),
+            )
+            if (row.borrowed_before, row.may_borrow_before) != (
+                row.borrowed_after,
+                row.may_borrow_after,
+            ):
+                rows.append(row)
+    return tuple(sorted(rows, key=lambda r: (r.cohort, r.queue, r.flavor, r.resource)))
+
+
+def what_if(current: World, proposed: World) -> Outcome:
+    """What Kueue would do with ``proposed`` (the current world with a quota changed):
+    admissions in order, preemptions, what still waits and why, and borrowing before/after."""
+    run, after = simulate(proposed)
+    return Outcome(
+        admitted=tuple(run.admissions),
+        preempted=tuple(run.preemptions),
+        waiting=tuple(run.waiting),
+        borrowing=_borrowing(current, proposed, after),
+        fair_sharing=proposed.fair_sharing,
+    )
+
+
+# ----------------------------------------------------------------------------- namespace quota
+
+
+@dataclass(frozen=True)
+class QuotaFit:
+    """A waiting workload of the namespace: whether its pods fit the ResourceQuota beside
+    what is in use and the workloads before it, with the quota now and as proposed."""
+
+    workload: str
+    amount: Fraction
+    fits_before: bool
+    fits_after: bool
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A controller whose pods the ResourceQuota refuses now (a FailedCreate event): ``what``
+    says who (``Job team-a/eval-sweep``), ``requested`` what its next pod asks per quota
+    item."""
+
+    namespace: str
+    what: str
+    requested: Mapping[str, Fraction]
+
+
+def namespace_quota_fit(
+    workloads: Iterable[Workload],
+    *,
+    namespace: str,
+    item: str,
+    resource: str,
+    used: Fraction,
+    before: Fraction | None,
+    after: Fraction | None,
+    refused: Iterable[Refusal] = (),
+) -> tuple[QuotaFit, ...]:
+    """A ResourceQuota is checked when pods are created, after Kueue admitted their workload
+    (Kueue does not look at it). First the pods the quota refuses now (their controllers
+    retry), then the namespace's waiting workloads in Kueue's order (priority, then age),
+    each counted only where it fits (refused pods use nothing). ``item`` is the quota item
+    (``requests.nvidia.com/gpu``), ``resource`` what workloads request (``nvidia.com/gpu``);
+    ``None``: no quota on it."""
+    asks = [
+        (f"{r.what} (its next pod)", Fraction(r.requested[item]))
+        for r in refused
+        if r.namespace == namespace and r.requested.get(item, 0) > 0
+    ]
+    mine = sorted(
+        (
+            w
+            for w in workloads
+            if w.key.startswith(f"{namespace}/")
+            and not w.admitted
+            and w.requests.get(resource, 0) > 0
+        ),
+        key=lambda w: (-w.priority, w.created, w.key),
+    )
+    asks += [(w.key, Fraction(w.requests[resource])) for w in mine]
+    rows = []
+    total_before = total_after = used
+    for who, amount in asks:
+        fits_before = before is None or total_before + amount <= before
+        fits_after = after is None or total_after + amount <= after
+        total_before += amount if fits_before else 0
+        total_after += amount if fits_after else 0
+        rows.append(QuotaFit(who, amount, fits_before, fits_after))
+    return tuple(rows)
