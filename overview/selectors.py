@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Count, IntegerField, Max, QuerySet
+from django.db.models import BooleanField, IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 
 from cluster.models import ObservedNode
@@ -147,13 +147,13 @@ def pool_summaries(pools: Pools | None = None) -> list[PoolSummary]:
 def _version(pools: Pools) -> tuple[Any, ...]:
     """What the summaries are summed from: the poll stamps every node row it changes (and
     every node it finds gone), the health collection every node's health it reads."""
-    nodes = ObservedNode.objects.aggregate(
-        n=Count("id"), changed=Max("last_changed"), gone=Max("gone_since")
+    (stamps,) = _rows(
+        f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since) FROM {NODES}) n,
+                          (SELECT count(*), max(observed_at) FROM {HEALTH}) h""",
+        [],
     )
-    health = NodeHealth.objects.aggregate(n=Count("id"), read=Max("observed_at"))
     return (
-        tuple(nodes.values()),
-        tuple(health.values()),
+        stamps,
         tuple((p.pk, p.name, str(p.node_selector), p.mig_config, p.purpose) for p in pools.rows),
     )
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -44,7 +45,8 @@ DRIFT_SHOWN = 20  # drift rows on the Fleet page (the rest: counted, and first i
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: quotas, limits, queues, and what waits and why."""
-    teams = list(list_teams_for_user(request.user))
+    leads = teams_user_may_request_for(request.user).filter(pk=OuterRef("pk"))
+    teams = list(list_teams_for_user(request.user).annotate(may_ask=Exists(leads)))
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     workloads, pods, failures = explain_waiting([ns.name for ns in namespaces])
     by_namespace: dict[str, dict[str, list[object]]] = defaultdict(
@@ -72,9 +74,7 @@ def home(request: HttpRequest) -> HttpResponse:
     ):
         grants[grant.team_id].append(grant)
     hits = _changes_hitting(teams)
-    asking = set(teams_user_may_request_for(request.user).values_list("pk", flat=True))
     for team in teams:
-        team.may_ask = team.pk in asking  # type: ignore[attr-defined]
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
     api = api_status()
@@ -105,7 +105,7 @@ def _quota_use(namespaces: list[Any]) -> None:
             item.over = amount > hard
 
 
-def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
+def _changes_hitting(teams: Sequence[Team]) -> dict[int, list[MigChangeRequest]]:
     """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
     its quotas' backing taken): open ones, and those that ran and ended in the last three
     days (a rejected or cancelled one changed nothing)."""
@@ -140,12 +140,12 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
     api = api_status()
     problems, warned = apply_notices()
-    drift = open_drift()
+    drift = list(open_drift()[:DRIFT_SHOWN])
     pools = selectors.Pools.load()
     context = {
         "pools": selectors.pool_summaries(pools),
-        "drift": list(drift[:DRIFT_SHOWN]),
-        "drift_total": drift.count(),
+        "drift": drift,
+        "drift_total": open_drift().count() if len(drift) == DRIFT_SHOWN else len(drift),
         "api": api,
         "sync": api.latest,
         "problems": problems,
