@@ -10,10 +10,7 @@ from django import forms
 from overview.selectors import NO_POOL, Pools
 from portal.names import label_value_errors, qualified_name_errors
 
-SEARCH_HELP = (
-    "Words the node's name contains, or labels it carries as key=value "
-    "(e.g. nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3); a node must match every one."
-)
+SEARCH_HELP = "Words in the node's name, or labels as key=value; a node matches every one."
 
 
 class NodeSearchForm(forms.Form):

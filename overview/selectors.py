@@ -5,7 +5,6 @@ whole fleet) a page at a time, those needing attention first, found by name or l
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -127,26 +126,11 @@ class PoolSummary:
         return str(self.pk) if self.pk is not None else "none"
 
 
-_SUMMED: dict[str, Any] = {}  # this process's last summaries and what they were summed from
-
-
-def pool_summaries(pools: Pools | None = None) -> list[PoolSummary]:
-    """Every pool summed up (and the nodes of no pool, when there are any), summed again
-    only when the nodes, their GPU health or the pools changed since this process last
-    did (two small aggregate queries tell); summing is three queries for the whole fleet,
-    never a node loaded into Python. The summaries are copied out: a page may annotate
-    them."""
-    pools = pools or Pools.load()
-    version = _version(pools)
-    if _SUMMED.get("version") != version:
-        _SUMMED["summaries"] = sum_pools(pools)
-        _SUMMED["version"] = version
-    return copy.deepcopy(_SUMMED["summaries"])
-
-
-def _version(pools: Pools) -> tuple[Any, ...]:
-    """What the summaries are summed from: the poll stamps every node row it changes (and
-    every node it finds gone), the health collection every node's health it reads."""
+def summed_from(pools: Pools) -> tuple[Any, ...]:
+    """What the summaries are summed from, in one small query: the poll stamps every node
+    row it changes (and every node it finds gone), the health collection every node's
+    health it reads; with the pools, what the summaries were made of is what they still
+    are when this has not changed."""
     (stamps,) = _rows(
         f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since) FROM {NODES}) n,
                           (SELECT count(*), max(observed_at) FROM {HEALTH}) h""",
@@ -159,7 +143,8 @@ def _version(pools: Pools) -> tuple[Any, ...]:
 
 
 def sum_pools(pools: Pools) -> list[PoolSummary]:
-    """Every pool summed up in the database, now (three queries)."""
+    """Every pool summed up (and the nodes of no pool, when there are any): three queries
+    for the whole fleet, never a node loaded into Python."""
     summaries = {
         i: PoolSummary(p.name, p.pk, p.mig_config, p.get_purpose_display())
         for i, p in enumerate(pools.rows)
@@ -286,7 +271,10 @@ def fleet_nodes(
     by name. Each row carries ``pool_index`` and ``attention``. One pool's nodes are found
     by its labels (the labels' index), not by reading every node's."""
     column = f'"{NODES}"."labels"'
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True)
+    # The rows show no labels, capacity or taints: their JSON stays in the database.
+    nodes = ObservedNode.objects.filter(gone_since__isnull=True).defer(
+        "labels", "capacity", "taints", "row_hash", "resource_version"
+    )
     if pool is None:
         pool_sql, pool_params = pools.of_node(column)
         intended_sql, intended_params = pools.intended(column)

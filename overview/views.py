@@ -15,8 +15,10 @@ from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 
 from changes.approval import may_request, teams_user_may_request_for
 from changes.facts import shortfalls_now
@@ -143,7 +145,8 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     drift = list(open_drift()[:DRIFT_SHOWN])
     pools = selectors.Pools.load()
     context = {
-        "pools": selectors.pool_summaries(pools),
+        "pools": bool(pools.rows) or ObservedNode.objects.filter(gone_since__isnull=True).exists(),
+        "pool_cards": _pool_cards(pools),
         "drift": drift,
         "drift_total": open_drift().count() if len(drift) == DRIFT_SHOWN else len(drift),
         "api": api,
@@ -157,6 +160,22 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     response = render(request, template, context)
     response["Vary"] = "HX-Request"
     return response
+
+
+_CARDS: dict[str, Any] = {}  # this process's pool cards, and what they were summed from
+
+
+def _pool_cards(pools: selectors.Pools) -> SafeString:
+    """The pools summed up, as the Fleet page shows them: summed and drawn again only when
+    the nodes, their health or the pools changed since this process last did (one small
+    query tells; the poll and the health collection change them every minute or so, the
+    pages are read far more often)."""
+    version = selectors.summed_from(pools)
+    if _CARDS.get("version") != version:
+        summaries = selectors.sum_pools(pools)
+        _CARDS["html"] = render_to_string("overview/fleet.html#pool-cards", {"pools": summaries})
+        _CARDS["version"] = version
+    return mark_safe(_CARDS["html"])
 
 
 @login_required
@@ -182,9 +201,6 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
             pools.rows[node.pool_index].mig_config if node.pool_index >= 0 else ""  # type: ignore[attr-defined]
         )
     chosen = form.cleaned_data.get("pool", "") if valid else ""
-    summary = None
-    if chosen and not request.htmx:
-        summary = next(s for s in selectors.pool_summaries(pools) if s.name == chosen)
     if index is None:
         list_id = "fleet-node-list"
     else:
@@ -194,7 +210,7 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         "page": page,
         "nodes": nodes,
         "pool": chosen,
-        "summary": summary,
+        "pool_pk": pools.rows[index].pk if index is not None and index >= 0 else None,
         "list_id": list_id,
         "query": urlencode(
             {k: request.GET.get(k, "") for k in ("q", "pool") if request.GET.get(k)}

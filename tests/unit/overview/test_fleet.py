@@ -187,26 +187,32 @@ def test_a_layout_other_than_the_pools_is_marked_drift() -> None:
     assert (a.drifted, a.attention) == (1, 1)
 
 
-def test_the_summaries_follow_the_poll_the_health_collection_and_the_pools() -> None:
-    pools()
+def test_the_summaries_follow_the_poll_the_health_collection_and_the_pools(
+    client: Client, team_a_member: Any
+) -> None:
+    """The pools are summed and drawn again only when something they are made of changed;
+    each such change shows on the next page."""
+    (_, b, *_) = pools()
     node = ObservedNodeFactory(name="n1", labels={"pool": "b"}, ready=True)
+    client.force_login(team_a_member)
 
-    def b() -> selectors.PoolSummary:
-        return next(s for s in selectors.pool_summaries() if s.name == "b")
+    def card() -> str:
+        page = client.get("/fleet/").content.decode()
+        start = page.index(f'id="pool-{b.pk}"')
+        return page[start : page.index("</section>", start)]
 
-    assert (b().nodes, b().not_ready) == (1, 0)
+    assert "<strong>1 node</strong>" in card() and "NotReady" not in card()
     # The poll stamps the rows it changes.
     ObservedNode.objects.filter(pk=node.pk).update(
         ready=False, last_changed=timezone.now() + dt.timedelta(seconds=1)
     )
-    assert b().not_ready == 1
+    assert '<span class="tag bad">NotReady</span> 1' in card()
     NodeHealth.objects.create(node="n1", observed_at=timezone.now(), worst="critical")
-    assert (b().health["critical"], b().unhealthy) == (1, 1)
+    assert '<span class="tag bad">critical</span> 1' in card()
     NodePool.objects.filter(name="b").update(node_selector={"pool": "elsewhere"})
-    assert b().nodes == 0
-    # A page may annotate what it gets: the next page gets the sums as they were.
-    b().nodes = 99
-    assert b().nodes == 0
+    assert "No node matches this pool's labels." in card()
+    ObservedNodeFactory(name="n2", labels={"pool": "elsewhere"})
+    assert "<strong>1 node</strong>" in card()  # n2, which the poll just found
 
 
 def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_python() -> None:
