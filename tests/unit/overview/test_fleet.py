@@ -30,6 +30,8 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 AMOUNTS = [16, "16", "8", "0", 0, "junk", "-1", "1.5", 4]
+# Why a node needs attention, as the summaries count them.
+REASONS = ("not_ready", "cordoned", "mig_failed", "reconfiguring", "drifted", "unhealthy")
 
 
 def pools() -> list[NodePool]:
@@ -109,17 +111,7 @@ def expected(rows: list[NodePool], nodes: list[ObservedNode]) -> dict[str, dict[
             "exporter_errors": h is not None and bool(h.error),
             f"health-{h.worst if h else 'none'}": True,
         }
-        flags["attention"] = any(
-            flags[k]
-            for k in (
-                "not_ready",
-                "cordoned",
-                "mig_failed",
-                "reconfiguring",
-                "drifted",
-                "unhealthy",
-            )
-        )
+        flags["attention"] = any(flags[k] for k in REASONS)
         entry["counts"].update(k for k, v in flags.items() if v)
         entry["counts"]["gpus"] += node.gpu_count
         for resource, amount in gpu_offer(node.allocatable).items():
@@ -134,18 +126,7 @@ def summed(summary: selectors.PoolSummary) -> dict[str, Any]:
     counts = Counter(
         {
             k: getattr(summary, k)
-            for k in (
-                "nodes",
-                "gpus",
-                "not_ready",
-                "cordoned",
-                "mig_failed",
-                "reconfiguring",
-                "drifted",
-                "unhealthy",
-                "attention",
-                "exporter_errors",
-            )
+            for k in ("nodes", "gpus", *REASONS, "attention", "exporter_errors")
         }
     )
     counts.update({f"health-{k}": v for k, v in summary.health.items()})
