@@ -160,6 +160,13 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     expect(rows.first).to_be_visible()
     expect(train.get_by_role("link", name="gpu-a100-03")).to_be_visible()
     htmx_idle(page)
+    # The page's own refresh (every 30 s) keeps the list that was opened, as it was.
+    page.evaluate(
+        "htmx.ajax('GET', '/fleet/', {target: '#fleet-body', swap: 'outerHTML', "
+        "headers: {'HX-Request': 'true'}})"
+    )
+    htmx_idle(page)
+    expect(train.get_by_role("link", name="gpu-a100-03")).to_be_visible()
     screenshot(page, "fleet")
     # On a phone's width the summaries stack; only the node table scrolls sideways.
     page.set_viewport_size({"width": 390, "height": 844})
