@@ -170,7 +170,8 @@ def load(
         rng = random.Random(seed)
         mine = []
         for _ in range(per_client):
-            url = f"{base}{path}" + (f"?page={rng.randint(1, pages)}" if pages > 1 else "")
+            joiner = "&" if "?" in path else "?"
+            url = f"{base}{path}" + (f"{joiner}page={rng.randint(1, pages)}" if pages > 1 else "")
             started = time.perf_counter()
             response = http.request("GET", url, headers=headers)
             mine.append(time.perf_counter() - started)
@@ -215,11 +216,14 @@ def compare(
     *,
     clients: int,
     requests: int,
-) -> None:
+) -> dict[str, float]:
     """For each target (name -> portal path, baseline path, pages, auth as ``token`` or
     ``cookie``): warm both sides, then two rounds with the sides' order swapped. Prints a
-    line per target and, last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all."""
+    line per target (p50 and p99 of each side, and the p99 ratio against the target's own
+    baseline) and, last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all. Returns each
+    target's p99 ratio."""
     everything: dict[str, list[float]] = {"portal": [], "baseline": []}
+    ratios: dict[str, float] = {}
     for name, (portal_path, baseline_path, pages, auth) in targets.items():
         paths = {"portal": portal_path, "baseline": baseline_path}
         sides: dict[str, tuple[list[float], float]] = {"portal": ([], 0.0), "baseline": ([], 0.0)}
@@ -239,10 +243,12 @@ def compare(
                 f"{side} p50={p(latencies, 50):.1f} ms p99={p(latencies, 99):.1f} ms "
                 f"{len(latencies) / wall:.1f} req/s"
             )
-        line.append(f"p99 ratio {p(sides['portal'][0], 99) / p(sides['baseline'][0], 99):.2f}")
+        ratios[name] = p(sides["portal"][0], 99) / p(sides["baseline"][0], 99)
+        line.append(f"p99 ratio {ratios[name]:.2f}")
         print("  ".join(line), flush=True)
     portal_p99, baseline_p99 = p(everything["portal"], 99), p(everything["baseline"], 99)
     print(
         f"p99_ms={portal_p99:.1f} baseline_p99_ms={baseline_p99:.1f} "
         f"ratio={portal_p99 / baseline_p99:.2f}"
     )
+    return ratios

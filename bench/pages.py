@@ -1,19 +1,25 @@
-"""Benchmark: the main pages under concurrent load, next to minimal Django pages.
+"""Benchmark: the main pages under concurrent load, each next to a minimal Django page
+over the same rows (its own bare baseline).
 
     python bench/pages.py [--nodes 5000] [--teams 1000] [--changes 300] [--clients 8]
-                          [--requests 200]
+                          [--requests 200] [--only home,fleet,...]
 
 1. Fills a database of its own (``bench/loadkit.py``): 5,000 observed GPU nodes in ten
-   pools, 1,000 teams with a namespace, quota and limits; a team lead of two teams with 20
-   Pending pods; an approver; ``--changes`` MIG change requests waiting for approval, each
-   with its impact assessment.
+   node pools (one intends a MIG config half its nodes are not on; GPU health for one node
+   in four, a warning on one in a hundred), 1,000 teams with a namespace, quota and limits;
+   a team lead of two teams with 20 Pending pods; an approver; ``--changes`` MIG change
+   requests waiting for approval, each with its impact assessment.
 2. Serves the portal with production settings (DEBUG off, cached templates) under gunicorn
    (2 processes x 4 threads), plus minimal Django pages over the same rows
-   (``bench/pages_urls.py``: one query set and one template loop each).
+   (``bench/pages_urls.py``: one query and one template loop each).
 3. ``--clients`` threads send ``--requests`` requests to each page and its baseline in
-   alternating rounds: the lead's home, the fleet, the approver's MIG change inbox.
+   alternating rounds: the lead's home, the Fleet page (the pools summed up), one pool's
+   node list (random pages of 50), the approver's MIG change inbox.
 
-Last line: ``p99_ms=… baseline_p99_ms=… ratio=…`` over all pages. Goal: ratio ≤ 2.
+Prints each page's p50 and p99 against its own baseline's; the p99 ratio over all pages
+(which the slowest page dominates); last line ``worst_ratio=… fleet_html_kb=…``: the worst
+page's p99 ratio, and the size of the Fleet page's HTML. Goal: every page within 2x its
+baseline, the Fleet page under 250 KB.
 """
 
 from __future__ import annotations
@@ -31,11 +37,57 @@ os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
 from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
 
-PAGES = {
-    "home (lead)": ("lead", "/", "/baseline/home/"),
-    "fleet": ("lead", "/fleet/", "/baseline/fleet/"),
-    "inbox (approver)": ("approver", "/changes/", "/baseline/inbox/"),
+POOLS = 10
+PAGES = {  # name -> (who, portal, baseline, pages)
+    "home": ("lead", "/", "/baseline/home/", 1),
+    "fleet": ("lead", "/fleet/", "/baseline/fleet/", 1),
+    "fleet-nodes": ("lead", "/fleet/nodes/?pool=pool-3", "/baseline/nodes/?pool=pool-3", 0),
+    "inbox": ("approver", "/changes/", "/baseline/inbox/", 1),
 }
+
+
+def add_pools_and_health(nodes: int) -> None:
+    """Ten node pools over the nodes' pool labels (pool-0 intends all-3g.40gb, which half its
+    nodes are not on), and GPU health for one node in four (a warning on one in a hundred)."""
+    from django.utils import timezone
+
+    from fleet.models import NodePool
+    from health.models import NodeHealth
+
+    NodePool.objects.bulk_create(
+        NodePool(
+            name=f"pool-{index}",
+            node_selector={"quartermaster.io/pool": f"pool-{index}"},
+            mig_config="all-3g.40gb" if index == 0 else "",
+        )
+        for index in range(POOLS)
+    )
+    now = timezone.now()
+    NodeHealth.objects.bulk_create(
+        (
+            NodeHealth(
+                node=f"gpu-node-{index:05d}",
+                observed_at=now,
+                gpus=[{"index": gpu, "util": 50.0, "xid": 0} for gpu in range(8)],
+                findings=[{"gpu": 0, "severity": "warning", "title": "GPU 0: 88 °C"}]
+                if index % 100 == 0
+                else [],
+                worst="warning" if index % 100 == 0 else "ok",
+            )
+            for index in range(0, nodes, 4)
+        ),
+        batch_size=1000,
+    )
+
+
+def fleet_html_kb(base: str, cookie: str) -> float:
+    """The size of the Fleet page's HTML (its first screen: the pools summed up)."""
+    import urllib3
+
+    response = urllib3.request("GET", f"{base}/fleet/", headers={"Cookie": cookie})
+    if response.status != 200:
+        raise SystemExit(f"/fleet/: {response.status}")
+    return len(response.data) / 1024
 
 
 def add_people_and_requests(changes: int) -> dict[str, str]:
@@ -109,13 +161,19 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=300)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--only", default="", help=f"some of {', '.join(PAGES)}, by commas")
     args = parser.parse_args()
+    only = [name for name in args.only.split(",") if name] or list(PAGES)
+    if set(only) - set(PAGES):
+        parser.error(f"--only takes {', '.join(PAGES)}")
 
     import django
 
     django.setup()
     fill(args.nodes, args.teams)
+    add_pools_and_health(args.nodes)
     cookies = add_people_and_requests(args.changes)
+    node_pages = max(1, -(-args.nodes // POOLS // 50))
     port = free_port()
     server = serve(port, "pages_settings")
     base = f"http://127.0.0.1:{port}"
@@ -125,14 +183,21 @@ def main() -> int:
             f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes; "
             f"{args.clients} clients; {args.requests} requests per page and side"
         )
-        compare(
+        ratios = compare(
             base,
             {
-                name: (portal, baseline, 1, {"cookie": cookies[who]})
-                for name, (who, portal, baseline) in PAGES.items()
+                name: (portal, baseline, pages or node_pages, {"cookie": cookies[who]})
+                for name, (who, portal, baseline, pages) in PAGES.items()
+                if name in only
             },
             clients=args.clients,
             requests=args.requests,
+        )
+        worst = max(ratios, key=ratios.__getitem__)
+        print(f"worst page: {worst}")
+        print(
+            f"worst_ratio={ratios[worst]:.2f} "
+            f"fleet_html_kb={fleet_html_kb(base, cookies['lead']):.1f}"
         )
     finally:
         server.terminate()

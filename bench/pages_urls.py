@@ -4,6 +4,8 @@ same rows (the baseline): one query set, one template loop, no layout, scoping o
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import path
@@ -20,10 +22,24 @@ HOME = DJANGO.from_string(
     "{% endfor %}</table>{% endfor %}</body></html>"
 )
 FLEET = DJANGO.from_string(
-    "<html><body><table>{% for n in nodes %}<tr><td>{{ n.name }}</td><td>{{ n.gpu_product }}"
+    "<html><body><table>{% for pool, resource, nodes, allocatable, allocated in rows %}<tr>"
+    "<td>{{ pool }}</td><td>{{ resource }}</td><td>{{ nodes }}</td><td>{{ allocated }} / "
+    "{{ allocatable }}</td></tr>{% endfor %}</table></body></html>"
+)
+NODES = DJANGO.from_string(
+    "<html><body><table>{% for n in page %}<tr><td>{{ n.name }}</td><td>{{ n.gpu_product }}"
     "</td><td>{{ n.mig_config }}</td><td>{{ n.allocatable }}</td><td>{{ n.allocated }}</td>"
     "</tr>{% endfor %}</table></body></html>"
 )
+# What the Fleet page sums up, at its barest: capacity and allocation per pool label and GPU
+# resource over every node, in one query.
+FLEET_SQL = f"""
+    SELECT n.pool_label, e.key, count(*), sum((e.value #>> '{{}}')::bigint),
+           sum(coalesce((n.allocated ->> e.key)::bigint, 0))
+    FROM {ObservedNode._meta.db_table} n CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
+    WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
+    GROUP BY 1, 2 ORDER BY 1, 2
+"""
 INBOX = DJANGO.from_string(
     "<html><body><ul>{% for c in changes %}<li>#{{ c.pk }} {{ c.team.slug }} {{ c.nodes }} "
     "{{ c.target_config }} {{ c.verdict }}</li>{% endfor %}</ul></body></html>"
@@ -42,8 +58,20 @@ def baseline_home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def baseline_fleet(request: HttpRequest) -> HttpResponse:
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True).order_by("pool_label", "name")
-    return HttpResponse(FLEET.render({"nodes": nodes}))
+    with connection.cursor() as cursor:
+        cursor.execute(FLEET_SQL)
+        rows = cursor.fetchall()
+    return HttpResponse(FLEET.render({"rows": rows}))
+
+
+@login_required
+def baseline_nodes(request: HttpRequest) -> HttpResponse:
+    nodes = ObservedNode.objects.filter(
+        gone_since__isnull=True, pool_label=request.GET.get("pool", "")
+    ).order_by("name")
+    return HttpResponse(
+        NODES.render({"page": Paginator(nodes, 50).get_page(request.GET.get("page"))})
+    )
 
 
 @login_required
@@ -56,5 +84,6 @@ urlpatterns = [
     *portal_urlpatterns,
     path("baseline/home/", baseline_home),
     path("baseline/fleet/", baseline_fleet),
+    path("baseline/nodes/", baseline_nodes),
     path("baseline/inbox/", baseline_inbox),
 ]

@@ -9,9 +9,12 @@ poll keeps it. Without a configured cluster it is not read (and not mentioned)."
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
+
+from django.db import connection
 
 from changes.impact import (
     Disruption,
@@ -21,15 +24,18 @@ from changes.impact import (
     PodFacts,
     PoolFacts,
     QueueQuota,
+    Shortfall,
     ceiling,
     flavor_capacity,
     flavor_ceiling,
+    flavor_shortfalls,
 )
 from changes.models import OPEN_STATES, MigChangeRequest
 from cluster import disruption
 from cluster.connection import cluster_configured, interactive_gateway
 from cluster.decode import pod_gpu_requests
 from cluster.models import ObservedNode, ObservedPod
+from cluster.selectors import amount_sql
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
 from kube import Gateway, KubeError, NotFound, ObjectRef
@@ -51,17 +57,7 @@ def fleet_facts(*, exclude_request: int | None = None, nodes: Iterable[str] | No
         )
         for p in ObservedPod.objects.all()
     ]
-    teams_of: dict[str, set[str]] = {}
-    for queue, team in LocalQueue.objects.values_list(
-        "cluster_queue__name", "namespace__team__slug"
-    ):
-        teams_of.setdefault(queue, set()).add(team)
-    queues = []
-    for cq in ClusterQueue.objects.all():
-        teams = tuple(sorted(teams_of.get(cq.name, ())))
-        for (flavor, resource), amount in cq.quota().items():
-            if resource.startswith("nvidia.com/") and amount.denominator == 1:
-                queues.append(QueueQuota(cq.name, flavor, resource, int(amount), teams))
+    queues = queue_quotas()
     quotas = []
     for item in QuotaItem.objects.filter(
         resource__startswith="requests.nvidia.com/"
@@ -145,6 +141,58 @@ def _job(gateway: Gateway, namespace: str, name: str, *, kueue_pod: bool) -> dis
     except KubeError as exc:
         return disruption.Owner("Job", name, unread=exc.message)
     return disruption.job_owner(job, kueue_pod=kueue_pod)
+
+
+def queue_quotas() -> list[QueueQuota]:
+    """The ClusterQueues' nominal quotas of GPU resources, with the teams submitting to each
+    (two queries)."""
+    teams_of: dict[str, set[str]] = {}
+    for queue, team in LocalQueue.objects.values_list(
+        "cluster_queue__name", "namespace__team__slug"
+    ):
+        teams_of.setdefault(queue, set()).add(team)
+    queues = []
+    for cq in ClusterQueue.objects.all():
+        teams = tuple(sorted(teams_of.get(cq.name, ())))
+        for (flavor, resource), amount in cq.quota().items():
+            if resource.startswith("nvidia.com/") and amount.denominator == 1:
+                queues.append(QueueQuota(cq.name, flavor, resource, int(amount), teams))
+    return queues
+
+
+def shortfalls_now() -> list[Shortfall]:
+    """The (flavor, resource) pairs whose queues promise more than the nodes behind the
+    flavor offer now, with the capacity summed in the database (one query for the whole
+    fleet: no node and no pod is loaded)."""
+    flavors = _flavors()
+    return flavor_shortfalls(
+        Fleet(nodes=(), queues=queue_quotas(), flavors=flavors),
+        capacity=_flavor_capacity_in_db(flavors),
+    )
+
+
+def _flavor_capacity_in_db(flavors: dict[str, dict[str, str]]) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> the GPU resources the live nodes a flavor's labels select offer,
+    as ``flavor_capacity`` counts them (a value that is not a whole number counts 0)."""
+    if not flavors:
+        return {}
+    names = list(flavors)
+    values = ", ".join("(%s, %s::jsonb)" for _ in names)
+    amount = amount_sql("e.value")
+    sql = f"""
+        SELECT f.flavor, e.key, sum({amount})
+        FROM {ObservedNode._meta.db_table} n
+        JOIN (VALUES {values}) AS f(flavor, labels) ON n.labels @> f.labels
+        CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
+        WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
+        GROUP BY 1, 2
+    """
+    params: list[Any] = []
+    for name in names:
+        params += [name, json.dumps(flavors[name])]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {(flavor, resource): int(total) for flavor, resource, total in cursor.fetchall()}
 
 
 def _node_facts() -> list[NodeFacts]:

@@ -820,10 +820,15 @@ class Shortfall:
     queues: list[str]
 
 
-def flavor_shortfalls(fleet: Fleet) -> list[Shortfall]:
+def flavor_shortfalls(
+    fleet: Fleet, capacity: Mapping[tuple[str, str], int] | None = None
+) -> list[Shortfall]:
     """Every (flavor, resource) whose queues' total nominal quota exceeds the allocatable
-    capacity of the nodes behind the flavor (queues promising what does not exist)."""
-    capacity = flavor_capacity(fleet.flavors, [n for n in fleet.nodes if not n.gone])
+    capacity of the nodes behind the flavor (queues promising what does not exist).
+    ``capacity`` is that capacity when it was summed elsewhere (in the database), else it is
+    summed over ``fleet.nodes``."""
+    if capacity is None:
+        capacity = flavor_capacity(fleet.flavors, [n for n in fleet.nodes if not n.gone])
     nominal: dict[tuple[str, str], int] = defaultdict(int)
     owners: dict[tuple[str, str], list[str]] = defaultdict(list)
     for quota in fleet.queues:

@@ -10,6 +10,7 @@ the new one rolls out.
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 
 from cluster.decode import gpu_offer
@@ -150,7 +151,11 @@ class ObservedNode(models.Model):
     class Meta:
         db_table = "fleet_observednode"
         ordering = ["name"]
-        indexes = [models.Index(fields=["pool_label", "name"], name="observed_node_pool")]
+        indexes = [
+            models.Index(fields=["pool_label", "name"], name="observed_node_pool"),
+            # A pool's (or a flavor's) nodes by their labels: ``labels @> selector``.
+            GinIndex(fields=["labels"], name="observed_node_labels", opclasses=["jsonb_path_ops"]),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -28,6 +28,14 @@ from queues.observed import ObservedKueue
 from queues.whatif import Refusal, Workload
 
 
+def amount_sql(value: str) -> str:
+    """SQL: the JSON value ``value`` of a node's allocatable or allocated (a number, or a
+    string of digits) as a bigint; anything else is 0, as ``cluster.decode.gpu_offer``
+    counts it. For sums over the fleet in the database."""
+    text = f"({value} #>> '{{}}')"
+    return f"(CASE WHEN {text} ~ '^[0-9]{{1,18}}$' THEN {text}::bigint ELSE 0 END)"
+
+
 def open_drift() -> QuerySet[Drift]:
     return Drift.objects.filter(resolved_at__isnull=True).order_by("kind", "subject")
 

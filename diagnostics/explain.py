@@ -103,6 +103,29 @@ class FleetView:
                     most[resource] = count
         return most
 
+    @cached_property
+    def offering(self) -> Mapping[str, frozenset[str]]:
+        """resource -> the nodes offering some of it (computed once per view, not once per
+        pod: a view lives as long as the fleet does not change)."""
+        nodes: dict[str, set[str]] = {}
+        for node, per in self.offered_by_node.items():
+            for resource, count in per.items():
+                if count > 0:
+                    nodes.setdefault(resource, set()).add(node)
+        return {resource: frozenset(names) for resource, names in nodes.items()}
+
+    @cached_property
+    def drifted(self) -> Mapping[str, Sequence[str]]:
+        """resource -> the nodes (by name) that would offer it on their pool's layout and are
+        on another one (computed once per view)."""
+        nodes: dict[str, list[str]] = {}
+        for node, promised in sorted(self.promised_by_intended.items()):
+            if self.current_config.get(node) != self.intended.get(node):
+                for resource, count in promised.items():
+                    if count:
+                        nodes.setdefault(resource, []).append(node)
+        return nodes
+
 
 @dataclass
 class Explanation:
@@ -287,11 +310,7 @@ def _insufficient(
     if offered and free >= wanted:
         return None
     lead = _lead(resource, offered, free, wanted)
-    drifted = [
-        node
-        for node, promised in sorted(fleet.promised_by_intended.items())
-        if promised.get(resource, 0) and fleet.current_config.get(node) != fleet.intended.get(node)
-    ]
+    drifted = fleet.drifted.get(resource, ())
     for node in drifted:
         if node in fleet.changing:
             request = fleet.changing[node]
@@ -370,12 +389,12 @@ def _placement(
     what it asks for are cordoned, or carry taints it does not tolerate, or its selector
     matches none."""
     wanted = [r for r, n in (requests or {}).items() if n and r.startswith(GPU_PREFIX)]
-    offering = sorted(
-        node
-        for node, per in fleet.offered_by_node.items()
-        if wanted and all(per.get(r, 0) > 0 for r in wanted)
+    offering = (
+        sorted(frozenset.intersection(*(fleet.offering.get(r, frozenset()) for r in wanted)))
+        if verdict.unschedulable and wanted
+        else []
     )
-    if verdict.unschedulable and offering and set(offering) <= set(fleet.cordoned):
+    if offering and set(offering) <= set(fleet.cordoned):
         return Explanation(
             f"Every node that offers {' and '.join(wanted)} is cordoned ({', '.join(offering)}).",
             "It is placed when they are uncordoned: wait for the maintenance or MIG change on "

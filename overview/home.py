@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -53,7 +53,8 @@ class Running:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why."""
-    teams = list(list_teams_for_user(request.user))
+    leads = teams_user_may_request_for(request.user).filter(pk=OuterRef("pk"))
+    teams = list(list_teams_for_user(request.user).annotate(may_ask=Exists(leads)))
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     names = [ns.name for ns in namespaces]
     api = api_status()
@@ -75,9 +76,7 @@ def home(request: HttpRequest) -> HttpResponse:
     _queue_use(namespaces, statuses)
     grants = _grants(teams)
     hits = _changes_hitting(teams)
-    asking = set(teams_user_may_request_for(request.user).values_list("pk", flat=True))
     for team in teams:
-        team.may_ask = team.pk in asking  # type: ignore[attr-defined]
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
     context = {"teams": teams, "sync": api.latest, "api": api, "last_visit": last_visit}
@@ -247,7 +246,7 @@ def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
                 row["borrows"] = seen and row["borrowed"] not in ("0", "")
 
 
-def _grants(teams: list[Team]) -> dict[int, list[QuotaChangeRequest]]:
+def _grants(teams: Sequence[Team]) -> dict[int, list[QuotaChangeRequest]]:
     grants: dict[int, list[QuotaChangeRequest]] = defaultdict(list)
     for grant in (
         QuotaChangeRequest.objects.filter(
@@ -263,7 +262,7 @@ def _grants(teams: list[Team]) -> dict[int, list[QuotaChangeRequest]]:
     return grants
 
 
-def _changes_hitting(teams: list[Team]) -> dict[int, list[MigChangeRequest]]:
+def _changes_hitting(teams: Sequence[Team]) -> dict[int, list[MigChangeRequest]]:
     """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
     its quotas' backing taken): open ones, and those that ran and ended in the last three
     days (a rejected or cancelled one changed nothing)."""

@@ -1,74 +1,315 @@
-"""Reads of the fleet page: nodes grouped by pool, those needing attention first."""
+"""Reads of the Fleet page: each pool summed up in the database (capacity and allocation per
+GPU resource, the MIG layouts in use, the nodes needing attention, drift and GPU health), a
+fixed number of queries whatever the fleet's size; and the nodes of one pool (or of the
+whole fleet) a page at a time, those needing attention first, found by name or label."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.db.models import BooleanField, IntegerField, QuerySet
+from django.db.models.expressions import RawSQL
 
 from cluster.models import ObservedNode
+from cluster.selectors import amount_sql
 from fleet.models import NodePool
-from health.selectors import attach_health, unhealthy_nodes
+from health.models import NodeHealth
+
+NO_POOL = "(no pool)"  # the nodes no pool selects (a pool name is a DNS label: never this)
+NODES = ObservedNode._meta.db_table
+HEALTH = NodeHealth._meta.db_table
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The node pools in the order that decides membership: a node belongs to the first pool
+    (by name) whose labels it carries; a pool without labels selects no node."""
+
+    rows: Sequence[NodePool]
+
+    @classmethod
+    def load(cls) -> Pools:
+        return cls(list(NodePool.objects.order_by("name")))
+
+    def index(self, name: str) -> int | None:
+        """The pool's place in ``rows`` (-1 for the nodes of no pool; None: no such pool)."""
+        if name == NO_POOL:
+            return -1
+        return next((i for i, p in enumerate(self.rows) if p.name == name), None)
+
+    def name_of(self, index: int) -> str:
+        return self.rows[index].name if 0 <= index < len(self.rows) else NO_POOL
+
+    def case(self, values: Sequence[Any], default: Any, labels: str) -> tuple[str, list[Any]]:
+        """SQL giving, for a node row whose labels are the column ``labels``, ``values[i]``
+        of its pool ``i`` (``default`` when no pool selects it), and its parameters."""
+        whens: list[str] = []
+        params: list[Any] = []
+        for pool, value in zip(self.rows, values, strict=True):
+            if pool.node_selector:
+                whens.append(f"WHEN {labels} @> %s::jsonb THEN %s")
+                params += [json.dumps(pool.node_selector), value]
+        if not whens:
+            return "%s", [default]
+        return f"(CASE {' '.join(whens)} ELSE %s END)", [*params, default]
+
+    def of_node(self, labels: str) -> tuple[str, list[Any]]:
+        """SQL: the index of the node's pool (-1 for none)."""
+        return self.case(range(len(self.rows)), -1, labels)
+
+    def intended(self, labels: str) -> tuple[str, list[Any]]:
+        """SQL: the MIG config the node's pool intends ('' for none)."""
+        return self.case([p.mig_config for p in self.rows], "", labels)
 
 
 @dataclass
-class PoolView:
-    name: str
-    mig_config: str
-    purpose: str
-    nodes: list[ObservedNode] = field(default_factory=list)
-    total: int = 0  # nodes in the pool (matching the search), before the page's cap
+class ResourceUse:
+    """One GPU resource of a pool: what its nodes offer and what pods hold of it."""
+
+    resource: str
+    allocatable: int
+    allocated: int
 
     @property
-    def hidden(self) -> int:
-        return self.total - len(self.nodes)
+    def free(self) -> int:
+        return max(0, self.allocatable - self.allocated)
+
+    @property
+    def fill(self) -> int:
+        """The bar's share in percent (at most 100)."""
+        return min(100, round(100 * self.allocated / self.allocatable)) if self.allocatable else 0
 
 
-def needs_attention(
-    node: ObservedNode, pool: PoolView, unhealthy: frozenset[str] = frozenset()
-) -> bool:
+@dataclass
+class Layout:
+    """A MIG config in use in a pool, on one GPU product and count, and on how many nodes."""
+
+    mig_config: str
+    gpu_product: str
+    gpu_count: int
+    nodes: int
+    failed: int
+    pending: int
+    drift: bool  # the pool intends another config
+
+
+@dataclass
+class PoolSummary:
+    """A pool summed up: its nodes and GPUs, capacity and allocation per GPU resource, the
+    MIG layouts in use, the nodes needing attention (and why) and their GPU health."""
+
+    name: str
+    pk: int | None = None  # None: the nodes no pool selects
+    mig_config: str = ""
+    purpose: str = ""
+    nodes: int = 0
+    gpus: int = 0
+    not_ready: int = 0
+    cordoned: int = 0
+    mig_failed: int = 0
+    reconfiguring: int = 0
+    drifted: int = 0  # on another MIG config than the pool intends
+    unhealthy: int = 0  # GPU health at warning or worse
+    attention: int = 0  # nodes with any of the above
+    health: dict[str, int] = field(default_factory=dict)  # worst -> nodes ("none": no data)
+    exporter_errors: int = 0
+    resources: list[ResourceUse] = field(default_factory=list)
+    layouts: list[Layout] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """The pool's part of element ids (``pool-<key>-nodes``)."""
+        return str(self.pk) if self.pk is not None else "none"
+
+
+def summed_from(pools: Pools) -> tuple[Any, ...]:
+    """What the summaries are summed from, in one small query: the poll stamps every node
+    row it changes (and every node it finds gone), the health collection every node's
+    health it reads; with the pools, what the summaries were made of is what they still
+    are when this has not changed."""
+    (stamps,) = _rows(
+        f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since) FROM {NODES}) n,
+                          (SELECT count(*), max(observed_at) FROM {HEALTH}) h""",
+        [],
+    )
     return (
-        node.name in unhealthy
-        or not node.ready
-        or node.unschedulable
-        or node.mig_config_state in ("failed", "pending")
-        or bool(pool.mig_config and node.mig_config != pool.mig_config)
+        stamps,
+        tuple((p.pk, p.name, str(p.node_selector), p.mig_config, p.purpose) for p in pools.rows),
     )
 
 
-def fleet_by_pool(*, search: str = "", pool: str = "", cap: int | None = None) -> list[PoolView]:
-    """Nodes grouped by the first pool whose selector matches (two queries in all: pools,
-    then nodes).
+def sum_pools(pools: Pools) -> list[PoolSummary]:
+    """Every pool summed up (and the nodes of no pool, when there are any): three queries
+    for the whole fleet, never a node loaded into Python."""
+    summaries = {
+        i: PoolSummary(p.name, p.pk, p.mig_config, p.get_purpose_display())
+        for i, p in enumerate(pools.rows)
+    }
+    summaries[-1] = PoolSummary(NO_POOL)
+    _count_nodes(pools, summaries)
+    _sum_resources(pools, summaries)
+    _layouts(pools, summaries)
+    return [s for i, s in sorted(summaries.items(), key=lambda i: i[0] < 0) if i >= 0 or s.nodes]
 
-    ``search`` keeps nodes whose name contains it, ``pool`` keeps one pool. With ``cap``,
-    each pool keeps that many nodes, those needing attention (not ready, cordoned, MIG
-    failed or reconfiguring, drifted) first; ``total`` says how many there were.
+
+def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _count_nodes(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
+    """Nodes, GPUs, the reasons for attention and the GPU health, per pool (one query)."""
+    pool_sql, pool_params = pools.of_node("n.labels")
+    intended_sql, intended_params = pools.intended("n.labels")
+    sql = f"""
+        SELECT pool, count(*), coalesce(sum(gpu_count), 0),
+               count(*) FILTER (WHERE NOT ready), count(*) FILTER (WHERE unschedulable),
+               count(*) FILTER (WHERE mig_config_state = 'failed'),
+               count(*) FILTER (WHERE mig_config_state = 'pending'),
+               count(*) FILTER (WHERE drifted), count(*) FILTER (WHERE unhealthy),
+               count(*) FILTER (WHERE NOT ready OR unschedulable OR drifted OR unhealthy
+                                OR mig_config_state IN ('failed', 'pending')),
+               count(*) FILTER (WHERE worst = 'critical'),
+               count(*) FILTER (WHERE worst = 'warning'),
+               count(*) FILTER (WHERE worst = 'info'), count(*) FILTER (WHERE worst = 'ok'),
+               count(*) FILTER (WHERE worst IS NULL), count(*) FILTER (WHERE exporter_error)
+        FROM (
+            SELECT {pool_sql} AS pool, n.gpu_count, n.ready, n.unschedulable,
+                   n.mig_config_state, h.worst,
+                   coalesce(h.error, '') <> '' AS exporter_error,
+                   coalesce(h.worst IN ('warning', 'critical'), false) AS unhealthy,
+                   ({intended_sql} <> '' AND n.mig_config <> {intended_sql}) AS drifted
+            FROM {NODES} n LEFT JOIN {HEALTH} h ON h.node = n.name
+            WHERE n.gone_since IS NULL
+        ) AS node
+        GROUP BY pool
     """
-    grouped = fleet_by_pool_all(search)
-    if pool:
-        grouped = [p for p in grouped if p.name == pool]
-    unhealthy = unhealthy_nodes()
-    for view in grouped:
-        view.total = len(view.nodes)
-        if cap is not None and view.total > cap:
-            view.nodes.sort(
-                key=lambda node: (not needs_attention(node, view, unhealthy), node.name)
+    for row in _rows(sql, [*pool_params, *intended_params, *intended_params]):
+        summary = summaries.get(int(row[0]))
+        if summary is None:
+            continue
+        counts = [int(value) for value in row[1:]]
+        (
+            summary.nodes,
+            summary.gpus,
+            summary.not_ready,
+            summary.cordoned,
+            summary.mig_failed,
+            summary.reconfiguring,
+            summary.drifted,
+            summary.unhealthy,
+            summary.attention,
+        ) = counts[:9]
+        summary.health = dict(
+            zip(("critical", "warning", "info", "ok", "none"), counts[9:14], strict=True)
+        )
+        summary.exporter_errors = counts[14]
+
+
+def _sum_resources(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
+    """Allocatable and allocated per pool and GPU resource (one query). A resource a node
+    offers 0 of is absent (old MIG names linger at 0), as on the node rows."""
+    pool_sql, pool_params = pools.of_node("n.labels")
+    offered = amount_sql("e.value")
+    held = amount_sql("(n.allocated -> e.key)")
+    sql = f"""
+        SELECT {pool_sql} AS pool, e.key, sum({offered}), sum({held})
+        FROM {NODES} n CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
+        WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/') AND {offered} > 0
+        GROUP BY 1, 2 ORDER BY 1, 2
+    """
+    for pool, resource, allocatable, allocated in _rows(sql, pool_params):
+        summary = summaries.get(int(pool))
+        if summary is not None:
+            summary.resources.append(ResourceUse(str(resource), int(allocatable), int(allocated)))
+
+
+def _layouts(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
+    """The MIG configs in use per pool, by GPU product and count, most nodes first (one
+    query)."""
+    pool_sql, pool_params = pools.of_node("n.labels")
+    sql = f"""
+        SELECT {pool_sql} AS pool, n.mig_config, n.gpu_product, n.gpu_count, count(*),
+               count(*) FILTER (WHERE n.mig_config_state = 'failed'),
+               count(*) FILTER (WHERE n.mig_config_state = 'pending')
+        FROM {NODES} n WHERE n.gone_since IS NULL
+        GROUP BY 1, 2, 3, 4 ORDER BY 1, 5 DESC, 2, 3, 4
+    """
+    for pool, config, product, gpus, nodes, failed, pending in _rows(sql, pool_params):
+        summary = summaries.get(int(pool))
+        if summary is None:
+            continue
+        summary.layouts.append(
+            Layout(
+                str(config),
+                str(product),
+                int(gpus),
+                int(nodes),
+                int(failed),
+                int(pending),
+                bool(summary.mig_config and config != summary.mig_config),
             )
-            view.nodes = view.nodes[:cap]
-    attach_health([node for view in grouped for node in view.nodes])
-    return grouped
+        )
 
 
-def fleet_by_pool_all(search: str = "") -> list[PoolView]:
-    rows = list(NodePool.objects.all())
-    pools = [PoolView(p.name, p.mig_config, p.get_purpose_display()) for p in rows]
-    other = PoolView("(no pool)", "", "")
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True).order_by("name")
-    if search:
-        nodes = nodes.filter(name__icontains=search)
-    for node in nodes:
-        for pool, row in zip(pools, rows, strict=True):
-            if row.selects(node.labels):
-                pool.nodes.append(node)
-                break
-        else:
-            other.nodes.append(node)
-    return [p for p in [*pools, other] if p.nodes or (p.name != "(no pool)" and not search)]
+def fleet_nodes(
+    pools: Pools,
+    *,
+    pool: int | None,
+    names: Sequence[str] = (),
+    labels: dict[str, str] | None = None,
+) -> QuerySet[ObservedNode]:
+    """The nodes of pool ``pool`` (its index in ``pools.rows``, -1 for those of no pool,
+    None for the whole fleet) whose name contains each of ``names`` and that carry every
+    label of ``labels``; those needing attention (not ready, cordoned, MIG failed or
+    reconfiguring, not on their pool's config, GPU health at warning or worse) first, then
+    by name. Each row carries ``pool_index`` and ``attention``. One pool's nodes are found
+    by its labels (the labels' index), not by reading every node's."""
+    column = f'"{NODES}"."labels"'
+    # The rows show no labels, capacity or taints: their JSON stays in the database.
+    nodes = ObservedNode.objects.filter(gone_since__isnull=True).defer(
+        "labels", "capacity", "taints", "row_hash", "resource_version"
+    )
+    if pool is None:
+        pool_sql, pool_params = pools.of_node(column)
+        intended_sql, intended_params = pools.intended(column)
+    else:
+        nodes = _in_pool(nodes, pools, pool)
+        pool_sql, pool_params = "%s", [pool]
+        intended_sql, intended_params = "%s", [pools.rows[pool].mig_config if pool >= 0 else ""]
+    attention = f"""(NOT "{NODES}"."ready" OR "{NODES}"."unschedulable"
+        OR "{NODES}"."mig_config_state" IN ('failed', 'pending')
+        OR ({intended_sql} <> '' AND "{NODES}"."mig_config" <> {intended_sql})
+        OR "{NODES}"."name" IN (
+            SELECT node FROM {HEALTH} WHERE worst IN ('warning', 'critical')))"""
+    nodes = nodes.annotate(
+        pool_index=RawSQL(pool_sql, pool_params, output_field=IntegerField()),
+        attention=RawSQL(
+            attention, [*intended_params, *intended_params], output_field=BooleanField()
+        ),
+    )
+    for name in names:
+        nodes = nodes.filter(name__icontains=name)
+    if labels:
+        nodes = nodes.filter(labels__contains=labels)
+    return nodes.order_by("-attention", "name")
+
+
+def _in_pool(nodes: QuerySet[ObservedNode], pools: Pools, index: int) -> QuerySet[ObservedNode]:
+    """The nodes of pool ``index`` (-1: of no pool): those its labels select that no pool
+    before it selects."""
+    selecting = [p for p in pools.rows if p.node_selector]
+    if index >= 0:
+        own = pools.rows[index]
+        if not own.node_selector:
+            return nodes.none()
+        nodes = nodes.filter(labels__contains=own.node_selector)
+        selecting = [p for p in pools.rows[:index] if p.node_selector]
+    for earlier in selecting:
+        nodes = nodes.exclude(labels__contains=earlier.node_selector)
+    return nodes

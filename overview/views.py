@@ -5,20 +5,25 @@ fleet (nodes by pool, their GPUs, health, drift and the last poll), one node, an
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
 
 from changes.approval import may_request
-from changes.facts import fleet_facts
-from changes.impact import flavor_shortfalls
+from changes.facts import shortfalls_now
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod, ObservedWorkload
 from cluster.selectors import api_status, apply_notices, first_in_line, open_drift
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
+from overview.forms import NodeSearchForm
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.selectors import pod_names_for
@@ -27,34 +32,98 @@ from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
 from tenants.models import Namespace, PriorityClass
 
-NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
-MAX_NODES = 2000
+NODES_PAGE = 50  # nodes on a page of a pool's list
+DRIFT_SHOWN = 20  # drift rows on the Fleet page (the rest: counted, and first in the lists)
 
 
 @login_required
 def fleet(request: HtmxHttpRequest) -> HttpResponse:
-    search = request.GET.get("q", "").strip()[:253]
-    pool = request.GET.get("pool", "").strip()[:100]
-    focused = bool(search or pool)
+    """The fleet: each pool summed up (capacity and allocation per GPU resource, the MIG
+    layouts in use, the nodes needing attention, drift and health), what the cluster did not
+    take, and queues promising more than it has. Each pool's nodes open on demand
+    (``fleet_nodes``). The same queries for 40 nodes or 5,000."""
+    if request.GET.get("q") or request.GET.get("pool"):  # the node search's old address
+        return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
     api = api_status()
     problems, warned = apply_notices()
+    drift = list(open_drift()[:DRIFT_SHOWN])
+    pools = selectors.Pools.load()
     context = {
-        "pools": selectors.fleet_by_pool(
-            search=search, pool=pool, cap=MAX_NODES if focused else NODES_PER_POOL
-        ),
-        "search": search,
-        "pool": pool,
-        "focused": focused,
-        "pool_names": [*NodePool.objects.order_by("name").values_list("name", flat=True)],
-        "drift": list(open_drift()),
+        "pools": bool(pools.rows) or ObservedNode.objects.filter(gone_since__isnull=True).exists(),
+        "pool_cards": _pool_cards(pools),
+        "drift": drift,
+        "drift_total": open_drift().count() if len(drift) == DRIFT_SHOWN else len(drift),
         "api": api,
         "sync": api.latest,
         "problems": problems,
         "warned": warned,
-        "shortfalls": flavor_shortfalls(fleet_facts()),
+        "shortfalls": shortfalls_now(),
+        "form": NodeSearchForm(pools=pools),
     }
     template = "overview/fleet.html#fleet-body" if request.htmx else "overview/fleet.html"
     response = render(request, template, context)
+    response["Vary"] = "HX-Request"
+    return response
+
+
+_CARDS: dict[str, Any] = {}  # this process's pool cards, and what they were summed from
+
+
+def _pool_cards(pools: selectors.Pools) -> SafeString:
+    """The pools summed up, as the Fleet page shows them: summed and drawn again only when
+    the nodes, their health or the pools changed since this process last did (one small
+    query tells; the poll and the health collection change them every minute or so, the
+    pages are read far more often)."""
+    version = selectors.summed_from(pools)
+    if _CARDS.get("version") != version:
+        summaries = selectors.sum_pools(pools)
+        _CARDS["html"] = render_to_string("overview/fleet.html#pool-cards", {"pools": summaries})
+        _CARDS["version"] = version
+    return mark_safe(_CARDS["html"])
+
+
+@login_required
+def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
+    """Nodes of one pool (or of the whole fleet) found by name or label, NODES_PAGE at a
+    time, those needing attention first; htmx gets the list alone (the Fleet page opens a
+    pool's list in place)."""
+    pools = selectors.Pools.load()
+    form = NodeSearchForm(request.GET, pools=pools)
+    valid = form.is_valid()
+    index = form.pool_index() if valid else None
+    found = (
+        selectors.fleet_nodes(pools, pool=index, **form.cleaned_data["q"])
+        if valid
+        else ObservedNode.objects.none()
+    )
+    page = Paginator(found, NODES_PAGE).get_page(request.GET.get("page"))
+    nodes = list(page.object_list)
+    attach_health(nodes)
+    for node in nodes:
+        node.pool_name = pools.name_of(node.pool_index)  # type: ignore[attr-defined]
+        node.intended = (  # type: ignore[attr-defined]
+            pools.rows[node.pool_index].mig_config if node.pool_index >= 0 else ""  # type: ignore[attr-defined]
+        )
+    chosen = form.cleaned_data.get("pool", "") if valid else ""
+    if index is None:
+        list_id = "fleet-node-list"
+    else:
+        list_id = f"pool-{pools.rows[index].pk if index >= 0 else 'none'}-node-list"
+    context = {
+        "form": form,
+        "page": page,
+        "nodes": nodes,
+        "pool": chosen,
+        "pool_pk": pools.rows[index].pk if index is not None and index >= 0 else None,
+        "list_id": list_id,
+        "query": urlencode(
+            {k: request.GET.get(k, "") for k in ("q", "pool") if request.GET.get(k)}
+        ),
+    }
+    template = (
+        "overview/fleet_nodes.html#node-list" if request.htmx else "overview/fleet_nodes.html"
+    )
+    response = render(request, template, context, status=200 if valid else 400)
     response["Vary"] = "HX-Request"
     return response
 

@@ -163,8 +163,30 @@ def test_lead_asks_approver_approves_timeline_succeeds(
 
     assert collect_gpu_health(gateway)["suggested"]  # GPU health, as the worker reads it
     page.goto(f"{base}/fleet/")
-    expect(page.locator("body")).to_contain_text("gpu-a100-03")
+    train = page.locator(
+        "section.pool", has=page.get_by_role("heading", name=re.compile("Pool train"))
+    )
+    expect(train).to_contain_text("nvidia.com/mig-3g.40gb")
+    expect(train).to_contain_text("all-3g.40gb")
+    # The pool's node list opens in place (htmx), those needing attention first.
+    train.locator("summary").click()
+    rows = train.locator("tbody tr")
+    expect(rows.first).to_be_visible()
+    expect(train.get_by_role("link", name="gpu-a100-03")).to_be_visible()
+    htmx_idle(page)
+    # The page's own refresh (every 30 s) keeps the list that was opened, as it was.
+    page.evaluate(
+        "htmx.ajax('GET', '/fleet/', {target: '#fleet-body', swap: 'outerHTML', "
+        "headers: {'HX-Request': 'true'}})"
+    )
+    htmx_idle(page)
+    expect(train.get_by_role("link", name="gpu-a100-03")).to_be_visible()
     screenshot(page, "fleet")
+    # On a phone's width the summaries stack; only the node table scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "fleet-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
 
     # GPU health: the H100 whose GPU 5 fell off the bus, and the drain it suggests.
     page.goto(f"{base}/fleet/nodes/gpu-h100-02/")

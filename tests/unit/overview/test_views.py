@@ -89,17 +89,28 @@ def test_fleet_partial_for_htmx_polling(client: Client, team_a_member: Any) -> N
     assert "<html" not in body
 
 
-def test_fleet_query_count_does_not_grow_with_nodes(
-    client: Client, team_a_member: Any, django_assert_max_num_queries: Any
-) -> None:
+def test_fleet_query_count_does_not_grow_with_nodes(client: Client, team_a_member: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     NodePool.objects.create(
         name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
     )
-    for i in range(40):
-        node(f"n{i:02d}")
     client.force_login(team_a_member)
-    with django_assert_max_num_queries(21):  # the same with 4 nodes or 4,000
-        assert client.get("/fleet/").status_code == 200
+
+    def queries_with(nodes: int) -> dict[str, int]:
+        for i in range(ObservedNode.objects.count(), nodes):
+            node(f"n{i:02d}", state="failed" if i % 3 else "success")
+        counts = {}
+        for url in ("/fleet/", "/fleet/nodes/?pool=train", "/fleet/nodes/?q=n0"):
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(url).status_code == 200
+            counts[url] = len(captured)
+        return counts
+
+    few, many = queries_with(4), queries_with(60)
+    assert few == many, (few, many)
+    assert few["/fleet/"] <= 21
 
 
 def test_fleet_needs_login(client: Client) -> None:
@@ -167,7 +178,7 @@ def test_operator_check_page_says_when_no_cluster_is_configured(
     assert "Cannot read the cluster: No Kubernetes cluster is configured" in page
 
 
-def test_a_large_pool_shows_problem_nodes_first_and_can_be_searched(
+def test_a_large_pool_lists_problem_nodes_first_a_page_at_a_time(
     client: Client, team_a_member: Any
 ) -> None:
     from overview import views
@@ -175,23 +186,37 @@ def test_a_large_pool_shows_problem_nodes_first_and_can_be_searched(
     NodePool.objects.create(
         name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
     )
-    total = views.NODES_PER_POOL + 20
+    total = views.NODES_PAGE * 2 + 5
     for index in range(total - 1):
         node(f"gpu-{index:04d}")
     node("zz-broken", state="failed")  # last by name, but it needs attention
     client.force_login(team_a_member)
 
     page = client.get("/fleet/").content.decode()
-    assert f"Showing {views.NODES_PER_POOL} of {total}" in page
-    assert "zz-broken" in page
-    assert f"gpu-{total - 2:04d}" not in page  # the tail of a healthy pool is cut
+    assert "gpu-0000" not in page  # the Fleet page sums the pool up: no node rows
+    assert f"The {total} nodes, the 1 needing attention first" in page
 
-    whole = client.get("/fleet/?pool=train").content.decode()
-    assert f"gpu-{total - 2:04d}" in whole and "Showing" not in whole
+    first = client.get("/fleet/nodes/?pool=train").content.decode()
+    assert first.count('<tr id="node-') == views.NODES_PAGE
+    assert first.index("zz-broken") < first.index("gpu-0000")
+    assert f"gpu-{views.NODES_PAGE - 1:04d}" not in first  # on the next page
+    assert f"nodes 1\N{EN DASH}{views.NODES_PAGE} of {total}" in first
+    last = client.get("/fleet/nodes/?pool=train&page=3").content.decode()
+    assert last.count('<tr id="node-') == 5 and "zz-broken" not in last
 
-    found = client.get("/fleet/?q=zz-").content.decode()
+    def rows(url: str) -> str:
+        body = client.get(url).content.decode()
+        return body[body.index("<tbody>") : body.index("</tbody>")]
+
+    assert rows("/fleet/nodes/?pool=train&page=99") == rows("/fleet/nodes/?pool=train&page=3")
+    assert rows("/fleet/nodes/?pool=train&page=ten") == rows("/fleet/nodes/?pool=train")
+
+    found = client.get("/fleet/nodes/?q=zz-").content.decode()
     assert "zz-broken" in found and "gpu-0001" not in found
-    assert "No node matches." in client.get("/fleet/?q=nothing-like-this").content.decode()
+    assert "No node matches." in client.get("/fleet/nodes/?q=nothing-like-this").content.decode()
+    # The old address of the search still finds them.
+    moved = client.get("/fleet/?q=zz-&pool=train")
+    assert (moved.status_code, moved["Location"]) == (302, "/fleet/nodes/?q=zz-&pool=train")
 
 
 def health(node_name: str, *, pod_namespace: str, pod: str, xid: int = 0) -> Any:
@@ -283,12 +308,15 @@ def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
     page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
     assert "trainer-0" not in page
     assert "1 pod of other teams." in page
-    # The fleet page shows the strip and the finding, never a pod name.
-    fleet_page = client.get("/fleet/").content.decode()
-    assert "GPU 1: Xid 79" in fleet_page and "trainer-0" not in fleet_page
-    assert 'href="/fleet/nodes/gpu-a100-07/"' in fleet_page, fleet_page[
-        fleet_page.find("gpu-a100-07") - 300 :
-    ][:600]
+    # The fleet's node list shows the strip and the finding, never a pod name.
+    listed = client.get("/fleet/nodes/?q=gpu-a100-07").content.decode()
+    assert "GPU 1: Xid 79" in listed and "trainer-0" not in listed
+    assert 'aria-label="GPU 0: 3g.40gb (in use), 3g.40gb (free)"' in listed
+    assert 'href="/fleet/nodes/gpu-a100-07/"' in listed, listed[listed.find("gpu-a100-07") - 300 :][
+        :600
+    ]
+    summary = client.get("/fleet/").content.decode()
+    assert "trainer-0" not in summary and "critical</span> 1" in summary
 
 
 def test_without_dcgm_data_the_layout_comes_from_the_config(
