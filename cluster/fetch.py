@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from cluster.decode import as_int
+from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
@@ -53,6 +54,25 @@ def fetch(gateway: Gateway) -> Listing:
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
     return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+
+
+def discover(
+    gateway: Gateway, nodes: Objects, *, version: dict[str, Any] | None = None
+) -> Discovered:
+    """What the cluster runs (``cluster.discovery``): its version, its group discovery and,
+    where the GPU Operator's group is served, its ClusterPolicies (a refusal: the nodes'
+    labels tell instead). ``nodes`` is the poll's own node list, ``version`` its probe's
+    answer to ``/version`` (asked here without one)."""
+    version = version if version is not None else gateway.version()
+    groups = gateway.api_groups()
+    policies: Objects | None = None
+    if "v1" in served_versions(groups, GPU_OPERATOR_GROUP):
+        try:
+            policies = gateway.list("nvidia.com/v1", "ClusterPolicy")
+        except KubeError as exc:
+            log.info("ClusterPolicies not read: %s", exc.message)
+    labels = [(node.get("metadata") or {}).get("labels") or {} for node in nodes]
+    return decode_discovery(version, groups, cluster_policies=policies, node_labels=labels)
 
 
 MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands

@@ -20,6 +20,8 @@ if not env_bool("QM_TEST_WORKER", False):
     KUBE_IN_CLUSTER = False
 
 SECRET_KEY = "test-only-key"
+# A fixed key for the clusters' stored credentials.
+QM_CREDENTIALS_KEY = "dGVzdC1vbmx5LWNsdXN0ZXItY3JlZGVudGlhbHMtayE="
 DEBUG = False
 # A fast hasher for the many users tests make (tests/unit/portal/test_password_hashing.py uses
 # the real ones).

@@ -1,0 +1,39 @@
+"""Start-up checks of the clusters' stored credentials: ``manage.py check`` (and so
+``migrate`` and ``runserver``) fails, and a Celery worker refuses to start, when a stored
+credential cannot be decrypted with QM_CREDENTIALS_KEY, or a key is not a Fernet key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.db import DatabaseError, connection
+
+from cluster.credentials import CredentialKeyError, check_keys, check_stored_credentials
+
+
+def credentials_readable(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        check_stored_credentials()
+    except CredentialKeyError as exc:
+        return [checks.Error(str(exc), id="cluster.E001")]
+    except DatabaseError:  # no database yet (before the first migrate): the keys alone
+        try:
+            check_keys()
+        except CredentialKeyError as exc:
+            return [checks.Error(str(exc), id="cluster.E001")]
+    return []
+
+
+def refuse_to_start(**kwargs: Any) -> None:
+    """Celery's worker_init: a worker that could not reach any registered cluster stops at
+    once with the reason (ImproperlyConfigured), not at its first task."""
+    check_stored_credentials()
+
+
+def readiness() -> str:
+    """What /readyz reports (it runs in a pool thread: its connection ends with it)."""
+    try:
+        return check_stored_credentials()
+    finally:
+        connection.close()

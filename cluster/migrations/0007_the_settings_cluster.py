@@ -1,0 +1,32 @@
+"""An installation from before clusters were objects becomes one cluster: named from
+QM_CLUSTER_NAME (default ``default``) and connected as the settings say (KUBE_URL /
+KUBECONFIG / KUBE_IN_CLUSTER), so its loop keeps working exactly as it did. Nothing else
+changes; going back removes only that row."""
+
+from django.conf import settings
+from django.db import migrations
+
+
+def make_the_settings_cluster(apps, schema_editor):
+    Cluster = apps.get_model("cluster", "Cluster")
+    if Cluster.objects.filter(connection="settings").exists():
+        return
+    name = settings.QM_CLUSTER_NAME
+    Cluster.objects.create(
+        name=name,
+        display_name=name.replace("-", " ").capitalize(),
+        purpose="general",
+        connection="settings",
+    )
+
+
+def remove_the_settings_cluster(apps, schema_editor):
+    apps.get_model("cluster", "Cluster").objects.filter(connection="settings").delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [("cluster", "0006_cluster")]
+
+    operations = [
+        migrations.RunPython(make_the_settings_cluster, remove_the_settings_cluster),
+    ]
