@@ -36,3 +36,24 @@
     say("The portal could not be reached: check your connection, then retry. Nothing was sent.");
   });
 })();
+
+// Times the server wrote in the portal's time zone ({{ stamp|when }}: <time data-local>) are
+// shown in the reader's own, with the year only when it is not this year; the exact time
+// stays in the title.
+(function () {
+  "use strict";
+  function localise(root) {
+    var now = new Date();
+    root.querySelectorAll("time[data-local]").forEach(function (node) {
+      var stamp = new Date(node.getAttribute("datetime"));
+      if (isNaN(stamp)) return;
+      var options = { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hour12: false };
+      if (stamp.getFullYear() !== now.getFullYear()) options.year = "numeric";
+      node.textContent = new Intl.DateTimeFormat(undefined, options).format(stamp);
+      node.title = stamp.toString();
+      node.removeAttribute("data-local");
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });
+})();
