@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from django.conf import settings
 
+from cluster.models import Cluster
+from cluster.selectors import rendering_for
 from queues import manifests as queue_manifests
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants import manifests as tenant_manifests
@@ -22,9 +24,18 @@ Manifest = dict[str, Any]
 
 
 def collect_manifests(
-    *, team_slug: str | None = None, backend: str | None = None, version: str | None = None
+    *,
+    team_slug: str | None = None,
+    backend: str | None = None,
+    version: str | None = None,
+    cluster: Cluster | None = None,
 ) -> list[Manifest]:
-    """All desired objects; with ``team_slug``, only that team's namespaced objects."""
+    """All desired objects; with ``team_slug``, only that team's namespaced objects. The
+    backend and Kueue version are the settings' unless given, or, for a ``cluster``, what
+    it was discovered to serve (``cluster.discovery.render_target``)."""
+    if cluster is not None:
+        found_backend, found_version = rendering_for(cluster)
+        backend, version = backend or found_backend, version or found_version
     backend = backend or settings.QM_QUEUE_BACKEND
     version = version or settings.QM_KUEUE_API_VERSION
     namespaces = list(

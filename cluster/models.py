@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from cluster.decode import gpu_offer
+from cluster.discovery import Discovered
 from portal.validators import validate_dns1123_label
 
 # The seed's section 8.1: three kinds of cluster, each with its own priorities.
@@ -133,6 +134,19 @@ class Cluster(models.Model):
     @property
     def has_credential(self) -> bool:
         return bool(self.credential)
+
+    def discovered_facts(self) -> Discovered | None:
+        """The last discovery as the pure module's facts (None before the first one)."""
+        if self.discovered_at is None:
+            return None
+        return Discovered(
+            kubernetes_version=self.kubernetes_version,
+            kueue_versions=tuple(self.kueue_versions),
+            volcano=self.volcano,
+            gpu_operator=self.gpu_operator,
+            gpu_operator_detail=self.gpu_operator_detail,
+            mig_strategy=self.mig_strategy,
+        )
 
 
 class AppliedObject(models.Model):

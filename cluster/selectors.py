@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from cluster.models import AppliedObject, Drift, SyncRun
+from cluster.discovery import render_target
+from cluster.models import AppliedObject, Cluster, Drift, SyncRun
+from portal.permissions import is_platform_admin
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -97,3 +102,35 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         )
     age = int((now - last_ok.started_at).total_seconds())
     return ApiStatus("ok", None, ok_at, f"polled {age} s ago", latest)
+
+
+def list_clusters_for_user(user: Any) -> QuerySet[Cluster]:
+    """Every registered cluster, for platform admins only (PermissionDenied otherwise)."""
+    if not is_platform_admin(user):
+        raise PermissionDenied("Only platform admins see the clusters.")
+    return Cluster.objects.defer("credential").order_by("name")
+
+
+def get_cluster_for_user(user: Any, name: str) -> Cluster:
+    """One cluster by name (404), for platform admins only."""
+    return get_object_or_404(list_clusters_for_user(user), name=name)
+
+
+def discovery_age(cluster: Cluster, *, now: dt.datetime | None = None) -> str:
+    """How fresh the discovered facts are: "fresh", "stale" (older than three polls) or
+    "never" (not discovered yet)."""
+    if cluster.discovered_at is None:
+        return "never"
+    now = now or timezone.now()
+    limit = dt.timedelta(seconds=3 * settings.QM_POLL_SECONDS)
+    return "fresh" if now - cluster.discovered_at <= limit else "stale"
+
+
+def rendering_for(cluster: Cluster) -> tuple[str, str]:
+    """The (queue backend, Kueue version) the portal renders for ``cluster``: the settings'
+    choice, following what the cluster was discovered to serve."""
+    return render_target(
+        cluster.discovered_facts(),
+        backend=settings.QM_QUEUE_BACKEND,
+        version=settings.QM_KUEUE_API_VERSION,
+    )
