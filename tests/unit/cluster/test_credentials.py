@@ -91,7 +91,7 @@ def test_a_malformed_or_missing_key_is_named(platform_admin: Any, settings: Any)
         credentials.check_keys()
     settings.QM_CREDENTIALS_KEY = ""
     credentials.check_keys()  # nothing stored yet: no key needed
-    with pytest.raises(credentials.CredentialKeyError, match="QM_CREDENTIALS_KEY .* is not set"):
+    with pytest.raises(credentials.CredentialKeyError, match=r"QM_CREDENTIALS_KEY .* is not set"):
         register(platform_admin)
     assert not Cluster.objects.filter(name="gpu-east").exists()
 
