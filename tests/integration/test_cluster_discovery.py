@@ -1,0 +1,148 @@
+"""Discovery and the connection test against the demo cluster: serving Kueue v1beta2 and
+v1beta1 (its default), v1beta2 only (Kueue 0.20), v1beta1 only (before 0.16), Volcano
+without Kueue, or neither. Each poll records what the cluster serves on its Cluster row, the
+portal renders the objects that cluster takes (they apply), and the Clusters page says it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+import devcluster
+from cluster.connection import check_connection
+from cluster.desired import collect_manifests
+from cluster.models import Cluster, SyncRun
+from cluster.poll import poll_cluster
+from cluster.services import save_cluster, settings_cluster
+from devcluster import Served
+from kube import Gateway, connect
+from tests.deploy.conftest import cluster_role
+
+pytestmark = pytest.mark.django_db
+SERVICE_ACCOUNT = "system:serviceaccount:quartermaster:quartermaster"
+
+
+@pytest.mark.parametrize(
+    ("served", "kueue", "volcano", "backend"),
+    [
+        (Served(), ["v1beta2", "v1beta1"], True, "kueue"),
+        (Served(kueue=("v1beta2",), volcano=False), ["v1beta2"], False, "kueue"),
+        (Served(kueue=("v1beta1",), volcano=False), ["v1beta1"], False, "kueue"),
+        (Served(kueue=()), [], True, "volcano"),
+        (Served(kueue=(), volcano=False), [], False, "kueue"),
+    ],
+    ids=["both", "v1beta2-only", "v1beta1-only", "volcano", "neither"],
+)
+def test_each_poll_discovers_what_the_cluster_serves_and_the_objects_follow(
+    request: pytest.FixtureRequest,
+    settings: Any,
+    demo: None,
+    served: Served,
+    kueue: list[str],
+    volcano: bool,
+    backend: str,
+) -> None:
+    demo_cluster = devcluster.start(served=served)
+    request.addfinalizer(demo_cluster.stop)
+    gateway = connect(url=demo_cluster.url)
+    settings.KUBE_URL = demo_cluster.url
+    run = poll_cluster(gateway=gateway)
+    assert run.error == ""
+    cluster = settings_cluster()
+    assert cluster.name == "default" and cluster.connection == "settings"
+    assert cluster.kubernetes_version == "v1.36.2"
+    assert cluster.kueue_versions == kueue
+    assert cluster.volcano is volcano
+    assert cluster.gpu_operator and cluster.mig_strategy == "mixed"  # from the GPU nodes
+    assert cluster.discovered_at == run.started_at and cluster.discovery_error == ""
+
+    manifests = collect_manifests(cluster=cluster)
+    queues = {m["apiVersion"] for m in manifests if m["kind"] in ("ClusterQueue", "Queue")}
+    if backend == "volcano":
+        assert queues == {"scheduling.volcano.sh/v1beta1"}
+    elif kueue:
+        assert queues == {f"kueue.x-k8s.io/{kueue[0]}"}
+    if kueue or volcano:
+        for manifest in manifests:  # what the portal renders, the cluster takes
+            gateway.apply(manifest)
+    else:  # neither: the settings' choice, and the page says it cannot apply
+        assert queues == {"kueue.x-k8s.io/v1beta2"}
+
+
+def test_a_failed_discovery_keeps_the_facts_and_says_why(
+    settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
+) -> None:
+    settings.KUBE_URL = demo_cluster.url
+    first = poll_cluster(gateway=gateway)
+    demo_cluster.pause()
+    try:
+        assert poll_cluster(gateway=gateway).error
+    finally:
+        demo_cluster.resume()
+    cluster = settings_cluster()
+    assert cluster.discovered_at == first.started_at  # what was known stays, with its time
+    assert cluster.kueue_versions == ["v1beta2", "v1beta1"]
+    assert "cannot reach the Kubernetes API" in cluster.discovery_error
+    assert SyncRun.objects.count() == 2
+
+
+def registered(admin: Any, url: str, token: str) -> Cluster:
+    return save_cluster(
+        actor=admin,
+        cluster=Cluster(
+            name="remote", display_name="Remote", connection="token", api_url=url
+        ),
+        credential=token,
+        source="web",
+    )
+
+
+@pytest.mark.demo_cluster(
+    users=lambda: {
+        "portal-token": (SERVICE_ACCOUNT, cluster_role()["rules"]),
+        "reader-token": ("reader", frozenset({"get", "list"})),
+    }
+)
+def test_the_connection_test_sets_what_the_portal_may_do_against_what_it_needs(
+    platform_admin: Any, demo_cluster: devcluster.DemoCluster, client: Client
+) -> None:
+    cluster = registered(platform_admin, demo_cluster.url, "portal-token")
+    result = check_connection(cluster)
+    assert result.ok and result.version == "v1.36.2"
+    assert result.checks and result.missing == []
+
+    cluster.credential = ""
+    reader = save_cluster(
+        actor=platform_admin, cluster=cluster, credential="reader-token", source="web"
+    )
+    result = check_connection(reader)
+    missing = {(c.group, c.resource, c.verb) for c in result.missing}
+    assert ("", "pods/eviction", "create") in missing
+    assert ("kueue.x-k8s.io", "clusterqueues", "patch") in missing
+    assert ("", "nodes", "list") not in missing
+
+    client.force_login(platform_admin)
+    page = client.post("/clusters/remote/test/", headers={"HX-Request": "true"})
+    assert page.status_code == 200 and "HX-Request" in page["Vary"]
+    text = page.content.decode()
+    assert text.lstrip().startswith(f'<section class="card" id="cluster-{cluster.pk}-test">')
+    assert f"{len(result.missing)} of {len(result.checks)} permissions the portal needs are missing" in text
+    assert "<code>pods/eviction</code></td><td>create</td><td>✘ missing" in text
+
+
+@pytest.mark.demo_cluster(token="admin-token")
+def test_a_wrong_token_or_an_unreachable_server_is_said_in_words(
+    platform_admin: Any, demo_cluster: devcluster.DemoCluster, silent_port: int, client: Client
+) -> None:
+    wrong = registered(platform_admin, demo_cluster.url, "not-the-token")
+    result = check_connection(wrong)
+    assert not result.ok and "Unauthorized" in result.error
+    wrong.api_url = "http://127.0.0.1:1"
+    save_cluster(actor=platform_admin, cluster=wrong, source="web")
+    result = check_connection(Cluster.objects.get(name="remote"))
+    assert not result.ok and "cannot reach the Kubernetes API" in result.error
+    client.force_login(platform_admin)
+    page = client.post("/clusters/remote/test/").content.decode()  # without htmx: the page
+    assert "<h1>Remote" in page and "Cannot reach the cluster: cannot reach the Kubernetes API" in page
