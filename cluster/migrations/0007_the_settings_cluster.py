@@ -8,11 +8,11 @@ from django.db import migrations
 
 
 def make_the_settings_cluster(apps, schema_editor):
-    Cluster = apps.get_model("cluster", "Cluster")
-    if Cluster.objects.filter(connection="settings").exists():
+    clusters = apps.get_model("cluster", "Cluster").objects.using(schema_editor.connection.alias)
+    if clusters.filter(connection="settings").exists():
         return
     name = settings.QM_CLUSTER_NAME
-    Cluster.objects.create(
+    clusters.create(
         name=name,
         display_name=name.replace("-", " ").capitalize(),
         purpose="general",
@@ -21,7 +21,8 @@ def make_the_settings_cluster(apps, schema_editor):
 
 
 def remove_the_settings_cluster(apps, schema_editor):
-    apps.get_model("cluster", "Cluster").objects.filter(connection="settings").delete()
+    clusters = apps.get_model("cluster", "Cluster").objects.using(schema_editor.connection.alias)
+    clusters.filter(connection="settings").delete()
 
 
 class Migration(migrations.Migration):

@@ -91,9 +91,7 @@ def test_a_failed_discovery_keeps_the_facts_and_says_why(
 def registered(admin: Any, url: str, token: str) -> Cluster:
     return save_cluster(
         actor=admin,
-        cluster=Cluster(
-            name="remote", display_name="Remote", connection="token", api_url=url
-        ),
+        cluster=Cluster(name="remote", display_name="Remote", connection="token", api_url=url),
         credential=token,
         source="web",
     )
@@ -128,7 +126,10 @@ def test_the_connection_test_sets_what_the_portal_may_do_against_what_it_needs(
     assert page.status_code == 200 and "HX-Request" in page["Vary"]
     text = page.content.decode()
     assert text.lstrip().startswith(f'<section class="card" id="cluster-{cluster.pk}-test">')
-    assert f"{len(result.missing)} of {len(result.checks)} permissions the portal needs are missing" in text
+    assert (
+        f"{len(result.missing)} of {len(result.checks)} permissions the portal needs are missing"
+        in text
+    )
     assert "<code>pods/eviction</code></td><td>create</td><td>✘ missing" in text
 
 
@@ -145,4 +146,6 @@ def test_a_wrong_token_or_an_unreachable_server_is_said_in_words(
     assert not result.ok and "cannot reach the Kubernetes API" in result.error
     client.force_login(platform_admin)
     page = client.post("/clusters/remote/test/").content.decode()  # without htmx: the page
-    assert "<h1>Remote" in page and "Cannot reach the cluster: cannot reach the Kubernetes API" in page
+    assert (
+        "<h1>Remote" in page and "Cannot reach the cluster: cannot reach the Kubernetes API" in page
+    )
