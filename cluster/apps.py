@@ -16,7 +16,7 @@ class ClusterConfig(AppConfig):
         from portal import removal as portal_removal
 
         credentials.check_keys()  # a malformed key stops every process at start
-        django_checks.register(checks.credentials_readable)
+        django_checks.register(checks.credentials_readable, django_checks.Tags.database)
         worker_init.connect(checks.refuse_to_start, weak=False)
         health.report("cluster credentials", checks.readiness)
 

@@ -1,6 +1,7 @@
-"""Start-up checks of the clusters' stored credentials: ``manage.py check`` (and so
-``migrate`` and ``runserver``) fails, and a Celery worker refuses to start, when a stored
-credential cannot be decrypted with QM_CREDENTIALS_KEY, or a key is not a Fernet key."""
+"""Start-up checks of the clusters' stored credentials: ``manage.py migrate`` (and ``check
+--database default``) fails, and a Celery worker refuses to start, when a stored credential
+cannot be decrypted with QM_CREDENTIALS_KEY, or a key is not a Fernet key. It is a
+database check (Django runs those only where a database is named: migrate does)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,19 @@ from django.db import DatabaseError, connection
 from cluster.credentials import CredentialKeyError, check_keys, check_stored_credentials
 
 
-def credentials_readable(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def credentials_readable(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Only where Django names a database (``migrate``, ``check --database``) are the
+    stored credentials read; elsewhere the keys alone are checked."""
     try:
-        check_stored_credentials()
+        if databases:
+            check_stored_credentials()
+        else:
+            check_keys()
     except CredentialKeyError as exc:
         return [checks.Error(str(exc), id="cluster.E001")]
-    except DatabaseError:  # no database yet (before the first migrate): the keys alone
+    except DatabaseError:  # no table yet (before the first migrate): the keys alone
         try:
             check_keys()
         except CredentialKeyError as exc:

@@ -121,12 +121,16 @@ def render_target(discovered: Discovered | None, *, backend: str, version: str) 
 
 @dataclass(frozen=True)
 class RuleCheck:
-    """One (group, resource, verb) the portal needs, and whether the cluster grants it."""
+    """One resource the portal needs verbs on, and those of them the cluster does not grant."""
 
     group: str
     resource: str
-    verb: str
-    allowed: bool
+    verbs: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def allowed(self) -> bool:
+        return not self.missing
 
 
 def _covers(values: Iterable[str], wanted: str) -> bool:
@@ -157,19 +161,22 @@ def grants(rules: Sequence[Mapping[str, Any]], group: str, resource: str, verb: 
 def compare_rules(
     needed: Sequence[Mapping[str, Any]], review: Mapping[str, Any]
 ) -> list[RuleCheck]:
-    """Every (group, resource, verb) of the ``needed`` PolicyRules, allowed or not by the
-    review's status, in the order the rules give them."""
+    """Each (group, resource) of the ``needed`` PolicyRules with its verbs and the ones the
+    review's status does not grant, the missing ones first, then in the rules' order."""
     granted = review.get("resourceRules") or []
-    out: list[RuleCheck] = []
-    seen: set[tuple[str, str, str]] = set()
+    verbs: dict[tuple[str, str], list[str]] = {}
     for rule in needed:
         for group in rule.get("apiGroups") or ():
             for resource in rule.get("resources") or ():
-                for verb in rule.get("verbs") or ():
-                    if (group, resource, verb) in seen:
-                        continue
-                    seen.add((group, resource, verb))
-                    out.append(
-                        RuleCheck(group, resource, verb, grants(granted, group, resource, verb))
-                    )
-    return out
+                wanted = verbs.setdefault((group, resource), [])
+                wanted.extend(v for v in rule.get("verbs") or () if v not in wanted)
+    checks = [
+        RuleCheck(
+            group,
+            resource,
+            tuple(wanted),
+            tuple(v for v in wanted if not grants(granted, group, resource, v)),
+        )
+        for (group, resource), wanted in verbs.items()
+    ]
+    return sorted(checks, key=lambda check: check.allowed)  # stable: the rules' order

@@ -116,10 +116,10 @@ def test_the_connection_test_sets_what_the_portal_may_do_against_what_it_needs(
         actor=platform_admin, cluster=cluster, credential="reader-token", source="web"
     )
     result = check_connection(reader)
-    missing = {(c.group, c.resource, c.verb) for c in result.missing}
-    assert ("", "pods/eviction", "create") in missing
-    assert ("kueue.x-k8s.io", "clusterqueues", "patch") in missing
-    assert ("", "nodes", "list") not in missing
+    missing = {(c.group, c.resource): c.missing for c in result.missing}
+    assert missing[("", "pods/eviction")] == ("create",)
+    assert missing[("kueue.x-k8s.io", "clusterqueues")] == ("create", "patch", "delete")
+    assert ("", "pods") not in missing  # list: granted
 
     client.force_login(platform_admin)
     page = client.post("/clusters/remote/test/", headers={"HX-Request": "true"})
@@ -127,10 +127,13 @@ def test_the_connection_test_sets_what_the_portal_may_do_against_what_it_needs(
     text = page.content.decode()
     assert text.lstrip().startswith(f'<section class="card" id="cluster-{cluster.pk}-test">')
     assert (
-        f"{len(result.missing)} of {len(result.checks)} permissions the portal needs are missing"
-        in text
+        f"The portal lacks permissions on {len(result.missing)} of {len(result.checks)} "
+        "resources it needs" in text
     )
-    assert "<code>pods/eviction</code></td><td>create</td><td>✘ missing" in text
+    assert (
+        '<code>pods/eviction</code></td><td>create</td><td><span class="tag bad">✘ missing: '
+        "create</span>" in text
+    )
 
 
 @pytest.mark.demo_cluster(token="admin-token")

@@ -178,10 +178,11 @@ def test_a_review_granting_the_cluster_role_misses_nothing() -> None:
     needed = needed_rules()
     checks = compare_rules(needed, {"resourceRules": [*BASIC, *needed], "incomplete": False})
     assert checks and all(c.allowed for c in checks)
-    assert ("nvidia.com", "clusterpolicies", "list") in {
-        (c.group, c.resource, c.verb) for c in checks
-    }
-    assert len({(c.group, c.resource, c.verb) for c in checks}) == len(checks)
+    by_resource = {(c.group, c.resource): c.verbs for c in checks}
+    assert by_resource[("nvidia.com", "clusterpolicies")] == ("list",)
+    assert by_resource[("batch", "jobs")] == ("get",)  # two rules name it: one row
+    assert by_resource[("", "nodes")] == ("get", "list", "patch")
+    assert len(by_resource) == len(checks)
 
 
 def test_a_review_without_eviction_and_kueue_writes_names_each_missing_permission() -> None:
@@ -190,15 +191,13 @@ def test_a_review_without_eviction_and_kueue_writes_names_each_missing_permissio
         {"verbs": ["get", "list", "watch"], "apiGroups": ["*"], "resources": ["*"]},
         {"verbs": ["patch"], "apiGroups": [""], "resources": ["nodes"]},
     ]
-    missing = {
-        (c.group, c.resource, c.verb)
-        for c in compare_rules(needed, {"resourceRules": granted})
-        if not c.allowed
-    }
-    assert ("", "pods/eviction", "create") in missing
-    assert ("kueue.x-k8s.io", "clusterqueues", "patch") in missing
-    assert ("", "nodes", "patch") not in missing
-    assert ("", "pods/proxy", "get") not in missing  # "*" grants subresources too, as in RBAC
+    checks = compare_rules(needed, {"resourceRules": granted})
+    missing = {(c.group, c.resource): c.missing for c in checks if not c.allowed}
+    assert missing[("", "pods/eviction")] == ("create",)
+    assert missing[("kueue.x-k8s.io", "clusterqueues")] == ("create", "patch", "delete")
+    assert ("", "nodes") not in missing
+    assert ("", "pods/proxy") not in missing  # "*" grants subresources too, as in RBAC
+    assert [c.allowed for c in checks] == sorted(c.allowed for c in checks)  # missing first
 
 
 def test_a_rule_for_named_objects_or_a_subresource_wildcard() -> None:
