@@ -132,6 +132,11 @@ class RuleCheck:
     def allowed(self) -> bool:
         return not self.missing
 
+    @property
+    def group_resource(self) -> str:
+        """As the API server spells it: ``pods/eviction``, ``clusterqueues.kueue.x-k8s.io``."""
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
 
 def _covers(values: Iterable[str], wanted: str) -> bool:
     return any(value in ("*", wanted) for value in values)

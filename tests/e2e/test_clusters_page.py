@@ -10,7 +10,9 @@ import pytest
 from playwright.sync_api import expect
 
 import devcluster
+from cluster.connection import gateway_for
 from cluster.models import Cluster
+from cluster.poll import poll_cluster
 from tests.deploy.conftest import cluster_role
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import htmx_idle, sign_in
@@ -52,6 +54,15 @@ def test_an_admin_registers_a_cluster_and_tests_its_connection(
     expect(page.get_by_role("status")).to_contain_text("Reached Kubernetes v1.36.2")
     expect(page.get_by_role("status")).to_contain_text("has every permission it needs")
     assert TOKEN not in page.content()
+    # A poll of that cluster discovers what it runs; the page shows it after a reload.
+    cluster = Cluster.objects.get(name="gpu-east")
+    assert poll_cluster(gateway=gateway_for(cluster), cluster=cluster).error == ""
+    page.reload()
+    discovered = page.locator(f"#cluster-{cluster.pk}-discovery")
+    expect(discovered).to_contain_text("serves v1beta2, v1beta1")
+    expect(discovered).to_contain_text("The portal renders Kueue v1beta2 for this cluster")
+    page.get_by_role("button", name="Test connection").click()
+    htmx_idle(page)
     screenshot(page, "cluster-detail")
     page.set_viewport_size({"width": 390, "height": 844})
     screenshot(page, "cluster-detail-narrow")
