@@ -74,6 +74,11 @@ def save_cluster(
         raise PermissionDenied("Only platform admins register and edit clusters.")
     before = _snapshot(Cluster.objects.get(pk=cluster.pk)) if cluster.pk is not None else None
     cluster.full_clean()
+    takes_none = cluster.connection in (Cluster.Connection.SETTINGS, Cluster.Connection.IN_CLUSTER)
+    if credential and credential.strip() and takes_none:
+        raise ValidationError(
+            {"credential": f"A connection by {cluster.get_connection_display()} takes none."}
+        )
     if credential is not None and credential.strip():
         cluster.credential = credentials.encrypt(credential.strip())
         cluster.credential_set_at = timezone.now()

@@ -97,12 +97,14 @@ def _save(request: HttpRequest, cluster: Cluster, *, created: bool) -> HttpRespo
         raise PermissionDenied("Only platform admins register and edit clusters.")
     if request.method != "POST":
         return render(request, "cluster/cluster_form.html", _form_context(cluster, {}))
+    from_settings = cluster.connection == Cluster.Connection.SETTINGS
     cluster = _edited(cluster, request.POST)
     try:
         save_cluster(
             actor=request.user,
             cluster=cluster,
-            credential=request.POST.get("credential", ""),
+            # the settings' cluster has no credential field (the settings hold it)
+            credential=None if from_settings else request.POST.get("credential", ""),
             source="web",
         )
     except ValidationError as exc:
