@@ -134,3 +134,13 @@ def rendering_for(cluster: Cluster) -> tuple[str, str]:
         backend=settings.QM_QUEUE_BACKEND,
         version=settings.QM_KUEUE_API_VERSION,
     )
+
+
+def loop_target() -> tuple[str, str]:
+    """What the loop of the settings' cluster renders, applies and reads: the settings'
+    backend and Kueue version, following what that cluster was last discovered to serve (a
+    Kueue upgraded to 0.20 serves no v1beta1 any more: the portal moves to v1beta2)."""
+    cluster = Cluster.objects.filter(connection=Cluster.Connection.SETTINGS).first()
+    if cluster is None:
+        return settings.QM_QUEUE_BACKEND, settings.QM_KUEUE_API_VERSION
+    return rendering_for(cluster)

@@ -11,9 +11,10 @@ import pytest
 from django.test import Client
 
 import devcluster
+from cluster.apply import apply_desired_state
 from cluster.connection import check_connection
 from cluster.desired import collect_manifests
-from cluster.models import Cluster, SyncRun
+from cluster.models import AppliedObject, Cluster, Drift, ObservedObject, SyncRun
 from cluster.poll import poll_cluster
 from cluster.services import save_cluster, settings_cluster
 from devcluster import Served
@@ -152,3 +153,26 @@ def test_a_wrong_token_or_an_unreachable_server_is_said_in_words(
     assert (
         "<h1>Remote" in page and "Cannot reach the cluster: cannot reach the Kubernetes API" in page
     )
+
+
+@pytest.mark.demo_cluster(served=Served(kueue=("v1beta2",)))
+def test_the_loop_follows_a_kueue_that_no_longer_serves_the_configured_version(
+    settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
+) -> None:
+    """Kueue 0.20 serves no v1beta1: a portal set to render v1beta1 (for the Kueue it had)
+    applies v1beta2 once a poll discovered it, reads its objects back through v1beta2, and
+    finds no drift."""
+    settings.KUBE_URL = demo_cluster.url
+    settings.QM_KUEUE_API_VERSION = "v1beta1"
+    before = apply_desired_state(gateway=gateway)  # nothing discovered yet: as configured
+    kinds = {"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"}
+    assert before.failed and {line.split()[0] for line in before.failed} == kinds
+    poll_cluster(gateway=gateway)
+    assert settings_cluster().kueue_versions == ["v1beta2"]
+    report = apply_desired_state(gateway=gateway)
+    assert not report.failed, report.failed
+    kueue = AppliedObject.objects.filter(kind="ClusterQueue")
+    assert kueue.exists() and {o.api_version for o in kueue} == {"kueue.x-k8s.io/v1beta2"}
+    poll_cluster(gateway=gateway)
+    assert ObservedObject.objects.filter(api_version="kueue.x-k8s.io/v1beta2").exists()
+    assert not Drift.objects.filter(resolved_at__isnull=True, kind__in=["object", "missing"])
