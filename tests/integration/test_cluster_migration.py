@@ -12,6 +12,8 @@ import pytest
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.support import scratch_database
+
 ALIAS = "before_clusters"
 BEFORE = ("cluster", "0005_workload_evictions_and_pod_workload")
 SCHEMA = ("cluster", "0006_cluster")
@@ -28,23 +30,11 @@ TABLES = [
 @pytest.fixture
 def database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[MigrationExecutor]:
     """A database of its own next to the test database, migrated to just before clusters."""
-    default = connections["default"]
-    name = f"{default.settings_dict['NAME']}_clusters"
-    with django_db_blocker.unblock():
-        with default.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        connections.databases[ALIAS] = {**default.settings_dict, "NAME": name}
-        try:
-            executor = MigrationExecutor(connections[ALIAS])
-            executor.migrate(targets(executor, BEFORE))
-            yield executor
-        finally:
-            connections[ALIAS].close()
-            del connections[ALIAS]
-            del connections.databases[ALIAS]
-            with default.cursor() as cursor:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with (
+        django_db_blocker.unblock(),
+        scratch_database(ALIAS, lambda executor: targets(executor, BEFORE)) as executor,
+    ):
+        yield executor
 
 
 def targets(executor: MigrationExecutor, cluster: tuple[str, str]) -> list[tuple[str, str]]:

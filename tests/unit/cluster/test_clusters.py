@@ -160,3 +160,24 @@ def test_the_list_page_asks_the_same_queries_for_one_cluster_or_thirty(
         return len(captured)
 
     assert queries_with(1) == queries_with(30) <= 8
+
+
+def test_the_api_lists_clusters_with_their_discovery_for_admins(
+    platform_admin: Any, client: Client
+) -> None:
+    cluster = discovered(settings_cluster(), ("v1beta1",), False)
+    client.force_login(platform_admin)
+    assert client.get("/api/v1/").json()["clusters"].endswith("/api/v1/clusters/")
+    listed = client.get("/api/v1/clusters/").json()
+    items = listed["results"] if isinstance(listed, dict) else listed
+    assert [i["name"] for i in items] == [cluster.name]
+    item = client.get(f"/api/v1/clusters/{cluster.name}/").json()
+    assert {k: item[k] for k in ("connection", "kueue_versions", "mig_strategy")} == {
+        "connection": "settings",
+        "kueue_versions": ["v1beta1"],
+        "mig_strategy": "mixed",
+    }
+    assert item["discovery"] == "stale"  # discovered at NOW, long ago
+    assert item["purpose_meaning"].startswith("General platform:")
+    assert client.get("/api/v1/clusters/no-such/").status_code == 404
+    assert client.post("/api/v1/clusters/", {}, content_type="application/json").status_code == 405
