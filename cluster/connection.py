@@ -140,6 +140,8 @@ def check_connection(cluster: Cluster) -> ConnectionTest:
         review = gateway.rules_review(REVIEW_NAMESPACE)
     except KubeError as exc:
         return ConnectionTest(ok=False, error=exc.message)
+    except credentials.CredentialKeyError as exc:
+        return ConnectionTest(ok=False, error=str(exc))
     return ConnectionTest(
         ok=True,
         version=str(version.get("gitVersion") or ""),

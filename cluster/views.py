@@ -32,17 +32,20 @@ def cluster_list(request: HttpRequest) -> HttpResponse:
     return render(request, "cluster/cluster_list.html", {"rows": rows})
 
 
-@login_required
-def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
-    cluster = get_cluster_for_user(request.user, name)
+def _detail_context(cluster: Cluster) -> dict[str, Any]:
     backend, version = rendering_for(cluster)
-    context = {
+    return {
         "cluster": cluster,
         "age": discovery_age(cluster),
         "backend": backend,
         "version": version,
     }
-    return render(request, "cluster/cluster_detail.html", context)
+
+
+@login_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = get_cluster_for_user(request.user, name)
+    return render(request, "cluster/cluster_detail.html", _detail_context(cluster))
 
 
 @login_required
@@ -52,25 +55,23 @@ def cluster_test(request: HttpRequest, name: str) -> HttpResponse:
     a link cannot set it off). htmx swaps the result into the page."""
     cluster = get_cluster_for_user(request.user, name)
     result = check_connection(cluster)
-    context = {"cluster": cluster, "test": result}
     if getattr(request, "htmx", False):
+        context = {"cluster": cluster, "test": result}
         response = render(request, "cluster/cluster_detail.html#connection-test", context)
     else:
-        backend, version = rendering_for(cluster)
-        context.update(age=discovery_age(cluster), backend=backend, version=version)
+        context = {**_detail_context(cluster), "test": result}
         response = render(request, "cluster/cluster_detail.html", context)
     response["Vary"] = "HX-Request"
     return response
-
-
-PURPOSE_CHOICES = Cluster.Purpose.choices
 
 
 def _form_context(cluster: Cluster, errors: dict[str, list[str]]) -> dict[str, Any]:
     return {
         "cluster": cluster,
         "errors": errors,
-        "purposes": [(value, label, PURPOSE_MEANING[value]) for value, label in PURPOSE_CHOICES],
+        "purposes": [
+            (value, label, PURPOSE_MEANING[value]) for value, label in Cluster.Purpose.choices
+        ],
         "connections": [
             c for c in Cluster.Connection.choices if c[0] != Cluster.Connection.SETTINGS
         ],

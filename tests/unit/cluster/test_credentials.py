@@ -15,7 +15,7 @@ from django.db import connection
 from django.test import Client
 
 from cluster import checks, credentials
-from cluster.connection import gateway_for
+from cluster.connection import check_connection, gateway_for
 from cluster.models import Cluster
 from cluster.services import rotate_cluster_credentials, save_cluster
 from portal.models import AuditEvent
@@ -83,6 +83,8 @@ def test_a_wrong_key_stops_the_start_with_a_clear_error(platform_admin: Any, set
         call_command("rotate_cluster_credentials")
     with pytest.raises(credentials.CredentialKeyError):
         gateway_for(Cluster.objects.get(name="gpu-east"))
+    tested = check_connection(Cluster.objects.get(name="gpu-east"))  # the page says so
+    assert not tested.ok and "cannot be decrypted with QM_CREDENTIALS_KEY" in tested.error
 
 
 def test_a_malformed_or_missing_key_is_named(platform_admin: Any, settings: Any) -> None:
