@@ -35,8 +35,16 @@ def credentials_readable(
 
 def refuse_to_start(**kwargs: Any) -> None:
     """Celery's worker_init: a worker that could not reach any registered cluster stops at
-    once with the reason (ImproperlyConfigured), not at its first task."""
-    check_stored_credentials()
+    once with the reason, not at its first task. Celery logs and forgets an exception a
+    signal handler raises, so this exits (SystemExit is not an Exception). Its database
+    connection is closed before the pool forks (a child must not share its socket)."""
+    try:
+        check_stored_credentials()
+    except CredentialKeyError as exc:
+        raise SystemExit(f"The worker does not start: {exc}") from exc
+    finally:
+        if not connection.in_atomic_block:  # (a test calling it holds a transaction)
+            connection.close()
 
 
 def readiness() -> str:
