@@ -169,7 +169,10 @@ def start_demo_cluster(env: dict[str, str], data: Path) -> subprocess.Popen[byte
     kubeconfig = data / "devcluster.kubeconfig"
     port = os.environ.get("QM_DEVCLUSTER_PORT", "0")
     demo = subprocess.Popen(
-        [str(PYTHON), "-m", "devcluster", "--port", port, "--kubeconfig", str(kubeconfig)],
+        [
+            *(str(PYTHON), "-m", "devcluster", "--port", port),
+            *("--kubeconfig", str(kubeconfig), "--fair-sharing"),
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -9,13 +9,16 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, Window
+from django.db.models.expressions import OrderBy
+from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from cluster.discovery import render_target
-from cluster.models import AppliedObject, Cluster, Drift, SyncRun
+from cluster.models import AppliedObject, Cluster, Drift, ObservedWorkload, SyncRun
 from portal.permissions import is_platform_admin
+from queues.models import LocalQueue
 
 
 def open_drift() -> QuerySet[Drift]:
@@ -144,3 +147,32 @@ def loop_target() -> tuple[str, str]:
     if cluster is None:
         return settings.QM_QUEUE_BACKEND, settings.QM_KUEUE_API_VERSION
     return rendering_for(cluster)
+
+
+def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:
+    """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
+    place from the visibility API, then the oldest first), in one query whatever the
+    number of queues and workloads. A waiting workload names no ClusterQueue yet: its
+    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all."""
+    via_local_queue = LocalQueue.objects.filter(
+        namespace__name=OuterRef("namespace"), name=OuterRef("queue_name")
+    ).values("cluster_queue__name")[:1]
+    waiting = (
+        ObservedWorkload.objects.filter(admitted=False, finished=False)
+        .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
+        .exclude(queue=None)
+    )
+    order: list[OrderBy | str] = [
+        F("position").asc(nulls_last=True),
+        "queued_at",
+        "created_at",
+        "name",
+    ]
+    ranked = waiting.annotate(
+        place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
+        waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
+    ).filter(place__lte=per_queue)
+    out: dict[str, list[ObservedWorkload]] = {}
+    for workload in ranked.order_by("queue", "place"):
+        out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
+    return out

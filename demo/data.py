@@ -104,9 +104,20 @@ NODE_POOLS = (
     ),
 )
 
-COHORT = (
-    "ai-platform",
-    "The seed's queue hierarchy: training, inference and dev share unused GPUs.",
+# (name, parent, description), parents first. The seed's cohort sits in a root for the whole
+# fleet, which holds no quota of its own: ai-platform's queues borrow only from each other
+# until another department's cohort joins the root.
+COHORTS = (
+    (
+        "gpu-fleet",
+        "",
+        "Every GPU of the cluster: departments' cohorts join it; no quota of its own.",
+    ),
+    (
+        "ai-platform",
+        "gpu-fleet",
+        "The seed's queue hierarchy: training, inference and dev share unused GPUs.",
+    ),
 )
 
 

@@ -124,16 +124,16 @@ def _flavors_and_pools() -> None:
 
 
 def _queues() -> None:
-    name, description = data.COHORT
-    cohort = save_cohort(
-        actor=None,
-        source=SOURCE,
-        cohort=_upsert(Cohort, {"name": name}, {"description": description}),
-    )
+    cohorts: dict[str, Cohort] = {}
+    for name, parent, description in data.COHORTS:
+        cohort = {"parent": cohorts.get(parent), "description": description}
+        cohorts[name] = save_cohort(
+            actor=None, source=SOURCE, cohort=_upsert(Cohort, {"name": name}, cohort)
+        )
     queues: dict[str, ClusterQueue] = {}
     for name, weight, groups, description in data.CLUSTER_QUEUES:
         values = {
-            "cohort": cohort,
+            "cohort": cohorts["ai-platform"],
             "fair_sharing_weight": weight,
             "resource_groups": groups,
             "description": description,

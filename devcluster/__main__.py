@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="how often the scheduler retries unschedulable pods",
     )
+    parser.add_argument(
+        "--fair-sharing",
+        action="store_true",
+        help="Kueue's fair sharing on: ClusterQueues and Cohorts report weightedShare",
+    )
     parser.add_argument("--token", default="", help="require this bearer token (default: none)")
     parser.add_argument(
         "--user",
@@ -63,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for kubectl here")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
-    options = Options(mig_delay_seconds=args.mig_delay, retry_seconds=args.retry_seconds)
+    options = Options(
+        mig_delay_seconds=args.mig_delay,
+        retry_seconds=args.retry_seconds,
+        fair_sharing=args.fair_sharing,
+    )
     users = {}
     for spec in args.user:
         name, token, verbs = spec.split(":", 2)

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from cluster.connection import interactive_gateway
 from cluster.selectors import open_drift
+from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
@@ -20,6 +21,31 @@ from portal.api_safety import StrictQuery
 from portal.filters import allowed, no_such_team
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
+
+
+class EstimateSerializer(serializers.Serializer[Any]):
+    summary = serializers.CharField(
+        help_text='The range ("about 2-3 h", with an en dash), what it waits for ("after MIG '
+        'change #12"), or "no estimate".'
+    )
+    basis = serializers.CharField(
+        help_text="What the range rests on (its place in line, the run times of those ahead), "
+        "or why there is no estimate."
+    )
+    low_s = serializers.IntegerField(
+        allow_null=True, help_text="Seconds from now until it could start at the earliest."
+    )
+    high_s = serializers.IntegerField(
+        allow_null=True,
+        help_text="Seconds from now until it should have started; null with low_s set: after a "
+        "change of unknown length.",
+    )
+    earliest = serializers.DateTimeField(
+        allow_null=True, help_text="The moment low_s is, rounded down to 5 minutes."
+    )
+    latest = serializers.DateTimeField(
+        allow_null=True, help_text="The moment high_s is, rounded up to 5 minutes."
+    )
 
 
 class WaitingSerializer(serializers.Serializer[Any]):
@@ -37,6 +63,12 @@ class WaitingSerializer(serializers.Serializer[Any]):
     next_step = serializers.CharField()
     action = serializers.DictField(child=serializers.CharField(), allow_null=True)
     evidence = serializers.ListField(child=serializers.CharField())
+    estimate = EstimateSerializer(
+        allow_null=True,
+        help_text="When it could start: a range from its place in line and the run times of "
+        "what is ahead, from the queue's history (the same words as the home page); null for "
+        "a workload Kueue admitted (its stuck pod has one).",
+    )
 
 
 class WaitingQuery(StrictQuery):
@@ -65,7 +97,8 @@ class WaitingQuery(StrictQuery):
 
 class WaitingView(APIView):
     """What waits in your teams' namespaces and why: the cause, the next step, an action
-    and the cluster's own words (the same explanations as the home page)."""
+    and the cluster's own words (the same explanations as the home page), and when it could
+    start (a range with its basis, or "no estimate" and why)."""
 
     @extend_schema(
         parameters=[
@@ -105,6 +138,7 @@ class WaitingView(APIView):
                     "queue": w.queue_name,
                     "workload": w.name,
                     **_why(w.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(w.estimate),  # type: ignore[attr-defined]
                 }
                 for w in workloads
                 if w.why is not None  # type: ignore[attr-defined]
@@ -117,6 +151,7 @@ class WaitingView(APIView):
                     "queue": p.queue_name,
                     "workload": p.workload_name,
                     **_why(p.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(p.estimate),  # type: ignore[attr-defined]
                 }
                 for p in pods
             ]
@@ -128,11 +163,25 @@ class WaitingView(APIView):
                     "queue": "",
                     "workload": "",
                     **_why(f.why),  # type: ignore[attr-defined]
+                    "estimate": _estimate(f.estimate),  # type: ignore[attr-defined]
                 }
                 for f in failures
             ]
         )
         return Response(WaitingSerializer(rows, many=True).data)
+
+
+def _estimate(estimate: Estimate | None) -> dict[str, Any] | None:
+    if estimate is None:
+        return None
+    return {
+        "summary": estimate.summary,
+        "basis": estimate.basis,
+        "low_s": estimate.low_s,
+        "high_s": estimate.high_s,
+        "earliest": estimate.earliest,
+        "latest": estimate.latest,
+    }
 
 
 def _why(why: Any) -> dict[str, Any]:

@@ -111,6 +111,7 @@ class Explanation:
     evidence: list[str] = field(default_factory=list)
     topic: str = ""  # the fault table's entry (gpus.knowledge)
     belongs_to: str = ""  # "workload W in queue Q": what a pod runs for
+    never: str = ""  # why waiting alone never starts it ("it can never fit because ..."), if so
 
 
 def _joined(parts: Sequence[Explanation], evidence: list[str]) -> Explanation:
@@ -125,6 +126,7 @@ def _joined(parts: Sequence[Explanation], evidence: list[str]) -> Explanation:
         next((p.action for p in parts if p.action), None),
         evidence,
         topic=next((p.topic for p in parts if p.topic), ""),
+        never=next((p.never for p in parts if p.never), ""),
     )
 
 
@@ -229,6 +231,7 @@ def _offered_together(
         None,
         evidence,
         topic="mig-mismatch",
+        never=f"it can never fit because no node offers {names} together",
     )
 
 
@@ -277,6 +280,8 @@ def _insufficient(
             None,
             evidence,
             topic="insufficient-gpu",
+            never=f"it can never fit because it asks for {wanted} {_short(resource)} on one node "
+            f"and the largest node offers {biggest}",
         )
     if offered and free >= wanted:
         return None
@@ -349,6 +354,7 @@ def _not_offered(resource: str, fleet: FleetView, evidence: list[str]) -> Explan
         {"label": "Ask for a MIG change", "url": "/changes/new/"},
         evidence,
         topic="mig-mismatch" if "mig-" in resource else "insufficient-gpu",
+        never=f"it can never fit because no node offers {resource}",
     )
 
 
@@ -394,6 +400,7 @@ def _placement(
             None,
             evidence,
             topic="pod-pending",
+            never="it can never start as it is: no node matches its node selector or affinity",
         )
     if verdict.unschedulable:
         return Explanation(
@@ -528,6 +535,7 @@ def _never_fits(
         {"label": "Ask for quota", "url": "/quota/new/"},
         evidence,
         topic="quota-exceeded",
+        never=f"it can never fit because each pod asks for {parts} (quota {quota})",
     )
 
 
@@ -630,6 +638,7 @@ def _evicted(namespace: str, name: str, message: str, waiting: Waiting) -> Expla
             "the job again.",
             None,
             evidence,
+            never="Kueue deactivated it: it is not admitted again unless it is submitted anew",
         )
     if not message.startswith("Exceeded the PodsReady timeout"):
         return None  # not evicted, or requeued and waiting for quota again (that message says why)
@@ -704,6 +713,7 @@ def explain_admitted(
             pod_why.action,
             pod_why.evidence,
             topic=pod_why.topic,
+            never=pod_why.never,
         )
     if pods_ready or (admitted_s or 0) < GRACE_S:
         return None
@@ -758,6 +768,7 @@ def _kueue_quota(queue: str, message: str, evidence: list[str]) -> Explanation |
                 f"The workload asks for more {resource} in flavor {flavor} than queue {queue} "
                 f"can ever give{cap}."
             )
+            never = f"it can never fit because it asks for more {resource} than queue {queue} can ever give{cap}"
         else:
             cause = (
                 "The workload asks for more "
@@ -766,12 +777,14 @@ def _kueue_quota(queue: str, message: str, evidence: list[str]) -> Explanation |
                 )
                 + f", than queue {queue} can ever give."
             )
+            never = f"it can never fit because it asks for more than queue {queue} can ever give"
         return Explanation(
             cause,
             "Make it smaller, or ask for a larger nominal quota or borrowing limit.",
             {"label": "Ask for quota", "url": "/quota/new/"},
             evidence,
             topic="queue-quota",
+            never=never,
         )
     return None
 
@@ -803,6 +816,7 @@ def _explain_workload(
             None,
             evidence,
             topic="pod-pending",
+            never=f"it can never start as it is: no flavor of queue {queue} fits it",
         )
     if "didn't satisfy LimitRange constraints" in (message or ""):
         return Explanation(
@@ -811,6 +825,7 @@ def _explain_workload(
             "allow (on the team's page).",
             None,
             evidence,
+            never=f"it can never start as it is: it breaks the LimitRange of {namespace}",
         )
     uncovered = _KUEUE_UNCOVERED.search(message or "")
     if uncovered:
@@ -819,6 +834,7 @@ def _explain_workload(
             "Ask a platform admin to add the resource to the ClusterQueue.",
             None,
             evidence,
+            never=f"it can never fit because its ClusterQueue does not cover {uncovered.group(1)}",
         )
     if "doesn't exist" in (message or ""):
         return Explanation(
@@ -826,6 +842,7 @@ def _explain_workload(
             "Use one of the namespace's LocalQueues in the job's kueue.x-k8s.io/queue-name label.",
             None,
             evidence,
+            never=f"it can never start as it is: its queue {queue} does not exist",
         )
     if "namespace doesn't match ClusterQueue selector" in (message or ""):
         return Explanation(
@@ -833,10 +850,15 @@ def _explain_workload(
             "Ask a platform admin to give the namespace a LocalQueue on it.",
             None,
             evidence,
+            never=f"it can never start as it is: namespace {namespace} may not use that queue",
         )
     if "inactive" in (message or "") or "stopped" in (message or ""):
         return Explanation(
-            f"{message.rstrip('.')}.", "Ask a platform admin why the queue is held.", None, evidence
+            f"{message.rstrip('.')}.",
+            "Ask a platform admin why the queue is held.",
+            None,
+            evidence,
+            never="its queue admits nothing while it is stopped or inactive",
         )
     if not message:
         return Explanation(

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from changes.facts import custom_configs
@@ -22,6 +22,18 @@ from cluster.models import (
     ObservedWorkload,
 )
 from cluster.selectors import open_drift
+from diagnostics.estimate import (
+    Estimate,
+    Line,
+    NodeChange,
+    QueueChange,
+    Running,
+    Runs,
+    dated,
+    estimate_pod,
+    estimate_refused,
+    estimate_workload,
+)
 from diagnostics.explain import (
     FleetView,
     Gang,
@@ -35,7 +47,10 @@ from diagnostics.explain import (
 )
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
-from queues.models import LocalQueue
+from portal.quantity import QuantityError, parse_quantity
+from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.rules import quota_entries
+from usage.runs import run_times
 
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
 
@@ -219,8 +234,9 @@ def explain_waiting(
     namespaces: list[str],
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
-    ``Explanation``; None for an admitted workload with nothing in its way): the home page
-    and the API show the same words. An admitted workload whose pod is stuck gets the
+    ``Explanation``; None for an admitted workload with nothing in its way) and
+    ``.estimate`` (an ``Estimate``; None for an admitted workload): the home page and the
+    API show the same words. An admitted workload whose pod is stuck gets the
     pod's explanation (Kueue names the workload on its pods)."""
     workloads, pods = waiting_in_namespaces(namespaces)
     now = timezone.now()
@@ -262,7 +278,9 @@ def explain_waiting(
             cluster_queue=cluster_queue,
             waiting=_waiting(workload, now, pending),
         )
-    return workloads, pods, _create_failures(namespaces, now)
+    failures = _create_failures(namespaces, now)
+    attach_estimates(workloads, pods, failures, now)
+    return workloads, pods, failures
 
 
 def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCreateFailure]:
@@ -281,3 +299,322 @@ def _create_failures(namespaces: list[str], now: dt.datetime) -> list[ObservedCr
             message=failure.message,
         )
     return failures
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(parse_quantity(str(value)))
+    except QuantityError:
+        return 0.0
+
+
+def _quotas(cq: ClusterQueue) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Per resource (all flavors together): nominal quota, what it may lend, the most it may
+    borrow (no entry: no limit)."""
+    nominal: dict[str, float] = {}
+    lend: dict[str, float] = {}
+    borrow: dict[str, float] = {}
+    unlimited: set[str] = set()
+    for _, _, quota in quota_entries(cq.resource_groups):
+        name = quota["name"]
+        amount = _amount(quota.get("nominalQuota", 0))
+        nominal[name] = nominal.get(name, 0) + amount
+        lent = quota.get("lendingLimit")
+        lend[name] = lend.get(name, 0) + (amount if lent is None else _amount(lent))
+        if quota.get("borrowingLimit") is None:
+            unlimited.add(name)
+        else:
+            borrow[name] = borrow.get(name, 0) + _amount(quota["borrowingLimit"])
+    return nominal, lend, {r: n for r, n in borrow.items() if r not in unlimited}
+
+
+def _used(held: list[ObservedWorkload]) -> dict[str, float]:
+    used: dict[str, float] = {}
+    for workload in held:
+        for resource, amount in (workload.requests or {}).items():
+            used[resource] = used.get(resource, 0) + _amount(amount)
+    return used
+
+
+def _root(cohort_id: int | None, cohorts: dict[int, Cohort]) -> int | None:
+    """The top of the cohort tree a cohort is in (a cycle, which Kueue refuses, stops it)."""
+    seen: set[int] = set()
+    while cohort_id is not None and cohort_id not in seen and cohort_id in cohorts:
+        seen.add(cohort_id)
+        parent = cohorts[cohort_id].parent_id
+        if parent is None:
+            return cohort_id
+        cohort_id = parent
+    return cohort_id
+
+
+def _capacity(
+    cq: ClusterQueue,
+    queues: dict[str, ClusterQueue],
+    admitted: dict[str, list[ObservedWorkload]],
+    cohorts: dict[int, Cohort],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What ``cq`` can admit now and at the most: its nominal quota plus what it could
+    borrow in its cohort tree (the other queues' lendable quota they do not use now, or all
+    of it, and the cohorts' own), up to its borrowing limits (the limits of the cohorts in
+    between are not counted)."""
+    nominal, _, limits = _quotas(cq)
+    root = _root(cq.cohort_id, cohorts)
+    if root is None:
+        return nominal, nominal
+    spare: dict[str, float] = {}
+    most: dict[str, float] = {}
+    for peer in queues.values():
+        if peer.pk == cq.pk or _root(peer.cohort_id, cohorts) != root:
+            continue
+        own, lend, _ = _quotas(peer)
+        used = _used(admitted.get(peer.name, []))
+        for resource, amount in lend.items():  # what it does not use, up to its lending limit
+            unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
+            spare[resource] = spare.get(resource, 0) + min(amount, unused)
+            most[resource] = most.get(resource, 0) + amount
+    tree = [c for pk, c in cohorts.items() if _root(pk, cohorts) == root]
+    for _, _, quota in (e for c in tree for e in quota_entries(c.resource_groups)):
+        name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
+        spare[name] = spare.get(name, 0) + amount
+        most[name] = most.get(name, 0) + amount
+
+    def plus(extra: dict[str, float]) -> dict[str, float]:
+        return {
+            r: n + min(extra.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()
+        }
+
+    return plus(spare), plus(most)
+
+
+def _queue_changes(
+    changes: list[MigChangeRequest], now: dt.datetime
+) -> dict[str, list[QueueChange]]:
+    """ClusterQueue -> the approved MIG changes not done yet that raise its quota."""
+    out: dict[str, list[QueueChange]] = {}
+    for change in changes:
+        adds: dict[str, dict[str, float]] = {}
+        for item in change.queue_changes or []:
+            more = _amount(item.get("to", 0)) - _amount(item.get("from", 0))
+            if more > 0:
+                per = adds.setdefault(item.get("cluster_queue", ""), {})
+                per[item.get("resource", "")] = per.get(item.get("resource", ""), 0) + more
+        for queue, added in adds.items():
+            out.setdefault(queue, []).append(
+                QueueChange(change.pk, list(change.nodes), added, *_timing(change, now))
+            )
+    return out
+
+
+def _timing(change: MigChangeRequest, now: dt.datetime) -> tuple[int | None, bool]:
+    start = change.window_start
+    starts_in = int((start - now).total_seconds()) if start and start > now else None
+    return starts_in, change.state == MigChangeRequest.State.RUNNING
+
+
+def _node_changes(changes: list[MigChangeRequest], now: dt.datetime) -> list[NodeChange]:
+    """What each node of an approved MIG change not done yet offers after it (two queries,
+    only when there is such a change)."""
+    changes = [c for c in changes if c.kind == MigChangeRequest.Kind.MIG and c.target_config]
+    if not changes:
+        return []
+    names = {n for c in changes for n in c.nodes}
+    nodes = {n.name: n for n in ObservedNode.objects.filter(name__in=names)}
+    custom = custom_configs()
+    out = []
+    for change in changes:
+        for name in change.nodes:
+            node = nodes.get(name)
+            if node is None:
+                continue
+            model = model_for_product(node.gpu_product) if node.gpu_product else None
+            offers, _ = promised_resources(
+                change.target_config,
+                node=name,
+                model=model,
+                gpu_count=node.gpu_count,
+                custom=custom,
+            )
+            if offers:
+                out.append(
+                    NodeChange(change.pk, name, change.target_config, offers, *_timing(change, now))
+                )
+    return out
+
+
+LINE_FIELDS = [  # what a line needs of every workload in it (not Kueue's long messages)
+    "namespace",
+    "name",
+    "queue_name",
+    "cluster_queue",
+    "admitted",
+    "requests",
+    "priority",
+    "position",
+    "created_at",
+    "queued_at",
+    "admitted_at",
+]
+
+
+class _Queues:
+    """The ClusterQueues that waiting workloads wait in, with everything in them (waiting
+    and admitted, every team's: their places and quota count, never their names), read in a
+    fixed number of queries."""
+
+    def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime) -> None:
+        self.now = now
+        self.queues = {cq.name: cq for cq in ClusterQueue.objects.all()}
+        self.cohorts = {c.pk: c for c in Cohort.objects.all()}
+        wanted = {w.cluster_queue for w in waiting if w.cluster_queue}
+        tree_of = {q: _root(cq.cohort_id, self.cohorts) for q, cq in self.queues.items()}
+        trees = {tree_of[q] for q in wanted if q in tree_of} - {None}
+        self.names = wanted | {q for q, tree in tree_of.items() if tree in trees}
+        self.local: dict[tuple[str, str], tuple[str, str]] = {
+            (ns, lq): (cq, stop)
+            for ns, lq, cq, stop in LocalQueue.objects.filter(
+                Q(cluster_queue__name__in=self.names)
+                | Q(namespace__name__in={w.namespace for w in waiting})
+            ).values_list("namespace__name", "name", "cluster_queue__name", "stop_policy")
+        }
+        self.lines: dict[str, Line] = {}
+        self.order: dict[str, dict[tuple[str, str], int]] = {}
+        self.admitted: dict[str, list[ObservedWorkload]] = {}
+        self.in_line: dict[str, list[ObservedWorkload]] = {}
+        for other in (
+            ObservedWorkload.objects.filter(finished=False)
+            .filter(
+                Q(cluster_queue__in=self.names)
+                | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
+            )
+            .only(*LINE_FIELDS)
+        ):
+            queue = (
+                other.cluster_queue or self.local.get((other.namespace, other.queue_name), ("",))[0]
+            )
+            if queue in self.names:
+                into = self.admitted if other.admitted else self.in_line
+                into.setdefault(queue, []).append(other)
+
+    def place(
+        self, workload: ObservedWorkload, changes: dict[str, list[QueueChange]]
+    ) -> tuple[Line | None, int | None, str]:
+        """The line ``workload`` waits in (built once per ClusterQueue), its place in it, and
+        what stops its LocalQueue ("" when nothing does)."""
+        stop = self.local.get((workload.namespace, workload.queue_name), ("", "None"))[1]
+        held = f"LocalQueue {workload.queue_name} is stopped ({stop})" if stop != "None" else ""
+        cq = self.queues.get(workload.cluster_queue)
+        if cq is None:
+            return None, 0, held
+        if cq.name not in self.lines:
+            self.lines[cq.name] = self._line(cq, changes)
+        order = self.order[cq.name]
+        return self.lines[cq.name], order.get((workload.namespace, workload.name)), held
+
+    def _line(self, cq: ClusterQueue, changes: dict[str, list[QueueChange]]) -> Line:
+        others = sorted(self.in_line.get(cq.name, []), key=_order)
+        self.order[cq.name] = {(o.namespace, o.name): i for i, o in enumerate(others)}
+        now, most = _capacity(cq, self.queues, self.admitted, self.cohorts)
+        return Line(
+            cluster_queue=cq.name,
+            capacity=now,
+            most=most,
+            running=[
+                Running(o.requests or {}, (self.now - (o.admitted_at or self.now)).total_seconds())
+                for o in self.admitted.get(cq.name, [])
+            ],
+            waiting=[o.requests or {} for o in others],
+            strict=cq.queueing_strategy == ClusterQueue.QueueingStrategy.STRICT_FIFO,
+            stopped=f"ClusterQueue {cq.name} is stopped ({cq.stop_policy})"
+            if cq.stop_policy != "None"
+            else "",
+            changes=changes.get(cq.name, []),
+        )
+
+
+def _order(workload: ObservedWorkload) -> tuple[int, int, dt.datetime, str]:
+    """The order of a ClusterQueue's line: Kueue's (its visibility API), and for those it
+    gives no place, Kueue's rule after them: priority, then age."""
+    since = workload.queued_at or workload.created_at or dt.datetime.max.replace(tzinfo=dt.UTC)
+    if workload.position is not None:
+        return (0, workload.position, since, f"{workload.namespace}/{workload.name}")
+    return (1, -workload.priority, since, f"{workload.namespace}/{workload.name}")
+
+
+def attach_estimates(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+) -> None:
+    """``.estimate`` on each waiting workload, Pending pod and refused creation (None on an
+    admitted workload), dated from ``now``: a fixed number of queries however much waits
+    or ran before."""
+    _estimate_all(workloads, pods, failures, now)
+    for item in [*workloads, *pods, *failures]:
+        if item.estimate is not None:  # type: ignore[attr-defined]
+            item.estimate = dated(item.estimate, now)  # type: ignore[attr-defined]
+
+
+def _estimate_all(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+) -> None:
+    waiting = [w for w in workloads if not w.admitted]
+    for workload in workloads:
+        workload.estimate = None  # type: ignore[attr-defined]
+    changes = list(MigChangeRequest.objects.filter(state__in=CHANGING)) if waiting or pods else []
+    if waiting:
+        queues = _Queues(waiting, now)
+        raised = _queue_changes(changes, now)
+        by_queue, by_namespace = run_times(
+            cluster_queues=[w.cluster_queue for w in waiting],
+            namespaces=[w.namespace for w in waiting],
+            now=now,
+        )
+        for workload in waiting:
+            requeue = workload.requeue_at
+            back = int((requeue - now).total_seconds()) if requeue and requeue > now else None
+            line, place, held = queues.place(workload, raised)
+            workload.estimate = estimate_workload(  # type: ignore[attr-defined]
+                requests=workload.requests or {},
+                line=line,
+                place=place,
+                exact=workload.position is not None,
+                held=held,
+                histories=[
+                    Runs(by_queue.get(workload.cluster_queue, []), workload.cluster_queue),
+                    Runs(
+                        by_namespace.get(workload.namespace, []), f"namespace {workload.namespace}"
+                    ),
+                ],
+                never=workload.why.never,  # type: ignore[attr-defined]
+                requeue_in_s=back,
+            )
+    _estimate_pods(workloads, pods, _node_changes(changes, now) if pods else [])
+    for failure in failures:
+        failure.estimate = estimate_refused(never=failure.why.never)  # type: ignore[attr-defined]
+
+
+def _estimate_pods(
+    workloads: list[ObservedWorkload], pods: list[ObservedPod], changes: list[NodeChange]
+) -> None:
+    """A pod of a waiting workload waits as its workload does; any other, for the nodes."""
+    of = {(w.namespace, w.name): w for w in workloads}
+    for pod in pods:
+        workload = of.get((pod.namespace, pod.workload_name)) if pod.workload_name else None
+        mine: Estimate | None = getattr(workload, "estimate", None)
+        if mine is not None:
+            pod.estimate = mine  # type: ignore[attr-defined]
+            continue
+        why = pod.why  # type: ignore[attr-defined]
+        pod.estimate = estimate_pod(  # type: ignore[attr-defined]
+            wanted=pod.gpu_requests or {},
+            never=why.never,
+            topic=why.topic,
+            changes=changes,
+            gang=bool(pod.group_name),
+            admitted_workload=pod.workload_name if workload is not None else "",
+        )

@@ -19,8 +19,8 @@ from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from changes.selectors import list_mig_changes_for_user
-from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod
-from cluster.selectors import api_status, apply_notices, open_drift
+from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod, ObservedWorkload
+from cluster.selectors import api_status, apply_notices, first_in_line, open_drift
 from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from health.selectors import attach_health
@@ -29,9 +29,10 @@ from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.quantity import QuantityError, parse_quantity
 from portal.selectors import pod_names_for
+from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import quota_rows
-from tenants.models import PriorityClass, Team
+from tenants.models import Namespace, PriorityClass, Team
 from tenants.selectors import list_teams_for_user
 
 NODES_PER_POOL = 100  # the overview; one pool (?pool=) or a search shows up to MAX_NODES
@@ -188,42 +189,111 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def queues(request: HttpRequest) -> HttpResponse:
-    """ClusterQueues by cohort with their quotas and use, LocalQueues of your teams (every
+    """ClusterQueues by cohort (a tree when cohorts nest) with their quotas and use, what
+    each lends, cohort totals, fair-sharing weights and Kueue's shares, the first waiting
+    workloads of each queue (another team's unnamed), LocalQueues of your teams (every
     team's for approvers and admins), and the PriorityClass catalog."""
-    statuses = {
-        o.name: o.status
-        for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
-    }
-    cohorts = {c.pk: c for c in Cohort.objects.all()}
-    by_cohort: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for cq in ClusterQueue.objects.order_by("name"):
-        status = statuses.get(cq.name, {})
-        by_cohort[cohorts[cq.cohort_id].name if cq.cohort_id else ""].append(
-            {
-                "cq": cq,
-                "rows": quota_rows(cq, status),
-                "pending": status.get("pendingWorkloads"),
-                "admitted": status.get("admittedWorkloads"),
-            }
-        )
-    parents = {c.name: cohorts[c.parent_id].name for c in cohorts.values() if c.parent_id}
-    local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
-        "namespace__team__slug", "namespace__name", "name"
+    statuses: dict[tuple[str, str], Any] = {}
+    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
+    for o in ObservedObject.objects.filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"]).only(
+        "kind", "namespace", "name", "status"
+    ):
+        if o.kind == "LocalQueue":
+            local[(o.namespace, o.name)] = o.status
+        else:
+            statuses[(o.kind, o.name)] = o.status
+    cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.all()}
+    cqs = list(ClusterQueue.objects.order_by("name"))
+    facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
+    lent = {f.name: fairness.queue_rows(f) for f in facts}
+    roots = fairness.cohort_tree(
+        [_facts(c, cohorts.get(c.parent_id), statuses) for c in cohorts.values()], facts, lent
     )
-    if not sees_every_team(request.user):
-        local_queues = local_queues.filter(
-            namespace__team__memberships__user_id=user_id(request.user)
-        )
+    in_line = first_in_line(PENDING_SHOWN)
+    mine = _my_namespaces(request.user)
+    entries = {
+        cq.name: _queue_entry(cq, fact, lent[cq.name], in_line.get(cq.name, []), mine)
+        for cq, fact in zip(cqs, facts, strict=True)
+    }
+    sections = [(node, [entries[name] for name in node.queues]) for node in fairness.walk(roots)]
+    alone = [entries[f.name] for f in facts if not f.parent]
     return render(
         request,
         "overview/queues.html",
         {
-            "cohorts": [
-                (name, parents.get(name, ""), entries)
-                for name, entries in sorted(by_cohort.items(), key=lambda i: (i[0] == "", i[0]))
-            ],
-            "local_queues": list(local_queues),
+            "sections": sections,
+            "alone": alone,
+            "roots": roots,
+            "nested": any(root.children for root in roots),
+            "fair_sharing": any("fairSharing" in status for status in statuses.values()),
+            "shown": PENDING_SHOWN,
+            "local_queues": _local_queues(request.user, local),
             "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
             "is_admin": is_platform_admin(request.user),
         },
     )
+
+
+PENDING_SHOWN = 3  # waiting workloads named per ClusterQueue on the Queues page
+
+
+def _facts(
+    obj: ClusterQueue | Cohort, parent: Cohort | None, statuses: dict[tuple[str, str], Any]
+) -> fairness.Facts:
+    """A queue (``parent``: its cohort) or a cohort with the status the poll saw of it."""
+    return fairness.Facts(
+        obj.name,
+        parent.name if parent else "",
+        obj.fair_sharing_weight,
+        obj.resource_groups,
+        statuses.get((type(obj).__name__, obj.name), {}),
+    )
+
+
+def _my_namespaces(user: Any) -> set[str] | None:
+    """The namespaces whose workloads the user may see by name (None: every one)."""
+    if sees_every_team(user):
+        return None
+    return set(
+        Namespace.objects.filter(team__memberships__user_id=user_id(user)).values_list(
+            "name", flat=True
+        )
+    )
+
+
+def _queue_entry(
+    cq: ClusterQueue,
+    fact: fairness.Facts,
+    rows: list[fairness.Row],
+    waiting: list[ObservedWorkload],
+    mine: set[str] | None,
+) -> dict[str, Any]:
+    status = fact.status
+    quota = quota_rows(cq, dict(status))
+    for row, lends in zip(quota, rows, strict=True):
+        row["lent"] = lends.lent
+    for workload in waiting:
+        workload.shown = mine is None or workload.namespace in mine  # type: ignore[attr-defined]
+    return {
+        "cq": cq,
+        "rows": quota,
+        "share": fairness.share_of(cq.fair_sharing_weight, status),
+        "pending": status.get("pendingWorkloads"),
+        "admitted": status.get("admittedWorkloads"),
+        "waiting": waiting,
+        "waiting_count": waiting[0].waiting_in_queue if waiting else 0,  # type: ignore[attr-defined]
+    }
+
+
+def _local_queues(user: Any, statuses: dict[tuple[str, str], Any]) -> list[LocalQueue]:
+    """The user's teams' LocalQueues (every team's for approvers and admins), each with
+    ``observed``: Kueue's status of it from the last poll ({} before)."""
+    local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
+        "namespace__team__slug", "namespace__name", "name"
+    )
+    if not sees_every_team(user):
+        local_queues = local_queues.filter(namespace__team__memberships__user_id=user_id(user))
+    out = list(local_queues)
+    for lq in out:
+        lq.observed = statuses.get((lq.namespace.name, lq.name), {})  # type: ignore[attr-defined]
+    return out

@@ -12,19 +12,23 @@ from rest_framework.views import APIView
 
 from portal.api_safety import StrictQuery
 from usage import reports
-from usage.views import DAYS, as_csv, report_rows, team_scope
+from usage.views import DAYS, as_csv, report_rows, requested_teams
 
 
 class ReportQuery(StrictQuery):
     days = serializers.ChoiceField(choices=DAYS, required=False, default=7)
     format = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
+    team = serializers.CharField(required=False, default="", max_length=63)
+    resource = serializers.CharField(required=False, default="", max_length=128)
 
 
 class ReportView(APIView):
-    """A usage report over the last ``days`` (1, 7, 30 or 90): gpu-hours, queue-gpu-hours,
-    quota-utilisation, wait-times, borrowing, idle-capacity or usage-over-time. Team reports
-    cover your teams (approvers and platform admins: every team). ``format=csv`` for
-    chargeback."""
+    """A usage report over the last ``days`` (1: 24 hours, hourly; 7, 30 or 90: daily, today
+    so far included): gpu-hours, queue-gpu-hours, quota-utilisation, wait-times, borrowing,
+    idle-capacity or usage-over-time (a Usage page chart's data: ``team`` and ``resource``
+    give one chart's). Team reports cover your teams (approvers and platform admins: every
+    team), ``team`` one of them (another is a 404). ``resource`` keeps one resource's rows
+    (a report without a resource column answers 400). ``format=csv`` for chargeback."""
 
     @extend_schema(
         parameters=[
@@ -37,6 +41,10 @@ class ReportView(APIView):
             ),
             OpenApiParameter("days", int, enum=list(DAYS)),
             OpenApiParameter("format", str, enum=["json", "csv"]),
+            OpenApiParameter("team", str, description="One of your teams (its slug)."),
+            OpenApiParameter(
+                "resource", str, description="One resource, e.g. nvidia.com/mig-3g.40gb."
+            ),
         ],
         responses={
             (200, "application/json"): {"type": "array", "items": {"type": "object"}},
@@ -46,8 +54,10 @@ class ReportView(APIView):
     def get(self, request: Request, name: str) -> Response | HttpResponse:
         query = ReportQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        period = reports.Period.last(int(query.validated_data["days"]))
-        rows = report_rows(name, period, team_scope(request.user))
+        data = query.validated_data
+        period = reports.last_days(int(data["days"]))
+        teams = requested_teams(request.user, data["team"])
+        rows = report_rows(name, period, teams, data["resource"])
         if query.validated_data["format"] == "csv":
             return HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")
         return Response(rows)

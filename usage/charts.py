@@ -5,8 +5,11 @@ a title and the numbers in the markup for screen readers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
+# Named lines over the buckets, a value per bucket (None: no data there).
+Series = Sequence[tuple[str, Sequence[float | None]]]
 DASHES = ("", "6 3", "2 3", "10 3 2 3")
 FILLS = ("url(#solid)", "url(#hatch)", "url(#dots)", "url(#cross)")
 PATTERNS = """<defs>
@@ -26,54 +29,210 @@ def _nice(value: float) -> float:
     return float(value)
 
 
-def line_chart(
-    title: str,
-    labels: Sequence[str],
-    series: Sequence[tuple[str, Sequence[float]]],
-    *,
-    width: int = 640,
-    height: int = 200,
-    unit: str = "",
+@dataclass(frozen=True)
+class Bucket:
+    """One step of a chart's x axis: its tick ("Nov 18"), its name in tooltips ("Wed, Nov
+    18"), and whether it is still going (today so far)."""
+
+    tick: str
+    name: str
+    partial: bool = False
+
+
+def number(value: float) -> str:
+    """Exact to three decimals, thousands separated, no trailing zeros: 1,234.5."""
+    text = f"{value:,.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def _ticks(count: int) -> list[int]:
+    """About five evenly spaced x ticks, the first and the last always among them."""
+    step = max(1, -(-count // 5))
+    ticks = list(range(0, count, step))
+    if ticks and count - 1 - ticks[-1] < step * 0.75:  # the last label ends at the edge
+        ticks.pop()
+    return [*ticks, count - 1] if count else []
+
+
+def _runs(values: Sequence[float | None]) -> list[list[int]]:
+    """Indices of the unbroken stretches of data (a gap in the history breaks the line)."""
+    runs: list[list[int]] = []
+    for index, value in enumerate(values):
+        if value is None:
+            continue
+        if runs and runs[-1][-1] == index - 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
+
+
+def _describe(
+    buckets: Sequence[Bucket],
+    series: Series,
+    first: int,
+    what: str,
+    unit: str,
 ) -> str:
-    """Lines over shared x labels; series keep their dash pattern and are named at the end."""
-    left, right, top, bottom = 44, 150, 12, 28
-    plot_w, plot_h = width - left - right, height - top - bottom
-    peak = _nice(max((v for _, values in series for v in values), default=0))
-    n = max(len(labels), 2)
-
-    def x(i: int) -> float:
-        return left + plot_w * i / (n - 1)
-
-    def y(v: float) -> float:
-        return top + plot_h * (1 - v / peak)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>',
-        f'<line x1="{left}" y1="{y(0):.1f}" x2="{left + plot_w}" y2="{y(0):.1f}" stroke="#9aa5b5"/>',
-        f'<text x="{left - 6}" y="{y(peak) + 4:.1f}" text-anchor="end" class="tick">{peak:g}{escape(unit)}</text>',
-        f'<text x="{left - 6}" y="{y(0) + 4:.1f}" text-anchor="end" class="tick">0</text>',
-    ]
-    step = max(1, len(labels) // 6)
-    for i in range(0, len(labels), step):
-        parts.append(
-            f'<text x="{x(i):.1f}" y="{height - 8}" text-anchor="middle" class="tick">{escape(labels[i])}</text>'
-        )
-    for index, (name, values) in enumerate(series):
-        points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-        dash = DASHES[index % len(DASHES)]
-        parts.append(
-            f'<polyline points="{points}" fill="none" stroke="#1f2937" stroke-width="2"'
-            + (f' stroke-dasharray="{dash}"' if dash else "")
-            + f"><title>{escape(name)}: {', '.join(f'{v:g}' for v in values)}</title></polyline>"
-        )
-        if values:
+    parts = [f"{what} from {buckets[first].name} to {buckets[-1].name}."]
+    for name, values in series:
+        known = [v for v in values if v is not None]
+        if known:
             parts.append(
-                f'<text x="{x(len(values) - 1) + 6:.1f}" y="{y(values[-1]) + 4:.1f}" class="label">'
-                f"{escape(name)} {values[-1]:g}{escape(unit)}</text>"
+                f"{name}: lowest {number(min(known))}{unit}, highest {number(max(known))}{unit},"
+                f" last {number(known[-1])}{unit}."
             )
-    parts.append("</svg>")
-    return "".join(parts)
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where a small chart's buckets and values land."""
+
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    count: int
+    peak: float
+
+    @property
+    def column(self) -> float:
+        return self.plot_w / max(self.count, 1)
+
+    def x(self, i: int) -> float:
+        return self.left + self.column * (i + 0.5)
+
+    def y(self, v: float) -> float:
+        return self.top + self.plot_h * (1 - v / self.peak)
+
+
+def _grid_and_ticks(f: _Frame, buckets: Sequence[Bucket], height: int) -> list[str]:
+    parts = []
+    for fraction in (0, 0.5, 1):
+        at = f.y(f.peak * fraction)
+        parts.append(
+            f'<line x1="{f.left}" y1="{at:.1f}" x2="{f.left + f.plot_w}" y2="{at:.1f}" '
+            f'stroke="{"#9aa5b5" if fraction == 0 else "#e3e7ee"}"/>'
+            f'<text x="{f.left - 4}" y="{at + 3.5:.1f}" text-anchor="end" class="tick">'
+            f"{number(f.peak * fraction)}</text>"
+        )
+    last = len(buckets) - 1
+    for i in _ticks(len(buckets)):
+        anchor, at = "middle", f.x(i)
+        if last and i == last:
+            anchor, at = "end", f.left + f.plot_w
+        elif last and i == 0:
+            anchor, at = "start", f.left
+        parts.append(
+            f'<text x="{at:.1f}" y="{height - 6}" text-anchor="{anchor}" class="tick">'
+            f"{escape(buckets[i].tick)}</text>"
+        )
+    return parts
+
+
+def _history_marks(f: _Frame, buckets: Sequence[Bucket], first: int) -> list[str]:
+    """The stretch before the history begins, and the day in progress, shaded."""
+    parts = []
+    if first > 0:
+        edge = f.left + f.column * first
+        anchor, at = ("start", edge + 3) if first < len(buckets) / 2 else ("end", edge - 3)
+        parts.append(
+            f'<rect x="{f.left}" y="{f.top}" width="{edge - f.left:.1f}" height="{f.plot_h}" '
+            f'class="before"/><line x1="{edge:.1f}" y1="{f.top}" x2="{edge:.1f}" '
+            f'y2="{f.top + f.plot_h}" stroke="#5b6475" stroke-dasharray="2 2"/>'
+            f'<text x="{at:.1f}" y="{f.top + 10}" text-anchor="{anchor}" class="tick">'
+            f"history from {escape(buckets[first].tick)}</text>"
+        )
+    parts.extend(
+        f'<rect x="{f.left + f.column * i:.1f}" y="{f.top}" width="{f.column:.1f}" '
+        f'height="{f.plot_h}" class="partial"/>'
+        for i, bucket in enumerate(buckets)
+        if bucket.partial
+    )
+    return parts
+
+
+def _lines(f: _Frame, buckets: Sequence[Bucket], series: Series) -> list[str]:
+    """Each series' legend and its lines (broken where data is missing); the first series
+    gets a point per bucket, hollow for the bucket still going."""
+    parts, legend = [], f.left
+    for index, (name, values) in enumerate(series):
+        dash = DASHES[index % len(DASHES)]
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(
+            f'<line x1="{legend}" y1="9" x2="{legend + 18}" y2="9" stroke="#1f2937" '
+            f'stroke-width="2"{dashed}/><text x="{legend + 22}" y="12" class="label">'
+            f"{escape(name)}</text>"
+        )
+        legend += 34 + 6 * len(name)
+        for run in _runs(values):
+            points = " ".join(f"{f.x(i):.1f},{f.y(values[i] or 0):.1f}" for i in run)
+            parts.append(
+                f'<polyline points="{points}" fill="none" stroke="#1f2937" stroke-width="2"'
+                f"{dashed}/>"
+            )
+        for i, v in enumerate(values if index == 0 else ()):
+            if v is not None:
+                hollow = buckets[i].partial
+                parts.append(
+                    f'<circle cx="{f.x(i):.1f}" cy="{f.y(v):.1f}" r="{3 if hollow else 2}" '
+                    f'fill="{"#fff" if hollow else "#1f2937"}" stroke="#1f2937"/>'
+                )
+    return parts
+
+
+def _hits(
+    f: _Frame,
+    buckets: Sequence[Bucket],
+    series: Series,
+    unit: str,
+) -> list[str]:
+    """A column per bucket whose tooltip gives its exact values."""
+    parts = []
+    for i, bucket in enumerate(buckets):
+        values = [(name, vs[i] if i < len(vs) else None) for name, vs in series]
+        text = ", ".join(f"{name} {number(v)}{unit}" for name, v in values if v is not None)
+        parts.append(
+            f'<rect x="{f.left + f.column * i:.1f}" y="{f.top}" width="{f.column:.1f}" '
+            f'height="{f.plot_h}" class="hit"><title>{escape(bucket.name)}: '
+            f"{escape(text or 'no data')}</title></rect>"
+        )
+    return parts
+
+
+def small_line_chart(
+    title: str,
+    buckets: Sequence[Bucket],
+    series: Series,
+    *,
+    what: str,
+    peak: float = 0,
+    unit: str = "",
+    width: int = 360,
+    height: int = 170,
+) -> str:
+    """One of a grid of small multiples: lines over every bucket of the period (None: no
+    data there, the line breaks). Before the first data the history has not begun: shaded
+    and marked. A bucket still going (today so far) is shaded and its point hollow. Each bucket
+    is a column whose tooltip gives the exact values; ``<desc>`` sums the chart up.
+    ``peak``: the top of the scale shared with the neighbouring charts."""
+    known = [v for _, values in series for v in values if v is not None]
+    frame = _Frame(36, 24, width - 46, height - 46, len(buckets), _nice(max([peak, *known])))
+    first = min((run[0] for _, values in series for run in _runs(values)), default=0)
+    return "".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="chart small" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
+            f"<title>{escape(title)}</title>"
+            f"<desc>{escape(_describe(buckets, series, first, what, unit))}</desc>",
+            *_history_marks(frame, buckets, first),
+            *_grid_and_ticks(frame, buckets, height),
+            *_lines(frame, buckets, series),
+            *_hits(frame, buckets, series, unit),
+            "</svg>",
+        ]
+    )
 
 
 def bar_chart(

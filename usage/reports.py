@@ -5,46 +5,101 @@ the page, the API and CSV)."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Max, Sum
+from django.db.models import Min, Q, Sum
+from django.db.models.functions import Trunc
 from django.utils import timezone
 
-from usage.models import Rollup, Sample, WorkloadRecord
+from tenants.models import Namespace, Team
+from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
 
 HOUR = 3600.0
+DAY = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
 class Period:
+    """[start, end). With daily buckets, ``partial_from`` (a midnight) is where the daily
+    rollups stop: from there on, the hourly ones rolled up so far (to ``rolled_up_to``)
+    count, so today is in, as far as it goes."""
+
     start: dt.datetime
     end: dt.datetime
+    partial_from: dt.datetime | None = None
+    rolled_up_to: dt.datetime | None = None
 
     @property
     def granularity(self) -> str:
-        return "day" if (self.end - self.start) >= dt.timedelta(days=2) else "hour"
+        return "day" if (self.end - self.start) > DAY else "hour"
 
     @property
     def adjective(self) -> str:
         return {"day": "daily", "hour": "hourly"}[self.granularity]
 
+    @property
+    def step(self) -> dt.timedelta:
+        return DAY if self.granularity == "day" else dt.timedelta(hours=1)
+
+    def bucket(self, time: dt.datetime) -> dt.datetime:
+        """The start of the chart bucket ``time`` falls in (a day or an hour, UTC)."""
+        time = time.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+        return time.replace(hour=0) if self.granularity == "day" else time
+
+    def buckets(self) -> list[dt.datetime]:
+        """Every bucket of the period, those without data included (a chart's x axis)."""
+        out, time = [], self.bucket(self.start)
+        while time < self.end:
+            out.append(time)
+            time += self.step
+        return out
+
+    def is_partial(self, bucket: dt.datetime) -> bool:
+        """A day the daily rollups do not cover yet (today; yesterday, just after midnight)."""
+        return self.partial_from is not None and bucket >= self.partial_from
+
     @classmethod
-    def last(cls, days: int, now: dt.datetime | None = None) -> Period:
+    def last(
+        cls, days: int, now: dt.datetime | None = None, rolled_up_to: dt.datetime | None = None
+    ) -> Period:
+        """The last ``days``: 1 is the last 24 whole hours, hourly; more are that many days,
+        daily, the last one today so far (the hours rolled up up to ``rolled_up_to``; without
+        it, none of today's)."""
         now = now or timezone.now()
-        end = now.replace(minute=0, second=0, microsecond=0)
-        if days >= 2:
-            end = end.replace(hour=0)
-        return cls(end - dt.timedelta(days=days), end)
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if days < 2:
+            return cls(hour - dt.timedelta(days=days), hour)
+        today = hour.replace(hour=0)
+        upto = min(rolled_up_to or today, today + DAY)
+        partial = upto.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return cls(today - dt.timedelta(days=days - 1), now, partial, upto)
+
+
+def last_days(days: int, now: dt.datetime | None = None) -> Period:
+    """``Period.last`` up to the hours rolled up so far (today included, as far as it goes)."""
+    upto = SamplingState.objects.values_list("rolled_up_to", flat=True).first()
+    return Period.last(days, now=now, rolled_up_to=upto)
 
 
 def _rollups(period: Period, kind: str) -> Any:
-    return Rollup.objects.filter(
-        period=period.granularity, kind=kind, start__gte=period.start, start__lt=period.end
+    rows = Rollup.objects.filter(kind=kind)
+    if period.partial_from is None:
+        return rows.filter(period=period.granularity, start__gte=period.start, start__lt=period.end)
+    return rows.filter(
+        Q(period=Rollup.Period.DAY, start__gte=period.start, start__lt=period.partial_from)
+        | Q(period=Rollup.Period.HOUR, start__gte=period.partial_from, start__lt=period.end)
     )
+
+
+def data_start(period: Period) -> dt.datetime | None:
+    """The first bucket with any history in the period (None: no history in it)."""
+    first = _rollups(period, Sample.Kind.TEAM).aggregate(first=Min("start"))["first"]
+    return period.bucket(first) if first else None
 
 
 def _scoped(rows: Any, teams: Iterable[str] | None) -> Any:
@@ -136,21 +191,28 @@ def quota_utilisation(
     return out
 
 
-def wait_times(period: Period) -> list[dict[str, Any]]:
-    """Per ClusterQueue: workloads admitted in the period and their wait at the 50th, 90th
-    and 99th percentile, in seconds (PostgreSQL's percentile_cont). The wait is admitted -
-    queued: from the creation, or from the requeue after an eviction to the admission that
-    followed (never the time a workload ran before Kueue evicted it)."""
+def wait_times(period: Period, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Per ClusterQueue: workloads admitted in the period (with ``teams``: those of the
+    teams' namespaces) and their wait at the 50th, 90th and 99th percentile, in seconds
+    (PostgreSQL's percentile_cont). The wait is admitted - queued: from the creation, or
+    from the requeue after an eviction to the admission that followed (never the time a
+    workload ran before Kueue evicted it)."""
+    scoped, params = "", list[Any]([period.start, period.end])
+    if teams is not None:
+        scoped = f"""AND namespace IN (SELECT ns.name FROM {Namespace._meta.db_table} ns
+            JOIN {Team._meta.db_table} t ON t.id = ns.team_id
+            WHERE t.slug = ANY(%s))"""
+        params.append(list(teams))
     sql = f"""
         SELECT cluster_queue, count(*),
                percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (
                    ORDER BY extract(epoch FROM admitted_at - coalesce(queued_at, created_at)))
         FROM {WorkloadRecord._meta.db_table}
-        WHERE admitted_at >= %s AND admitted_at < %s
+        WHERE admitted_at >= %s AND admitted_at < %s {scoped}
         GROUP BY cluster_queue ORDER BY cluster_queue
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [period.start, period.end])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
         {
@@ -217,60 +279,79 @@ def idle_capacity(period: Period) -> list[dict[str, Any]]:
     return out
 
 
-def usage_by_bucket(period: Period, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """The data behind the usage charts: per team, bucket and resource."""
-    rows = (
-        _scoped(_rollups(period, Sample.Kind.TEAM), teams)
-        .values("owner", "start", "resource")
-        .annotate(
-            used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Max("covered_seconds")
-        )
-        .order_by("owner", "start", "resource")
-    )
-    return [
-        {
-            "team": row["owner"],
-            "start": row["start"].isoformat(),
-            "resource": row["resource"],
-            "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
-            "quota": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
-        }
-        for row in rows
-    ]
-
-
-def usage_over_time(period: Period, team: str) -> list[dict[str, Any]]:
-    """A team's average use and quota per bucket and resource (the team page's chart)."""
-    rows = (
-        _rollups(period, Sample.Kind.TEAM)
-        .filter(owner=team)
-        .values("start", "resource")
-        .annotate(
-            used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Max("covered_seconds")
-        )
-        .order_by("start", "resource")
-    )
-    return [
-        {
-            "start": row["start"],
-            "resource": row["resource"],
-            "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
-            "quota": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
-        }
-        for row in rows
-    ]
-
-
-def insights(
-    period: Period, *, unused_below: float = 0.3, idle_above: float = 0.5
+def usage_by_bucket(
+    period: Period, *, teams: Iterable[str] | None = None, resource: str = ""
 ) -> list[dict[str, Any]]:
-    """Suggestions for admins: quotas mostly unused; MIG profiles idle in a pool while other
-    profiles wait. Each opens a prefilled request."""
-    out = []
-    for row in quota_utilisation(period):
+    """The data behind the usage charts: per team, bucket and resource, the average in use
+    and the quota (summed over the team's namespaces), the hours the bucket covers and
+    whether it is the day in progress. One query, summed in PostgreSQL (today's hours into
+    one day); buckets without data have no row."""
+    teams = None if teams is None else list(teams)
+    if teams == []:
+        return []  # no team: nothing to ask (an empty IN compiles to no SQL at all)
+    rows = _scoped(_rollups(period, Sample.Kind.TEAM), teams)
+    if resource:
+        rows = rows.filter(resource=resource)
+    per_namespace = (
+        rows.annotate(bucket=Trunc("start", period.granularity, tzinfo=dt.UTC))
+        .values("owner", "scope", "resource", "bucket")
+        .annotate(used=Sum("used_seconds"), cap=Sum("capacity_seconds"), cov=Sum("covered_seconds"))
+        .order_by()
+    )
+    inner, params = per_namespace.query.sql_with_params()
+    # Every namespace of a team is sampled at the same times: the bucket covers what the
+    # best-covered one does.
+    sql = f"""SELECT owner, bucket, resource, sum(used), sum(cap), max(cov)
+        FROM ({inner}) AS per_namespace GROUP BY owner, bucket, resource
+        ORDER BY owner, bucket, resource"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        # The bucket is a UTC wall time (date_trunc of ``start AT TIME ZONE 'UTC'``).
+        found = [(t, b.replace(tzinfo=dt.UTC), *rest) for t, b, *rest in cursor.fetchall()]
+    return [
+        {
+            "team": team,
+            "start": start.isoformat(),
+            "resource": name,
+            "average_used": round(used / seconds, 3) if seconds else 0,
+            "quota": round(cap / seconds, 3) if seconds else 0,
+            "covered_hours": round(seconds / HOUR, 2),
+            "partial": period.is_partial(start),
+        }
+        for team, start, name, used, cap, seconds in found
+    ]
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """What the page suggests, and a sentence saying what was checked (shown when it
+    suggests nothing)."""
+
+    items: list[dict[str, Any]]
+    checked: str
+
+
+def _span(period: Period, since: dt.datetime | None) -> str:
+    """The part of the period with history rolled up, in buckets: "14 days" (or "5 hours")."""
+    start = max(period.start, since) if since else period.start
+    end = min(period.end, period.rolled_up_to) if period.rolled_up_to else period.end
+    count = max(1, math.ceil((end - start) / period.step))
+    return _plural(count, "day" if period.granularity == "day" else "hour")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'s' if count != 1 else ''}"
+
+
+def _unused_quotas(
+    period: Period, teams: Iterable[str] | None, below: float
+) -> tuple[list[dict[str, Any]], int]:
+    out, checked = [], 0
+    for row in quota_utilisation(period, teams=teams):
         if row["level"] != "namespace quota" or row["utilisation"] is None:
             continue
-        if row["utilisation"] < unused_below and row["average_limit"] >= 1:
+        checked += 1
+        if row["utilisation"] < below and row["average_limit"] >= 1:
             team, namespace = row["owner"].split("/", 1)
             out.append(
                 {
@@ -283,19 +364,23 @@ def insights(
                     f"&resource=requests.{row['resource']}",
                 }
             )
+    return out, checked
+
+
+def _idle_profiles(period: Period, above: float) -> tuple[list[dict[str, Any]], int, int]:
     waiting: dict[str, float] = defaultdict(float)
     for row in (
         _rollups(period, Sample.Kind.TEAM).values("resource").annotate(p=Sum("pending_seconds"))
     ):
         waiting[row["resource"]] = row["p"]
+    out, profiles, pools = [], 0, set()
     for row in idle_capacity(period):
+        if not row["resource"].startswith("nvidia.com/mig-") or row["idle_share"] is None:
+            continue
+        profiles += 1
+        pools.add(row["pool"])
         others = [r for r, p in waiting.items() if p > 0 and r != row["resource"]]
-        if (
-            row["idle_share"] is not None
-            and row["idle_share"] > idle_above
-            and others
-            and row["resource"].startswith("nvidia.com/mig-")
-        ):
+        if row["idle_share"] > above and others:
             out.append(
                 {
                     "kind": "idle profile",
@@ -306,7 +391,45 @@ def insights(
                     "url": f"/changes/new/?pool={row['pool']}",
                 }
             )
-    return out
+    return out, profiles, len(pools)
+
+
+def suggestions(
+    period: Period,
+    *,
+    teams: Iterable[str] | None = None,
+    since: dt.datetime | None = None,
+    unused_below: float = 0.3,
+    idle_above: float = 0.5,
+) -> Suggestions:
+    """Quotas mostly unused (the teams' own, or every team's) and, for everyone's view
+    (``teams`` None), MIG profiles idle in a pool while other profiles wait. Each opens a
+    prefilled request. ``since``: where the history begins, for the sentence."""
+    items, quotas = _unused_quotas(period, teams, unused_below)
+    checks = [
+        f"{_plural(quotas, 'namespace quota')} over {_span(period, since)}: "
+        + f"none used under {unused_below:.0%} of its limit on average"
+    ]
+    if teams is None:
+        idle, profiles, pools = _idle_profiles(period, idle_above)
+        items += idle
+        checks.append(
+            f"{_plural(profiles, 'MIG profile')} in {_plural(pools, 'pool')}: "
+            + f"none sat over {idle_above:.0%} idle while pods waited for another profile"
+        )
+    if quotas == 0 and (teams is not None or profiles == 0):
+        what = "no quota" if teams is not None else "no quota and no MIG profile in a pool"
+        checked = f"Nothing to check: {what} had samples in this period."
+    else:
+        checked = "Checked " + "; checked ".join(checks) + "."
+    return Suggestions(items, checked)
+
+
+def insights(
+    period: Period, *, unused_below: float = 0.3, idle_above: float = 0.5
+) -> list[dict[str, Any]]:
+    """Every team's suggestions (see ``suggestions``)."""
+    return suggestions(period, unused_below=unused_below, idle_above=idle_above).items
 
 
 def queue_gpu_hours(period: Period) -> list[dict[str, Any]]:
@@ -322,4 +445,12 @@ REPORTS = {
     "borrowing": borrowing,
     "idle-capacity": idle_capacity,
 }
-TEAM_SCOPED = {"gpu-hours", "quota-utilisation", "usage-over-time"}
+TEAM_SCOPED = {"gpu-hours", "quota-utilisation", "usage-over-time", "wait-times"}
+# Reports whose rows name a resource (``?resource=`` keeps one).
+RESOURCE_COLUMN = {
+    "usage-over-time",
+    "queue-gpu-hours",
+    "quota-utilisation",
+    "borrowing",
+    "idle-capacity",
+}

@@ -4,15 +4,22 @@ usage, approvers and platform admins everything and the suggestions."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
+from collections import defaultdict
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from portal.permissions import sees_every_team
+from tenants.models import Team
 from tenants.selectors import list_teams_for_user
 from usage import charts, reports
 
@@ -34,24 +41,35 @@ def team_scope(user: Any) -> list[str] | None:
     return list(list_teams_for_user(user).values_list("slug", flat=True))
 
 
-def _requested_teams(request: HttpRequest) -> list[str] | None:
-    """The user's scope, narrowed to ``?team=`` (one team's page) within it; 404 outside."""
-    teams = team_scope(request.user)
-    team = request.GET.get("team", "")
+def requested_teams(user: Any, team: str) -> list[str] | None:
+    """The user's scope (None: every team), narrowed to ``team`` (one team's page) within
+    it; a team outside it, or none of that name, is a 404."""
+    teams = team_scope(user)
     if not team:
         return teams
     if teams is not None and team not in teams:
         raise Http404("No such team among yours.")
+    if teams is None and not Team.objects.filter(slug=team).exists():
+        raise Http404("No such team.")
     return [team]
 
 
-def report_rows(name: str, period: reports.Period, teams: list[str] | None) -> list[dict[str, Any]]:
+def _requested_teams(request: HttpRequest) -> list[str] | None:
+    return requested_teams(request.user, request.GET.get("team", ""))
+
+
+def report_rows(
+    name: str, period: reports.Period, teams: list[str] | None, resource: str = ""
+) -> list[dict[str, Any]]:
+    """A report's rows within the teams (None: every team), of one resource if asked (for
+    reports with a resource column; a ValidationError otherwise)."""
     if name not in reports.REPORTS:
         raise Http404(f"No report {name!r}.")
+    if resource and name not in reports.RESOURCE_COLUMN:
+        raise ValidationError({"resource": f"The {name} report has no resource column."})
     function: Any = reports.REPORTS[name]
-    if name in reports.TEAM_SCOPED:
-        return list(function(period, teams=teams))
-    return list(function(period))
+    rows = list(function(period, teams=teams) if name in reports.TEAM_SCOPED else function(period))
+    return [r for r in rows if r["resource"] == resource] if resource else rows
 
 
 def as_csv(rows: list[dict[str, Any]]) -> str:
@@ -63,50 +81,147 @@ def as_csv(rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def _usage_charts(period: reports.Period, teams: list[str]) -> list[dict[str, Any]]:
+def _buckets(period: reports.Period, now: dt.datetime) -> list[charts.Bucket]:
+    """The x axis: every day (or hour) of the period, the one still going marked."""
     out = []
-    for team in teams:
-        rows = reports.usage_over_time(period, team)
-        by_resource: dict[str, dict[Any, tuple[float, float]]] = {}
-        for row in rows:
-            by_resource.setdefault(row["resource"], {})[row["start"]] = (
-                row["average_used"],
-                row["quota"],
-            )
-        for resource, points in sorted(by_resource.items()):
-            starts = sorted(points)
-            fmt = "%b %d" if period.granularity == "day" else "%H:%M"
-            labels = [s.strftime(fmt) for s in starts]
-            used = [points[s][0] for s in starts]
-            quota = [points[s][1] for s in starts]
-            title = f"{team}: {resource} in use against the quota, {period.adjective} averages"
-            series = [("in use", used)] + ([("quota", quota)] if any(quota) else [])
-            out.append(
-                {
-                    "team": team,
-                    "resource": resource,
-                    "svg": mark_safe(charts.line_chart(title, labels, series)),
-                }
-            )
+    for start in period.buckets():
+        if period.granularity == "hour":
+            tick, name = f"{start:%H:%M}", f"{start.day} {start:%b}, {start:%H:%M} UTC"
+        else:
+            year = f" {start.year}" if start.year != now.year else ""
+            tick, name = f"{start.day} {start:%b}", f"{start:%a} {start.day} {start:%b}{year}"
+        partial = period.is_partial(start)
+        if partial:
+            upto = period.rolled_up_to
+            today = start.date() == now.date()
+            tick = "today" if today else tick
+            day = "today" if today else "the day"
+            if upto is None or upto <= start:
+                name += f" ({day}: no hour rolled up yet)"
+            else:
+                name += f" ({day} so far: to {upto:%H:%M} UTC)"
+        out.append(charts.Bucket(tick, name, partial))
     return out
+
+
+def _averages(rows: Any) -> dict[str, float | None]:
+    """A chart's headline: its averages over the hours its buckets cover."""
+    hours = used = quota = 0.0
+    for row in rows:
+        hours += row["covered_hours"]
+        used += row["average_used"] * row["covered_hours"]
+        quota += row["quota"] * row["covered_hours"]
+    if not hours:
+        return {"average_used": None, "average_quota": None, "average_share": None}
+    return {
+        "average_used": used / hours,
+        "average_quota": quota / hours or None,
+        "average_share": used / quota if quota else None,
+    }
+
+
+def chart_links(days: int, team: str, resource: str) -> dict[str, str]:
+    """One chart's data: its CSV, and the API's JSON of the same rows."""
+    query = "?" + urlencode({"days": days, "team": team, "resource": resource})
+    return {
+        "csv": reverse("report-csv", args=["usage-over-time"]) + query,
+        "json": reverse("report", args=["usage-over-time"]) + query + "&format=json",
+    }
+
+
+def usage_charts(
+    period: reports.Period, teams: list[str], days: int, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """Small multiples: one chart per team and GPU resource over every bucket of the
+    period (one query for all of them); charts of one resource share their scale."""
+    series: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for row in reports.usage_by_bucket(period, teams=teams):
+        series[(row["team"], row["resource"])][row["start"]] = row
+    peaks: dict[str, float] = defaultdict(float)
+    for (_, resource), points in series.items():
+        for row in points.values():
+            peaks[resource] = max(peaks[resource], row["average_used"], row["quota"])
+    buckets, starts = _buckets(period, now), [s.isoformat() for s in period.buckets()]
+    out: list[dict[str, Any]] = []
+    for team, resource in sorted(series, key=lambda k: (teams.index(k[0]), k[1])):
+        points = series[(team, resource)]
+        used = [points[s]["average_used"] if s in points else None for s in starts]
+        quota = [points[s]["quota"] if s in points else None for s in starts]
+        title = f"{team}: {resource} in use against the quota, {period.adjective} averages"
+        lines = [("in use", used)] + ([("quota", quota)] if any(quota) else [])
+        svg = charts.small_line_chart(
+            title,
+            buckets,
+            lines,
+            what=f"{period.adjective.capitalize()} averages",
+            peak=peaks[resource],
+        )
+        out.append(
+            {
+                "team": team,
+                "resource": resource,
+                **_averages(points.values()),
+                "svg": mark_safe(svg),
+                **chart_links(days, team, resource),
+            }
+        )
+    return out
+
+
+def _wait_chart(waits: list[dict[str, Any]]) -> str:
+    if not waits:
+        return ""
+    return charts.bar_chart(
+        "Wait before admission per ClusterQueue (seconds)",
+        [(w["cluster_queue"], [("p50", w["p50_s"]), ("p90", w["p90_s"])]) for w in waits],
+        unit=" s",
+    )
+
+
+def _fleet_chart(idle: list[dict[str, Any]]) -> str:
+    if not idle:
+        return ""
+    return charts.bar_chart(
+        "Fleet: allocated against allocatable per pool and GPU resource (averages)",
+        [
+            (
+                f"{r['pool']} {r['resource'].removeprefix('nvidia.com/')}",
+                [("allocatable", r["average_allocatable"]), ("allocated", r["average_allocated"])],
+            )
+            for r in idle
+        ],
+    )
+
+
+def _team_choices(request: HttpRequest) -> list[str]:
+    """The teams the page can narrow to: the user's own, or every team for who sees all."""
+    teams = team_scope(request.user)
+    if teams is not None:
+        return teams
+    return list(Team.objects.order_by("slug").values_list("slug", flat=True))
 
 
 @login_required
 def reports_page(request: HttpRequest) -> HttpResponse:
+    """The dashboard: small multiples of use against quota, then the tables. A lead sees
+    their teams' numbers (``?team=``: one of them); who sees every team can pick one."""
     days = _days(request)
-    period = reports.Period.last(days)
+    now = timezone.now()
+    period = reports.last_days(days, now=now)
     team = request.GET.get("team", "")
     teams = _requested_teams(request)
     gpu_hours = reports.gpu_hours(period, teams=teams)
     # Charts for the user's teams, or (approvers, admins) the six that used the most.
     busiest = [r["team"] for r in sorted(gpu_hours, key=lambda r: -r["gpu_hours"])]
-    chart_teams = teams if teams is not None else busiest
-    waits = reports.wait_times(period)
+    chart_teams = (teams if teams is not None else busiest)[:6]
+    waits = reports.wait_times(period, teams=teams)
     idle = reports.idle_capacity(period)
+    since = reports.data_start(period)
     context = {
         "days": days,
         "choices": DAYS,
         "period": period,
+        "since": since if since and since > period.start else None,
         "gpu_hours": gpu_hours,
         "by_resource": reports.gpu_hours(period, by="resource", teams=teams),
         "by_queue": reports.gpu_hours(period, by="queue"),
@@ -114,44 +229,24 @@ def reports_page(request: HttpRequest) -> HttpResponse:
         "waits": waits,
         "borrowing": reports.borrowing(period),
         "idle": idle,
-        "usage_charts": _usage_charts(period, chart_teams[:6]),
-        "wait_chart": mark_safe(
-            charts.bar_chart(
-                "Wait before admission per ClusterQueue (seconds)",
-                [(w["cluster_queue"], [("p50", w["p50_s"]), ("p90", w["p90_s"])]) for w in waits],
-                unit=" s",
-            )
-        )
-        if waits
-        else "",
-        "fleet_chart": mark_safe(
-            charts.bar_chart(
-                "Fleet: allocated against allocatable per pool and GPU resource (averages)",
-                [
-                    (
-                        f"{r['pool']} {r['resource'].removeprefix('nvidia.com/')}",
-                        [
-                            ("allocatable", r["average_allocatable"]),
-                            ("allocated", r["average_allocated"]),
-                        ],
-                    )
-                    for r in idle
-                ],
-            )
-        )
-        if idle
-        else "",
-        "insights": reports.insights(period) if teams is None else [],
+        "usage_charts": usage_charts(period, chart_teams, days, now),
+        "wait_chart": mark_safe(_wait_chart(waits)),
+        "fleet_chart": mark_safe(_fleet_chart(idle)),
+        "suggestions": reports.suggestions(period, teams=teams, since=since),
         "sees_all": teams is None,
         "team": team,
+        "team_choices": _team_choices(request),
     }
     return render(request, "usage/reports.html", context)
 
 
 @login_required
 def report_csv(request: HttpRequest, name: str) -> HttpResponse:
-    period = reports.Period.last(_days(request))
-    rows = report_rows(name, period, _requested_teams(request))
+    period = reports.last_days(_days(request))
+    try:
+        rows = report_rows(name, period, _requested_teams(request), request.GET.get("resource", ""))
+    except ValidationError as error:
+        return HttpResponseBadRequest(" ".join(error.messages), content_type="text/plain")
     response = HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{name}-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv"'

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from devcluster import __main__ as command
 from tests.devcluster.test_kueue_recordings import (
     KUEUE,
     KueueDemo,
@@ -240,3 +243,19 @@ def test_fair_sharing_shares_and_preemption() -> None:
     assert demo.get(f"{KUEUE}/clusterqueues/rc-cq-team-b")["status"]["fairSharing"] == {
         "weightedShare": 0
     }
+
+
+def test_the_run_command_starts_the_demo_with_fair_sharing_on(monkeypatch: Any) -> None:
+    """``python -m devcluster --fair-sharing`` (as ``dev.py run`` starts it) turns Kueue's
+    fair sharing on; without the flag it stays off, as in Kueue's default configuration."""
+    started: list[Any] = []
+
+    def start(**kwargs: Any) -> Any:
+        started.append(kwargs["options"])
+        raise SystemExit(0)  # the test only reads the options the command chose
+
+    monkeypatch.setattr(command, "start", start)
+    for argv in (["--port", "0", "--fair-sharing"], ["--port", "0"]):
+        with pytest.raises(SystemExit):
+            command.main(argv)
+    assert [options.fair_sharing for options in started] == [True, False]

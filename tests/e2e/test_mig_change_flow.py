@@ -21,6 +21,7 @@ from cluster.poll import poll_cluster
 from demo.data import DEMO_PASSWORD
 from demo.services import load_demo
 from devcluster.controllers import Options
+from devcluster.scenario import workload
 from kube import Gateway, ObjectRef, connect
 from tenants.models import Team
 from tests.e2e.conftest import screenshot
@@ -29,7 +30,10 @@ from tests.support import Worker, protect_dev_pod, wait_for
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     # MIG Manager takes half a second: the browser sees the timeline move step by step.
-    pytest.mark.demo_cluster(options=Options(mig_delay_seconds=0.5, retry_seconds=0.5, tick=0.05)),
+    # Kueue's fair sharing on, as the run command has it: the Queues page shows the shares.
+    pytest.mark.demo_cluster(
+        options=Options(mig_delay_seconds=0.5, retry_seconds=0.5, tick=0.05, fair_sharing=True)
+    ),
 ]
 
 
@@ -176,9 +180,7 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "workspace-approver-390")
     page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(f"{base}/queues/")
-    expect(page.locator("body")).to_contain_text("Cohort ai-platform")
-    screenshot(page, "queues")
+    queues_with_a_borrower(page, base, gateway)
 
     # Usage history (the demo backfills two weeks), as a team's page.
     from django.core.management import call_command
@@ -187,10 +189,60 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     # (a tenth of the time) show the same chart otherwise.
     call_command("backfill_usage", "--days", "14" if os.environ.get("QM_SCREENSHOTS") else "2")
     page.goto(f"{base}/reports/?team=team-a&days=30")
-    expect(
-        page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
-    ).to_be_visible()
+    chart = page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
+    expect(chart).to_be_visible()
+    # Every day of the period is a column whose tooltip has its numbers, today's the last.
+    tips = chart.locator("rect.hit > title")
+    expect(tips).to_have_count(30)
+    expect(tips.last).to_contain_text("today")
+    expect(chart.locator("text", has_text="history from")).to_have_count(1)
+    expect(page.locator("#insights-title + p")).to_contain_text("Checked 1 namespace quota")
+    # One chart's data, as the API gives it.
+    href = page.get_by_role("link", name="team-a nvidia.com/gpu as JSON").get_attribute("href")
+    rows = page.request.get(f"{base}{href}").json()
+    assert rows and {(r["team"], r["resource"]) for r in rows} == {("team-a", "nvidia.com/gpu")}
     screenshot(page, "usage-team")
+    # On a phone's width the grid is one column and nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    charts = page.locator(".charts figure")
+    first, second = charts.nth(0).bounding_box(), charts.nth(1).bounding_box()
+    assert first and second and second["y"] > first["y"] + first["height"] - 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "usage-team-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
+
+
+def queues_with_a_borrower(page: Any, base: str, gateway: Gateway) -> None:
+    """team-dev borrows 2 of the cohort's idle H100 GPUs (its queue owns none): after a poll
+    the Queues page shows the cohort tree, weights, cq-dev's share as Kueue computes it
+    (2 borrowed of the 16 the cohort can lend, weight 5: 25) and the cohort's totals."""
+    gateway.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            **workload("notebook-h100", "team-dev", "dev-test", 1, {"nvidia.com/gpu": "2"}),
+        }
+    )
+    cq = ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-dev")
+    wait_for(
+        lambda: (gateway.get(cq).get("status") or {}).get("fairSharing") == {"weightedShare": 25},
+        what="cq-dev's share",
+    )
+    wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
+    page.goto(f"{base}/queues/")
+    expect(page.get_by_label("Cohorts and their ClusterQueues")).to_contain_text("gpu-fleet")
+    expect(page.locator("#cluster-queue-cq-dev-title")).to_contain_text("weight 5")
+    expect(page.locator("#cluster-queue-cq-dev-title")).to_contain_text("share 25")
+    expect(page.locator("#cluster-queue-cq-train-waiting")).to_contain_text("job-big-train")
+    totals = page.get_by_label("Totals of cohort ai-platform")
+    h100 = totals.locator("tr", has_text="nvidia.com/gpu")
+    expect(h100).to_have_text(re.compile(r"h100-80gb\s*nvidia.com/gpu\s*16\s*14\s*2\s*4"))
+    screenshot(page, "queues")
+    # On a phone's width the tables scroll inside their boxes: the page itself does not.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "queues-390")
+    page.set_viewport_size({"width": 1366, "height": 900})
 
 
 def test_an_admin_aborts_a_running_change_in_the_page(

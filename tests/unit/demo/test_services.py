@@ -6,7 +6,7 @@ import pytest
 
 from demo.services import load_demo
 from portal.models import AuditEvent
-from queues.models import ClusterQueue, LocalQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 
 pytestmark = pytest.mark.django_db
@@ -35,6 +35,10 @@ def test_demo_holds_the_seed_scenario(demo: None) -> None:
     assert {cq.cohort.name for cq in ClusterQueue.objects.select_related("cohort")} == {
         "ai-platform"
     }
+    # The seed's cohort nests in a root that holds no quota of its own.
+    root = Cohort.objects.get(name="ai-platform").parent
+    assert root is not None
+    assert (root.name, root.parent, root.resource_groups) == ("gpu-fleet", None, [])
     dev = ClusterQueue.objects.get(name="cq-dev").resource_groups
     assert {"name": "nvidia.com/gpu", "nominalQuota": "0", "borrowingLimit": "10"} in dev[1][
         "flavors"

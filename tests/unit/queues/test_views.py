@@ -280,5 +280,9 @@ def test_a_queues_use_is_kueues_admitted_use_and_its_reservation_beside_it(
     client.force_login(platform_admin)
     page = client.get("/queues/").content.decode()
     assert '<th scope="col">In use (admitted)</th><th scope="col">Reserved</th>' in page
-    assert "what admitted workloads hold (Kueue's <code>flavorsUsage</code>)" in page
-    assert '<td>6</td><td>7</td><td><span class="tag warn">2</span></td>' in page
+    assert "What admitted workloads hold (Kueue's <code>flavorsUsage</code>)." in page
+    # Not in a cohort: it lends nothing.
+    assert (
+        '<td data-label="In use">6</td><td data-label="Reserved">7</td>'
+        '<td data-label="Borrowed"><span class="tag warn">2</span></td><td data-label="Lent">0</td>'
+    ) in page

@@ -225,3 +225,70 @@ def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
         "p90_s": 0,
         "p99_s": 0,
     }
+
+
+NOV = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def nov(day: int, hour: int = 0, minute: int = 0) -> dt.datetime:
+    return NOV.replace(day=day, hour=hour, minute=minute)
+
+
+def test_the_last_days_end_with_today_as_far_as_it_is_rolled_up() -> None:
+    period = reports.Period.last(7, now=nov(7, 14, 40), rolled_up_to=nov(7, 14))
+    assert (period.start, period.end, period.partial_from) == (nov(1), nov(7, 14, 40), nov(7))
+    assert period.granularity == "day" and period.buckets() == [nov(d) for d in range(1, 8)]
+    assert [period.is_partial(b) for b in period.buckets()] == [False] * 6 + [True]
+    # Just after midnight, before yesterday's last hour is rolled up: its hours count so far.
+    late = reports.Period.last(7, now=nov(8, 0, 10), rolled_up_to=nov(7, 23))
+    assert late.partial_from == nov(7) and late.buckets()[-2:] == [nov(7), nov(8)]
+    # Nothing rolled up yet: today is on the axis, empty.
+    fresh = reports.Period.last(7, now=nov(7, 14, 40))
+    assert fresh.partial_from == nov(7) and fresh.buckets()[-1] == nov(7)
+    # One day: the last 24 whole hours, hourly, nothing partial.
+    hours = reports.Period.last(1, now=nov(7, 14, 40), rolled_up_to=nov(7, 14))
+    assert (hours.start, hours.end, hours.granularity) == (nov(6, 14), nov(7, 14), "hour")
+    assert len(hours.buckets()) == 24 and hours.partial_from is None
+
+
+def rollup(period: str, start: dt.datetime, scope: str, used: float, **values: float) -> Rollup:
+    seconds = 86400 if period == "day" else 3600
+    return Rollup(
+        period=period,
+        start=start,
+        kind="team",
+        owner="team-a",
+        scope=scope,
+        resource="nvidia.com/gpu",
+        covered_seconds=seconds,
+        used_seconds=used * seconds,
+        gpu_seconds=used * seconds,
+        capacity_seconds=values.get("quota", 16) * seconds,
+    )
+
+
+@pytest.mark.django_db
+def test_today_counts_its_hours_once_and_is_one_partial_bucket() -> None:
+    rows = [rollup("day", nov(d), "team-a", 4) for d in (5, 6)]
+    # Nov 6's hours are still kept: the daily rollup counts them, they must not count twice.
+    rows += [rollup("hour", nov(6, h), "team-a", 4) for h in range(24)]
+    # Today, 14 hours rolled up in two namespaces of the team (8 and 2 GPUs; 16 + 4 quota).
+    rows += [rollup("hour", nov(7, h), "team-a", 8) for h in range(14)]
+    rows += [rollup("hour", nov(7, h), "team-a-dev", 2, quota=4) for h in range(14)]
+    Rollup.objects.bulk_create(rows)
+    period = reports.Period.last(7, now=nov(7, 14, 40), rolled_up_to=nov(7, 14))
+    buckets = reports.usage_by_bucket(period, teams=["team-a"])
+    assert [
+        (b["start"], b["average_used"], b["quota"], b["covered_hours"], b["partial"])
+        for b in buckets
+    ] == [
+        (nov(5).isoformat(), 4.0, 16.0, 24.0, False),
+        (nov(6).isoformat(), 4.0, 16.0, 24.0, False),
+        (nov(7).isoformat(), 10.0, 20.0, 14.0, True),
+    ]
+    assert reports.gpu_hours(period) == [
+        {"team": "team-a", "gpu_hours": 4 * 48 + 10 * 14, "device_hours": 4 * 48 + 10 * 14}
+    ]
+    assert reports.data_start(period) == nov(5)
+    assert reports.usage_by_bucket(period, teams=["team-b"]) == []
+    assert reports.usage_by_bucket(period, resource="nvidia.com/mig-3g.40gb") == []

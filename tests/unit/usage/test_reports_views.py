@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import html
 import io
+import re
 from typing import Any
 
 import pytest
@@ -13,7 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.factories import ObservedNodeFactory
-from usage.models import Sample, WorkloadRecord
+from usage import reports
+from usage.models import Rollup, Sample, WorkloadRecord
 from usage.sampling import roll_up
 
 pytestmark = pytest.mark.django_db
@@ -93,14 +96,17 @@ def test_a_lead_sees_charts_and_numbers_of_their_teams_only(history: None) -> No
     page = login("lead-a").get("/reports/?days=7").content.decode()
     assert 'role="img" aria-label="team-a: nvidia.com/gpu in use against the quota' in page
     assert "team-b" not in page.split('id="gpuh-title"')[1].split("</section>")[0]
-    assert "<td>team-a</td><td>288.0</td><td>288.0</td>" in page  # 4 GPUs x 72 hours
+    assert "<td>team-a</td><td>288</td><td>288</td>" in page  # 4 GPUs x 72 hours
     assert "Wait before admission per ClusterQueue" in page
-    assert "Suggestions" not in page  # for approvers and admins
+    # The suggestions of the lead's own quotas only (team-b's is full, its slices too).
+    suggestions = page.split('id="insights-title"')[1].split("</section>")[0]
+    assert "team-a/team-a used 25% of its 16 nvidia.com/gpu on average" in suggestions
+    assert "team-b" not in suggestions and "idle" not in suggestions
 
 
 def test_admins_see_every_team_and_the_suggestions(history: None) -> None:
     page = login("admin").get("/reports/?days=7").content.decode()
-    assert "<td>team-b</td><td>288.0</td><td>576.0</td>" in page  # 8 slices = 4 GPUs' worth
+    assert "<td>team-b</td><td>288</td><td>576</td>" in page  # 8 slices = 4 GPUs' worth
     assert "team-a/team-a used 25% of its 16 nvidia.com/gpu on average" in page
     assert "mig-3g.40gb sat 83% idle in pool train" not in page  # nothing else waited
 
@@ -148,8 +154,6 @@ def test_a_team_page_and_its_chart_data(history: None) -> None:
 
 
 def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: None) -> None:
-    from usage import reports
-
     settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
     now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     rows = []
@@ -242,6 +246,114 @@ def test_gpu_hours_per_cluster_queue(history: None) -> None:
     ]
     page = login("lead-a").get("/reports/?days=7").content.decode()
     assert (
-        "<td>cq-train</td><td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>288.0</td>"
+        "<td>cq-train</td><td>h100-80gb</td><td><code>nvidia.com/gpu</code></td><td>288</td>"
         in page
     )
+
+
+def links(page: str, text: str) -> list[str]:
+    """The hrefs of the links whose text is ``text`` (unescaped)."""
+    return [html.unescape(h) for h in re.findall(rf'<a href="([^"]+)"[^>]*>{text}</a>', page)]
+
+
+def test_each_chart_has_its_own_data_as_csv_and_json(history: None) -> None:
+    client = login("lead-a")
+    page = client.get("/reports/?days=7").content.decode()
+    (csv_link,) = links(page, "CSV")[:1]
+    (json_link,) = links(page, "JSON")[:1]
+    assert csv_link == "/reports/usage-over-time.csv?days=7&team=team-a&resource=nvidia.com%2Fgpu"
+    assert json_link == (
+        "/api/v1/reports/usage-over-time/?days=7&team=team-a&resource=nvidia.com%2Fgpu&format=json"
+    )
+    rows = list(csv.DictReader(io.StringIO(client.get(csv_link).content.decode())))
+    assert len(rows) == 3 and {(r["team"], r["resource"]) for r in rows} == {
+        ("team-a", "nvidia.com/gpu")
+    }
+    assert (rows[0]["average_used"], rows[0]["quota"], rows[0]["covered_hours"]) == (
+        "4.0",
+        "16.0",
+        "24.0",
+    )
+    assert rows[0]["partial"] == "False"
+    data = client.get(json_link).json()
+    assert [r["start"] for r in data] == [r["start"] for r in rows]
+    assert data[0]["average_used"] == 4.0 and data[0]["partial"] is False
+
+
+def test_a_chart_of_another_team_or_a_resource_column_that_is_not_there_is_refused(
+    history: None,
+) -> None:
+    client = login("lead-a")
+    assert client.get("/api/v1/reports/usage-over-time/?team=team-b").status_code == 404
+    assert client.get("/reports/usage-over-time.csv?team=team-b").status_code == 404
+    answer = client.get("/api/v1/reports/gpu-hours/?resource=nvidia.com/gpu")
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == {"resource": ["The gpu-hours report has no resource column."]}
+    plain = client.get("/reports/gpu-hours.csv?resource=nvidia.com/gpu")
+    assert plain.status_code == 400
+    assert plain.content.decode() == "The gpu-hours report has no resource column."
+    # An admin may ask for any team that exists; a team of no such name is a 404.
+    admin = login("admin")
+    assert len(admin.get("/api/v1/reports/usage-over-time/?team=team-b").json()) == 3
+    assert admin.get("/api/v1/reports/usage-over-time/?team=nope").status_code == 404
+    assert admin.get("/reports/?team=nope").status_code == 404
+
+
+def test_an_admin_chooses_a_team_and_the_page_is_that_teams(history: None) -> None:
+    admin = login("admin")
+    page = admin.get("/reports/?days=7").content.decode()
+    select = page.split('<select id="f-team"')[1].split("</select>")[0]
+    assert '<option value="">every team</option>' in select
+    assert '<option value="team-b">team-b</option>' in select
+    team_b = admin.get("/reports/?days=7&team=team-b").content.decode()
+    assert "<h1>Usage of team-b</h1>" in team_b
+    assert 'aria-label="team-b: nvidia.com/mig-3g.40gb in use' in team_b
+    assert 'aria-label="team-a:' not in team_b
+    assert '<option value="team-b" selected>team-b</option>' in team_b
+    # A lead with one team has nothing to choose.
+    assert 'id="f-team"' not in login("lead-a").get("/reports/?days=7").content.decode()
+
+
+def test_a_leads_waits_are_their_teams_workloads(history: None) -> None:
+    now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    WorkloadRecord.objects.create(  # team-b's, waited an hour in the same queue
+        namespace="team-b",
+        name="b0",
+        cluster_queue="cq-train",
+        created_at=now - dt.timedelta(days=1),
+        admitted_at=now - dt.timedelta(days=1) + dt.timedelta(hours=1),
+    )
+    lead = login("lead-a").get("/api/v1/reports/wait-times/?days=7").json()
+    assert lead[0]["admitted"] == 3 and lead[0]["p99_s"] == 589.8
+    everyone = login("approver").get("/api/v1/reports/wait-times/?days=7").json()
+    assert everyone[0]["admitted"] == 4
+
+
+def test_without_suggestions_the_page_says_what_it_checked(history: None) -> None:
+    page = login("lead-b").get("/reports/?days=7").content.decode()
+    section = page.split('id="insights-title"')[1].split("</section>")[0]
+    assert (
+        "None. Checked 1 namespace quota over 3 days: none used under 30% of its limit on "
+        "average." in section
+    )
+    period = reports.last_days(7)
+    everyone = reports.suggestions(period, since=reports.data_start(period), unused_below=0.2)
+    assert everyone.items == []
+    assert everyone.checked == (
+        "Checked 2 namespace quotas over 3 days: none used under 20% of its limit on average; "
+        "checked 1 MIG profile in 1 pool: none sat over 50% idle while pods waited for another "
+        "profile."
+    )
+    Sample.objects.all().delete()
+    Rollup.objects.all().delete()
+    page = login("lead-b").get("/reports/?days=7").content.decode()
+    assert "None. Nothing to check: no quota had samples in this period." in page
+
+
+def test_a_user_of_no_team_sees_no_numbers(history: None) -> None:
+    client = Client()
+    client.force_login(User.objects.create_user("nobody"))
+    page = client.get("/reports/?days=7").content.decode()
+    assert "No samples in this period yet." in page and "team-a" not in page
+    assert client.get("/reports/usage-over-time.csv?days=7").content == b""
+    assert client.get("/api/v1/reports/wait-times/?days=7").json() == []

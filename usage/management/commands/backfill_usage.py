@@ -77,6 +77,7 @@ class Command(BaseCommand):
                 for job in range(6):
                     created = day + dt.timedelta(hours=waits.uniform(0, 23))
                     wait = dt.timedelta(seconds=waits.lognormvariate(5.5, 1.1))
+                    ran = dt.timedelta(minutes=waits.uniform(40, 160))  # estimated waits use it
                     if created + wait < now:
                         records.append(
                             WorkloadRecord(
@@ -85,7 +86,7 @@ class Command(BaseCommand):
                                 cluster_queue=cq,
                                 created_at=created,
                                 admitted_at=created + wait,
-                                finished_at=created + wait + dt.timedelta(hours=2),
+                                finished_at=created + wait + ran,
                             )
                         )
                 day += dt.timedelta(days=1)
