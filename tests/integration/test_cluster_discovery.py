@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from django.test import Client
 
 import devcluster
@@ -18,6 +19,7 @@ from cluster.models import AppliedObject, Cluster, Drift, ObservedObject, SyncRu
 from cluster.poll import poll_cluster
 from cluster.services import save_cluster, settings_cluster
 from devcluster import Served
+from devcluster.__main__ import kubeconfig
 from kube import Gateway, connect
 from tests.deploy.conftest import cluster_role
 
@@ -176,3 +178,32 @@ def test_the_loop_follows_a_kueue_that_no_longer_serves_the_configured_version(
     poll_cluster(gateway=gateway)
     assert ObservedObject.objects.filter(api_version="kueue.x-k8s.io/v1beta2").exists()
     assert not Drift.objects.filter(resolved_at__isnull=True, kind__in=["object", "missing"])
+
+
+@pytest.mark.demo_cluster(token="admin-token")
+def test_a_kubeconfig_stored_as_the_credential_connects_with_its_context(
+    platform_admin: Any, demo_cluster: devcluster.DemoCluster
+) -> None:
+    two_contexts = yaml.safe_load(kubeconfig(demo_cluster.url, "admin-token"))
+    wrong = {**two_contexts["contexts"][0], "name": "elsewhere"}
+    wrong["context"] = {**wrong["context"], "user": "nobody"}
+    two_contexts["contexts"].append(wrong)
+    two_contexts["users"].append({"name": "nobody", "user": {"token": "not-the-token"}})
+    cluster = save_cluster(
+        actor=platform_admin,
+        cluster=Cluster(
+            name="kc", display_name="KC", connection="kubeconfig", kubeconfig_context="devcluster"
+        ),
+        credential=yaml.safe_dump(two_contexts),
+        source="web",
+    )
+    tested = check_connection(cluster)
+    assert tested.ok and tested.version == "v1.36.2" and tested.missing == []
+    cluster.kubeconfig_context = "elsewhere"
+    save_cluster(actor=platform_admin, cluster=cluster, source="web")
+    tested = check_connection(Cluster.objects.get(name="kc"))
+    assert not tested.ok and "Unauthorized" in tested.error
+    cluster.kubeconfig_context = "no-such-context"
+    save_cluster(actor=platform_admin, cluster=cluster, source="web")
+    tested = check_connection(Cluster.objects.get(name="kc"))
+    assert not tested.ok and "the kubeconfig cannot be used" in tested.error
