@@ -146,3 +146,26 @@ def test_only_platform_admins_see_or_register_clusters(
         )
         assert response.status_code == 403
     assert not Cluster.objects.filter(name="x").exists()
+
+
+def test_registering_the_same_name_twice_is_a_field_error(
+    platform_admin: Any, client: Client
+) -> None:
+    register(platform_admin)
+    client.force_login(platform_admin)
+    form = {
+        "name": "gpu-east",
+        "display_name": "Again",
+        "purpose": "general",
+        "connection": "token",
+        "api_url": "https://10.0.0.2:6443",
+        "credential": "another-token",
+    }
+    response = client.post("/clusters/new/", form)
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert 'id="id_name" name="name" value="gpu-east"' in page
+    assert "Cluster with this Name already exists." in page
+    assert "another-token" not in page
+    assert Cluster.objects.get(name="gpu-east").display_name == "GPU east"
+    assert AuditEvent.objects.filter(event="cluster.registered").count() == 1
