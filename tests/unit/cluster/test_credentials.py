@@ -4,6 +4,7 @@ clear error; the credential never comes back out (page, API, audit)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from cluster.services import rotate_cluster_credentials, save_cluster
 from portal.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.remote-cluster-token.signature"
 OLD_KEY = "dGVzdC1vbmx5LWNsdXN0ZXItY3JlZGVudGlhbHMtayE="
 
@@ -78,7 +80,10 @@ def test_a_wrong_key_stops_the_start_with_a_clear_error(platform_admin: Any, set
         checks.refuse_to_start()  # a Celery worker at start (tests/integration/test_worker.py)
     assert "cluster 'gpu-east' cannot be decrypted with QM_CREDENTIALS_KEY" in str(raised.value)
     with pytest.raises(SystemCheckError, match=r"cluster\.E001.*'gpu-east' cannot be decrypted"):
-        call_command("check", "--database", "default")  # and so migrate
+        # as the web container starts (deploy/docker/entrypoint.sh), and as migrate does
+        call_command("check", "--tag", "database", "--database", "default")
+    web = (ROOT / "deploy/docker/entrypoint.sh").read_text().split("  web)")[1].split(";;")[0]
+    assert "python manage.py check --tag database --database default\n" in web
     with pytest.raises(CommandError, match="cannot be decrypted"):
         call_command("rotate_cluster_credentials")
     with pytest.raises(credentials.CredentialKeyError):
