@@ -17,8 +17,14 @@ from rest_framework.views import APIView
 
 from cluster.desired import collect_manifests, to_yaml_stream
 from cluster.filters import NodeFilter
-from cluster.models import ObservedNode
-from cluster.selectors import api_status, apply_problems, apply_warnings
+from cluster.models import Cluster, ObservedNode
+from cluster.selectors import (
+    api_status,
+    apply_problems,
+    apply_warnings,
+    discovery_age,
+    list_clusters_for_user,
+)
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.api_safety import StrictQuery
@@ -67,6 +73,57 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet[ObservedNode]):
             .only(*NodeSerializer.Meta.fields)
             .order_by("name")
         )
+
+
+class ClusterSerializer(serializers.ModelSerializer[Cluster]):
+    """A cluster without its credential: only whether one is stored, and since when."""
+
+    purpose_meaning = serializers.CharField(read_only=True)
+    has_credential = serializers.BooleanField(read_only=True)
+    discovery = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "name",
+            "display_name",
+            "purpose",
+            "purpose_meaning",
+            "connection",
+            "api_url",
+            "kubeconfig_context",
+            "verify_tls",
+            "has_credential",
+            "credential_set_at",
+            "kubernetes_version",
+            "kueue_versions",
+            "volcano",
+            "gpu_operator",
+            "gpu_operator_detail",
+            "mig_strategy",
+            "discovered_at",
+            "discovery_error",
+            "discovery",
+        ]
+
+    def get_discovery(self, cluster: Cluster) -> str:
+        """fresh, stale (older than three polls) or never."""
+        return discovery_age(cluster)
+
+
+class ClusterViewSet(viewsets.ReadOnlyModelViewSet[Cluster]):
+    """The clusters the portal serves and what each poll discovered there (platform admins;
+    credentials are never shown)."""
+
+    serializer_class = ClusterSerializer
+    queryset = Cluster.objects.none()  # for the schema; get_queryset checks the user
+    lookup_field = "name"
+    lookup_value_regex = "[a-z0-9-]+"
+
+    def get_queryset(self) -> Any:
+        if getattr(self, "swagger_fake_view", False):
+            return Cluster.objects.none()
+        return list_clusters_for_user(self.request.user)
 
 
 class MigConfigsViewSet(viewsets.ViewSet):

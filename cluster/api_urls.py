@@ -1,9 +1,16 @@
 from django.urls import path
 
-from cluster.api import ManifestsView, MigConfigsViewSet, NodeViewSet, SyncStatusView
+from cluster.api import (
+    ClusterViewSet,
+    ManifestsView,
+    MigConfigsViewSet,
+    NodeViewSet,
+    SyncStatusView,
+)
 from portal.routers import app_router
 
 router = app_router()
+router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("mig-configs", MigConfigsViewSet, basename="mig-config")
 urlpatterns = [

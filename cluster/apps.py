@@ -7,11 +7,19 @@ class ClusterConfig(AppConfig):
 
     def ready(self) -> None:
         # lazy: models and tasks import only once the app registry is ready.
-        from cluster import connection, metrics, removal, selectors, tasks
+        from celery.signals import worker_init
+        from django.core import checks as django_checks
+
+        from cluster import checks, connection, credentials, metrics, removal, selectors, tasks
         from portal import desired, health
         from portal import metrics as portal_metrics
         from portal import removal as portal_removal
         from queues import observed
+
+        credentials.check_keys()  # a malformed key stops every process at start
+        django_checks.register(checks.credentials_readable, django_checks.Tags.database)
+        worker_init.connect(checks.refuse_to_start, weak=False)
+        health.report("cluster credentials", checks.readiness)
 
         desired.subscribe(tasks.queue_apply)
         portal_removal.explains(removal.removed_from_cluster)

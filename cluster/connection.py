@@ -1,12 +1,27 @@
-"""The connection to the cluster, built from settings (one gateway per process)."""
+"""The connection to a cluster: the one the settings name (one gateway per process), or a
+registered :class:`~cluster.models.Cluster` row (its credential decrypted only here); and
+the read-only "test connection" (what the portal may do there against what it needs)."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+import yaml
 from django.conf import settings
 
-from kube import Gateway, PermanentKubeError, connect
+from cluster import credentials
+from cluster.discovery import RuleCheck, compare_rules
+from kube import Gateway, KubeError, PermanentKubeError, connect
+
+if TYPE_CHECKING:
+    from cluster.models import Cluster
+
+# What the portal needs in a cluster: the ClusterRole it ships (deploy/base/rbac.yaml).
+NEEDED_RULES = settings.BASE_DIR / "deploy" / "base" / "rbac.yaml"
+# The namespace a rules review asks about: cluster-wide grants show in any namespace.
+REVIEW_NAMESPACE = "default"
 
 
 def cluster_configured() -> bool:
@@ -51,6 +66,88 @@ def get_gateway() -> Gateway:
         settings.KUBE_VERIFY_TLS,
         settings.KUBE_CA_FILE,
         settings.QM_FIELD_MANAGER,
+    )
+
+
+def gateway_for(cluster: Cluster) -> Gateway:
+    """The gateway to ``cluster`` as its row says; the settings' cluster gets the settings'
+    gateway (so the loop of a single-cluster installation is exactly what it was)."""
+    kind = cluster.connection
+    if kind == "settings":
+        return get_gateway()
+    secret = credentials.decrypt(cluster.credential, cluster=cluster.name)
+    return _cluster_gateway(
+        kind,
+        cluster.api_url,
+        secret,
+        cluster.kubeconfig_context,
+        cluster.verify_tls,
+        cluster.ca_certificate,
+        settings.QM_FIELD_MANAGER,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _cluster_gateway(
+    kind: str, url: str, secret: str, context: str, verify: bool, ca: str, manager: str
+) -> Gateway:
+    # The key holds the secret: a rotated token or an edited row is a new gateway.
+    if kind == "in_cluster":
+        return connect(in_cluster=True, field_manager=manager)
+    if kind == "kubeconfig":
+        if not secret:
+            return connect(kubeconfig=settings.KUBECONFIG, context=context, field_manager=manager)
+        try:
+            data = yaml.safe_load(secret)
+        except yaml.YAMLError as exc:
+            raise PermanentKubeError(f"the stored kubeconfig is not YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise PermanentKubeError("the stored kubeconfig is not a kubeconfig")
+        return connect(kubeconfig_data=data, context=context, field_manager=manager)
+    return connect(url=url, token=secret, verify_tls=verify, ca_data=ca, field_manager=manager)
+
+
+@dataclass(frozen=True)
+class ConnectionTest:
+    """What a read-only test of a cluster's connection found."""
+
+    ok: bool
+    error: str = ""
+    version: str = ""
+    checks: list[RuleCheck] = field(default_factory=list)
+    incomplete: bool = False
+    evaluation_error: str = ""
+
+    @property
+    def missing(self) -> list[RuleCheck]:
+        return [check for check in self.checks if not check.allowed]
+
+
+def needed_rules() -> list[dict[str, Any]]:
+    """The ClusterRole's rules the portal ships (what it needs in every cluster)."""
+    for doc in yaml.safe_load_all(NEEDED_RULES.read_text()):
+        if doc and doc.get("kind") == "ClusterRole":
+            return list(doc.get("rules") or [])
+    return []
+
+
+def check_connection(cluster: Cluster) -> ConnectionTest:
+    """Ask the cluster who the portal is there (read-only: ``/version`` and a
+    SelfSubjectRulesReview) and compare with :func:`needed_rules`; ten seconds at most."""
+    try:
+        gateway = gateway_for(cluster).bounded(connect=3.0, read=10.0)
+        version = gateway.version()
+        review = gateway.rules_review(REVIEW_NAMESPACE)
+    except KubeError as exc:
+        return ConnectionTest(ok=False, error=exc.message)
+    except credentials.CredentialKeyError as exc:
+        return ConnectionTest(ok=False, error=str(exc))
+    return ConnectionTest(
+        ok=True,
+        version=str(version.get("gitVersion") or ""),
+        checks=compare_rules(needed_rules(), review),
+        incomplete=bool(review.get("incomplete")),
+        evaluation_error=str(review.get("evaluationError") or ""),
     )
 
 

@@ -11,8 +11,9 @@ from collections import defaultdict
 from typing import Any
 
 import yaml
-from django.conf import settings
 
+from cluster.models import Cluster
+from cluster.selectors import loop_target, rendering_for
 from queues import manifests as queue_manifests
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants import manifests as tenant_manifests
@@ -22,11 +23,19 @@ Manifest = dict[str, Any]
 
 
 def collect_manifests(
-    *, team_slug: str | None = None, backend: str | None = None, version: str | None = None
+    *,
+    team_slug: str | None = None,
+    backend: str | None = None,
+    version: str | None = None,
+    cluster: Cluster | None = None,
 ) -> list[Manifest]:
-    """All desired objects; with ``team_slug``, only that team's namespaced objects."""
-    backend = backend or settings.QM_QUEUE_BACKEND
-    version = version or settings.QM_KUEUE_API_VERSION
+    """All desired objects; with ``team_slug``, only that team's namespaced objects. The
+    backend and Kueue version are the given ones, else the settings' following what the
+    ``cluster`` (by default the settings' cluster) was discovered to serve
+    (``cluster.discovery.render_target``)."""
+    if backend is None or version is None:
+        found_backend, found_version = rendering_for(cluster) if cluster else loop_target()
+        backend, version = backend or found_backend, version or found_version
     namespaces = list(
         Namespace.objects.select_related("team").prefetch_related("quota_items", "limit_items")
     )

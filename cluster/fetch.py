@@ -8,9 +8,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from cluster.decode import as_int
+from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
+from cluster.selectors import loop_target
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
@@ -44,8 +44,9 @@ def fetch(gateway: Gateway) -> Listing:
         page_size=PAGE_SIZE,
         field_selector="status.phase!=Succeeded,status.phase!=Failed",
     )
-    managed = list_managed(gateway)
-    workloads = list_workloads(gateway)
+    backend, version = loop_target()
+    managed = list_managed(gateway, backend=backend, version=version)
+    workloads = list_workloads(gateway, backend=backend, version=version)
     positions = queue_positions(gateway) if workloads else {}
     podgroups = list_podgroups(gateway)
     failures = live_failures(
@@ -53,6 +54,25 @@ def fetch(gateway: Gateway) -> Listing:
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
     return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+
+
+def discover(
+    gateway: Gateway, nodes: Objects, *, version: dict[str, Any] | None = None
+) -> Discovered:
+    """What the cluster runs (``cluster.discovery``): its version, its group discovery and,
+    where the GPU Operator's group is served, its ClusterPolicies (a refusal: the nodes'
+    labels tell instead). ``nodes`` is the poll's own node list, ``version`` its probe's
+    answer to ``/version`` (asked here without one)."""
+    version = version if version is not None else gateway.version()
+    groups = gateway.api_groups()
+    policies: Objects | None = None
+    if "v1" in served_versions(groups, GPU_OPERATOR_GROUP):
+        try:
+            policies = gateway.list("nvidia.com/v1", "ClusterPolicy")
+        except KubeError as exc:
+            log.info("ClusterPolicies not read: %s", exc.message)
+    labels = [(node.get("metadata") or {}).get("labels") or {} for node in nodes]
+    return decode_discovery(version, groups, cluster_policies=policies, node_labels=labels)
 
 
 MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands
@@ -89,26 +109,27 @@ def live_failures(gateway: Gateway, events: Objects) -> Objects:
     return kept
 
 
-def managed_kinds() -> list[tuple[str, str]]:
-    """(apiVersion, kind) of every kind the portal renders, for the configured backend."""
+def managed_kinds(*, backend: str, version: str) -> list[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the portal renders for ``backend`` (and Kueue
+    ``version``)."""
     kinds = [
         ("v1", "Namespace"),
         ("v1", "ResourceQuota"),
         ("v1", "LimitRange"),
         ("scheduling.k8s.io/v1", "PriorityClass"),
     ]
-    if settings.QM_QUEUE_BACKEND == "volcano":
+    if backend == "volcano":
         kinds.append(("scheduling.volcano.sh/v1beta1", "Queue"))
     else:
-        version = f"kueue.x-k8s.io/{settings.QM_KUEUE_API_VERSION}"
-        kinds += [(version, k) for k in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")]
+        group = f"kueue.x-k8s.io/{version}"
+        kinds += [(group, k) for k in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")]
     return kinds
 
 
-def list_managed(gateway: Gateway) -> dict[tuple[str, str], Objects]:
+def list_managed(gateway: Gateway, *, backend: str, version: str) -> dict[tuple[str, str], Objects]:
     """The objects carrying the portal's managed-by label, per kind."""
     out: dict[tuple[str, str], Objects] = {}
-    for api_version, kind in managed_kinds():
+    for api_version, kind in managed_kinds(backend=backend, version=version):
         try:
             out[(api_version, kind)] = gateway.list(
                 api_version, kind, label_selector=f"{MANAGED_BY_KEY}={MANAGED_BY_VALUE}"
@@ -118,14 +139,12 @@ def list_managed(gateway: Gateway) -> dict[tuple[str, str], Objects]:
     return out
 
 
-def list_workloads(gateway: Gateway) -> Objects | None:
+def list_workloads(gateway: Gateway, *, backend: str, version: str) -> Objects | None:
     """Kueue workloads, or None with the Volcano backend or without the Kueue CRDs."""
-    if settings.QM_QUEUE_BACKEND != "kueue":
+    if backend != "kueue":
         return None
     try:
-        return gateway.list(
-            f"kueue.x-k8s.io/{settings.QM_KUEUE_API_VERSION}", "Workload", page_size=PAGE_SIZE
-        )
+        return gateway.list(f"kueue.x-k8s.io/{version}", "Workload", page_size=PAGE_SIZE)
     except NotFound:
         return None
 

@@ -10,10 +10,144 @@ the new one rolls out.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.contrib.postgres.indexes import GinIndex
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from cluster.decode import gpu_offer
+from cluster.discovery import Discovered
+from portal.validators import validate_dns1123_label
+
+# The seed's section 8.1: three kinds of cluster, each with its own priorities.
+PURPOSE_MEANING = {
+    "training": "Training cluster: large multi-GPU jobs and gang scheduling; high utilisation "
+    "and fair sharing between teams matter most, a job may wait in the queue.",
+    "inference": "Inference cluster: long-running services with latency targets; capacity is "
+    "kept ready (often sliced with MIG) and availability matters more than utilisation.",
+    "general": "General platform: development, experiments and smaller jobs of many teams side "
+    "by side; quotas and queues keep one team from crowding out the others.",
+}
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster the portal serves: how it is reached (credentials encrypted,
+    never shown back) and what the last poll discovered there.
+
+    The connection is set by an admin; the discovered fields (version, Kueue's served API
+    versions, Volcano, the GPU Operator, the MIG strategy) are written by the poll only.
+    Objects of one cluster (namespaces, queues, observed rows, changes) will point here.
+    """
+
+    class Purpose(models.TextChoices):
+        TRAINING = "training", "Training"
+        INFERENCE = "inference", "Inference"
+        GENERAL = "general", "General platform"
+
+    class Connection(models.TextChoices):
+        SETTINGS = "settings", "The portal's settings (KUBE_URL, KUBECONFIG or KUBE_IN_CLUSTER)"
+        IN_CLUSTER = "in_cluster", "In-cluster service account"
+        KUBECONFIG = "kubeconfig", "A kubeconfig context"
+        TOKEN = "token", "API URL and a bearer token"
+
+    name = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[validate_dns1123_label],
+        help_text="A DNS label; it names the cluster in URLs, the API and the audit log.",
+    )
+    display_name = models.CharField(max_length=100)
+    purpose = models.CharField(max_length=16, choices=Purpose.choices, default=Purpose.GENERAL)
+    connection = models.CharField(max_length=16, choices=Connection.choices)
+    api_url = models.CharField(
+        max_length=300, blank=True, help_text="The API server's https URL (token connection)."
+    )
+    kubeconfig_context = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="The context to use (kubeconfig connection; empty: its current context).",
+    )
+    verify_tls = models.BooleanField(default=True)
+    ca_certificate = models.TextField(
+        blank=True, help_text="The API server's CA certificate (PEM); empty: the system's."
+    )
+    credential = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="Fernet-encrypted: the bearer token (token connection) or a kubeconfig "
+        "(kubeconfig connection; empty: the KUBECONFIG file). Never shown back.",
+    )
+    credential_set_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # What the last poll discovered (never set by hand).
+    kubernetes_version = models.CharField(max_length=64, blank=True, editable=False)
+    kueue_versions = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="The kueue.x-k8s.io versions the API server serves, preferred first.",
+    )
+    volcano = models.BooleanField(
+        default=False, editable=False, help_text="Volcano's scheduling.volcano.sh CRDs served."
+    )
+    gpu_operator = models.BooleanField(default=False, editable=False)
+    gpu_operator_detail = models.CharField(max_length=300, blank=True, editable=False)
+    mig_strategy = models.CharField(max_length=16, blank=True, editable=False)
+    discovered_at = models.DateTimeField(null=True, blank=True, editable=False)
+    discovery_error = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection"],
+                condition=models.Q(connection="settings"),
+                name="one_cluster_from_settings",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.connection == self.Connection.TOKEN:
+            url = urlsplit(self.api_url)
+            if url.scheme not in ("https", "http") or not url.hostname:
+                errors["api_url"] = "Give the API server's URL, e.g. https://10.0.0.1:6443."
+        elif self.api_url:
+            errors["api_url"] = "Only a token connection takes an API URL."
+        if self.kubeconfig_context and self.connection != self.Connection.KUBECONFIG:
+            errors["kubeconfig_context"] = "Only a kubeconfig connection takes a context."
+        if self.ca_certificate and "-----BEGIN CERTIFICATE-----" not in self.ca_certificate:
+            errors["ca_certificate"] = (
+                "Paste the CA certificate in PEM (-----BEGIN CERTIFICATE-----)."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def purpose_meaning(self) -> str:
+        return PURPOSE_MEANING.get(self.purpose, "")
+
+    @property
+    def has_credential(self) -> bool:
+        return bool(self.credential)
+
+    def discovered_facts(self) -> Discovered | None:
+        """The last discovery as the pure module's facts (None before the first one)."""
+        if self.discovered_at is None:
+            return None
+        return Discovered(
+            kubernetes_version=self.kubernetes_version,
+            kueue_versions=tuple(self.kueue_versions),
+            volcano=self.volcano,
+            gpu_operator=self.gpu_operator,
+            gpu_operator_detail=self.gpu_operator_detail,
+            mig_strategy=self.mig_strategy,
+        )
 
 
 class AppliedObject(models.Model):

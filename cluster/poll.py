@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -22,15 +23,19 @@ from django.utils import timezone
 
 from cluster import write
 from cluster.drift import record_drift
-from cluster.fetch import Listing, fetch
-from cluster.models import SyncRun
+from cluster.fetch import Listing, discover, fetch
+from cluster.models import Cluster, SyncRun
+from cluster.services import record_discovery, settings_cluster
 from kube import Gateway, KubeError
 
 log = logging.getLogger(__name__)
 
 
-def poll_cluster(*, gateway: Gateway) -> SyncRun:
-    """One poll, recorded as a :class:`SyncRun` (with the API's words when it failed)."""
+def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun:
+    """One poll, recorded as a :class:`SyncRun` (with the API's words when it failed), and
+    what the cluster runs recorded on its :class:`Cluster` row (by default the one the
+    settings connect to)."""
+    cluster = cluster or settings_cluster()
     started = timezone.now()
     clock = time.monotonic()
     run = SyncRun.objects.create(started_at=started)
@@ -39,15 +44,17 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
         # and /readyz say "unreachable" within a poll interval (the lists below may
         # legitimately take long on a big fleet).
         probe = settings.QM_API_PROBE_SECONDS
-        gateway.bounded(connect=probe, read=probe).version()
+        version = gateway.bounded(connect=probe, read=probe).version()
         with _no_cyclic_gc():
             listing = fetch(gateway)
+            _discover(gateway, cluster, listing, version, now=started)
             with transaction.atomic():
                 changed = write_listing(listing, now=started)
                 record_drift(now=started)
         run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
     except KubeError as exc:
         run.error = exc.message
+        record_discovery(cluster, None, now=started, error=exc.message)
         log.warning("poll failed: %s", exc.message)
     except Exception as exc:  # recorded as failed (never left unfinished), then raised
         run.error = f"the poll failed: {exc}"
@@ -55,6 +62,24 @@ def poll_cluster(*, gateway: Gateway) -> SyncRun:
         raise
     _finish(run, clock)
     return run
+
+
+def _discover(
+    gateway: Gateway,
+    cluster: Cluster,
+    listing: Listing,
+    version: dict[str, Any],
+    *,
+    now: dt.datetime,
+) -> None:
+    """Discovery is a part of the poll that may fail alone (an API server that refuses its
+    group discovery still has its fleet read): the error is kept on the cluster's row."""
+    try:
+        found = discover(gateway, listing.nodes, version=version)
+    except KubeError as exc:
+        record_discovery(cluster, None, now=now, error=exc.message)
+        return
+    record_discovery(cluster, found, now=now)
 
 
 def _finish(run: SyncRun, clock: float) -> None:

@@ -6,22 +6,28 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from cluster.decode import quota_refusal
+from cluster.discovery import render_target
 from cluster.models import (
     AppliedObject,
+    Cluster,
     Drift,
     ObservedCreateFailure,
     ObservedObject,
     ObservedWorkload,
     SyncRun,
 )
+from portal.permissions import is_platform_admin
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
 from queues.observed import ObservedKueue
@@ -120,6 +126,48 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         )
     age = int((now - last_ok.started_at).total_seconds())
     return ApiStatus("ok", None, ok_at, f"polled {age} s ago", latest)
+
+
+def list_clusters_for_user(user: Any) -> QuerySet[Cluster]:
+    """Every registered cluster, for platform admins only (PermissionDenied otherwise)."""
+    if not is_platform_admin(user):
+        raise PermissionDenied("Only platform admins see the clusters.")
+    return Cluster.objects.defer("credential").order_by("name")
+
+
+def get_cluster_for_user(user: Any, name: str) -> Cluster:
+    """One cluster by name (404), for platform admins only."""
+    return get_object_or_404(list_clusters_for_user(user), name=name)
+
+
+def discovery_age(cluster: Cluster, *, now: dt.datetime | None = None) -> str:
+    """How fresh the discovered facts are: "fresh", "stale" (older than three polls) or
+    "never" (not discovered yet)."""
+    if cluster.discovered_at is None:
+        return "never"
+    now = now or timezone.now()
+    limit = dt.timedelta(seconds=3 * settings.QM_POLL_SECONDS)
+    return "fresh" if now - cluster.discovered_at <= limit else "stale"
+
+
+def rendering_for(cluster: Cluster) -> tuple[str, str]:
+    """The (queue backend, Kueue version) the portal renders for ``cluster``: the settings'
+    choice, following what the cluster was discovered to serve."""
+    return render_target(
+        cluster.discovered_facts(),
+        backend=settings.QM_QUEUE_BACKEND,
+        version=settings.QM_KUEUE_API_VERSION,
+    )
+
+
+def loop_target() -> tuple[str, str]:
+    """What the loop of the settings' cluster renders, applies and reads: the settings'
+    backend and Kueue version, following what that cluster was last discovered to serve (a
+    Kueue upgraded to 0.20 serves no v1beta1 any more: the portal moves to v1beta2)."""
+    cluster = Cluster.objects.filter(connection=Cluster.Connection.SETTINGS).first()
+    if cluster is None:
+        return settings.QM_QUEUE_BACKEND, settings.QM_KUEUE_API_VERSION
+    return rendering_for(cluster)
 
 
 def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:

@@ -11,8 +11,11 @@ from typing import Any
 
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers, Options
+from devcluster.resources import Served
 from devcluster.scenario import generate_fleet, load_seed
 from devcluster.server import API, Server, serve
+
+__all__ = ["API", "DemoCluster", "Options", "Served", "start"]
 
 
 @dataclass
@@ -55,8 +58,10 @@ def start(
     users: dict[str, tuple[str, Any]] | None = None,
     options: Options | None = None,
     continue_ttl: float = 300.0,
+    served: Served | None = None,
 ) -> DemoCluster:
-    """Start a demo cluster in this process (threads) and return it."""
+    """Start a demo cluster in this process (threads) and return it; ``served`` leaves
+    Kueue's versions or Volcano out of its API (default: all of them)."""
     cluster = Cluster(continue_ttl=continue_ttl)
     controllers = Controllers(cluster, options or Options())
     controllers.install()
@@ -64,6 +69,7 @@ def start(
         load_seed(cluster, controllers)
     if nodes:
         generate_fleet(cluster, controllers, nodes=nodes, pods=pods)
-    server = serve(API(cluster, controllers, token=token, users=users), host, port)
+    api = API(cluster, controllers, token=token, users=users, served=served)
+    server = serve(api, host, port)
     controllers.start()
     return DemoCluster(cluster, controllers, server)

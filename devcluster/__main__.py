@@ -8,8 +8,15 @@ import sys
 import threading
 from pathlib import Path
 
-from devcluster import start
+from devcluster import Served, start
 from devcluster.controllers import Options
+
+KUEUE_CHOICES = {
+    "both": ("v1beta2", "v1beta1"),
+    "v1beta2": ("v1beta2",),
+    "v1beta1": ("v1beta1",),
+    "none": (),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME:TOKEN:VERBS",
         help="a limited user, e.g. alice:t0ken:get,list (RBAC refusals for tests)",
     )
+    parser.add_argument(
+        "--kueue",
+        choices=["both", "v1beta2", "v1beta1", "none"],
+        default="both",
+        help="which Kueue API versions to serve (default both; none: no Kueue)",
+    )
+    parser.add_argument(
+        "--no-volcano", action="store_true", help="serve no Volcano CRDs (default: served)"
+    )
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for kubectl here")
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
@@ -70,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         token=args.token,
         users=users,
         options=options,
+        served=Served(kueue=KUEUE_CHOICES[args.kueue], volcano=not args.no_volcano),
     )
     demo.server.verbose = args.verbose
     if args.kubeconfig:

@@ -81,3 +81,67 @@ def granted(rules: Sequence[Rule]) -> set[tuple[str, str, str]]:
         for group in rule.get("apiGroups", ())
         for resource in rule.get("resources", ())
     }
+
+
+# What every authenticated user may do, whatever is bound to it (the API server's
+# system:basic-user, system:discovery and system:public-info-viewer ClusterRoles).
+BASIC_RULES: list[dict[str, list[str]]] = [
+    {
+        "verbs": ["create"],
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+    },
+    {
+        "verbs": ["create"],
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["selfsubjectreviews"],
+    },
+]
+BASIC_NON_RESOURCE_RULES: list[dict[str, list[str]]] = [
+    {
+        "verbs": ["get"],
+        "nonResourceURLs": [
+            "/api",
+            "/api/*",
+            "/apis",
+            "/apis/*",
+            "/healthz",
+            "/livez",
+            "/openapi",
+            "/openapi/*",
+            "/readyz",
+            "/version",
+            "/version/",
+        ],
+    }
+]
+
+
+def rules_review(subject: Subject | None, namespace: str) -> dict[str, Any]:
+    """A SelfSubjectRulesReview's answer (201) as the API server gives it: the subject's
+    rules (cluster-wide ones apply in every namespace) after the basic user's; the admin
+    (no subject) may do everything."""
+    if subject is None:
+        resource = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+        non_resource = [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+    else:
+        resource = [*BASIC_RULES, *(_resource_rule(rule) for rule in subject.rules)]
+        non_resource = list(BASIC_NON_RESOURCE_RULES)
+    return {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": {"namespace": namespace},
+        "status": {
+            "resourceRules": resource,
+            "nonResourceRules": non_resource,
+            "incomplete": False,
+        },
+    }
+
+
+def _resource_rule(rule: Rule) -> dict[str, list[str]]:
+    out = {key: list(rule.get(key, ())) for key in ("verbs", "apiGroups", "resources")}
+    if rule.get("resourceNames"):
+        out["resourceNames"] = list(rule["resourceNames"])
+    return out

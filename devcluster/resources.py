@@ -223,6 +223,25 @@ RESOURCES: tuple[Resource, ...] = (
     ),
 )
 
+
+@dataclass(frozen=True)
+class Served:
+    """The optional APIs a demo cluster serves: Kueue's versions (none: no Kueue, and no
+    visibility API) and Volcano's CRDs. The default serves everything, as always."""
+
+    kueue: tuple[str, ...] = ("v1beta2", "v1beta1")
+    volcano: bool = True
+
+    def serves(self, group: str, version: str = "") -> bool:
+        if group == KUEUE:
+            return bool(self.kueue) and (not version or version in self.kueue)
+        if group == "visibility.kueue.x-k8s.io":
+            return bool(self.kueue)
+        if group == VOLCANO:
+            return self.volcano
+        return True
+
+
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 

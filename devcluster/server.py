@@ -59,6 +59,7 @@ class Response:
 
 
 VISIBILITY = "visibility.kueue.x-k8s.io"
+RULES_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 # For RBAC and error messages: the aggregated group's ClusterQueue view.
 VISIBILITY_CQ = resources.Resource(
     VISIBILITY, "v1beta2", "clusterqueues", "ClusterQueue", False, "clusterqueue"
@@ -78,9 +79,12 @@ class API:
         *,
         token: str = "",
         users: Mapping[str, tuple[str, Any]] | None = None,
+        served: resources.Served | None = None,
     ) -> None:
         """``token``: the admin's bearer token; ``users``: token -> (user, allowed verbs or
-        a ClusterRole's PolicyRules), for RBAC refusals (403) as the API server words them."""
+        a ClusterRole's PolicyRules), for RBAC refusals (403) as the API server words them;
+        ``served``: which optional APIs (Kueue's versions, Volcano) the cluster serves."""
+        self.served = served or resources.Served()
         self.cluster = cluster
         self.controllers = controllers
         self.token = token
@@ -140,19 +144,21 @@ class API:
                 {
                     "kind": "APIGroupList",
                     "apiVersion": "v1",
-                    "groups": [
-                        self._group(g, v) for g, v in resources.group_versions().items() if g
-                    ],
+                    "groups": [self._group(g, v) for g, v in self._group_versions().items() if g],
                 },
             )
         parts = path.strip("/").split("/")
+        if path == RULES_REVIEWS and method == "POST":
+            return self._rules_review(body, user)
+        if parts[0] == "apis" and len(parts) >= 2 and not self.served.serves(*parts[1:3]):
+            raise APIError(404, "the server could not find the requested resource", details={})
         if parts[:2] == ["apis", VISIBILITY]:
             return self._visibility(method, parts[2:], user)
         if parts[0] == "api" and len(parts) >= 2:
             group, version, rest = "", parts[1], parts[2:]
         elif parts[0] == "apis" and len(parts) >= 2:
             if len(parts) == 2:
-                versions = resources.group_versions().get(parts[1])
+                versions = self._group_versions().get(parts[1])
                 if not versions:
                     raise APIError(
                         404, "the server could not find the requested resource", details={}
@@ -346,6 +352,27 @@ class API:
             f'API group "{resource.group}" {scope}',
             details=details,
         )
+
+    def _group_versions(self) -> dict[str, list[str]]:
+        """The groups served, with the versions served, preferred first."""
+        served = {}
+        for group, versions in resources.group_versions().items():
+            kept = [v for v in versions if self.served.serves(group, v)]
+            if kept:
+                served[group] = kept
+        return served
+
+    def _rules_review(self, body: bytes, user: rbac.Subject | None) -> Response:
+        """``POST .../selfsubjectrulesreviews``: any authenticated user may ask what it may do
+        (the API server's system:basic-user role); nothing is stored."""
+        try:
+            review = orjson.loads(body or b"{}")
+        except orjson.JSONDecodeError:
+            raise APIError(400, "the body of the request was in an unknown format") from None
+        namespace = ((review or {}).get("spec") or {}).get("namespace") or ""
+        if not namespace:
+            raise APIError(400, "no namespace on request", reason="BadRequest", details={})
+        return Response(201, rbac.rules_review(user, namespace))
 
     @staticmethod
     def _group(group: str, versions: list[str]) -> dict[str, Any]:

@@ -8,8 +8,10 @@ times faster than building typed objects for thousands of nodes and pods.
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("batch/v1", "Job"): ("jobs", True),
     ("scheduling.volcano.sh/v1beta1", "Queue"): ("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("podgroups", True),
+    ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
 }
 for _version in ("v1beta2", "v1beta1"):
     for _kind, _plural, _namespaced in (
@@ -201,6 +204,22 @@ class Gateway:
 
     def version(self) -> dict[str, Any]:
         return dict(self.request("GET", "/version"))
+
+    def api_groups(self) -> dict[str, Any]:
+        """The API server's group discovery (an APIGroupList: every group and its versions)."""
+        return dict(self.request("GET", "/apis"))
+
+    def rules_review(self, namespace: str) -> dict[str, Any]:
+        """What this client's identity may do in ``namespace`` (cluster-wide grants
+        included): a SelfSubjectRulesReview's status (resourceRules, nonResourceRules,
+        incomplete, evaluationError). Read-only: the API server stores nothing."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": namespace},
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+        return dict(self.request("POST", path, body=body).get("status") or {})
 
     def get(self, ref: ObjectRef) -> dict[str, Any]:
         return dict(self.request("GET", ref.path()))
@@ -364,13 +383,17 @@ def connect(
     url: str = "",
     token: str = "",
     kubeconfig: str = "",
+    kubeconfig_data: dict[str, Any] | None = None,
     context: str = "",
     in_cluster: bool = False,
     verify_tls: bool = True,
     ca_file: str = "",
+    ca_data: str = "",
     field_manager: str = "quartermaster",
 ) -> Gateway:
-    """A gateway from an explicit URL + token, a kubeconfig, or the in-cluster service account."""
+    """A gateway from an explicit URL + token, a kubeconfig (a file, or its parsed content
+    in ``kubeconfig_data``), or the in-cluster service account. ``ca_data`` is a PEM
+    certificate given as text (kept in a private temporary file: the client reads a path)."""
     configuration = client.Configuration()
     if url:
         configuration.host = url
@@ -378,10 +401,20 @@ def connect(
             configuration.api_key = {"BearerToken": token}
             configuration.api_key_prefix = {"BearerToken": "Bearer"}
         configuration.verify_ssl = verify_tls
-        if ca_file:
-            configuration.ssl_ca_cert = ca_file
+        if ca_file or ca_data:
+            configuration.ssl_ca_cert = ca_file or _pem_file(ca_data)
     elif in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as exc:
+            raise PermanentKubeError(f"no in-cluster service account here: {exc}") from exc
+    elif kubeconfig_data is not None:
+        try:
+            config.load_kube_config_from_dict(
+                kubeconfig_data, context=context or None, client_configuration=configuration
+            )
+        except config.ConfigException as exc:
+            raise PermanentKubeError(f"the kubeconfig cannot be used: {exc}") from exc
     else:
         config.load_kube_config(
             config_file=kubeconfig or None,
@@ -392,6 +425,17 @@ def connect(
     if hasattr(configuration, "client_go_retries"):
         configuration.client_go_retries = 0  # type: ignore[assignment]
     return Gateway(client.ApiClient(configuration), field_manager=field_manager)
+
+
+@functools.cache
+def _pem_file(pem: str) -> str:
+    """A file holding ``pem`` (one per certificate per process, readable by its owner only)."""
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # lives as long as the process
+        "w", prefix="qm-ca-", suffix=".pem", delete=False
+    )
+    with handle:
+        handle.write(pem)
+    return handle.name
 
 
 __all__ = ["Gateway", "NotFound", "ObjectRef", "connect"]

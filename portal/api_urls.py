@@ -44,6 +44,7 @@ ROOT = {
     "resource-flavors": "resource-flavor-list",
     "cluster-queues": "cluster-queue-list",
     "local-queues": "local-queue-list",
+    "clusters": "cluster-list",
     "nodes": "node-list",
     "node-pools": "node-pool-list",
     "mig-configs": "mig-config-list",

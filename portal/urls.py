@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("queues.urls")),
     path("", include("usage.urls")),
     path("", include("changes.urls")),
+    path("", include("cluster.urls")),
     path("login/", views.LoginView.as_view(), name="login"),
     path("oidc/authenticate/", views.sso_start, name="oidc_authentication_init"),
     path("oidc/callback/", views.sso_callback, name="oidc_authentication_callback"),

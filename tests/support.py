@@ -9,13 +9,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, connections
+from django.db.migrations.executor import MigrationExecutor
 
 from kube import NotFound, ObjectRef
 from portal.tokens import create_token
@@ -34,6 +36,31 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what or 'a condition'}")
+
+
+@contextmanager
+def scratch_database(
+    alias: str, targets: Callable[[MigrationExecutor], list[tuple[str, str]]]
+) -> Iterator[MigrationExecutor]:
+    """A database of its own next to the test database, reachable as ``alias`` and
+    migrated to ``targets(executor)``; dropped afterwards. (Open it inside
+    ``django_db_blocker.unblock()``.)"""
+    default = connections["default"]
+    name = f"{default.settings_dict['NAME']}_{alias}"
+    with default.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    connections.databases[alias] = {**default.settings_dict, "NAME": name}
+    try:
+        executor = MigrationExecutor(connections[alias])
+        executor.migrate(targets(executor))
+        yield executor
+    finally:
+        connections[alias].close()
+        del connections[alias]
+        del connections.databases[alias]
+        with default.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def database_url() -> str:

@@ -5,6 +5,9 @@ set -eu
 role=${1:-web}
 case "$role" in
   web)
+    # A stored cluster credential the key cannot open stops the start, with the cluster's
+    # name (cluster.E001); the worker checks the same as it starts.
+    python manage.py check --tag database --database default
     exec gunicorn portal.wsgi:application --bind "0.0.0.0:${PORT:-8000}" \
       --workers "${WEB_PROCESSES:-2}" --threads "${WEB_THREADS:-4}" --worker-class gthread \
       --worker-tmp-dir /tmp --timeout "${WEB_TIMEOUT:-60}" --graceful-timeout 30 \

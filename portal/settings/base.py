@@ -328,6 +328,14 @@ KUBE_IN_CLUSTER = env_bool("KUBE_IN_CLUSTER", False)
 KUBE_VERIFY_TLS = env_bool("KUBE_VERIFY_TLS", True)
 KUBE_CA_FILE = env_str("KUBE_CA_FILE")
 QM_FIELD_MANAGER = env_str("QM_FIELD_MANAGER", "quartermaster")
+# The name of the cluster the settings above connect to (a DNS label): an installation from
+# before clusters were objects becomes this one cluster.
+QM_CLUSTER_NAME = env_str("QM_CLUSTER_NAME", "default")
+# Fernet keys encrypting the clusters' stored credentials, comma-separated: the first
+# encrypts, every one decrypts (put a new key first, run `manage.py
+# rotate_cluster_credentials`, then drop the old one). Make one with `python -c "from
+# cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
+QM_CREDENTIALS_KEY = env_secret("QM_CREDENTIALS_KEY")
 # Seconds between polls of the cluster, and between full re-applies of desired state.
 QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)

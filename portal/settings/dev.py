@@ -5,6 +5,10 @@ from .base import env_bool, env_secret
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
+# A fixed development key for the clusters' stored credentials (never for production).
+QM_CREDENTIALS_KEY = env_secret(
+    "QM_CREDENTIALS_KEY", "ZGV2LW9ubHktY2x1c3Rlci1jcmVkZW50aWFscy1rZXk="
+)
 
 # Serve static files straight from the source folders (no collectstatic needed).
 STATIC_ROOT = None

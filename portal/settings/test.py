@@ -3,7 +3,7 @@
 import os
 
 from .base import *  # noqa: F403
-from .base import REDIS_URL, env_bool, redis_db
+from .base import REDIS_URL, env_bool, env_secret, redis_db
 
 # Tests use their own Redis databases, so a developer's running worker never sees them, and
 # each test process of a parallel run (pytest-xdist's gw0, gw1, ...) has three of its own
@@ -20,6 +20,10 @@ if not env_bool("QM_TEST_WORKER", False):
     KUBE_IN_CLUSTER = False
 
 SECRET_KEY = "test-only-key"
+# A fixed key for the clusters' stored credentials (a test's worker may be given another).
+QM_CREDENTIALS_KEY = env_secret(
+    "QM_CREDENTIALS_KEY", "dGVzdC1vbmx5LWNsdXN0ZXItY3JlZGVudGlhbHMtayE="
+)
 DEBUG = False
 # A fast hasher for the many users tests make (tests/unit/portal/test_password_hashing.py uses
 # the real ones).

@@ -111,3 +111,35 @@ def test_the_production_overlay_sets_the_host_everywhere_it_is_needed() -> None:
     assert all(
         o["metadata"].get("namespace", "quartermaster") == "quartermaster" for o in objects.values()
     )
+
+
+def test_the_remote_cluster_base_grants_the_portals_cluster_role_through_a_token() -> None:
+    """deploy/remote-cluster: what another cluster needs for the portal to serve it — the
+    same ClusterRole as the portal's own, bound to a ServiceAccount whose long-lived token
+    the token controller puts in a Secret; nothing of the portal's workloads."""
+    objects = kustomize("deploy/remote-cluster")
+    assert sorted(o["kind"] for o in objects) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Namespace",
+        "Secret",
+        "ServiceAccount",
+    ]
+    for obj in objects:
+        assert schema_errors(obj) == [], obj["kind"]
+    by_kind = {o["kind"]: o for o in objects}
+    (own_role,) = [o for o in kustomize("deploy/base") if o["kind"] == "ClusterRole"]
+    assert by_kind["ClusterRole"]["rules"] == own_role["rules"]
+    account = by_kind["ServiceAccount"]["metadata"]
+    binding = by_kind["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == by_kind["ClusterRole"]["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
+    secret = by_kind["Secret"]
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["namespace"] == account["namespace"]
+    assert secret["metadata"]["annotations"] == {
+        "kubernetes.io/service-account.name": account["name"]
+    }
+    assert "data" not in secret  # the token controller fills it in; no token in the repo

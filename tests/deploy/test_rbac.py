@@ -121,7 +121,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     apply_desired_state(gateway=gateway, full=True)
     LocalQueue.objects.all().delete()
     ClusterQueue.objects.all().delete()
-    Cohort.objects.all().delete()
+    while Cohort.objects.exists():  # the demo's cohorts nest: children (leaves) first
+        Cohort.objects.filter(children__isnull=True).delete()
     ResourceFlavor.objects.all().delete()
     Namespace.objects.all().delete()
     PriorityClass.objects.all().delete()
@@ -130,4 +131,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     assert AppliedObject.objects.count() == 0
 
     assert subject.denied == []
-    assert subject.asked == granted(cluster_role()["rules"])
+    # The demo cluster serves no GPU Operator CRD: its ClusterPolicies are read only where
+    # the nvidia.com group is served (tests/unit/cluster/test_discovery.py).
+    assert subject.asked == granted(cluster_role()["rules"]) - {
+        ("list", "nvidia.com", "clusterpolicies")
+    }

@@ -18,6 +18,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from changes.models import AutoApprovalRule, MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
 from health.models import NodeHealth
+from tests.support import scratch_database
 
 ALIAS = "upgrade"
 # Each app's last migration in that release; ``cluster.0001_initial`` replaces the sync
@@ -38,23 +39,8 @@ CONTRIB = {"admin", "auth", "contenttypes", "sessions"}
 def old_database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[MigrationExecutor]:
     """A database of its own (next to the test database), migrated to the previous
     release's schema."""
-    default = connections["default"]
-    name = f"{default.settings_dict['NAME']}_upgrade"
-    with django_db_blocker.unblock():
-        with default.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        connections.databases[ALIAS] = {**default.settings_dict, "NAME": name}
-        try:
-            executor = MigrationExecutor(connections[ALIAS])
-            executor.migrate(old_release(executor))
-            yield executor
-        finally:
-            connections[ALIAS].close()
-            del connections[ALIAS]
-            del connections.databases[ALIAS]
-            with default.cursor() as cursor:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with django_db_blocker.unblock(), scratch_database(ALIAS, old_release) as executor:
+        yield executor
 
 
 def old_release(executor: MigrationExecutor) -> list[tuple[str, str]]:

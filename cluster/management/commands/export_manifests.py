@@ -1,4 +1,5 @@
-"""``manage.py export_manifests [--team SLUG]``: print desired objects as a YAML stream."""
+"""``manage.py export_manifests [--team SLUG] [--cluster NAME]``: print desired objects as a
+YAML stream (for a cluster: the backend and Kueue version it was discovered to serve)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cluster.desired import collect_manifests, to_yaml_stream
+from cluster.models import Cluster
 from tenants.models import Team
 
 
@@ -19,12 +21,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--kueue-version", choices=["v1beta2", "v1beta1"], help="Default: setting."
         )
+        parser.add_argument(
+            "--cluster", help="Render for this cluster: what it serves (backend, Kueue version)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         team = options.get("team")
         if team and not Team.objects.filter(slug=team).exists():
             raise CommandError(f"No team with slug {team!r}.")
+        cluster = None
+        if options.get("cluster"):
+            cluster = Cluster.objects.filter(name=options["cluster"]).first()
+            if cluster is None:
+                raise CommandError(f"No cluster named {options['cluster']!r}.")
         manifests = collect_manifests(
-            team_slug=team, backend=options.get("backend"), version=options.get("kueue_version")
+            team_slug=team,
+            backend=options.get("backend"),
+            version=options.get("kueue_version"),
+            cluster=cluster,
         )
         self.stdout.write(to_yaml_stream(manifests), ending="")

@@ -38,12 +38,15 @@ PAGES_WITH_ARGUMENTS = {
     "queues/priority-classes/<str:name>/edit/": "/queues/priority-classes/training-critical/edit/",
     "quota/<int:pk>/": "/quota/{qr}/",
     "changes/<int:pk>/": "/changes/{mc}/",
+    "clusters/<str:name>/": "/clusters/default/",
+    "clusters/<str:name>/edit/": "/clusters/default/edit/",
 }
 # Routes not walked as pages, and why. Their forms are still posted where a page shows them.
 NOT_WALKED = {
     "quota/<int:pk>/<str:action>/": "the decision buttons of /quota/<pk>/ (posted from there)",
     "changes/<int:pk>/<str:action>/": "the decision buttons of /changes/<pk>/ (posted from there)",
     "changes/preview/": "the change form's preview (posted from /changes/new/)",
+    "clusters/<str:name>/test/": "the connection test button of /clusters/<name>/ (posted from there)",
     "logout/": "signing out ends the walk's session; it takes no input",
     "oidc/authenticate/": "a redirect to the identity provider, no form",
     "oidc/callback/": "the identity provider's answer (tests/integration/test_sso.py)",

@@ -14,6 +14,7 @@ from changes import mig as changes
 from changes import quota as quota_requests
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from cluster.services import settings_cluster
 from tenants.models import Namespace, Team
 from tests.factories import MigChangeRequestFactory, ObservedNodeFactory
 
@@ -62,6 +63,12 @@ READS = {
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/notifications/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/notifications/settings/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    # The clusters: platform admins only (their connections are the platform's).
+    "/clusters/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/clusters/new/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/clusters/default/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/clusters/default/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/clusters/no-such-cluster/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, HIDDEN),
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
@@ -85,6 +92,9 @@ REFUSED_POSTS = {
     "/planner/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
     "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
+    "/clusters/new/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/clusters/default/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/clusters/default/test/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
 }
 
 
@@ -132,6 +142,7 @@ def objects(demo: None) -> dict[str, int]:
         verdict=assessment.verdict,
         suggestion_key="gpu-a100-03/gpu5/x/xid79",
     )
+    settings_cluster()  # the one the migration made (a flushed database gets it back)
     return {"mc": mc.pk, "qr": qr.pk, "drain": drain.pk}
 
 
@@ -188,6 +199,11 @@ def test_every_page_is_in_the_matrix() -> None:
         "notifications/settings/",
         "audit/",
         "audit/events.csv",
+        "clusters/",
+        "clusters/new/",
+        "clusters/<str:name>/",
+        "clusters/<str:name>/edit/",
+        "clusters/<str:name>/test/",
         "login/",
         "logout/",
         "oidc/authenticate/",

@@ -167,6 +167,7 @@ def test_readyz_checks_the_database_redis_and_kubernetes(client: Client, setting
         "redis": "ok",
         "outbox": "ok (nothing waiting for the broker)",
         "kubernetes": "not configured",
+        "cluster credentials": "ok (none stored)",
     }
     assert [name for name, c in checks.items() if c["required"]] == ["database"]
 

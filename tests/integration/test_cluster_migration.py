@@ -1,0 +1,98 @@
+"""An installation from before clusters were objects, with data in it, becomes one cluster
+named from QM_CLUSTER_NAME and connected as its settings say; nothing else changes, and
+going back removes only that row (then forward makes it again, once)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
+
+from tests.support import scratch_database
+
+ALIAS = "before_clusters"
+BEFORE = ("cluster", "0008_observed_node_labels_index")
+SCHEMA = ("cluster", "0009_cluster")
+NOW = dt.datetime(2026, 11, 30, 10, 42, tzinfo=dt.UTC)
+TABLES = [
+    "tenants_team",
+    "tenants_namespace",
+    "fleet_observednode",
+    "sync_syncrun",
+    "sync_appliedobject",
+]
+
+
+@pytest.fixture
+def database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[MigrationExecutor]:
+    """A database of its own next to the test database, migrated to just before clusters."""
+    with (
+        django_db_blocker.unblock(),
+        scratch_database(ALIAS, lambda executor: targets(executor, BEFORE)) as executor,
+    ):
+        yield executor
+
+
+def targets(executor: MigrationExecutor, cluster: tuple[str, str]) -> list[tuple[str, str]]:
+    leaves = [n for n in executor.loader.graph.leaf_nodes() if n[0] != "cluster"]
+    return [*leaves, cluster]
+
+
+def fill(executor: MigrationExecutor) -> None:
+    old = executor.loader.project_state(targets(executor, BEFORE)).apps
+    team = old.get_model("tenants", "Team").objects.using(ALIAS).create(slug="team-a", name="A")
+    old.get_model("tenants", "Namespace").objects.using(ALIAS).create(name="team-a", team=team)
+    old.get_model("cluster", "ObservedNode").objects.using(ALIAS).create(
+        name="gpu-a100-03", first_seen=NOW, last_changed=NOW
+    )
+    old.get_model("cluster", "SyncRun").objects.using(ALIAS).create(
+        started_at=NOW, finished_at=NOW, nodes=1
+    )
+    old.get_model("cluster", "AppliedObject").objects.using(ALIAS).create(
+        api_version="v1", kind="Namespace", name="team-a", outcome="applied"
+    )
+
+
+def dump() -> dict[str, list[tuple[Any, ...]]]:
+    with connections[ALIAS].cursor() as cursor:
+        rows = {}
+        for table in TABLES:
+            cursor.execute(f'SELECT * FROM "{table}" ORDER BY id')
+            rows[table] = cursor.fetchall()
+        return rows
+
+
+def clusters() -> list[tuple[str, str, str, str, str]]:
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute(
+            "SELECT name, display_name, purpose, connection, credential FROM cluster_cluster"
+        )
+        return list(cursor.fetchall())
+
+
+def test_an_existing_installation_becomes_the_one_cluster_its_settings_name(
+    database: MigrationExecutor, settings: Any
+) -> None:
+    settings.QM_CLUSTER_NAME = "gpu-main"
+    fill(database)
+    before = dump()
+    assert before["tenants_namespace"] and before["fleet_observednode"]
+
+    database.loader.build_graph()
+    database.migrate(database.loader.graph.leaf_nodes())
+    assert clusters() == [("gpu-main", "Gpu main", "general", "settings", "")]
+    assert dump() == before  # nothing else changed
+
+    database.loader.build_graph()
+    database.migrate([SCHEMA])  # back: only the row goes
+    assert clusters() == []
+    assert dump() == before
+    database.loader.build_graph()
+    database.migrate(database.loader.graph.leaf_nodes())
+    database.loader.build_graph()
+    database.migrate(database.loader.graph.leaf_nodes())  # twice: still one
+    assert [c[0] for c in clusters()] == ["gpu-main"]
