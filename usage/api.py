@@ -43,7 +43,11 @@ class ReportView(APIView):
             OpenApiParameter("format", str, enum=["json", "csv"]),
             OpenApiParameter("team", str, description="One of your teams (its slug)."),
             OpenApiParameter(
-                "resource", str, description="One resource, e.g. nvidia.com/mig-3g.40gb."
+                "resource",
+                str,
+                description="One resource, e.g. nvidia.com/mig-3g.40gb; only for the reports"
+                f" with a resource column ({', '.join(sorted(reports.RESOURCE_COLUMN))}): on the"
+                " others a 400 naming it.",
             ),
         ],
         responses={
