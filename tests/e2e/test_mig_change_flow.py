@@ -244,6 +244,18 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     page.set_viewport_size({"width": 1366, "height": 900})
 
 
+def borrows_two(status: dict[str, Any]) -> bool:
+    """cq-dev's status shows its share of 25 and the 2 H100 GPUs it borrows."""
+    borrowed = [
+        resource.get("borrowed")
+        for flavor in status.get("flavorsUsage") or []
+        if flavor.get("name") == "h100-80gb"
+        for resource in flavor.get("resources") or []
+        if resource.get("name") == "nvidia.com/gpu"
+    ]
+    return status.get("fairSharing") == {"weightedShare": 25} and borrowed in (["2"], [2])
+
+
 def queues_with_a_borrower(page: Any, base: str, gateway: Gateway) -> None:
     """team-dev borrows 2 of the cohort's idle H100 GPUs (its queue owns none): after a poll
     the Queues page shows the cohort tree, weights, cq-dev's share as Kueue computes it
@@ -256,10 +268,8 @@ def queues_with_a_borrower(page: Any, base: str, gateway: Gateway) -> None:
         }
     )
     cq = ObjectRef("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq-dev")
-    wait_for(
-        lambda: (gateway.get(cq).get("status") or {}).get("fairSharing") == {"weightedShare": 25},
-        what="cq-dev's share",
-    )
+    # Kueue writes a queue's share and its usage in separate status updates: wait for both.
+    wait_for(lambda: borrows_two(gateway.get(cq).get("status") or {}), what="cq-dev's share")
     wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
     page.goto(f"{base}/queues/")
     expect(page.get_by_label("Cohorts and their ClusterQueues")).to_contain_text("gpu-fleet")
