@@ -197,7 +197,7 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
         "lend the queue's share to the cohort."
     )
     assert found["unused quota"]["url"] == (
-        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
     )
     assert found["idle profile"]["text"] == (
         "nvidia.com/mig-1g.10gb sat 88% idle in pool dev while pods waited for "
@@ -205,6 +205,11 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
     )
     page = login("admin").get("/reports/?days=7").content.decode()
     assert "Open a prefilled request" in page
+    assert (
+        'href="/quota/new/?team=team-infer&amp;namespace=team-infer'
+        '&amp;resource=requests.nvidia.com%2Fgpu"'
+    ) in page
+    assert 'href="/changes/new/?pool=dev"' in page
 
 
 def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
@@ -212,7 +217,7 @@ def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
 
     client = login("admin")
     page = client.get(
-        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
     ).content.decode()
     assert 'value="requests.nvidia.com/gpu"' in page
     now = timezone.now()
