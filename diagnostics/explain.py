@@ -9,6 +9,7 @@ the raw message is always kept as evidence.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ class FleetView:
         default_factory=dict
     )  # node -> resources
     current_config: Mapping[str, str] = field(default_factory=dict)
-    drift_since: Mapping[str, str] = field(default_factory=dict)  # node -> "Nov 30 10:42"
+    drift_since: Mapping[str, str] = field(default_factory=dict)  # node -> "Nov 30, 10:42 UTC"
     changed_by: Mapping[str, str] = field(default_factory=dict)  # node -> who set mig.config
     changing: Mapping[str, int] = field(default_factory=dict)  # node -> running request id
     tainted: Sequence[str] = ()  # "key=value:Effect on node-a, node-b"
@@ -890,6 +891,12 @@ def _explain_workload(
     return Explanation("Kueue has not admitted it.", "Read Kueue's message below.", None, evidence)
 
 
+def in_utc(moment: dt.datetime) -> str:
+    """A moment as the explainer's sentences write it: "Dec 2, 00:54 UTC"."""
+    t = moment.astimezone(dt.UTC)
+    return f"{t:%b} {t.day}, {t:%H:%M} UTC"
+
+
 def fleet_view(
     nodes: Sequence[Any],
     pods: Sequence[Any],
@@ -928,9 +935,7 @@ def fleet_view(
         intended=intended,
         promised_by_intended={n: promised[n] for n in intended if n in promised},
         current_config={n.name: n.mig_config for n in nodes},
-        drift_since={
-            d.subject: d.first_seen.strftime("%b %d %H:%M") for d in drift if d.kind == "mig_layout"
-        },
+        drift_since={d.subject: in_utc(d.first_seen) for d in drift if d.kind == "mig_layout"},
         changed_by={
             n.name: n.mig_config_by.partition(" at ")[0]
             for n in nodes

@@ -273,8 +273,6 @@ def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
             pod if names.named(pod.split("/", 1)[0]) else "(another team's pod)"
             for pod in node["evicts"]
         ]
-    gap = planned.plan.gap
-    body["gap_text"] = "unknown" if gap is None else f"{100 * gap:.2f} %"
     body["batches"] = planned.batches
     body["fingerprint"] = planned.fingerprint
     return body

@@ -202,6 +202,7 @@ def queues(request: HttpRequest) -> HttpResponse:
             "local_queues": _local_queues(request.user, local),
             "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
             "is_admin": is_platform_admin(request.user),
+            "sees_all": sees_every_team(request.user),
         },
     )
 

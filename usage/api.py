@@ -12,7 +12,8 @@ from rest_framework.views import APIView
 
 from portal.api_safety import StrictQuery
 from usage import reports
-from usage.views import DAYS, as_csv, report_rows, requested_teams
+from usage.forms import DAYS
+from usage.views import as_csv, report_rows, requested_teams
 
 
 class ReportQuery(StrictQuery):

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from portal.numbers import number
+
 # Named lines over the buckets, a value per bucket (None: no data there).
 Series = Sequence[tuple[str, Sequence[float | None]]]
 DASHES = ("", "6 3", "2 3", "10 3 2 3")
@@ -37,12 +39,6 @@ class Bucket:
     tick: str
     name: str
     partial: bool = False
-
-
-def number(value: float) -> str:
-    """Exact to three decimals, thousands separated, no trailing zeros: 1,234.5."""
-    text = f"{value:,.3f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
 
 
 def _ticks(count: int) -> list[int]:
@@ -239,34 +235,36 @@ def bar_chart(
     title: str,
     rows: Sequence[tuple[str, Sequence[tuple[str, float]]]],
     *,
-    width: int = 640,
+    width: int = 360,
     unit: str = "",
 ) -> str:
-    """Grouped horizontal bars: one group per row, one bar per series, each with its fill
-    pattern and its number written next to it."""
-    left, bar, gap = 190, 12, 10
-    groups = len(rows)
+    """Grouped horizontal bars: one group per row (its label above its bars), one bar per
+    series, each with its fill pattern and its number written next to it. Drawn at about
+    the size it is read on a phone, like the small multiples, and scaled to its box."""
+    left, bar, gap, label = 4, 12, 8, 16
     per_group = max((len(values) for _, values in rows), default=1)
-    height = 20 + groups * (per_group * (bar + 2) + gap)
+    height = 6 + len(rows) * (label + per_group * (bar + 2) + gap)
     peak = _nice(max((v for _, values in rows for _, v in values), default=0))
-    plot_w = width - left - 90
+    plot_w = width - left - 124  # room for the longest "allocatable 1,234.5" after a bar
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart bars" viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>{PATTERNS}'
     ]
-    top = 10.0
-    for label, values in rows:
+    top = 4.0
+    for name_of_row, values in rows:
         parts.append(
-            f'<text x="{left - 8}" y="{top + bar:.1f}" text-anchor="end" class="label">{escape(label)}</text>'
+            f'<text x="{left}" y="{top + 11:.1f}" class="label">{escape(name_of_row)}</text>'
         )
+        top += label
         for index, (name, value) in enumerate(values):
             w = plot_w * value / peak if peak else 0
+            amount = f"{number(value)}{escape(unit)}"
             parts.append(
                 f'<rect x="{left}" y="{top:.1f}" width="{max(w, 0.5):.1f}" height="{bar}" '
                 f'fill="{FILLS[index % len(FILLS)]}" stroke="#1f2937" stroke-width="0.6">'
-                f"<title>{escape(label)} {escape(name)}: {value:g}{escape(unit)}</title></rect>"
+                f"<title>{escape(name_of_row)} {escape(name)}: {amount}</title></rect>"
                 f'<text x="{left + w + 4:.1f}" y="{top + bar - 2:.1f}" class="tick">'
-                f"{escape(name)} {value:g}{escape(unit)}</text>"
+                f"{escape(name)} {amount}</text>"
             )
             top += bar + 2
         top += gap

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db import connection
 from django.db.models import Min, Q, Sum
@@ -360,8 +361,14 @@ def _unused_quotas(
                     "text": f"{row['owner']} used {row['utilisation']:.0%} of its "
                     f"{row['average_limit']:g} {row['resource']} on average: lower the quota or "
                     "lend the queue's share to the cohort.",
-                    "url": f"/quota/new/?team={team}&namespace={namespace}"
-                    f"&resource=requests.{row['resource']}",
+                    "url": "/quota/new/?"
+                    + urlencode(
+                        {
+                            "team": team,
+                            "namespace": namespace,
+                            "resource": f"requests.{row['resource']}",
+                        }
+                    ),
                 }
             )
     return out, checked
@@ -388,7 +395,7 @@ def _idle_profiles(period: Period, above: float) -> tuple[list[dict[str, Any]], 
                     "text": f"{row['resource']} sat {row['idle_share']:.0%} idle in pool "
                     f"{row['pool']} while pods waited for {', '.join(sorted(others))}: change the "
                     "pool's MIG layout.",
-                    "url": f"/changes/new/?pool={row['pool']}",
+                    "url": "/changes/new/?" + urlencode({"pool": row["pool"]}),
                 }
             )
     return out, profiles, len(pools)

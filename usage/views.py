@@ -22,16 +22,7 @@ from portal.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
 from usage import charts, reports
-
-DAYS = (1, 7, 30, 90)
-
-
-def _days(request: HttpRequest) -> int:
-    try:
-        days = int(request.GET.get("days", "7"))
-    except ValueError:
-        days = 7
-    return days if days in DAYS else 7
+from usage.forms import DAYS, UsageFilterForm
 
 
 def team_scope(user: Any) -> list[str] | None:
@@ -52,10 +43,6 @@ def requested_teams(user: Any, team: str) -> list[str] | None:
     if teams is None and not Team.objects.filter(slug=team).exists():
         raise Http404("No such team.")
     return [team]
-
-
-def _requested_teams(request: HttpRequest) -> list[str] | None:
-    return requested_teams(request.user, request.GET.get("team", ""))
 
 
 def report_rows(
@@ -201,15 +188,30 @@ def _team_choices(request: HttpRequest) -> list[str]:
     return list(Team.objects.order_by("slug").values_list("slug", flat=True))
 
 
+def _refused(request: HttpRequest, form: UsageFilterForm) -> HttpResponse:
+    """The page with the period and team as asked, each bad one marked, and nothing else."""
+    context = {
+        "form": form,
+        "choices": DAYS,
+        "days": None,
+        "team": "",
+        "sees_all": team_scope(request.user) is None,
+        "team_choices": _team_choices(request),
+    }
+    return render(request, "usage/reports.html", context, status=400)
+
+
 @login_required
 def reports_page(request: HttpRequest) -> HttpResponse:
     """The dashboard: small multiples of use against quota, then the tables. A lead sees
     their teams' numbers (``?team=``: one of them); who sees every team can pick one."""
-    days = _days(request)
+    form = UsageFilterForm(request.GET)
+    if not form.is_valid():
+        return _refused(request, form)
+    days, team = form.cleaned_data["days"], form.cleaned_data["team"]
     now = timezone.now()
     period = reports.last_days(days, now=now)
-    team = request.GET.get("team", "")
-    teams = _requested_teams(request)
+    teams = requested_teams(request.user, team)
     gpu_hours = reports.gpu_hours(period, teams=teams)
     # Charts for the user's teams, or (approvers, admins) the six that used the most.
     busiest = [r["team"] for r in sorted(gpu_hours, key=lambda r: -r["gpu_hours"])]
@@ -218,6 +220,7 @@ def reports_page(request: HttpRequest) -> HttpResponse:
     idle = reports.idle_capacity(period)
     since = reports.data_start(period)
     context = {
+        "form": form,
         "days": days,
         "choices": DAYS,
         "period": period,
@@ -242,9 +245,14 @@ def reports_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def report_csv(request: HttpRequest, name: str) -> HttpResponse:
-    period = reports.last_days(_days(request))
+    form = UsageFilterForm(request.GET)
+    if not form.is_valid():
+        refused = "; ".join(f"{f}: {' '.join(map(str, e))}" for f, e in form.errors.items())
+        return HttpResponseBadRequest(refused, content_type="text/plain")
+    period = reports.last_days(form.cleaned_data["days"])
+    teams = requested_teams(request.user, form.cleaned_data["team"])
     try:
-        rows = report_rows(name, period, _requested_teams(request), request.GET.get("resource", ""))
+        rows = report_rows(name, period, teams, request.GET.get("resource", ""))
     except ValidationError as error:
         return HttpResponseBadRequest(" ".join(error.messages), content_type="text/plain")
     response = HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")

@@ -1,7 +1,8 @@
 """``{% load links %}``: ``{% link "change-detail" c.pk %}`` is ``{% url %}`` for the rows of
 long lists. The route is reversed once per process, name and script prefix, then each row's
 arguments are put in (``{% url %}`` reverses the route again for every row: a few hundred
-rows took longer than the rest of the page)."""
+rows took longer than the rest of the page). ``{% page_query n %}`` is this page's query
+with ``page`` made ``n`` (a pager's link keeps the list's filters)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ def link(name: str, *args: object) -> str:
     pieces = _route(name, len(args), get_script_prefix())
     quoted = [quote(str(arg), safe=_SAFE) for arg in args]
     return "".join(piece + value for piece, value in zip(pieces, [*quoted, ""], strict=True))
+
+
+@register.simple_tag(takes_context=True)
+def page_query(context: template.Context, number: int) -> str:
+    """``?`` and the request's query parameters, urlencoded, with ``page`` replaced."""
+    query = context["request"].GET.copy()
+    query["page"] = str(number)
+    return "?" + query.urlencode()
 
 
 @functools.lru_cache(maxsize=256)

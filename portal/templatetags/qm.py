@@ -31,11 +31,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from portal.quantity import QuantityError, parse_quantity
+from portal import numbers
+from portal.numbers import DASH
 
 register = template.Library()
 
-DASH = "—"
 Number = int | float | Decimal | Fraction
 
 _GIB = 2**30
@@ -57,39 +57,10 @@ _ACRONYMS = {"ok": "OK", "mig": "MIG", "gpu": "GPU", "cpu": "CPU", "pdb": "PDB",
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
-def _as_fraction(value: Any) -> Fraction | None:
-    if isinstance(value, bool) or value is None or value == "":
-        return None
-    if isinstance(value, Fraction | int):
-        return Fraction(value)
-    if isinstance(value, float | Decimal):
-        return Fraction(value) if value == value else None  # NaN reads as nothing
-    try:
-        return parse_quantity(str(value).strip())
-    except QuantityError:
-        return None
-
-
-def _decimal(value: Fraction, places: int) -> str:
-    """``value`` with at most ``places`` decimals (trailing zeros dropped) and thousands
-    separators; rounding half away from zero, as people do."""
-    scale = 10**places
-    scaled = abs(value) * scale
-    whole = int(scaled + Fraction(1, 2))
-    units, rest = divmod(whole, scale)
-    text = f"{units:,}"
-    if rest:
-        text += "." + f"{rest:0{places}d}".rstrip("0")
-    return ("-" if value < 0 and whole else "") + text
-
-
 @register.filter
 def number(value: Any, places: int = 1) -> str:
     """At most ``places`` decimals (one unless told), thousands separated: 1,234.5."""
-    amount = _as_fraction(value)
-    if amount is None:
-        return DASH if value in (None, "") else str(value)
-    return _decimal(amount, int(places))
+    return numbers.number(value, places)
 
 
 @register.filter
@@ -101,29 +72,29 @@ def thousands(value: Any) -> str:
 @register.filter
 def percent(value: Any) -> str:
     """A ratio (0.75) as a percentage: 75%; 0.5% keeps its decimal."""
-    amount = _as_fraction(value)
+    amount = numbers.as_fraction(value)
     if amount is None:
         return DASH if value in (None, "") else str(value)
-    return f"{_decimal(amount * 100, 1)}%"
+    return f"{numbers.decimal(amount * 100, 1)}%"
 
 
 @register.filter
 def gib(value: Any) -> str:
     """Bytes (a number or a quantity such as ``64Gi``) in GiB, below 1 GiB in MiB."""
-    amount = _as_fraction(value)
+    amount = numbers.as_fraction(value)
     if amount is None:
         return DASH if value in (None, "") else str(value)
     if amount == 0:
         return "0 GiB"
     if abs(amount) < _GIB:
-        return f"{_decimal(amount / _MIB, 1)} MiB"
-    return f"{_decimal(amount / _GIB, 1)} GiB"
+        return f"{numbers.decimal(amount / _MIB, 1)} MiB"
+    return f"{numbers.decimal(amount / _GIB, 1)} GiB"
 
 
 @register.filter
 def mib(value: Any) -> str:
     """A count of MiB (DCGM reports GPU memory so) as ``gib`` shows bytes: 79.6 GiB."""
-    amount = _as_fraction(value)
+    amount = numbers.as_fraction(value)
     if amount is None:
         return DASH if value in (None, "") else str(value)
     return gib(amount * _MIB)
@@ -133,22 +104,22 @@ def mib(value: Any) -> str:
 def quantity(value: Any, resource: str = "") -> str:
     """A Kubernetes quantity read as its resource is: memory and storage in GiB, CPU in
     cores (``500m`` is 0.5 cores), devices and counts as numbers."""
-    amount = _as_fraction(value)
+    amount = numbers.as_fraction(value)
     if amount is None:
         return DASH if value in (None, "") else str(value)
     name = str(resource or "")
     if _MEMORY.search(name):
         return gib(amount)
     if _CPU.search(name):
-        cores = _decimal(amount, 1 if amount >= 1 else 3)
+        cores = numbers.decimal(amount, 1 if amount >= 1 else 3)
         return f"{cores} core" if amount == 1 else f"{cores} cores"
-    return _decimal(amount, 1)
+    return numbers.decimal(amount, 1)
 
 
 def _seconds(value: Any) -> float | None:
     if isinstance(value, dt.timedelta):
         return value.total_seconds()
-    amount = _as_fraction(value)
+    amount = numbers.as_fraction(value)
     return None if amount is None else float(amount)
 
 
@@ -260,10 +231,10 @@ def gpus(value: Any) -> str:
         return DASH if value in (None, "") else str(value)
     parts = []
     for resource, count in sorted(value.items(), key=lambda i: (i[0] == _GPU, i[0])):
-        amount = _as_fraction(count)
+        amount = numbers.as_fraction(count)
         if amount is None or amount == 0:
             continue
-        shown = _decimal(amount, 1)
+        shown = numbers.decimal(amount, 1)
         if resource == _GPU:
             parts.append(f"{shown} GPU" if amount == 1 else f"{shown} GPUs")
         elif str(resource).startswith(_MIG):

@@ -216,3 +216,21 @@ def test_all_enabled_is_assessed_as_offering_nothing(
     expect(assessment.locator("table").first).to_contain_text("nothing: MIG on, no instance")
     expect(assessment).not_to_contain_text("Needs a drain")
     screenshot(page, "change-form-all-enabled")
+
+
+def test_a_usage_period_the_page_does_not_offer_is_refused_next_to_it(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    sign_in(page, live_server.url, "lead-a")
+    answer = page.goto(f"{live_server.url}/reports/?days=ten")
+    assert answer is not None and answer.status == 400
+    expect(page.locator("#f-days-error")).to_have_text("Choose a period of 1, 7, 30 or 90 days.")
+    expect(page.locator("#f-days")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#f-days")).to_have_value("")  # no period shown as if chosen
+    expect(page.get_by_text("Fix the period above to see the usage.")).to_be_visible()
+    expect(page.locator("#gpuh-title")).to_have_count(0)
+    screenshot(page, "usage-period-refused")
+    page.locator("#f-days").select_option("30")  # choosing one shows it
+    expect(page).to_have_url(re.compile(r"days=30"))
+    expect(page.locator("#gpuh-title")).to_be_visible()
+    expect(page.locator("#f-days-error")).to_have_count(0)

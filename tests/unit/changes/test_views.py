@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from cluster.models import ObservedNode
-from tests.factories import ObservedNodeFactory, ObservedPodFactory
+from tests.factories import MigChangeRequestFactory, ObservedNodeFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -456,3 +456,25 @@ def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed:
     form = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content.decode()
     assert 'value="gpu-a100-03"' in form and "checked" in form
     assert '<option value="all-3g.40gb" selected>' in form
+
+
+def test_paging_a_filtered_list_keeps_its_filter(client: Client, demo: None) -> None:
+    from changes.views import LIST_PAGE_SIZE
+    from tenants.models import Team
+
+    a, b = Team.objects.get(slug="team-a"), Team.objects.get(slug="team-b")
+    lead = User.objects.get(username="lead-a")
+    MigChangeRequest.objects.bulk_create(
+        [
+            MigChangeRequestFactory.build(team=team, requested_by=lead, reason=f"r{i}")
+            for i in range(LIST_PAGE_SIZE + 5)
+            for team in (a, b)
+        ]
+    )
+    login(client, "approver")
+    first = client.get("/changes/?team=team-a&state=pending").content.decode()
+    assert 'href="?team=team-a&amp;state=pending&amp;page=2"' in first
+    second = client.get("/changes/?team=team-a&state=pending&page=2")
+    body = second.content.decode()
+    assert 'href="?team=team-a&amp;state=pending&amp;page=1"' in body
+    assert body.count("<td>team-a</td>") == 5 and "<td>team-b</td>" not in body

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+from types import SimpleNamespace
 
-from diagnostics.explain import FleetView, explain_pod, explain_workload, parse_failed_scheduling
+from diagnostics.explain import (
+    FleetView,
+    explain_pod,
+    explain_workload,
+    fleet_view,
+    parse_failed_scheduling,
+)
 
 E1 = (
     "0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient nvidia.com/mig-3g.40gb. "
@@ -50,7 +58,7 @@ INCIDENT = FleetView(
         "gpu-a100-02": "all-3g.40gb",
         "gpu-a100-03": "all-balanced",
     },
-    drift_since={"gpu-a100-03": "Nov 30 10:42"},
+    drift_since={"gpu-a100-03": "Nov 30, 10:42 UTC"},
     tainted=["nvidia.com/gpu=present:NoSchedule on gpu-h100-01, gpu-h100-02"],
 )
 
@@ -81,7 +89,8 @@ def test_the_seed_incident_points_at_the_drifted_node() -> None:
     )
     assert result.cause == (
         "All 32 mig-3g.40gb in the fleet are in use (0 free, the pod needs 1): gpu-a100-03 would offer 16 "
-        "more but was changed to all-balanced instead of its pool's all-3g.40gb (drift since Nov 30 10:42)."
+        "more but was changed to all-balanced instead of its pool's all-3g.40gb "
+        "(drift since Nov 30, 10:42 UTC)."
     )
     assert result.next_step == "Ask for a MIG change that puts gpu-a100-03 back on all-3g.40gb."
     assert result.action == {
@@ -247,3 +256,29 @@ def test_a_pod_bound_to_a_node_but_not_running_waits_on_that_node() -> None:
     )
     assert "kubectl -n team-a describe pod train-0" in result.next_step
     assert "scheduler" not in result.cause
+
+
+def test_a_drift_is_dated_in_utc_as_every_sentence_writes_a_moment() -> None:
+    paris = dt.timezone(dt.timedelta(hours=1))
+    drift = [
+        SimpleNamespace(
+            subject="gpu-a100-03",
+            kind="mig_layout",
+            first_seen=dt.datetime(2026, 12, 2, 1, 54, tzinfo=paris),
+        ),
+        SimpleNamespace(
+            subject="gpu-a100-04",
+            kind="mig_layout",
+            first_seen=dt.datetime(2026, 11, 30, 10, 42, tzinfo=dt.UTC),
+        ),
+        SimpleNamespace(
+            subject="gpu-a100-05",
+            kind="labels",
+            first_seen=dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
+        ),
+    ]
+    view = fleet_view([], [], [], drift, {}, {})
+    assert view.drift_since == {
+        "gpu-a100-03": "Dec 2, 00:54 UTC",
+        "gpu-a100-04": "Nov 30, 10:42 UTC",
+    }

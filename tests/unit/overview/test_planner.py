@@ -271,3 +271,27 @@ def test_the_planner_page_query_count_does_not_grow_with_nodes(
     client.force_login(platform_admin)
     with django_assert_max_num_queries(24):  # the same with 4 nodes or 4,000
         assert client.get("/planner/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("gap", "words"),
+    [
+        (0.0, "optimality gap 0%)"),
+        (0.0008, "optimality gap 0.1%)"),
+        (None, "optimality gap unknown)"),
+    ],
+)
+def test_the_optimality_gap_reads_as_every_percentage(
+    client: Client, platform_admin: Any, seed: None, monkeypatch: Any, gap: float | None, words: str
+) -> None:
+    import dataclasses
+
+    from overview import planning
+
+    solve = planning.plan
+    monkeypatch.setattr(
+        planning, "plan", lambda *a, **k: dataclasses.replace(solve(*a, **k), gap=gap)
+    )
+    client.force_login(platform_admin)
+    page = client.get("/planner/").content.decode()
+    assert words in page

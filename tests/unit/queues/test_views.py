@@ -46,6 +46,21 @@ def test_the_overview_shows_queues_by_cohort_and_only_my_teams_local_queues(
     assert "<code>team-b-train</code>" in admin_page and "Edit quotas" in admin_page
 
 
+@pytest.mark.parametrize(
+    ("user", "heading"),
+    [("lead-a", "of your teams"), ("approver", "of every team"), ("admin", "of every team")],
+)
+def test_the_local_queues_heading_says_whose_they_are(
+    client: Client, demo: None, user: str, heading: str
+) -> None:
+    page = login(client, user).get("/queues/").content.decode()
+    start = page.index('<h2 id="lq-title">')
+    title = page[start : page.index("</h2>", start)]
+    assert heading in title
+    other = "of every team" if heading == "of your teams" else "of your teams"
+    assert other not in title
+
+
 def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -> None:
     demo_fleet_nodes()
     login(client, "admin")

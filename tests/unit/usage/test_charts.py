@@ -1,13 +1,15 @@
 """The small multiples drawn as SVG (pure): every bucket of the period on the axis, the line
 broken where data is missing, the start of the history and the day in progress marked, and
-each bucket's exact values in its tooltip."""
+each bucket's values in its tooltip, numbers as the pages write them (portal.numbers); the
+grouped bars drawn at the size they are read on a phone."""
 
 from __future__ import annotations
 
 import re
 from xml.etree import ElementTree
 
-from usage.charts import Bucket, _ticks, number, small_line_chart
+from portal.numbers import number
+from usage.charts import Bucket, _ticks, bar_chart, small_line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 DAYS = [Bucket(f"Nov {d}", f"Mon, Nov {d}") for d in range(1, 7)] + [
@@ -43,13 +45,13 @@ def test_each_bucket_has_a_tooltip_with_its_exact_values() -> None:
     assert len(tips) == 7  # every bucket, those before the history too
     assert tips[0] == "Mon, Nov 1: no data"
     assert tips[2] == "Mon, Nov 3: in use 1,234.5, quota 1,600"
-    assert tips[6] == "Sat, Nov 7 (today so far: to 14:00 UTC): in use 2.125, quota 1,600"
+    assert tips[6] == "Sat, Nov 7 (today so far: to 14:00 UTC): in use 2.1, quota 1,600"
     assert root.get("aria-label") == (
         "team-a: nvidia.com/gpu in use against the quota, daily averages"
     )
     assert root.findtext(f"{SVG}desc") == (
         "Daily averages from Mon, Nov 3 to Sat, Nov 7 (today so far: to 14:00 UTC). "
-        "in use: lowest 2.125, highest 1,234.5, last 2.125. "
+        "in use: lowest 2.1, highest 1,234.5, last 2.1. "
         "quota: lowest 1,600, highest 1,600, last 1,600."
     )
 
@@ -89,7 +91,7 @@ def test_charts_of_one_resource_share_the_scale_they_are_given() -> None:
     ]
 
 
-def test_names_are_escaped_and_numbers_exact() -> None:
+def test_names_are_escaped_and_numbers_read_as_the_pages_write_them() -> None:
     svg = small_line_chart(
         'a<b> & "c"', [Bucket("x<y>", "x<y>")], [("in <use>", [1.0])], what="Hourly averages"
     )
@@ -99,7 +101,7 @@ def test_names_are_escaped_and_numbers_exact() -> None:
     assert [number(v) for v in (0, 16.0, 1234.5678, -0.0001, 0.1)] == [
         "0",
         "16",
-        "1,234.568",
+        "1,234.6",
         "0",
         "0.1",
     ]
@@ -110,3 +112,35 @@ def test_about_five_ticks_and_the_last_never_crowded() -> None:
     assert _ticks(24) == [0, 5, 10, 15, 23]  # 20 would run into the last label, "00:00"
     assert _ticks(30) == [0, 6, 12, 18, 24, 29]
     assert _ticks(1) == [0] and _ticks(0) == []
+
+
+def test_bars_write_their_numbers_as_the_pages_do_and_scale_to_their_box() -> None:
+    svg = bar_chart(
+        "Fleet: allocated against allocatable",
+        [
+            ("train gpu", [("allocatable", 1234.5), ("allocated", 8.327)]),
+            ("dev <x>", [("allocated", 25.169)]),
+        ],
+    )
+    root = ElementTree.fromstring(svg)
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert texts == [
+        "train gpu",
+        "allocatable 1,234.5",
+        "allocated 8.3",
+        "dev <x>",
+        "allocated 25.2",
+    ]
+    titles = [
+        r.findtext(f"{SVG}title") for r in root.iter(f"{SVG}rect") if r.findtext(f"{SVG}title")
+    ]
+    assert titles == [
+        "train gpu allocatable: 1,234.5",
+        "train gpu allocated: 8.3",
+        "dev <x> allocated: 25.2",
+    ]
+    # Drawn about as wide as a phone shows it, like the small multiples: the text stays legible.
+    assert root.get("viewBox", "").startswith("0 0 360 ") and root.get("width") is None
+    assert "bars" in root.get("class", "").split()
+    right = max(float(t.get("x", 0)) + 6 * len(t.text or "") for t in root.iter(f"{SVG}text"))
+    assert right <= 360  # the longest number fits after the longest bar

@@ -197,7 +197,7 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
         "lend the queue's share to the cohort."
     )
     assert found["unused quota"]["url"] == (
-        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
     )
     assert found["idle profile"]["text"] == (
         "nvidia.com/mig-1g.10gb sat 88% idle in pool dev while pods waited for "
@@ -205,6 +205,11 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
     )
     page = login("admin").get("/reports/?days=7").content.decode()
     assert "Open a prefilled request" in page
+    assert (
+        'href="/quota/new/?team=team-infer&amp;namespace=team-infer'
+        '&amp;resource=requests.nvidia.com%2Fgpu"'
+    ) in page
+    assert 'href="/changes/new/?pool=dev"' in page
 
 
 def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
@@ -212,7 +217,7 @@ def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
 
     client = login("admin")
     page = client.get(
-        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com/gpu"
+        "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
     ).content.decode()
     assert 'value="requests.nvidia.com/gpu"' in page
     now = timezone.now()
@@ -357,3 +362,43 @@ def test_a_user_of_no_team_sees_no_numbers(history: None) -> None:
     assert "No samples in this period yet." in page and "team-a" not in page
     assert client.get("/reports/usage-over-time.csv?days=7").content == b""
     assert client.get("/api/v1/reports/wait-times/?days=7").json() == []
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "words"),
+    [
+        ("days=ten", "days", "Choose a period of 1, 7, 30 or 90 days."),
+        ("days=14", "days", "Choose a period of 1, 7, 30 or 90 days."),
+        ("days=-1", "days", "Choose a period of 1, 7, 30 or 90 days."),
+        ("days=7&team=" + "x" * 64, "team", "at most 63 characters"),
+    ],
+)
+def test_a_bad_period_or_team_is_refused_next_to_its_field(
+    history: None, query: str, field: str, words: str
+) -> None:
+    from portal.models import AuditEvent
+
+    client = login("lead-a")
+    before = AuditEvent.objects.count()
+    response = client.get(f"/reports/?{query}")
+    body = html.unescape(response.content.decode())
+    assert response.status_code == 400  # as the API answers the same parameters
+    assert client.get(f"/api/v1/reports/gpu-hours/?{query}").status_code == 400
+    box = body.split(f'name="{field}"')[1].split('<div class="field">')[0]
+    assert 'aria-invalid="true"' in box.split(">")[0] and words in box
+    assert 'class="error field-error"' in box
+    if field == "days":  # no period shown as chosen that was not asked for
+        assert '<option value="" selected disabled>choose a period</option>' in box
+        assert " selected>" not in box.replace("selected disabled", "")
+    # Nothing of the default period is shown as if it had been asked for.
+    assert "GPU-hours" not in body and "<td>team-a</td>" not in body
+    assert "above to see the usage." in body
+    assert AuditEvent.objects.count() == before
+    plain = client.get(f"/reports/gpu-hours.csv?{query}")
+    assert plain.status_code == 400 and plain.content.decode().startswith(f"{field}: ")
+
+
+def test_no_period_is_the_last_seven_days(history: None) -> None:
+    page = login("lead-a").get("/reports/?days=").content.decode()
+    assert '<option value="7" selected>last 7 days</option>' in page
+    assert "<td>team-a</td><td>288</td><td>288</td>" in page
