@@ -14,12 +14,11 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from changes.approval import teams_user_may_request_for
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
 from cluster.selectors import ApiStatus, api_status
@@ -27,9 +26,8 @@ from diagnostics.selectors import explain_waiting
 from overview.models import HomeVisit
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
-from queues.selectors import quota_rows
+from queues.selectors import quota_rows, teams_set_up
 from tenants.models import Team
-from tenants.selectors import list_teams_for_user
 
 GPU_PREFIX = "nvidia.com/"
 Statuses = dict[tuple[str, str, str], dict[str, Any]]  # (kind, namespace, name) -> status
@@ -53,8 +51,7 @@ class Running:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why."""
-    leads = teams_user_may_request_for(request.user).filter(pk=OuterRef("pk"))
-    teams = list(list_teams_for_user(request.user).annotate(may_ask=Exists(leads)))
+    teams = teams_set_up(request.user)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     names = [ns.name for ns in namespaces]
     api = api_status()
