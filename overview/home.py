@@ -30,6 +30,7 @@ from queues.selectors import quota_rows, teams_set_up
 from tenants.models import Team
 
 GPU_PREFIX = "nvidia.com/"
+HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 Statuses = dict[tuple[str, str, str], dict[str, Any]]  # (kind, namespace, name) -> status
 
 
@@ -71,8 +72,9 @@ def home(request: HttpRequest) -> HttpResponse:
         ns.observed = per_namespace[ns.name]  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
     _queue_use(namespaces, statuses)
-    grants = _grants(teams)
-    hits = _changes_hitting(teams)
+    any_grant, any_hit = _any_grant_or_hit(teams)
+    grants = _grants(teams) if any_grant else defaultdict(list)
+    hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
@@ -243,6 +245,33 @@ def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
                 row["borrows"] = seen and row["borrowed"] not in ("0", "")
 
 
+def _any_grant_or_hit(teams: Sequence[Team]) -> tuple[bool, bool]:
+    """Whether any of the teams may have a time-limited grant, and whether another team's
+    MIG change may hit one of them (a superset of what ``_grants`` and ``_changes_hitting``
+    show): one small query, so that on most visits neither of theirs runs."""
+    if not teams:
+        return False, False
+    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
+    hit = MigChangeRequest.teams_hit.through._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%(teams)s) "
+            "AND state = %(approved)s AND grant_until IS NOT NULL), "
+            f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
+            "WHERE h.team_id = ANY(%(teams)s) AND c.team_id IS DISTINCT FROM h.team_id "
+            "AND (c.state = ANY(%(open)s) OR c.updated_at >= %(recent)s) "
+            "AND c.state NOT IN ('rejected', 'cancelled'))",
+            {
+                "teams": [team.pk for team in teams],
+                "approved": QuotaChangeRequest.State.APPROVED,
+                "open": sorted(OPEN_STATES),
+                "recent": timezone.now() - HIT_RECENTLY,
+            },
+        )
+        row = cursor.fetchone()
+    return bool(row[0]), bool(row[1])
+
+
 def _grants(teams: Sequence[Team]) -> dict[int, list[QuotaChangeRequest]]:
     grants: dict[int, list[QuotaChangeRequest]] = defaultdict(list)
     for grant in (
@@ -263,7 +292,7 @@ def _changes_hitting(teams: Sequence[Team]) -> dict[int, list[MigChangeRequest]]
     """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
     its quotas' backing taken): open ones, and those that ran and ended in the last three
     days (a rejected or cancelled one changed nothing)."""
-    recent = timezone.now() - dt.timedelta(days=3)
+    recent = timezone.now() - HIT_RECENTLY
     hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
     rows = (
         MigChangeRequest.teams_hit.through.objects.filter(team__in=teams)
