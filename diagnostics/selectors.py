@@ -63,9 +63,12 @@ def waiting_in_namespaces(
 ) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
     """Workloads not admitted and Pending pods of these namespaces, with the reason
     (``pods``: the Pending pods, when the caller has read them already)."""
+    # Written out, as the failures below: the ORM took longer to build it than to run it.
     workloads = list(
-        ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False).order_by(
-            "admitted", "namespace", "created_at"
+        ObservedWorkload.objects.raw(
+            f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE namespace = ANY(%s) "
+            "AND NOT finished ORDER BY admitted, namespace, created_at",
+            [list(namespaces)],
         )
     )
     if pods is None:
@@ -315,7 +318,11 @@ def _create_failures(
     back-off, so an event older than that is history (a kind the poll cannot check)."""
     recent = now - dt.timedelta(minutes=15)
     failures = list(
-        ObservedCreateFailure.objects.filter(namespace__in=namespaces, last_seen__gte=recent)
+        ObservedCreateFailure.objects.raw(
+            f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
+            "WHERE namespace = ANY(%s) AND last_seen >= %s ORDER BY namespace, kind, name",
+            [list(namespaces), recent],
+        )
     )
     if failures and quotas is None:
         quotas = observed_quotas(sorted({f.namespace for f in failures}))
