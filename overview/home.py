@@ -7,6 +7,7 @@ observed objects, so the sentences and the bars count from the same poll."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -108,11 +109,19 @@ def _observed_statuses(namespaces: list[Any]) -> Statuses:
     ClusterQueues, as last polled: one query, so all of the page's numbers are one poll's."""
     names = [ns.name for ns in namespaces]
     queues = {lq.cluster_queue.name for ns in namespaces for lq in ns.local_queues.all()}
-    rows = ObservedObject.objects.filter(
-        Q(kind__in=["ResourceQuota", "LocalQueue"], namespace__in=names)
-        | Q(kind="ClusterQueue", name__in=queues)
-    ).values_list("kind", "namespace", "name", "status")
-    return {(kind, ns, name): status or {} for kind, ns, name, status in rows}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
+            "WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND namespace = ANY(%s)) "
+            "OR (kind = 'ClusterQueue' AND name = ANY(%s))",
+            [names, sorted(queues)],
+        )
+        rows = cursor.fetchall()
+    # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
+    return {
+        (kind, ns, name): (json.loads(status) if status else None) or {}
+        for kind, ns, name, status in rows
+    }
 
 
 def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:
