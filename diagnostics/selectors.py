@@ -56,6 +56,10 @@ from usage.runs import run_times
 
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
+CHANGING_SQL = (  # written out, as the page's other reads of what waits
+    f"SELECT * FROM {MigChangeRequest._meta.db_table} WHERE state = ANY(%s) "
+    "ORDER BY created_at DESC"
+)
 
 
 def waiting_in_namespaces(
@@ -609,7 +613,8 @@ def _estimate_all(
     waiting = [w for w in workloads if not w.admitted]
     for workload in workloads:
         workload.estimate = None  # type: ignore[attr-defined]
-    changes = list(MigChangeRequest.objects.filter(state__in=CHANGING)) if waiting or pods else []
+    changing = MigChangeRequest.objects.raw(CHANGING_SQL, [CHANGING])
+    changes = list(changing) if waiting or pods else []
     if waiting:
         queues = _Queues(waiting, now)
         raised = _queue_changes(changes, now)
