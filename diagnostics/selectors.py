@@ -56,6 +56,10 @@ from usage.runs import run_times
 
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
+CHANGING_SQL = (  # written out, as the page's other reads of what waits
+    f"SELECT * FROM {MigChangeRequest._meta.db_table} WHERE state = ANY(%s) "
+    "ORDER BY created_at DESC"
+)
 
 
 def waiting_in_namespaces(
@@ -63,9 +67,12 @@ def waiting_in_namespaces(
 ) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
     """Workloads not admitted and Pending pods of these namespaces, with the reason
     (``pods``: the Pending pods, when the caller has read them already)."""
+    # Written out, as the failures below: the ORM took longer to build it than to run it.
     workloads = list(
-        ObservedWorkload.objects.filter(namespace__in=namespaces, finished=False).order_by(
-            "admitted", "namespace", "created_at"
+        ObservedWorkload.objects.raw(
+            f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE namespace = ANY(%s) "
+            "AND NOT finished ORDER BY admitted, namespace, created_at",
+            [list(namespaces)],
         )
     )
     if pods is None:
@@ -315,7 +322,11 @@ def _create_failures(
     back-off, so an event older than that is history (a kind the poll cannot check)."""
     recent = now - dt.timedelta(minutes=15)
     failures = list(
-        ObservedCreateFailure.objects.filter(namespace__in=namespaces, last_seen__gte=recent)
+        ObservedCreateFailure.objects.raw(
+            f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
+            "WHERE namespace = ANY(%s) AND last_seen >= %s ORDER BY namespace, kind, name",
+            [list(namespaces), recent],
+        )
     )
     if failures and quotas is None:
         quotas = observed_quotas(sorted({f.namespace for f in failures}))
@@ -602,7 +613,8 @@ def _estimate_all(
     waiting = [w for w in workloads if not w.admitted]
     for workload in workloads:
         workload.estimate = None  # type: ignore[attr-defined]
-    changes = list(MigChangeRequest.objects.filter(state__in=CHANGING)) if waiting or pods else []
+    changing = MigChangeRequest.objects.raw(CHANGING_SQL, [CHANGING])
+    changes = list(changing) if waiting or pods else []
     if waiting:
         queues = _Queues(waiting, now)
         raised = _queue_changes(changes, now)

@@ -7,6 +7,7 @@ observed objects, so the sentences and the bars count from the same poll."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,12 +15,11 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from changes.approval import teams_user_may_request_for
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
 from cluster.selectors import ApiStatus, api_status
@@ -27,11 +27,17 @@ from diagnostics.selectors import explain_waiting
 from overview.models import HomeVisit
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
-from queues.selectors import quota_rows
+from queues.selectors import quota_rows, teams_set_up
 from tenants.models import Team
-from tenants.selectors import list_teams_for_user
 
 GPU_PREFIX = "nvidia.com/"
+# The namespaces' Pending pods and running GPU pods. Written out: the ORM took longer to
+# build these few reads than the database to answer them.
+PODS_SQL = (
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE namespace = ANY(%s) AND (phase = "
+    "'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) ORDER BY namespace, name"
+)
+HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 Statuses = dict[tuple[str, str, str], dict[str, Any]]  # (kind, namespace, name) -> status
 
 
@@ -53,19 +59,14 @@ class Running:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why."""
-    leads = teams_user_may_request_for(request.user).filter(pk=OuterRef("pk"))
-    teams = list(list_teams_for_user(request.user).annotate(may_ask=Exists(leads)))
+    teams = teams_set_up(request.user)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     names = [ns.name for ns in namespaces]
     api = api_status()
     last_visit = _visited(user_id(request.user), api)
     statuses = _observed_statuses(namespaces)
     quotas = {(ns, name): s for (kind, ns, name), s in statuses.items() if kind == "ResourceQuota"}
-    pods = list(
-        ObservedPod.objects.filter(namespace__in=names)
-        .filter(Q(phase="Pending") | (Q(phase="Running") & ~Q(gpu_requests={})))
-        .order_by("namespace", "name")
-    )
+    pods = list(ObservedPod.objects.raw(PODS_SQL, [names]))
     running = [p for p in pods if p.phase == "Running"]
     waiting = [p for p in pods if p.phase == "Pending"]
     workloads, pending, failures = explain_waiting(names, quotas=quotas, pods=waiting)
@@ -74,8 +75,9 @@ def home(request: HttpRequest) -> HttpResponse:
         ns.observed = per_namespace[ns.name]  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
     _queue_use(namespaces, statuses)
-    grants = _grants(teams)
-    hits = _changes_hitting(teams)
+    any_grant, any_hit = _any_grant_or_hit(teams)
+    grants = _grants(teams) if any_grant else defaultdict(list)
+    hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
@@ -107,11 +109,19 @@ def _observed_statuses(namespaces: list[Any]) -> Statuses:
     ClusterQueues, as last polled: one query, so all of the page's numbers are one poll's."""
     names = [ns.name for ns in namespaces]
     queues = {lq.cluster_queue.name for ns in namespaces for lq in ns.local_queues.all()}
-    rows = ObservedObject.objects.filter(
-        Q(kind__in=["ResourceQuota", "LocalQueue"], namespace__in=names)
-        | Q(kind="ClusterQueue", name__in=queues)
-    ).values_list("kind", "namespace", "name", "status")
-    return {(kind, ns, name): status or {} for kind, ns, name, status in rows}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
+            "WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND namespace = ANY(%s)) "
+            "OR (kind = 'ClusterQueue' AND name = ANY(%s))",
+            [names, sorted(queues)],
+        )
+        rows = cursor.fetchall()
+    # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
+    return {
+        (kind, ns, name): (json.loads(status) if status else None) or {}
+        for kind, ns, name, status in rows
+    }
 
 
 def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:
@@ -246,6 +256,33 @@ def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
                 row["borrows"] = seen and row["borrowed"] not in ("0", "")
 
 
+def _any_grant_or_hit(teams: Sequence[Team]) -> tuple[bool, bool]:
+    """Whether any of the teams may have a time-limited grant, and whether another team's
+    MIG change may hit one of them (a superset of what ``_grants`` and ``_changes_hitting``
+    show): one small query, so that on most visits neither of theirs runs."""
+    if not teams:
+        return False, False
+    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
+    hit = MigChangeRequest.teams_hit.through._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%(teams)s) "
+            "AND state = %(approved)s AND grant_until IS NOT NULL), "
+            f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
+            "WHERE h.team_id = ANY(%(teams)s) AND c.team_id IS DISTINCT FROM h.team_id "
+            "AND (c.state = ANY(%(open)s) OR c.updated_at >= %(recent)s) "
+            "AND c.state NOT IN ('rejected', 'cancelled'))",
+            {
+                "teams": [team.pk for team in teams],
+                "approved": QuotaChangeRequest.State.APPROVED,
+                "open": sorted(OPEN_STATES),
+                "recent": timezone.now() - HIT_RECENTLY,
+            },
+        )
+        row = cursor.fetchone()
+    return bool(row[0]), bool(row[1])
+
+
 def _grants(teams: Sequence[Team]) -> dict[int, list[QuotaChangeRequest]]:
     grants: dict[int, list[QuotaChangeRequest]] = defaultdict(list)
     for grant in (
@@ -266,7 +303,7 @@ def _changes_hitting(teams: Sequence[Team]) -> dict[int, list[MigChangeRequest]]
     """Per team, the MIG changes and drains of other teams that hit it (its pods evicted,
     its quotas' backing taken): open ones, and those that ran and ended in the last three
     days (a rejected or cancelled one changed nothing)."""
-    recent = timezone.now() - dt.timedelta(days=3)
+    recent = timezone.now() - HIT_RECENTLY
     hits: dict[int, list[MigChangeRequest]] = defaultdict(list)
     rows = (
         MigChangeRequest.teams_hit.through.objects.filter(team__in=teams)

@@ -21,6 +21,8 @@ def as_fraction(value: Any) -> Fraction | None:
         return Fraction(value)
     if isinstance(value, float | Decimal):
         return Fraction(value) if value == value else None  # NaN reads as nothing
+    if isinstance(value, str) and value.isascii() and value.isdigit():  # a plain count: "16"
+        return Fraction(int(value))
     try:
         return parse_quantity(str(value).strip())
     except QuantityError:
@@ -30,6 +32,8 @@ def as_fraction(value: Any) -> Fraction | None:
 def decimal(value: Fraction, places: int) -> str:
     """``value`` with at most ``places`` decimals (trailing zeros dropped) and thousands
     separators; rounding half away from zero, as people do."""
+    if value.denominator == 1:  # a whole number: nothing to round (most of what pages show)
+        return f"{value.numerator:,}"
     scale = 10**places
     scaled = abs(value) * scale
     whole = int(scaled + Fraction(1, 2))
@@ -43,6 +47,8 @@ def decimal(value: Fraction, places: int) -> str:
 def number(value: Any, places: int = 1) -> str:
     """At most ``places`` decimals (one unless told), thousands separated: 1,234.5. What is
     not a number is shown as it came (nothing as a dash)."""
+    if type(value) is int:  # a count, as most are: no fraction to make
+        return f"{value:,}"
     amount = as_fraction(value)
     if amount is None:
         return DASH if value in (None, "") else str(value)

@@ -7,20 +7,22 @@ quota while their admission checks run: what the next workload must fit beside,
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
 
-from portal.permissions import sees_every_team, user_id
+from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.quantity import QuantityError, format_quantity, parse_quantity
 from queues import whatif
-from queues.models import ClusterQueue, Cohort, StopPolicy
+from queues.models import ClusterQueue, Cohort, LocalQueue, StopPolicy
 from queues.observed import ObservedKueue, observed_kueue
 from queues.rules import quota_entries
-from tenants.models import Namespace
+from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
 
 
 def _usage(
@@ -298,3 +300,97 @@ def namespace_quota_what_if(
         for r in rows
     ]
     return shown
+
+
+# ----------------------------------------------------------------------------- a team's setup
+
+
+def _table(model: Any) -> str:
+    return str(model._meta.db_table)
+
+
+def _teams_sql(every_team: bool) -> str:
+    """One query for the teams a page shows with all they are set up with: each team's row,
+    whether the user may ask changes for it, its allowed priority classes, and its namespaces
+    with their quota items, limits and LocalQueues (each with its ClusterQueue), as JSON, in
+    the models' own orderings."""
+    team, ns, membership = _table(Team), _table(Namespace), _table(Membership)
+    allowed = _table(Team.allowed_priority_classes.through)
+    queues = (
+        f"SELECT jsonb_agg(jsonb_build_object('lq', to_jsonb(lq), 'cq', to_jsonb(cq)) "
+        f"ORDER BY lq.name) FROM {_table(LocalQueue)} lq JOIN {_table(ClusterQueue)} cq "
+        "ON cq.id = lq.cluster_queue_id WHERE lq.namespace_id = n.id"
+    )
+    namespaces = (
+        "SELECT jsonb_agg(jsonb_build_object('ns', to_jsonb(n), "
+        f"'quota', (SELECT jsonb_agg(to_jsonb(q) ORDER BY q.resource) FROM {_table(QuotaItem)} q "
+        "WHERE q.namespace_id = n.id), "
+        f"'limits', (SELECT jsonb_agg(to_jsonb(li) ORDER BY li.limit_type, li.resource) "
+        f"FROM {_table(LimitRangeItem)} li WHERE li.namespace_id = n.id), "
+        f"'queues', ({queues})) ORDER BY n.name) FROM {ns} n WHERE n.team_id = t.id"
+    )
+    classes = (
+        f"SELECT jsonb_agg(to_jsonb(pc) ORDER BY pc.value DESC, pc.name) "
+        f"FROM {_table(PriorityClass)} pc JOIN {allowed} a ON a.priorityclass_id = pc.id "
+        "WHERE a.team_id = t.id"
+    )
+    mine = f"EXISTS (SELECT 1 FROM {membership} m WHERE m.team_id = t.id AND m.user_id = %(user)s"
+    return (
+        f"SELECT t.id, t.slug, t.name, t.description, "
+        f"{'TRUE' if every_team else mine + ' AND m.role = %(lead)s)'}, "
+        f"({classes}), ({namespaces}) FROM {team} t "
+        f"{'' if every_team else 'WHERE ' + mine + ')'} ORDER BY t.slug"
+    )
+
+
+def _cached(instance: Any, name: str, model: Any, rows: list[Any]) -> None:
+    """``instance.<name>.all()`` answers ``rows`` without a query, as a prefetch would."""
+    queryset = model.objects.all()
+    queryset._result_cache = rows
+    queryset._prefetch_done = True
+    instance.__dict__.setdefault("_prefetched_objects_cache", {})[name] = queryset
+
+
+def _namespace(team: Team, data: dict[str, Any]) -> Namespace:
+    ns = Namespace(**data["ns"])
+    ns.team = team
+    _cached(ns, "quota_items", QuotaItem, [QuotaItem(**q) for q in data["quota"] or []])
+    _cached(ns, "limit_items", LimitRangeItem, [LimitRangeItem(**i) for i in data["limits"] or []])
+    local_queues = []
+    for row in data["queues"] or []:
+        lq = LocalQueue(**row["lq"])
+        lq.cluster_queue = ClusterQueue(**row["cq"])
+        local_queues.append(lq)
+    _cached(ns, "local_queues", LocalQueue, local_queues)
+    return ns
+
+
+def teams_set_up(user: AbstractBaseUser | AnonymousUser) -> list[Team]:
+    """The teams the user belongs to (every team for a platform admin), as
+    ``list_teams_for_user`` gives them (namespaces with quota items, limits and LocalQueues
+    with their ClusterQueue; allowed priority classes) and ``team.may_ask`` (whether the user
+    may ask changes for it): in one query, whatever the number of teams."""
+    if not user.is_authenticated:
+        return []
+    every_team = is_platform_admin(user)  # type: ignore[arg-type]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _teams_sql(every_team), {"user": user_id(user), "lead": Membership.Role.LEAD}
+        )
+        rows = cursor.fetchall()
+    teams = []
+    for pk, slug, name, description, may_ask, classes, namespaces in rows:
+        team = Team(id=pk, slug=slug, name=name, description=description)
+        team.may_ask = may_ask  # type: ignore[attr-defined]
+        pcs = [PriorityClass(**pc) for pc in _json(classes)]
+        _cached(team, "allowed_priority_classes", PriorityClass, pcs)
+        _cached(team, "namespaces", Namespace, [_namespace(team, n) for n in _json(namespaces)])
+        teams.append(team)
+    return teams
+
+
+def _json(value: Any) -> list[Any]:
+    """A jsonb column as psycopg gives it (decoded), or as text where it is not."""
+    if value is None:
+        return []
+    return json.loads(value) if isinstance(value, str) else list(value)

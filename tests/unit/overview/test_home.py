@@ -13,12 +13,14 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from changes.models import MigChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload, SyncRun
 from overview.models import HomeVisit
 from tenants.models import QuotaItem
 from tests.factories import (
     ClusterQueueFactory,
     LocalQueueFactory,
+    MigChangeRequestFactory,
     NamespaceFactory,
     ObservedPodFactory,
 )
@@ -303,3 +305,31 @@ def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
     large = queries()
     assert large == small <= 28, (small, large)
     assert client.get("/").content.decode().count("Running GPU work") == 1
+
+
+def test_the_changes_of_other_teams_that_hit_the_team_are_told_while_open_and_three_days_after(
+    client: Client, lead: Any, team_b: Any
+) -> None:
+    team_a = lead.memberships.get().team
+    evicting = {"verdict": "needs_drain", "evictions": [{"team": "team-a"}, {"team": "team-a"}]}
+
+    def change(state: str, team: Any = team_b, ago: dt.timedelta = dt.timedelta(0)) -> Any:
+        made = MigChangeRequestFactory(team=team, state=state, assessment=evicting)
+        made.teams_hit.add(team_a)
+        MigChangeRequest.objects.filter(pk=made.pk).update(updated_at=timezone.now() - ago)
+        return made
+
+    assert "Changes that hit this team" not in client.get("/").content.decode()
+    change("rejected")
+    change("cancelled")
+    change("succeeded", ago=dt.timedelta(days=4))
+    change("pending", team=team_a)  # its own
+    assert "Changes that hit this team" not in client.get("/").content.decode()
+    open_one = change("pending")
+    ran = change("succeeded", ago=dt.timedelta(days=2))
+    page = text(client.get("/").content.decode())
+    told = page[page.index("Changes that hit this team") :]
+    assert told.index(f"#{ran.pk} of team-b") < told.index(f"#{open_one.pk} of team-b")  # newest
+    assert "(succeeded): evicted 2 pods of yours" in told
+    assert "(pending approval): would evict 2 pods of yours" in told
+    assert page.count(" of team-b on ") == 2

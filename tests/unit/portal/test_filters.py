@@ -199,3 +199,22 @@ def test_took_says_how_long_from_one_moment_to_another() -> None:
 )
 def test_mib_counts_show_as_gib(value: object, shown: str) -> None:
     assert qm.mib(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (1234567, "1,234,567"),
+        (-1234, "-1,234"),
+        (0, "0"),
+        ("1234567", "1,234,567"),
+        ("007", "7"),
+        (Fraction(-14, 2), "-7"),
+        (True, "True"),  # a flag is not a count
+        ("١٢", "١٢"),  # digits of another script are not a quantity
+        (10**20, "100,000,000,000,000,000,000"),
+    ],
+)
+def test_whole_numbers_take_the_short_way_and_read_as_before(value: object, shown: str) -> None:
+    assert qm.number(value) == qm.thousands(value) == shown
+    assert qm.quantity(value, "nvidia.com/gpu") == shown
