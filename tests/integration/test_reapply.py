@@ -4,6 +4,7 @@ so a full re-apply leaves every object's generation and resourceVersion where th
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -24,12 +25,26 @@ def versions(gateway: Gateway) -> dict[str, tuple[Any, Any]]:
     return seen
 
 
+def settled(gateway: Gateway, timeout: float = 30) -> dict[str, tuple[Any, Any]]:
+    """The versions once the demo's controllers have written what an apply makes them write
+    (Kueue's LocalQueue and ClusterQueue statuses, the quota's status): two reads a second
+    apart agree. A status write moves the resourceVersion; only the re-apply is measured."""
+    last, deadline = versions(gateway), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = versions(gateway)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the cluster did not settle after the first apply: {last}")
+
+
 def test_a_full_reapply_changes_nothing(
     settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
 ) -> None:
     settings.KUBE_URL = demo_cluster.url
     apply_desired_state(gateway=gateway, full=True)
-    before = versions(gateway)
+    before = settled(gateway)
     assert any(key.startswith("ClusterQueue ") for key in before)
     assert any(key.startswith("PriorityClass ") for key in before)
     apply_desired_state(gateway=gateway, full=True)
