@@ -13,6 +13,11 @@ from portal.quantity import QuantityError, parse_quantity
 DASH = "—"
 
 
+def as_came(value: Any) -> str:
+    """What cannot be read as a number, shown as it came (nothing as a dash)."""
+    return DASH if value in (None, "") else str(value)
+
+
 def as_fraction(value: Any) -> Fraction | None:
     """``value`` (a number, or a quantity such as ``500m``) exactly; None when it is none."""
     if isinstance(value, bool) or value is None or value == "":
@@ -51,5 +56,5 @@ def number(value: Any, places: int = 1) -> str:
         return f"{value:,}"
     amount = as_fraction(value)
     if amount is None:
-        return DASH if value in (None, "") else str(value)
+        return as_came(value)
     return decimal(amount, int(places))

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 from django import template
@@ -35,8 +33,6 @@ from portal import numbers
 from portal.numbers import DASH
 
 register = template.Library()
-
-Number = int | float | Decimal | Fraction
 
 _GIB = 2**30
 _MIB = 2**20
@@ -74,7 +70,7 @@ def percent(value: Any) -> str:
     """A ratio (0.75) as a percentage: 75%; 0.5% keeps its decimal."""
     amount = numbers.as_fraction(value)
     if amount is None:
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     return f"{numbers.decimal(amount * 100, 1)}%"
 
 
@@ -83,7 +79,7 @@ def gib(value: Any) -> str:
     """Bytes (a number or a quantity such as ``64Gi``) in GiB, below 1 GiB in MiB."""
     amount = numbers.as_fraction(value)
     if amount is None:
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     if amount == 0:
         return "0 GiB"
     if abs(amount) < _GIB:
@@ -96,7 +92,7 @@ def mib(value: Any) -> str:
     """A count of MiB (DCGM reports GPU memory so) as ``gib`` shows bytes: 79.6 GiB."""
     amount = numbers.as_fraction(value)
     if amount is None:
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     return gib(amount * _MIB)
 
 
@@ -106,7 +102,7 @@ def quantity(value: Any, resource: str = "") -> str:
     cores (``500m`` is 0.5 cores), devices and counts as numbers."""
     amount = numbers.as_fraction(value)
     if amount is None:
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     name = str(resource or "")
     if _MEMORY.search(name):
         return gib(amount)
@@ -144,7 +140,7 @@ def duration(value: Any) -> str:
     """Seconds or a timedelta as people say them: 45 s, 12 min, 2 h 10 min, 3 d 4 h."""
     seconds = _seconds(value)
     if seconds is None:
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     return _span(seconds)
 
 
@@ -170,7 +166,7 @@ def _aware(value: dt.datetime | dt.date) -> dt.datetime:
 def ago(value: Any, now: dt.datetime | None = None) -> str:
     """How long ago (or how soon): just now, 5 min ago, 2 h 10 min ago, in 3 d."""
     if not isinstance(value, dt.datetime | dt.date):
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     seconds = ((now or timezone.now()) - _aware(value)).total_seconds()
     if abs(seconds) < _MINUTE:
         return "just now"
@@ -190,7 +186,7 @@ def when(value: Any, now: dt.datetime | None = None) -> SafeString | str:
     14:05"; "2 Dec 2025, 14:05" when not this year), the reader's own in the browser; the
     exact time in its title."""
     if not isinstance(value, dt.datetime | dt.date):
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     stamp = timezone.localtime(_aware(value))
     today = timezone.localtime(now or timezone.now()).date()
     return format_html(
@@ -228,7 +224,7 @@ def gpus(value: Any) -> str:
     1 MIG 3g.40gb slice, 3 MIG 1g.10gb slices + 1 GPU; other resources are left out, and
     none at all reads "no GPU"."""
     if not isinstance(value, dict):
-        return DASH if value in (None, "") else str(value)
+        return numbers.as_came(value)
     parts = []
     for resource, count in sorted(value.items(), key=lambda i: (i[0] == _GPU, i[0])):
         amount = numbers.as_fraction(count)
