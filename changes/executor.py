@@ -373,18 +373,40 @@ def _finish(request: MigChangeRequest, state: str, event: str, **fields: Any) ->
     notify(event, request)
 
 
-def _apply_queue_changes(request: MigChangeRequest) -> None:
-    """The ClusterQueue nominal quotas the request carries, into desired state (once)."""
-    if not request.queue_changes:
-        return
+def _queue_step(request: MigChangeRequest, round_: str) -> MigChangeStep | None:
+    """The request's one "queues" step of a round (apply or rollback), or None when an
+    earlier run of it finished (it is done once)."""
     record, _ = MigChangeStep.objects.get_or_create(
         request=request,
-        round="apply",
+        round=round_,
         node="",
         step="queues",
         defaults={"started_at": timezone.now()},
     )
-    if record.status == MigChangeStep.Status.DONE:
+    return None if record.status == MigChangeStep.Status.DONE else record
+
+
+def _queue_step_done(
+    record: MigChangeStep, done: tuple[str, list[str]], left: tuple[str, list[str]]
+) -> None:
+    """The queues step finished, saying what it moved and what it left as someone set it
+    since ``left[0]`` (the approval, the change)."""
+    (verb, moved), (since, kept) = done, left
+    message = "; ".join(
+        ([f"nominal quota {verb}: " + "; ".join(moved)] if moved else [])
+        + ([f"changed by someone since {since}, so " + "; ".join(kept)] if kept else [])
+    )
+    MigChangeStep.objects.filter(pk=record.pk).update(
+        status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
+    )
+
+
+def _apply_queue_changes(request: MigChangeRequest) -> None:
+    """The ClusterQueue nominal quotas the request carries, into desired state (once)."""
+    if not request.queue_changes:
+        return
+    record = _queue_step(request, "apply")
+    if record is None:
         return
     changed, left, moved = [], [], []
     with transaction.atomic():
@@ -408,14 +430,8 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
             save_cluster_queue(actor=None, cluster_queue=cq, source="task")
             changed.append(f"{what}: {change['from']} -> {change['to']}")
             moved.append(dict(change))
-        message = "; ".join(
-            (["nominal quota changed: " + "; ".join(changed)] if changed else [])
-            + (["changed by someone since the approval, so " + "; ".join(left)] if left else [])
-        )
         MigChangeRequest.objects.filter(pk=request.pk).update(queues_moved=moved)
-        MigChangeStep.objects.filter(pk=record.pk).update(
-            status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
-        )
+        _queue_step_done(record, ("changed", changed), ("the approval", left))
 
 
 def _restore_queue_changes(request: MigChangeRequest) -> None:
@@ -424,14 +440,8 @@ def _restore_queue_changes(request: MigChangeRequest) -> None:
     request.refresh_from_db(fields=["queues_moved"])
     if not request.queues_moved:
         return
-    record, _ = MigChangeStep.objects.get_or_create(
-        request=request,
-        round="rollback",
-        node="",
-        step="queues",
-        defaults={"started_at": timezone.now()},
-    )
-    if record.status == MigChangeStep.Status.DONE:
+    record = _queue_step(request, "rollback")
+    if record is None:
         return
     restored, left = [], []
     with transaction.atomic():
@@ -457,13 +467,7 @@ def _restore_queue_changes(request: MigChangeRequest) -> None:
             cq.set_nominal_quota(*key, str(change["from"]))
             save_cluster_queue(actor=None, cluster_queue=cq, source="task")
             restored.append(f"{what}: {change['to']} -> {change['from']}")
-        message = "; ".join(
-            (["nominal quota restored: " + "; ".join(restored)] if restored else [])
-            + (["changed by someone since the change, so " + "; ".join(left)] if left else [])
-        )
-        MigChangeStep.objects.filter(pk=record.pk).update(
-            status=MigChangeStep.Status.DONE, finished_at=timezone.now(), message=message
-        )
+        _queue_step_done(record, ("restored", restored), ("the change", left))
         record_audit(
             actor=None,
             event="mig_change.queues_restored",
