@@ -26,6 +26,22 @@ GPU_TOLERATION = {
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """Where a second demo cluster answers and the bearer token it requires."""
+
+    url: str
+    token: str
+
+
+# The run command starts two demo clusters: the settings' one (the seed's training fleet)
+# and an inference one (``python -m devcluster --scenario inference``), registered by
+# ``load_demo`` when given its endpoint: (display name, purpose) of the settings' cluster
+# then; (name, display name, purpose) of the second.
+TRAINING_CLUSTER = ("Training (A100 / H100)", "training")
+INFERENCE_CLUSTER = ("inference", "Inference (H100 / L40S)", "inference")
+
+
+@dataclass(frozen=True)
 class DemoUser:
     username: str
     description: str

@@ -12,6 +12,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from cluster import credentials
+from cluster.models import Cluster
+from cluster.services import save_cluster, settings_cluster
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
@@ -40,12 +43,17 @@ def _upsert(model: Any, lookup: dict[str, Any], values: dict[str, Any]) -> Any:
 
 
 @transaction.atomic
-def load_demo() -> list[str]:
+def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     """Load (or restore) the demo scenario; return the warnings the seed values raise.
 
-    1. priority classes; 2. teams with their namespace, quota and limits; 3. flavors and
-    node pools; 4. the cohort and its ClusterQueues, then LocalQueues; 5. the logins;
-    6. the marker that the demo is loaded (the sign-in page lists its logins)."""
+    0. with ``inference`` (the second demo cluster's URL and token), the clusters: the
+    settings' one named for training, the inference one registered (or pointed at its new
+    address); 1. priority classes; 2. teams with their namespace, quota and limits;
+    3. flavors and node pools; 4. the cohort and its ClusterQueues, then LocalQueues;
+    5. the logins; 6. the marker that the demo is loaded (the sign-in page lists its
+    logins)."""
+    if inference is not None:
+        _clusters(inference)
     _priority_classes()
     teams, warnings = _teams()
     _flavors_and_pools()
@@ -59,6 +67,22 @@ def load_demo() -> list[str]:
     if last is None or last.new != marker:
         record_audit(actor=None, event=DEMO_LOADED, source=SOURCE, new=marker)
     return warnings
+
+
+def _clusters(inference: data.Endpoint) -> tuple[Cluster, Cluster]:
+    """The settings' cluster as the training one, and the inference cluster connected by
+    its URL and token (the token stored encrypted, replaced only when it changed)."""
+    training = settings_cluster()
+    training.display_name, training.purpose = data.TRAINING_CLUSTER
+    save_cluster(actor=None, cluster=training, source=SOURCE)
+    name, display_name, purpose = data.INFERENCE_CLUSTER
+    second = Cluster.objects.filter(name=name).first() or Cluster(name=name)
+    second.display_name, second.purpose = display_name, purpose
+    second.connection, second.api_url = Cluster.Connection.TOKEN, inference.url
+    stored = credentials.decrypt(second.credential, cluster=name) if second.credential else ""
+    token = inference.token if inference.token != stored else None
+    save_cluster(actor=None, cluster=second, credential=token, source=SOURCE)
+    return training, second
 
 
 def _priority_classes() -> None:
