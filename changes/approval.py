@@ -145,21 +145,22 @@ def transition(request: MigChangeRequest, to: str, **fields: Any) -> MigChangeRe
 def claim_nodes(request: MigChangeRequest) -> None:
     """Hold the request's nodes (one open change, rollback or drain per node at a time: the
     database refuses a second holder, so of two racing requests exactly one gets them)."""
-    held = dict(NodeClaim.objects.filter(node__in=request.nodes).values_list("node", "request_id"))
+    claims = NodeClaim.objects.filter(cluster=request.cluster_id, node__in=request.nodes)
+    held = dict(claims.values_list("node", "request_id"))
     others = {node: pk for node, pk in held.items() if pk != request.pk}
     if not others:
         try:
             with transaction.atomic():
                 NodeClaim.objects.bulk_create(
-                    [NodeClaim(node=n, request=request) for n in request.nodes if n not in held]
+                    [
+                        NodeClaim(cluster_id=request.cluster_id, node=n, request=request)
+                        for n in request.nodes
+                        if n not in held
+                    ]
                 )
             return
         except IntegrityError:  # another request claimed one of them just now
-            others = dict(
-                NodeClaim.objects.filter(node__in=request.nodes)
-                .exclude(request_id=request.pk)
-                .values_list("node", "request_id")
-            )
+            others = dict(claims.exclude(request_id=request.pk).values_list("node", "request_id"))
     raise DomainError(
         "; ".join(f"{node} is held by open request #{pk}" for node, pk in sorted(others.items()))
         + ": one change, rollback or drain per node at a time.",

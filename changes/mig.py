@@ -93,6 +93,7 @@ def request_mig_change(
         )
         raise ValidationError({field: assessment.reasons})
     request = MigChangeRequest.objects.create(
+        **({"cluster_id": pool.cluster_id} if pool else {}),
         team=team,
         requested_by_id=user_id(actor),
         nodes=list(dict.fromkeys(nodes)),

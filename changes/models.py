@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from changes.impact import VERDICT_LABELS
+from portal.clusters import cluster_key
 
 
 class MigChangeRequest(models.Model):
@@ -32,6 +33,7 @@ class MigChangeRequest(models.Model):
         MIG = "mig", "MIG change"
         DRAIN = "drain", "Cordon and drain"
 
+    cluster = cluster_key(related_name="mig_changes")
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MIG)
     team = models.ForeignKey(
         "tenants.Team",
@@ -113,7 +115,7 @@ class MigChangeRequest(models.Model):
     class Meta:
         db_table = "fleet_migchangerequest"
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["state", "created_at"], name="mig_change_state")]
+        indexes = [models.Index(fields=["cluster", "state", "created_at"], name="mig_change_state")]
 
     def __str__(self) -> str:
         if self.kind == self.Kind.DRAIN:
@@ -148,11 +150,17 @@ TERMINAL_STATES = {"rejected", "cancelled", "succeeded", "failed", "rolled_back"
 
 class NodeClaim(models.Model):
     """A node held by one open MIG change, rollback or drain: the database refuses a second
-    holder (the primary key is the node), however many workers or approvers race."""
+    holder (one claim per node of a cluster), however many workers or approvers race."""
 
-    node = models.CharField(max_length=253, primary_key=True)
+    cluster = cluster_key(related_name="+")
+    node = models.CharField(max_length=253)
     request = models.ForeignKey(MigChangeRequest, on_delete=models.CASCADE, related_name="claims")
     claimed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "node"], name="one_claim_per_node")
+        ]
 
     def __str__(self) -> str:
         return f"{self.node} held by #{self.request_id}"
@@ -231,6 +239,7 @@ class QuotaChangeRequest(models.Model):
         CANCELLED = "cancelled", "Cancelled"
         EXPIRED = "expired", "Expired (reverted)"
 
+    cluster = cluster_key(related_name="quota_requests")
     team = models.ForeignKey(
         "tenants.Team", on_delete=models.PROTECT, related_name="quota_requests"
     )

@@ -456,7 +456,11 @@ def _create_request(
     try:
         with transaction.atomic():
             request = QuotaChangeRequest.objects.create(
-                requested_by_id=user_id(actor), previous=previous, assessment=assessment, **fields
+                cluster_id=(fields["namespace"] or fields["cluster_queue"]).cluster_id,
+                requested_by_id=user_id(actor),
+                previous=previous,
+                assessment=assessment,
+                **fields,
             )
     except IntegrityError:  # another request for the same item won the race
         where = (fields["kind"], fields["namespace"], fields["cluster_queue"], fields["flavor"])

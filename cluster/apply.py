@@ -15,7 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from cluster.desired import collect_manifests
-from cluster.models import AppliedObject, Drift
+from cluster.models import AppliedObject, Cluster, Drift
+from cluster.services import settings_cluster
 from kube import (
     ApplyConflict,
     Gateway,
@@ -53,21 +54,23 @@ class ApplierBusy(Exception):
 
 
 @contextmanager
-def applier_lock() -> Iterator[None]:
-    """A PostgreSQL advisory lock: released on exit or when a killed worker's session ends."""
+def applier_lock(cluster_id: int) -> Iterator[None]:
+    """A PostgreSQL advisory lock per cluster (one applier at a time there, any number of
+    clusters at once): released on exit or when a killed worker's session ends."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [APPLY_LOCK])
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [APPLY_LOCK, cluster_id])
         if not cursor.fetchone()[0]:
-            raise ApplierBusy("another apply is running")
+            raise ApplierBusy("another apply to this cluster is running")
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [APPLY_LOCK])
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [APPLY_LOCK, cluster_id])
 
 
-def _record(ref: ObjectRef, **values: Any) -> None:
+def _record(cluster_id: int, ref: ObjectRef, **values: Any) -> None:
     AppliedObject.objects.update_or_create(
+        cluster_id=cluster_id,
         kind=ref.kind,
         namespace=ref.namespace,
         name=ref.name,
@@ -75,22 +78,30 @@ def _record(ref: ObjectRef, **values: Any) -> None:
     )
 
 
-def apply_desired_state(*, gateway: Gateway, full: bool = False) -> ApplyReport:
-    """1. render everything the portal wants; 2. apply each object whose rendering changed
+def apply_desired_state(
+    *, gateway: Gateway, cluster: Cluster | None = None, full: bool = False
+) -> ApplyReport:
+    """To one cluster (by default the settings' one): 1. render everything the portal wants
+    there; 2. apply each object whose rendering changed
     since its last successful apply, or that the last poll found deleted or changed in the
     cluster (all of them when ``full``), in apply order; 3. remove
     objects applied before and no longer wanted, in reverse order, only if they carry the
     portal's managed-by label. Each outcome is recorded as it happens, so a crash loses
     nothing: the next run finds the unapplied rest by hash."""
     report = ApplyReport()
-    with applier_lock():
-        manifests = collect_manifests()
+    cluster = cluster or settings_cluster()
+    with applier_lock(cluster.pk):
+        manifests = collect_manifests(cluster=cluster)
         desired = {object_key(ObjectRef.of(m)): m for m in manifests}
-        records = {(r.kind, r.namespace, r.name): r for r in AppliedObject.objects.all()}
+        records = {
+            (r.kind, r.namespace, r.name): r for r in AppliedObject.objects.filter(cluster=cluster)
+        }
         # Objects the last poll found deleted or changed in the cluster are applied again.
         drifted = set(
             Drift.objects.filter(
-                resolved_at__isnull=True, kind__in=[Drift.Kind.OBJECT, Drift.Kind.MISSING]
+                cluster=cluster,
+                resolved_at__isnull=True,
+                kind__in=[Drift.Kind.OBJECT, Drift.Kind.MISSING],
             ).values_list("subject", flat=True)
         )
         for manifest in manifests:
@@ -106,7 +117,7 @@ def apply_desired_state(*, gateway: Gateway, full: bool = False) -> ApplyReport:
             ):
                 report.unchanged += 1
                 continue
-            _apply_one(gateway, ref, manifest, digest, record, report)
+            _apply_one(gateway, cluster.pk, ref, manifest, digest, record, report)
         stale = [key for key, record in records.items() if key not in desired]
         for key in sorted(stale, key=_removal_order):
             record = records[key]
@@ -141,6 +152,7 @@ def _adopts(gateway: Gateway, ref: ObjectRef) -> bool:
 
 def _apply_one(
     gateway: Gateway,
+    cluster_id: int,
     ref: ObjectRef,
     manifest: dict[str, Any],
     digest: str,
@@ -152,11 +164,17 @@ def _apply_one(
     warned: list[str] = []  # the API server's Warning headers (a deprecated version...)
     try:
         if record is None:
-            _record(ref, outcome=AppliedObject.Outcome.PENDING, adopted=_adopts(gateway, ref))
+            _record(
+                cluster_id,
+                ref,
+                outcome=AppliedObject.Outcome.PENDING,
+                adopted=_adopts(gateway, ref),
+            )
         live = gateway.apply(manifest, warnings=warned)
     except ApplyConflict as exc:
         owners = ", ".join(sorted({m for m, _ in exc.fields}))
         _record(
+            cluster_id,
             ref,
             content_hash=digest,
             outcome=AppliedObject.Outcome.CONFLICT,
@@ -169,6 +187,7 @@ def _apply_one(
         return
     except PermanentKubeError as exc:
         _record(
+            cluster_id,
             ref,
             content_hash=digest,
             outcome=AppliedObject.Outcome.FAILED,
@@ -181,6 +200,7 @@ def _apply_one(
         return
     except RetryableKubeError as exc:
         _record(
+            cluster_id,
             ref,
             content_hash="",
             outcome=AppliedObject.Outcome.RETRYING,
@@ -190,6 +210,7 @@ def _apply_one(
         )
         raise
     _record(
+        cluster_id,
         ref,
         content_hash=digest,
         outcome=AppliedObject.Outcome.APPLIED,

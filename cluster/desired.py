@@ -11,9 +11,11 @@ from collections import defaultdict
 from typing import Any
 
 import yaml
+from django.db.models import Q
 
 from cluster.models import Cluster
-from cluster.selectors import loop_target, rendering_for
+from cluster.selectors import rendering_for
+from cluster.services import settings_cluster
 from queues import manifests as queue_manifests
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants import manifests as tenant_manifests
@@ -29,31 +31,44 @@ def collect_manifests(
     version: str | None = None,
     cluster: Cluster | None = None,
 ) -> list[Manifest]:
-    """All desired objects; with ``team_slug``, only that team's namespaced objects. The
-    backend and Kueue version are the given ones, else the settings' following what the
-    ``cluster`` (by default the settings' cluster) was discovered to serve
-    (``cluster.discovery.render_target``)."""
+    """All desired objects of one ``cluster`` (by default the settings' cluster); with
+    ``team_slug``, only that team's namespaced objects there. The backend and Kueue version
+    are the given ones, else the settings' following what the cluster was discovered to
+    serve (``cluster.discovery.render_target``)."""
+    cluster = cluster or settings_cluster()
     if backend is None or version is None:
-        found_backend, found_version = rendering_for(cluster) if cluster else loop_target()
+        found_backend, found_version = rendering_for(cluster)
         backend, version = backend or found_backend, version or found_version
     namespaces = list(
-        Namespace.objects.select_related("team").prefetch_related("quota_items", "limit_items")
+        Namespace.objects.filter(cluster=cluster)
+        .select_related("team")
+        .prefetch_related("quota_items", "limit_items")
     )
-    local_queues = list(LocalQueue.objects.select_related("namespace__team", "cluster_queue"))
+    local_queues = list(
+        LocalQueue.objects.filter(namespace__cluster=cluster).select_related(
+            "namespace__team", "cluster_queue"
+        )
+    )
     if team_slug is not None:
         namespaces = [ns for ns in namespaces if ns.team.slug == team_slug]
         local_queues = [lq for lq in local_queues if lq.namespace.team.slug == team_slug]
     everything = team_slug is None
     out = _tenant_objects(namespaces, local_queues, backend=backend, everything=everything)
+    if everything:
+        # After the Namespaces: a catalog entry applied to every cluster, or to this one.
+        classes = PriorityClass.objects.filter(Q(clusters=None) | Q(clusters=cluster)).distinct()
+        out[len(namespaces) : len(namespaces)] = [
+            tenant_manifests.render_priority_class(pc) for pc in classes
+        ]
     if backend == "volcano":
         if everything:
             out.extend(
                 queue_manifests.render_volcano_queue(cq, has_cohort=cq.cohort_id is not None)
-                for cq in ClusterQueue.objects.all()
+                for cq in ClusterQueue.objects.filter(cluster=cluster)
             )
         return out
     if everything:
-        out.extend(_kueue_cluster_objects(version))
+        out.extend(_kueue_cluster_objects(cluster, version))
     out.extend(
         queue_manifests.render_local_queue(
             lq,
@@ -70,8 +85,9 @@ def collect_manifests(
 def _tenant_objects(
     namespaces: list[Namespace], local_queues: list[LocalQueue], *, backend: str, everything: bool
 ) -> list[Manifest]:
-    """Namespaces, then (for everything) PriorityClasses, then ResourceQuotas, then
-    LimitRanges. With Volcano, a namespace with one LocalQueue names its queue."""
+    """Namespaces, then ResourceQuotas, then LimitRanges (the caller puts the
+    PriorityClasses after the Namespaces). With Volcano, a namespace with one LocalQueue
+    names its queue."""
     queues_by_namespace: dict[int, list[LocalQueue]] = defaultdict(list)
     for lq in local_queues:
         queues_by_namespace[lq.namespace_id].append(lq)
@@ -85,8 +101,6 @@ def _tenant_objects(
                 ns, team_slug=ns.team.slug, volcano_queue=volcano_queue
             )
         )
-    if everything:
-        out.extend(tenant_manifests.render_priority_class(pc) for pc in PriorityClass.objects.all())
     quotas = [
         tenant_manifests.render_resource_quota(ns, ns.quota_items.all(), team_slug=ns.team.slug)
         for ns in namespaces
@@ -98,23 +112,25 @@ def _tenant_objects(
     return out + [q for q in quotas if q] + [lr for lr in limits if lr]
 
 
-def _kueue_cluster_objects(version: str) -> list[Manifest]:
-    """ResourceFlavors, Cohorts (parents first), ClusterQueues (each admitting the
-    namespaces of its LocalQueues unless the admin set a selector)."""
+def _kueue_cluster_objects(cluster: Cluster, version: str) -> list[Manifest]:
+    """The cluster's ResourceFlavors, Cohorts (parents first), ClusterQueues (each
+    admitting the namespaces of its LocalQueues unless the admin set a selector)."""
     out = [
         queue_manifests.render_resource_flavor(f, version=version)
-        for f in ResourceFlavor.objects.all()
+        for f in ResourceFlavor.objects.filter(cluster=cluster)
     ]
-    cohorts = {c.pk: c for c in Cohort.objects.all()}
+    cohorts = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
     for cohort in _parents_first(cohorts):
         parent = cohorts[cohort.parent_id].name if cohort.parent_id else None
         out.append(queue_manifests.render_cohort(cohort, parent_name=parent, version=version))
     namespaces_by_cq: dict[int, list[str]] = defaultdict(list)
-    for lq in LocalQueue.objects.select_related("namespace").only(
-        "cluster_queue_id", "namespace__name"
+    for lq in (
+        LocalQueue.objects.filter(namespace__cluster=cluster)
+        .select_related("namespace")
+        .only("cluster_queue_id", "namespace__name")
     ):
         namespaces_by_cq[lq.cluster_queue_id].append(lq.namespace.name)
-    for cq in ClusterQueue.objects.all():
+    for cq in ClusterQueue.objects.filter(cluster=cluster):
         out.append(
             queue_manifests.render_cluster_queue(
                 cq,

@@ -16,7 +16,7 @@ import orjson
 from django.conf import settings
 
 from cluster.desired import collect_manifests
-from cluster.models import AppliedObject, Drift, ObservedNode, ObservedObject
+from cluster.models import AppliedObject, Cluster, Drift, ObservedNode, ObservedObject
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from kube import ObjectRef
@@ -32,20 +32,22 @@ RENAMED = {
 }
 
 
-def record_drift(*, now: dt.datetime) -> None:
-    """Open drift rows for what differs now, close those that no longer do."""
-    store_drift({**mig_layout_drift(), **object_drift()}, now=now)
+def record_drift(cluster: Cluster, *, now: dt.datetime) -> None:
+    """Open the cluster's drift rows for what differs now, close those that no longer do."""
+    found = {**mig_layout_drift(cluster.pk), **object_drift(cluster)}
+    store_drift(found, cluster_id=cluster.pk, now=now)
 
 
-def mig_layout_drift() -> Found:
+def mig_layout_drift(cluster_id: int) -> Found:
     """Nodes of a pool with an intended MIG config that are on another one, or whose MIG
     Manager reports failed. A node that two pools select belongs to the first."""
     found: Found = {}
     checked: set[str] = set()
-    for pool in NodePool.objects.exclude(mig_config="").exclude(node_selector={}):
+    pools = NodePool.objects.filter(cluster_id=cluster_id)
+    for pool in pools.exclude(mig_config="").exclude(node_selector={}):
         # Only the pool's nodes are loaded (jsonb containment), not the whole fleet.
         nodes = ObservedNode.objects.filter(
-            gone_since__isnull=True, labels__contains=pool.node_selector
+            cluster_id=cluster_id, gone_since__isnull=True, labels__contains=pool.node_selector
         ).only("name", "mig_config", "mig_config_state", "mig_config_by", "allocatable")
         for node in nodes:
             if node.name in checked:
@@ -66,17 +68,21 @@ def mig_layout_drift() -> Found:
     return found
 
 
-def object_drift() -> Found:
+def object_drift(cluster: Cluster) -> Found:
     """Fields the portal applied that the cluster shows differently, and applied objects
     that are gone. Objects not applied yet (or refused) are not drift: their apply record
     says why."""
     found: Found = {}
-    observed = {(o.kind, o.namespace, o.name): o for o in ObservedObject.objects.all()}
+    observed = {
+        (o.kind, o.namespace, o.name): o for o in ObservedObject.objects.filter(cluster=cluster)
+    }
     applied = {
         (a.kind, a.namespace, a.name)
-        for a in AppliedObject.objects.filter(outcome=AppliedObject.Outcome.APPLIED)
+        for a in AppliedObject.objects.filter(
+            cluster=cluster, outcome=AppliedObject.Outcome.APPLIED
+        )
     }
-    for manifest in collect_manifests():
+    for manifest in collect_manifests(cluster=cluster):
         ref = ObjectRef.of(manifest)
         key = (ref.kind, ref.namespace, ref.name)
         if key not in applied:
@@ -108,15 +114,18 @@ def object_drift() -> Found:
     return found
 
 
-def store_drift(found: Found, *, now: dt.datetime) -> None:
-    """Open a row for each new difference, update the open ones, close those gone."""
+def store_drift(found: Found, *, cluster_id: int, now: dt.datetime) -> None:
+    """Open a row of the cluster's for each new difference, update the open ones, close
+    those gone."""
     open_rows = {
-        (d.kind, d.subject, d.field): d for d in Drift.objects.filter(resolved_at__isnull=True)
+        (d.kind, d.subject, d.field): d
+        for d in Drift.objects.filter(cluster_id=cluster_id, resolved_at__isnull=True)
     }
     for key, (desired, actual, detail) in found.items():
         row = open_rows.get(key)
         if row is None:
             Drift.objects.create(
+                cluster_id=cluster_id,
                 kind=key[0],
                 subject=key[1],
                 field=key[2],

@@ -10,7 +10,8 @@ from typing import Any
 
 from cluster.decode import as_int
 from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
-from cluster.selectors import loop_target
+from cluster.models import Cluster
+from cluster.selectors import rendering_for
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
@@ -34,9 +35,10 @@ class Listing:
     positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
-def fetch(gateway: Gateway) -> Listing:
-    """LIST nodes, non-terminal pods, the portal's objects, Kueue workloads (and their place
-    in line), Volcano PodGroups and FailedCreate events, in that order."""
+def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
+    """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
+    objects, Kueue workloads (and their place in line), Volcano PodGroups and FailedCreate
+    events, in that order."""
     nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
     pods = gateway.list(
         "v1",
@@ -44,7 +46,7 @@ def fetch(gateway: Gateway) -> Listing:
         page_size=PAGE_SIZE,
         field_selector="status.phase!=Succeeded,status.phase!=Failed",
     )
-    backend, version = loop_target()
+    backend, version = rendering_for(cluster)
     managed = list_managed(gateway, backend=backend, version=version)
     workloads = list_workloads(gateway, backend=backend, version=version)
     positions = queue_positions(gateway) if workloads else {}

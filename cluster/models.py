@@ -18,6 +18,7 @@ from django.db import models
 
 from cluster.decode import gpu_offer
 from cluster.discovery import Discovered
+from portal.clusters import cluster_key
 from portal.validators import validate_dns1123_label
 
 # The seed's section 8.1: three kinds of cluster, each with its own priorities.
@@ -160,6 +161,7 @@ class AppliedObject(models.Model):
         FAILED = "failed", "Failed (refused by the cluster)"
         RETRYING = "retrying", "Retrying (cluster unreachable)"
 
+    cluster = cluster_key(related_name="applied_objects")
     api_version = models.CharField(max_length=100)
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
@@ -188,7 +190,7 @@ class AppliedObject(models.Model):
         ordering = ["kind", "namespace", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "namespace", "name"], name="applied_object_once"
+                fields=["cluster", "kind", "namespace", "name"], name="applied_object_once"
             )
         ]
 
@@ -200,6 +202,7 @@ class AppliedObject(models.Model):
 class ObservedObject(models.Model):
     """A portal-managed object as the last poll saw it (spec and status)."""
 
+    cluster = cluster_key(related_name="observed_objects")
     api_version = models.CharField(max_length=100)
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
@@ -217,7 +220,7 @@ class ObservedObject(models.Model):
         ordering = ["kind", "namespace", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "namespace", "name"], name="observed_object_once"
+                fields=["cluster", "kind", "namespace", "name"], name="observed_object_once"
             )
         ]
 
@@ -229,6 +232,7 @@ class ObservedObject(models.Model):
 class SyncRun(models.Model):
     """One poll of the cluster."""
 
+    cluster = cluster_key(related_name="sync_runs")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -240,6 +244,7 @@ class SyncRun(models.Model):
     class Meta:
         db_table = "sync_syncrun"
         ordering = ["-started_at"]
+        indexes = [models.Index(fields=["cluster", "-started_at"], name="sync_run_latest")]
 
     def __str__(self) -> str:
         return f"sync at {self.started_at:%Y-%m-%d %H:%M:%S}"
@@ -252,7 +257,8 @@ class SyncRun(models.Model):
 class ObservedNode(models.Model):
     """A node as the last poll saw it (GPU facts pulled out of labels and status)."""
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = cluster_key(related_name="observed_nodes")
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     gpu_product = models.CharField(max_length=128, blank=True)
     gpu_count = models.PositiveIntegerField(default=0)
@@ -285,8 +291,11 @@ class ObservedNode(models.Model):
     class Meta:
         db_table = "fleet_observednode"
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="observed_node_once")
+        ]
         indexes = [
-            models.Index(fields=["pool_label", "name"], name="observed_node_pool"),
+            models.Index(fields=["cluster", "pool_label", "name"], name="observed_node_pool"),
             # A pool's (or a flavor's) nodes by their labels: ``labels @> selector``.
             GinIndex(fields=["labels"], name="observed_node_labels", opclasses=["jsonb_path_ops"]),
         ]
@@ -309,6 +318,7 @@ class ObservedNode(models.Model):
 class ObservedPod(models.Model):
     """A non-terminal pod that asks for GPU resources, or any Pending pod, as last polled."""
 
+    cluster = cluster_key(related_name="observed_pods")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
@@ -347,9 +357,11 @@ class ObservedPod(models.Model):
         db_table = "fleet_observedpod"
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["namespace", "name"], name="observed_pod_once")
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="observed_pod_once"
+            )
         ]
-        indexes = [models.Index(fields=["node_name"], name="observed_pod_node")]
+        indexes = [models.Index(fields=["cluster", "node_name"], name="observed_pod_node")]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -358,6 +370,7 @@ class ObservedPod(models.Model):
 class ObservedWorkload(models.Model):
     """A Kueue Workload as last polled: which queue, admitted or why it waits."""
 
+    cluster = cluster_key(related_name="observed_workloads")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     queue_name = models.CharField(max_length=63, blank=True)
@@ -401,7 +414,9 @@ class ObservedWorkload(models.Model):
         db_table = "fleet_observedworkload"
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["namespace", "name"], name="observed_workload_once")
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="observed_workload_once"
+            )
         ]
 
     def __str__(self) -> str:
@@ -411,6 +426,7 @@ class ObservedWorkload(models.Model):
 class ObservedPodGroup(models.Model):
     """A Volcano PodGroup (a gang) as last polled: the portal reads them, never writes them."""
 
+    cluster = cluster_key(related_name="observed_podgroups")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     queue = models.CharField(max_length=253, blank=True)
@@ -426,7 +442,9 @@ class ObservedPodGroup(models.Model):
         db_table = "fleet_observedpodgroup"
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["namespace", "name"], name="observed_podgroup_once")
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="observed_podgroup_once"
+            )
         ]
 
     def __str__(self) -> str:
@@ -436,6 +454,7 @@ class ObservedPodGroup(models.Model):
 class ObservedCreateFailure(models.Model):
     """A controller that could not create pods (a FailedCreate event, e.g. exceeded quota)."""
 
+    cluster = cluster_key(related_name="observed_create_failures")
     namespace = models.CharField(max_length=63)
     kind = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
@@ -448,7 +467,7 @@ class ObservedCreateFailure(models.Model):
         ordering = ["namespace", "kind", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["namespace", "kind", "name"], name="observed_create_failure_once"
+                fields=["cluster", "namespace", "kind", "name"], name="observed_create_failure_once"
             )
         ]
 
@@ -464,6 +483,7 @@ class Drift(models.Model):
         OBJECT = "object", "Managed object"
         MISSING = "missing", "Managed object missing"
 
+    cluster = cluster_key(related_name="drifts")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     subject = models.CharField(max_length=300, help_text="Node name, or Kind namespace/name.")
     field = models.CharField(max_length=200, blank=True)
@@ -479,7 +499,7 @@ class Drift(models.Model):
         ordering = ["-first_seen"]
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "subject", "field"],
+                fields=["cluster", "kind", "subject", "field"],
                 condition=models.Q(resolved_at__isnull=True),
                 name="one_open_drift_per_field",
             )

@@ -38,7 +38,7 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
     cluster = cluster or settings_cluster()
     started = timezone.now()
     clock = time.monotonic()
-    run = SyncRun.objects.create(started_at=started)
+    run = SyncRun.objects.create(cluster=cluster, started_at=started)
     try:
         # A quick question first: a hung API server fails this poll in seconds, so the pages
         # and /readyz say "unreachable" within a poll interval (the lists below may
@@ -46,11 +46,11 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
         probe = settings.QM_API_PROBE_SECONDS
         version = gateway.bounded(connect=probe, read=probe).version()
         with _no_cyclic_gc():
-            listing = fetch(gateway)
+            listing = fetch(gateway, cluster)
             _discover(gateway, cluster, listing, version, now=started)
             with transaction.atomic():
-                changed = write_listing(listing, now=started)
-                record_drift(now=started)
+                changed = write_listing(listing, cluster_id=cluster.pk, now=started)
+                record_drift(cluster, now=started)
         run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
     except KubeError as exc:
         run.error = exc.message
@@ -88,15 +88,18 @@ def _finish(run: SyncRun, clock: float) -> None:
     run.save()
 
 
-def write_listing(listing: Listing, *, now: dt.datetime) -> int:
-    """Every observed table from one listing; how many rows were written or removed."""
-    changed = write.write_fleet(listing.nodes, listing.pods, now=now)
+def write_listing(listing: Listing, *, cluster_id: int, now: dt.datetime) -> int:
+    """The cluster's observed tables from one listing; how many rows were written or
+    removed."""
+    changed = write.write_fleet(listing.nodes, listing.pods, cluster_id=cluster_id, now=now)
     if listing.workloads is not None:
-        changed += write.write_workloads(listing.workloads, now=now, positions=listing.positions)
+        changed += write.write_workloads(
+            listing.workloads, positions=listing.positions, cluster_id=cluster_id, now=now
+        )
     if listing.podgroups is not None:
-        changed += write.write_podgroups(listing.podgroups, now=now)
-    changed += write.write_create_failures(listing.failures, now=now)
-    write.write_managed(listing.managed, now=now)
+        changed += write.write_podgroups(listing.podgroups, cluster_id=cluster_id, now=now)
+    changed += write.write_create_failures(listing.failures, cluster_id=cluster_id, now=now)
+    write.write_managed(listing.managed, cluster_id=cluster_id, now=now)
     return changed
 
 

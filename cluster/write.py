@@ -29,6 +29,7 @@ from cluster.models import (
 )
 
 NODE_COLUMNS = (
+    "cluster_id",
     "name",
     "uid",
     "gpu_product",
@@ -56,6 +57,7 @@ NODE_COLUMNS = (
 
 
 POD_COLUMNS = (
+    "cluster_id",
     "namespace",
     "name",
     "uid",
@@ -123,18 +125,18 @@ def _row(values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
 
 
 def write_fleet(
-    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, now: dt.datetime
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], *, cluster_id: int, now: dt.datetime
 ) -> int:
-    """Write changed node and pod rows; returns how many rows were written or removed."""
+    """Write the cluster's changed node and pod rows; how many rows were written or removed."""
     pool_label = settings.QM_POOL_LABEL
     allocated, pod_rows = decode.decode_pods(pods)
 
     existing_nodes: dict[str, str] = {}
     first_seen: dict[str, dt.datetime] = {}
     gone: set[str] = set()
-    for name, digest, gone_since, seen_first in ObservedNode.objects.values_list(
-        "name", "row_hash", "gone_since", "first_seen"
-    ):
+    for name, digest, gone_since, seen_first in ObservedNode.objects.filter(
+        cluster_id=cluster_id
+    ).values_list("name", "row_hash", "gone_since", "first_seen"):
         existing_nodes[name], first_seen[name] = digest, seen_first
         if gone_since is not None:
             gone.add(name)
@@ -144,6 +146,7 @@ def write_fleet(
         name = (node.get("metadata") or {}).get("name", "")
         seen.add(name)
         values = decode.node_values(node, dict(allocated.get(name, {})), pool_label)
+        values["cluster_id"] = cluster_id
         digest = _digest(
             [values[c] for c in NODE_COLUMNS if c not in ("resource_version",) and c in values]
         )
@@ -154,29 +157,34 @@ def write_fleet(
         )
         node_out.append(_row(values, NODE_COLUMNS))
     written = (
-        _copy_upsert(ObservedNode._meta.db_table, NODE_COLUMNS, node_out, ("name",))
+        _copy_upsert(ObservedNode._meta.db_table, NODE_COLUMNS, node_out, ("cluster_id", "name"))
         if node_out
         else 0
     )
     vanished = [n for n in existing_nodes if n not in seen and n not in gone]
     if vanished:
-        written += ObservedNode.objects.filter(name__in=vanished).update(
+        written += ObservedNode.objects.filter(cluster_id=cluster_id, name__in=vanished).update(
             gone_since=now, last_changed=now
         )
 
     existing_pods = {
         (ns, n): (pk, h)
-        for pk, ns, n, h in ObservedPod.objects.values_list("pk", "namespace", "name", "row_hash")
+        for pk, ns, n, h in ObservedPod.objects.filter(cluster_id=cluster_id).values_list(
+            "pk", "namespace", "name", "row_hash"
+        )
     }
     pod_out = []
     for key, values in pod_rows.items():
+        values["cluster_id"] = cluster_id
         digest = _digest([values[c] for c in POD_COLUMNS if c in values])
         if existing_pods.get(key, (None, None))[1] == digest:
             continue
         values.update(row_hash=digest, last_changed=now)
         pod_out.append(_row(values, POD_COLUMNS))
     written += (
-        _copy_upsert(ObservedPod._meta.db_table, POD_COLUMNS, pod_out, ("namespace", "name"))
+        _copy_upsert(
+            ObservedPod._meta.db_table, POD_COLUMNS, pod_out, ("cluster_id", "namespace", "name")
+        )
         if pod_out
         else 0
     )
@@ -192,16 +200,20 @@ def _replace_rows(
     keys: tuple[str, ...],
     same: Callable[[Any, dict[str, Any]], bool],
     stamp: dict[str, Any],
+    *,
+    cluster_id: int,
 ) -> int:
-    """Make ``model``'s rows equal ``current`` (key -> values): write those that differ (with
-    ``stamp``), delete those gone; the number of rows written or deleted."""
-    existing = {tuple(getattr(r, k) for k in keys): r for r in model.objects.all()}
+    """Make the cluster's rows of ``model`` equal ``current`` (key -> values): write those
+    that differ (with ``stamp``), delete those gone; the number of rows written or deleted."""
+    rows = model.objects.filter(cluster_id=cluster_id)
+    existing = {tuple(getattr(r, k) for k in keys): r for r in rows}
     written = 0
     for key, values in current.items():
         row = existing.get(key)
         if row is not None and same(row, values):
             continue
         model.objects.update_or_create(
+            cluster_id=cluster_id,
             **dict(zip(keys, key, strict=True)),
             defaults={**{k: v for k, v in values.items() if k not in keys}, **stamp},
         )
@@ -212,7 +224,7 @@ def _replace_rows(
     return written
 
 
-def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
+def write_podgroups(groups: list[dict[str, Any]], *, cluster_id: int, now: dt.datetime) -> int:
     """Replace the PodGroup rows that changed; drop those gone."""
     current = {}
     for item in groups:
@@ -224,10 +236,13 @@ def write_podgroups(groups: list[dict[str, Any]], *, now: dt.datetime) -> int:
         ("namespace", "name"),
         lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
         {"last_changed": now},
+        cluster_id=cluster_id,
     )
 
 
-def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> int:
+def write_create_failures(
+    events: list[dict[str, Any]], *, cluster_id: int, now: dt.datetime
+) -> int:
     """The last FailedCreate per involved object (Job, ReplicaSet, ...); older ones go."""
     return _replace_rows(
         ObservedCreateFailure,
@@ -235,12 +250,14 @@ def write_create_failures(events: list[dict[str, Any]], *, now: dt.datetime) -> 
         ("namespace", "kind", "name"),
         lambda row, values: all(getattr(row, k) == v for k, v in values.items()),
         {},
+        cluster_id=cluster_id,
     )
 
 
 def write_workloads(
     workloads: list[dict[str, Any]],
     *,
+    cluster_id: int,
     now: dt.datetime,
     positions: dict[tuple[str, str], tuple[int, int]] | None = None,
 ) -> int:
@@ -258,17 +275,23 @@ def write_workloads(
         return all(getattr(row, k) == v for k, v in values.items())
 
     return _replace_rows(
-        ObservedWorkload, current, ("namespace", "name"), same, {"last_changed": now}
+        ObservedWorkload,
+        current,
+        ("namespace", "name"),
+        same,
+        {"last_changed": now},
+        cluster_id=cluster_id,
     )
 
 
 def write_managed(
-    managed: dict[tuple[str, str], list[dict[str, Any]]], *, now: dt.datetime
+    managed: dict[tuple[str, str], list[dict[str, Any]]], *, cluster_id: int, now: dt.datetime
 ) -> None:
     """Replace the observed copies of the portal's objects (a few per team: small)."""
-    ObservedObject.objects.all().delete()
+    ObservedObject.objects.filter(cluster_id=cluster_id).delete()
     rows = [
         ObservedObject(
+            cluster_id=cluster_id,
             api_version=api_version,
             kind=kind,
             last_seen=now,

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from gpus.catalog import gpu_models, placement_errors, standard_configs
+from portal.clusters import cluster_key
 from portal.names import label_value_errors, selector_matches
 from portal.validators import validate_dns1123_label
 
@@ -20,7 +21,8 @@ class NodePool(models.Model):
         INFER = "infer", "Inference"
         DEV = "dev", "Development"
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    cluster = cluster_key(related_name="node_pools")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
     node_selector = models.JSONField(
         default=dict,
         help_text='Node labels that pick the pool, e.g. {"quartermaster.io/pool": "train"}.',
@@ -34,7 +36,14 @@ class NodePool(models.Model):
     description = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "cluster"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="node_pool_once_per_cluster",
+                violation_error_message="The cluster already has a node pool of this name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

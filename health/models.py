@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from django.db import models
 
+from portal.clusters import cluster_key
+
 
 class NodeHealth(models.Model):
     """What the node's DCGM exporter reported at the last collection: per GPU utilisation,
     memory, temperature, power, the last Xid, and per MIG instance utilisation and memory."""
 
-    node = models.CharField(max_length=253, unique=True)
+    cluster = cluster_key(related_name="node_health")
+    node = models.CharField(max_length=253)
     observed_at = models.DateTimeField()
     error = models.TextField(blank=True, help_text="Why the exporter could not be read.")
     gpus = models.JSONField(default=list)
@@ -24,6 +27,7 @@ class NodeHealth(models.Model):
     class Meta:
         db_table = "fleet_nodehealth"
         ordering = ["node"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "node"], name="node_health_once")]
 
     def __str__(self) -> str:
         return f"{self.node}: {self.worst}"

@@ -16,17 +16,20 @@ from health.findings import assess as findings_of
 from health.findings import worst
 from health.models import NodeHealth
 from kube import Gateway
+from portal.clusters import settings_cluster_id
 
 
-def store(collected: Collected) -> list[NodeHealth]:
-    """One row per node, replaced; nodes read this time only (a silent exporter keeps its
-    last word, and says since when)."""
+def store(collected: Collected, *, cluster_id: int | None = None) -> list[NodeHealth]:
+    """One row per node of the cluster (by default the settings' one), replaced; nodes read
+    this time only (a silent exporter keeps its last word, and says since when)."""
     now = timezone.now()
+    cluster_id = cluster_id or settings_cluster_id()
     rows = []
     for node, gpus in collected.gpus.items():
         findings = findings_of(gpus, hot_c=settings.QM_GPU_HOT_CELSIUS)
         rows.append(
             NodeHealth(
+                cluster_id=cluster_id,
                 node=node,
                 observed_at=now,
                 error="",
@@ -39,14 +42,17 @@ def store(collected: Collected) -> list[NodeHealth]:
         NodeHealth.objects.bulk_create(
             rows,
             update_conflicts=True,
-            unique_fields=["node"],
+            unique_fields=["cluster", "node"],
             update_fields=["observed_at", "error", "gpus", "findings", "worst"],
         )
         # Unreadable exporters: the error, and the last reading kept (one statement).
         NodeHealth.objects.bulk_create(
-            [NodeHealth(node=n, observed_at=now, error=e) for n, e in collected.errors.items()],
+            [
+                NodeHealth(cluster_id=cluster_id, node=n, observed_at=now, error=e)
+                for n, e in collected.errors.items()
+            ],
             update_conflicts=True,
-            unique_fields=["node"],
+            unique_fields=["cluster", "node"],
             update_fields=["error"],
         )
     return rows

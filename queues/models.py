@@ -13,6 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from portal.clusters import cluster_key
 from queues import rules
 from tenants.models import Namespace, validate_dns1123_label, validate_dns1123_subdomain
 
@@ -35,7 +36,8 @@ class StopPolicy(models.TextChoices):
 class ResourceFlavor(models.Model):
     """A kind of node capacity (a GPU model, or a model in one MIG layout)."""
 
-    name = models.CharField(max_length=253, unique=True, validators=[validate_dns1123_subdomain])
+    cluster = cluster_key(related_name="flavors")
+    name = models.CharField(max_length=253, validators=[validate_dns1123_subdomain])
     node_labels = models.JSONField(default=dict, blank=True)
     node_taints = models.JSONField(default=list, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
@@ -45,7 +47,14 @@ class ResourceFlavor(models.Model):
     description = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "cluster"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="flavor_once_per_cluster",
+                violation_error_message="The cluster already has a ResourceFlavor of this name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -68,7 +77,8 @@ class ResourceFlavor(models.Model):
 class Cohort(models.Model):
     """A group of ClusterQueues that borrow from and lend to each other (may nest)."""
 
-    name = models.CharField(max_length=253, unique=True, validators=[validate_dns1123_subdomain])
+    cluster = cluster_key(related_name="cohorts")
+    name = models.CharField(max_length=253, validators=[validate_dns1123_subdomain])
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
@@ -79,7 +89,14 @@ class Cohort(models.Model):
     description = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "cluster"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="cohort_once_per_cluster",
+                violation_error_message="The cluster already has a Cohort of this name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -142,7 +159,8 @@ class ClusterQueue(models.Model):
         BORROWING = "BorrowingOverPreemption"
         PREEMPTION = "PreemptionOverBorrowing"
 
-    name = models.CharField(max_length=253, unique=True, validators=[validate_dns1123_subdomain])
+    cluster = cluster_key(related_name="cluster_queues")
+    name = models.CharField(max_length=253, validators=[validate_dns1123_subdomain])
     cohort = models.ForeignKey(
         Cohort, null=True, blank=True, on_delete=models.PROTECT, related_name="cluster_queues"
     )
@@ -185,7 +203,14 @@ class ClusterQueue(models.Model):
     description = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "cluster"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="cluster_queue_once_per_cluster",
+                violation_error_message="The cluster already has a ClusterQueue of this name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

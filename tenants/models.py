@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from portal.clusters import cluster_key
 from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import (
     LIMIT_TYPES,
@@ -40,6 +41,12 @@ class PriorityClass(models.Model):
         default=False, help_text="Pods without a priorityClassName get this class. At most one."
     )
     description = models.TextField(blank=True)
+    clusters = models.ManyToManyField(
+        "cluster.Cluster",
+        blank=True,
+        related_name="priority_classes",
+        help_text="The clusters it is applied to; none chosen: every cluster.",
+    )
 
     class Meta:
         ordering = ["-value", "name"]
@@ -127,12 +134,20 @@ class Membership(models.Model):
 class Namespace(models.Model):
     """A Kubernetes namespace owned by exactly one team."""
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    cluster = cluster_key(related_name="namespaces")
+    name = models.CharField(max_length=63, validators=[validate_dns1123_label])
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
     description = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "cluster"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                name="namespace_once_per_cluster",
+                violation_error_message="The cluster already has a namespace of this name.",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

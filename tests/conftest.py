@@ -21,6 +21,7 @@ from cluster.poll import poll_cluster
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, connect
+from portal.clusters import settings_cluster_id
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.support import Worker
@@ -87,21 +88,26 @@ def _empty_cache() -> Any:
 
 # ----------------------------------------------------------------------------- the demo
 
-Snapshot = list[tuple[str, bytes, str | None]]  # (table, its rows as COPY text, id sequence)
+# The rows of every table the demo filled: (table, rows as COPY text, its id sequence), and the
+# id the settings' cluster had when they were taken (the rows point at it).
+Snapshot = tuple[int, list[tuple[str, bytes, str | None]]]
 
 
 @pytest.fixture(scope="session")
 def demo_snapshot(django_db_setup: Any, django_db_blocker: Any) -> Snapshot:
     """The seed chapter's scenario as ``load_demo`` writes it, taken once per session: the
-    rows of every table it filled, then rolled back (the test database stays empty)."""
+    rows it added to every table, then rolled back (the test database stays as it was)."""
     with django_db_blocker.unblock(), transaction.atomic():
         tables = connection.introspection.table_names()
-        before = _row_counts(tables)
+        before = {table: _last_id(table) for table in tables}
+        counts = _row_counts(tables)
         load_demo()
-        filled = [t for t, n in _row_counts(tables).items() if n and not before[t]]
-        snapshot = [(table, _copy_out(table), _id_sequence(table)) for table in filled]
+        after = _row_counts(tables)
+        filled = [t for t, n in after.items() if n > counts[t]]
+        rows = [(t, _copy_out(t, after_id=before[t]), _id_sequence(t)) for t in filled]
+        taken_on = settings_cluster_id()
         transaction.set_rollback(True)
-    return snapshot
+    return taken_on, rows
 
 
 def _row_counts(tables: list[str]) -> dict[str, int]:
@@ -113,8 +119,18 @@ def _row_counts(tables: list[str]) -> dict[str, int]:
         return counts
 
 
-def _copy_out(table: str) -> bytes:
-    with connection.cursor() as cursor, cursor.cursor.copy(f'COPY "{table}" TO STDOUT') as copy:
+def _last_id(table: str) -> int | None:
+    """The largest id in ``table`` (0 when empty; None: it has no id column)."""
+    if _id_sequence(table) is None:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT coalesce(max(id), 0) FROM "{table}"')
+        return int(cursor.fetchone()[0])
+
+
+def _copy_out(table: str, *, after_id: int | None) -> bytes:
+    query = f'(SELECT * FROM "{table}" WHERE id > {after_id})' if after_id else f'"{table}"'
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {query} TO STDOUT") as copy:
         return b"".join(bytes(chunk) for chunk in copy)
 
 
@@ -130,18 +146,35 @@ def _id_sequence(table: str) -> str | None:
 
 
 def restore_demo(snapshot: Snapshot) -> None:
-    """Put the demo rows back (one transaction: foreign keys are checked at its end) and
-    move each id sequence past them."""
+    """Put the demo rows back (one transaction: foreign keys are checked at its end), on the
+    settings' cluster as it is now (a flushed database made it anew), and move each id
+    sequence past them."""
+    taken_on, rows = snapshot
+    cluster_id = settings_cluster_id()
     with transaction.atomic(), connection.cursor() as cursor:
-        for table, rows, sequence in snapshot:
+        for table, copied, sequence in rows:
             with cursor.cursor.copy(f'COPY "{table}" FROM STDIN') as copy:
-                copy.write(rows)
+                copy.write(copied)
+            if cluster_id != taken_on and _has_column(table, "cluster_id"):
+                cursor.execute(
+                    f'UPDATE "{table}" SET cluster_id = %s WHERE cluster_id = %s',
+                    [cluster_id, taken_on],
+                )
             if sequence:
                 cursor.execute(
                     f'SELECT setval(%s, GREATEST((SELECT max(id) FROM "{table}"), '
                     f"(SELECT last_value FROM {sequence})))",
                     [sequence],
                 )
+
+
+def _has_column(table: str, column: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s",
+            [table, column],
+        )
+        return cursor.fetchone() is not None
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from portal.clusters import cluster_key
+
 
 class Sample(models.Model):
     """One series' value at one sampling time."""
@@ -19,6 +21,7 @@ class Sample(models.Model):
         QUEUE = "queue", "ClusterQueue"
         POOL = "pool", "Node pool"
 
+    cluster = cluster_key(related_name="+")
     time = models.DateTimeField()
     kind = models.CharField(max_length=8, choices=Kind.choices)
     # team: team slug + namespace; queue: cluster queue + cohort + flavor; pool: pool name
@@ -56,6 +59,7 @@ class Rollup(models.Model):
         HOUR = "hour"
         DAY = "day"
 
+    cluster = cluster_key(related_name="+")
     period = models.CharField(max_length=4, choices=Period.choices)
     start = models.DateTimeField()
     kind = models.CharField(max_length=8, choices=Sample.Kind.choices)
@@ -76,7 +80,16 @@ class Rollup(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["period", "start", "kind", "owner", "scope", "flavor", "resource"],
+                fields=[
+                    "cluster",
+                    "period",
+                    "start",
+                    "kind",
+                    "owner",
+                    "scope",
+                    "flavor",
+                    "resource",
+                ],
                 name="usage_rollup_once",
             )
         ]
@@ -91,6 +104,7 @@ class WorkloadRecord(models.Model):
     queued is its creation or, after Kueue evicted and requeued it, the requeue (the time it
     ran before the eviction is no wait), and admitted is then its latest admission."""
 
+    cluster = cluster_key(related_name="+")
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
@@ -107,7 +121,7 @@ class WorkloadRecord(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["namespace", "name", "created_at"], name="usage_workload_once"
+                fields=["cluster", "namespace", "name", "created_at"], name="usage_workload_once"
             )
         ]
         indexes = [models.Index(fields=["cluster_queue", "admitted_at"], name="usage_wl_admitted")]

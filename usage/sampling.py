@@ -13,7 +13,14 @@ from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
-from cluster.models import ObservedNode, ObservedObject, ObservedPod, ObservedWorkload, SyncRun
+from cluster.models import (
+    Cluster,
+    ObservedNode,
+    ObservedObject,
+    ObservedPod,
+    ObservedWorkload,
+    SyncRun,
+)
 from fleet.models import NodePool
 from gpus.catalog import model_for_product
 from portal.quantity import QuantityError, parse_quantity
@@ -24,7 +31,7 @@ from usage.compute import integrate, mig_weight
 from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
 
 log = logging.getLogger(__name__)
-SERIES = ("kind", "owner", "scope", "flavor", "resource")
+SERIES = ("cluster_id", "kind", "owner", "scope", "flavor", "resource")
 MEASURES = ("used", "requested", "borrowed", "lent", "capacity", "pending", "gpu_share")
 
 
@@ -40,17 +47,21 @@ def _number(text: Any) -> float:
         return 0.0
 
 
-def team_rows(now: dt.datetime) -> list[Sample]:
-    """Per team namespace and GPU resource: requested, running, pending pods, quota."""
+def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
+    """Per team namespace of the cluster and GPU resource: requested, running, pending pods,
+    quota."""
+    nodes = ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True)
     model_of = {
         n.name: model_for_product(n.gpu_product) if n.gpu_product else None
-        for n in ObservedNode.objects.filter(gone_since__isnull=True).only("name", "gpu_product")
+        for n in nodes.only("name", "gpu_product")
     }
-    team_of = dict(Namespace.objects.values_list("name", "team__slug"))
+    team_of = dict(
+        Namespace.objects.filter(cluster_id=cluster_id).values_list("name", "team__slug")
+    )
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "requested": 0.0, "pending": 0.0, "gpu_share": 0.0, "capacity": -1.0}
     )
-    for pod in ObservedPod.objects.filter(namespace__in=team_of).only(
+    for pod in ObservedPod.objects.filter(cluster_id=cluster_id, namespace__in=team_of).only(
         "namespace", "node_name", "phase", "gpu_requests"
     ):
         for resource, count in (pod.gpu_requests or {}).items():
@@ -62,13 +73,14 @@ def team_rows(now: dt.datetime) -> list[Sample]:
             elif pod.phase == "Pending":
                 row["pending"] += 1
     for item in QuotaItem.objects.filter(
-        resource__startswith="requests.nvidia.com/"
+        namespace__cluster_id=cluster_id, resource__startswith="requests.nvidia.com/"
     ).select_related("namespace"):
         rows[(item.namespace.name, item.resource.removeprefix("requests."))]["capacity"] = _number(
             item.hard
         )
     return [
         Sample(
+            cluster_id=cluster_id,
             time=now,
             kind=Sample.Kind.TEAM,
             owner=team_of.get(namespace, ""),
@@ -92,15 +104,14 @@ def fleet_models() -> list[str]:
     return [m for m, _ in counts.most_common()]
 
 
-def queue_rows(now: dt.datetime) -> list[Sample]:
-    """Per ClusterQueue, flavor and GPU resource: in use, borrowed, lent (estimated), nominal."""
+def queue_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
+    """Per ClusterQueue of the cluster, flavor and GPU resource: in use, borrowed, lent
+    (estimated), nominal."""
     models = fleet_models()
-    status = {
-        o.name: o.status
-        for o in ObservedObject.objects.filter(kind="ClusterQueue").only("name", "status")
-    }
+    observed = ObservedObject.objects.filter(cluster_id=cluster_id, kind="ClusterQueue")
+    status = {o.name: o.status for o in observed.only("name", "status")}
     rows = []
-    for cq in ClusterQueue.objects.select_related("cohort"):
+    for cq in ClusterQueue.objects.filter(cluster_id=cluster_id).select_related("cohort"):
         usage = {}
         for flavor in (status.get(cq.name) or {}).get("flavorsUsage") or []:
             for resource in flavor.get("resources") or []:
@@ -118,6 +129,7 @@ def queue_rows(now: dt.datetime) -> list[Sample]:
                 lendable = min(nominal, _number(quota["lendingLimit"]))
             rows.append(
                 Sample(
+                    cluster_id=cluster_id,
                     time=now,
                     kind=Sample.Kind.QUEUE,
                     owner=cq.name,
@@ -154,13 +166,14 @@ def _share_lending(rows: list[Sample]) -> list[Sample]:
     return rows
 
 
-def pool_rows(now: dt.datetime) -> list[Sample]:
-    """Per node pool and GPU resource: allocated and allocatable (idle = the difference)."""
-    pools = list(NodePool.objects.order_by("name"))
+def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
+    """Per node pool of the cluster and GPU resource: allocated and allocatable (idle = the
+    difference)."""
+    pools = list(NodePool.objects.filter(cluster_id=cluster_id).order_by("name"))
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
     )
-    for node in ObservedNode.objects.filter(gone_since__isnull=True).only(
+    for node in ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True).only(
         "name", "labels", "allocatable", "allocated", "gpu_product"
     ):
         pool = next((p.name for p in pools if p.selects(node.labels)), "(no pool)")
@@ -174,27 +187,35 @@ def pool_rows(now: dt.datetime) -> list[Sample]:
             row["used"] += used
             row["gpu_share"] += used * mig_weight(model, resource)
     return [
-        Sample(time=now, kind=Sample.Kind.POOL, owner=pool, resource=resource, **values)
+        Sample(
+            cluster_id=cluster_id,
+            time=now,
+            kind=Sample.Kind.POOL,
+            owner=pool,
+            resource=resource,
+            **values,
+        )
         for (pool, resource), values in rows.items()
     ]
 
 
-def record_workloads(now: dt.datetime) -> int:
+def record_workloads(now: dt.datetime, cluster_id: int) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
     models = fleet_models()
     cq_of = {
         (namespace, name): cq
-        for namespace, name, cq in LocalQueue.objects.values_list(
-            "namespace__name", "name", "cluster_queue__name"
-        )
+        for namespace, name, cq in LocalQueue.objects.filter(
+            namespace__cluster_id=cluster_id
+        ).values_list("namespace__name", "name", "cluster_queue__name")
     }
     known = {
         (r.namespace, r.name, r.created_at): r
-        for r in WorkloadRecord.objects.filter(finished_at__isnull=True)
+        for r in WorkloadRecord.objects.filter(cluster_id=cluster_id, finished_at__isnull=True)
     }
     changed = 0
     seen = set()
-    for w in ObservedWorkload.objects.exclude(created_at__isnull=True):
+    observed = ObservedWorkload.objects.filter(cluster_id=cluster_id)
+    for w in observed.exclude(created_at__isnull=True):
         assert w.created_at is not None
         seen.add((w.namespace, w.name, w.created_at))
         record = known.get((w.namespace, w.name, w.created_at))
@@ -206,6 +227,7 @@ def record_workloads(now: dt.datetime) -> int:
         queued = w.queued_at if w.queued_at and w.queued_at != w.created_at else None
         if record is None:
             record, created = WorkloadRecord.objects.get_or_create(
+                cluster_id=cluster_id,
                 namespace=w.namespace,
                 name=w.name,
                 created_at=w.created_at,
@@ -252,9 +274,12 @@ def take_sample(*, now: dt.datetime | None = None, force: bool = False) -> int:
         and (now - state.last_sample).total_seconds() < settings.QM_SAMPLE_SECONDS
     ):
         return 0
-    rows = team_rows(now) + queue_rows(now) + pool_rows(now)
+    rows = []
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        rows += team_rows(now, cluster_id) + queue_rows(now, cluster_id)
+        rows += pool_rows(now, cluster_id)
+        record_workloads(now, cluster_id)
     Sample.objects.bulk_create(rows, batch_size=2000)
-    record_workloads(now)
     state.last_sample = now
     state.save(update_fields=["last_sample"])
     return len(rows)

@@ -170,16 +170,17 @@ def test_a_workload_deleted_before_it_finished_closes_its_record() -> None:
     from django.utils import timezone
 
     from cluster.models import ObservedWorkload
+    from portal.clusters import settings_cluster_id
     from usage.sampling import record_workloads
 
     now = timezone.now()
     ObservedWorkload.objects.create(
         namespace="team-a", name="w", created_at=now - dt.timedelta(minutes=5), last_changed=now
     )
-    record_workloads(now)
+    record_workloads(now, settings_cluster_id())
     assert WorkloadRecord.objects.get().finished_at is None
     ObservedWorkload.objects.all().delete()
-    assert record_workloads(now) == 1
+    assert record_workloads(now, settings_cluster_id()) == 1
     assert WorkloadRecord.objects.get().finished_at == now
 
 
@@ -189,6 +190,7 @@ def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
     admitted again 90 s after the requeue. The wait that counts is the 90 s, never the run
     time before the eviction; while it waits again it is not among the admitted."""
     from cluster.models import ObservedWorkload
+    from portal.clusters import settings_cluster_id
     from usage.sampling import record_workloads
 
     created = at(0)
@@ -203,19 +205,19 @@ def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
         admitted_at=created + dt.timedelta(seconds=60),
         last_changed=created,
     )
-    record_workloads(created + dt.timedelta(minutes=5))
+    record_workloads(created + dt.timedelta(minutes=5), settings_cluster_id())
     period = reports.Period(at(0), at(180))
     assert reports.wait_times(period)[0]["p50_s"] == 60.0
     requeued = created + dt.timedelta(minutes=31)
     ObservedWorkload.objects.filter(pk=observed.pk).update(
         admitted=False, admitted_at=None, queued_at=requeued, evictions=1
     )
-    record_workloads(requeued + dt.timedelta(seconds=30))
+    record_workloads(requeued + dt.timedelta(seconds=30), settings_cluster_id())
     assert reports.wait_times(period) == []  # waiting again
     ObservedWorkload.objects.filter(pk=observed.pk).update(
         admitted=True, admitted_at=requeued + dt.timedelta(seconds=90)
     )
-    record_workloads(requeued + dt.timedelta(minutes=5))
+    record_workloads(requeued + dt.timedelta(minutes=5), settings_cluster_id())
     record = WorkloadRecord.objects.get()
     assert (record.queued_at, record.admitted_at) == (requeued, requeued + dt.timedelta(seconds=90))
     assert reports.wait_times(period)[0] | {"p90_s": 0, "p99_s": 0} == {

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
+from cluster.models import Cluster
 from usage.compute import mig_weight
 from usage.models import Sample, WorkloadRecord
 from usage.sampling import pool_rows, queue_rows, roll_up, team_rows
@@ -41,7 +42,10 @@ class Command(BaseCommand):
         now = timezone.now().replace(second=0, microsecond=0)
         step = dt.timedelta(seconds=settings.QM_SAMPLE_SECONDS)
         start = now - dt.timedelta(days=options["days"])
-        teams, queues, pools = team_rows(now), queue_rows(now), pool_rows(now)
+        cluster_ids = list(Cluster.objects.values_list("pk", flat=True))
+        teams = [row for c in cluster_ids for row in team_rows(now, c)]
+        queues = [row for c in cluster_ids for row in queue_rows(now, c)]
+        pools = [row for c in cluster_ids for row in pool_rows(now, c)]
         rows = []
         time = start
         while time < now:
@@ -52,6 +56,7 @@ class Command(BaseCommand):
                 share = base.gpu_share / base.used if base.used else _share(base)
                 rows.append(
                     Sample(
+                        cluster_id=base.cluster_id,
                         time=time,
                         kind=base.kind,
                         owner=base.owner,
@@ -71,7 +76,7 @@ class Command(BaseCommand):
         Sample.objects.bulk_create(rows, batch_size=5000)
         waits = random.Random(7)
         records = []
-        for cq in sorted({q.owner for q in queues}):
+        for cluster_id, cq in sorted({(q.cluster_id, q.owner) for q in queues}):
             day = start
             while day < now:
                 for job in range(6):
@@ -81,6 +86,7 @@ class Command(BaseCommand):
                     if created + wait < now:
                         records.append(
                             WorkloadRecord(
+                                cluster_id=cluster_id,
                                 namespace="backfill",
                                 name=f"{cq}-{day:%m%d}-{job}",
                                 cluster_queue=cq,
