@@ -2,7 +2,8 @@
 hierarchy, the demo logins, and the node pools of the demo cluster's five GPU nodes (as in
 the seed's incident, ``0/5 nodes are available``): two H100 80GB nodes tainted for GPU work,
 two A100 80GB nodes sliced ``all-3g.40gb`` and one A100 80GB node on ``all-balanced`` for
-development."""
+development. With the second demo cluster (the inference one, ``INFERENCE_*`` below), the
+inference team's objects and team-a's serving namespace live there."""
 
 from __future__ import annotations
 
