@@ -144,6 +144,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {said}")
         alone = min(side_by_side(poll_job, ids[:1])[1][0][0] for _ in range(3))
         print(f"bench-1 alone: {alone:.2f} s (best of 3)")
+        print(f"{args.clusters} steady polls at once / bench-1 alone: {polls_s / alone:.2f}")
         for demo in demos[1:]:
             demo.terminate()
             demo.wait()
