@@ -318,6 +318,21 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
             ).status_code
             == status
         )
+    # A name on two clusters, each time another team's: each lead answered their own.
+    Namespace.objects.create(
+        name="shared", team=Team.objects.get(slug="team-a"), cluster=Cluster.objects.get(name=a)
+    )
+    Namespace.objects.create(
+        name="shared", team=Team.objects.get(slug="team-b"), cluster=Cluster.objects.get(name=b)
+    )
+    for lead, cluster in ((lead_a, a), (lead_b, b)):
+        assert client.get(f"{V1}/namespaces/shared/", headers=lead).json()["cluster"] == cluster
+    assert client.get(f"{V1}/namespaces/shared/", headers=bearer("admin")).status_code == 409
+    # Flat writes: lead-a finds no team-b namespace; lead-b's name is on two clusters.
+    flat_quota = f"{V1}/namespaces/team-b/quota/"
+    for lead, status in ((lead_a, 404), (lead_b, 409)):
+        answer = client.put(flat_quota, {"hard": {"pods": "5"}}, content_type=JSON, headers=lead)
+        assert answer.status_code == status
     created = client.post(
         f"{nested_b}/namespaces/",
         {"name": "mine", "team": "team-a"},
