@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from portal.api_clusters import ClusterFilter
 from portal.filters import StrictFilterSet, TeamFilter
 from portal.selectors import teams_seen_by
 
 
 class MigChangeFilter(StrictFilterSet):
+    cluster = ClusterFilter()
     team = TeamFilter(teams=teams_seen_by)
 
     class Meta:
         model = MigChangeRequest
-        fields = ["team", "kind", "state", "verdict", "target_config"]
+        fields = ["cluster", "team", "kind", "state", "verdict", "target_config"]
 
 
 class QuotaRequestFilter(StrictFilterSet):
+    cluster = ClusterFilter()
     team = TeamFilter(teams=teams_seen_by)
 
     class Meta:
         model = QuotaChangeRequest
-        fields = ["team", "state", "kind"]
+        fields = ["cluster", "team", "state", "kind"]

@@ -7,7 +7,6 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
@@ -27,6 +26,11 @@ from cluster.selectors import (
 )
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
+from portal.api_clusters import (
+    CLUSTER_NAME,
+    ClusterScoped,
+    cluster_field,
+)
 from portal.api_safety import StrictQuery
 from portal.filters import no_such_team
 from portal.permissions import is_platform_admin
@@ -34,10 +38,13 @@ from tenants.selectors import list_teams_for_user
 
 
 class NodeSerializer(serializers.ModelSerializer[ObservedNode]):
+    cluster = cluster_field()
+
     class Meta:
         model = ObservedNode
         fields = [
             "name",
+            "cluster",
             "gpu_product",
             "gpu_count",
             "mig_capable",
@@ -57,21 +64,23 @@ class NodeSerializer(serializers.ModelSerializer[ObservedNode]):
         ]
 
 
-class NodeViewSet(viewsets.ReadOnlyModelViewSet[ObservedNode]):
-    """GPU nodes as the last poll saw them (observed state, read-only)."""
+class NodeViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedNode]):
+    """GPU nodes as the last poll of their cluster saw them (observed state, read-only)."""
 
     serializer_class = NodeSerializer
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
     filterset_class = NodeFilter
     ordering_fields = ["name", "last_changed"]
+    kind = "node"
 
     def get_queryset(self) -> Any:
         # Only the columns shown: labels and the poller's bookkeeping stay in the database.
         return (
             ObservedNode.objects.filter(gone_since__isnull=True)
-            .only(*NodeSerializer.Meta.fields)
-            .order_by("name")
+            .select_related("cluster")
+            .only(*NodeSerializer.Meta.fields, "cluster__name")
+            .order_by("name", "cluster__name")
         )
 
 
@@ -126,13 +135,15 @@ class ClusterViewSet(viewsets.ReadOnlyModelViewSet[Cluster]):
         return list_clusters_for_user(self.request.user)
 
 
-class MigConfigsViewSet(viewsets.ViewSet):
+class MigConfigsViewSet(ClusterScoped, viewsets.ViewSet):
     """MIG configs a node's GPU model can take (standard and custom)."""
+
+    kind = "node"
 
     @extend_schema(parameters=[OpenApiParameter("node", str, required=True)], responses={200: dict})
     def list(self, request: Request) -> Response:
         name = request.query_params.get("node", "")
-        node = get_object_or_404(ObservedNode, name=name, gone_since__isnull=True)
+        node = self.one_named(ObservedNode.objects.filter(gone_since__isnull=True), name)
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         custom = {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
         configs = valid_configs(node=name, model=model, gpu_count=node.gpu_count, custom=custom)
@@ -192,6 +203,7 @@ class ManifestsQuery(StrictQuery):
     way) and ``?format=`` json or yaml."""
 
     team = serializers.SlugField(required=False, max_length=63)
+    cluster = serializers.CharField(required=False, max_length=63)
     format = serializers.ChoiceField(choices=["json", "yaml"], required=False, default="json")
 
     def validate_team(self, value: str) -> str:
@@ -201,8 +213,9 @@ class ManifestsQuery(StrictQuery):
         return value
 
 
-class ManifestsView(APIView):
-    """Everything the portal manages, rendered (``?format=yaml`` for a YAML stream)."""
+class ManifestsView(ClusterScoped, APIView):
+    """Everything the portal manages on one cluster, rendered (``?format=yaml`` for a YAML
+    stream, as ``kubectl apply -f -`` takes it)."""
 
     @extend_schema(
         parameters=[
@@ -212,6 +225,12 @@ class ManifestsView(APIView):
                 description="Only this team's objects: one of your teams (another slug, of a "
                 "team or of none, is a 400 naming `team`). Needed unless you are a platform "
                 "admin.",
+            ),
+            OpenApiParameter(
+                "cluster",
+                {"type": "string", "pattern": CLUSTER_NAME, "maxLength": 63},
+                description="The cluster whose objects are rendered: needed when there are "
+                "several (a name no cluster has is a 400 naming `cluster`).",
             ),
             OpenApiParameter("format", str, enum=["json", "yaml"]),
         ],
@@ -226,7 +245,8 @@ class ManifestsView(APIView):
         team = query.validated_data.get("team")
         if team is None and not is_platform_admin(request.user):
             raise PermissionDenied("Only platform admins export every object; pass ?team=<slug>.")
-        manifests = collect_manifests(team_slug=team)
+        cluster = self.chosen_cluster(query.validated_data.get("cluster"))
+        manifests = collect_manifests(team_slug=team, cluster=cluster)
         if query.validated_data["format"] == "yaml":
             return HttpResponse(to_yaml_stream(manifests), content_type="text/plain; charset=utf-8")
         return Response({"items": manifests})

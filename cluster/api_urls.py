@@ -18,3 +18,12 @@ urlpatterns = [
     path("sync-status/", SyncStatusView.as_view(), name="sync-status"),
     path("manifests/", ManifestsView.as_view(), name="manifests"),
 ]
+
+# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+in_cluster = app_router()
+in_cluster.register("nodes", NodeViewSet, basename="cluster-node")
+in_cluster.register("mig-configs", MigConfigsViewSet, basename="cluster-mig-config")
+cluster_urlpatterns = [
+    *in_cluster.urls,
+    path("manifests/", ManifestsView.as_view(), name="cluster-manifests"),
+]

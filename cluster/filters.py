@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from cluster.models import ObservedNode
+from portal.api_clusters import ClusterFilter
 from portal.filters import StrictFilterSet
 
 
 class NodeFilter(StrictFilterSet):
+    cluster = ClusterFilter()
+
     class Meta:
         model = ObservedNode
-        fields = ["gpu_product", "mig_config", "mig_config_state", "pool_label", "unschedulable"]
+        fields = [
+            "cluster",
+            "gpu_product",
+            "mig_config",
+            "mig_config_state",
+            "pool_label",
+            "unschedulable",
+        ]

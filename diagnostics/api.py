@@ -17,6 +17,7 @@ from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
+from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 from portal.api_safety import StrictQuery
 from portal.filters import allowed, no_such_team
 from tenants.models import Namespace
@@ -194,6 +195,7 @@ def _why(why: Any) -> dict[str, Any]:
 
 
 class DriftSerializer(serializers.Serializer[Any]):
+    cluster = cluster_field(None)
     kind = serializers.CharField()
     subject = serializers.CharField()
     field = serializers.CharField(allow_blank=True)
@@ -204,15 +206,22 @@ class DriftSerializer(serializers.Serializer[Any]):
     last_seen = serializers.DateTimeField()
 
 
-class DriftView(APIView):
+class DriftView(ClusterScoped, APIView):
     """Open drift: MIG layouts, node labels and the portal's objects that differ from what
-    the portal intends, with since when."""
+    the portal intends, with since when, on each cluster."""
 
-    @extend_schema(responses={200: DriftSerializer(many=True)})
+    @extend_schema(parameters=[CLUSTER_QUERY], responses={200: DriftSerializer(many=True)})
     def get(self, request: Request) -> Response:
+        query = ClusterQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        drift = open_drift().select_related("cluster")
+        cluster = self.asked_cluster(query)
+        if cluster is not None:
+            drift = drift.filter(cluster=cluster)
         return Response(
             [
                 {
+                    "cluster": d.cluster.name,
                     "kind": d.kind,
                     "subject": d.subject,
                     "field": d.field,
@@ -222,7 +231,7 @@ class DriftView(APIView):
                     "since": d.first_seen,
                     "last_seen": d.last_seen,
                 }
-                for d in open_drift()
+                for d in drift
             ]
         )
 

@@ -7,3 +7,6 @@ urlpatterns = [
     path("drift/", DriftView.as_view(), name="drift"),
     path("gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
 ]
+
+# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+cluster_urlpatterns = [path("drift/", DriftView.as_view(), name="cluster-drift")]

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from rest_framework import serializers, viewsets
 
+from fleet.filters import NodePoolFilter
 from fleet.models import NodePool
+from portal.api_clusters import ClusterScoped, cluster_field
 
 
 class NodePoolSerializer(serializers.ModelSerializer[NodePool]):
+    cluster = cluster_field()
+
     class Meta:
         model = NodePool
-        fields = ["name", "node_selector", "purpose", "mig_config", "description"]
+        fields = ["name", "cluster", "node_selector", "purpose", "mig_config", "description"]
 
 
-class NodePoolViewSet(viewsets.ReadOnlyModelViewSet[NodePool]):
+class NodePoolViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[NodePool]):
+    """Node pools, each on its cluster."""
+
     serializer_class = NodePoolSerializer
-    queryset = NodePool.objects.all()
+    queryset = NodePool.objects.select_related("cluster")
     lookup_field = "name"
+    filterset_class = NodePoolFilter
+    kind = "node pool"

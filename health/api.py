@@ -12,13 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from health.selectors import health_for_user
-from portal.api_safety import StrictQuery
+from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 
 LEVELS = ["ok", "info", "warning", "critical"]
 
 
 class NodeHealthSerializer(serializers.Serializer[Any]):
     node = serializers.CharField()
+    cluster = cluster_field(None)
     observed_at = serializers.DateTimeField()
     error = serializers.CharField(allow_blank=True)
     worst = serializers.ChoiceField(choices=LEVELS)
@@ -26,18 +27,19 @@ class NodeHealthSerializer(serializers.Serializer[Any]):
     gpus = serializers.ListField(child=serializers.DictField())
 
 
-class HealthQuery(StrictQuery):
+class HealthQuery(ClusterQuery):
     node = serializers.CharField(required=False, max_length=253)
     worst = serializers.ChoiceField(choices=LEVELS, required=False)
 
 
-class GpuHealthView(APIView):
+class GpuHealthView(ClusterScoped, APIView):
     """GPU health per node from the DCGM exporters: utilisation, memory, temperature, power,
     the last Xid per GPU and per MIG instance, and what needs attention. Pods of other teams
     are not named (approvers and platform admins see every name)."""
 
     @extend_schema(
         parameters=[
+            CLUSTER_QUERY,
             OpenApiParameter(
                 "node",
                 {"type": "string", "minLength": 1, "maxLength": 253},
@@ -56,5 +58,6 @@ class GpuHealthView(APIView):
             request.user,
             node=query.validated_data.get("node", ""),
             worst=query.validated_data.get("worst", ""),
+            cluster=self.asked_cluster(query),
         )
         return Response(rows)

@@ -39,9 +39,14 @@ def unhealthy_nodes() -> frozenset[str]:
     )
 
 
-def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict[str, Any]]:
-    """Every node's health (one node's, or those at one level), pods of other teams unnamed."""
-    rows = NodeHealth.objects.all()
+def health_for_user(
+    user: User, *, node: str = "", worst: str = "", cluster: Any = None
+) -> list[dict[str, Any]]:
+    """Every node's health (one node's, or those at one level; of one cluster or all),
+    pods of other teams unnamed."""
+    rows = NodeHealth.objects.select_related("cluster")
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
     if node:
         rows = rows.filter(node=node)
     if worst:
@@ -56,6 +61,7 @@ def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict
     return [
         {
             "node": row.node,
+            "cluster": row.cluster.name,
             "observed_at": row.observed_at,
             "error": row.error,
             "worst": row.worst,
@@ -65,5 +71,5 @@ def health_for_user(user: User, *, node: str = "", worst: str = "") -> list[dict
                 for g in row.gpus
             ],
         }
-        for row in rows.order_by("node")
+        for row in rows.order_by("node", "cluster__name")
     ]

@@ -10,6 +10,7 @@ from drf_spectacular import openapi
 from drf_spectacular.plumbing import get_doc
 from rest_framework import serializers
 
+from portal.api_clusters import CLUSTER_PATH
 from portal.api_safety import StrictInput
 
 ERROR = {
@@ -30,7 +31,9 @@ ERRORS = (
     (
         "409",
         "Refused in the current state "
-        "(self_approval, illegal_transition, stale_assessment, conflict).",
+        "(self_approval, illegal_transition, stale_assessment, conflict), or a name several "
+        "clusters have on a route without the cluster (ambiguous: the message names the "
+        "clusters and the addresses to use).",
     ),
     ("429", "Too many requests for this token."),
 )
@@ -58,6 +61,14 @@ class AutoSchema(openapi.AutoSchema):
     """drf-spectacular's, plus what our serializers promise: an input serializer that
     refuses unknown fields (:class:`StrictInput`) is a closed object, and a list or map that
     may not be empty has ``minItems`` / ``minProperties``."""
+
+    def get_override_parameters(self) -> list[Any]:
+        """A nested route's ``{cluster}`` is the cluster's name (drf-spectacular would
+        take the model's ``cluster`` key, a number)."""
+        parameters: list[Any] = super().get_override_parameters()
+        if "{cluster}" in self.path:
+            parameters = [*parameters, CLUSTER_PATH]
+        return parameters
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
@@ -124,4 +135,22 @@ def query_values_are_not_empty(
                 free = not ({"enum", "pattern", "format"} & set(schema))
                 if parameter.get("in") == "query" and schema.get("type") == "string" and free:
                     schema.setdefault("minLength", 1)
+    return result
+
+
+def nested_routes_name_the_cluster_once(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """On ``/api/v1/clusters/{cluster}/…`` the path names the cluster: the flat route's
+    ``?cluster=`` filter is not offered there again."""
+    for path, methods in result.get("paths", {}).items():
+        if "{cluster}" not in path:
+            continue
+        for operation in methods.values():
+            if "parameters" in operation:
+                operation["parameters"] = [
+                    p
+                    for p in operation["parameters"]
+                    if not (p.get("in") == "query" and p.get("name") == "cluster")
+                ]
     return result

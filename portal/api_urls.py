@@ -1,7 +1,12 @@
 """Routes of the REST API (``/api/v1/``) and its schema (``/api/schema/``, ``/api/docs/``).
 
 Each app's routes are in its ``api_urls.py``, included here by name (the ground floor
-imports no app); the root lists every resource by its route name."""
+imports no app); the root lists every resource by its route name. An app's
+``cluster_urlpatterns`` are its cluster-scoped resources, served again under
+``/api/v1/clusters/<cluster>/`` (their canonical address; ``portal.api_clusters``)."""
+
+from importlib import import_module
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
@@ -55,10 +60,20 @@ ROOT = {
     "notification-subscriptions": "notification-subscription-list",
 }
 
+
+def in_cluster(app: str) -> list[Any]:
+    """An app's routes of one cluster's rows (none when it has no cluster-scoped ones)."""
+    return list(getattr(import_module(f"{app}.api_urls"), "cluster_urlpatterns", []))
+
+
 urlpatterns = [
     path("v1/", APIRootView.as_view(api_root_dict=ROOT), name="api-root"),
     path("v1/", include(router.urls)),
     *(path("v1/", include(f"{app}.api_urls")) for app in API_APPS),
+    re_path(
+        r"^v1/clusters/(?P<cluster>[a-z0-9-]+)/",
+        include([route for app in API_APPS for route in in_cluster(app)]),
+    ),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

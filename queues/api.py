@@ -8,7 +8,6 @@ from dataclasses import asdict
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
@@ -16,12 +15,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.api_clusters import ClusterScoped, cluster_field, keep_cluster, unchanged_cluster
 from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
 from portal.errors import DomainError
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.quantity import QuantityError, parse_quantity
 from queues import preview
-from queues.filters import LocalQueueFilter
+from queues.filters import (
+    ClusterQueueFilter,
+    CohortFilter,
+    LocalQueueFilter,
+    ResourceFlavorFilter,
+)
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.rules import quota_entries
 from queues.selectors import cluster_queue_what_if, namespace_quota_what_if, simulates_kueue
@@ -31,10 +36,13 @@ from tenants.selectors import list_teams_for_user
 
 
 class ResourceFlavorSerializer(serializers.ModelSerializer[ResourceFlavor]):
+    cluster = cluster_field()
+
     class Meta:
         model = ResourceFlavor
         fields = [
             "name",
+            "cluster",
             "node_labels",
             "node_taints",
             "tolerations",
@@ -43,21 +51,27 @@ class ResourceFlavorSerializer(serializers.ModelSerializer[ResourceFlavor]):
         ]
 
 
-class ResourceFlavorViewSet(viewsets.ReadOnlyModelViewSet[ResourceFlavor]):
+class ResourceFlavorViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ResourceFlavor]):
+    """ResourceFlavors, each on its cluster."""
+
     serializer_class = ResourceFlavorSerializer
-    queryset = ResourceFlavor.objects.all()
+    queryset = ResourceFlavor.objects.select_related("cluster")
     lookup_field = "name"
+    filterset_class = ResourceFlavorFilter
+    kind = "ResourceFlavor"
 
 
 class ClusterQueueSerializer(serializers.ModelSerializer[ClusterQueue]):
     cohort: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
+    cluster = cluster_field()
 
     class Meta:
         model = ClusterQueue
         fields = [
             "name",
+            "cluster",
             "cohort",
             "fair_sharing_weight",
             "queueing_strategy",
@@ -76,6 +90,7 @@ def cluster_queue_etag(cq: ClusterQueue) -> str:
 
 
 class QuotasWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = unchanged_cluster("ClusterQueue")
     resource_groups = serializers.ListField(
         child=serializers.DictField(),
         help_text="Kueue's resourceGroups: coveredResources, and flavors with their resources "
@@ -171,16 +186,18 @@ class QuotasDryRunSerializer(serializers.Serializer[Any]):
     what_if = WhatIfSerializer(allow_null=True, help_text="Null with Volcano queues.")
 
 
-class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
-    """ClusterQueues with their quotas. Platform admins replace the quotas with
+class ClusterQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ClusterQueue]):
+    """ClusterQueues with their quotas, each on its cluster. Platform admins replace the quotas with
     ``PUT …/quotas/`` (``If-Match`` with the queue's ``ETag``: 412 when someone changed it
     since; ``dry_run: true`` answers with the rendered YAML diff and saves nothing)."""
 
     serializer_class = ClusterQueueSerializer
     lookup_field = "name"
+    filterset_class = ClusterQueueFilter
+    kind = "ClusterQueue"
 
     def get_queryset(self) -> Any:
-        return ClusterQueue.objects.select_related("cohort")
+        return ClusterQueue.objects.select_related("cohort", "cluster")
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         cq = self.get_object()
@@ -212,6 +229,7 @@ class ClusterQueueViewSet(viewsets.ReadOnlyModelViewSet[ClusterQueue]):
         ) as (cq, refused):
             if refused is not None:
                 return refused
+            keep_cluster(cq, "ClusterQueue", data.validated_data, cq.cluster.name)
             return self._replace_quotas(request, cq, data.validated_data)
 
     def _replace_quotas(
@@ -275,22 +293,33 @@ class LocalQueueSerializer(serializers.ModelSerializer[LocalQueue]):
     cluster_queue: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="name", read_only=True
     )
+    cluster = cluster_field("namespace.cluster.name")
 
     class Meta:
         model = LocalQueue
-        fields = ["id", "name", "namespace", "cluster_queue", "stop_policy", "description"]
+        fields = [
+            "id",
+            "name",
+            "cluster",
+            "namespace",
+            "cluster_queue",
+            "stop_policy",
+            "description",
+        ]
 
 
-class LocalQueueViewSet(viewsets.ReadOnlyModelViewSet[LocalQueue]):
-    """LocalQueues of your teams' namespaces."""
+class LocalQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[LocalQueue]):
+    """LocalQueues of your teams' namespaces (a LocalQueue is on its namespace's cluster)."""
 
     serializer_class = LocalQueueSerializer
     filterset_class = LocalQueueFilter
+    cluster_path = "namespace__cluster"
+    kind = "LocalQueue"
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)
         return LocalQueue.objects.filter(namespace__team__in=teams).select_related(
-            "namespace", "cluster_queue"
+            "namespace__cluster", "cluster_queue"
         )
 
 
@@ -299,19 +328,30 @@ class CohortSerializer(serializers.ModelSerializer[Any]):
         slug_field="name", read_only=True, allow_null=True
     )
 
+    cluster = cluster_field()
+
     class Meta:
-        from queues.models import Cohort
-
         model = Cohort
-        fields = ["name", "parent", "fair_sharing_weight", "resource_groups", "description"]
+        fields = [
+            "name",
+            "cluster",
+            "parent",
+            "fair_sharing_weight",
+            "resource_groups",
+            "description",
+        ]
 
 
-class CohortViewSet(viewsets.ReadOnlyModelViewSet[Any]):
+class CohortViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[Any]):
+    """Cohorts, each on its cluster."""
+
     serializer_class = CohortSerializer
     lookup_field = "name"
+    filterset_class = CohortFilter
+    kind = "Cohort"
 
     def get_queryset(self) -> Any:
-        return Cohort.objects.select_related("parent")
+        return Cohort.objects.select_related("parent", "cluster")
 
 
 class WhatIfRequestSerializer(StrictInput, serializers.Serializer[Any]):
@@ -397,7 +437,7 @@ def _edited_entry(cq: ClusterQueue, values: dict[str, Any]) -> ClusterQueue:
     return edited
 
 
-class WhatIfView(APIView):
+class WhatIfView(ClusterScoped, APIView):
     """What a quota change would do before anyone asks for it: for a ClusterQueue entry,
     which waiting workloads Kueue would admit (in order, on which flavor), whom that
     preempts and what the cohort's members borrow before and after; for a namespace quota
@@ -422,14 +462,14 @@ class WhatIfView(APIView):
             visible = Namespace.objects.all()
             if not sees_every_team(request.user):
                 visible = visible.filter(team__memberships__user_id=user_id(request.user))
-            namespace = get_object_or_404(visible, name=values["namespace"])
+            namespace = self.one_named(visible, values["namespace"], "namespace")
             try:
                 parse_quantity(values["hard"])
             except QuantityError as exc:
                 raise ValidationError({"hard": [str(exc)]}) from None
             return Response(namespace_quota_what_if(namespace, values["resource"], values["hard"]))
-        cq = get_object_or_404(
-            ClusterQueue.objects.select_related("cohort"), name=values["cluster_queue"]
+        cq = self.one_named(
+            ClusterQueue.objects.select_related("cohort"), values["cluster_queue"], "ClusterQueue"
         )
         if not simulates_kueue():
             raise DomainError(

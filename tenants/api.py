@@ -14,6 +14,14 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from portal.api_clusters import (
+    ClusterScoped,
+    already_there,
+    cluster_field,
+    cluster_input,
+    keep_cluster,
+    unchanged_cluster,
+)
 from portal.api_safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
@@ -168,12 +176,13 @@ class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    cluster = cluster_field()
     quota = serializers.SerializerMethodField()
     limits = serializers.SerializerMethodField()
 
     class Meta:
         model = Namespace
-        fields = ["name", "team", "description", "quota", "limits"]
+        fields = ["name", "cluster", "team", "description", "quota", "limits"]
 
     def get_quota(self, ns: Namespace) -> dict[str, str]:
         return {i.resource: i.hard for i in ns.quota_items.all()}
@@ -184,11 +193,18 @@ class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
 
 class NamespaceCreateSerializer(StrictInput, serializers.Serializer[Any]):
     name = serializers.CharField(max_length=63)
+    cluster = cluster_input("namespace")
     team = serializers.SlugField()
     description = serializers.CharField(required=False, allow_blank=True, default="")
 
 
+class NamespacePatchSerializer(StrictInput, serializers.Serializer[Any]):
+    description = serializers.CharField(required=False, allow_blank=True)
+    cluster = unchanged_cluster("namespace")
+
+
 class QuotaWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = unchanged_cluster("namespace")
     hard = serializers.DictField(child=serializers.CharField(max_length=64), allow_empty=True)
     override_reason = serializers.CharField(
         required=False,
@@ -211,20 +227,26 @@ class LimitItemSerializer(StrictInput, serializers.Serializer[Any]):
 
 
 class LimitsWriteSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = unchanged_cluster("namespace")
     limits = LimitItemSerializer(many=True, allow_empty=True)
 
 
 class NamespaceViewSet(
-    mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet[Namespace]
+    ClusterScoped,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.ReadOnlyModelViewSet[Namespace],
 ):
-    """Namespaces of your teams with their quota and limits. Platform admins create and
-    remove namespaces and replace a quota or limits (``PUT …/quota/``, ``PUT …/limits/``);
-    ``If-Match`` with the namespace's ``ETag`` makes a write fail with 412 when someone
-    changed it since it was read."""
+    """Namespaces of your teams with their quota and limits, each on its cluster. Platform
+    admins create and remove namespaces, change a description (``PATCH``) and replace a
+    quota or limits (``PUT …/quota/``, ``PUT …/limits/``); ``If-Match`` with the
+    namespace's ``ETag`` makes a write fail with 412 when someone changed it since it was
+    read."""
 
     serializer_class = NamespaceSerializer
     lookup_field = "name"
     filterset_class = NamespaceFilter
+    kind = "namespace"
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ns = self.get_object()
@@ -247,6 +269,7 @@ class NamespaceViewSet(
         ) as (ns, refused):
             if refused is not None:
                 return refused
+            keep_cluster(ns, "namespace", data.validated_data, ns.cluster.name)
             warnings = write(ns, data.validated_data)
         response = self._fresh(ns)
         response.data = {**response.data, "warnings": warnings}
@@ -272,16 +295,45 @@ class NamespaceViewSet(
         team = Team.objects.filter(slug=values["team"]).first()
         if team is None:
             raise ValidationError({"team": ["No such team."]})
-        if Namespace.objects.filter(name=values["name"]).exists():
-            raise ValidationError({"name": ["This namespace already exists."]})
+        cluster = self.chosen_cluster(values.get("cluster"))
+        if Namespace.objects.filter(cluster=cluster, name=values["name"]).exists():
+            raise ValidationError({"name": [already_there(cluster, "namespace", values["name"])]})
         ns = tenant_services.save_namespace(
             actor=request.user,
-            namespace=Namespace(name=values["name"], team=team, description=values["description"]),
+            namespace=Namespace(
+                name=values["name"],
+                team=team,
+                description=values["description"],
+                cluster=cluster,
+            ),
             source="api",
         )
         response = self._fresh(ns)
         response.status_code = status.HTTP_201_CREATED
         return response
+
+    @extend_schema(
+        request=NamespacePatchSerializer,
+        responses={200: NamespaceSerializer},
+        parameters=[IF_MATCH],
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Change the namespace's description (platform admins); its cluster stays."""
+        target = self.get_object()  # another team's namespace: 404
+        require_platform_admin(request.user)
+        data = NamespacePatchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with guarded_write(request, Namespace.objects.all(), target.pk, namespace_etag) as (
+            ns,
+            refused,
+        ):
+            if refused is not None:
+                return refused
+            keep_cluster(ns, "namespace", data.validated_data, target.cluster.name)
+            if "description" in data.validated_data:
+                ns.description = data.validated_data["description"]
+                tenant_services.save_namespace(actor=request.user, namespace=ns, source="api")
+        return self._fresh(ns)
 
     @extend_schema(parameters=[IF_MATCH_REQUIRED])
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -349,7 +401,7 @@ class NamespaceViewSet(
         teams = list_teams_for_user(self.request.user)
         return (
             Namespace.objects.filter(team__in=teams)
-            .select_related("team")
+            .select_related("team", "cluster")
             .prefetch_related("quota_items", "limit_items")
         )
 

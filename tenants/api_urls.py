@@ -7,3 +7,8 @@ router.register("memberships", MembershipViewSet, basename="membership")
 router.register("namespaces", NamespaceViewSet, basename="namespace")
 router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
 urlpatterns = router.urls
+
+# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+in_cluster = app_router()
+in_cluster.register("namespaces", NamespaceViewSet, basename="cluster-namespace")
+cluster_urlpatterns = in_cluster.urls

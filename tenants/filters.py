@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from portal.api_clusters import ClusterFilter
 from portal.filters import StrictFilterSet, TeamFilter
 from tenants.models import Membership, Namespace
 from tenants.selectors import list_teams_for_user
 
 
 class NamespaceFilter(StrictFilterSet):
+    cluster = ClusterFilter()
     team = TeamFilter(teams=list_teams_for_user)
 
     class Meta:
         model = Namespace
-        fields = ["team"]
+        fields = ["cluster", "team"]
 
 
 class MembershipFilter(StrictFilterSet):

@@ -306,6 +306,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api_schema.add_error_responses",
         "portal.api_schema.query_values_are_not_empty",
+        "portal.api_schema.nested_routes_name_the_cluster_once",
     ],
 }
 
