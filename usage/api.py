@@ -12,8 +12,9 @@ from rest_framework.views import APIView
 
 from portal.api_safety import StrictQuery
 from usage import reports
+from usage.exports import as_csv, cluster_named, report_rows
 from usage.forms import DAYS
-from usage.views import as_csv, report_rows, requested_teams
+from usage.views import requested_teams
 
 
 class ReportQuery(StrictQuery):
@@ -21,6 +22,7 @@ class ReportQuery(StrictQuery):
     format = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
     team = serializers.CharField(required=False, default="", max_length=63)
     resource = serializers.CharField(required=False, default="", max_length=128)
+    cluster = serializers.CharField(required=False, default="", max_length=63)
 
 
 class ReportView(APIView):
@@ -44,6 +46,12 @@ class ReportView(APIView):
             OpenApiParameter("format", str, enum=["json", "csv"]),
             OpenApiParameter("team", str, description="One of your teams (its slug)."),
             OpenApiParameter(
+                "cluster",
+                str,
+                description="One cluster (its name); none: every cluster. Another name is a"
+                " 400 naming it.",
+            ),
+            OpenApiParameter(
                 "resource",
                 str,
                 description="One resource, e.g. nvidia.com/mig-3g.40gb; only for the reports"
@@ -62,7 +70,8 @@ class ReportView(APIView):
         data = query.validated_data
         period = reports.last_days(int(data["days"]))
         teams = requested_teams(request.user, data["team"])
-        rows = report_rows(name, period, teams, data["resource"])
+        cluster = cluster_named(data["cluster"])
+        rows = report_rows(name, period, teams, data["resource"], cluster=cluster)
         if query.validated_data["format"] == "csv":
             return HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")
         return Response(rows)

@@ -1,6 +1,11 @@
 """Reports over the usage rollups: GPU-hours, quota utilisation, wait times, borrowing and
-lending, idle capacity, and suggestions. Each report is a list of flat rows (the same for
-the page, the API and CSV)."""
+lending, idle capacity, and suggestions. Each report is a list of rows (the same for the
+page, the API and CSV).
+
+Every report takes ``cluster``: one cluster's series, or (None) every cluster's. A team is
+global, so its use is summed over its namespaces on every cluster, each cluster's part in
+``clusters``; a namespace, queue or pool belongs to one cluster, so its rows name it
+(``cluster``) and two of the same name on two clusters are two rows, never one sum."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from django.db.models import Min, Q, Sum
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
+from cluster.models import Cluster
 from tenants.models import Namespace, Team
 from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
 
@@ -87,8 +93,10 @@ def last_days(days: int, now: dt.datetime | None = None) -> Period:
     return Period.last(days, now=now, rolled_up_to=upto)
 
 
-def _rollups(period: Period, kind: str) -> Any:
+def _rollups(period: Period, kind: str, cluster: Cluster | None = None) -> Any:
     rows = Rollup.objects.filter(kind=kind)
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
     if period.partial_from is None:
         return rows.filter(period=period.granularity, start__gte=period.start, start__lt=period.end)
     return rows.filter(
@@ -97,9 +105,9 @@ def _rollups(period: Period, kind: str) -> Any:
     )
 
 
-def data_start(period: Period) -> dt.datetime | None:
+def data_start(period: Period, *, cluster: Cluster | None = None) -> dt.datetime | None:
     """The first bucket with any history in the period (None: no history in it)."""
-    first = _rollups(period, Sample.Kind.TEAM).aggregate(first=Min("start"))["first"]
+    first = _rollups(period, Sample.Kind.TEAM, cluster).aggregate(first=Min("start"))["first"]
     return period.bucket(first) if first else None
 
 
@@ -108,15 +116,21 @@ def _scoped(rows: Any, teams: Iterable[str] | None) -> Any:
 
 
 def gpu_hours(
-    period: Period, *, by: str = "team", teams: Iterable[str] | None = None
+    period: Period,
+    *,
+    by: str = "team",
+    teams: Iterable[str] | None = None,
+    cluster: Cluster | None = None,
 ) -> list[dict[str, Any]]:
     """GPU-hours (MIG profiles weighted by their share of a GPU) and device-hours per team,
     namespace, resource, or ClusterQueue flavor and resource (``by="queue"``: what the
-    queues admitted, not team data, so never scoped)."""
+    queues admitted, not team data, so never scoped). A team's (and a team's resource's)
+    hours are summed over the clusters, each one's part in ``clusters``; a namespace's and
+    a queue's rows name their cluster."""
     if by == "queue":
         kind, fields = Sample.Kind.QUEUE, ["owner", "flavor", "resource"]
         names = {"owner": "cluster_queue", "flavor": "flavor", "resource": "resource"}
-        rollups = _rollups(period, kind)
+        rollups = _rollups(period, kind, cluster)
     else:
         kind = Sample.Kind.TEAM
         fields = {
@@ -125,121 +139,154 @@ def gpu_hours(
             "resource": ["owner", "resource"],
         }[by]
         names = {"owner": "team", "scope": "namespace", "resource": "resource"}
-        rollups = _scoped(_rollups(period, kind), teams)
+        rollups = _scoped(_rollups(period, kind, cluster), teams)
     rows = (
-        rollups.values(*fields)
+        rollups.values(*fields, "cluster__name")
         .annotate(gpu=Sum("gpu_seconds"), devices=Sum("used_seconds"))
-        .order_by(*fields)
+        .order_by(*fields, "cluster__name")
     )
-    return [
+    hours = [
         {
+            "cluster": row["cluster__name"],
             **{names[f]: row[f] for f in fields},
             "gpu_hours": round(row["gpu"] / HOUR, 3),
             "device_hours": round(row["devices"] / HOUR, 3),
         }
         for row in rows
     ]
+    return _summed_over_clusters(hours) if by in ("team", "resource") else hours
+
+
+def _summed_over_clusters(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one team's use per cluster (in order, a team's clusters together) summed into
+    one row per team (and resource), each cluster's part kept in ``clusters``."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        part = {k: row[k] for k in ("cluster", "gpu_hours", "device_hours")}
+        key = tuple(v for k, v in row.items() if k not in part)
+        if key not in out:
+            out[key] = {k: v for k, v in row.items() if k not in part}
+            out[key].update(gpu_hours=0.0, device_hours=0.0, clusters=[])
+        total = out[key]
+        total["gpu_hours"] = round(total["gpu_hours"] + part["gpu_hours"], 3)
+        total["device_hours"] = round(total["device_hours"] + part["device_hours"], 3)
+        total["clusters"].append(part)
+    return list(out.values())
+
+
+def _averages(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
+        "average_limit": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
+        "utilisation": round(row["used"] / row["cap"], 4) if row["cap"] else None,
+    }
 
 
 def quota_utilisation(
-    period: Period, *, teams: Iterable[str] | None = None
+    period: Period, *, teams: Iterable[str] | None = None, cluster: Cluster | None = None
 ) -> list[dict[str, Any]]:
     """Average use against the namespace quota (requests.<resource>) and, per ClusterQueue,
-    against its nominal quota."""
-    out = []
+    against its nominal quota; each row on its cluster."""
+    sums = {
+        "used": Sum("used_seconds"),
+        "cap": Sum("capacity_seconds"),
+        "covered": Sum("covered_seconds"),
+    }
     team_rows = (
-        _scoped(_rollups(period, Sample.Kind.TEAM), teams)
+        _scoped(_rollups(period, Sample.Kind.TEAM, cluster), teams)
         .exclude(capacity_seconds=0)
-        .values("owner", "scope", "resource")
-        .annotate(
-            used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Sum("covered_seconds")
-        )
-        .order_by("owner", "scope", "resource")
+        .values("owner", "scope", "resource", "cluster__name")
+        .annotate(**sums)
+        .order_by("owner", "scope", "resource", "cluster__name")
     )
-    for row in team_rows:
-        out.append(
-            {
-                "level": "namespace quota",
-                "owner": f"{row['owner']}/{row['scope']}",
-                "resource": row["resource"],
-                "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
-                "average_limit": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
-                "utilisation": round(row["used"] / row["cap"], 4) if row["cap"] else None,
-            }
-        )
+    out = [
+        {
+            "cluster": row["cluster__name"],
+            "level": "namespace quota",
+            "owner": f"{row['owner']}/{row['scope']}",
+            "resource": row["resource"],
+            **_averages(row),
+        }
+        for row in team_rows
+    ]
     if teams is None:
         queue_rows = (
-            _rollups(period, Sample.Kind.QUEUE)
-            .values("owner", "flavor", "resource")
-            .annotate(
-                used=Sum("used_seconds"),
-                cap=Sum("capacity_seconds"),
-                covered=Sum("covered_seconds"),
-            )
-            .order_by("owner", "flavor", "resource")
+            _rollups(period, Sample.Kind.QUEUE, cluster)
+            .values("owner", "flavor", "resource", "cluster__name")
+            .annotate(**sums)
+            .order_by("owner", "flavor", "resource", "cluster__name")
         )
-        for row in queue_rows:
-            out.append(
-                {
-                    "level": "ClusterQueue nominal",
-                    "owner": f"{row['owner']} ({row['flavor']})",
-                    "resource": row["resource"],
-                    "average_used": round(row["used"] / row["covered"], 3) if row["covered"] else 0,
-                    "average_limit": round(row["cap"] / row["covered"], 3) if row["covered"] else 0,
-                    "utilisation": round(row["used"] / row["cap"], 4) if row["cap"] else None,
-                }
-            )
+        out += [
+            {
+                "cluster": row["cluster__name"],
+                "level": "ClusterQueue nominal",
+                "owner": f"{row['owner']} ({row['flavor']})",
+                "resource": row["resource"],
+                **_averages(row),
+            }
+            for row in queue_rows
+        ]
     return out
 
 
-def wait_times(period: Period, *, teams: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Per ClusterQueue: workloads admitted in the period (with ``teams``: those of the
-    teams' namespaces) and their wait at the 50th, 90th and 99th percentile, in seconds
-    (PostgreSQL's percentile_cont). The wait is admitted - queued: from the creation, or
-    from the requeue after an eviction to the admission that followed (never the time a
-    workload ran before Kueue evicted it)."""
+def wait_times(
+    period: Period, *, teams: Iterable[str] | None = None, cluster: Cluster | None = None
+) -> list[dict[str, Any]]:
+    """Per ClusterQueue (of each cluster): workloads admitted in the period (with ``teams``:
+    those of the teams' namespaces) and their wait at the 50th, 90th and 99th percentile,
+    in seconds (PostgreSQL's percentile_cont). The wait is admitted - queued: from the
+    creation, or from the requeue after an eviction to the admission that followed (never
+    the time a workload ran before Kueue evicted it)."""
     scoped, params = "", list[Any]([period.start, period.end])
+    if cluster is not None:
+        scoped += " AND w.cluster_id = %s"
+        params.append(cluster.pk)
     if teams is not None:
-        scoped = f"""AND namespace IN (SELECT ns.name FROM {Namespace._meta.db_table} ns
+        scoped += f""" AND (w.cluster_id, w.namespace) IN (
+            SELECT ns.cluster_id, ns.name FROM {Namespace._meta.db_table} ns
             JOIN {Team._meta.db_table} t ON t.id = ns.team_id
             WHERE t.slug = ANY(%s))"""
         params.append(list(teams))
     sql = f"""
-        SELECT cluster_queue, count(*),
+        SELECT c.name, w.cluster_queue, count(*),
                percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (
-                   ORDER BY extract(epoch FROM admitted_at - coalesce(queued_at, created_at)))
-        FROM {WorkloadRecord._meta.db_table}
-        WHERE admitted_at >= %s AND admitted_at < %s {scoped}
-        GROUP BY cluster_queue ORDER BY cluster_queue
+                   ORDER BY extract(epoch FROM w.admitted_at
+                                               - coalesce(w.queued_at, w.created_at)))
+        FROM {WorkloadRecord._meta.db_table} w
+        JOIN {Cluster._meta.db_table} c ON c.id = w.cluster_id
+        WHERE w.admitted_at >= %s AND w.admitted_at < %s {scoped}
+        GROUP BY w.cluster_queue, c.name ORDER BY w.cluster_queue, c.name
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
         {
+            "cluster": cluster_name,
             "cluster_queue": queue or "(no queue)",
             "admitted": count,
             "p50_s": round(p[0], 1),
             "p90_s": round(p[1], 1),
             "p99_s": round(p[2], 1),
         }
-        for queue, count, p in rows
+        for cluster_name, queue, count, p in rows
     ]
 
 
-def borrowing(period: Period) -> list[dict[str, Any]]:
-    """Per ClusterQueue, flavor and resource: average borrowed from the cohort and lent to it
-    (lent is estimated: Kueue reports who borrows, not who lends)."""
+def borrowing(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
+    """Per ClusterQueue (of each cluster), flavor and resource: average borrowed from the
+    cohort and lent to it (lent is estimated: Kueue reports who borrows, not who lends)."""
     rows = (
-        _rollups(period, Sample.Kind.QUEUE)
-        .values("scope", "owner", "flavor", "resource")
+        _rollups(period, Sample.Kind.QUEUE, cluster)
+        .values("scope", "owner", "flavor", "resource", "cluster__name")
         .annotate(
             b=Sum("borrowed_seconds"), lent=Sum("lent_seconds"), covered=Sum("covered_seconds")
         )
-        .order_by("scope", "owner", "flavor", "resource")
+        .order_by("scope", "owner", "flavor", "resource", "cluster__name")
     )
     return [
         {
+            "cluster": row["cluster__name"],
             "cohort": row["scope"] or "(none)",
             "cluster_queue": row["owner"],
             "flavor": row["flavor"],
@@ -253,22 +300,23 @@ def borrowing(period: Period) -> list[dict[str, Any]]:
     ]
 
 
-def idle_capacity(period: Period) -> list[dict[str, Any]]:
-    """Per pool and GPU resource (whole GPUs and each MIG profile): average allocatable,
-    allocated and idle, and idle device-hours."""
+def idle_capacity(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
+    """Per pool (of each cluster) and GPU resource (whole GPUs and each MIG profile):
+    average allocatable, allocated and idle, and idle device-hours."""
     rows = (
-        _rollups(period, Sample.Kind.POOL)
-        .values("owner", "resource")
+        _rollups(period, Sample.Kind.POOL, cluster)
+        .values("owner", "resource", "cluster__name")
         .annotate(
             used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Sum("covered_seconds")
         )
-        .order_by("owner", "resource")
+        .order_by("owner", "resource", "cluster__name")
     )
     out = []
     for row in rows:
         covered = row["covered"] or 0
         out.append(
             {
+                "cluster": row["cluster__name"],
                 "pool": row["owner"],
                 "resource": row["resource"],
                 "average_allocatable": round(row["cap"] / covered, 3) if covered else 0,
@@ -281,27 +329,31 @@ def idle_capacity(period: Period) -> list[dict[str, Any]]:
 
 
 def usage_by_bucket(
-    period: Period, *, teams: Iterable[str] | None = None, resource: str = ""
+    period: Period,
+    *,
+    teams: Iterable[str] | None = None,
+    resource: str = "",
+    cluster: Cluster | None = None,
 ) -> list[dict[str, Any]]:
     """The data behind the usage charts: per team, bucket and resource, the average in use
-    and the quota (summed over the team's namespaces), the hours the bucket covers and
-    whether it is the day in progress. One query, summed in PostgreSQL (today's hours into
-    one day); buckets without data have no row."""
+    and the quota (summed over the team's namespaces, on every cluster or on ``cluster``),
+    the hours the bucket covers and whether it is the day in progress. One query, summed in
+    PostgreSQL (today's hours into one day); buckets without data have no row."""
     teams = None if teams is None else list(teams)
     if teams == []:
         return []  # no team: nothing to ask (an empty IN compiles to no SQL at all)
-    rows = _scoped(_rollups(period, Sample.Kind.TEAM), teams)
+    rows = _scoped(_rollups(period, Sample.Kind.TEAM, cluster), teams)
     if resource:
         rows = rows.filter(resource=resource)
     per_namespace = (
         rows.annotate(bucket=Trunc("start", period.granularity, tzinfo=dt.UTC))
-        .values("owner", "scope", "resource", "bucket")
+        .values("cluster_id", "owner", "scope", "resource", "bucket")
         .annotate(used=Sum("used_seconds"), cap=Sum("capacity_seconds"), cov=Sum("covered_seconds"))
         .order_by()
     )
     inner, params = per_namespace.query.sql_with_params()
-    # Every namespace of a team is sampled at the same times: the bucket covers what the
-    # best-covered one does.
+    # Every namespace of a team, on every cluster, is sampled at the same times: the bucket
+    # covers what the best-covered one does.
     sql = f"""SELECT owner, bucket, resource, sum(used), sum(cap), max(cov)
         FROM ({inner}) AS per_namespace GROUP BY owner, bucket, resource
         ORDER BY owner, bucket, resource"""
@@ -344,29 +396,40 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'s' if count != 1 else ''}"
 
 
+def _on(row: dict[str, Any], several: bool) -> str:
+    """ "on gpu-east: " before a suggestion when the rows it was drawn from span clusters."""
+    return f"on {row['cluster']}: " if several else ""
+
+
 def _unused_quotas(
-    period: Period, teams: Iterable[str] | None, below: float
+    period: Period, teams: Iterable[str] | None, below: float, cluster: Cluster | None
 ) -> tuple[list[dict[str, Any]], int]:
     out, checked = [], 0
-    for row in quota_utilisation(period, teams=teams):
-        if row["level"] != "namespace quota" or row["utilisation"] is None:
-            continue
+    rows = [
+        r
+        for r in quota_utilisation(period, teams=teams, cluster=cluster)
+        if r["level"] == "namespace quota" and r["utilisation"] is not None
+    ]
+    several = len({r["cluster"] for r in rows}) > 1
+    for row in rows:
         checked += 1
         if row["utilisation"] < below and row["average_limit"] >= 1:
             team, namespace = row["owner"].split("/", 1)
             out.append(
                 {
                     "kind": "unused quota",
+                    "cluster": row["cluster"],
                     "subject": row["owner"],
-                    "text": f"{row['owner']} used {row['utilisation']:.0%} of its "
-                    f"{row['average_limit']:g} {row['resource']} on average: lower the quota or "
-                    "lend the queue's share to the cohort.",
+                    "text": f"{_on(row, several)}{row['owner']} used {row['utilisation']:.0%} of "
+                    f"its {row['average_limit']:g} {row['resource']} on average: lower the quota "
+                    "or lend the queue's share to the cohort.",
                     "url": "/quota/new/?"
                     + urlencode(
                         {
                             "team": team,
                             "namespace": namespace,
                             "resource": f"requests.{row['resource']}",
+                            "cluster": row["cluster"],
                         }
                     ),
                 }
@@ -374,28 +437,43 @@ def _unused_quotas(
     return out, checked
 
 
-def _idle_profiles(period: Period, above: float) -> tuple[list[dict[str, Any]], int, int]:
-    waiting: dict[str, float] = defaultdict(float)
+def _idle_profiles(
+    period: Period, above: float, cluster: Cluster | None
+) -> tuple[list[dict[str, Any]], int, int]:
+    """MIG profiles idle in a pool while pods of the same cluster waited for another."""
+    waiting: dict[tuple[str, str], float] = defaultdict(float)
     for row in (
-        _rollups(period, Sample.Kind.TEAM).values("resource").annotate(p=Sum("pending_seconds"))
+        _rollups(period, Sample.Kind.TEAM, cluster)
+        .values("cluster__name", "resource")
+        .annotate(p=Sum("pending_seconds"))
     ):
-        waiting[row["resource"]] = row["p"]
+        waiting[(row["cluster__name"], row["resource"])] = row["p"]
     out, profiles, pools = [], 0, set()
-    for row in idle_capacity(period):
-        if not row["resource"].startswith("nvidia.com/mig-") or row["idle_share"] is None:
-            continue
+    rows = [
+        r
+        for r in idle_capacity(period, cluster=cluster)
+        if r["resource"].startswith("nvidia.com/mig-") and r["idle_share"] is not None
+    ]
+    several = len({r["cluster"] for r in rows}) > 1
+    for row in rows:
         profiles += 1
-        pools.add(row["pool"])
-        others = [r for r, p in waiting.items() if p > 0 and r != row["resource"]]
+        pools.add((row["cluster"], row["pool"]))
+        others = [
+            r
+            for (c, r), p in waiting.items()
+            if c == row["cluster"] and p > 0 and r != row["resource"]
+        ]
         if row["idle_share"] > above and others:
             out.append(
                 {
                     "kind": "idle profile",
+                    "cluster": row["cluster"],
                     "subject": f"{row['pool']} {row['resource']}",
-                    "text": f"{row['resource']} sat {row['idle_share']:.0%} idle in pool "
-                    f"{row['pool']} while pods waited for {', '.join(sorted(others))}: change the "
-                    "pool's MIG layout.",
-                    "url": "/changes/new/?" + urlencode({"pool": row["pool"]}),
+                    "text": f"{_on(row, several)}{row['resource']} sat {row['idle_share']:.0%} "
+                    f"idle in pool {row['pool']} while pods waited for "
+                    f"{', '.join(sorted(others))}: change the pool's MIG layout.",
+                    "url": "/changes/new/?"
+                    + urlencode({"pool": row["pool"], "cluster": row["cluster"]}),
                 }
             )
     return out, profiles, len(pools)
@@ -408,17 +486,19 @@ def suggestions(
     since: dt.datetime | None = None,
     unused_below: float = 0.3,
     idle_above: float = 0.5,
+    cluster: Cluster | None = None,
 ) -> Suggestions:
     """Quotas mostly unused (the teams' own, or every team's) and, for everyone's view
-    (``teams`` None), MIG profiles idle in a pool while other profiles wait. Each opens a
-    prefilled request. ``since``: where the history begins, for the sentence."""
-    items, quotas = _unused_quotas(period, teams, unused_below)
+    (``teams`` None), MIG profiles idle in a pool while other profiles wait on the same
+    cluster. Each opens a prefilled request. ``since``: where the history begins, for the
+    sentence; ``cluster``: one cluster's (None: every cluster's)."""
+    items, quotas = _unused_quotas(period, teams, unused_below, cluster)
     checks = [
         f"{_plural(quotas, 'namespace quota')} over {_span(period, since)}: "
         + f"none used under {unused_below:.0%} of its limit on average"
     ]
     if teams is None:
-        idle, profiles, pools = _idle_profiles(period, idle_above)
+        idle, profiles, pools = _idle_profiles(period, idle_above, cluster)
         items += idle
         checks.append(
             f"{_plural(profiles, 'MIG profile')} in {_plural(pools, 'pool')}: "
@@ -433,14 +513,20 @@ def suggestions(
 
 
 def insights(
-    period: Period, *, unused_below: float = 0.3, idle_above: float = 0.5
+    period: Period,
+    *,
+    unused_below: float = 0.3,
+    idle_above: float = 0.5,
+    cluster: Cluster | None = None,
 ) -> list[dict[str, Any]]:
     """Every team's suggestions (see ``suggestions``)."""
-    return suggestions(period, unused_below=unused_below, idle_above=idle_above).items
+    return suggestions(
+        period, unused_below=unused_below, idle_above=idle_above, cluster=cluster
+    ).items
 
 
-def queue_gpu_hours(period: Period) -> list[dict[str, Any]]:
-    return gpu_hours(period, by="queue")
+def queue_gpu_hours(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
+    return gpu_hours(period, by="queue", cluster=cluster)
 
 
 REPORTS = {

@@ -3,9 +3,7 @@ usage, approvers and platform admins everything and the suggestions."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
@@ -22,6 +20,7 @@ from portal.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
 from usage import charts, reports
+from usage.exports import as_csv, cluster_named, report_rows
 from usage.forms import DAYS, UsageFilterForm
 
 
@@ -43,29 +42,6 @@ def requested_teams(user: Any, team: str) -> list[str] | None:
     if teams is None and not Team.objects.filter(slug=team).exists():
         raise Http404("No such team.")
     return [team]
-
-
-def report_rows(
-    name: str, period: reports.Period, teams: list[str] | None, resource: str = ""
-) -> list[dict[str, Any]]:
-    """A report's rows within the teams (None: every team), of one resource if asked (for
-    reports with a resource column; a ValidationError otherwise)."""
-    if name not in reports.REPORTS:
-        raise Http404(f"No report {name!r}.")
-    if resource and name not in reports.RESOURCE_COLUMN:
-        raise ValidationError({"resource": f"The {name} report has no resource column."})
-    function: Any = reports.REPORTS[name]
-    rows = list(function(period, teams=teams) if name in reports.TEAM_SCOPED else function(period))
-    return [r for r in rows if r["resource"] == resource] if resource else rows
-
-
-def as_csv(rows: list[dict[str, Any]]) -> str:
-    out = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out.getvalue()
 
 
 def _buckets(period: reports.Period, now: dt.datetime) -> list[charts.Bucket]:
@@ -252,7 +228,8 @@ def report_csv(request: HttpRequest, name: str) -> HttpResponse:
     period = reports.last_days(form.cleaned_data["days"])
     teams = requested_teams(request.user, form.cleaned_data["team"])
     try:
-        rows = report_rows(name, period, teams, request.GET.get("resource", ""))
+        cluster = cluster_named(request.GET.get("cluster", ""))
+        rows = report_rows(name, period, teams, request.GET.get("resource", ""), cluster=cluster)
     except ValidationError as error:
         return HttpResponseBadRequest(" ".join(error.messages), content_type="text/plain")
     response = HttpResponse(as_csv(rows), content_type="text/csv; charset=utf-8")

@@ -13,7 +13,7 @@ from django.test import Client
 
 import devcluster
 from cluster.apply import apply_desired_state
-from cluster.connection import check_connection
+from cluster.connection import check_connection, gateway_for
 from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Cluster, Drift, ObservedObject, SyncRun
 from cluster.poll import poll_cluster
@@ -21,6 +21,8 @@ from cluster.services import save_cluster, settings_cluster
 from devcluster import Served
 from devcluster.__main__ import kubeconfig
 from kube import Gateway, connect
+from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
+from tenants.models import Namespace, QuotaItem, Team
 from tests.deploy.conftest import cluster_role
 
 pytestmark = pytest.mark.django_db
@@ -207,3 +209,84 @@ def test_a_kubeconfig_stored_as_the_credential_connects_with_its_context(
     save_cluster(actor=platform_admin, cluster=cluster, source="web")
     tested = check_connection(Cluster.objects.get(name="kc"))
     assert not tested.ok and "the kubeconfig cannot be used" in tested.error
+
+
+def some_queues(cluster: Cluster, team: Team) -> None:
+    """A namespace with a quota and a LocalQueue, a flavor and a ClusterQueue on ``cluster``
+    (the same names on every cluster)."""
+    namespace = Namespace.objects.create(cluster=cluster, name="team-a", team=team)
+    QuotaItem.objects.create(namespace=namespace, resource="requests.nvidia.com/gpu", hard="8")
+    ResourceFlavor.objects.create(cluster=cluster, name="a100")
+    groups = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}
+            ],
+        }
+    ]
+    queue = ClusterQueue.objects.create(cluster=cluster, name="cq-train", resource_groups=groups)
+    LocalQueue.objects.create(namespace=namespace, name="train", cluster_queue=queue)
+
+
+def test_clusters_discovered_differently_each_get_their_own_rendering_at_once(
+    request: pytest.FixtureRequest, settings: Any, platform_admin: Any, team_a: Team
+) -> None:
+    """Three clusters in one portal: the settings' one serves Kueue v1beta1 only, "serve"
+    v1beta2 only, "batch" Volcano and no Kueue. After one poll of each, each one's objects
+    render (and apply) in what that cluster serves, side by side."""
+    served = {
+        "default": Served(kueue=("v1beta1",), volcano=False),
+        "serve": Served(kueue=("v1beta2",), volcano=False),
+        "batch": Served(kueue=()),
+    }
+    demo = {name: devcluster.start(served=s, scenario="none") for name, s in served.items()}
+    for each in demo.values():
+        request.addfinalizer(each.stop)
+    settings.KUBE_URL = demo["default"].url
+    clusters = {"default": settings_cluster()}
+    for name in ("serve", "batch"):
+        clusters[name] = save_cluster(
+            actor=platform_admin,
+            cluster=Cluster(
+                name=name, display_name=name, connection="token", api_url=demo[name].url
+            ),
+            credential=f"{name}-token",
+            source="web",
+        )
+    for cluster in clusters.values():
+        some_queues(cluster, team_a)
+        assert poll_cluster(gateway=gateway_for(cluster), cluster=cluster).error == ""
+    clusters = {name: Cluster.objects.get(pk=c.pk) for name, c in clusters.items()}
+    assert {n: (c.kueue_versions, c.volcano) for n, c in clusters.items()} == {
+        "default": (["v1beta1"], False),
+        "serve": (["v1beta2"], False),
+        "batch": ([], True),
+    }
+
+    rendered = {
+        name: {(m["kind"], m["apiVersion"]) for m in collect_manifests(cluster=c)}
+        for name, c in clusters.items()
+    }
+    queues = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Queue"}
+    assert {n: {k for k in r if k[0] in queues} for n, r in rendered.items()} == {
+        "default": {
+            ("ResourceFlavor", "kueue.x-k8s.io/v1beta1"),
+            ("ClusterQueue", "kueue.x-k8s.io/v1beta1"),
+            ("LocalQueue", "kueue.x-k8s.io/v1beta1"),
+        },
+        "serve": {
+            ("ResourceFlavor", "kueue.x-k8s.io/v1beta2"),
+            ("ClusterQueue", "kueue.x-k8s.io/v1beta2"),
+            ("LocalQueue", "kueue.x-k8s.io/v1beta2"),
+        },
+        "batch": {("Queue", "scheduling.volcano.sh/v1beta1")},
+    }
+    for name, cluster in clusters.items():  # what each cluster is sent, it takes
+        report = apply_desired_state(gateway=gateway_for(cluster), cluster=cluster)
+        assert report.applied and not report.failed, (name, report.failed)
+    applied = AppliedObject.objects.filter(kind__in=queues)
+    assert {(o.cluster.name, o.kind, o.api_version) for o in applied} == {
+        (name, kind, version) for name, objects in rendered.items() for kind, version in objects
+        if kind in queues
+    }  # fmt: skip

@@ -17,6 +17,17 @@ from tests.support import scratch_database
 ALIAS = "before_clusters"
 BEFORE = ("cluster", "0008_observed_node_labels_index")
 SCHEMA = ("cluster", "0009_cluster")
+AFTER = ("cluster", "0010_the_settings_cluster")
+# The other apps as they were before their rows named a cluster (that step, from AFTER on,
+# is test_cluster_rows_migration.py's).
+OTHERS = {
+    "tenants": "0004_requests_moved_to_changes",
+    "queues": "0001_initial",
+    "fleet": "0009_models_moved_out",
+    "health": "0001_initial",
+    "usage": "0002_workloadrecord_queued_at",
+    "changes": "0006_queues_moved",
+}
 NOW = dt.datetime(2026, 11, 30, 10, 42, tzinfo=dt.UTC)
 TABLES = [
     "tenants_team",
@@ -38,8 +49,8 @@ def database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Migration
 
 
 def targets(executor: MigrationExecutor, cluster: tuple[str, str]) -> list[tuple[str, str]]:
-    leaves = [n for n in executor.loader.graph.leaf_nodes() if n[0] != "cluster"]
-    return [*leaves, cluster]
+    leaves = [n for n in executor.loader.graph.leaf_nodes() if n[0] not in {"cluster", *OTHERS}]
+    return [*leaves, *OTHERS.items(), cluster]
 
 
 def fill(executor: MigrationExecutor) -> None:
@@ -83,7 +94,7 @@ def test_an_existing_installation_becomes_the_one_cluster_its_settings_name(
     assert before["tenants_namespace"] and before["fleet_observednode"]
 
     database.loader.build_graph()
-    database.migrate(database.loader.graph.leaf_nodes())
+    database.migrate(targets(database, AFTER))
     assert clusters() == [("gpu-main", "Gpu main", "general", "settings", "")]
     assert dump() == before  # nothing else changed
 
@@ -92,7 +103,7 @@ def test_an_existing_installation_becomes_the_one_cluster_its_settings_name(
     assert clusters() == []
     assert dump() == before
     database.loader.build_graph()
-    database.migrate(database.loader.graph.leaf_nodes())
+    database.migrate(targets(database, AFTER))
     database.loader.build_graph()
-    database.migrate(database.loader.graph.leaf_nodes())  # twice: still one
+    database.migrate(targets(database, AFTER))  # twice: still one
     assert [c[0] for c in clusters()] == ["gpu-main"]

@@ -4,6 +4,7 @@ clear error; the credential never comes back out (page, API, audit)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,34 @@ def test_registering_the_same_name_twice_is_a_field_error(
     assert "another-token" not in page
     assert Cluster.objects.get(name="gpu-east").display_name == "GPU east"
     assert AuditEvent.objects.filter(event="cluster.registered").count() == 1
+
+
+def test_every_stored_credential_a_kubeconfig_too_is_encrypted_and_rotated(
+    platform_admin: Any, settings: Any
+) -> None:
+    kubeconfig = (
+        "apiVersion: v1\nkind: Config\ncurrent-context: east\n"
+        "clusters: [{name: east, cluster: {server: 'https://10.0.0.2:6443'}}]\n"
+        f"users: [{{name: east, user: {{token: {TOKEN}}}}}]\n"
+        "contexts: [{name: east, context: {cluster: east, user: east}}]\n"
+    )
+    register(platform_admin)
+    west = Cluster(
+        name="gpu-west", display_name="GPU west", connection="kubeconfig", kubeconfig_context="east"
+    )
+    save_cluster(actor=platform_admin, cluster=west, credential=kubeconfig, source="web")
+    for name in ("gpu-east", "gpu-west"):
+        stored = raw_credential(name)
+        assert TOKEN not in stored and "apiVersion" not in stored and "10.0.0.2" not in stored
+    new_key = Fernet.generate_key().decode()
+    settings.QM_CREDENTIALS_KEY = f"{new_key},{OLD_KEY}"
+    out = io.StringIO()
+    call_command("rotate_cluster_credentials", stdout=out)
+    assert out.getvalue() == "re-encrypted 2 cluster credential(s) under the first key\n"
+    settings.QM_CREDENTIALS_KEY = new_key  # only the new key: both still read
+    assert credentials.decrypt(raw_credential("gpu-east"), cluster="gpu-east") == TOKEN
+    assert credentials.decrypt(raw_credential("gpu-west"), cluster="gpu-west") == kubeconfig.strip()
+    call_command("check", "--tag", "database", "--database", "default")  # starts: no E001
+    assert gateway_for(Cluster.objects.get(name="gpu-west")).api.configuration.host == (
+        "https://10.0.0.2:6443"
+    )

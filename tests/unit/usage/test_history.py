@@ -88,8 +88,13 @@ def test_gpu_hours_with_mig_weighting_and_a_gap(settings: Any) -> None:
     rows = {r["team"]: r for r in reports.gpu_hours(period)}
     # team-a is covered 10:00-10:40 (the 10:25 sample stands for 15 minutes) and 11:10-12:00:
     # 90 minutes of two GPUs' worth; the 30 unknown minutes are not guessed.
-    assert rows["team-a"] == {"team": "team-a", "gpu_hours": 3.0, "device_hours": 6.0}
-    assert rows["team-b"] == {"team": "team-b", "gpu_hours": 1.0, "device_hours": 1.0}
+    assert rows["team-a"] == {
+        "team": "team-a",
+        "gpu_hours": 3.0,
+        "device_hours": 6.0,
+        "clusters": [{"cluster": "default", "gpu_hours": 3.0, "device_hours": 6.0}],
+    }
+    assert rows["team-b"]["gpu_hours"] == rows["team-b"]["device_hours"] == 1.0
     utilisation = {r["owner"]: r for r in reports.quota_utilisation(period)}
     assert utilisation["team-a/team-a"]["utilisation"] == 0.5  # 4 of 8 while covered
     assert utilisation["team-b/team-b"]["utilisation"] == 0.25
@@ -106,6 +111,7 @@ def test_a_node_that_disappears_stops_counting_as_idle(settings: Any) -> None:
     roll_up(now=at(180))
     (row,) = reports.idle_capacity(reports.Period(at(0), at(120)))
     assert row == {
+        "cluster": "default",
         "pool": "train",
         "resource": "nvidia.com/mig-3g.40gb",
         "average_allocatable": 12.0,
@@ -139,7 +145,9 @@ def test_days_roll_up_from_hours_and_old_rows_go(settings: Any) -> None:
     assert Rollup.objects.filter(period="hour").count() == 25
     assert not Sample.objects.exists()  # older than a day and rolled up
     rows = reports.gpu_hours(reports.Period(start, start + dt.timedelta(days=2)))
-    assert rows == [{"team": "team-a", "gpu_hours": 48.0, "device_hours": 48.0}]
+    assert [(r["team"], r["gpu_hours"], r["device_hours"]) for r in rows] == [
+        ("team-a", 48.0, 48.0)
+    ]
 
 
 @pytest.mark.django_db
@@ -157,6 +165,7 @@ def test_wait_percentiles_per_queue() -> None:
     )
     (row,) = reports.wait_times(reports.Period(at(0), at(180)))
     assert row == {
+        "cluster": "default",
         "cluster_queue": "cq-train",
         "admitted": 5,
         "p50_s": 180.0,
@@ -221,6 +230,7 @@ def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
     record = WorkloadRecord.objects.get()
     assert (record.queued_at, record.admitted_at) == (requeued, requeued + dt.timedelta(seconds=90))
     assert reports.wait_times(period)[0] | {"p90_s": 0, "p99_s": 0} == {
+        "cluster": "default",
         "cluster_queue": "cq-train",
         "admitted": 1,
         "p50_s": 90.0,
@@ -288,8 +298,14 @@ def test_today_counts_its_hours_once_and_is_one_partial_bucket() -> None:
         (nov(6).isoformat(), 4.0, 16.0, 24.0, False),
         (nov(7).isoformat(), 10.0, 20.0, 14.0, True),
     ]
+    hours = 4 * 48 + 10 * 14
     assert reports.gpu_hours(period) == [
-        {"team": "team-a", "gpu_hours": 4 * 48 + 10 * 14, "device_hours": 4 * 48 + 10 * 14}
+        {
+            "team": "team-a",
+            "gpu_hours": hours,
+            "device_hours": hours,
+            "clusters": [{"cluster": "default", "gpu_hours": hours, "device_hours": hours}],
+        }
     ]
     assert reports.data_start(period) == nov(5)
     assert reports.usage_by_bucket(period, teams=["team-b"]) == []

@@ -116,7 +116,15 @@ def test_the_csv_is_the_table(history: None) -> None:
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"].startswith('attachment; filename="gpu-hours-')
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert rows == [{"team": "team-a", "gpu_hours": "288.0", "device_hours": "288.0"}]
+    assert rows == [
+        {
+            "team": "team-a",
+            "gpu_hours": "288.0",
+            "device_hours": "288.0",
+            "default gpu_hours": "288.0",  # its part on each cluster
+            "default device_hours": "288.0",
+        }
+    ]
     assert login("lead-a").get("/reports/nope.csv").status_code == 404
 
 
@@ -124,12 +132,20 @@ def test_the_api_gives_json_or_csv(history: None) -> None:
     client = login("approver")
     waits = client.get("/api/v1/reports/wait-times/?days=7").json()
     assert waits == [
-        {"cluster_queue": "cq-train", "admitted": 3, "p50_s": 90.0, "p90_s": 498.0, "p99_s": 589.8}
+        {
+            "cluster": "default",
+            "cluster_queue": "cq-train",
+            "admitted": 3,
+            "p50_s": 90.0,
+            "p90_s": 498.0,
+            "p99_s": 589.8,
+        }
     ]
     text = client.get("/api/v1/reports/idle-capacity/?days=7&format=csv").content.decode()
     assert (
         text.splitlines()[0]
-        == "pool,resource,average_allocatable,average_allocated,idle_share,idle_device_hours"
+        == "cluster,pool,resource,average_allocatable,average_allocated,idle_share,"
+        "idle_device_hours"
     )
     assert client.get("/api/v1/reports/gpu-hours/?days=5").status_code == 400
     assert client.get("/api/v1/reports/nope/").status_code == 404
@@ -198,6 +214,7 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
     )
     assert found["unused quota"]["url"] == (
         "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
+        "&cluster=default"
     )
     assert found["idle profile"]["text"] == (
         "nvidia.com/mig-1g.10gb sat 88% idle in pool dev while pods waited for "
@@ -207,9 +224,9 @@ def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: Non
     assert "Open a prefilled request" in page
     assert (
         'href="/quota/new/?team=team-infer&amp;namespace=team-infer'
-        '&amp;resource=requests.nvidia.com%2Fgpu"'
+        '&amp;resource=requests.nvidia.com%2Fgpu&amp;cluster=default"'
     ) in page
-    assert 'href="/changes/new/?pool=dev"' in page
+    assert 'href="/changes/new/?pool=dev&amp;cluster=default"' in page
 
 
 def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
@@ -218,6 +235,7 @@ def test_the_suggestions_links_open_prefilled_forms(demo: None) -> None:
     client = login("admin")
     page = client.get(
         "/quota/new/?team=team-infer&namespace=team-infer&resource=requests.nvidia.com%2Fgpu"
+        "&cluster=default"
     ).content.decode()
     assert 'value="requests.nvidia.com/gpu"' in page
     now = timezone.now()
@@ -242,6 +260,7 @@ def test_gpu_hours_per_cluster_queue(history: None) -> None:
     rows = login("lead-a").get("/api/v1/reports/queue-gpu-hours/?days=7").json()
     assert rows == [
         {
+            "cluster": "default",
             "cluster_queue": "cq-train",
             "flavor": "h100-80gb",
             "resource": "nvidia.com/gpu",
