@@ -170,16 +170,22 @@ def loop_target() -> tuple[str, str]:
     return rendering_for(cluster)
 
 
-def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:
+def first_in_line(
+    per_queue: int = 3, *, cluster_id: int | None = None
+) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
-    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all."""
+    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
+    ``cluster_id``: of that cluster only (None: the queue names of every cluster mixed)."""
     via_local_queue = LocalQueue.objects.filter(
-        namespace__name=OuterRef("namespace"), name=OuterRef("queue_name")
+        namespace__cluster_id=OuterRef("cluster_id"),
+        namespace__name=OuterRef("namespace"),
+        name=OuterRef("queue_name"),
     ).values("cluster_queue__name")[:1]
+    of_cluster = {"cluster_id": cluster_id} if cluster_id is not None else {}
     waiting = (
-        ObservedWorkload.objects.filter(admitted=False, finished=False)
+        ObservedWorkload.objects.filter(admitted=False, finished=False, **of_cluster)
         .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
         .exclude(queue=None)
     )
@@ -253,3 +259,52 @@ def _refused() -> tuple[Refusal, ...]:
         what = f"{failure.kind} {failure.namespace}/{failure.name}"
         refused.append(Refusal(failure.namespace, what, asks))
     return tuple(refused)
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """How fresh one cluster's data on the pages is, from its recent polls: ``ok`` (fresh),
+    or not, with ``since`` the first poll that got no answer (None: stale or never polled)."""
+
+    cluster: Cluster
+    ok: bool
+    since: dt.datetime | None
+    last_ok_at: dt.datetime | None
+    message: str
+
+
+def cluster_statuses(*, now: dt.datetime | None = None) -> list[ClusterStatus]:
+    """Every cluster's freshness, by name, in two queries whatever the number of clusters
+    and polls: each cluster's recent polls read as ``api_status`` reads the one's."""
+    now = now or timezone.now()
+    clusters = list(Cluster.objects.defer("credential").order_by("name"))
+    ranked = SyncRun.objects.annotate(
+        place=Window(RowNumber(), partition_by=[F("cluster_id")], order_by=F("started_at").desc())
+    )
+    runs: dict[int | None, list[SyncRun]] = {}
+    for run in ranked.filter(place__lte=RECENT_POLLS).order_by("cluster_id", "-started_at"):
+        runs.setdefault(run.cluster_id, []).append(run)
+    return [_freshness(cluster, runs.get(cluster.pk, []), now) for cluster in clusters]
+
+
+def _freshness(cluster: Cluster, runs: list[SyncRun], now: dt.datetime) -> ClusterStatus:
+    interval = dt.timedelta(seconds=settings.QM_POLL_SECONDS)
+    last_ok = next((run for run in runs if run.ok), None)
+    ok_at = last_ok.started_at if last_ok else None
+    failing = [
+        run
+        for run in runs
+        if (ok_at is None or run.started_at > ok_at)
+        and (run.error or (run.finished_at is None and now - run.started_at > interval))
+    ]
+    if failing:
+        newest = failing[0]
+        waited = int((now - newest.started_at).total_seconds())
+        why = newest.error or f"no answer for {waited} s"
+        return ClusterStatus(cluster, False, failing[-1].started_at, ok_at, why)
+    if ok_at is None:
+        return ClusterStatus(cluster, False, None, None, "not polled yet")
+    age = int((now - ok_at).total_seconds())
+    if now - ok_at > 3 * interval:
+        return ClusterStatus(cluster, False, None, ok_at, f"no poll for {age} s")
+    return ClusterStatus(cluster, True, None, ok_at, f"polled {age} s ago")
