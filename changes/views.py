@@ -4,10 +4,14 @@ requests (list and inbox, the form, the request with its decision)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -20,15 +24,36 @@ from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedNode
 from fleet.models import NodePool
+from portal.clusters import chosen_cluster, cluster_choice
 from portal.errors import DomainError, user_message
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin
 
 LIST_PAGE_SIZE = 50
+R = TypeVar("R", bound=Model)
 INBOX_LINE = (  # what a line of the MIG change inbox shows
     *("pk", "kind", "nodes", "target_config", "verdict", "state", "created_at"),
-    *("team__slug", "requested_by__username", "requested_by_id"),
+    *("team__slug", "requested_by__username", "requested_by_id", "cluster_id"),
 )
+
+
+def _of_chosen_cluster(request: HttpRequest, visible: QuerySet[R]) -> QuerySet[R]:
+    """The requests of the chosen cluster (every cluster's when none is chosen)."""
+    chosen = chosen_cluster(request)
+    return visible.filter(cluster_id=chosen.pk) if chosen is not None else visible
+
+
+def _name_clusters(request: HttpRequest, *lists: Iterable[Any]) -> dict[str, Any]:
+    """Each row's cluster as ``row.of_cluster`` when every cluster's rows are shown (the
+    lists name the cluster on each row then), and whether they are."""
+    choice = cluster_choice(request)
+    named = choice.several and choice.chosen is None
+    if named:
+        clusters = {c.pk: c for c in choice.clusters}
+        for rows in lists:
+            for row in rows:
+                row.of_cluster = clusters.get(row.cluster_id)
+    return {"cluster_column": named}
 
 
 def _vary(response: HttpResponse) -> HttpResponse:
@@ -49,21 +74,26 @@ def _add_errors(form: MigChangeForm | QuotaRequestForm, exc: ValidationError) ->
 @login_required
 def change_list(request: HttpRequest) -> HttpResponse:
     # The lists show no assessment: leave the large JSON columns in the database.
-    visible = selectors.list_mig_changes_for_user(request.user).defer(
-        "assessment", "previous_configs", "queue_changes"
+    visible = _of_chosen_cluster(
+        request,
+        selectors.list_mig_changes_for_user(request.user).defer(
+            "assessment", "previous_configs", "queue_changes"
+        ),
     )
     shown = MigChangeFilter(request.GET, queryset=visible, request=request)
     page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     # Every pending request is in the inbox (hundreds at a time): only what a line shows.
     waiting = visible.select_related(None).select_related("team", "requested_by").only(*INBOX_LINE)
+    inbox, requests = selectors.inbox(request.user, waiting), list(page.object_list)
     return render(
         request,
         "changes/change_list.html",
         {
-            "inbox": selectors.inbox(request.user, waiting),
+            "inbox": inbox,
             "page": page,
-            "requests": page.object_list,
+            "requests": requests,
             "may_request": may_request(request.user),
+            **_name_clusters(request, inbox, requests),
         },
     )
 
@@ -229,17 +259,19 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
 
 @login_required
 def quota_list(request: HttpRequest) -> HttpResponse:
-    visible = selectors.list_quota_requests_for_user(request.user)
+    visible = _of_chosen_cluster(request, selectors.list_quota_requests_for_user(request.user))
     shown = QuotaRequestFilter(request.GET, queryset=visible, request=request)
     page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    inbox, requests = selectors.inbox(request.user, visible), list(page.object_list)
     return render(
         request,
         "changes/quota_list.html",
         {
-            "inbox": selectors.inbox(request.user, visible),
+            "inbox": inbox,
             "page": page,
-            "requests": page.object_list,
+            "requests": requests,
             "may_request": may_request(request.user),
+            **_name_clusters(request, inbox, requests),
         },
     )
 

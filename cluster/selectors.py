@@ -227,16 +227,22 @@ def loop_target() -> tuple[str, str]:
     return rendering_for(cluster)
 
 
-def first_in_line(per_queue: int = 3) -> dict[str, list[ObservedWorkload]]:
+def first_in_line(
+    per_queue: int = 3, *, cluster_id: int | None = None
+) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
-    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all."""
+    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
+    ``cluster_id``: of that cluster only (None: the queue names of every cluster mixed)."""
     via_local_queue = LocalQueue.objects.filter(
-        namespace__name=OuterRef("namespace"), name=OuterRef("queue_name")
+        namespace__cluster_id=OuterRef("cluster_id"),
+        namespace__name=OuterRef("namespace"),
+        name=OuterRef("queue_name"),
     ).values("cluster_queue__name")[:1]
+    of_cluster = {"cluster_id": cluster_id} if cluster_id is not None else {}
     waiting = (
-        ObservedWorkload.objects.filter(admitted=False, finished=False)
+        ObservedWorkload.objects.filter(admitted=False, finished=False, **of_cluster)
         .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
         .exclude(queue=None)
     )

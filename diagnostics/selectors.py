@@ -63,23 +63,26 @@ CHANGING_SQL = (  # written out, as the page's other reads of what waits
 
 
 def waiting_in_namespaces(
-    namespaces: list[str], pods: list[ObservedPod] | None = None
+    namespaces: list[str], pods: list[ObservedPod] | None = None, cluster_id: int | None = None
 ) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
-    """Workloads not admitted and Pending pods of these namespaces, with the reason
-    (``pods``: the Pending pods, when the caller has read them already)."""
+    """Workloads not admitted and Pending pods of these namespaces (of cluster
+    ``cluster_id``; None: of every cluster), with the reason (``pods``: the Pending pods,
+    when the caller has read them already)."""
     # Written out, as the failures below: the ORM took longer to build it than to run it.
     workloads = list(
         ObservedWorkload.objects.raw(
             f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE namespace = ANY(%s) "
+            "AND (%s::bigint IS NULL OR cluster_id = %s) "
             "AND NOT finished ORDER BY admitted, namespace, created_at",
-            [list(namespaces)],
+            [list(namespaces), cluster_id, cluster_id],
         )
     )
     if pods is None:
+        of_cluster = {"cluster_id": cluster_id} if cluster_id is not None else {}
         pods = list(
-            ObservedPod.objects.filter(namespace__in=namespaces, phase="Pending").order_by(
-                "namespace", "name"
-            )
+            ObservedPod.objects.filter(
+                namespace__in=namespaces, phase="Pending", **of_cluster
+            ).order_by("namespace", "name")
         )
     return workloads, pods
 
@@ -247,6 +250,7 @@ def explain_waiting(
     *,
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
     pods: list[ObservedPod] | None = None,
+    cluster_id: int | None = None,
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
     ``Explanation``; None for an admitted workload with nothing in its way) and
@@ -256,16 +260,18 @@ def explain_waiting(
     ResourceQuota) -> its observed status, is what a page already read (its bars count
     from it); without it, the quotas a refusal names are read here (one query). ``pods``
     are the Pending pods of these namespaces, ordered by namespace and name, when the caller
-    read them already (the home, with its running ones)."""
-    workloads, pods = waiting_in_namespaces(namespaces, pods)
+    read them already (the home, with its running ones). ``cluster_id``: the namespaces of
+    that cluster (None: of every cluster)."""
+    workloads, pods = waiting_in_namespaces(namespaces, pods, cluster_id)
     now = timezone.now()
     cq_of: dict[tuple[str, str], str] = {}
     if any(not w.cluster_queue for w in workloads):
         cq_of = {
             (ns, lq): cq
-            for ns, lq, cq in LocalQueue.objects.filter(namespace__name__in=namespaces).values_list(
-                "namespace__name", "name", "cluster_queue__name"
-            )
+            for ns, lq, cq in LocalQueue.objects.filter(
+                namespace__name__in=namespaces,
+                **({"namespace__cluster_id": cluster_id} if cluster_id is not None else {}),
+            ).values_list("namespace__name", "name", "cluster_queue__name")
         }
     if pods:
         _explain_pods(pods)
@@ -297,7 +303,7 @@ def explain_waiting(
             cluster_queue=cluster_queue,
             waiting=_waiting(workload, now, pending),
         )
-    failures = _create_failures(namespaces, now, quotas)
+    failures = _create_failures(namespaces, now, quotas, cluster_id)
     attach_estimates(workloads, pods, failures, now)
     return workloads, pods, failures
 
@@ -316,6 +322,7 @@ def _create_failures(
     namespaces: list[str],
     now: dt.datetime,
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None,
+    cluster_id: int | None = None,
 ) -> list[ObservedCreateFailure]:
     """Controllers whose pods the API server refuses, counted against the quotas as last
     polled. The poll drops a failure whose Job is gone; the Job controller retries with
@@ -324,8 +331,9 @@ def _create_failures(
     failures = list(
         ObservedCreateFailure.objects.raw(
             f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
-            "WHERE namespace = ANY(%s) AND last_seen >= %s ORDER BY namespace, kind, name",
-            [list(namespaces), recent],
+            "WHERE namespace = ANY(%s) AND last_seen >= %s "
+            "AND (%s::bigint IS NULL OR cluster_id = %s) ORDER BY namespace, kind, name",
+            [list(namespaces), recent, cluster_id, cluster_id],
         )
     )
     if failures and quotas is None:

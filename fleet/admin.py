@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.contrib import admin
 
 from fleet.models import MigConfig, NodePool
-from portal.admin import AuditedAdmin
+from portal.admin import AuditedAdmin, ClusterScopedAdmin
 
 
 @admin.register(NodePool)
-class NodePoolAdmin(AuditedAdmin):
-    list_display = ["name", "purpose", "mig_config", "node_selector"]
-    list_filter = ["purpose"]
+class NodePoolAdmin(ClusterScopedAdmin):
+    list_display = ["name", "cluster", "purpose", "mig_config", "node_selector"]
+    list_filter = ["cluster", "purpose"]
+    list_select_related = ["cluster"]
     search_fields = ["name"]
 
 

@@ -15,9 +15,12 @@ from portal.selectors import pod_names_for
 def attach_health(nodes: list[ObservedNode]) -> None:
     """Each node's last GPU health (or None), average utilisation and its GPUs drawn as
     strips (one query)."""
-    health = {h.node: h for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])}
+    health = {
+        (h.cluster_id, h.node): h
+        for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])
+    }
     for node in nodes:
-        row = health.get(node.name)
+        row = health.get((node.cluster_id, node.name))
         node.health = row  # type: ignore[attr-defined]
         utils = [
             g["util"] for g in (row.gpus if row is not None else []) if g.get("util") is not None

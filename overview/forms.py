@@ -17,16 +17,29 @@ class NodeSearchForm(forms.Form):
     q = forms.CharField(
         label="Name or label", max_length=253, required=False, help_text=SEARCH_HELP
     )
-    pool = forms.ChoiceField(label="Pool", required=False)
+    pool = forms.CharField(label="Pool", required=False)
 
     def __init__(self, *args: Any, pools: Pools, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pools = pools
-        self.fields["pool"].choices = [  # type: ignore[attr-defined]
-            ("", "All pools"),
-            *((p.name, p.name) for p in pools.rows),
-            (NO_POOL, NO_POOL),
-        ]
+        self.pool_choices = [("", "All pools"), *pools.choices(), (NO_POOL, NO_POOL)]
+
+    def clean_pool(self) -> str:
+        """A pool of the list; a name two clusters' pools share is an error until the
+        cluster is chosen (``cluster/pool`` names one, as the list does)."""
+        name = str(self.cleaned_data.get("pool") or "")
+        if not name:
+            return ""
+        clusters = self.pools.clusters_of(name)
+        if len(clusters) > 1:
+            raise forms.ValidationError(
+                f"Pool {name} is on the clusters {', '.join(clusters)}: choose the cluster."
+            )
+        if self.pools.index(name) is None:
+            raise forms.ValidationError(
+                f"Select a valid choice. {name} is not one of the available choices."
+            )
+        return name
 
     def clean_q(self) -> dict[str, Any]:
         """The words as ``{"names": [...], "labels": {key: value}}``; a label that could not

@@ -25,6 +25,7 @@ from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, O
 from cluster.selectors import ApiStatus, api_status
 from diagnostics.selectors import explain_waiting
 from overview.models import HomeVisit
+from portal.clusters import cluster_choice
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_set_up
@@ -34,11 +35,13 @@ GPU_PREFIX = "nvidia.com/"
 # The namespaces' Pending pods and running GPU pods. Written out: the ORM took longer to
 # build these few reads than the database to answer them.
 PODS_SQL = (
-    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE namespace = ANY(%s) AND (phase = "
-    "'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) ORDER BY namespace, name"
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN "
+    "(SELECT * FROM unnest(%s::bigint[], %s::text[])) AND (phase = 'Pending' OR "
+    "(phase = 'Running' AND gpu_requests <> '{}'::jsonb)) ORDER BY namespace, name"
 )
 HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
-Statuses = dict[tuple[str, str, str], dict[str, Any]]  # (kind, namespace, name) -> status
+# (cluster id, kind, namespace, name) -> status
+Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
 
 
 @dataclass
@@ -58,21 +61,27 @@ class Running:
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """The signed-in user's teams: what they use, what runs, and what waits and why."""
+    """The signed-in user's teams: what they use, what runs, and what waits and why, each
+    team's namespaces grouped by cluster."""
     teams = teams_set_up(request.user)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    names = [ns.name for ns in namespaces]
     api = api_status()
     last_visit = _visited(user_id(request.user), api)
     statuses = _observed_statuses(namespaces)
-    quotas = {(ns, name): s for (kind, ns, name), s in statuses.items() if kind == "ResourceQuota"}
-    pods = list(ObservedPod.objects.raw(PODS_SQL, [names]))
-    running = [p for p in pods if p.phase == "Running"]
-    waiting = [p for p in pods if p.phase == "Pending"]
-    workloads, pending, failures = explain_waiting(names, quotas=quotas, pods=waiting)
-    per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
+    pods = list(
+        ObservedPod.objects.raw(
+            PODS_SQL, [[ns.cluster_id for ns in namespaces], [ns.name for ns in namespaces]]
+        )
+    )
+    on_cluster: dict[int | None, list[Any]] = defaultdict(list)
     for ns in namespaces:
-        ns.observed = per_namespace[ns.name]  # type: ignore[attr-defined]
+        on_cluster[ns.cluster_id].append(ns)
+    for cluster_id, group in on_cluster.items():
+        mine = [p for p in pods if p.cluster_id == cluster_id]
+        _observe(cluster_id, group, statuses, mine, last_visit)
+    clusters = {c.pk: c for c in cluster_choice(request).clusters}
+    for team in teams:
+        team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
     _queue_use(namespaces, statuses)
     any_grant, any_hit = _any_grant_or_hit(teams)
@@ -81,8 +90,47 @@ def home(request: HttpRequest) -> HttpResponse:
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
-    context = {"teams": teams, "sync": api.latest, "api": api, "last_visit": last_visit}
+    context = {
+        "teams": teams,
+        "sync": api.latest,
+        "api": api,
+        "last_visit": last_visit,
+        "several": len(clusters) > 1,
+    }
     return render(request, "overview/home.html", context)
+
+
+def _observe(
+    cluster_id: int | None,
+    namespaces: list[Any],
+    statuses: Statuses,
+    pods: list[ObservedPod],
+    last_visit: dt.datetime | None,
+) -> None:
+    """Each namespace of one cluster with ``observed``: what runs there and what waits."""
+    names = [ns.name for ns in namespaces]
+    quotas = {
+        (ns, name): s
+        for (cid, kind, ns, name), s in statuses.items()
+        if cid == cluster_id and kind == "ResourceQuota"
+    }
+    running = [p for p in pods if p.phase == "Running"]
+    waiting = [p for p in pods if p.phase == "Pending"]
+    workloads, pending, failures = explain_waiting(
+        names, quotas=quotas, pods=waiting, cluster_id=cluster_id
+    )
+    per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
+    for ns in namespaces:
+        ns.observed = per_namespace[ns.name]
+
+
+def _by_cluster(team: Team, clusters: dict[Any, Any]) -> list[tuple[Any, list[Any]]]:
+    """The team's namespaces per cluster, the clusters by name (none without a namespace)."""
+    groups: dict[int | None, list[Any]] = defaultdict(list)
+    for ns in team.namespaces.all():
+        groups[ns.cluster_id].append(ns)
+    named = sorted(groups, key=lambda pk: clusters[pk].name if pk in clusters else "")
+    return [(clusters.get(pk), groups[pk]) for pk in named]
 
 
 def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
@@ -106,21 +154,35 @@ def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
 
 def _observed_statuses(namespaces: list[Any]) -> Statuses:
     """The status of each namespace's ResourceQuota and LocalQueues and of their
-    ClusterQueues, as last polled: one query, so all of the page's numbers are one poll's."""
-    names = [ns.name for ns in namespaces]
-    queues = {lq.cluster_queue.name for ns in namespaces for lq in ns.local_queues.all()}
+    ClusterQueues, as last polled, each on its own cluster: one query, so all of the page's
+    numbers are one poll's."""
+    queues = sorted(
+        {
+            (ns.cluster_id, lq.cluster_queue.name)
+            for ns in namespaces
+            for lq in ns.local_queues.all()
+        }
+    )
+    pairs = "(SELECT * FROM unnest(%s::bigint[], %s::text[]))"
+    table = ObservedObject._meta.db_table
+    namespaced = f"kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {pairs}"
+    queue = f"kind = 'ClusterQueue' AND (cluster_id, name) IN {pairs}"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
-            "WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND namespace = ANY(%s)) "
-            "OR (kind = 'ClusterQueue' AND name = ANY(%s))",
-            [names, sorted(queues)],
+            f"SELECT cluster_id, kind, namespace, name, status FROM {table} "
+            f"WHERE ({namespaced}) OR ({queue})",
+            [
+                [ns.cluster_id for ns in namespaces],
+                [ns.name for ns in namespaces],
+                [pk for pk, _ in queues],
+                [name for _, name in queues],
+            ],
         )
         rows = cursor.fetchall()
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
     return {
-        (kind, ns, name): (json.loads(status) if status else None) or {}
-        for kind, ns, name, status in rows
+        (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
+        for cluster_id, kind, ns, name, status in rows
     }
 
 
@@ -235,7 +297,7 @@ def _quota_use(namespaces: list[Any], statuses: Statuses) -> None:
     share (at most 100) and ``item.over`` whether the use is above the hard limit (a quota
     lowered under its use)."""
     for ns in namespaces:
-        status = statuses.get(("ResourceQuota", ns.name, ns.quota_name))
+        status = statuses.get((ns.cluster_id, "ResourceQuota", ns.name, ns.quota_name))
         used = None if status is None else status.get("used") or {}
         for item in ns.quota_items.all():
             item.used = None if used is None else used.get(item.resource, "0")
@@ -247,8 +309,8 @@ def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
     its ClusterQueue's use of each nominal quota, with what it borrows from its cohort."""
     for ns in namespaces:
         for lq in ns.local_queues.all():
-            lq.seen = statuses.get(("LocalQueue", ns.name, lq.name))
-            cq_status = statuses.get(("ClusterQueue", "", lq.cluster_queue.name), {})
+            lq.seen = statuses.get((ns.cluster_id, "LocalQueue", ns.name, lq.name))
+            cq_status = statuses.get((ns.cluster_id, "ClusterQueue", "", lq.cluster_queue.name), {})
             lq.cq_rows = quota_rows(lq.cluster_queue, cq_status)
             for row in lq.cq_rows:
                 seen = row["used"] != "—"

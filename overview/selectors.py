@@ -26,44 +26,80 @@ HEALTH = NodeHealth._meta.db_table
 
 @dataclass(frozen=True)
 class Pools:
-    """The node pools in the order that decides membership: a node belongs to the first pool
-    (by name) whose labels it carries; a pool without labels selects no node."""
+    """The node pools of one cluster (``cluster_id``; None: of every cluster) in the order
+    that decides membership: a node belongs to the first pool (by name) of its cluster whose
+    labels it carries; a pool without labels selects no node."""
 
     rows: Sequence[NodePool]
+    cluster_id: int | None = None
 
     @classmethod
-    def load(cls) -> Pools:
-        return cls(list(NodePool.objects.order_by("name")))
+    def load(cls, cluster_id: int | None = None) -> Pools:
+        pools = NodePool.objects.select_related("cluster").order_by("cluster__name", "name")
+        if cluster_id is not None:
+            pools = pools.filter(cluster_id=cluster_id)
+        return cls(list(pools), cluster_id)
+
+    def nodes_sql(self, table: str) -> tuple[str, list[Any]]:
+        """SQL: the condition that a node row of ``table`` is of these pools' cluster."""
+        if self.cluster_id is None:
+            return "TRUE", []
+        return f"{table}.cluster_id = %s", [self.cluster_id]
 
     def index(self, name: str) -> int | None:
-        """The pool's place in ``rows`` (-1 for the nodes of no pool; None: no such pool)."""
+        """The pool's place in ``rows`` (-1 for the nodes of no pool; None: no such pool or
+        one whose name pools of two clusters share): ``name``, or ``cluster/name``."""
         if name == NO_POOL:
             return -1
-        return next((i for i, p in enumerate(self.rows) if p.name == name), None)
+        cluster, _, pool = name.rpartition("/")
+        found = [
+            i
+            for i, p in enumerate(self.rows)
+            if p.name == pool and (not cluster or p.cluster.name == cluster)
+        ]
+        return found[0] if len(found) == 1 else None
+
+    def clusters_of(self, name: str) -> list[str]:
+        """The clusters with a pool named ``name`` (a bare name)."""
+        return [p.cluster.name for p in self.rows if p.name == name]
 
     def name_of(self, index: int) -> str:
         return self.rows[index].name if 0 <= index < len(self.rows) else NO_POOL
 
-    def case(self, values: Sequence[Any], default: Any, labels: str) -> tuple[str, list[Any]]:
-        """SQL giving, for a node row whose labels are the column ``labels``, ``values[i]``
-        of its pool ``i`` (``default`` when no pool selects it), and its parameters."""
+    def choices(self) -> list[tuple[str, str]]:
+        """(value, label) of each pool: its name, with its cluster where pools of several
+        clusters are listed."""
+        several = len({p.cluster_id for p in self.rows}) > 1
+        return [
+            (f"{p.cluster.name}/{p.name}", f"{p.name} ({p.cluster.name})")
+            if several
+            else (p.name, p.name)
+            for p in self.rows
+        ]
+
+    def case(self, values: Sequence[Any], default: Any, table: str) -> tuple[str, list[Any]]:
+        """SQL giving, for a node row of ``table``, ``values[i]`` of its pool ``i``
+        (``default`` when no pool selects it), and its parameters."""
         whens: list[str] = []
         params: list[Any] = []
+        several = self.cluster_id is None  # a pool selects the nodes of its own cluster
         for pool, value in zip(self.rows, values, strict=True):
             if pool.node_selector:
-                whens.append(f"WHEN {labels} @> %s::jsonb THEN %s")
-                params += [json.dumps(pool.node_selector), value]
+                mine = f"{table}.cluster_id = %s AND " if several else ""
+                whens.append(f"WHEN {mine}{table}.labels @> %s::jsonb THEN %s")
+                params += [*([pool.cluster_id] if several else []), json.dumps(pool.node_selector)]
+                params.append(value)
         if not whens:
             return "%s", [default]
         return f"(CASE {' '.join(whens)} ELSE %s END)", [*params, default]
 
-    def of_node(self, labels: str) -> tuple[str, list[Any]]:
+    def of_node(self, table: str) -> tuple[str, list[Any]]:
         """SQL: the index of the node's pool (-1 for none)."""
-        return self.case(range(len(self.rows)), -1, labels)
+        return self.case(range(len(self.rows)), -1, table)
 
-    def intended(self, labels: str) -> tuple[str, list[Any]]:
+    def intended(self, table: str) -> tuple[str, list[Any]]:
         """SQL: the MIG config the node's pool intends ('' for none)."""
-        return self.case([p.mig_config for p in self.rows], "", labels)
+        return self.case([p.mig_config for p in self.rows], "", table)
 
 
 @dataclass
@@ -131,12 +167,15 @@ def summed_from(pools: Pools) -> tuple[Any, ...]:
     row it changes (and every node it finds gone), the health collection every node's
     health it reads; with the pools, what the summaries were made of is what they still
     are when this has not changed."""
+    mine, params = pools.nodes_sql("x")
     (stamps,) = _rows(
-        f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since) FROM {NODES}) n,
-                          (SELECT count(*), max(observed_at) FROM {HEALTH}) h""",
-        [],
+        f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since)
+                           FROM {NODES} x WHERE {mine}) n,
+                          (SELECT count(*), max(observed_at) FROM {HEALTH} x WHERE {mine}) h""",
+        [*params, *params],
     )
     return (
+        pools.cluster_id,
         stamps,
         tuple((p.pk, p.name, str(p.node_selector), p.mig_config, p.purpose) for p in pools.rows),
     )
@@ -164,8 +203,9 @@ def _rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
 
 def _count_nodes(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
     """Nodes, GPUs, the reasons for attention and the GPU health, per pool (one query)."""
-    pool_sql, pool_params = pools.of_node("n.labels")
-    intended_sql, intended_params = pools.intended("n.labels")
+    pool_sql, pool_params = pools.of_node("n")
+    intended_sql, intended_params = pools.intended("n")
+    mine, mine_params = pools.nodes_sql("n")
     sql = f"""
         SELECT pool, count(*), coalesce(sum(gpu_count), 0),
                count(*) FILTER (WHERE NOT ready), count(*) FILTER (WHERE unschedulable),
@@ -184,12 +224,12 @@ def _count_nodes(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
                    coalesce(h.error, '') <> '' AS exporter_error,
                    coalesce(h.worst IN ('warning', 'critical'), false) AS unhealthy,
                    ({intended_sql} <> '' AND n.mig_config <> {intended_sql}) AS drifted
-            FROM {NODES} n LEFT JOIN {HEALTH} h ON h.node = n.name
-            WHERE n.gone_since IS NULL
+            FROM {NODES} n LEFT JOIN {HEALTH} h ON h.cluster_id = n.cluster_id AND h.node = n.name
+            WHERE n.gone_since IS NULL AND {mine}
         ) AS node
         GROUP BY pool
     """
-    for row in _rows(sql, [*pool_params, *intended_params, *intended_params]):
+    for row in _rows(sql, [*pool_params, *intended_params, *intended_params, *mine_params]):
         summary = summaries.get(int(row[0]))
         if summary is None:
             continue
@@ -214,16 +254,18 @@ def _count_nodes(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
 def _sum_resources(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
     """Allocatable and allocated per pool and GPU resource (one query). A resource a node
     offers 0 of is absent (old MIG names linger at 0), as on the node rows."""
-    pool_sql, pool_params = pools.of_node("n.labels")
+    pool_sql, pool_params = pools.of_node("n")
+    mine, mine_params = pools.nodes_sql("n")
     offered = amount_sql("e.value")
     held = amount_sql("(n.allocated -> e.key)")
     sql = f"""
         SELECT {pool_sql} AS pool, e.key, sum({offered}), sum({held})
         FROM {NODES} n CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
-        WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/') AND {offered} > 0
+        WHERE n.gone_since IS NULL AND {mine}
+          AND starts_with(e.key, 'nvidia.com/') AND {offered} > 0
         GROUP BY 1, 2 ORDER BY 1, 2
     """
-    for pool, resource, allocatable, allocated in _rows(sql, pool_params):
+    for pool, resource, allocatable, allocated in _rows(sql, [*pool_params, *mine_params]):
         summary = summaries.get(int(pool))
         if summary is not None:
             summary.resources.append(ResourceUse(str(resource), int(allocatable), int(allocated)))
@@ -232,15 +274,17 @@ def _sum_resources(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
 def _layouts(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
     """The MIG configs in use per pool, by GPU product and count, most nodes first (one
     query)."""
-    pool_sql, pool_params = pools.of_node("n.labels")
+    pool_sql, pool_params = pools.of_node("n")
+    mine, mine_params = pools.nodes_sql("n")
     sql = f"""
         SELECT {pool_sql} AS pool, n.mig_config, n.gpu_product, n.gpu_count, count(*),
                count(*) FILTER (WHERE n.mig_config_state = 'failed'),
                count(*) FILTER (WHERE n.mig_config_state = 'pending')
-        FROM {NODES} n WHERE n.gone_since IS NULL
+        FROM {NODES} n WHERE n.gone_since IS NULL AND {mine}
         GROUP BY 1, 2, 3, 4 ORDER BY 1, 5 DESC, 2, 3, 4
     """
-    for pool, config, product, gpus, nodes, failed, pending in _rows(sql, pool_params):
+    rows = _rows(sql, [*pool_params, *mine_params])
+    for pool, config, product, gpus, nodes, failed, pending in rows:
         summary = summaries.get(int(pool))
         if summary is None:
             continue
@@ -270,14 +314,16 @@ def fleet_nodes(
     reconfiguring, not on their pool's config, GPU health at warning or worse) first, then
     by name. Each row carries ``pool_index`` and ``attention``. One pool's nodes are found
     by its labels (the labels' index), not by reading every node's."""
-    column = f'"{NODES}"."labels"'
+    table = f'"{NODES}"'
     # The rows show no labels, capacity or taints: their JSON stays in the database.
     nodes = ObservedNode.objects.filter(gone_since__isnull=True).defer(
         "labels", "capacity", "taints", "row_hash", "resource_version"
     )
+    if pools.cluster_id is not None:
+        nodes = nodes.filter(cluster_id=pools.cluster_id)
     if pool is None:
-        pool_sql, pool_params = pools.of_node(column)
-        intended_sql, intended_params = pools.intended(column)
+        pool_sql, pool_params = pools.of_node(table)
+        intended_sql, intended_params = pools.intended(table)
     else:
         nodes = _in_pool(nodes, pools, pool)
         pool_sql, pool_params = "%s", [pool]
@@ -285,8 +331,8 @@ def fleet_nodes(
     attention = f"""(NOT "{NODES}"."ready" OR "{NODES}"."unschedulable"
         OR "{NODES}"."mig_config_state" IN ('failed', 'pending')
         OR ({intended_sql} <> '' AND "{NODES}"."mig_config" <> {intended_sql})
-        OR "{NODES}"."name" IN (
-            SELECT node FROM {HEALTH} WHERE worst IN ('warning', 'critical')))"""
+        OR ("{NODES}"."cluster_id", "{NODES}"."name") IN (
+            SELECT cluster_id, node FROM {HEALTH} WHERE worst IN ('warning', 'critical')))"""
     nodes = nodes.annotate(
         pool_index=RawSQL(pool_sql, pool_params, output_field=IntegerField()),
         attention=RawSQL(
@@ -308,8 +354,10 @@ def _in_pool(nodes: QuerySet[ObservedNode], pools: Pools, index: int) -> QuerySe
         own = pools.rows[index]
         if not own.node_selector:
             return nodes.none()
-        nodes = nodes.filter(labels__contains=own.node_selector)
-        selecting = [p for p in pools.rows[:index] if p.node_selector]
+        nodes = nodes.filter(cluster=own.cluster, labels__contains=own.node_selector)
+        selecting = [
+            p for p in pools.rows[:index] if p.node_selector and p.cluster_id == own.cluster_id
+        ]
     for earlier in selecting:
-        nodes = nodes.exclude(labels__contains=earlier.node_selector)
+        nodes = nodes.exclude(cluster=earlier.cluster, labels__contains=earlier.node_selector)
     return nodes

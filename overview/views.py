@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
@@ -18,12 +18,22 @@ from django.utils.safestring import SafeString, mark_safe
 from changes.approval import may_request
 from changes.facts import shortfalls_now
 from changes.selectors import list_mig_changes_for_user
-from cluster.models import Drift, ObservedNode, ObservedObject, ObservedPod, ObservedWorkload
+from cluster.models import (
+    AppliedObject,
+    Cluster,
+    Drift,
+    ObservedNode,
+    ObservedObject,
+    ObservedPod,
+    ObservedWorkload,
+    SyncRun,
+)
 from cluster.selectors import api_status, apply_notices, first_in_line, open_drift
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
 from overview.forms import NodeSearchForm
+from portal.clusters import cluster_choice
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.selectors import pod_names_for
@@ -44,21 +54,19 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     (``fleet_nodes``). The same queries for 40 nodes or 5,000."""
     if request.GET.get("q") or request.GET.get("pool"):  # the node search's old address
         return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
+    choice = cluster_choice(request)
     api = api_status()
     problems, warned = apply_notices()
-    drift = list(open_drift()[:DRIFT_SHOWN])
-    pools = selectors.Pools.load()
+    sections = [
+        _fleet_section(cluster, problems, warned, several=choice.several)
+        for cluster in choice.shown
+    ]
     context = {
-        "pools": bool(pools.rows) or ObservedNode.objects.filter(gone_since__isnull=True).exists(),
-        "pool_cards": _pool_cards(pools),
-        "drift": drift,
-        "drift_total": open_drift().count() if len(drift) == DRIFT_SHOWN else len(drift),
+        "sections": sections,
+        "several": choice.several,
         "api": api,
-        "sync": api.latest,
-        "problems": problems,
-        "warned": warned,
         "shortfalls": shortfalls_now(),
-        "form": NodeSearchForm(pools=pools),
+        "form": NodeSearchForm(pools=selectors.Pools.load(_pk(choice.chosen))),
     }
     template = "overview/fleet.html#fleet-body" if request.htmx else "overview/fleet.html"
     response = render(request, template, context)
@@ -66,28 +74,63 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     return response
 
 
-_CARDS: dict[str, Any] = {}  # this process's pool cards, and what they were summed from
+def _pk(cluster: Cluster | None) -> int | None:
+    return cluster.pk if cluster is not None else None
 
 
-def _pool_cards(pools: selectors.Pools) -> SafeString:
-    """The pools summed up, as the Fleet page shows them: summed and drawn again only when
-    the nodes, their health or the pools changed since this process last did (one small
-    query tells; the poll and the health collection change them every minute or so, the
-    pages are read far more often)."""
-    version = selectors.summed_from(pools)
-    if _CARDS.get("version") != version:
+def _fleet_section(
+    cluster: Cluster,
+    problems: list[AppliedObject],
+    warned: list[AppliedObject],
+    *,
+    several: bool,
+) -> dict[str, Any]:
+    """One cluster's part of the Fleet page: its last poll, what was not applied to it or
+    was warned of, its open drift and its pools summed up."""
+    drift = list(open_drift().filter(cluster=cluster)[:DRIFT_SHOWN])
+    pools = selectors.Pools.load(cluster.pk)
+    total = open_drift().filter(cluster=cluster).count() if len(drift) == DRIFT_SHOWN else 0
+    return {
+        "cluster": cluster,
+        "pools": bool(pools.rows)
+        or ObservedNode.objects.filter(cluster=cluster, gone_since__isnull=True).exists(),
+        "pool_cards": _pool_cards(pools, cluster, several=several),
+        "drift": drift,
+        "drift_total": total or len(drift),
+        "sync": SyncRun.objects.filter(cluster=cluster).order_by("-started_at").first(),
+        "problems": [p for p in problems if p.cluster_id == cluster.pk],
+        "warned": [p for p in warned if p.cluster_id == cluster.pk],
+    }
+
+
+# this process's pool cards per cluster, and what they were summed from
+_CARDS: dict[int, dict[str, Any]] = {}
+
+
+def _pool_cards(pools: selectors.Pools, cluster: Cluster, *, several: bool) -> SafeString:
+    """A cluster's pools summed up, as the Fleet page shows them: summed and drawn again
+    only when the nodes, their health or the pools changed since this process last did (one
+    small query tells; the poll and the health collection change them every minute or so,
+    the pages are read far more often)."""
+    version = (several, cluster.name, selectors.summed_from(pools))
+    cards = _CARDS.setdefault(cluster.pk, {})
+    if cards.get("version") != version:
         summaries = selectors.sum_pools(pools)
-        _CARDS["html"] = render_to_string("overview/fleet.html#pool-cards", {"pools": summaries})
-        _CARDS["version"] = version
-    return mark_safe(_CARDS["html"])
+        cards["html"] = render_to_string(
+            "overview/fleet.html#pool-cards",
+            {"pools": summaries, "cluster": cluster, "several": several},
+        )
+        cards["version"] = version
+    return mark_safe(cards["html"])
 
 
 @login_required
 def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
     """Nodes of one pool (or of the whole fleet) found by name or label, NODES_PAGE at a
     time, those needing attention first; htmx gets the list alone (the Fleet page opens a
-    pool's list in place)."""
-    pools = selectors.Pools.load()
+    pool's list in place). The chosen cluster's nodes, or every cluster's."""
+    choice = cluster_choice(request)
+    pools = selectors.Pools.load(_pk(choice.chosen))
     form = NodeSearchForm(request.GET, pools=pools)
     valid = form.is_valid()
     index = form.pool_index() if valid else None
@@ -99,7 +142,9 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
     page = Paginator(found, NODES_PAGE).get_page(request.GET.get("page"))
     nodes = list(page.object_list)
     attach_health(nodes)
+    clusters = {c.pk: c for c in choice.clusters}
     for node in nodes:
+        node.of_cluster = clusters.get(node.cluster_id)  # type: ignore[attr-defined]
         node.pool_name = pools.name_of(node.pool_index)  # type: ignore[attr-defined]
         node.intended = (  # type: ignore[attr-defined]
             pools.rows[node.pool_index].mig_config if node.pool_index >= 0 else ""  # type: ignore[attr-defined]
@@ -117,8 +162,9 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         "pool_pk": pools.rows[index].pk if index is not None and index >= 0 else None,
         "list_id": list_id,
         "query": urlencode(
-            {k: request.GET.get(k, "") for k in ("q", "pool") if request.GET.get(k)}
+            {k: request.GET.get(k, "") for k in ("q", "pool", "cluster") if request.GET.get(k)}
         ),
+        "cluster_column": choice.chosen is None and choice.several,
     }
     template = (
         "overview/fleet_nodes.html#node-list" if request.htmx else "overview/fleet_nodes.html"
@@ -131,21 +177,38 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One node: its GPUs drawn and measured, what needs attention, its pods (your teams'
-    by name, others counted), and its history of changes and drift."""
-    node = get_object_or_404(ObservedNode, name=name)
+    by name, others counted), and its history of changes and drift. Two clusters may
+    each have a node of this name: the chosen cluster's, else the first cluster's (by name),
+    the page linking the others."""
+    chosen = cluster_choice(request).chosen
+    found = ObservedNode.objects.filter(name=name).select_related("cluster")
+    if chosen is not None:
+        found = found.filter(cluster=chosen)
+    same_name = list(found.order_by("cluster__name"))
+    if not same_name:
+        raise Http404("No node of that name.")
+    node = same_name[0]
     attach_health([node])
-    pool = next((p for p in NodePool.objects.order_by("name") if p.selects(node.labels)), None)
+    pools = NodePool.objects.filter(cluster=node.cluster).order_by("name")
+    pool = next((p for p in pools if p.selects(node.labels)), None)
     names = pod_names_for(request.user)
-    pods = list(ObservedPod.objects.filter(node_name=name).order_by("namespace", "name"))
+    pods = list(
+        ObservedPod.objects.filter(cluster=node.cluster, node_name=name).order_by(
+            "namespace", "name"
+        )
+    )
     shown = [p for p in pods if names.named(p.namespace)]
     history = list(
         list_mig_changes_for_user(request.user)
-        .filter(nodes__contains=[name])
+        .filter(cluster=node.cluster, nodes__contains=[name])
         .order_by("-created_at")[:20]
     )
-    drift = list(Drift.objects.filter(subject=name).order_by("-first_seen")[:20])
+    drift = list(
+        Drift.objects.filter(cluster=node.cluster, subject=name).order_by("-first_seen")[:20]
+    )
     context = {
         "node": node,
+        "also_on": [n.cluster for n in same_name[1:]],
         "pool": pool,
         "pods": shown,
         "hidden_pods": len(pods) - len(shown),
@@ -164,47 +227,62 @@ def queues(request: HttpRequest) -> HttpResponse:
     """ClusterQueues by cohort (a tree when cohorts nest) with their quotas and use, what
     each lends, cohort totals, fair-sharing weights and Kueue's shares, the first waiting
     workloads of each queue (another team's unnamed), LocalQueues of your teams (every
-    team's for approvers and admins), and the PriorityClass catalog."""
-    statuses: dict[tuple[str, str], Any] = {}
-    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
-    for o in ObservedObject.objects.filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"]).only(
-        "kind", "namespace", "name", "status"
-    ):
-        if o.kind == "LocalQueue":
-            local[(o.namespace, o.name)] = o.status
-        else:
-            statuses[(o.kind, o.name)] = o.status
-    cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.all()}
-    cqs = list(ClusterQueue.objects.order_by("name"))
-    facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
-    lent = {f.name: fairness.queue_rows(f) for f in facts}
-    roots = fairness.cohort_tree(
-        [_facts(c, cohorts.get(c.parent_id), statuses) for c in cohorts.values()], facts, lent
-    )
-    in_line = first_in_line(PENDING_SHOWN)
+    team's for approvers and admins), and the PriorityClass catalog: of the chosen cluster,
+    or each cluster in a section of its own (cohorts never span clusters)."""
+    choice = cluster_choice(request)
     mine = _my_namespaces(request.user)
-    entries = {
-        cq.name: _queue_entry(cq, fact, lent[cq.name], in_line.get(cq.name, []), mine)
-        for cq, fact in zip(cqs, facts, strict=True)
-    }
-    sections = [(node, [entries[name] for name in node.queues]) for node in fairness.walk(roots)]
-    alone = [entries[f.name] for f in facts if not f.parent]
+    sections = [_queues_of(cluster, request.user, mine) for cluster in choice.shown]
+    for section in sections:
+        section["idp"] = f"c{section['cluster'].pk}-" if choice.several else ""
     return render(
         request,
         "overview/queues.html",
         {
-            "sections": sections,
-            "alone": alone,
-            "roots": roots,
-            "nested": any(root.children for root in roots),
-            "fair_sharing": any("fairSharing" in status for status in statuses.values()),
+            "clusters": sections,
+            "several": choice.several,
+            "fair_sharing": any(s["fair_sharing"] for s in sections),
             "shown": PENDING_SHOWN,
-            "local_queues": _local_queues(request.user, local),
             "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
             "is_admin": is_platform_admin(request.user),
             "sees_all": sees_every_team(request.user),
         },
     )
+
+
+def _queues_of(cluster: Cluster, user: Any, mine: set[tuple[int, str]] | None) -> dict[str, Any]:
+    """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw."""
+    statuses: dict[tuple[str, str], Any] = {}
+    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
+    for o in ObservedObject.objects.filter(
+        cluster=cluster, kind__in=["ClusterQueue", "Cohort", "LocalQueue"]
+    ).only("kind", "namespace", "name", "status"):
+        if o.kind == "LocalQueue":
+            local[(o.namespace, o.name)] = o.status
+        else:
+            statuses[(o.kind, o.name)] = o.status
+    cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
+    cqs = list(ClusterQueue.objects.filter(cluster=cluster).order_by("name"))
+    facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
+    lent = {f.name: fairness.queue_rows(f) for f in facts}
+    roots = fairness.cohort_tree(
+        [_facts(c, cohorts.get(c.parent_id), statuses) for c in cohorts.values()], facts, lent
+    )
+    in_line = first_in_line(PENDING_SHOWN, cluster_id=cluster.pk)
+    entries = {
+        cq.name: _queue_entry(cq, fact, lent[cq.name], in_line.get(cq.name, []), mine)
+        for cq, fact in zip(cqs, facts, strict=True)
+    }
+    return {
+        "cluster": cluster,
+        "sections": [
+            (node, [entries[name] for name in node.queues]) for node in fairness.walk(roots)
+        ],
+        "alone": [entries[f.name] for f in facts if not f.parent],
+        "roots": roots,
+        "nested": any(root.children for root in roots),
+        "fair_sharing": any("fairSharing" in status for status in statuses.values()),
+        "local_queues": _local_queues(user, local, cluster),
+    }
 
 
 PENDING_SHOWN = 3  # waiting workloads named per ClusterQueue on the Queues page
@@ -223,13 +301,14 @@ def _facts(
     )
 
 
-def _my_namespaces(user: Any) -> set[str] | None:
-    """The namespaces whose workloads the user may see by name (None: every one)."""
+def _my_namespaces(user: Any) -> set[tuple[int, str]] | None:
+    """The namespaces, as (cluster id, name), whose workloads the user may see by name
+    (None: every one)."""
     if sees_every_team(user):
         return None
     return set(
         Namespace.objects.filter(team__memberships__user_id=user_id(user)).values_list(
-            "name", flat=True
+            "cluster_id", "name"
         )
     )
 
@@ -239,14 +318,14 @@ def _queue_entry(
     fact: fairness.Facts,
     rows: list[fairness.Row],
     waiting: list[ObservedWorkload],
-    mine: set[str] | None,
+    mine: set[tuple[int, str]] | None,
 ) -> dict[str, Any]:
     status = fact.status
     quota = quota_rows(cq, dict(status))
     for row, lends in zip(quota, rows, strict=True):
         row["lent"] = lends.lent
     for workload in waiting:
-        workload.shown = mine is None or workload.namespace in mine  # type: ignore[attr-defined]
+        workload.shown = mine is None or (workload.cluster_id, workload.namespace) in mine  # type: ignore[attr-defined]
     return {
         "cq": cq,
         "rows": quota,
@@ -258,11 +337,15 @@ def _queue_entry(
     }
 
 
-def _local_queues(user: Any, statuses: dict[tuple[str, str], Any]) -> list[LocalQueue]:
-    """The user's teams' LocalQueues (every team's for approvers and admins), each with
-    ``observed``: Kueue's status of it from the last poll ({} before)."""
-    local_queues = LocalQueue.objects.select_related("namespace__team", "cluster_queue").order_by(
-        "namespace__team__slug", "namespace__name", "name"
+def _local_queues(
+    user: Any, statuses: dict[tuple[str, str], Any], cluster: Cluster
+) -> list[LocalQueue]:
+    """The user's teams' LocalQueues on ``cluster`` (every team's for approvers and admins),
+    each with ``observed``: Kueue's status of it from the last poll ({} before)."""
+    local_queues = (
+        LocalQueue.objects.filter(namespace__cluster=cluster)
+        .select_related("namespace__team", "cluster_queue")
+        .order_by("namespace__team__slug", "namespace__name", "name")
     )
     if not sees_every_team(user):
         local_queues = local_queues.filter(namespace__team__memberships__user_id=user_id(user))

@@ -10,11 +10,13 @@ code that has not chosen one, keep meaning the one cluster they always meant.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.apps import apps
 from django.conf import settings
 from django.db import models
+from django.http import HttpRequest
 
 
 def settings_cluster_id() -> int:
@@ -41,3 +43,69 @@ def cluster_key(**options: Any) -> Any:
         help_text="The Kubernetes cluster this belongs to.",
         **options,
     )
+
+
+SESSION_KEY = "qm_cluster"  # the cluster the pages show, by name ("": every cluster)
+EVERY_CLUSTER = "all"  # ``?cluster=all``: every cluster
+
+
+@dataclass(frozen=True)
+class ClusterChoice:
+    """Which cluster the pages show: ``?cluster=<name>`` chooses it (``all``: every one),
+    the session keeps it. ``chosen`` is None for every cluster; with one cluster it is
+    always that one. ``error`` says why a name asked for was not taken."""
+
+    clusters: tuple[Any, ...]  # every cluster (``cluster.Cluster``), by name
+    chosen: Any | None
+    error: str = ""
+
+    @property
+    def several(self) -> bool:
+        """Whether there is a choice to make (the switcher is shown only then)."""
+        return len(self.clusters) > 1
+
+    @property
+    def shown(self) -> list[Any]:
+        """The clusters a page shows: the chosen one, or every one."""
+        return [self.chosen] if self.chosen is not None else list(self.clusters)
+
+    @property
+    def value(self) -> str:
+        """The switcher's value: the chosen cluster's name, or ``all``."""
+        return self.chosen.name if self.chosen is not None else EVERY_CLUSTER
+
+
+def cluster_choice(request: HttpRequest) -> ClusterChoice:
+    """The request's cluster choice (one query, once per request): a known name in
+    ``?cluster=`` is taken and kept in the session; an unknown one changes nothing and is
+    told in ``error``."""
+    found = getattr(request, "_cluster_choice", None)
+    if isinstance(found, ClusterChoice):
+        return found
+    clusters = tuple(
+        apps.get_model("cluster", "Cluster").objects.defer("credential").order_by("name")
+    )
+    by_name = {c.name: c for c in clusters}
+    session = getattr(request, "session", None)
+    kept = session.get(SESSION_KEY, "") if session is not None else ""
+    asked = request.GET.get("cluster")
+    error = ""
+    if asked is not None:
+        asked = asked.strip()
+        if asked in ("", EVERY_CLUSTER) or asked in by_name:
+            kept = "" if asked == EVERY_CLUSTER else asked
+            if session is not None:
+                session[SESSION_KEY] = kept
+        else:
+            error = f"There is no cluster named “{asked[:63]}”."
+    chosen = by_name.get(kept)
+    if len(clusters) == 1:
+        chosen = clusters[0]
+    choice = ClusterChoice(clusters, chosen, error)
+    request._cluster_choice = choice  # type: ignore[attr-defined]
+    return choice
+
+
+def chosen_cluster(request: HttpRequest) -> Any | None:
+    """The cluster the pages show (``cluster.Cluster``), or None for every cluster."""
+    return cluster_choice(request).chosen

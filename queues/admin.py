@@ -4,21 +4,23 @@ from typing import Any
 
 from django.contrib import admin
 
-from portal.admin import AuditedAdmin
+from portal.admin import AuditedAdmin, ClusterScopedAdmin
 from portal.quantity import format_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
 
 @admin.register(ResourceFlavor)
-class ResourceFlavorAdmin(AuditedAdmin):
-    list_display = ["name", "node_labels", "topology_name"]
+class ResourceFlavorAdmin(ClusterScopedAdmin):
+    list_display = ["name", "cluster", "node_labels", "topology_name"]
+    list_filter = ["cluster"]
     search_fields = ["name"]
 
 
 @admin.register(Cohort)
-class CohortAdmin(AuditedAdmin):
-    list_display = ["name", "parent", "fair_sharing_weight"]
-    list_select_related = ["parent"]
+class CohortAdmin(ClusterScopedAdmin):
+    list_display = ["name", "cluster", "parent", "fair_sharing_weight"]
+    list_filter = ["cluster"]
+    list_select_related = ["parent", "cluster"]
     search_fields = ["name"]
 
 
@@ -29,17 +31,18 @@ class LocalQueueInline(admin.TabularInline):
 
 
 @admin.register(ClusterQueue)
-class ClusterQueueAdmin(AuditedAdmin):
+class ClusterQueueAdmin(ClusterScopedAdmin):
     list_display = [
         "name",
+        "cluster",
         "cohort",
         "fair_sharing_weight",
         "nominal_quota",
         "queueing_strategy",
         "stop_policy",
     ]
-    list_filter = ["cohort", "queueing_strategy", "stop_policy"]
-    list_select_related = ["cohort"]
+    list_filter = ["cluster", "cohort", "queueing_strategy", "stop_policy"]
+    list_select_related = ["cohort", "cluster"]
     search_fields = ["name"]
     inlines = [LocalQueueInline]
 

@@ -297,3 +297,15 @@ class LocalQueue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def clean(self) -> None:
+        """A LocalQueue points at a ClusterQueue of its namespace's cluster."""
+        if not (self.namespace_id and self.cluster_queue_id):
+            return
+        if self.namespace.cluster_id != self.cluster_queue.cluster_id:
+            raise ValidationError(
+                {
+                    "cluster_queue": f"ClusterQueue {self.cluster_queue.name} is on another "
+                    f"cluster than namespace {self.namespace.name}: choose one of its cluster."
+                }
+            )

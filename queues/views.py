@@ -13,10 +13,11 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from portal.clusters import chosen_cluster
 from portal.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
@@ -146,7 +147,13 @@ def _preview_or_save(
 @login_required
 def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     _require_admin(request)
-    cq = get_object_or_404(ClusterQueue.objects.select_related("cohort"), name=name)
+    found = ClusterQueue.objects.select_related("cohort").filter(name=name)
+    chosen = chosen_cluster(request)  # two clusters may each have a queue of this name
+    if chosen is not None:
+        found = found.filter(cluster_id=chosen.pk)
+    cq = found.order_by("cluster__name").first()
+    if cq is None:
+        raise Http404("No ClusterQueue of that name.")
     context: dict[str, Any] = {
         "cq": cq,
         "rows": quota_rows(cq, {}),

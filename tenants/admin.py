@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from portal.admin import AuditedAdmin
+from portal.admin import AuditedAdmin, ClusterScopedAdmin, ClusterScopedForm
 from portal.errors import DomainError
 from tenants import services
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
@@ -25,6 +25,7 @@ class MembershipInline(admin.TabularInline):
 
 class NamespaceInline(admin.TabularInline):
     model = Namespace
+    form = ClusterScopedForm
     extra = 0
     show_change_link = True
     can_delete = False  # a namespace is deleted on its own page, which asks to confirm
@@ -81,11 +82,11 @@ class LimitRangeItemInline(admin.TabularInline):
 
 
 @admin.register(Namespace)
-class NamespaceAdmin(AuditedAdmin):
-    list_display = ["name", "team"]
-    list_filter = ["team"]
+class NamespaceAdmin(ClusterScopedAdmin):
+    list_display = ["name", "cluster", "team"]
+    list_filter = ["cluster", "team"]
     search_fields = ["name", "team__slug"]
-    list_select_related = ["team"]
+    list_select_related = ["team", "cluster"]
     inlines = [QuotaItemInline, LimitRangeItemInline]
     delete_confirmation_template = "admin/tenants/namespace/delete_confirmation.html"
 

@@ -98,6 +98,9 @@ def demo_snapshot(django_db_setup: Any, django_db_blocker: Any) -> Snapshot:
     """The seed chapter's scenario as ``load_demo`` writes it, taken once per session: the
     rows it added to every table, then rolled back (the test database stays as it was)."""
     with django_db_blocker.unblock(), transaction.atomic():
+        # The settings' cluster is there before the demo (the rows point at it; a restore
+        # points them at the one there is then), never one of the demo's rows.
+        taken_on = settings_cluster_id()
         tables = connection.introspection.table_names()
         before = {table: _last_id(table) for table in tables}
         counts = _row_counts(tables)
@@ -105,7 +108,6 @@ def demo_snapshot(django_db_setup: Any, django_db_blocker: Any) -> Snapshot:
         after = _row_counts(tables)
         filled = [t for t, n in after.items() if n > counts[t]]
         rows = [(t, _copy_out(t, after_id=before[t]), _id_sequence(t)) for t in filled]
-        taken_on = settings_cluster_id()
         transaction.set_rollback(True)
     return taken_on, rows
 

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from portal.clusters import chosen_cluster
 from portal.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
@@ -93,12 +94,16 @@ def chart_links(days: int, team: str, resource: str) -> dict[str, str]:
 
 
 def usage_charts(
-    period: reports.Period, teams: list[str], days: int, now: dt.datetime
+    period: reports.Period,
+    teams: list[str],
+    days: int,
+    now: dt.datetime,
+    cluster: Any | None = None,
 ) -> list[dict[str, Any]]:
     """Small multiples: one chart per team and GPU resource over every bucket of the
     period (one query for all of them); charts of one resource share their scale."""
     series: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
-    for row in reports.usage_by_bucket(period, teams=teams):
+    for row in reports.usage_by_bucket(period, teams=teams, cluster=cluster):
         series[(row["team"], row["resource"])][row["start"]] = row
     peaks: dict[str, float] = defaultdict(float)
     for (_, resource), points in series.items():
@@ -188,13 +193,14 @@ def reports_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     period = reports.last_days(days, now=now)
     teams = requested_teams(request.user, team)
-    gpu_hours = reports.gpu_hours(period, teams=teams)
+    cluster = chosen_cluster(request)  # None: summed over every cluster
+    gpu_hours = reports.gpu_hours(period, teams=teams, cluster=cluster)
     # Charts for the user's teams, or (approvers, admins) the six that used the most.
     busiest = [r["team"] for r in sorted(gpu_hours, key=lambda r: -r["gpu_hours"])]
     chart_teams = (teams if teams is not None else busiest)[:6]
-    waits = reports.wait_times(period, teams=teams)
-    idle = reports.idle_capacity(period)
-    since = reports.data_start(period)
+    waits = reports.wait_times(period, teams=teams, cluster=cluster)
+    idle = reports.idle_capacity(period, cluster=cluster)
+    since = reports.data_start(period, cluster=cluster)
     context = {
         "form": form,
         "days": days,
@@ -202,16 +208,16 @@ def reports_page(request: HttpRequest) -> HttpResponse:
         "period": period,
         "since": since if since and since > period.start else None,
         "gpu_hours": gpu_hours,
-        "by_resource": reports.gpu_hours(period, by="resource", teams=teams),
-        "by_queue": reports.gpu_hours(period, by="queue"),
-        "utilisation": reports.quota_utilisation(period, teams=teams),
+        "by_resource": reports.gpu_hours(period, by="resource", teams=teams, cluster=cluster),
+        "by_queue": reports.gpu_hours(period, by="queue", cluster=cluster),
+        "utilisation": reports.quota_utilisation(period, teams=teams, cluster=cluster),
         "waits": waits,
-        "borrowing": reports.borrowing(period),
+        "borrowing": reports.borrowing(period, cluster=cluster),
         "idle": idle,
-        "usage_charts": usage_charts(period, chart_teams, days, now),
+        "usage_charts": usage_charts(period, chart_teams, days, now, cluster),
         "wait_chart": mark_safe(_wait_chart(waits)),
         "fleet_chart": mark_safe(_fleet_chart(idle)),
-        "suggestions": reports.suggestions(period, teams=teams, since=since),
+        "suggestions": reports.suggestions(period, teams=teams, since=since, cluster=cluster),
         "sees_all": teams is None,
         "team": team,
         "team_choices": _team_choices(request),

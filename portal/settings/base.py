@@ -119,6 +119,7 @@ TEMPLATES = [
                 "portal.context_processors.portal",
                 "overview.workspace.nav_counts",
                 "portal.context_processors.notifications",
+                "overview.freshness.clusters",
             ],
         },
     },
