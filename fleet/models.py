@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from gpus.catalog import gpu_models, placement_errors, standard_configs
-from portal.clusters import cluster_key
+from portal.clusters import cluster_key, unique_per_cluster
 from portal.names import label_value_errors, selector_matches
 from portal.validators import validate_dns1123_label
 
@@ -38,11 +38,7 @@ class NodePool(models.Model):
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "name"],
-                name="node_pool_once_per_cluster",
-                violation_error_message="The cluster already has a node pool of this name.",
-            ),
+            unique_per_cluster("node_pool_once_per_cluster", "node pool"),
         ]
 
     def __str__(self) -> str:

@@ -109,3 +109,12 @@ def cluster_choice(request: HttpRequest) -> ClusterChoice:
 def chosen_cluster(request: HttpRequest) -> Any | None:
     """The cluster the pages show (``cluster.Cluster``), or None for every cluster."""
     return cluster_choice(request).chosen
+
+
+def unique_per_cluster(name: str, what: str) -> models.UniqueConstraint:
+    """A name unique on its cluster, as Kubernetes makes it (another cluster may have it)."""
+    return models.UniqueConstraint(
+        fields=["cluster", "name"],
+        name=name,
+        violation_error_message=f"The cluster already has a {what} of this name.",
+    )

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from portal.clusters import cluster_key
+from portal.clusters import cluster_key, unique_per_cluster
 from queues import rules
 from tenants.models import Namespace, validate_dns1123_label, validate_dns1123_subdomain
 
@@ -49,11 +49,7 @@ class ResourceFlavor(models.Model):
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "name"],
-                name="flavor_once_per_cluster",
-                violation_error_message="The cluster already has a ResourceFlavor of this name.",
-            ),
+            unique_per_cluster("flavor_once_per_cluster", "ResourceFlavor"),
         ]
 
     def __str__(self) -> str:
@@ -91,11 +87,7 @@ class Cohort(models.Model):
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "name"],
-                name="cohort_once_per_cluster",
-                violation_error_message="The cluster already has a Cohort of this name.",
-            ),
+            unique_per_cluster("cohort_once_per_cluster", "Cohort"),
         ]
 
     def __str__(self) -> str:
@@ -205,11 +197,7 @@ class ClusterQueue(models.Model):
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "name"],
-                name="cluster_queue_once_per_cluster",
-                violation_error_message="The cluster already has a ClusterQueue of this name.",
-            ),
+            unique_per_cluster("cluster_queue_once_per_cluster", "ClusterQueue"),
         ]
 
     def __str__(self) -> str:

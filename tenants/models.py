@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from portal.clusters import cluster_key
+from portal.clusters import cluster_key, unique_per_cluster
 from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import (
     LIMIT_TYPES,
@@ -142,11 +142,7 @@ class Namespace(models.Model):
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "name"],
-                name="namespace_once_per_cluster",
-                violation_error_message="The cluster already has a namespace of this name.",
-            ),
+            unique_per_cluster("namespace_once_per_cluster", "namespace"),
         ]
 
     def __str__(self) -> str:
