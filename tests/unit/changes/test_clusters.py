@@ -9,15 +9,18 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
+from django.utils import timezone
 
 from changes import mig
 from changes.executor import advance
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, NodeClaim, QuotaChangeRequest
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedWorkload
 from fleet.models import NodePool
 from portal.clusters import settings_cluster_id
 from queues.models import ClusterQueue, Cohort
+from queues.observed import observed_kueue
+from queues.selectors import kueue_world
 from tenants.models import Namespace, Team
 from tests.factories import ObservedNodeFactory, ObservedPodFactory
 from tests.support import bearer
@@ -236,3 +239,30 @@ def test_the_executor_moves_the_queues_of_the_changes_cluster(
     twin.refresh_from_db()
     assert on_a.quota()[(flavor, resource)] == amount
     assert twin.quota()[(flavor, resource)] == amount + 1
+
+
+def test_the_what_if_of_a_queue_request_reads_its_cluster_only(
+    two_clusters: tuple[Cluster, Cluster],
+) -> None:
+    a, b = two_clusters
+    on_a = ClusterQueue.objects.filter(cluster=a).exclude(resource_groups=[]).first()
+    assert on_a is not None
+    twin = ClusterQueue.objects.create(
+        cluster=b, name=on_a.name, resource_groups=on_a.resource_groups
+    )
+    (_, resource), _ = next(iter(on_a.quota().items()))
+    for cluster, name in ((a, "on-a"), (b, "on-b")):
+        ObservedWorkload.objects.create(
+            cluster=cluster,
+            namespace="team-a",
+            name=name,
+            cluster_queue=on_a.name,
+            requests={resource: "1"},
+            last_changed=timezone.now(),
+        )
+    observed_b = observed_kueue(b.pk)
+    assert [w.key for w in observed_b.workloads] == ["team-a/on-b"]
+    world = kueue_world(observed_b, b.pk)
+    assert [q.name for q in world.queues] == [twin.name]
+    assert "team-a/on-a" in {w.key for w in observed_kueue(a.pk).workloads}
+    assert "team-a/on-b" not in {w.key for w in observed_kueue(a.pk).workloads}
