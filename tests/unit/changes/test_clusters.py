@@ -266,3 +266,27 @@ def test_the_what_if_of_a_queue_request_reads_its_cluster_only(
     assert [q.name for q in world.queues] == [twin.name]
     assert "team-a/on-a" in {w.key for w in observed_kueue(a.pk).workloads}
     assert "team-a/on-b" not in {w.key for w in observed_kueue(a.pk).workloads}
+
+
+def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
+    client: Client, two_clusters: tuple[Cluster, Cluster]
+) -> None:
+    _, b = two_clusters
+    client.force_login(User.objects.get(username="lead-a"))
+    page = client.get("/changes/new/").content.decode()
+    assert 'name="cluster"' in page and "gpu-b-only" not in page  # the settings' one first
+    on_b = client.get("/changes/new/?cluster=cluster-b").content.decode()
+    assert "gpu-b-only" in on_b and "now all-1g.10gb" in on_b
+    response = client.post(
+        "/changes/new/",
+        {
+            "cluster": "cluster-b",
+            "team": Team.objects.get(slug="team-a").pk,
+            "nodes": ["gpu-b-only"],
+            "target_config": "all-3g.40gb",
+            "reason": "3g on cluster-b",
+        },
+    )
+    change = MigChangeRequest.objects.get()
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert (change.cluster_id, change.nodes) == (b.pk, ["gpu-b-only"])
