@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -100,11 +101,13 @@ def run() -> int:
     data.mkdir(exist_ok=True)
     already_up = embedded_running()
     processes: dict[str, subprocess.Popen[bytes]] = {}
+    clusters: list[tuple[str, str]] = []
+    demo_env = dict(env)  # the second cluster's token goes to load_demo alone
     if not (env.get("KUBE_URL") or env.get("KUBECONFIG") or env.get("KUBE_IN_CLUSTER")):
-        processes["devcluster"] = start_demo_cluster(env, data)
+        clusters = start_demo_clusters(env, demo_env, data, processes)
     say("preparing the database")
     manage("migrate", "--no-input", "-v", "0", env=env)
-    manage("load_demo", env=env)
+    manage("load_demo", env=demo_env)
     if "devcluster" in processes:
         manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
         manage("collect_gpu_health", env=env, check=False)  # the Fleet page's health at once
@@ -117,7 +120,7 @@ def run() -> int:
                 cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=log
             )
     wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
-    print(banner(f"http://{host}:{port}/", demo_logins(env), logs), flush=True)
+    print(banner(f"http://{host}:{port}/", demo_logins(env), logs, clusters), flush=True)
     status = supervise(processes)
     if not any(already_up.values()):
         stop_embedded()  # leave servers that another session (tests, a shell) started
@@ -134,11 +137,19 @@ def demo_logins(env: dict[str, str]) -> list[tuple[str, str]]:
     return [(name, description) for name, description in json.loads(answer.stdout)]
 
 
-def banner(url: str, logins: list[tuple[str, str]], logs: Path) -> str:
+def banner(
+    url: str,
+    logins: list[tuple[str, str]],
+    logs: Path,
+    clusters: list[tuple[str, str]] | None = None,
+) -> str:
     """What the run command prints once everything is up: the address, every demo login,
-    and where the processes write (their logs go to files, so the banner stays on screen)."""
+    the demo clusters (name, URL) it started, and where the processes write (their logs go
+    to files, so the banner stays on screen)."""
     width = max(len(name) for name, _ in logins)
     where = logs.relative_to(ROOT) if logs.is_relative_to(ROOT) else logs
+    clusters = clusters or []
+    named = max((len(name) for name, _ in clusters), default=0)
     lines = [
         f"Quartermaster is running at {url}",
         f"Demo logins, each with the password {DEMO_PASSWORD}:",
@@ -147,8 +158,10 @@ def banner(url: str, logins: list[tuple[str, str]], logs: Path) -> str:
             + (f" (also {url}admin/)" if name == "admin" else "")
             for name, description in logins
         ),
+        *(["Demo clusters (a kubeconfig of each in .data/):"] if clusters else []),
+        *(f"  {name:<{named}}  {address}" for name, address in clusters),
         f"Logs of web, worker and beat: {where}/ (e.g. tail -f {where}/worker.log)",
-        "Ctrl-C stops web, worker and beat.",
+        "Ctrl-C stops web, worker and beat" + (" and the demo clusters." if clusters else "."),
     ]
     rule = "=" * max(map(len, lines))
     return "\n".join(["", rule, *lines, rule, ""])
@@ -163,28 +176,61 @@ def log_tail(path: Path, lines: int = LOGS_SHOWN) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def start_demo_cluster(env: dict[str, str], data: Path) -> subprocess.Popen[bytes]:
-    """The demo cluster on a free port; ``env`` gets its KUBE_URL."""
-    say("starting the demo GPU cluster")
-    kubeconfig = data / "devcluster.kubeconfig"
-    port = os.environ.get("QM_DEVCLUSTER_PORT", "0")
+def start_demo_clusters(
+    env: dict[str, str],
+    demo_env: dict[str, str],
+    data: Path,
+    processes: dict[str, subprocess.Popen[bytes]],
+) -> list[tuple[str, str]]:
+    """The two demo clusters, each its own process on its own port (``QM_DEVCLUSTER_PORT``,
+    ``QM_DEVCLUSTER_INFERENCE_PORT``; 0 or unset: a free one): the training one (the seed's,
+    the settings' cluster: ``env`` gets its KUBE_URL) and the inference one, behind a token
+    made for this run (``demo_env`` gets its URL and token, for ``load_demo``). Their
+    (name, URL); a cluster that does not start stops the other."""
+    say("starting the demo GPU clusters (training, inference)")
+    token = secrets.token_urlsafe(24)
+    try:
+        processes["devcluster"], env["KUBE_URL"] = start_demo_cluster(
+            data / "devcluster.kubeconfig", os.environ.get("QM_DEVCLUSTER_PORT", "0"), []
+        )
+        processes["devcluster-inference"], url = start_demo_cluster(
+            data / "devcluster-inference.kubeconfig",
+            os.environ.get("QM_DEVCLUSTER_INFERENCE_PORT", "0"),
+            ["--scenario", "inference", "--token", token],
+        )
+    except RuntimeError as exc:
+        for process in processes.values():
+            os.killpg(process.pid, signal.SIGTERM)
+        sys.exit(str(exc))
+    demo_env.update(
+        KUBE_URL=env["KUBE_URL"], QM_DEMO_INFERENCE_URL=url, QM_DEMO_INFERENCE_TOKEN=token
+    )
+    settings_name = os.environ.get("QM_CLUSTER_NAME", "default")
+    return [(f"{settings_name} (training)", env["KUBE_URL"]), ("inference", url)]
+
+
+def start_demo_cluster(
+    kubeconfig: Path, port: str, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """One demo cluster process (Kueue with fair sharing, a kubeconfig for kubectl written
+    beside the data) and the URL it listens on; RuntimeError when it does not start."""
     demo = subprocess.Popen(
         [
             *(str(PYTHON), "-m", "devcluster", "--port", port),
-            *("--kubeconfig", str(kubeconfig), "--fair-sharing"),
+            *("--kubeconfig", str(kubeconfig), "--fair-sharing", *extra),
         ],
         cwd=ROOT,
-        env=env,
         stdout=subprocess.PIPE,
         start_new_session=True,
     )
     assert demo.stdout is not None
     line = demo.stdout.readline().decode()
     if "listening on" not in line:
-        sys.exit(f"the demo cluster did not start: {line}")
-    env["KUBE_URL"] = line.rsplit(" ", 1)[-1].strip()
-    say(f"demo cluster at {env['KUBE_URL']} (kubectl --kubeconfig {kubeconfig})")
-    return demo
+        os.killpg(demo.pid, signal.SIGTERM)
+        raise RuntimeError(f"a demo cluster did not start: {line}")
+    url = line.rsplit(" ", 1)[-1].strip()
+    say(f"demo cluster at {url} (kubectl --kubeconfig {kubeconfig})")
+    return demo, url
 
 
 def portal_commands(host: str, port: str, data: Path) -> dict[str, list[str]]:

@@ -1,12 +1,15 @@
 """Benchmark: a steady-state poll of a large fleet, next to the floor measured in the same run.
 
-    python bench/poll.py [--nodes 5000] [--pods 50000] [--changed 0.01]
+    python bench/poll.py [--nodes 5000] [--pods 50000] [--changed 0.01] [--clusters 1]
 
 1. Starts the demo cluster in its own process with a generated fleet.
 2. Floor: one plain HTTP GET of all nodes and of all non-terminal pods, decoded with orjson.
 3. First poll into empty observed tables.
 4. Changes about 1% of the objects (node labels; pods replaced), then polls again.
 The last line is ``poll_s=… floor_s=… ratio=…`` for the steady-state poll.
+
+With ``--clusters N`` (N > 1): N demo clusters, each registered as a cluster of the portal
+(``bench/poll_clusters.py``); the last line is ``ratio=… unreachable_ratio=…``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,36 @@ def floor(url: str) -> float:
         finally:
             gc.enable()
     return time.perf_counter() - started
+
+
+def start_demo(*, nodes: int, pods: int) -> subprocess.Popen[str]:
+    """A demo cluster in its own process with a generated fleet, on a free port."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "devcluster",
+            "--scenario",
+            "empty",
+            "--port",
+            "0",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--retry-seconds",
+            "3600",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def demo_url(demo: subprocess.Popen[str]) -> str:
+    """The URL the demo cluster prints once it serves."""
+    assert demo.stdout is not None
+    return demo.stdout.readline().split()[-1]
 
 
 def change_fleet(url: str, *, nodes: int, pods: int, share: float) -> tuple[int, int]:
@@ -100,31 +133,16 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--changed", type=float, default=0.01)
+    parser.add_argument("--clusters", type=int, default=1)
     args = parser.parse_args()
+    if args.clusters > 1:
+        from poll_clusters import main as several  # lazy: a run of one needs none of it
 
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "devcluster",
-            "--scenario",
-            "empty",
-            "--port",
-            "0",
-            "--nodes",
-            str(args.nodes),
-            "--pods",
-            str(args.pods),
-            "--retry-seconds",
-            "3600",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+        return several(args)
+
+    demo = start_demo(nodes=args.nodes, pods=args.pods)
     try:
-        assert demo.stdout is not None
-        url = demo.stdout.readline().split()[-1]
+        url = demo_url(demo)
         import django
 
         django.setup()

@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from django.conf import settings
+from django.db import connection as db
 
 from cluster import credentials
 from cluster.discovery import RuleCheck, compare_rules
 from kube import Gateway, KubeError, PermanentKubeError, connect
+from portal import health
 
 if TYPE_CHECKING:
     from cluster.models import Cluster
+    from cluster.selectors import ClusterStatus
 
 # What the portal needs in a cluster: the ClusterRole it ships (deploy/base/rbac.yaml).
 NEEDED_RULES = settings.BASE_DIR / "deploy" / "base" / "rbac.yaml"
@@ -156,18 +159,55 @@ def interactive_gateway() -> Gateway:
     return get_gateway().bounded(connect=3.0, read=10.0)
 
 
-def check_kubernetes() -> str:
-    """What /readyz reports of the Kubernetes API (reported, never failing readiness): what
-    the last polls found, read from PostgreSQL; readiness never waits on the API server."""
-    from cluster.selectors import api_status  # lazy: models load after settings
+def probed(gateway: Gateway) -> Gateway:
+    """``gateway`` once its API server answered ``/version`` within QM_API_PROBE_SECONDS (a
+    RetryableKubeError in seconds when it does not: a hung server never holds a worker for
+    the longer timeouts of the lists and applies)."""
+    probe = settings.QM_API_PROBE_SECONDS
+    gateway.bounded(connect=probe, read=probe).version()
+    return gateway
 
-    if not cluster_configured():
+
+def check_kubernetes() -> str | health.Report:
+    """What /readyz reports of each cluster's Kubernetes API (reported, never failing
+    readiness): what its last polls found, read from PostgreSQL; readiness never waits on an
+    API server. One cluster: its words; several: each under ``clusters``, by name."""
+    from cluster.selectors import cluster_statuses  # lazy: models load after settings
+
+    try:
+        statuses = [
+            status
+            for status in cluster_statuses()
+            if cluster_configured() or status.cluster.connection != "settings"
+        ]
+    finally:
+        db.close()  # the check runs in a pool thread: its connection ends with it
+    if not statuses:
         return "not configured"
-    status = api_status()
+    said = {status.cluster.name: _said(status) for status in statuses}
+    failing = [status for status in statuses if not status.ok]
+    detail: dict[str, object] = {
+        "clusters": {
+            s.cluster.name: {
+                "ok": s.ok,
+                "state": s.state,
+                "since": s.since,
+                "last_ok_at": s.last_ok_at,
+                "status": said[s.cluster.name],
+            }
+            for s in statuses
+        }
+    }
+    if len(statuses) == 1:
+        words = said[statuses[0].cluster.name]
+        text = words if failing else f"ok ({words})"
+    else:
+        text = "; ".join(f"{s.cluster.name}: {said[s.cluster.name]}" for s in failing)
+        text = text or f"ok ({len(statuses)} clusters)"
+    return health.Report(ok=not failing, status=text, detail=detail)
+
+
+def _said(status: ClusterStatus) -> str:
     if status.state == "unreachable" and status.since is not None:
-        raise RuntimeError(
-            f"unreachable since {status.since:%Y-%m-%d %H:%M:%S} UTC: {status.message}"
-        )
-    if status.state != "ok":
-        raise RuntimeError(status.message)
-    return f"ok ({status.message})"
+        return f"unreachable since {status.since:%Y-%m-%d %H:%M:%S} UTC: {status.message}"
+    return status.message

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from cluster import write
@@ -29,6 +29,27 @@ from cluster.services import record_discovery, settings_cluster
 from kube import Gateway, KubeError
 
 log = logging.getLogger(__name__)
+POLL_LOCK = 0x5155_504C  # advisory lock id: one poll of a cluster at a time
+
+
+class PollerBusy(Exception):
+    """A poll of this cluster is running (its answer is on the way: no second one)."""
+
+
+@contextmanager
+def poller_lock(cluster_id: int) -> Iterator[None]:
+    """A PostgreSQL advisory lock per cluster: a poll that outlasts the poll interval (a slow
+    API server, a big fleet) is not joined by the next one, which would only double the
+    load there and take a worker from the other clusters."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [POLL_LOCK, cluster_id])
+        if not cursor.fetchone()[0]:
+            raise PollerBusy("another poll of this cluster is running")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [POLL_LOCK, cluster_id])
 
 
 def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun:
@@ -55,13 +76,24 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
     except KubeError as exc:
         run.error = exc.message
         record_discovery(cluster, None, now=started, error=exc.message)
-        log.warning("poll failed: %s", exc.message)
+        log.warning("poll of %s failed: %s", cluster.name, exc.message)
     except Exception as exc:  # recorded as failed (never left unfinished), then raised
         run.error = f"the poll failed: {exc}"
         _finish(run, clock)
         raise
     _finish(run, clock)
     return run
+
+
+def record_failed_poll(cluster: Cluster, error: str) -> SyncRun:
+    """A poll that could not begin (the cluster's gateway could not be made: a stored
+    credential the keys cannot read, a kubeconfig that is not one), recorded as failed so
+    the cluster's status says why."""
+    now = timezone.now()
+    log.warning("poll of %s not begun: %s", cluster.name, error)
+    return SyncRun.objects.create(
+        cluster=cluster, started_at=now, finished_at=now, duration_ms=0, error=error
+    )
 
 
 def _discover(

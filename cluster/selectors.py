@@ -46,8 +46,18 @@ def open_drift() -> QuerySet[Drift]:
     return Drift.objects.filter(resolved_at__isnull=True).order_by("kind", "subject")
 
 
-def last_sync() -> SyncRun | None:
-    return SyncRun.objects.order_by("-started_at").first()
+def cluster_runs(cluster: Cluster | None = None) -> QuerySet[SyncRun]:
+    """The polls of ``cluster`` (None: the settings' one), the newest first."""
+    if cluster is None:
+        runs = SyncRun.objects.filter(cluster__connection=Cluster.Connection.SETTINGS)
+    else:
+        runs = SyncRun.objects.filter(cluster=cluster)
+    return runs.order_by("-started_at")
+
+
+def last_sync(cluster: Cluster | None = None) -> SyncRun | None:
+    """The newest poll of ``cluster`` (None: the settings' one), whatever its outcome."""
+    return cluster_runs(cluster).first()
 
 
 def apply_problems() -> QuerySet[AppliedObject]:
@@ -92,13 +102,17 @@ class ApiStatus:
 RECENT_POLLS = 50
 
 
-def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
-    """From the recent polls alone (never a call to the API): a poll that failed, or one
-    still without an answer after a poll interval, makes the API unreachable since the first
-    such poll after the last good one."""
-    now = now or timezone.now()
+def api_status(cluster: Cluster | None = None, *, now: dt.datetime | None = None) -> ApiStatus:
+    """What the recent polls of ``cluster`` (None: the settings' one) tell (never a call to
+    the API; one query)."""
+    return status_of(list(cluster_runs(cluster)[:RECENT_POLLS]), now=now or timezone.now())
+
+
+def status_of(runs: list[SyncRun], *, now: dt.datetime) -> ApiStatus:
+    """From a cluster's recent polls, the newest first: a poll that failed, or one still
+    without an answer after a poll interval, makes the API unreachable since the first such
+    poll after the last good one."""
     interval = dt.timedelta(seconds=settings.QM_POLL_SECONDS)
-    runs = list(SyncRun.objects.order_by("-started_at")[:RECENT_POLLS])
     latest = runs[0] if runs else None
     last_ok = next((run for run in runs if run.ok), None)
     ok_at = last_ok.started_at if last_ok else None
@@ -126,6 +140,49 @@ def api_status(*, now: dt.datetime | None = None) -> ApiStatus:
         )
     age = int((now - last_ok.started_at).total_seconds())
     return ApiStatus("ok", None, ok_at, f"polled {age} s ago", latest)
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """How fresh one cluster's data is: its :class:`ApiStatus` with the cluster it is of."""
+
+    cluster: Cluster
+    state: str  # as ApiStatus.state: "ok", "unreachable", "stale", "never"
+    since: dt.datetime | None  # unreachable: the first poll that got no answer
+    last_ok_at: dt.datetime | None  # the cluster's data on the pages is as of this poll
+    message: str
+    latest: SyncRun | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+# The newest polls of every cluster: the index (cluster, -started_at) read once per cluster.
+_RECENT_RUNS = f"""
+    SELECT run.* FROM "{Cluster._meta.db_table}" AS cluster CROSS JOIN LATERAL (
+        SELECT * FROM "{SyncRun._meta.db_table}" WHERE cluster_id = cluster.id
+        ORDER BY started_at DESC LIMIT %s
+    ) AS run
+"""  # the table names from the models, the limit a parameter
+
+
+def cluster_statuses(*, now: dt.datetime | None = None) -> list[ClusterStatus]:
+    """Every registered cluster's status, by name, from its recent polls (two queries
+    whatever the number of clusters: what every page shows)."""
+    now = now or timezone.now()
+    clusters = list(Cluster.objects.defer("credential").order_by("name"))
+    runs: dict[int | None, list[SyncRun]] = {}
+    for run in SyncRun.objects.raw(_RECENT_RUNS, [RECENT_POLLS]):
+        runs.setdefault(run.cluster_id, []).append(run)
+    out = []
+    for cluster in clusters:
+        mine = sorted(runs.get(cluster.pk, []), key=lambda r: r.started_at, reverse=True)
+        api = status_of(mine, now=now)
+        out.append(
+            ClusterStatus(cluster, api.state, api.since, api.last_ok, api.message, api.latest)
+        )
+    return out
 
 
 def list_clusters_for_user(user: Any) -> QuerySet[Cluster]:

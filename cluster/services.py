@@ -62,15 +62,16 @@ def _snapshot(cluster: Cluster) -> dict[str, Any]:
 @transaction.atomic
 def save_cluster(
     *,
-    actor: User,
+    actor: User | None,
     cluster: Cluster,
     credential: str | None = None,
     source: str,
 ) -> Cluster:
     """Create or update ``cluster`` (its admin-set fields); ``credential`` (a token or a
     kubeconfig) replaces the stored one when given, encrypted. Field errors raise
-    ValidationError and save nothing."""
-    if not is_platform_admin(actor):  # type: ignore[arg-type]
+    ValidationError and save nothing; an edit that changes nothing saves and audits
+    nothing. ``actor`` None is the system (a command: the demo registers its clusters)."""
+    if actor is not None and not is_platform_admin(actor):  # type: ignore[arg-type]
         raise PermissionDenied("Only platform admins register and edit clusters.")
     before = _snapshot(Cluster.objects.get(pk=cluster.pk)) if cluster.pk is not None else None
     cluster.full_clean()
@@ -84,9 +85,11 @@ def save_cluster(
         cluster.credential_set_at = timezone.now()
     elif cluster.connection == Cluster.Connection.TOKEN and not cluster.credential:
         raise ValidationError({"credential": "A token connection needs the bearer token."})
-    cluster.save()
     after = _snapshot(cluster)
     changed = {k: v for k, v in after.items() if before is None or before[k] != v}
+    if before is not None and not changed and not credential:
+        return cluster
+    cluster.save()
     if credential:
         changed["credential"] = "replaced"
     record_audit(

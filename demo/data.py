@@ -2,7 +2,8 @@
 hierarchy, the demo logins, and the node pools of the demo cluster's five GPU nodes (as in
 the seed's incident, ``0/5 nodes are available``): two H100 80GB nodes tainted for GPU work,
 two A100 80GB nodes sliced ``all-3g.40gb`` and one A100 80GB node on ``all-balanced`` for
-development."""
+development. With the second demo cluster (the inference one, ``INFERENCE_*`` below), the
+inference team's objects and team-a's serving namespace live there."""
 
 from __future__ import annotations
 
@@ -23,6 +24,22 @@ GPU_TOLERATION = {
     "value": "present",
     "effect": "NoSchedule",
 }
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a second demo cluster answers and the bearer token it requires."""
+
+    url: str
+    token: str
+
+
+# The run command starts two demo clusters: the settings' one (the seed's training fleet)
+# and an inference one (``python -m devcluster --scenario inference``), registered by
+# ``load_demo`` when given its endpoint: (display name, purpose) of the settings' cluster
+# then; (name, display name, purpose) of the second.
+TRAINING_CLUSTER = ("Training (A100 / H100)", "training")
+INFERENCE_CLUSTER = ("inference", "Inference (H100 / L40S)", "inference")
 
 
 @dataclass(frozen=True)
@@ -202,3 +219,91 @@ OTHER_QUOTAS = {
 # for CPU or memory make Kueue charge resources a GPU-only ClusterQueue does not cover
 # ("resource cpu unavailable in ClusterQueue"), so no workload of the team is admitted.
 OTHER_LIMITS: dict[str, list[LimitSpec]] = {}
+
+
+# ------------------------------------------------------------------ the inference cluster
+# With the second demo cluster (dev.py run), what lives there instead of on the settings'
+# one: team-infer's namespace with its queues (cq-infer, online-infer, offline-batch move
+# over), team-a's serving namespace (a team spans clusters: it trains on one and serves on
+# the other), and the flavors and node pools of the inference fleet. The priority classes
+# apply to both clusters.
+L40S = "NVIDIA-L40S"
+L40S_SHARED = "NVIDIA-L40S-SHARED"
+INFERENCE_NAMESPACES = (("team-infer", "team-infer"), ("team-a-serve", "team-a"))
+INFERENCE_QUOTAS = {
+    "team-infer": {
+        "requests.nvidia.com/gpu": "32",
+        "requests.nvidia.com/mig-1g.10gb": "64",
+        "requests.cpu": "256",
+        "requests.memory": "1Ti",
+        "pods": "200",
+    },
+    "team-a-serve": {"requests.nvidia.com/gpu": "4", "pods": "20"},
+}
+INFERENCE_FLAVORS: tuple[
+    tuple[str, dict[str, str], list[dict[str, Any]], list[dict[str, Any]], str], ...
+] = (
+    FLAVORS[0],  # h100-80gb: the same whole, tainted H100s
+    (
+        "h100-80gb-1g",
+        {"nvidia.com/gpu.product": H100_80GB, "nvidia.com/mig.config": "all-1g.10gb"},
+        [],
+        [],
+        "H100 80GB sliced all-1g.10gb: 7 x 1g.10gb per GPU, for small models.",
+    ),
+    ("l40s", {"nvidia.com/gpu.product": L40S}, [], [], "L40S 48GB, whole GPUs (no MIG)."),
+    (
+        "l40s-shared",
+        {"nvidia.com/gpu.product": L40S_SHARED},
+        [],
+        [],
+        "L40S time-sliced by the device plugin, 4 replicas per GPU (no memory isolation).",
+    ),
+)
+INFERENCE_POOLS = (
+    (
+        "h100-mig",
+        {"quartermaster.io/pool": "h100-mig"},
+        "infer",
+        "all-1g.10gb",
+        "H100 80GB nodes sliced for small models: 7 x 1g.10gb per GPU.",
+    ),
+    (
+        "h100",
+        {"quartermaster.io/pool": "h100"},
+        "infer",
+        "all-disabled",
+        "H100 80GB nodes with whole GPUs for large models.",
+    ),
+    ("l40s", {"quartermaster.io/pool": "l40s"}, "infer", "", "L40S nodes, whole GPUs."),
+    (
+        "l40s-shared",
+        {"quartermaster.io/pool": "l40s-shared"},
+        "infer",
+        "",
+        "An L40S node time-sliced four ways, for batch inference.",
+    ),
+)
+INFERENCE_CLUSTER_QUEUES: tuple[tuple[str, str, list[dict[str, Any]], str], ...] = (
+    (
+        "cq-infer",
+        "20",
+        [
+            {
+                "coveredResources": [GPU],
+                "flavors": [
+                    {"name": "h100-80gb", "resources": [_quota(GPU, 4)]},
+                    {"name": "l40s", "resources": [_quota(GPU, 8)]},
+                    {"name": "l40s-shared", "resources": [_quota(GPU, 16)]},
+                ],
+            },
+            _group("h100-80gb-1g", _quota(MIG_1G, 64)),
+        ],
+        "Inference (seed: weight 20): whole H100s first, then L40S, then time-sliced L40S; "
+        "1g.10gb slices for small models.",
+    ),
+)
+INFERENCE_LOCAL_QUEUES = (
+    ("online-infer", "team-infer", "cq-infer"),
+    ("offline-batch", "team-infer", "cq-infer"),
+)

@@ -7,11 +7,15 @@ demo is validated and audited too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from cluster import credentials
+from cluster.models import Cluster
+from cluster.services import save_cluster, settings_cluster
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
@@ -39,17 +43,45 @@ def _upsert(model: Any, lookup: dict[str, Any], values: dict[str, Any]) -> Any:
     return instance
 
 
+@dataclass(frozen=True)
+class Clusters:
+    """Where the demo's objects go: the settings' cluster, and the inference one when it is
+    registered (else everything stays on the settings' cluster, as with one cluster)."""
+
+    training: Cluster
+    inference: Cluster | None
+
+    def of(self, on_inference: bool) -> Cluster:
+        return self.inference if on_inference and self.inference else self.training
+
+
+def _placed(model: Any, lookup: dict[str, Any], cluster: Cluster, clusters: Clusters) -> Any:
+    """The row named by ``lookup`` on ``cluster``; one the settings' cluster held before the
+    second cluster was registered is moved over (its history kept), else a new row."""
+    found = model.objects.filter(**lookup, cluster=cluster).first()
+    if found is None and cluster != clusters.training:
+        found = model.objects.filter(**lookup, cluster=clusters.training).first()
+    instance = found or model(**lookup)
+    instance.cluster = cluster
+    return instance
+
+
 @transaction.atomic
-def load_demo() -> list[str]:
+def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     """Load (or restore) the demo scenario; return the warnings the seed values raise.
 
-    1. priority classes; 2. teams with their namespace, quota and limits; 3. flavors and
-    node pools; 4. the cohort and its ClusterQueues, then LocalQueues; 5. the logins;
-    6. the marker that the demo is loaded (the sign-in page lists its logins)."""
+    0. the clusters: with ``inference`` (the second demo cluster's URL and token), the
+    settings' one named for training and the inference one registered (or pointed at its
+    new address); 1. priority classes; 2. teams with their namespaces, quota and limits;
+    3. flavors and node pools; 4. the cohorts and ClusterQueues, then LocalQueues;
+    5. the logins; 6. the marker that the demo is loaded (the sign-in page lists its
+    logins). Once the inference cluster is registered, its objects live there (team-infer's
+    namespace and queues, team-a-serve, the inference fleet's flavors and pools)."""
+    clusters = _clusters(inference)
     _priority_classes()
-    teams, warnings = _teams()
-    _flavors_and_pools()
-    _queues()
+    teams, warnings = _teams(clusters)
+    _flavors_and_pools(clusters)
+    _queues(clusters)
     _users(teams)
     # 6. the marker a sign-in page reads to list the demo logins (where settings allow it),
     # written when it says something new: loading the demo again leaves the log quiet
@@ -61,7 +93,28 @@ def load_demo() -> list[str]:
     return warnings
 
 
+def _clusters(inference: data.Endpoint | None) -> Clusters:
+    """The settings' cluster as the training one, and the inference cluster connected by
+    its URL and token (the token stored encrypted, replaced only when it changed); without
+    ``inference``, the inference cluster an earlier load registered, if any."""
+    name, display_name, purpose = data.INFERENCE_CLUSTER
+    second = Cluster.objects.filter(name=name).first()
+    training = settings_cluster()
+    if inference is None:
+        return Clusters(training, second)
+    training.display_name, training.purpose = data.TRAINING_CLUSTER
+    save_cluster(actor=None, cluster=training, source=SOURCE)
+    second = second or Cluster(name=name)
+    second.display_name, second.purpose = display_name, purpose
+    second.connection, second.api_url = Cluster.Connection.TOKEN, inference.url
+    stored = credentials.decrypt(second.credential, cluster=name) if second.credential else ""
+    token = inference.token if inference.token != stored else None
+    save_cluster(actor=None, cluster=second, credential=token, source=SOURCE)
+    return Clusters(training, second)
+
+
 def _priority_classes() -> None:
+    """The platform's classes, applied to every cluster (none named)."""
     for name, value, policy, description in data.PRIORITY_CLASSES:
         values = {
             "value": value,
@@ -76,8 +129,8 @@ def _priority_classes() -> None:
         )
 
 
-def _teams() -> tuple[dict[str, Team], list[str]]:
-    """The teams, each with its namespace, quota and limits, and the warnings these raise."""
+def _teams(clusters: Clusters) -> tuple[dict[str, Team], list[str]]:
+    """The teams, each with its namespaces, quota and limits, and the warnings these raise."""
     teams: dict[str, Team] = {}
     warnings: list[str] = []
     for slug, name, description in data.TEAMS:
@@ -90,10 +143,17 @@ def _teams() -> tuple[dict[str, Team], list[str]]:
             PriorityClass.objects.filter(name__in=data.ALLOWED_PRIORITY[slug])
         )
         teams[slug] = team
-        namespace = save_namespace(
-            actor=None, source=SOURCE, namespace=_upsert(Namespace, {"name": slug}, {"team": team})
-        )
-        hard = data.SEED_QUOTA if slug == "team-a" else data.OTHER_QUOTAS[slug]
+    served = dict(data.INFERENCE_NAMESPACES) if clusters.inference else {}
+    for slug in [slug for slug, _, _ in data.TEAMS if slug not in served] + list(served):
+        team = teams[served.get(slug, slug)]
+        cluster = clusters.of(slug in served)
+        namespace = _placed(Namespace, {"name": slug}, cluster, clusters)
+        namespace.team = team
+        namespace = save_namespace(actor=None, source=SOURCE, namespace=namespace)
+        if slug in served:
+            hard = data.INFERENCE_QUOTAS[slug]
+        else:
+            hard = data.SEED_QUOTA if slug == "team-a" else data.OTHER_QUOTAS[slug]
         warnings += set_namespace_quota(actor=None, namespace=namespace, hard=hard, source=SOURCE)
         limits = data.SEED_LIMITS if slug == "team-a" else data.OTHER_LIMITS.get(slug, [])
         warnings += set_namespace_limits(
@@ -102,51 +162,64 @@ def _teams() -> tuple[dict[str, Team], list[str]]:
     return teams, warnings
 
 
-def _flavors_and_pools() -> None:
-    for name, labels, taints, tolerations, description in data.FLAVORS:
+def _flavors_and_pools(clusters: Clusters) -> None:
+    flavors = [(clusters.training, f) for f in data.FLAVORS]
+    pools = [(clusters.training, p) for p in data.NODE_POOLS]
+    if clusters.inference:
+        flavors += [(clusters.inference, f) for f in data.INFERENCE_FLAVORS]
+        pools += [(clusters.inference, p) for p in data.INFERENCE_POOLS]
+    for cluster, (name, labels, taints, tolerations, description) in flavors:
         values = {
             "node_labels": labels,
             "node_taints": taints,
             "tolerations": tolerations,
             "description": description,
         }
-        save_resource_flavor(
-            actor=None, source=SOURCE, flavor=_upsert(ResourceFlavor, {"name": name}, values)
-        )
-    for name, selector, purpose, config, description in data.NODE_POOLS:
+        flavor = _upsert(ResourceFlavor, {"name": name, "cluster": cluster}, values)
+        save_resource_flavor(actor=None, source=SOURCE, flavor=flavor)
+    for cluster, (name, selector, purpose, config, description) in pools:
         values = {
             "node_selector": selector,
             "purpose": purpose,
             "mig_config": config,
             "description": description,
         }
-        save_node_pool(actor=None, source=SOURCE, pool=_upsert(NodePool, {"name": name}, values))
+        pool = _upsert(NodePool, {"name": name, "cluster": cluster}, values)
+        save_node_pool(actor=None, source=SOURCE, pool=pool)
 
 
-def _queues() -> None:
+def _cohorts(cluster: Cluster) -> dict[str, Cohort]:
     cohorts: dict[str, Cohort] = {}
     for name, parent, description in data.COHORTS:
-        cohort = {"parent": cohorts.get(parent), "description": description}
-        cohorts[name] = save_cohort(
-            actor=None, source=SOURCE, cohort=_upsert(Cohort, {"name": name}, cohort)
-        )
+        values = {"parent": cohorts.get(parent), "description": description}
+        cohort = _upsert(Cohort, {"name": name, "cluster": cluster}, values)
+        cohorts[name] = save_cohort(actor=None, source=SOURCE, cohort=cohort)
+    return cohorts
+
+
+def _queues(clusters: Clusters) -> None:
+    """The cohorts and their ClusterQueues on the settings' cluster; with the inference
+    cluster, cq-infer there (moved over, in no cohort: it is alone) and its LocalQueues."""
+    training, second = clusters.training, clusters.inference
+    parent: Cohort | None = _cohorts(training)["ai-platform"]
+    moved = {q[0] for q in data.INFERENCE_CLUSTER_QUEUES} if second else set()
+    rows = [(training, parent, q) for q in data.CLUSTER_QUEUES if q[0] not in moved]
+    local = [(training, q) for q in data.LOCAL_QUEUES if q[2] not in moved]
+    if second:
+        rows += [(second, None, q) for q in data.INFERENCE_CLUSTER_QUEUES]
+        local += [(second, q) for q in data.INFERENCE_LOCAL_QUEUES]
     queues: dict[str, ClusterQueue] = {}
-    for name, weight, groups, description in data.CLUSTER_QUEUES:
-        values = {
-            "cohort": cohorts["ai-platform"],
-            "fair_sharing_weight": weight,
-            "resource_groups": groups,
-            "description": description,
-        }
-        queues[name] = save_cluster_queue(
-            actor=None, source=SOURCE, cluster_queue=_upsert(ClusterQueue, {"name": name}, values)
-        )
-    for name, namespace, cq in data.LOCAL_QUEUES:
-        lookup = {"name": name, "namespace": Namespace.objects.get(name=namespace)}
+    for cluster, cohort, (name, weight, groups, description) in rows:
+        cq = _placed(ClusterQueue, {"name": name}, cluster, clusters)
+        cq.cohort, cq.fair_sharing_weight = cohort, weight
+        cq.resource_groups, cq.description = groups, description
+        queues[name] = save_cluster_queue(actor=None, source=SOURCE, cluster_queue=cq)
+    for cluster, (name, namespace, cq_name) in local:
+        lookup = {"name": name, "namespace": Namespace.objects.get(name=namespace, cluster=cluster)}
         save_local_queue(
             actor=None,
             source=SOURCE,
-            local_queue=_upsert(LocalQueue, lookup, {"cluster_queue": queues[cq]}),
+            local_queue=_upsert(LocalQueue, lookup, {"cluster_queue": queues[cq_name]}),
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from devcluster.cluster import Cluster
 from devcluster.controllers import Controllers, Options
+from devcluster.inference import load_inference
 from devcluster.resources import Served
 from devcluster.scenario import generate_fleet, load_seed
 from devcluster.server import API, Server, serve
@@ -60,13 +61,16 @@ def start(
     continue_ttl: float = 300.0,
     served: Served | None = None,
 ) -> DemoCluster:
-    """Start a demo cluster in this process (threads) and return it; ``served`` leaves
-    Kueue's versions or Volcano out of its API (default: all of them)."""
+    """Start a demo cluster in this process (threads) and return it: ``scenario`` is
+    ``seed`` (the training cluster of the seed's incident), ``inference`` or ``empty``;
+    ``served`` leaves Kueue's versions or Volcano out of its API (default: all of them)."""
     cluster = Cluster(continue_ttl=continue_ttl)
     controllers = Controllers(cluster, options or Options())
     controllers.install()
     if scenario == "seed":
         load_seed(cluster, controllers)
+    elif scenario == "inference":
+        load_inference(cluster, controllers)
     if nodes:
         generate_fleet(cluster, controllers, nodes=nodes, pods=pods)
     api = API(cluster, controllers, token=token, users=users, served=served)

@@ -25,9 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=6443, help="0 picks a free port")
     parser.add_argument(
         "--scenario",
-        choices=["seed", "empty"],
+        choices=["seed", "inference", "empty"],
         default="seed",
-        help="seed: the seed chapter's fleet and MIG incident (default)",
+        help="seed: the seed chapter's training fleet and MIG incident (default); "
+        "inference: an inference fleet (H100 MIG and whole, L40S whole and time-sliced)",
     )
     parser.add_argument("--nodes", type=int, default=0, help="add a generated fleet of N nodes")
     parser.add_argument("--pods", type=int, default=0, help="with --nodes: running pods to add")

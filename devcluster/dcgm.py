@@ -18,6 +18,8 @@ DRIVER = "580.105.08"
 MODEL_NAMES = {
     "NVIDIA-A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB",
     "NVIDIA-H100-80GB-HBM3": "NVIDIA H100 80GB HBM3",
+    "NVIDIA-L40S": "NVIDIA L40S",
+    "NVIDIA-L40S-SHARED": "NVIDIA L40S",  # time-sliced: GFD marks the label, NVML does not
 }
 XID_MESSAGES = {
     48: "DBE (Double Bit Error) ECC Error",

@@ -5,6 +5,10 @@ incident: two tainted H100 nodes, two A100 80GB nodes on ``all-3g.40gb`` filled 
 and ``gpu-a100-03`` left on a ``2g.20gb`` + ``1g.10gb`` layout after a test, so team-a's pod
 asking for ``nvidia.com/mig-3g.40gb`` stays Pending.
 
+``inference`` (``devcluster.inference``) builds its fleet from the same parts:
+``gpu_node``, ``register_nodes``, ``run_operator_pods``, ``seed_running``,
+``submit_workloads``.
+
 ``generate_fleet``: a large synthetic fleet (e.g. 5,000 nodes, 50,000 pods) for benchmarks.
 """
 
@@ -52,6 +56,7 @@ GPU_TOLERATION = {
     "effect": "NoSchedule",
 }
 OPERATOR_NAMESPACE = "gpu-operator"
+MIG_MANAGER_DEPLOY = "nvidia.com/gpu.deploy.mig-manager"
 OPERATOR_DAEMONSETS = (
     "nvidia-device-plugin-daemonset",
     "gpu-feature-discovery",
@@ -71,8 +76,14 @@ def gpu_node(
     taints: list[dict[str, str]] | None = None,
     gpu_count: int = 8,
     pool: str = "",
+    sharing: str = "none",
 ) -> Obj:
-    """A Node as a kubelet registers it with GPU Feature Discovery's labels (mixed strategy)."""
+    """A Node as a kubelet registers it with GPU Feature Discovery's labels (mixed strategy).
+
+    A model with ``"mig_capable": "false"`` (an L40S) gets no MIG Manager and no
+    ``nvidia.com/mig.config`` labels (the operator sets those on MIG-capable nodes only);
+    ``sharing`` is the device plugin's ``time-slicing`` or ``mps`` (``gpu.replicas`` and the
+    ``-SHARED`` product then come with the model)."""
     labels = {
         "beta.kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
@@ -88,7 +99,7 @@ def gpu_node(
         "nvidia.com/cuda.runtime-version.major": "13",
         "nvidia.com/cuda.runtime-version.minor": "0",
         "nvidia.com/gpu.compute.major": model["compute_major"],
-        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/gpu.compute.minor": model.get("compute_minor", "0"),
         "nvidia.com/gpu.count": str(gpu_count),
         "nvidia.com/gpu.deploy.dcgm": "true",
         "nvidia.com/gpu.deploy.dcgm-exporter": "true",
@@ -102,13 +113,17 @@ def gpu_node(
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.product": model["product"],
         "nvidia.com/gpu.replicas": model["replicas"],
-        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.sharing-strategy": sharing,
         "nvidia.com/mig.capable": "true",
         "nvidia.com/mig.config": config,
         "nvidia.com/mig.config.state": state,
         "nvidia.com/mig.strategy": "mixed",
-        "nvidia.com/mps.capable": "false",
+        "nvidia.com/mps.capable": str(sharing == "mps").lower(),
     }
+    if model.get("mig_capable", "true") != "true":
+        labels["nvidia.com/mig.capable"] = "false"
+        for key in (MIG_MANAGER_DEPLOY, "nvidia.com/mig.config", "nvidia.com/mig.config.state"):
+            del labels[key]
     if pool:
         labels["quartermaster.io/pool"] = pool
     labels.update(gpu.node_gpu_labels(model["product"], gpu_count, resources))
@@ -231,7 +246,7 @@ def pod(
     return {"metadata": metadata, "spec": spec, "status": {"phase": phase} if phase else {}}
 
 
-def _seed_running(cluster: Cluster, obj: Obj) -> None:
+def seed_running(cluster: Cluster, obj: Obj) -> None:
     """Create a pod through admission, then mark it bound and Running (as if long started)."""
     created = cluster.create(PODS, obj["metadata"]["namespace"], obj, manager="kubectl")
     if obj["spec"].get("nodeName"):
@@ -278,9 +293,69 @@ def _set_by_hand(obj: Obj, label: str, manager: str, *, hours_ago: float) -> Non
     )
 
 
-def load_seed(cluster: Cluster, controllers: Controllers) -> None:
-    for name in ("default", "kube-system", OPERATOR_NAMESPACE, "team-a", "team-b"):
+def create_namespaces(cluster: Cluster, *names: str) -> None:
+    """The system namespaces, the GPU Operator's, then ``names``."""
+    for name in ("default", "kube-system", OPERATOR_NAMESPACE, *names):
         cluster.create(NAMESPACES, "", {"metadata": {"name": name}}, manager="devcluster")
+
+
+def register_nodes(cluster: Cluster, controllers: Controllers, nodes: list[Obj]) -> list[Obj]:
+    """Create the nodes (as their kubelets register them) and tell the MIG Manager and the
+    DCGM exporter each node's per-GPU layout; the stored nodes."""
+    created = []
+    for node in nodes:
+        created.append(cluster.create(NODES, "", node, manager="kubelet"))
+        count = int(node["metadata"]["labels"]["nvidia.com/gpu.count"])
+        extended = {
+            k: int(v)
+            for k, v in node["status"]["allocatable"].items()
+            if k.startswith("nvidia.com/")
+        }
+        controllers.node_layouts[node["metadata"]["name"]] = gpu.layout_from_resources(
+            extended, count
+        )
+    return created
+
+
+def run_operator_pods(cluster: Cluster, nodes: list[Obj]) -> None:
+    """The GPU Operator's DaemonSet pods, Running on each node their node selector picks (the
+    MIG Manager only where ``nvidia.com/gpu.deploy.mig-manager=true``)."""
+    for node in nodes:
+        node_name = node["metadata"]["name"]
+        labels = node["metadata"]["labels"]
+        for daemonset in OPERATOR_DAEMONSETS:
+            if daemonset == "nvidia-mig-manager" and labels.get(MIG_MANAGER_DEPLOY) != "true":
+                continue
+            seed_running(
+                cluster,
+                pod(
+                    f"{daemonset}-{node_name.removeprefix('gpu-')}",
+                    OPERATOR_NAMESPACE,
+                    limits={},
+                    node=node_name,
+                    labels={"app": daemonset},
+                    tolerations=[GPU_TOLERATION],
+                    image=f"nvcr.io/nvidia/{daemonset}:v26.7.0",
+                ),
+            )
+
+
+def submit_workloads(
+    cluster: Cluster, rows: tuple[tuple[str, str, str, int, dict[str, str]], ...]
+) -> None:
+    """Kueue Workloads (as Kueue makes them from Jobs), submitted a minute apart half an
+    hour ago, in this order (Kueue admits the oldest first); they wait for the portal's
+    queues."""
+    for minutes, (namespace, name, queue, count, requests) in enumerate(rows):
+        created = cluster.create(
+            WORKLOADS, namespace, workload(name, namespace, queue, count, requests), manager="kueue"
+        )
+        stamp = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30 - minutes)
+        created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_seed(cluster: Cluster, controllers: Controllers) -> None:
+    create_namespaces(cluster, "team-a", "team-b")
     nodes = [
         gpu_node(
             "gpu-a100-01",
@@ -331,38 +406,14 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
             pool="h100",
         ),
     ]
-    for node in nodes:
-        created = cluster.create(NODES, "", node, manager="kubelet")
-        if node["metadata"]["name"] == "gpu-a100-03":
+    for created in register_nodes(cluster, controllers, nodes):
+        if created["metadata"]["name"] == "gpu-a100-03":
             _set_by_hand(created, "nvidia.com/mig.config", "kubectl-label", hours_ago=3)
-        count = int(node["metadata"]["labels"]["nvidia.com/gpu.count"])
-        extended = {
-            k: int(v)
-            for k, v in node["status"]["allocatable"].items()
-            if k.startswith("nvidia.com/")
-        }
-        controllers.node_layouts[node["metadata"]["name"]] = gpu.layout_from_resources(
-            extended, count
-        )
     # One H100 fell off the bus: the DCGM exporter on gpu-h100-02 reports Xid 79 for GPU 5.
     controllers.gpu_xids["gpu-h100-02"] = {5: 79}
-    for node in nodes:
-        node_name = node["metadata"]["name"]
-        for daemonset in OPERATOR_DAEMONSETS:
-            _seed_running(
-                cluster,
-                pod(
-                    f"{daemonset}-{node_name.removeprefix('gpu-')}",
-                    OPERATOR_NAMESPACE,
-                    limits={},
-                    node=node_name,
-                    labels={"app": daemonset},
-                    tolerations=[GPU_TOLERATION],
-                    image=f"nvcr.io/nvidia/{daemonset}:v26.7.0",
-                ),
-            )
+    run_operator_pods(cluster, nodes)
     for i, node_name in enumerate(["gpu-a100-01", "gpu-a100-01", "gpu-a100-02", "gpu-a100-02"]):
-        _seed_running(
+        seed_running(
             cluster,
             pod(
                 f"filler-3g-{i}",
@@ -372,7 +423,7 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
                 labels={"app": "filler"},
             ),
         )
-    _seed_running(
+    seed_running(
         cluster,
         pod(
             "dev-test-1g",
@@ -415,14 +466,7 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
     # A Volcano gang job of team-b, half started: two of its four 4-GPU pods run on
     # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
     load_gang(cluster)
-    # Kueue workloads (as Kueue makes them from Jobs); they wait for the portal's queues.
-    for minutes, (namespace, name, queue, count, requests) in enumerate(SEED_WORKLOADS):
-        created = cluster.create(
-            WORKLOADS, namespace, workload(name, namespace, queue, count, requests), manager="kueue"
-        )
-        # Submitted a while ago, in this order (Kueue admits the oldest first).
-        stamp = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=30 - minutes)
-        created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    submit_workloads(cluster, SEED_WORKLOADS)
 
 
 GANG = "gang-eval"
@@ -489,7 +533,7 @@ def load_gang(cluster: Cluster) -> None:
         )
         obj["spec"]["schedulerName"] = "volcano"
         if index < 2:
-            _seed_running(cluster, obj)
+            seed_running(cluster, obj)
         else:
             cluster.create(PODS, "team-b", obj, manager="vc-controller-manager")
 

@@ -96,8 +96,10 @@ class PrometheusError(Exception):
     pass
 
 
-def collect(gateway: Gateway | None) -> Collected:
-    if settings.QM_DCGM_SOURCE == "prometheus":
+def collect(gateway: Gateway | None, *, source: str = "") -> Collected:
+    """GPU health as ``source`` (by default QM_DCGM_SOURCE) reads it; no gateway: none
+    through the API server."""
+    if (source or settings.QM_DCGM_SOURCE) == "prometheus":
         return read_from_prometheus(settings.QM_PROMETHEUS_URL)
     if gateway is None:
         return Collected()

@@ -10,6 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from changes.drain import suggest_drains
+from cluster.models import Cluster
+from cluster.services import settings_cluster
 from gpus import dcgm
 from health.collect import Collected, collect
 from health.findings import assess as findings_of
@@ -58,15 +60,24 @@ def store(collected: Collected, *, cluster_id: int | None = None) -> list[NodeHe
     return rows
 
 
-def collect_gpu_health(gateway: Gateway | None) -> dict[str, Any]:
-    """Collect, store, and suggest drains; what happened, for the task's log."""
-    if settings.QM_DCGM_SOURCE == "off":
+def collect_gpu_health(
+    gateway: Gateway | None, *, cluster: Cluster | None = None
+) -> dict[str, Any]:
+    """Collect one cluster's GPU health (by default the settings' one) through ``gateway``,
+    store it, and suggest drains; what happened, for the task's log. QM_PROMETHEUS_URL is
+    the settings' cluster's Prometheus: another cluster is read through its API server."""
+    source = settings.QM_DCGM_SOURCE
+    if source == "off":
         return {"source": "off"}
-    collected = collect(gateway)
-    rows = store(collected)
+    cluster = cluster or settings_cluster()
+    if source == "prometheus" and cluster.connection != Cluster.Connection.SETTINGS:
+        source = "proxy"
+    collected = collect(gateway, source=source)
+    rows = store(collected, cluster_id=cluster.pk)
     suggested = suggest_drains(rows)
     return {
-        "source": settings.QM_DCGM_SOURCE,
+        "cluster": cluster.name,
+        "source": source,
         "nodes": len(rows),
         "unreadable": len(collected.errors),
         "attention": sum(1 for r in rows if r.worst in ("warning", "critical")),

@@ -39,12 +39,12 @@ class AuditedAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: models.Model, form: ModelForm, change: bool
     ) -> None:
-        old = None
+        old = previous = None
         if change:
             previous = type(obj)._default_manager.filter(pk=obj.pk).first()
             old = snapshot(previous) if previous is not None else None
         super().save_model(request, obj, form, change)
-        desired.changed()
+        desired.changed(*(row for row in (previous, obj) if row is not None))
         label = obj._meta.model_name
         record_audit(
             actor=request.user,
@@ -68,7 +68,7 @@ class AuditedAdmin(admin.ModelAdmin):
             old=snapshot(obj),
         )
         super().delete_model(request, obj)
-        desired.changed()
+        desired.changed(obj)
 
     @transaction.atomic
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:

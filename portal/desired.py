@@ -8,18 +8,22 @@ nothing is queued, and the loop's periodic re-apply still converges.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-_subscribers: list[Callable[[], None]] = []
+Listener = Callable[[Sequence[object]], None]
+_subscribers: list[Listener] = []
 
 
-def subscribe(listener: Callable[[], None]) -> None:
-    """Call ``listener`` whenever desired state changes (inside the writing transaction)."""
+def subscribe(listener: Listener) -> None:
+    """Call ``listener(objects)`` whenever desired state changes (inside the writing
+    transaction)."""
     if listener not in _subscribers:
         _subscribers.append(listener)
 
 
-def changed() -> None:
-    """Desired state was written in the current transaction."""
+def changed(*objects: object) -> None:
+    """Desired state was written in the current transaction: ``objects`` are the rows
+    written (as they were and as they are: a row moved to another cluster concerns both),
+    so the loop applies only their clusters; none given: it may concern any cluster."""
     for listener in _subscribers:
-        listener()
+        listener(objects)

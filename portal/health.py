@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection
@@ -16,6 +17,19 @@ from portal import shared_store
 DEADLINE_SECONDS = 0.8
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="readyz")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a check of several parts found (the Kubernetes API of each cluster): its outcome
+    and words, and ``detail`` added to its entry (``{"clusters": {name: {...}}}``)."""
+
+    ok: bool
+    status: str
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+Check = Callable[[], str | Report]
 
 
 def check_database() -> str:
@@ -49,22 +63,31 @@ def check_outbox() -> str:
 # take the portal out of its Service: with Redis down the pages and the API serve (the rate
 # limit lets requests through, tasks wait in the outbox); with the Kubernetes API down the
 # pages show the last observed state and accept requests, and the workers retry.
-REQUIRED: dict[str, Callable[[], str]] = {"database": check_database}
-REPORTED: dict[str, Callable[[], str]] = {"redis": check_redis, "outbox": check_outbox}
+REQUIRED: dict[str, Check] = {"database": check_database}
+REPORTED: dict[str, Check] = {"redis": check_redis, "outbox": check_outbox}
 
 
-def report(name: str, check: Callable[[], str]) -> None:
-    """Add a check that /readyz reports without failing on it (apps call this at start-up)."""
+def report(name: str, check: Check) -> None:
+    """Add a check that /readyz reports without failing on it (apps call this at start-up):
+    it answers its status (ok), raises (failed, the exception's words) or gives a
+    :class:`Report`."""
     REPORTED[name] = check
 
 
-def _timed(check: Callable[[], str]) -> tuple[bool, str, float]:
+def _timed(check: Check) -> tuple[bool, str, float, dict[str, object]]:
     started = time.perf_counter()
+    detail: dict[str, object] = {}
     try:
-        status, ok = check(), True
+        found = check()
     except Exception as exc:  # a probe reports every failure, it never raises
-        status, ok = f"failed: {exc}", False
-    return ok, status, (time.perf_counter() - started) * 1000
+        ok, status = False, f"failed: {exc}"
+    else:
+        if isinstance(found, Report):
+            ok, detail = found.ok, found.detail
+            status = found.status if found.ok else f"failed: {found.status}"
+        else:
+            ok, status = True, found
+    return ok, status, (time.perf_counter() - started) * 1000, detail
 
 
 def readiness() -> tuple[bool, dict[str, dict[str, object]]]:
@@ -76,8 +99,9 @@ def readiness() -> tuple[bool, dict[str, dict[str, object]]]:
     results: dict[str, dict[str, object]] = {}
     ready = True
     for name, future in running.items():
+        detail: dict[str, object] = {}
         if future.done():
-            ok, status, ms = future.result()
+            ok, status, ms, detail = future.result()
         else:
             ok, status, ms = False, f"failed: no answer within {DEADLINE_SECONDS} s", None
         results[name] = {
@@ -85,6 +109,7 @@ def readiness() -> tuple[bool, dict[str, dict[str, object]]]:
             "status": status,
             "required": name in REQUIRED,
             "ms": None if ms is None else round(ms, 1),
+            **detail,
         }
         if name in REQUIRED and not ok:
             ready = False

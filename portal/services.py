@@ -50,7 +50,7 @@ def save_validated(
     team: Any = None,
 ) -> models.Model:
     """Validate (field errors raise ``ValidationError``), save, and audit old -> new."""
-    old = None
+    old = previous = None
     if instance.pk is not None:
         previous = type(instance)._default_manager.filter(pk=instance.pk).first()
         old = snapshot(previous) if previous is not None else None
@@ -58,7 +58,7 @@ def save_validated(
     if old is not None and old == snapshot(instance):
         return instance  # nothing changed: nothing to save, apply or audit
     instance.save()
-    desired.changed()
+    desired.changed(*(row for row in (previous, instance) if row is not None))
     record_audit(
         actor=actor,
         event=event,

@@ -125,7 +125,7 @@ def set_namespace_quota(
         QuotaItem.objects.update_or_create(
             namespace=namespace, resource=resource, defaults={"hard": value}
         )
-    desired.changed()
+    desired.changed(namespace)
     record_audit(
         actor=actor,
         event="quota.changed",
@@ -194,7 +194,7 @@ def set_namespace_limits(
     LimitRangeItem.objects.bulk_create(
         LimitRangeItem(namespace=namespace, **spec.__dict__) for spec in limits
     )
-    desired.changed()
+    desired.changed(namespace)
     record_audit(
         actor=actor,
         event="limits.changed",
@@ -223,7 +223,7 @@ def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None
         old={"name": namespace.name, "team": namespace.team.slug},
     )
     namespace.delete()
-    desired.changed()
+    desired.changed(namespace)
 
 
 @transaction.atomic

@@ -392,16 +392,20 @@ CELERY_BEAT_SCHEDULE = {
     },
     "resume-mig-changes": {"task": "changes.tasks.resume_mig_changes_task", "schedule": 60.0},
     "expire-quota-grants": {"task": "changes.tasks.expire_quota_grants_task", "schedule": 300.0},
-    "poll-cluster": {"task": "cluster.tasks.poll_cluster_task", "schedule": float(QM_POLL_SECONDS)},
+    # The loop fans out: one poll, apply or GPU health read per cluster, side by side.
+    "poll-clusters": {
+        "task": "cluster.tasks.poll_all_clusters_task",
+        "schedule": float(QM_POLL_SECONDS),
+    },
     # A sample after each successful poll, at most every QM_SAMPLE_SECONDS.
     "sample-usage": {"task": "usage.tasks.take_sample_task", "schedule": float(QM_POLL_SECONDS)},
     "roll-up-usage": {"task": "usage.tasks.roll_up_task", "schedule": 600.0},
     "collect-gpu-health": {
-        "task": "health.tasks.collect_gpu_health_task",
+        "task": "health.tasks.collect_all_gpu_health_task",
         "schedule": float(QM_HEALTH_SECONDS),
     },
     "reapply-desired-state": {
-        "task": "cluster.tasks.apply_desired_state_task",
+        "task": "cluster.tasks.apply_all_clusters_task",
         "schedule": float(QM_REAPPLY_SECONDS),
         "kwargs": {"full": True},
     },

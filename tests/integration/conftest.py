@@ -1,11 +1,24 @@
-"""Fixtures of the integration suite's fault tests."""
+"""Fixtures of the integration suite: a port that never answers (the fault tests), and a
+second demo cluster, the inference one, registered as a ``Cluster`` of the portal."""
 
 from __future__ import annotations
 
+import copy
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
+
+import devcluster
+from cluster.connection import gateway_for
+from cluster.models import Cluster
+from cluster.services import save_cluster
+from kube import Gateway
+from tests.conftest import FAST
+
+INFERENCE_TOKEN = "inference-cluster-token"
 
 
 @pytest.fixture
@@ -16,3 +29,36 @@ def silent_port() -> Iterator[int]:
     server.listen(64)
     yield server.getsockname()[1]
     server.close()
+
+
+@dataclass
+class SecondCluster:
+    """The inference demo cluster, the portal's row for it, and the gateway its row gives."""
+
+    demo: devcluster.DemoCluster
+    row: Cluster
+    token: str
+
+    @property
+    def gateway(self) -> Gateway:
+        return gateway_for(self.row)
+
+
+@pytest.fixture
+def inference_cluster(db: Any) -> Iterator[SecondCluster]:
+    """A second demo cluster beside ``demo_cluster``: ``--scenario inference`` behind a
+    bearer token, on a free loopback port, its controllers at test speed, and the
+    ``Cluster`` row ``inference`` (purpose inference, token connection, the token stored
+    encrypted) pointing at it, as ``dev.py run`` registers it. Stopped after the test (it
+    starts in a few milliseconds, like ``demo_cluster``)."""
+    demo = devcluster.start(scenario="inference", token=INFERENCE_TOKEN, options=copy.copy(FAST))
+    row = Cluster(
+        name="inference",
+        display_name="Inference (H100 / L40S)",
+        purpose=Cluster.Purpose.INFERENCE,
+        connection=Cluster.Connection.TOKEN,
+        api_url=demo.url,
+    )
+    save_cluster(actor=None, cluster=row, credential=INFERENCE_TOKEN, source="cli")
+    yield SecondCluster(demo, row, INFERENCE_TOKEN)
+    demo.stop()

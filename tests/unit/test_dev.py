@@ -40,3 +40,18 @@ def test_the_tail_of_a_log(tmp_path: Path) -> None:
     log.write_text("".join(f"line {i}\n" for i in range(100)))
     assert dev.log_tail(log, 3) == "line 97\nline 98\nline 99"
     assert dev.log_tail(tmp_path / "missing.log") == ""
+
+
+def test_the_banner_names_both_demo_clusters_and_their_addresses() -> None:
+    logins = [(user.username, user.description) for user in USERS]
+    clusters = [("default (training)", "http://127.0.0.1:6443"), ("inference", "http://[::1]:1")]
+    lines = dev.banner("http://127.0.0.1:8000/", logins, ROOT / ".data" / "logs", clusters)
+    shown = lines.splitlines()
+    start = shown.index("Demo clusters (a kubeconfig of each in .data/):")
+    assert shown[start + 1 : start + 3] == [
+        "  default (training)  http://127.0.0.1:6443",
+        "  inference           http://[::1]:1",
+    ]
+    assert "Ctrl-C stops web, worker and beat and the demo clusters." in shown
+    alone = dev.banner("http://127.0.0.1:8000/", logins, ROOT / ".data" / "logs")
+    assert "Demo clusters" not in alone and "Ctrl-C stops web, worker and beat." in alone

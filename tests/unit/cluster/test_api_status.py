@@ -1,4 +1,5 @@
-"""What the polls tell of the Kubernetes API, read from the recorded polls alone."""
+"""What the polls tell of the Kubernetes API, read from the recorded polls alone: of each
+cluster from its own polls, every cluster's in two queries."""
 
 from __future__ import annotations
 
@@ -6,18 +7,23 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cluster.models import SyncRun
-from cluster.selectors import api_status
+from cluster.models import Cluster, SyncRun
+from cluster.selectors import api_status, cluster_statuses, last_sync
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()
 
 
-def run(seconds_ago: float, *, error: str = "", finished: bool = True) -> SyncRun:
+def run(
+    seconds_ago: float, *, error: str = "", finished: bool = True, cluster: Cluster | None = None
+) -> SyncRun:
     started = NOW - dt.timedelta(seconds=seconds_ago)
     return SyncRun.objects.create(
+        **({"cluster": cluster} if cluster else {}),
         started_at=started,
         finished_at=started + dt.timedelta(seconds=1) if finished else None,
         error=error,
@@ -75,3 +81,44 @@ def test_a_good_poll_ends_the_outage() -> None:
     run(90, error="refused")
     run(20)
     assert api_status(now=NOW).state == "ok"
+
+
+def cluster(name: str) -> Cluster:
+    return Cluster.objects.create(name=name, display_name=name, connection="token")
+
+
+def test_each_cluster_has_its_own_status() -> None:
+    infer, spare = cluster("infer"), cluster("spare")
+    run(120, cluster=infer)
+    down = run(90, error="cannot reach the Kubernetes API: refused", cluster=infer)
+    run(60, error="cannot reach the Kubernetes API: refused", cluster=infer)
+    run(10)  # the settings' cluster answers
+    assert api_status(now=NOW).state == "ok"  # the settings' cluster, as before
+    away = api_status(infer, now=NOW)
+    assert (away.state, away.since) == ("unreachable", down.started_at)
+    assert last_sync(infer) is not None and last_sync(infer).started_at == NOW - dt.timedelta(
+        seconds=60
+    )
+    assert last_sync(spare) is None and api_status(spare, now=NOW).state == "never"
+
+
+def test_every_clusters_status_in_two_queries_whatever_their_number() -> None:
+    infer = cluster("infer")
+    run(120, cluster=infer)
+    down = run(90, error="refused", cluster=infer)
+    run(10)
+    for index in range(5):
+        more = cluster(f"more-{index}")
+        for age in range(0, 300, 30):
+            run(age + 5, cluster=more)
+    with CaptureQueriesContext(connection) as queries:
+        statuses = cluster_statuses(now=NOW)
+    assert len(queries) == 2
+    by_name = {s.cluster.name: s for s in statuses}
+    assert [s.cluster.name for s in statuses] == sorted(by_name)
+    assert (by_name["infer"].state, by_name["infer"].since) == ("unreachable", down.started_at)
+    assert by_name["infer"].last_ok_at == NOW - dt.timedelta(seconds=120)
+    assert by_name["infer"].message == "refused" and not by_name["infer"].ok
+    assert by_name["default"].ok and by_name["default"].message == "polled 10 s ago"
+    assert by_name["more-0"].ok and by_name["more-0"].latest is not None
+    assert by_name["more-0"].latest.started_at == NOW - dt.timedelta(seconds=5)

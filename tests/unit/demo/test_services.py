@@ -4,6 +4,9 @@ from typing import Any
 
 import pytest
 
+from cluster import credentials
+from cluster.models import Cluster
+from demo.data import Endpoint
 from demo.services import load_demo
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue
@@ -79,3 +82,42 @@ def test_demo_writes_are_audited_as_the_system(demo: None) -> None:
         AuditEvent.objects.filter(source="cli", actor__isnull=True, event="quota.changed").count()
         == 4
     )
+
+
+def test_given_the_second_demo_cluster_the_demo_registers_it_once(demo: None) -> None:
+    audited = AuditEvent.objects.filter(event__startswith="cluster.")
+    load_demo(Endpoint("http://127.0.0.1:7001", "first-token"))
+    training = Cluster.objects.get(connection="settings")
+    assert (training.display_name, training.purpose) == ("Training (A100 / H100)", "training")
+    inference = Cluster.objects.get(name="inference")
+    assert (inference.purpose, inference.connection, inference.api_url) == (
+        "inference",
+        "token",
+        "http://127.0.0.1:7001",
+    )
+    assert credentials.decrypt(inference.credential, cluster="inference") == "first-token"
+    assert "first-token" not in str(list(audited.values_list("new", flat=True)))
+    assert sorted(audited.values_list("event", flat=True)) == [
+        "cluster.changed",
+        "cluster.registered",
+    ]
+    # The same cluster again: nothing to write. A new address and token: one change.
+    load_demo(Endpoint("http://127.0.0.1:7001", "first-token"))
+    assert audited.count() == 2
+    load_demo(Endpoint("http://127.0.0.1:7002", "second-token"))
+    change = audited.order_by("-id").first()
+    assert change is not None
+    assert (change.event, change.new) == (
+        "cluster.changed",
+        {"api_url": "http://127.0.0.1:7002", "credential": "replaced"},
+    )
+    inference.refresh_from_db()
+    assert credentials.decrypt(inference.credential, cluster="inference") == "second-token"
+    assert Cluster.objects.count() == 2
+
+
+def test_without_a_second_cluster_the_settings_cluster_is_left_as_it_is(demo: None) -> None:
+    before = list(Cluster.objects.values_list("name", "display_name", "purpose"))
+    load_demo()
+    assert list(Cluster.objects.values_list("name", "display_name", "purpose")) == before
+    assert not Cluster.objects.filter(name="inference").exists()

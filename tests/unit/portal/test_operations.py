@@ -108,7 +108,8 @@ def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None
 
     from django.utils import timezone
 
-    from cluster.models import SyncRun
+    from cluster.models import Cluster, SyncRun
+    from cluster.services import settings_cluster
 
     now = timezone.now()
     SyncRun.objects.create(
@@ -121,10 +122,19 @@ def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None
         finished_at=now - timedelta(seconds=30),
         error="boom",
     )
+    other = Cluster.objects.create(name="infer", display_name="Infer", connection="token")
+    SyncRun.objects.create(
+        cluster=other, started_at=now - timedelta(seconds=5), finished_at=now, duration_ms=900
+    )
     samples = scrape(client)
-    assert samples[("quartermaster_sync_duration_seconds", ())] == 0  # the failed one
-    assert samples[("quartermaster_sync_last_ok", ())] == 0
-    assert 89 < samples[("quartermaster_sync_age_seconds", ())] < 120
+    mine = (("cluster", settings_cluster().name),)
+    assert samples[("quartermaster_sync_duration_seconds", mine)] == 0  # the failed one
+    assert samples[("quartermaster_sync_last_ok", mine)] == 0
+    assert 89 < samples[("quartermaster_sync_age_seconds", mine)] < 120
+    theirs = (("cluster", "infer"),)  # each cluster its own
+    assert samples[("quartermaster_sync_duration_seconds", theirs)] == 0.9
+    assert samples[("quartermaster_sync_last_ok", theirs)] == 1
+    assert samples[("quartermaster_sync_age_seconds", theirs)] < 5
     assert samples[("quartermaster_pending_approvals", (("kind", "mig_change"),))] == 0
     assert ("quartermaster_pending_approvals", (("kind", "quota"),)) in samples
     assert samples[("quartermaster_drift_open", (("kind", "mig_layout"),))] == 0

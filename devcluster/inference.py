@@ -1,0 +1,177 @@
+"""The inference fleet (``python -m devcluster --scenario inference``): the seed chapter's
+inference cluster (§8.1: H100 / L40S, sliced by MIG and time-slicing) beside the training one.
+
+* ``h100-mig``: two H100 80GB nodes on the GPU Operator's ``all-1g.10gb`` (7 x 1g.10gb per
+  GPU) for small models;
+* ``h100``: one H100 80GB node of whole GPUs, tainted for GPU work like the seed's, for
+  large models;
+* ``l40s``: two nodes of four whole L40S (no MIG: no MIG Manager, no ``mig.config``);
+* ``l40s-shared``: one L40S node time-sliced by the device plugin, four replicas per GPU.
+
+team-infer serves (online) and runs batch inference there, and team-a serves the model it
+trains on the other cluster (namespace ``team-a-serve``). Two Kueue workloads of
+team-infer wait for the portal's queues (``online-infer``, ``offline-batch``).
+"""
+
+from __future__ import annotations
+
+from devcluster import gpu
+from devcluster.cluster import Cluster, Obj
+from devcluster.controllers import Controllers
+from devcluster.scenario import (
+    GPU_TAINT,
+    GPU_TOLERATION,
+    H100,
+    create_namespaces,
+    gpu_node,
+    pod,
+    register_nodes,
+    run_operator_pods,
+    seed_running,
+    submit_workloads,
+)
+
+# An H100 whose GPUs all have MIG on reports no whole-GPU replicas (gpu.replicas 0).
+H100_MIG = {**H100, "replicas": "0"}
+L40S = {
+    "product": "NVIDIA-L40S",
+    "family": "ada-lovelace",
+    "compute_major": "8",
+    "compute_minor": "9",
+    "machine": "PowerEdge-R760xa",
+    "instance_type": "r760xa-l40sx4",
+    "memory": "46068",
+    "replicas": "1",
+    "mig_capable": "false",
+}
+TIME_SLICES = 4
+# Time-sliced without renaming: the same resource, the product marked -SHARED.
+L40S_SHARED = {**L40S, "product": "NVIDIA-L40S-SHARED", "replicas": str(TIME_SLICES)}
+SERVING_IMAGE = "nvcr.io/nvidia/tritonserver:25.01-py3"
+NAMESPACES = ("team-infer", "team-a-serve")
+
+INFERENCE_WORKLOADS = (
+    ("team-infer", "job-batch-embed", "offline-batch", 4, {"nvidia.com/gpu": "1"}),
+    ("team-infer", "job-canary-8b", "online-infer", 1, {"nvidia.com/mig-1g.10gb": "1"}),
+)
+
+
+def mig_resources(product: str, config: str, gpu_count: int = 8) -> dict[str, int]:
+    """What the node advertises after the MIG Manager applied ``config`` (the reference's
+    profiles and the GPU Operator's named configs, as the seed's MIG changes use them)."""
+    layout = gpu.apply_config(product, gpu_count, config, None)
+    assert layout.success, layout.message
+    return {name: count for name, count in layout.resources.items() if count}
+
+
+def inference_nodes() -> list[Obj]:
+    one_g = mig_resources(H100["product"], "all-1g.10gb")
+    nodes = [
+        gpu_node(
+            f"infer-h100-0{index}",
+            H100_MIG,
+            ip=f"10.30.0.1{index}",
+            config="all-1g.10gb",
+            state="success",
+            resources=one_g,
+            pool="h100-mig",
+        )
+        for index in (1, 2)
+    ]
+    nodes.append(
+        gpu_node(
+            "infer-h100-03",
+            H100,
+            ip="10.30.0.13",
+            config="all-disabled",
+            state="success",
+            resources={"nvidia.com/gpu": 8},
+            taints=[GPU_TAINT],
+            pool="h100",
+        )
+    )
+    nodes += [
+        gpu_node(
+            f"infer-l40s-0{index}",
+            L40S,
+            ip=f"10.30.1.1{index}",
+            config="",
+            state="",
+            resources={"nvidia.com/gpu": 4},
+            gpu_count=4,
+            pool="l40s",
+        )
+        for index in (1, 2)
+    ]
+    nodes.append(
+        gpu_node(
+            "infer-l40s-03",
+            L40S_SHARED,
+            ip="10.30.1.13",
+            config="",
+            state="",
+            resources={"nvidia.com/gpu": 4 * TIME_SLICES},
+            gpu_count=4,
+            pool="l40s-shared",
+            sharing="time-slicing",
+        )
+    )
+    nodes[-1]["metadata"]["labels"]["nvidia.com/device-plugin.config"] = "time-sliced-4"
+    return nodes
+
+
+def _serving(name: str, namespace: str, node: str, limits: dict[str, str], app: str) -> Obj:
+    tainted = node == "infer-h100-03"
+    return pod(
+        name,
+        namespace,
+        limits=limits,
+        node=node,
+        labels={"app": app},
+        tolerations=[GPU_TOLERATION] if tainted else None,
+        image=SERVING_IMAGE,
+    )
+
+
+def serving_pods() -> list[Obj]:
+    """Running model servers: a large model on whole H100s, small ones on 1g.10gb slices,
+    rerankers on L40S, a batch OCR on time-sliced L40S, and team-a's own model."""
+    pods = [
+        _serving(f"chat-70b-{i}", "team-infer", "infer-h100-03", {"nvidia.com/gpu": "2"}, "chat")
+        for i in range(2)
+    ]
+    pods += [
+        _serving(
+            f"embed-small-{i}",
+            "team-infer",
+            f"infer-h100-0{1 + i % 2}",
+            {"nvidia.com/mig-1g.10gb": "1"},
+            "embed",
+        )
+        for i in range(6)
+    ]
+    pods += [
+        _serving(f"rerank-{i}", "team-infer", "infer-l40s-01", {"nvidia.com/gpu": "1"}, "rerank")
+        for i in range(2)
+    ]
+    pods += [
+        _serving(f"ocr-batch-{i}", "team-infer", "infer-l40s-03", {"nvidia.com/gpu": "1"}, "ocr")
+        for i in range(6)
+    ]
+    pods += [
+        _serving(
+            f"vision-serve-{i}", "team-a-serve", "infer-l40s-02", {"nvidia.com/gpu": "1"}, "vision"
+        )
+        for i in range(2)
+    ]
+    return pods
+
+
+def load_inference(cluster: Cluster, controllers: Controllers) -> None:
+    create_namespaces(cluster, *NAMESPACES)
+    nodes = inference_nodes()
+    register_nodes(cluster, controllers, nodes)
+    run_operator_pods(cluster, nodes)
+    for obj in serving_pods():
+        seed_running(cluster, obj)
+    submit_workloads(cluster, INFERENCE_WORKLOADS)

@@ -1,0 +1,239 @@
+"""The inference fleet (``python -m devcluster --scenario inference``) as the portal reads it
+over the API: nodes and pools, the GPU Operator's labels, allocatable GPUs and MIG devices
+checked against the reference data (reference/mig-profiles.yaml, mig-parted-config.yaml),
+running pods that fit their nodes, and its MIG Manager re-slicing an H100."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import devcluster
+from kube import Gateway, ObjectRef, PermanentKubeError, connect
+from tests.support import wait_for
+
+REFERENCE = Path(__file__).resolve().parents[2] / "reference"
+TOKEN = "inference-demo-token"
+MIG_STATE = "nvidia.com/mig.config.state"
+# What GPU Feature Discovery always sets (gpu-operator-facts.md, "GFD label catalogue").
+GFD_ALWAYS = (
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/gpu.family",
+    "nvidia.com/gpu.compute.major",
+    "nvidia.com/gpu.compute.minor",
+    "nvidia.com/gpu.machine",
+    "nvidia.com/gpu.mode",
+    "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy",
+    "nvidia.com/cuda.driver-version.full",
+    "nvidia.com/cuda.runtime-version.full",
+    "nvidia.com/mig.capable",
+    "nvidia.com/mps.capable",
+)
+pytestmark = pytest.mark.demo_cluster(scenario="inference", token=TOKEN)
+
+
+@pytest.fixture
+def api(demo_cluster: devcluster.DemoCluster) -> Gateway:
+    return connect(url=demo_cluster.url, token=TOKEN)
+
+
+def reference_model(product: str) -> dict[str, Any]:
+    models = yaml.safe_load((REFERENCE / "mig-profiles.yaml").read_text())["gpus"]
+    return next(
+        model
+        for model in models.values()
+        if product in [label["value"] for label in model.get("gfd_product_labels", [])]
+    )
+
+
+def per_gpu_devices(config: str, model: dict[str, Any]) -> dict[str, int]:
+    """The MIG devices one GPU of ``model`` gets from the GPU Operator's ``config``."""
+    configs = yaml.safe_load((REFERENCE / "mig-parted-config.yaml").read_text())["mig-configs"]
+    ids = {i.upper() for i in model["pci_device_ids"]}
+    for entry in configs[config]:
+        filters = entry.get("device-filter")
+        filters = [filters] if isinstance(filters, str) else filters
+        if filters is None or ids & {f.upper() for f in filters}:
+            return dict(entry.get("mig-devices") or {})
+    raise AssertionError(f"{config} has no entry for {model['pci_device_ids']}")
+
+
+def nodes_by_name(api: Gateway) -> dict[str, dict[str, Any]]:
+    return {node["metadata"]["name"]: node for node in api.list("v1", "Node")}
+
+
+def gpus(node: dict[str, Any], section: str = "allocatable") -> dict[str, int]:
+    values = node["status"][section].items()
+    return {k: int(v) for k, v in values if k.startswith("nvidia.com/") and int(v)}
+
+
+def test_the_fleet_is_two_h100_pools_and_two_l40s_pools_behind_a_token(
+    demo_cluster: devcluster.DemoCluster, api: Gateway
+) -> None:
+    pools = {
+        name: node["metadata"]["labels"]["quartermaster.io/pool"]
+        for name, node in nodes_by_name(api).items()
+    }
+    assert pools == {
+        "infer-h100-01": "h100-mig",
+        "infer-h100-02": "h100-mig",
+        "infer-h100-03": "h100",
+        "infer-l40s-01": "l40s",
+        "infer-l40s-02": "l40s",
+        "infer-l40s-03": "l40s-shared",
+    }
+    with pytest.raises(PermanentKubeError):
+        connect(url=demo_cluster.url, token="wrong").list("v1", "Node")
+    served = {g["name"] for g in api.api_groups()["groups"]}
+    assert "kueue.x-k8s.io" in served  # Kueue installed, as on the training cluster
+    waiting = {
+        w["metadata"]["name"]: w["spec"]["queueName"]
+        for w in api.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="team-infer")
+    }
+    assert waiting == {"job-batch-embed": "offline-batch", "job-canary-8b": "online-infer"}
+
+
+def test_h100_nodes_advertise_what_their_mig_config_makes_per_the_reference(
+    api: Gateway,
+) -> None:
+    nodes = nodes_by_name(api)
+    h100 = reference_model("NVIDIA-H100-80GB-HBM3")
+    profiles = {p["name"]: p for p in h100["profiles"]}
+    for name in ("infer-h100-01", "infer-h100-02"):
+        labels = nodes[name]["metadata"]["labels"]
+        assert labels["nvidia.com/mig.config"] == "all-1g.10gb"
+        assert labels["nvidia.com/mig.config.state"] == "success"
+        assert labels["nvidia.com/gpu.deploy.mig-manager"] == "true"
+        assert labels["nvidia.com/gpu.replicas"] == "0"  # MIG on every GPU
+        count = int(labels["nvidia.com/gpu.count"])
+        devices = per_gpu_devices("all-1g.10gb", h100)
+        assert devices == {"1g.10gb": 7}
+        expected = {profiles[p]["resource_name"]: n * count for p, n in devices.items()}
+        assert (
+            gpus(nodes[name])
+            == gpus(nodes[name], "capacity")
+            == expected
+            == {"nvidia.com/mig-1g.10gb": 56}
+        )
+        assert labels["nvidia.com/mig-1g.10gb.count"] == "56"
+        memory = int(profiles["1g.10gb"]["memory_gib_reported"] * 1024)
+        assert labels["nvidia.com/mig-1g.10gb.memory"] == str(memory)
+        assert labels["nvidia.com/mig-1g.10gb.product"] == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
+    whole = nodes["infer-h100-03"]
+    assert whole["metadata"]["labels"]["nvidia.com/mig.config"] == "all-disabled"
+    assert gpus(whole) == {"nvidia.com/gpu": 8}
+    assert whole["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+
+
+def test_l40s_nodes_have_no_mig_and_one_is_time_sliced(api: Gateway) -> None:
+    nodes = nodes_by_name(api)
+    catalog = yaml.safe_load((REFERENCE / "mig-profiles.yaml").read_text())["gpus"]
+    products = {label["value"] for m in catalog.values() for label in m["gfd_product_labels"]}
+    for name in ("infer-l40s-01", "infer-l40s-02", "infer-l40s-03"):
+        labels = nodes[name]["metadata"]["labels"]
+        assert [key for key in GFD_ALWAYS if key not in labels] == []
+        assert labels["nvidia.com/gpu.product"].removesuffix("-SHARED") == "NVIDIA-L40S"
+        assert "NVIDIA-L40S" not in products  # no MIG profiles: not a MIG GPU
+        assert labels["nvidia.com/mig.capable"] == "false"
+        assert labels["nvidia.com/gpu.count"] == "4"
+        for key in ("nvidia.com/mig.config", "nvidia.com/gpu.deploy.mig-manager"):
+            assert key not in labels
+        assert not [k for k in gpus(nodes[name]) if k.startswith("nvidia.com/mig-")]
+    for name in ("infer-l40s-01", "infer-l40s-02"):
+        labels = nodes[name]["metadata"]["labels"]
+        assert (labels["nvidia.com/gpu.sharing-strategy"], labels["nvidia.com/gpu.replicas"]) == (
+            "none",
+            "1",
+        )
+        assert gpus(nodes[name]) == {"nvidia.com/gpu": 4}
+    # Time-sliced, not renamed: each GPU advertised replicas times, the product -SHARED.
+    shared = nodes["infer-l40s-03"]["metadata"]["labels"]
+    assert shared["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert shared["nvidia.com/gpu.product"] == "NVIDIA-L40S-SHARED"
+    replicas = int(shared["nvidia.com/gpu.replicas"])
+    assert gpus(nodes["infer-l40s-03"]) == {"nvidia.com/gpu": 4 * replicas} != {"nvidia.com/gpu": 4}
+
+
+def test_every_gpu_node_carries_the_gpu_operators_labels_and_its_daemonsets(
+    api: Gateway,
+) -> None:
+    nodes = nodes_by_name(api)
+    operator = Counter(
+        p["spec"]["nodeName"] for p in api.list("v1", "Pod", namespace="gpu-operator")
+    )
+    for name, node in nodes.items():
+        labels = node["metadata"]["labels"]
+        assert [key for key in GFD_ALWAYS if key not in labels] == [], name
+        assert labels["nvidia.com/mig.strategy"] == "mixed"
+        mig_capable = labels["nvidia.com/mig.capable"] == "true"
+        # device plugin, GFD, DCGM exporter; the MIG Manager on MIG-capable nodes only
+        assert operator[name] == (4 if mig_capable else 3), name
+
+
+def test_the_serving_pods_run_within_their_nodes_allocatable(api: Gateway) -> None:
+    nodes = nodes_by_name(api)
+    used: dict[str, Counter[str]] = {name: Counter() for name in nodes}
+    serving = [
+        p
+        for namespace in ("team-infer", "team-a-serve")
+        for p in api.list("v1", "Pod", namespace=namespace)
+    ]
+    for pod in serving:
+        assert pod["status"]["phase"] == "Running"
+        node = nodes[pod["spec"]["nodeName"]]
+        for container in pod["spec"]["containers"]:
+            used[node["metadata"]["name"]].update(
+                {k: int(v) for k, v in container["resources"]["limits"].items()}
+            )
+        if node["spec"].get("taints"):
+            assert pod["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+    for name, counts in used.items():
+        free = gpus(nodes[name])
+        assert all(count <= free.get(resource, 0) for resource, count in counts.items()), name
+    assert {p["metadata"]["namespace"] for p in serving} == {"team-infer", "team-a-serve"}
+    assert sum(used["infer-h100-03"].values()) == 4  # half the whole H100s in use
+    assert used["infer-l40s-03"]["nvidia.com/gpu"] > 4  # more pods than GPUs: time-slicing
+
+
+def test_the_mig_manager_reslices_an_inference_h100_as_the_reference_says(
+    api: Gateway,
+) -> None:
+    api.patch_node_labels("infer-h100-02", {"nvidia.com/mig.config": "all-3g.40gb"})
+
+    # embed-small-1/3/5 hold 1g.10gb devices there: the MIG Manager refuses a busy GPU
+    def state() -> str:
+        return str(nodes_by_name(api)["infer-h100-02"]["metadata"]["labels"][MIG_STATE])
+
+    wait_for(lambda: state() == "failed", what="the MIG Manager refusing a busy node")
+    assert gpus(nodes_by_name(api)["infer-h100-02"]) == {"nvidia.com/mig-1g.10gb": 56}
+    for name in ("embed-small-1", "embed-small-3", "embed-small-5"):
+        api.delete(ObjectRef("v1", "Pod", name, "team-infer"))
+    wait_for(
+        lambda: (
+            not [
+                p
+                for p in api.list("v1", "Pod", namespace="team-infer")
+                if p["spec"]["nodeName"] == "infer-h100-02"
+            ]
+        ),
+        what="the pods on infer-h100-02 gone",
+    )
+    api.patch_node_labels("infer-h100-02", {"nvidia.com/mig.config": "all-1g.10gb"})
+    api.patch_node_labels("infer-h100-02", {"nvidia.com/mig.config": "all-3g.40gb"})
+    devices = per_gpu_devices("all-3g.40gb", reference_model("NVIDIA-H100-80GB-HBM3"))
+    wanted = {f"nvidia.com/mig-{p}": n * 8 for p, n in devices.items()}
+    assert wanted == {"nvidia.com/mig-3g.40gb": 16}
+    wait_for(
+        lambda: gpus(nodes_by_name(api)["infer-h100-02"]) == wanted,
+        what="infer-h100-02 re-sliced to 3g.40gb",
+    )
