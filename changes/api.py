@@ -17,6 +17,7 @@ from changes.approval import may_preview, teams_user_may_request_for
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
+from cluster.models import Cluster
 from portal.api_safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
@@ -30,6 +31,43 @@ from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
+
+CLUSTER_HELP = (
+    "The cluster's name. Required when more than one cluster is registered (a node, a "
+    "namespace or a ClusterQueue of one name may be on several)."
+)
+
+
+def cluster_named(name: str) -> Cluster | None:
+    """The cluster called ``name`` (None for no name); a field error naming the clusters
+    that would do for any other."""
+    if not name:
+        return None
+    found = Cluster.objects.filter(name=name).first()
+    if found is None:
+        names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+        raise ValidationError({"cluster": [f"No such cluster: use one of {names}."]})
+    return found
+
+
+def _one_named(
+    rows: Any, name: str, cluster: Cluster | None, *, field: str, mine: dict[str, Any]
+) -> Any:
+    """The namespace or ClusterQueue called ``name`` on ``cluster`` (None when there is
+    none: the service says so); without a cluster, the one of that name, preferring the
+    team's (``mine``), and a field error when several clusters have one."""
+    if not name:
+        return None
+    rows = rows.filter(name=name)
+    if cluster is not None:
+        return rows.filter(cluster=cluster).first()
+    found = list(rows.select_related("cluster")[:10])
+    if len(found) > 1:
+        found = list(rows.filter(**mine).distinct().select_related("cluster")[:10]) or found
+    if len(found) > 1:
+        where = ", ".join(sorted(row.cluster.name for row in found))
+        raise ValidationError({"cluster": [f"The {field} {name} is on {where}: say which."]})
+    return found[0] if found else None
 
 
 class StepSerializer(serializers.ModelSerializer[MigChangeStep]):
@@ -72,12 +110,16 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
     pool_name = serializers.CharField(
         source="pool_label", read_only=True, help_text="The node pool's name, also once deleted."
     )
+    cluster: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="The cluster the nodes are on."
+    )
 
     class Meta:
         model = MigChangeRequest
         fields = [
             "id",
             "kind",
+            "cluster",
             "team",
             "nodes",
             "pool",
@@ -120,6 +162,9 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
 
 
 class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63, help_text=CLUSTER_HELP
+    )
     team = serializers.SlugField()
     nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
     target_config = serializers.CharField(max_length=63)
@@ -130,6 +175,9 @@ class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
 
 
 class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63, help_text=CLUSTER_HELP
+    )
     nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=False)
     target_config = serializers.CharField(max_length=63)
 
@@ -190,6 +238,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         created = mig.request_mig_change(
             actor=request.user,
             team=team,
+            cluster=cluster_named(data.validated_data["cluster"]),
             nodes=data.validated_data["nodes"],
             target_config=data.validated_data["target_config"],
             reason=data.validated_data["reason"],
@@ -214,6 +263,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
                 viewer=request.user,
                 nodes=data.validated_data["nodes"],
                 config=data.validated_data["target_config"],
+                cluster=mig.change_cluster(None, cluster_named(data.validated_data["cluster"])),
             )
         )
 
@@ -292,6 +342,11 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
+    cluster: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="name",
+        read_only=True,
+        help_text="The cluster of the namespace or ClusterQueue.",
+    )
     # Null for the other kind (a namespace quota has no ClusterQueue and the other way
     # round) and for a request no automatic rule approved.
     namespace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
@@ -325,6 +380,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
         model = QuotaChangeRequest
         fields = [
             "id",
+            "cluster",
             "team",
             "kind",
             "namespace",
@@ -350,6 +406,9 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
 
 
 class QuotaRequestCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63, help_text=CLUSTER_HELP
+    )
     team = serializers.SlugField()
     kind = serializers.ChoiceField(choices=QuotaChangeRequest.Kind.choices)
     namespace = serializers.CharField(required=False, allow_blank=True, default="")
@@ -410,6 +469,7 @@ class QuotaRequestViewSet(
                     "Only the team's lead or a platform admin can ask for quota."
                 )
             raise ValidationError({"team": ["No such team."]})
+        cluster = cluster_named(values["cluster"])
         created = quota.request_quota_change(
             actor=request.user,
             team=team,
@@ -417,12 +477,20 @@ class QuotaRequestViewSet(
             resource=values["resource"],
             requested=values["requested"],
             reason=values["reason"],
-            namespace=Namespace.objects.filter(name=values["namespace"]).first()
-            if values["namespace"]
-            else None,
-            cluster_queue=ClusterQueue.objects.filter(name=values["cluster_queue"]).first()
-            if values["cluster_queue"]
-            else None,
+            namespace=_one_named(
+                Namespace.objects,
+                values["namespace"],
+                cluster,
+                field="namespace",
+                mine={"team": team},
+            ),
+            cluster_queue=_one_named(
+                ClusterQueue.objects,
+                values["cluster_queue"],
+                cluster,
+                field="ClusterQueue",
+                mine={"local_queues__namespace__team": team},
+            ),
             flavor=values["flavor"],
             grant_until=values.get("grant_until"),
             override_reason=values["override_reason"],

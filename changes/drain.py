@@ -1,7 +1,9 @@
 """Bad GPUs become reviewed actions: a health finding that needs the node drained (an Xid
 that calls for a GPU reset or a reboot, failed row remapping) produces one suggested
 "cordon and drain" request, pending approval like any MIG change. The same finding (node,
-GPU, UUID, Xid) is never suggested twice, so a rejected suggestion stays rejected."""
+GPU, UUID, Xid) is never suggested twice on its cluster, so a rejected suggestion stays
+rejected. A suggestion is on the cluster of the health reading, assessed on that cluster's
+facts, its pods read through that cluster's gateway."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from changes.approval import claim_nodes, record_teams_hit
 from changes.facts import disruption_facts, fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
+from cluster.models import Cluster
 from portal.audit import record_audit
+from portal.clusters import settings_cluster_id
 from portal.errors import DomainError
 
 State = MigChangeRequest.State
@@ -25,6 +29,7 @@ State = MigChangeRequest.State
 class HealthReading(Protocol):
     """One node's GPU health as the health app stores it (its ``NodeHealth`` rows)."""
 
+    cluster_id: int | None  # None: the settings' cluster
     node: str
     gpus: Sequence[Mapping[str, Any]]
     findings: Sequence[Mapping[str, Any]]
@@ -37,19 +42,30 @@ def suggestion_key(node: str, gpu: Mapping[str, Any], finding: Mapping[str, Any]
 
 def suggest_drains(rows: Iterable[HealthReading]) -> list[int]:
     """The ids of the requests suggested now: at most one per node (a node being drained
-    is drained for all its GPUs), the fleet read once for all their assessments."""
+    is drained for all its GPUs), each cluster's fleet read once for all its assessments."""
     created = []
-    facts: impact.Fleet | None = None
+    facts: dict[int, impact.Fleet] = {}
+    clusters: dict[int, Cluster] = {}
     for row in rows:
         for finding in row.findings:
             if not finding.get("needs_drain"):
                 continue
             gpu = next((g for g in row.gpus if g["index"] == finding["gpu"]), {})
             key = suggestion_key(row.node, gpu, finding)
-            if MigChangeRequest.objects.filter(suggestion_key=key).exists():
+            cid = row.cluster_id or settings_cluster_id()
+            if MigChangeRequest.objects.filter(cluster=cid, suggestion_key=key).exists():
                 continue
-            facts = facts or fleet_facts()
-            request = suggest_drain(facts, row.node, key, finding["title"], finding["advice"])
+            if cid not in facts:
+                clusters[cid] = Cluster.objects.get(pk=cid)
+                facts[cid] = fleet_facts(cluster=clusters[cid])
+            request = suggest_drain(
+                facts[cid],
+                row.node,
+                key,
+                finding["title"],
+                finding["advice"],
+                cluster=clusters[cid],
+            )
             if request is not None:
                 created.append(request.pk)
                 break
@@ -58,15 +74,23 @@ def suggest_drains(rows: Iterable[HealthReading]) -> list[int]:
 
 @transaction.atomic
 def suggest_drain(
-    facts: impact.Fleet, node: str, key: str, title: str, advice: str
+    facts: impact.Fleet,
+    node: str,
+    key: str,
+    title: str,
+    advice: str,
+    *,
+    cluster: Cluster | None = None,
 ) -> MigChangeRequest | None:
-    """One suggestion for a finding never suggested before; none while another request on
-    the node is open (the assessment blocks it)."""
-    facts = dataclasses.replace(facts, disruption=disruption_facts([node]))
+    """One suggestion on ``cluster`` (by default the settings' one; ``facts`` are its) for
+    a finding never suggested before; none while another request on the node is open (the
+    assessment blocks it)."""
+    facts = dataclasses.replace(facts, disruption=disruption_facts([node], cluster=cluster))
     assessment = impact.assess(facts, targets=[node], config="", drain=True)
     if assessment.verdict == "blocked":
         return None
     request = MigChangeRequest.objects.create(
+        **({"cluster": cluster} if cluster is not None else {}),
         kind=MigChangeRequest.Kind.DRAIN,
         team=None,
         requested_by=None,
@@ -91,7 +115,12 @@ def suggest_drain(
         event="node_drain.suggested",
         source="task",
         target=request,
-        new={"node": node, "finding": title, "verdict": request.verdict},
+        new={
+            "cluster": request.cluster.name,
+            "node": node,
+            "finding": title,
+            "verdict": request.verdict,
+        },
     )
     transaction.on_commit(lambda: notify("requested", request))
     return request

@@ -7,13 +7,15 @@ after a timeout); 3. ask the MIG actuator for the config (``changes.actuator``: 
 for its ``success`` (``failed`` fails; ``pending`` too long is stuck); 5. verify the node's
 allocatable is what the config promises (``success`` alone proves nothing); 6. uncordon.
 Then the queue quota changes carried by the request go into desired state for the cluster
-loop to apply; a rollback, once its nodes are back, moves back the ones it made. A drain
-stops after step 2; returning the node to service (the drain's roll back) uncordons it.
+loop to apply (the ClusterQueues of the request's cluster); a rollback, once its nodes are
+back, moves back the ones it made. A drain stops after step 2; returning the node to service
+(the drain's roll back) uncordons it.
 
 :func:`advance` never sleeps: it does what it can and returns how long to wait. Each step
 is recorded before its side effect and marked done after; a rerun skips done steps, and
 every step is safe to repeat, so a worker killed anywhere resumes without repeating a
-completed side effect. Each step is one handler in :data:`HANDLERS`.
+completed side effect. Each step is one handler in :data:`HANDLERS`. A request is on one
+cluster: every node read, label patch and eviction goes through that cluster's gateway.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from changes.approval import transition
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
+from cluster.connection import gateway_for
 from cluster.decode import gpu_offer, pod_gpu_requests
 from gpus.catalog import promised_resources
 from kube import EvictionBlocked, Gateway, ObjectRef
@@ -216,14 +219,18 @@ def request_lock(request_id: int) -> Iterator[bool]:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_BASE + request_id])
 
 
-def advance(request_id: int, *, gateway: Gateway, now: dt.datetime | None = None) -> Outcome:
+def advance(
+    request_id: int, *, gateway: Gateway | None = None, now: dt.datetime | None = None
+) -> Outcome:
     """Run the request as far as it can go now: 1. start it (approved or scheduled becomes
     running); 2. run each node's steps in order, skipping those done; 3. finish it
-    (succeeded, after the queue changes, or rolled back)."""
+    (succeeded, after the queue changes, or rolled back). ``gateway``: to the request's
+    cluster (by default the one its cluster row names)."""
     with request_lock(request_id) as acquired:
         if not acquired:
             return _wait("another worker is running this request", 5.0)
-        request = MigChangeRequest.objects.get(pk=request_id)
+        request = MigChangeRequest.objects.select_related("cluster").get(pk=request_id)
+        gateway = gateway or gateway_for(request.cluster)
         if request.state in (State.APPROVED, State.SCHEDULED):
             transition(request, State.RUNNING)
             record_audit(
@@ -413,7 +420,7 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
         for change in request.queue_changes:
             cq = (
                 ClusterQueue.objects.select_for_update()
-                .filter(name=change["cluster_queue"])
+                .filter(cluster=request.cluster_id, name=change["cluster_queue"])
                 .first()
             )
             what = f"{change['cluster_queue']} {change['flavor']} {change['resource']}"
@@ -450,7 +457,7 @@ def _restore_queue_changes(request: MigChangeRequest) -> None:
             what = f"{change['cluster_queue']} {change['flavor']} {change['resource']}"
             cq = (
                 ClusterQueue.objects.select_for_update()
-                .filter(name=change["cluster_queue"])
+                .filter(cluster=request.cluster_id, name=change["cluster_queue"])
                 .first()
             )
             if cq is None:

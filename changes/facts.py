@@ -5,7 +5,11 @@ configs, and the nodes that open requests already hold: a fixed number of querie
 What decides each eviction's outcome (the pods' owners, their Jobs, the namespaces'
 PodDisruptionBudgets) is asked of the cluster for the changed nodes only, when the facts
 are gathered (a few LIST and GET calls through the gateway): it moves by the second and no
-poll keeps it. Without a configured cluster it is not read (and not mentioned)."""
+poll keeps it. Without a configured cluster it is not read (and not mentioned).
+
+Every fact is one cluster's (by default the settings' one): its nodes, pods, namespaces,
+quotas, queues, flavors, pools and the nodes its open requests hold. A node of the same
+name on another cluster is another node."""
 
 from __future__ import annotations
 
@@ -32,35 +36,51 @@ from changes.impact import (
 )
 from changes.models import OPEN_STATES, MigChangeRequest
 from cluster import disruption
-from cluster.connection import cluster_configured, interactive_gateway
+from cluster.connection import cluster_configured, gateway_for
+from cluster.credentials import CredentialKeyError
 from cluster.decode import pod_gpu_requests
-from cluster.models import ObservedNode, ObservedPod
+from cluster.models import Cluster, ObservedNode, ObservedPod
 from cluster.selectors import amount_sql
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.capacity import FleetCapacity
+from portal.clusters import settings_cluster_id
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem
 
 log = logging.getLogger(__name__)
 
 
-def fleet_facts(*, exclude_request: int | None = None, nodes: Iterable[str] | None = None) -> Fleet:
-    """The observed fleet and desired quotas as plain facts (a fixed number of queries);
-    with ``nodes``, what decides the outcome of evicting their pods, from the cluster."""
-    team_of = dict(Namespace.objects.values_list("name", "team__slug"))
-    observed = _node_facts()
+def cluster_id_of(cluster: Cluster | int | None) -> int:
+    """The id of ``cluster`` (a row or an id; None: the settings' cluster)."""
+    if cluster is None:
+        return settings_cluster_id()
+    return cluster if isinstance(cluster, int) else int(cluster.pk)
+
+
+def fleet_facts(
+    *,
+    cluster: Cluster | None = None,
+    exclude_request: int | None = None,
+    nodes: Iterable[str] | None = None,
+) -> Fleet:
+    """``cluster``'s observed fleet and desired quotas as plain facts (a fixed number of
+    queries; None: the settings' cluster); with ``nodes``, what decides the outcome of
+    evicting their pods, from that cluster."""
+    cid = cluster_id_of(cluster)
+    team_of = dict(Namespace.objects.filter(cluster_id=cid).values_list("name", "team__slug"))
+    observed = _node_facts(cid)
     pods = [
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
         )
-        for p in ObservedPod.objects.all()
+        for p in ObservedPod.objects.filter(cluster_id=cid)
     ]
-    queues = queue_quotas()
+    queues = queue_quotas(cid)
     quotas = []
     for item in QuotaItem.objects.filter(
-        resource__startswith="requests.nvidia.com/"
+        namespace__cluster_id=cid, resource__startswith="requests.nvidia.com/"
     ).select_related("namespace__team"):
         if item.hard.isdigit():
             quotas.append(
@@ -72,7 +92,7 @@ def fleet_facts(*, exclude_request: int | None = None, nodes: Iterable[str] | No
                 )
             )
     busy = {}
-    open_requests = MigChangeRequest.objects.filter(state__in=OPEN_STATES)
+    open_requests = MigChangeRequest.objects.filter(cluster_id=cid, state__in=OPEN_STATES)
     if exclude_request is not None:
         open_requests = open_requests.exclude(pk=exclude_request)
     for pk, held in open_requests.values_list("pk", "nodes"):
@@ -82,23 +102,41 @@ def fleet_facts(*, exclude_request: int | None = None, nodes: Iterable[str] | No
         nodes=observed,
         pods=pods,
         queues=queues,
-        flavors=_flavors(),
+        flavors=_flavors(cid),
         quotas=quotas,
-        pools=[PoolFacts(p.name, p.node_selector, p.mig_config) for p in NodePool.objects.all()],
+        pools=[
+            PoolFacts(p.name, p.node_selector, p.mig_config)
+            for p in NodePool.objects.filter(cluster_id=cid)
+        ],
         busy=busy,
         custom_configs=custom_configs(),
-        disruption=None if nodes is None else disruption_facts(nodes),
+        disruption=None if nodes is None else disruption_facts(nodes, cluster=cluster),
     )
 
 
-def disruption_facts(nodes: Iterable[str], gateway: Gateway | None = None) -> Disruption | None:
+def _interactive_gateway(cluster: Cluster | None) -> Gateway | None:
+    """The gateway to ``cluster`` for a read a person waits on (ten seconds at most); None
+    when the settings name no cluster and that one is meant."""
+    if (cluster is None or cluster.connection == "settings") and not cluster_configured():
+        return None
+    if cluster is None:
+        cluster = Cluster.objects.get(pk=settings_cluster_id())
+    return gateway_for(cluster).bounded(connect=3.0, read=10.0)
+
+
+def disruption_facts(
+    nodes: Iterable[str], gateway: Gateway | None = None, *, cluster: Cluster | None = None
+) -> Disruption | None:
     """The labels and owners of the GPU pods on ``nodes``, their Jobs, and the budgets of
-    their namespaces, from the cluster (None when no cluster is configured; what could not
-    be read is said in ``unread``)."""
+    their namespaces, from ``cluster`` (by default the settings' one) or through ``gateway``
+    (None when no cluster is configured; what could not be read is said in ``unread``)."""
     if gateway is None:
-        if not cluster_configured():
+        try:
+            gateway = _interactive_gateway(cluster)
+        except CredentialKeyError as exc:
+            return Disruption(unread=str(exc))
+        if gateway is None:
             return None
-        gateway = interactive_gateway()
     pods: list[dict[str, Any]] = []
     try:
         for node in dict.fromkeys(nodes):
@@ -143,16 +181,17 @@ def _job(gateway: Gateway, namespace: str, name: str, *, kueue_pod: bool) -> dis
     return disruption.job_owner(job, kueue_pod=kueue_pod)
 
 
-def queue_quotas() -> list[QueueQuota]:
-    """The ClusterQueues' nominal quotas of GPU resources, with the teams submitting to each
-    (two queries)."""
+def queue_quotas(cluster: Cluster | int | None = None) -> list[QueueQuota]:
+    """The cluster's ClusterQueues' nominal quotas of GPU resources, with the teams
+    submitting to each (two queries)."""
+    cid = cluster_id_of(cluster)
     teams_of: dict[str, set[str]] = {}
-    for queue, team in LocalQueue.objects.values_list(
+    for queue, team in LocalQueue.objects.filter(namespace__cluster_id=cid).values_list(
         "cluster_queue__name", "namespace__team__slug"
     ):
         teams_of.setdefault(queue, set()).add(team)
     queues = []
-    for cq in ClusterQueue.objects.all():
+    for cq in ClusterQueue.objects.filter(cluster_id=cid):
         teams = tuple(sorted(teams_of.get(cq.name, ())))
         for (flavor, resource), amount in cq.quota().items():
             if resource.startswith("nvidia.com/") and amount.denominator == 1:
@@ -160,18 +199,21 @@ def queue_quotas() -> list[QueueQuota]:
     return queues
 
 
-def shortfalls_now() -> list[Shortfall]:
+def shortfalls_now(cluster: Cluster | int | None = None) -> list[Shortfall]:
     """The (flavor, resource) pairs whose queues promise more than the nodes behind the
-    flavor offer now, with the capacity summed in the database (one query for the whole
-    fleet: no node and no pod is loaded)."""
-    flavors = _flavors()
+    flavor offer now on ``cluster`` (by default the settings' one), with the capacity summed
+    in the database (one query for the whole fleet: no node and no pod is loaded)."""
+    cid = cluster_id_of(cluster)
+    flavors = _flavors(cid)
     return flavor_shortfalls(
-        Fleet(nodes=(), queues=queue_quotas(), flavors=flavors),
-        capacity=_flavor_capacity_in_db(flavors),
+        Fleet(nodes=(), queues=queue_quotas(cid), flavors=flavors),
+        capacity=_flavor_capacity_in_db(flavors, cid),
     )
 
 
-def _flavor_capacity_in_db(flavors: dict[str, dict[str, str]]) -> dict[tuple[str, str], int]:
+def _flavor_capacity_in_db(
+    flavors: dict[str, dict[str, str]], cluster_id: int
+) -> dict[tuple[str, str], int]:
     """(flavor, resource) -> the GPU resources the live nodes a flavor's labels select offer,
     as ``flavor_capacity`` counts them (a value that is not a whole number counts 0)."""
     if not flavors:
@@ -184,19 +226,20 @@ def _flavor_capacity_in_db(flavors: dict[str, dict[str, str]]) -> dict[tuple[str
         FROM {ObservedNode._meta.db_table} n
         JOIN (VALUES {values}) AS f(flavor, labels) ON n.labels @> f.labels
         CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
-        WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
+        WHERE n.cluster_id = %s AND n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
         GROUP BY 1, 2
     """
     params: list[Any] = []
     for name in names:
         params += [name, json.dumps(flavors[name])]
+    params.append(cluster_id)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return {(flavor, resource): int(total) for flavor, resource, total in cursor.fetchall()}
 
 
-def _node_facts() -> list[NodeFacts]:
-    """The observed nodes that are not gone."""
+def _node_facts(cluster_id: int) -> list[NodeFacts]:
+    """The cluster's observed nodes that are not gone."""
     return [
         NodeFacts(
             name=n.name,
@@ -207,12 +250,12 @@ def _node_facts() -> list[NodeFacts]:
             labels=n.labels,
             allocatable=n.gpu_offer(),
         )
-        for n in ObservedNode.objects.filter(gone_since__isnull=True)
+        for n in ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True)
     ]
 
 
-def _flavors() -> dict[str, dict[str, str]]:
-    return {f.name: f.node_labels for f in ResourceFlavor.objects.all()}
+def _flavors(cluster_id: int) -> dict[str, dict[str, str]]:
+    return {f.name: f.node_labels for f in ResourceFlavor.objects.filter(cluster_id=cluster_id)}
 
 
 def custom_configs() -> CustomConfigs:
@@ -220,11 +263,13 @@ def custom_configs() -> CustomConfigs:
     return {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
 
 
-def capacity_for(resources: Iterable[str]) -> FleetCapacity:
+def capacity_for(resources: Iterable[str], cluster_id: int | None = None) -> FleetCapacity:
     """What the observed fleet offers behind each flavor now, and the most it could ever
-    offer of each of ``resources`` (the portal's capacity hook)."""
+    offer of each of ``resources`` (the portal's capacity hook), on the cluster (by default
+    the settings' one)."""
     # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
-    fleet = Fleet(nodes=_node_facts(), flavors=_flavors())
+    cid = cluster_id_of(cluster_id)
+    fleet = Fleet(nodes=_node_facts(cid), flavors=_flavors(cid))
     live = list(fleet.nodes)
     resources = set(resources)
     return FleetCapacity(

@@ -11,6 +11,7 @@ from changes.approval import teams_user_may_request_for
 from changes.facts import fleet_facts
 from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
+from cluster.models import Cluster
 from gpus.catalog import valid_configs
 from portal.validators import validate_not_past
 from queues.models import ClusterQueue
@@ -18,6 +19,13 @@ from tenants.models import Namespace, Team
 
 
 class MigChangeForm(forms.Form):
+    cluster: forms.ModelChoiceField[Any] = forms.ModelChoiceField(
+        queryset=Cluster.objects.order_by("name"),
+        to_field_name="name",
+        empty_label=None,
+        required=False,  # the service requires it once there are several clusters
+        help_text="The cluster the nodes are on: a change is on one cluster.",
+    )
     team: forms.ModelChoiceField[Any] = forms.ModelChoiceField(
         queryset=None, empty_label=None, help_text="On whose behalf."
     )
@@ -34,7 +42,10 @@ class MigChangeForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fleet = fleet_facts()
+        self.chosen_cluster = self._cluster()
+        if self.fields["cluster"].queryset.count() < 2:  # type: ignore[attr-defined]
+            self.fields["cluster"].widget = forms.HiddenInput()
+        self.fleet = fleet_facts(cluster=self.chosen_cluster)
         self.fields["team"].queryset = teams_user_may_request_for(user)  # type: ignore[attr-defined]
         gpu_nodes = [n for n in self.fleet.nodes if n.model]
         self.fields["nodes"].choices = [  # type: ignore[attr-defined]
@@ -75,6 +86,21 @@ class MigChangeForm(forms.Form):
             (c, c) for c in configs
         ]
         self.fields["target_config"].help_text = hint
+
+    def _cluster(self) -> Cluster:
+        """The cluster whose nodes the form offers: the one chosen (or to be shown first),
+        else the settings' one (or the only one)."""
+        name = self.data.get("cluster") if self.is_bound else self.initial.get("cluster")
+        if isinstance(name, Cluster):
+            return name
+        clusters = Cluster.objects.order_by("name")
+        found = clusters.filter(name=name).first() if name else None
+        found = found or clusters.filter(connection="settings").first() or clusters.first()
+        if found is None:
+            raise Cluster.DoesNotExist("no cluster is registered")
+        if not self.is_bound:
+            self.initial["cluster"] = found.name
+        return found
 
 
 def _valid(node: NodeFacts, fleet: Fleet) -> list[str]:

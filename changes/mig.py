@@ -26,7 +26,7 @@ from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
 from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
-from cluster.models import ObservedNode
+from cluster.models import Cluster, ObservedNode
 from fleet.models import NodePool
 from portal.audit import record_audit
 from portal.errors import DomainError
@@ -38,12 +38,18 @@ State = MigChangeRequest.State
 
 
 def preview(
-    *, viewer: User, nodes: list[str], config: str, request_id: int | None = None
+    *,
+    viewer: User,
+    nodes: list[str],
+    config: str,
+    request_id: int | None = None,
+    cluster: Cluster | None = None,
 ) -> dict[str, Any]:
-    """The assessment without saving anything (for the live preview), as ``viewer`` may
-    read it: other teams' pods counted, never named."""
+    """The assessment on ``cluster`` (by default the settings' one) without saving anything
+    (for the live preview), as ``viewer`` may read it: other teams' pods counted, never
+    named."""
     assessed = impact.assess(
-        fleet_facts(exclude_request=request_id, nodes=nodes),
+        fleet_facts(cluster=cluster, exclude_request=request_id, nodes=nodes),
         targets=nodes,
         config=config,
         request_id=request_id,
@@ -60,22 +66,27 @@ def request_mig_change(
     target_config: str,
     reason: str,
     pool: NodePool | None = None,
+    cluster: Cluster | None = None,
     window_start: dt.datetime | None = None,
     source: str = "web",
 ) -> MigChangeRequest:
-    """Ask for a MIG change: assessed now, stored with its assessment, pending approval.
+    """Ask for a MIG change on one cluster: assessed now on that cluster's facts, stored
+    with its assessment, pending approval.
 
-    A blocked assessment is refused with the reasons as field errors; nothing is written.
+    The cluster is the pool's (pools are per cluster), else ``cluster``; it may be left out
+    only while there is one cluster. A blocked assessment, or a node that is not on the
+    cluster, is refused with field errors; nothing is written.
     """
     if not teams_user_may_request_for(actor).filter(pk=team.pk).exists():
         raise PermissionDenied("Only the team's lead or a platform admin can ask for a MIG change.")
+    cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(
             ObservedNode.objects.filter(
-                gone_since__isnull=True, labels__contains=pool.node_selector
+                cluster=cluster, gone_since__isnull=True, labels__contains=pool.node_selector
             ).values_list("name", flat=True)
         )
-    errors: dict[str, list[str]] = {}
+    errors = _node_errors(cluster, nodes)
     if not reason.strip():
         errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
     if not nodes:
@@ -84,7 +95,9 @@ def request_mig_change(
         errors["target_config"] = ["Choose the MIG config the nodes should have."]
     if errors:
         raise ValidationError(errors)
-    assessment = impact.assess(fleet_facts(nodes=nodes), targets=nodes, config=target_config)
+    assessment = impact.assess(
+        fleet_facts(cluster=cluster, nodes=nodes), targets=nodes, config=target_config
+    )
     if assessment.verdict == "blocked":
         field = (
             "target_config"
@@ -93,7 +106,7 @@ def request_mig_change(
         )
         raise ValidationError({field: assessment.reasons})
     request = MigChangeRequest.objects.create(
-        **({"cluster_id": pool.cluster_id} if pool else {}),
+        cluster=cluster,
         team=team,
         requested_by_id=user_id(actor),
         nodes=list(dict.fromkeys(nodes)),
@@ -120,6 +133,7 @@ def request_mig_change(
         target=request,
         team=team,
         new={
+            "cluster": cluster.name,
             "nodes": request.nodes,
             "target_config": target_config,
             "verdict": request.verdict,
@@ -128,6 +142,53 @@ def request_mig_change(
     )
     transaction.on_commit(lambda: notify("requested", request))
     return request
+
+
+def change_cluster(pool: NodePool | None, cluster: Cluster | None) -> Cluster:
+    """The cluster a change is on: the pool's, else the one chosen, else the only one (a
+    field error when there are several and none was chosen, or a pool of another one)."""
+    if pool is not None:
+        if cluster is not None and cluster.pk != pool.cluster_id:
+            raise ValidationError(
+                {"pool": [f"Pool {pool.name} is on cluster {pool.cluster.name}, not {cluster}."]}
+            )
+        return pool.cluster
+    if cluster is not None:
+        return cluster
+    clusters = list(Cluster.objects.order_by("name")[:2])
+    if len(clusters) == 1:
+        return clusters[0]
+    names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+    raise ValidationError(
+        {"cluster": [f"Choose the cluster the nodes are on ({names or 'none is registered'})."]}
+    )
+
+
+def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
+    """A node that is not on ``cluster`` but on another one is a field error naming where
+    it is (a node known nowhere is left to the assessment, which blocks it)."""
+    here = set(
+        ObservedNode.objects.filter(
+            cluster=cluster, name__in=nodes, gone_since__isnull=True
+        ).values_list("name", flat=True)
+    )
+    elsewhere: dict[str, list[str]] = {}
+    for name, where in (
+        ObservedNode.objects.filter(name__in=set(nodes) - here, gone_since__isnull=True)
+        .exclude(cluster=cluster)
+        .order_by("name", "cluster__name")
+        .values_list("name", "cluster__name")
+    ):
+        elsewhere.setdefault(name, []).append(where)
+    if not elsewhere:
+        return {}
+    return {
+        "nodes": [
+            f"{name} is not on cluster {cluster.name}: it is on {', '.join(others)}. A change "
+            "is on one cluster: ask on the cluster the node is on."
+            for name, others in sorted(elsewhere.items())
+        ]
+    }
 
 
 def approve_mig_change(
@@ -152,7 +213,7 @@ def approve_mig_change(
         _require_pending(request)
         shown = seen or str(request.assessment.get("fingerprint", ""))
         assessed = impact.assess(
-            fleet_facts(exclude_request=request.pk, nodes=request.nodes),
+            fleet_facts(cluster=request.cluster, exclude_request=request.pk, nodes=request.nodes),
             targets=request.nodes,
             config=request.target_config,
             request_id=request.pk,

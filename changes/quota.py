@@ -1,7 +1,8 @@
 """Self-service quota requests: a team lead asks, an approver (or an auto-approval rule)
 decides, the desired state changes and the cluster loop applies it. A grant may end: at its
 expiry the previous value comes back through the same path, and the team hears of it a day
-before."""
+before. A request is on the cluster of its namespace or ClusterQueue: assessed on that
+cluster's fleet and quotas, applied to that cluster's desired state."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -64,6 +66,13 @@ def _current(
     return ""
 
 
+def _facts_of(namespace: Namespace | None, cq: ClusterQueue | None) -> Fleet:
+    """The fleet of the cluster the namespace or ClusterQueue is on (the settings' cluster
+    when neither is given)."""
+    target = namespace or cq
+    return fleet_facts(cluster=target.cluster if target is not None else None)
+
+
 # ----------------------------------------------------------------------------- assessment
 
 
@@ -81,7 +90,7 @@ def assess_quota_change(
 ) -> dict[str, Any]:
     """Does the fleet (or the cohort) have the capacity, and what it does to others
     (``facts``: the fleet already read for this request, else read now)."""
-    facts = facts if facts is not None else fleet_facts()
+    facts = facts if facts is not None else _facts_of(namespace, cq)
     delta = _amount(requested) - _amount(previous)
     if kind == Kind.NAMESPACE:
         fits, notes = _namespace_capacity(facts, namespace, resource, requested)
@@ -280,7 +289,12 @@ def _request_errors(
 
 
 def _say_the_fleets_bound(
-    errors: dict[str, list[str]], *, actor: User, resource: str, requested: str
+    errors: dict[str, list[str]],
+    *,
+    actor: User,
+    resource: str,
+    requested: str,
+    facts: Callable[[], Fleet],
 ) -> None:
     """A value beyond any count is refused with what the fleet could ever offer, when that
     applies: it tells a lead more than the 32-bit bound does."""
@@ -293,7 +307,7 @@ def _say_the_fleets_bound(
             previous="",
             requested=requested,
             override_reason="",
-            facts=fleet_facts(),
+            facts=facts(),
         )
         errors["requested"] = fleet_says.get("requested") or errors["requested"]
 
@@ -400,12 +414,18 @@ def request_quota_change(
         cluster_queue=cluster_queue,
         flavor=flavor,
     )
-    _say_the_fleets_bound(errors, actor=actor, resource=resource, requested=requested)
+    _say_the_fleets_bound(
+        errors,
+        actor=actor,
+        resource=resource,
+        requested=requested,
+        facts=lambda: _facts_of(namespace, cluster_queue),
+    )
     if errors:
         raise ValidationError(errors)
     requested = spelled_quantity(resource, requested)
     previous = _current(kind, namespace, cluster_queue, flavor, resource)
-    facts = fleet_facts()
+    facts = _facts_of(namespace, cluster_queue)
     errors = _value_errors(
         actor=actor,
         resource=resource,

@@ -40,7 +40,9 @@ def _visible(requests: QuerySet[R], user: User) -> QuerySet[R]:
 def list_mig_changes_for_user(user: User) -> QuerySet[MigChangeRequest]:
     """MIG changes and drains of the user's teams, and those that hit them (evict their
     pods, take their quotas' backing); all of them for approvers and admins."""
-    changes = MigChangeRequest.objects.select_related("team", "requested_by", "decided_by", "pool")
+    changes = MigChangeRequest.objects.select_related(
+        "cluster", "team", "requested_by", "decided_by", "pool"
+    )
     if sees_every_team(user):
         return changes
     mine = Q(team__memberships__user_id=user.pk) | Q(teams_hit__memberships__user_id=user.pk)
@@ -65,7 +67,13 @@ def list_quota_requests_for_user(user: User) -> QuerySet[QuotaChangeRequest]:
     """Quota requests of the user's teams (all of them for approvers and admins)."""
     return _visible(
         QuotaChangeRequest.objects.select_related(
-            "team", "namespace", "cluster_queue", "requested_by", "decided_by", "auto_rule"
+            "cluster",
+            "team",
+            "namespace",
+            "cluster_queue",
+            "requested_by",
+            "decided_by",
+            "auto_rule",
         ),
         user,
     )

@@ -14,7 +14,8 @@ from django.utils import timezone
 from changes.executor import advance
 from changes.models import MigChangeRequest
 from changes.quota import expire_quota_grants
-from cluster.connection import cluster_configured, get_gateway
+from cluster.connection import cluster_configured, gateway_for
+from cluster.models import Cluster
 from kube import RetryableKubeError
 from portal import outbox
 
@@ -40,12 +41,16 @@ def execute_mig_change_task(self: Any, request_id: int, token: str = "") -> str:
 
     Each waiting change has exactly one scheduled continuation: its token is stored with
     the request, a run holding any other token exits, and the next token is taken by a
-    conditional update (a redelivered task and its twin cannot both schedule one)."""
-    if not cluster_configured():
+    conditional update (a redelivered task and its twin cannot both schedule one). Every
+    read and write goes to the change's cluster, through its own gateway."""
+    cluster = Cluster.objects.filter(mig_changes=request_id).first()
+    if cluster is None:
+        return "no such change"
+    if cluster.connection == Cluster.Connection.SETTINGS and not cluster_configured():
         return "no cluster configured"
     if token and not MigChangeRequest.objects.filter(pk=request_id, wake_token=token).exists():
         return "superseded: another continuation runs this change"
-    outcome = advance(request_id, gateway=get_gateway())
+    outcome = advance(request_id, gateway=gateway_for(cluster))
     if outcome.kind == "wait":
         follow = uuid.uuid4().hex
         wake_at = timezone.now() + dt.timedelta(seconds=outcome.seconds)

@@ -107,12 +107,20 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
         "target_config": request.GET.get("target_config", ""),
     }
     pool_name = request.GET.get("pool", "")
+    if request.GET.get("cluster"):
+        initial["cluster"] = request.GET["cluster"]
     if pool_name and not initial["nodes"]:  # a suggestion for a whole pool
-        pool = NodePool.objects.filter(name=pool_name).first()
+        pools = NodePool.objects.filter(name=pool_name).select_related("cluster")
+        if request.GET.get("cluster"):
+            pools = pools.filter(cluster__name=request.GET["cluster"])
+        pool = pools.first()
         if pool is not None and pool.node_selector:
+            initial["cluster"] = pool.cluster.name
             initial["nodes"] = list(
                 ObservedNode.objects.filter(
-                    gone_since__isnull=True, labels__contains=pool.node_selector
+                    cluster=pool.cluster_id,
+                    gone_since__isnull=True,
+                    labels__contains=pool.node_selector,
                 ).values_list("name", flat=True)
             )
     form = MigChangeForm(request.POST or None, user=request.user, initial=initial)
@@ -122,6 +130,7 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
             created = mig.request_mig_change(
                 actor=request.user,
                 team=data["team"],
+                cluster=data["cluster"],
                 nodes=data["nodes"],
                 target_config=data["target_config"],
                 reason=data["reason"],
@@ -144,7 +153,9 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
         offered = {name for name, _ in form.fields["nodes"].choices}  # type: ignore[attr-defined]
         nodes = [name for name in wanted if name in offered]
         if nodes:
-            context["assessment"] = mig.preview(viewer=request.user, nodes=nodes, config=config)
+            context["assessment"] = mig.preview(
+                viewer=request.user, nodes=nodes, config=config, cluster=form.chosen_cluster
+            )
     template = (
         "changes/change_form.html#change-form" if request.htmx else "changes/change_form.html"
     )
@@ -161,7 +172,9 @@ def change_preview(request: HttpRequest) -> HttpResponse:
     nodes = request.POST.getlist("nodes")
     config = request.POST.get("target_config", "")
     assessment = (
-        mig.preview(viewer=request.user, nodes=nodes, config=config) if nodes and config else None
+        mig.preview(viewer=request.user, nodes=nodes, config=config, cluster=form.chosen_cluster)
+        if nodes and config
+        else None
     )
     return render(
         request, "changes/change_form.html#change-form", {"form": form, "assessment": assessment}

@@ -262,19 +262,23 @@ def first_in_line(
     return out
 
 
-def observed_kueue() -> ObservedKueue:
+def observed_kueue(cluster_id: int | None = None) -> ObservedKueue:
     """What the quota what-if starts from (five queries whatever the number of workloads):
     every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
     admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
-    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses."""
+    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses; of
+    one cluster when ``cluster_id`` is given."""
+    mine = {} if cluster_id is None else {"cluster_id": cluster_id}
     local_queues = {
         (ns, name): cq
-        for ns, name, cq in LocalQueue.objects.values_list(
-            "namespace__name", "name", "cluster_queue__name"
-        )
+        for ns, name, cq in LocalQueue.objects.filter(
+            **({} if cluster_id is None else {"namespace__cluster_id": cluster_id})
+        ).values_list("namespace__name", "name", "cluster_queue__name")
     }
     workloads = []
-    for row in ObservedWorkload.objects.filter(finished=False).order_by("namespace", "name"):
+    for row in ObservedWorkload.objects.filter(finished=False, **mine).order_by(
+        "namespace", "name"
+    ):
         holds = bool(row.cluster_queue)
         workloads.append(
             Workload(
@@ -289,21 +293,21 @@ def observed_kueue() -> ObservedKueue:
             )
         )
     fair = ObservedObject.objects.filter(
-        kind="ClusterQueue", status__has_key="fairSharing"
+        kind="ClusterQueue", status__has_key="fairSharing", **mine
     ).exists()
     used: dict[str, dict[str, str]] = {}
-    for namespace, status in ObservedObject.objects.filter(kind="ResourceQuota").values_list(
-        "namespace", "status"
-    ):
+    for namespace, status in ObservedObject.objects.filter(
+        kind="ResourceQuota", **mine
+    ).values_list("namespace", "status"):
         used.setdefault(namespace, {}).update((status or {}).get("used") or {})
     return ObservedKueue(
-        workloads=tuple(workloads), fair_sharing=fair, quota_used=used, refused=_refused()
+        workloads=tuple(workloads), fair_sharing=fair, quota_used=used, refused=_refused(mine)
     )
 
 
-def _refused() -> tuple[Refusal, ...]:
+def _refused(mine: dict[str, int]) -> tuple[Refusal, ...]:
     refused = []
-    for failure in ObservedCreateFailure.objects.all():
+    for failure in ObservedCreateFailure.objects.filter(**mine):
         refusal = quota_refusal(failure.message)
         if refusal is None:
             continue

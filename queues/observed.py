@@ -24,7 +24,7 @@ class ObservedKueue:
     known: bool = True
 
 
-Provider = Callable[[], ObservedKueue]
+Provider = Callable[[int | None], ObservedKueue]
 _provider: list[Provider] = []
 
 
@@ -32,7 +32,8 @@ def provide(provider: Provider) -> None:
     _provider[:] = [provider]
 
 
-def observed_kueue() -> ObservedKueue:
+def observed_kueue(cluster_id: int | None = None) -> ObservedKueue:
+    """What the loop observed (of one cluster when ``cluster_id`` is given)."""
     if not _provider:
         return ObservedKueue(known=False)
-    return _provider[0]()
+    return _provider[0](cluster_id)

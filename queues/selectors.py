@@ -122,12 +122,13 @@ def _placed(w: whatif.Workload, queues: dict[str, whatif.Queue]) -> whatif.Workl
     return replace(w, flavors=flavors)
 
 
-def kueue_world(observed: ObservedKueue) -> whatif.World:
+def kueue_world(observed: ObservedKueue, cluster_id: int | None = None) -> whatif.World:
     """Every ClusterQueue as saved, each Cohort's own quota, and the observed workloads (two
-    queries whatever the number of queues)."""
-    cohorts = list(Cohort.objects.all())
+    queries whatever the number of queues); of one cluster when ``cluster_id`` is given."""
+    mine = {} if cluster_id is None else {"cluster_id": cluster_id}
+    cohorts = list(Cohort.objects.filter(**mine))
     names = {c.pk: c.name for c in cohorts}
-    queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.all()}
+    queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.filter(**mine)}
     own = {
         c.name: {
             (flavor, q["name"]): parse_quantity(str(q.get("nominalQuota", "0")))
@@ -220,9 +221,9 @@ def cluster_queue_what_if(
     user: AbstractBaseUser | AnonymousUser, edited: ClusterQueue
 ) -> dict[str, Any]:
     """What Kueue would do, on the last poll's workloads, with ``edited`` in place of the
-    saved ClusterQueue of its name (``edited`` passed ``full_clean``)."""
-    observed = observed_kueue()
-    current = kueue_world(observed)
+    saved ClusterQueue of its name on its cluster (``edited`` passed ``full_clean``)."""
+    observed = observed_kueue(edited.cluster_id)
+    current = kueue_world(observed, edited.cluster_id)
     cohort_name = edited.cohort.name if edited.cohort_id and edited.cohort else ""
     names = {edited.cohort_id: cohort_name} if edited.cohort_id else {}
     proposed = current.with_queue(_queue(edited, names))
@@ -262,8 +263,9 @@ def namespace_quota_what_if(
 ) -> dict[str, Any]:
     """Which waiting workloads of ``namespace`` (and refused pods) would have their pods fit
     its ResourceQuota with ``item`` set to ``requested``, against the use the cluster
-    counted last. The caller checked that the reader may see the namespace."""
-    observed = observed_kueue()
+    counted last on the namespace's cluster. The caller checked that the reader may see the
+    namespace."""
+    observed = observed_kueue(namespace.cluster_id)
     current = namespace.quota_items.filter(resource=item).first()
     resource = _bare(item)
     shown: dict[str, Any] = {

@@ -523,7 +523,7 @@ def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
     lead, approver, _ = users()
     protect_dev_pod(gateway)
     scheduled: list[tuple[int, str]] = []
-    monkeypatch.setattr(tasks, "get_gateway", lambda: gateway)
+    monkeypatch.setattr(tasks, "gateway_for", lambda cluster: gateway)
     monkeypatch.setattr(tasks, "cluster_configured", lambda: True)
     monkeypatch.setattr(outbox, "_publish", lambda task, args: scheduled.append(tuple(args)))
     monkeypatch.setattr(
