@@ -65,7 +65,6 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         "sections": sections,
         "several": choice.several,
         "api": api,
-        "shortfalls": shortfalls_now(),
         "form": NodeSearchForm(pools=selectors.Pools.load(_pk(choice.chosen))),
     }
     template = "overview/fleet.html#fleet-body" if request.htmx else "overview/fleet.html"
@@ -100,6 +99,7 @@ def _fleet_section(
         "sync": SyncRun.objects.filter(cluster=cluster).order_by("-started_at").first(),
         "problems": [p for p in problems if p.cluster_id == cluster.pk],
         "warned": [p for p in warned if p.cluster_id == cluster.pk],
+        "shortfalls": shortfalls_now(cluster),
     }
 
 

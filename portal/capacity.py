@@ -24,7 +24,7 @@ class FleetCapacity:
     known: bool = True
 
 
-Provider = Callable[[Iterable[str]], FleetCapacity]
+Provider = Callable[[Iterable[str], int | None], FleetCapacity]
 _provider: list[Provider] = []
 
 
@@ -32,8 +32,9 @@ def provide(provider: Provider) -> None:
     _provider[:] = [provider]
 
 
-def fleet_capacity(resources: Iterable[str]) -> FleetCapacity:
-    """The fleet's capacity for ``resources`` (GPU resources), or an unknown one."""
+def fleet_capacity(resources: Iterable[str], cluster_id: int | None = None) -> FleetCapacity:
+    """The fleet's capacity for ``resources`` (GPU resources) on one cluster (by default the
+    settings' one), or an unknown one."""
     if not _provider:
         return FleetCapacity(known=False)
-    return _provider[0](resources)
+    return _provider[0](resources, cluster_id)

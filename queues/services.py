@@ -56,11 +56,12 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     promises more than exists (or ever could). Raises ValueError on a value that is no
     quantity (its field error says why)."""
     others: dict[tuple[str, str], Any] = defaultdict(int)
-    for other in ClusterQueue.objects.exclude(pk=cq.pk):
+    # Queues of the same cluster only: another cluster's fleet backs its own queues.
+    for other in ClusterQueue.objects.filter(cluster=cq.cluster_id).exclude(pk=cq.pk):
         for key, amount in other.quota().items():
             others[key] += amount
     new = edited.quota()
-    capacity = fleet_capacity({resource for _, resource in new})
+    capacity = fleet_capacity({resource for _, resource in new}, cq.cluster_id)
     return promises(
         cq.quota(),
         new,

@@ -117,7 +117,7 @@ def set_namespace_quota(
     old = dict(namespace.quota_items.values_list("resource", "hard"))
     if old == hard:
         return warnings  # nothing changed: nothing to apply or audit
-    beyond = _beyond_the_fleet(old, hard)
+    beyond = _beyond_the_fleet(old, hard, cluster_id=namespace.cluster_id)
     if beyond and not override_reason.strip():
         raise ValidationError(beyond)
     namespace.quota_items.exclude(resource__in=list(hard)).delete()
@@ -138,8 +138,11 @@ def set_namespace_quota(
     return warnings
 
 
-def _beyond_the_fleet(old: dict[str, str], hard: dict[str, str]) -> dict[str, list[str]]:
-    """Raised GPU quota items above what the fleet could ever offer, as field errors."""
+def _beyond_the_fleet(
+    old: dict[str, str], hard: dict[str, str], *, cluster_id: int | None
+) -> dict[str, list[str]]:
+    """Raised GPU quota items above what the namespace's cluster could ever offer, as field
+    errors."""
     raised = {
         resource: value
         for resource, value in hard.items()
@@ -148,7 +151,7 @@ def _beyond_the_fleet(old: dict[str, str], hard: dict[str, str]) -> dict[str, li
     }
     if not raised:
         return {}
-    capacity = fleet_capacity(r.removeprefix("requests.") for r in raised)
+    capacity = fleet_capacity((r.removeprefix("requests.") for r in raised), cluster_id)
     if not capacity.known:
         return {}
     errors = {}

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
 from changes.approval import claim_nodes
@@ -22,7 +23,8 @@ from fleet.models import NodePool
 from portal.errors import DomainError
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass
-from tests.factories import MigChangeRequestFactory, TeamFactory
+from tenants.services import set_namespace_quota
+from tests.factories import MigChangeRequestFactory, ObservedNodeFactory, TeamFactory
 
 pytestmark = pytest.mark.django_db
 NOW = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
@@ -170,3 +172,34 @@ def test_the_appliers_lock_is_per_cluster(two: tuple[Cluster, Cluster]) -> None:
         assert not _try_lock_elsewhere(a.pk)  # a second applier of A waits
         assert _try_lock_elsewhere(b.pk)  # B applies meanwhile
     assert _try_lock_elsewhere(a.pk)
+
+
+def test_a_quota_is_checked_against_its_own_clusters_fleet(
+    two: tuple[Cluster, Cluster], platform_admin: Any
+) -> None:
+    a, b = two
+    team = TeamFactory(slug="team-a")
+    ObservedNodeFactory(
+        cluster=a,
+        name="big",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        mig_config="all-disabled",
+        allocatable={"nvidia.com/gpu": "8"},
+    )
+    ObservedNodeFactory(
+        cluster=b,
+        name="small",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        mig_config="all-disabled",
+        gpu_count=1,
+        allocatable={"nvidia.com/gpu": "1"},
+    )
+    on_a = Namespace.objects.create(cluster=a, name="team-a", team=team)
+    on_b = Namespace.objects.create(cluster=b, name="team-a", team=team)
+    quota = {"requests.nvidia.com/gpu": "4"}
+    set_namespace_quota(actor=platform_admin, namespace=on_a, hard=quota, source="web")
+    with pytest.raises(ValidationError) as refused:
+        set_namespace_quota(actor=platform_admin, namespace=on_b, hard=quota, source="web")
+    assert "4 is more than the fleet could ever offer (1 in its best MIG layout)" in str(
+        refused.value.message_dict["hard[requests.nvidia.com/gpu]"]
+    )
