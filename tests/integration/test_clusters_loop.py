@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 
 import devcluster
 from cluster import tasks
@@ -198,6 +199,7 @@ def test_a_stopped_cluster_holds_nobody_up_says_since_when_and_catches_up(
     second: DemoProcess,
     demo_cluster: devcluster.DemoCluster,
     settings: Any,
+    platform_admin: Any,
 ) -> None:
     train, infer = clusters
     settings.QM_API_PROBE_SECONDS = 2
@@ -231,6 +233,17 @@ def test_a_stopped_cluster_holds_nobody_up_says_since_when_and_catches_up(
     assert (away.state, away.since) == ("unreachable", first_failed.started_at)
     assert "cannot reach the Kubernetes API" in away.message
     assert away.last_ok_at is not None and away.last_ok_at < first_failed.started_at
+    # The pages keep showing both: the first cluster's fresh data, the other's as of its last
+    # poll, said to be unreachable since its first failed poll.
+    client = Client()
+    client.force_login(platform_admin)
+    for page in ("/fleet/?cluster=all", "/queues/?cluster=all", "/"):
+        response = client.get(page)
+        assert response.status_code == 200, page
+        text = " ".join(response.content.decode().split())
+        assert 'Inference</strong> <span class="tag bad">unreachable</span> since' in text, page
+    queues = " ".join(client.get("/queues/?cluster=all").content.decode().split())
+    assert queues.count("cq-shared") >= 2  # each cluster's queue, the stopped one's as last seen
 
     second.start()  # the same port, a fresh state: the portal's objects are gone there
     tasks.poll_cluster_task(infer.pk)
