@@ -109,9 +109,8 @@ def run() -> int:
     manage("migrate", "--no-input", "-v", "0", env=env)
     manage("load_demo", env=demo_env)
     if "devcluster" in processes:
-        manage("sync_cluster", "--full", env=env)  # a new demo cluster starts empty
-        manage("collect_gpu_health", env=env, check=False)  # the Fleet page's health at once
-        manage("backfill_usage", "--days", "14", env=env)  # charts on the Usage page at once
+        for step in first_look([os.environ.get("QM_CLUSTER_NAME", "default"), "inference"]):
+            manage(*step, env=env, check=step[0] != "collect_gpu_health")
     logs = data / "logs"
     logs.mkdir(exist_ok=True)
     for name, cmd in portal_commands(host, port, data).items():
@@ -125,6 +124,16 @@ def run() -> int:
     if not any(already_up.values()):
         stop_embedded()  # leave servers that another session (tests, a shell) started
     return status
+
+
+def first_look(clusters: list[str]) -> list[list[str]]:
+    """The commands that fill new demo clusters before the pages open: each cluster synced
+    (a new demo cluster starts empty) and its GPU health read (the Fleet page's health at
+    once), then the usage history backfilled from what they all hold (charts on the Usage
+    page at once: a cluster not yet polled would have no pool, so no fleet history)."""
+    steps = [["sync_cluster", "--full", "--cluster", name] for name in clusters]
+    steps += [["collect_gpu_health", "--cluster", name] for name in clusters]
+    return [*steps, ["backfill_usage", "--days", "14"]]
 
 
 def demo_logins(env: dict[str, str]) -> list[tuple[str, str]]:

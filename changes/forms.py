@@ -18,6 +18,11 @@ from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 
 
+def cluster_label(cluster: Cluster) -> str:
+    """A cluster as the pages name it (its display name), not its API name."""
+    return cluster.display_name or cluster.name
+
+
 class MigChangeForm(forms.Form):
     cluster: forms.ModelChoiceField[Any] = forms.ModelChoiceField(
         queryset=Cluster.objects.order_by("name"),
@@ -43,6 +48,7 @@ class MigChangeForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.chosen_cluster = self._cluster()
+        self.fields["cluster"].label_from_instance = cluster_label  # type: ignore[attr-defined]
         if self.fields["cluster"].queryset.count() < 2:  # type: ignore[attr-defined]
             self.fields["cluster"].widget = forms.HiddenInput()
         self.fleet = fleet_facts(cluster=self.chosen_cluster)

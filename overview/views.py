@@ -179,12 +179,14 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     """One node: its GPUs drawn and measured, what needs attention, its pods (your teams'
     by name, others counted), and its history of changes and drift. Two clusters may
     each have a node of this name: the chosen cluster's, else the first cluster's (by name),
-    the page linking the others."""
+    the page linking the others. A node the chosen cluster lacks is another cluster's (a
+    link that names no cluster, from a page of every cluster, still finds it)."""
     chosen = cluster_choice(request).chosen
     found = ObservedNode.objects.filter(name=name).select_related("cluster")
-    if chosen is not None:
-        found = found.filter(cluster=chosen)
-    same_name = list(found.order_by("cluster__name"))
+    same_name = sorted(
+        found.order_by("cluster__name"),
+        key=lambda n: chosen is not None and n.cluster_id != chosen.pk,
+    )
     if not same_name:
         raise Http404("No node of that name.")
     node = same_name[0]

@@ -55,3 +55,12 @@ def test_the_banner_names_both_demo_clusters_and_their_addresses() -> None:
     assert "Ctrl-C stops web, worker and beat and the demo clusters." in shown
     alone = dev.banner("http://127.0.0.1:8000/", logins, ROOT / ".data" / "logs")
     assert "Demo clusters" not in alone and "Ctrl-C stops web, worker and beat." in alone
+
+
+def test_every_demo_cluster_is_synced_and_read_before_the_usage_history_is_backfilled() -> None:
+    steps = dev.first_look(["default", "inference"])
+    backfill = steps.index(["backfill_usage", "--days", "14"])
+    assert backfill == len(steps) - 1
+    for name in ("default", "inference"):
+        assert steps.index(["sync_cluster", "--full", "--cluster", name]) < backfill
+        assert steps.index(["collect_gpu_health", "--cluster", name]) < backfill

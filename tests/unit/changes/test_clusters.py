@@ -275,6 +275,7 @@ def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
     client.force_login(User.objects.get(username="lead-a"))
     page = client.get("/changes/new/").content.decode()
     assert 'name="cluster"' in page and "gpu-b-only" not in page  # the settings' one first
+    assert '<option value="cluster-b">Cluster B</option>' in page  # named as every page names it
     on_b = client.get("/changes/new/?cluster=cluster-b").content.decode()
     assert "gpu-b-only" in on_b and "now all-1g.10gb" in on_b
     response = client.post(

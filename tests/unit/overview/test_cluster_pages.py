@@ -152,6 +152,20 @@ def test_a_node_of_the_same_name_on_two_clusters_is_two_pages(
     assert "A node of the cluster Inference" in other and "server-0" in other
 
 
+def test_a_node_only_another_cluster_has_is_found_whatever_the_chosen_cluster(
+    client: Client, platform_admin: Any, fleets: tuple[Cluster, Cluster]
+) -> None:
+    """The Fleet's drift rows, the workspace and the planner link a node by name alone."""
+    client.force_login(platform_admin)
+    client.get("/fleet/?cluster=inference")
+    page = client.get("/fleet/nodes/train-only-01/")
+    assert page.status_code == 200
+    assert "A node of the cluster Default" in text(page.content.decode())
+    shared = text(client.get("/fleet/nodes/shared-01/").content.decode())
+    assert "A node of the cluster Inference; a node of this name is on Default too" in shared
+    assert client.get("/fleet/nodes/nowhere-01/").status_code == 404
+
+
 def queues_on(clusters: tuple[Cluster, Cluster], team_a: Any, team_b: Any) -> None:
     """cq-train on both clusters (8 GPUs on one, 16 on the other); a LocalQueue of team-a on
     each, and one of team-b on the inference cluster."""
@@ -194,8 +208,8 @@ def test_the_inbox_shows_the_chosen_clusters_requests_or_each_with_its_cluster(
     every = client.get("/changes/").content.decode()
     inbox = every[every.index('id="inbox-title"') : every.index("<h2>Requests</h2>")]
     assert "train-node" in inbox and "infer-node" in inbox
-    assert '<span class="tag" title="cluster">inference</span>' in inbox
-    assert '<th scope="col">Cluster</th>' in every
+    assert '<span class="tag" title="cluster">Inference</span>' in inbox  # as the pages name it
+    assert '<th scope="col">Cluster</th>' in every and "<td>Inference</td>" in every
     one = client.get("/changes/?cluster=inference").content.decode()
     assert "infer-node" in one and "train-node" not in one
     assert '<th scope="col">Cluster</th>' not in one
