@@ -109,6 +109,8 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
     pool_name = request.GET.get("pool", "")
     if request.GET.get("cluster"):
         initial["cluster"] = request.GET["cluster"]
+    elif (remembered := chosen_cluster(request)) is not None:
+        initial["cluster"] = remembered.name  # the cluster the switcher shows
     if pool_name and not initial["nodes"]:  # a suggestion for a whole pool
         pools = NodePool.objects.filter(name=pool_name).select_related("cluster")
         if request.GET.get("cluster"):

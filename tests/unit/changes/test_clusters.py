@@ -291,3 +291,13 @@ def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
     change = MigChangeRequest.objects.get()
     assert response.status_code == 302, response.content.decode()[:2000]
     assert (change.cluster_id, change.nodes) == (b.pk, ["gpu-b-only"])
+
+
+def test_the_form_starts_on_the_cluster_the_switcher_remembers(
+    client: Client, two_clusters: tuple[Cluster, Cluster]
+) -> None:
+    client.force_login(User.objects.get(username="lead-a"))
+    client.get("/fleet/?cluster=cluster-b")  # the switcher's choice, kept in the session
+    page = client.get("/changes/new/").content.decode()
+    assert "gpu-b-only" in page
+    assert '<option value="cluster-b" selected>Cluster B</option>' in page
