@@ -92,12 +92,13 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     ]
 
 
-def fleet_models() -> list[str]:
-    """The GPU models of the fleet, most nodes first."""
+def fleet_models(cluster_id: int | None = None) -> list[str]:
+    """The GPU models of a cluster's fleet (every cluster's: None), most nodes first."""
     counts: Counter[str] = Counter()
-    for product in ObservedNode.objects.filter(gone_since__isnull=True).values_list(
-        "gpu_product", flat=True
-    ):
+    nodes = ObservedNode.objects.filter(gone_since__isnull=True)
+    if cluster_id is not None:
+        nodes = nodes.filter(cluster_id=cluster_id)
+    for product in nodes.values_list("gpu_product", flat=True):
         model = model_for_product(product) if product else None
         if model:
             counts[model] += 1
@@ -107,7 +108,7 @@ def fleet_models() -> list[str]:
 def queue_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per ClusterQueue of the cluster, flavor and GPU resource: in use, borrowed, lent
     (estimated), nominal."""
-    models = fleet_models()
+    models = fleet_models(cluster_id)
     observed = ObservedObject.objects.filter(cluster_id=cluster_id, kind="ClusterQueue")
     status = {o.name: o.status for o in observed.only("name", "status")}
     rows = []
@@ -201,7 +202,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
 
 def record_workloads(now: dt.datetime, cluster_id: int) -> int:
     """Keep each Kueue workload's created / admitted / finished times beyond its life."""
-    models = fleet_models()
+    models = fleet_models(cluster_id)
     cq_of = {
         (namespace, name): cq
         for namespace, name, cq in LocalQueue.objects.filter(

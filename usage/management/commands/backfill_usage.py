@@ -16,7 +16,7 @@ from django.utils import timezone
 from cluster.models import Cluster
 from usage.compute import mig_weight
 from usage.models import Sample, WorkloadRecord
-from usage.sampling import pool_rows, queue_rows, roll_up, team_rows
+from usage.sampling import fleet_models, pool_rows, queue_rows, roll_up, team_rows
 
 
 def _load(time: dt.datetime, seed: int) -> float:
@@ -43,6 +43,7 @@ class Command(BaseCommand):
         step = dt.timedelta(seconds=settings.QM_SAMPLE_SECONDS)
         start = now - dt.timedelta(days=options["days"])
         cluster_ids = list(Cluster.objects.values_list("pk", flat=True))
+        models: dict[int | None, list[str]] = {c: fleet_models(c) for c in cluster_ids}
         teams = [row for c in cluster_ids for row in team_rows(now, c)]
         queues = [row for c in cluster_ids for row in queue_rows(now, c)]
         pools = [row for c in cluster_ids for row in pool_rows(now, c)]
@@ -53,7 +54,7 @@ class Command(BaseCommand):
                 load = _load(time, index)
                 top = base.capacity if base.capacity > 0 else max(base.requested, base.used, 1)
                 used = round(top * load) if base.kind != "queue" or base.capacity else base.used
-                share = base.gpu_share / base.used if base.used else _share(base)
+                share = base.gpu_share / base.used if base.used else _share(base, models)
                 rows.append(
                     Sample(
                         cluster_id=base.cluster_id,
@@ -104,5 +105,7 @@ class Command(BaseCommand):
         )
 
 
-def _share(sample: Sample) -> float:
-    return mig_weight(None, sample.resource)
+def _share(sample: Sample, models: dict[int | None, list[str]]) -> float:
+    """A device's share of a GPU on the sample's cluster (a MIG slice weighed by the GPU
+    models that cluster has most of: ``models``, per cluster)."""
+    return mig_weight(None, sample.resource, models[sample.cluster_id])
