@@ -86,15 +86,7 @@ def request_mig_change(
                 cluster=cluster, gone_since__isnull=True, labels__contains=pool.node_selector
             ).values_list("name", flat=True)
         )
-    errors = _node_errors(cluster, nodes)
-    if not reason.strip():
-        errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
-    if not nodes:
-        errors["nodes"] = ["Choose at least one node (or a pool with nodes)."]
-    if not target_config:
-        errors["target_config"] = ["Choose the MIG config the nodes should have."]
-    if errors:
-        raise ValidationError(errors)
+    _check_request(cluster, nodes, target_config, reason)
     assessment = impact.assess(
         fleet_facts(cluster=cluster, nodes=nodes), targets=nodes, config=target_config
     )
@@ -142,6 +134,19 @@ def request_mig_change(
     )
     transaction.on_commit(lambda: notify("requested", request))
     return request
+
+
+def _check_request(cluster: Cluster, nodes: list[str], target_config: str, reason: str) -> None:
+    """Field errors for what a request must say (nodes of its cluster, a config, why)."""
+    errors = _node_errors(cluster, nodes)
+    if not reason.strip():
+        errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
+    if not nodes:
+        errors["nodes"] = ["Choose at least one node (or a pool with nodes)."]
+    if not target_config:
+        errors["target_config"] = ["Choose the MIG config the nodes should have."]
+    if errors:
+        raise ValidationError(errors)
 
 
 def change_cluster(pool: NodePool | None, cluster: Cluster | None) -> Cluster:

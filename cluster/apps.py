@@ -1,4 +1,8 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.apps import apps as global_apps
+from django.conf import settings
 
 
 class ClusterConfig(AppConfig):
@@ -9,6 +13,7 @@ class ClusterConfig(AppConfig):
         # lazy: models and tasks import only once the app registry is ready.
         from celery.signals import worker_init
         from django.core import checks as django_checks
+        from django.db.models.signals import post_migrate
 
         from cluster import checks, connection, credentials, metrics, removal, selectors, tasks
         from portal import desired, health
@@ -16,6 +21,9 @@ class ClusterConfig(AppConfig):
         from portal import removal as portal_removal
         from queues import observed
 
+        # A database emptied by `flush` gets its settings' cluster back, as migration 0010
+        # made it (every cluster key's default names it).
+        post_migrate.connect(the_settings_cluster, sender=self)
         credentials.check_keys()  # a malformed key stops every process at start
         django_checks.register(checks.credentials_readable, django_checks.Tags.database)
         worker_init.connect(checks.refuse_to_start, weak=False)
@@ -26,3 +34,20 @@ class ClusterConfig(AppConfig):
         health.report("kubernetes", connection.check_kubernetes)
         portal_metrics.register(metrics.loop_gauges)
         observed.provide(selectors.observed_kueue)
+
+
+def the_settings_cluster(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """After ``migrate`` or ``flush``: the cluster the settings connect to is there."""
+    state = kwargs.get("apps") or global_apps
+    try:
+        clusters = state.get_model("cluster", "Cluster").objects.using(using)
+    except LookupError:  # migrated back to before clusters were objects
+        return
+    if not clusters.filter(connection="settings").exists():
+        name = settings.QM_CLUSTER_NAME
+        clusters.create(
+            name=name,
+            display_name=name.replace("-", " ").capitalize(),
+            purpose="general",
+            connection="settings",
+        )

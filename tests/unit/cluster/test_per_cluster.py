@@ -203,3 +203,11 @@ def test_a_quota_is_checked_against_its_own_clusters_fleet(
     assert "4 is more than the fleet could ever offer (1 in its best MIG layout)" in str(
         refused.value.message_dict["hard[requests.nvidia.com/gpu]"]
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flushed_database_gets_the_settings_cluster_back() -> None:
+    from django.core.management import call_command
+
+    call_command("flush", interactive=False, verbosity=0)
+    assert list(Cluster.objects.values_list("connection", flat=True)) == ["settings"]
