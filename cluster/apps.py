@@ -2,7 +2,8 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.apps import apps as global_apps
-from django.conf import settings
+
+from portal.migration_ops import settings_cluster_of
 
 
 class ClusterConfig(AppConfig):
@@ -43,11 +44,4 @@ def the_settings_cluster(sender: Any, using: str = "default", **kwargs: Any) -> 
         clusters = state.get_model("cluster", "Cluster").objects.using(using)
     except LookupError:  # migrated back to before clusters were objects
         return
-    if not clusters.filter(connection="settings").exists():
-        name = settings.QM_CLUSTER_NAME
-        clusters.create(
-            name=name,
-            display_name=name.replace("-", " ").capitalize(),
-            purpose="general",
-            connection="settings",
-        )
+    settings_cluster_of(clusters)

@@ -32,7 +32,7 @@ def cluster_key_added(app_label: str, model_name: str, table: str, related_name:
 
     def fill(apps: Any, schema_editor: Any) -> None:
         alias = schema_editor.connection.alias
-        cluster = _settings_cluster(apps.get_model("cluster", "Cluster").objects.using(alias))
+        cluster = settings_cluster_of(apps.get_model("cluster", "Cluster").objects.using(alias))
         rows = apps.get_model(app_label, model_name).objects.using(alias)
         rows.filter(cluster__isnull=True).update(cluster=cluster.pk)
         # The updated rows' deferred foreign-key checks run now, so that the ALTER TABLE
@@ -59,7 +59,9 @@ def cluster_key_added(app_label: str, model_name: str, table: str, related_name:
     ]
 
 
-def _settings_cluster(clusters: Any) -> Any:
+def settings_cluster_of(clusters: Any) -> Any:
+    """The settings' cluster among ``clusters`` (a manager of any model state), made when
+    missing: for a migration and after a ``flush``."""
     found = clusters.filter(connection="settings").first()
     if found is not None:
         return found
