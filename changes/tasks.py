@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # A waiting execution whose continuation is this late was lost (a worker or the broker
 # died with it): the sweep starts a new one.
 LOST_AFTER = dt.timedelta(seconds=120)
+MIN_COUNTDOWN = 1.0
 
 
 @shared_task(
@@ -52,14 +53,22 @@ def execute_mig_change_task(self: Any, request_id: int, token: str = "") -> str:
         return "superseded: another continuation runs this change"
     outcome = advance(request_id, gateway=gateway_for(cluster))
     if outcome.kind == "wait":
-        follow = uuid.uuid4().hex
-        wake_at = timezone.now() + dt.timedelta(seconds=outcome.seconds)
-        mine = MigChangeRequest.objects.filter(pk=request_id)
-        if token:
-            mine = mine.filter(wake_token=token)
-        if mine.update(wake_token=follow, wake_at=wake_at):
-            execute_mig_change_task.apply_async((request_id, follow), countdown=outcome.seconds)
+        _continue_later(request_id, token, outcome.seconds)
     return f"{outcome.kind}: {outcome.message}"
+
+
+def _continue_later(request_id: int, token: str, seconds: float) -> None:
+    """Schedule the one continuation, published before its token is taken: a worker killed
+    between the two leaves this run's token in place (its redelivered message goes on, the
+    published one exits), never a token no message carries. At least a second away, so the
+    continuation never runs before its token is stored."""
+    follow = uuid.uuid4().hex
+    seconds = max(seconds, MIN_COUNTDOWN)
+    execute_mig_change_task.apply_async((request_id, follow), countdown=seconds)
+    mine = MigChangeRequest.objects.filter(pk=request_id)
+    if token:
+        mine = mine.filter(wake_token=token)
+    mine.update(wake_token=follow, wake_at=timezone.now() + dt.timedelta(seconds=seconds))
 
 
 @shared_task(acks_late=True, ignore_result=True)

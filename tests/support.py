@@ -128,6 +128,10 @@ class Worker:
             time.sleep(0.1)
         raise AssertionError(f"the worker did not start:\n{self.log.read_text()[-3000:]}")
 
+    def tail(self, size: int = 4000) -> str:
+        """The end of the worker's log, for a failing test's message."""
+        return self.log.read_text(errors="replace")[-size:]
+
     def kill(self) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)

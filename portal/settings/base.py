@@ -166,6 +166,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": 1,
+    # The lock around that look lasts milliseconds; a worker killed while holding it would
+    # stop every worker's restoring for its expiry (kombu's default: five minutes).
+    "unacked_mutex_expire": 10,
     # A broker that is down or hung costs a publish two seconds at most, never a hang (the
     # worker's BRPOP answers within its one-second timeout, well inside these).
     "socket_timeout": 2.0,

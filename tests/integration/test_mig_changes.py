@@ -516,6 +516,48 @@ def test_an_admin_aborts_a_running_change_at_the_next_step(gateway: Gateway) -> 
     assert not node(gateway)["spec"].get("unschedulable")
 
 
+class WorkerKilled(BaseException):
+    """The worker process ends here (nothing after this line of the task runs)."""
+
+
+def test_a_worker_killed_as_it_schedules_the_continuation_leaves_one_that_runs(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The continuation is published, then the worker dies: the run's own message (acked
+    late, so handed out again) still holds the change's token and goes on; the published
+    one exits. Taking the token first would leave a token no message carries, and the
+    change waiting for the two-minute sweep."""
+    lead, approver, _ = users()
+    protect_dev_pod(gateway)  # the change waits in its evict step
+    published: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(tasks, "gateway_for", lambda cluster: gateway)
+    monkeypatch.setattr(tasks, "cluster_configured", lambda: True)
+    monkeypatch.setattr(outbox, "_publish", lambda task, args: published.append(tuple(args)))
+    request = ask(lead)
+    with django_capture_on_commit_callbacks(execute=True):
+        changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    (first,) = published
+
+    def publish_then_die(args: tuple[Any, ...], countdown: float) -> None:
+        published.append(tuple(args))
+        raise WorkerKilled
+
+    monkeypatch.setattr(tasks.execute_mig_change_task, "apply_async", publish_then_die)
+    with pytest.raises(WorkerKilled):
+        tasks.execute_mig_change_task.run(*first)
+    follow = published[-1]
+    assert follow != first
+    monkeypatch.setattr(
+        tasks.execute_mig_change_task,
+        "apply_async",
+        lambda args, countdown: published.append(tuple(args)),
+    )
+    assert tasks.execute_mig_change_task.run(*follow).startswith("superseded")
+    assert tasks.execute_mig_change_task.run(*first).startswith("wait")  # redelivered
+    request.refresh_from_db()
+    assert request.wake_token == published[-1][1]  # one live continuation again
+
+
 def test_a_waiting_change_has_one_continuation_however_often_the_sweep_runs(
     gateway: Gateway, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -184,11 +184,15 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
     )
     worker.kill()
     worker.start()
-    wait_for(
-        lambda: MigChangeRequest.objects.get(pk=request.pk).state == "succeeded",
-        timeout=60,
-        what="the change to finish after the restart",
-    )
+    try:
+        wait_for(
+            lambda: MigChangeRequest.objects.get(pk=request.pk).state == "succeeded",
+            timeout=60,
+            what="the change to finish after the restart",
+        )
+    except AssertionError as exc:
+        steps = list(MigChangeStep.objects.filter(request=request).values_list("step", "status"))
+        raise AssertionError(f"{exc}; steps {steps}; worker log:\n{worker.tail()}") from None
     assert set(MigChangeStep.objects.filter(request=request).values_list("status", flat=True)) == {
         "done"
     }
