@@ -7,6 +7,8 @@ On the poller's hot path (once per pod per poll): plain dicts and loops, no Coun
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import inspect
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,18 +45,31 @@ def asked(container: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
-    """GPU resources a pod asks for (sum of containers; at least the largest init container)."""
+    """GPU resources a pod asks for (sum of containers; at least the largest init container).
+    Each container as :func:`asked` reads it, without building its merged dict: this runs
+    for every pod of every poll."""
     total: dict[str, int] = {}
     spec = pod.get("spec") or {}
     for container in spec.get("containers") or ():
-        for name, value in asked(container).items():
-            if name.startswith(GPU_PREFIX):
-                total[name] = total.get(name, 0) + as_int(value)
+        for name, value in _gpu_asked(container):
+            total[name] = total.get(name, 0) + as_int(value)
     for container in spec.get("initContainers") or ():
-        for name, value in asked(container).items():
-            if name.startswith(GPU_PREFIX):
-                total[name] = max(total.get(name, 0), as_int(value))
+        for name, value in _gpu_asked(container):
+            total[name] = max(total.get(name, 0), as_int(value))
     return {k: v for k, v in total.items() if v} if total else total
+
+
+def _gpu_asked(container: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The GPU resources of :func:`asked`: each request, and each limit with no request."""
+    resources = container.get("resources")
+    if not resources:
+        return []
+    requests = resources.get("requests") or {}
+    out = [(n, v) for n, v in requests.items() if n.startswith(GPU_PREFIX)]
+    for name, value in (resources.get("limits") or {}).items():
+        if name.startswith(GPU_PREFIX) and name not in requests:
+            out.append((name, value))
+    return out
 
 
 def gpu_offer(allocatable: Mapping[str, Any]) -> dict[str, int]:
@@ -66,24 +81,60 @@ def gpu_offer(allocatable: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def decode_pods(pods: Sequence[dict[str, Any]]) -> tuple[Allocations, dict[Key, dict[str, Any]]]:
-    """What the pods hold on each node, and the rows of the pods the portal keeps: those
-    asking for GPU resources, and every Pending pod (the explainer reads why it waits)."""
+# What a stored pod row says of its pod: its source (:func:`pod_source`), its node and its
+# GPU requests.
+Stored = tuple[str, str, dict[str, int]]
+
+
+@dataclass
+class DecodedPods:
+    """What a poll's pods come to: what they hold on each node, the rows of the pods the
+    portal keeps (those asking for GPU resources, and every Pending pod: the explainer
+    reads why it waits), and the kept pods listed at the version their row was decoded
+    from (not decoded again)."""
+
+    allocated: Allocations
+    rows: dict[Key, dict[str, Any]]
+    unchanged: set[Key]
+
+
+def decode_pods(
+    pods: Sequence[dict[str, Any]], stored: Mapping[Key, Stored] | None = None
+) -> DecodedPods:
+    """``stored``: what each stored row says of its pod. A pod listed at its row's source
+    counts with the row's node and GPU requests; every other pod is decoded."""
+    known = stored or {}
     allocated: Allocations = {}
     rows: dict[Key, dict[str, Any]] = {}
+    unchanged: set[Key] = set()
     for pod in pods:
-        gpu = pod_gpu_requests(pod)
-        spec = pod.get("spec") or {}
-        phase = (pod.get("status") or {}).get("phase", "")
-        node_name = spec.get("nodeName")
+        meta = pod.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        source = pod_source(meta)
+        row = known.get(key)
+        if row is not None and source and row[0] == source:
+            unchanged.add(key)
+            _, node_name, gpu = row
+        else:
+            gpu = pod_gpu_requests(pod)
+            node_name = (pod.get("spec") or {}).get("nodeName") or ""
+            if gpu or (pod.get("status") or {}).get("phase") == "Pending":
+                values = pod_values(pod, gpu)
+                values["decoded_from"] = source
+                rows[key] = values
         if gpu and node_name:
             on_node = allocated.setdefault(node_name, {})
             for name, amount in gpu.items():
                 on_node[name] = on_node.get(name, 0) + amount
-        if gpu or phase == "Pending":
-            values = pod_values(pod, gpu)
-            rows[(values["namespace"], values["name"])] = values
-    return allocated, rows
+    return DecodedPods(allocated, rows, unchanged)
+
+
+def pod_source(meta: Mapping[str, Any]) -> str:
+    """What a pod row is decoded from: the decoder's fingerprint, the pod's uid and its
+    resourceVersion (which the API server changes on every write). "" when the pod has no
+    resourceVersion (it is then always decoded)."""
+    version = meta.get("resourceVersion")
+    return f"{POD_DECODER}:{meta.get('uid', '')}:{version}" if version else ""
 
 
 def field_owner(meta: dict[str, Any], path: Sequence[str]) -> dict[str, str] | None:
@@ -449,3 +500,21 @@ def quota_refusal(message: str) -> QuotaRefusal | None:
     return QuotaRefusal(
         found["quota"], _pairs(found["requested"]), _pairs(found["used"]), _pairs(found["limited"])
     )
+
+
+def _fingerprint(*parts: Any) -> str:
+    """A short hash of the code that turns a pod into its row: a release that decodes pods
+    differently decodes every pod again at its first poll."""
+    text = "".join(inspect.getsource(p) if callable(p) else str(p) for p in parts)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+POD_DECODER = _fingerprint(
+    pod_values,
+    pod_gpu_requests,
+    _gpu_asked,
+    as_int,
+    limit_defaulted,
+    pod_queue,
+    _LIMIT_RANGER_PART.pattern,
+)

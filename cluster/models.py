@@ -351,6 +351,12 @@ class ObservedPod(models.Model):
     )
     owner_name = models.CharField(max_length=253, blank=True)
     row_hash = models.CharField(max_length=32, blank=True)
+    decoded_from = models.CharField(
+        max_length=160,
+        blank=True,
+        help_text="The pod's uid and resourceVersion this row was decoded from, after the "
+        "decoder's fingerprint: a pod listed again at the same version is not decoded again.",
+    )
     last_changed = models.DateTimeField()
 
     class Meta:

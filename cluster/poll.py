@@ -72,7 +72,8 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
             with transaction.atomic():
                 changed = write_listing(listing, cluster_id=cluster.pk, now=started)
                 record_drift(cluster, now=started)
-        run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
+            run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
+            del listing  # freed before the collector is back, or its first pass walks it all
     except KubeError as exc:
         run.error = exc.message
         record_discovery(cluster, None, now=started, error=exc.message)

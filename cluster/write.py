@@ -76,6 +76,7 @@ POD_COLUMNS = (
     "owner_kind",
     "owner_name",
     "row_hash",
+    "decoded_from",
     "last_changed",
 )
 
@@ -98,12 +99,26 @@ def _digest(values: Sequence[Any]) -> str:
 
 
 def _copy_upsert(
-    table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], conflict: Sequence[str]
+    table: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    conflict: Sequence[str],
+    *,
+    kept_when_same: Sequence[str] = (),
 ) -> int:
-    """COPY rows into a temporary table, then INSERT ... ON CONFLICT DO UPDATE (fast)."""
+    """COPY rows into a temporary table, then INSERT ... ON CONFLICT DO UPDATE (fast). The
+    columns ``kept_when_same`` keep their value where the row's hash did not change (a row
+    written for its new source only)."""
     count = 0
     cols = ", ".join(columns)
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in conflict)
+    updates = ", ".join(
+        f"{c} = CASE WHEN {table}.row_hash = EXCLUDED.row_hash THEN {table}.{c} "
+        f"ELSE EXCLUDED.{c} END"
+        if c in kept_when_same
+        else f"{c} = EXCLUDED.{c}"
+        for c in columns
+        if c not in conflict
+    )
     with connection.cursor() as cursor:
         raw = cursor.cursor
         raw.execute(f"CREATE TEMP TABLE _upsert (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
@@ -129,7 +144,9 @@ def write_fleet(
 ) -> int:
     """Write the cluster's changed node and pod rows; how many rows were written or removed."""
     pool_label = settings.QM_POOL_LABEL
-    allocated, pod_rows = decode.decode_pods(pods)
+    existing_pods, stored = _stored_pods(cluster_id)
+    decoded = decode.decode_pods(pods, stored)
+    allocated, pod_rows = decoded.allocated, decoded.rows
 
     existing_nodes: dict[str, str] = {}
     first_seen: dict[str, dt.datetime] = {}
@@ -167,31 +184,57 @@ def write_fleet(
             gone_since=now, last_changed=now
         )
 
-    existing_pods = {
-        (ns, n): (pk, h)
-        for pk, ns, n, h in ObservedPod.objects.filter(cluster_id=cluster_id).values_list(
-            "pk", "namespace", "name", "row_hash"
-        )
-    }
     pod_out = []
     for key, values in pod_rows.items():
         values["cluster_id"] = cluster_id
-        digest = _digest([values[c] for c in POD_COLUMNS if c in values])
-        if existing_pods.get(key, (None, None))[1] == digest:
+        digest = _digest([values[c] for c in POD_COLUMNS if c in values and c != "decoded_from"])
+        if (
+            existing_pods.get(key, (None, None))[1] == digest
+            and stored[key][0] == values["decoded_from"]
+        ):
             continue
         values.update(row_hash=digest, last_changed=now)
         pod_out.append(_row(values, POD_COLUMNS))
     written += (
         _copy_upsert(
-            ObservedPod._meta.db_table, POD_COLUMNS, pod_out, ("cluster_id", "namespace", "name")
+            ObservedPod._meta.db_table,
+            POD_COLUMNS,
+            pod_out,
+            ("cluster_id", "namespace", "name"),
+            kept_when_same=("last_changed",),
         )
         if pod_out
         else 0
     )
-    removed = [pk for key, (pk, _) in existing_pods.items() if key not in pod_rows]
+    removed = [
+        pk
+        for key, (pk, _) in existing_pods.items()
+        if key not in pod_rows and key not in decoded.unchanged
+    ]
     for start in range(0, len(removed), 5000):
         written += ObservedPod.objects.filter(pk__in=removed[start : start + 5000]).delete()[0]
     return written
+
+
+def _stored_pods(
+    cluster_id: int,
+) -> tuple[dict[decode.Key, tuple[int, str]], dict[decode.Key, decode.Stored]]:
+    """The cluster's pod rows: each one's id and hash, and what it says of its pod. Read by
+    a plain statement: on 50,000 rows the ORM's row handling took twice the query."""
+    ids: dict[decode.Key, tuple[int, str]] = {}
+    stored: dict[decode.Key, decode.Stored] = {}
+    loads = orjson.loads
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, namespace, name, row_hash, decoded_from, node_name, gpu_requests "
+            f"FROM {ObservedPod._meta.db_table} WHERE cluster_id = %s",
+            [cluster_id],
+        )
+        for pk, namespace, name, digest, source, node_name, gpu in cursor.fetchall():
+            ids[namespace, name] = (pk, digest)
+            # jsonb comes as its text (Django's JSON fields decode it themselves)
+            stored[namespace, name] = (source, node_name, loads(gpu) if type(gpu) is str else gpu)
+    return ids, stored
 
 
 def _replace_rows(

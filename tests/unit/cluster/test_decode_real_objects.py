@@ -115,12 +115,28 @@ def test_the_recorded_nodes_decode_to_their_gpus_layouts_and_taints() -> None:
 
 def test_the_recorded_pod_lists_decode_to_rows_and_allocations() -> None:
     """b8: two pods bound to gpu-a100-01 and Pending (no kubelet), PodScheduled True."""
-    allocated, rows = decode_pods(k8s("b8-list-pods-field-selector-node-and-phase")["items"])
-    assert set(allocated) == {"gpu-a100-01"}
+    pods = k8s("b8-list-pods-field-selector-node-and-phase")["items"]
+    decoded = decode_pods(pods)
+    assert set(decoded.allocated) == {"gpu-a100-01"}
     assert all(
-        r["node_name"] == "gpu-a100-01" and r["pending_message"] == "" for r in rows.values()
+        r["node_name"] == "gpu-a100-01" and r["pending_message"] == ""
+        for r in decoded.rows.values()
     )
-    _, unscheduled = decode_pods([k8s("e1c-pod-unschedulable-mig-3g")])
+    # Listed again at the same resourceVersions: the same allocations, no row decoded again;
+    # one pod at another version is.
+    stored = {
+        key: (row["decoded_from"], row["node_name"], row["gpu_requests"])
+        for key, row in decoded.rows.items()
+    }
+    again = decode_pods(pods, stored)
+    assert (again.allocated, again.rows, again.unchanged) == (decoded.allocated, {}, set(stored))
+    first = next(iter(stored))
+    source, node, gpu = stored[first]
+    moved = decode_pods(pods, {**stored, first: (source.replace(":", ":x", 1), node, gpu)})
+    assert set(moved.rows) == {first}
+    assert moved.unchanged == set(stored) - {first}
+    assert moved.allocated == decoded.allocated
+    unscheduled = decode_pods([k8s("e1c-pod-unschedulable-mig-3g")]).rows
     (row,) = unscheduled.values()
     assert (row["name"], row["gpu_requests"], row["pending_reason"]) == (
         "train-3g",
