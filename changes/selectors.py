@@ -4,6 +4,7 @@ never a 403. Approvers and platform admins see every request."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db.models import Model, Q, QuerySet
@@ -16,6 +17,7 @@ from changes.approval import (
     mig_change_actions,
     quota_request_actions,
 )
+from changes.impact import VERDICT_LABELS
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from portal.names import PodNames
 from portal.permissions import sees_every_team
@@ -115,6 +117,54 @@ def quota_request_what_if(user: User, change: QuotaChangeRequest) -> dict[str, A
         return {"queue": cluster_queue_what_if(user, edited)}
     except (QuantityError, ValueError):  # a queue saved before its values were checked
         return None
+
+
+@dataclass
+class InboxLine:
+    """What a line of the MIG change inbox shows of a pending request (read as plain values:
+    an approver's inbox holds hundreds, and three models a line cost more than its drawing)."""
+
+    pk: int
+    kind: str
+    nodes: list[str]
+    target_config: str
+    verdict: str
+    cluster_id: int
+    team_slug: str
+    requested_by: str
+    of_cluster: Any = None  # the views set it when the page names each line's cluster
+
+    @property
+    def is_drain(self) -> bool:
+        return self.kind == MigChangeRequest.Kind.DRAIN
+
+    @property
+    def verdict_label(self) -> str:
+        return VERDICT_LABELS.get(self.verdict, self.verdict.replace("_", " "))
+
+
+def mig_inbox(user: User, visible: QuerySet[MigChangeRequest]) -> list[InboxLine]:
+    """The pending MIG changes a user may decide (:func:`inbox`), as :class:`InboxLine`s."""
+    if not may_decide(user):
+        return []
+    rows = (
+        visible.filter(state="pending")
+        .exclude(requested_by_id=user.pk)
+        .values_list(
+            "pk",
+            "kind",
+            "nodes",
+            "target_config",
+            "verdict",
+            "cluster_id",
+            "team__slug",
+            "requested_by__username",
+        )
+    )
+    return [
+        InboxLine(pk, kind, nodes or [], target, verdict, cluster, team or "", by or "")
+        for pk, kind, nodes, target, verdict, cluster, team, by in rows
+    ]
 
 
 def inbox(user: User, visible: QuerySet[R]) -> list[R]:

@@ -31,10 +31,6 @@ from portal.permissions import is_platform_admin
 
 LIST_PAGE_SIZE = 50
 R = TypeVar("R", bound=Model)
-INBOX_LINE = (  # what a line of the MIG change inbox shows
-    *("pk", "kind", "nodes", "target_config", "verdict", "state", "created_at"),
-    *("team__slug", "requested_by__username", "requested_by_id", "cluster_id"),
-)
 
 
 def _of_chosen_cluster(request: HttpRequest, visible: QuerySet[R]) -> QuerySet[R]:
@@ -83,8 +79,8 @@ def change_list(request: HttpRequest) -> HttpResponse:
     shown = MigChangeFilter(request.GET, queryset=visible, request=request)
     page = Paginator(shown.qs, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     # Every pending request is in the inbox (hundreds at a time): only what a line shows.
-    waiting = visible.select_related(None).select_related("team", "requested_by").only(*INBOX_LINE)
-    inbox, requests = selectors.inbox(request.user, waiting), list(page.object_list)
+    inbox = selectors.mig_inbox(request.user, visible.select_related(None))
+    requests = list(page.object_list)
     return render(
         request,
         "changes/change_list.html",
