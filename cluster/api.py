@@ -18,9 +18,12 @@ from cluster.desired import collect_manifests, to_yaml_stream
 from cluster.filters import NodeFilter
 from cluster.models import Cluster, ObservedNode
 from cluster.selectors import (
+    ApiStatus,
+    ClusterStatus,
     api_status,
     apply_problems,
     apply_warnings,
+    cluster_statuses,
     discovery_age,
     list_clusters_for_user,
 )
@@ -28,6 +31,8 @@ from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
 from portal.api_clusters import (
     CLUSTER_NAME,
+    CLUSTER_QUERY,
+    ClusterQuery,
     ClusterScoped,
     cluster_field,
 )
@@ -150,52 +155,137 @@ class MigConfigsViewSet(ClusterScoped, viewsets.ViewSet):
         return Response({"node": name, "model": model, "configs": configs})
 
 
-class SyncStatusView(APIView):
-    """The last poll of the cluster and the objects not applied."""
+class ApiStateSerializer(serializers.Serializer[Any]):
+    state = serializers.ChoiceField(
+        choices=["ok", "unreachable", "stale", "never"],
+        help_text="ok, unreachable (since the first poll that got no answer), stale (nobody "
+        "polls) or never (not polled yet).",
+    )
+    since = serializers.DateTimeField(allow_null=True)
+    last_ok = serializers.DateTimeField(allow_null=True)
+    message = serializers.CharField()
 
-    @extend_schema(responses={200: dict})
+
+class LastSyncSerializer(serializers.Serializer[Any]):
+    started_at = serializers.DateTimeField()
+    duration_ms = serializers.IntegerField(allow_null=True)
+    nodes = serializers.IntegerField()
+    pods = serializers.IntegerField()
+    ok = serializers.BooleanField()
+    error = serializers.CharField(allow_blank=True)
+
+
+class ClusterSyncSerializer(serializers.Serializer[Any]):
+    cluster = cluster_field(None)
+    api = ApiStateSerializer()
+    last_sync = LastSyncSerializer(allow_null=True)
+
+
+class NotAppliedSerializer(serializers.Serializer[Any]):
+    cluster = cluster_field(None)
+    kind = serializers.CharField()
+    namespace = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    outcome = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+
+
+class ApplyWarningSerializer(serializers.Serializer[Any]):
+    cluster = cluster_field(None)
+    kind = serializers.CharField()
+    namespace = serializers.CharField(allow_blank=True)
+    name = serializers.CharField()
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class SyncStatusSerializer(ClusterSyncSerializer):
+    cluster = serializers.CharField(
+        help_text="The cluster `api` and `last_sync` are of: the path's, the one asked for, "
+        "else the one the settings connect to (`clusters` has every one)."
+    )
+    clusters = ClusterSyncSerializer(many=True, help_text="Each cluster's last poll, by name.")
+    not_applied = NotAppliedSerializer(many=True)
+    warnings = ApplyWarningSerializer(many=True)
+
+
+class SyncStatusView(ClusterScoped, APIView):
+    """The last poll of each cluster and the objects not applied there (or the warnings
+    their last apply drew), each naming its cluster."""
+
+    @extend_schema(parameters=[CLUSTER_QUERY], responses={200: SyncStatusSerializer})
     def get(self, request: Request) -> Response:
-        api = api_status()
-        run = api.latest
+        query = ClusterQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        cluster = self.asked_cluster(query)
+        polls: list[tuple[Cluster | None, ApiStatus | ClusterStatus]]
+        if cluster is None:
+            polls = [(s.cluster, s) for s in cluster_statuses()]
+            problems, warnings = apply_problems(), apply_warnings()
+        else:
+            polls = [(cluster, api_status(cluster))]
+            problems = apply_problems().filter(cluster=cluster)
+            warnings = apply_warnings().filter(cluster=cluster)
+        settings_one = (p for p in polls if p[0] and p[0].connection == Cluster.Connection.SETTINGS)
+        shown = next(settings_one, polls[0] if polls else (None, api_status()))
         return Response(
             {
-                "api": {
-                    "state": api.state,
-                    "since": api.since,
-                    "last_ok": api.last_ok,
-                    "message": api.message,
-                },
-                "last_sync": None
-                if run is None
-                else {
-                    "started_at": run.started_at,
-                    "duration_ms": run.duration_ms,
-                    "nodes": run.nodes,
-                    "pods": run.pods,
-                    "ok": run.ok,
-                    "error": run.error,
-                },
+                **_poll(*shown),
+                "clusters": [_poll(*poll) for poll in polls],
                 "not_applied": [
                     {
+                        "cluster": p.cluster.name,
                         "kind": p.kind,
                         "namespace": p.namespace,
                         "name": p.name,
                         "outcome": p.outcome,
                         "message": p.message,
                     }
-                    for p in apply_problems()
+                    for p in problems.select_related("cluster").only(
+                        "cluster", "cluster__name", *NOTICE
+                    )
                 ],
                 "warnings": [
                     {
+                        "cluster": w.cluster.name,
                         "kind": w.kind,
                         "namespace": w.namespace,
                         "name": w.name,
                         "warnings": w.warnings,
                     }
-                    for w in apply_warnings()
+                    for w in warnings.select_related("cluster").only(
+                        "cluster", "cluster__name", *NOTICE
+                    )
                 ],
             }
         )
+
+
+NOTICE = ("kind", "namespace", "name", "outcome", "message", "warnings")
+
+
+def _poll(cluster: Cluster | None, api: ApiStatus | ClusterStatus) -> dict[str, Any]:
+    """A cluster's name, what its polls tell of its API, and its newest poll (``api``: an
+    :class:`ApiStatus` or :class:`ClusterStatus`)."""
+    run = api.latest
+    return {
+        "cluster": "" if cluster is None else cluster.name,
+        "api": {
+            "state": api.state,
+            "since": api.since,
+            "last_ok": api.last_ok if isinstance(api, ApiStatus) else api.last_ok_at,
+            "message": api.message,
+        },
+        "last_sync": None
+        if run is None
+        else {
+            "started_at": run.started_at,
+            "duration_ms": run.duration_ms,
+            "nodes": run.nodes,
+            "pods": run.pods,
+            "ok": run.ok,
+            "error": run.error,
+        },
+    }
 
 
 class ManifestsQuery(StrictQuery):

@@ -25,5 +25,6 @@ in_cluster.register("nodes", NodeViewSet, basename="cluster-node")
 in_cluster.register("mig-configs", MigConfigsViewSet, basename="cluster-mig-config")
 cluster_urlpatterns = [
     *in_cluster.urls,
+    path("sync-status/", SyncStatusView.as_view(), name="cluster-sync-status"),
     path("manifests/", ManifestsView.as_view(), name="cluster-manifests"),
 ]

@@ -3,7 +3,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.apps import apps as global_apps
 
-from portal.migration_ops import settings_cluster_of
+from portal.clusters import settings_cluster_of
 
 
 class ClusterConfig(AppConfig):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -21,6 +20,7 @@ from django.utils import timezone
 from cluster import credentials
 from cluster.discovery import Discovered
 from cluster.models import Cluster
+from portal import clusters
 from portal.audit import record_audit
 from portal.permissions import is_platform_admin
 
@@ -39,20 +39,10 @@ EDITABLE = (
 
 
 def settings_cluster() -> Cluster:
-    """The cluster the portal's settings connect to (KUBE_URL / KUBECONFIG /
-    KUBE_IN_CLUSTER), named ``QM_CLUSTER_NAME``; made when missing (the migration makes it
-    for an existing installation; a database emptied by hand gets it back)."""
-    found = Cluster.objects.filter(connection=Cluster.Connection.SETTINGS).first()
-    if found is not None:
-        return found
-    cluster, _ = Cluster.objects.get_or_create(
-        connection=Cluster.Connection.SETTINGS,
-        defaults={
-            "name": settings.QM_CLUSTER_NAME,
-            "display_name": settings.QM_CLUSTER_NAME.replace("-", " ").capitalize(),
-        },
-    )
-    return cluster
+    """The cluster the portal's settings connect to, made when missing
+    (:func:`portal.clusters.settings_cluster`, typed)."""
+    found: Cluster = clusters.settings_cluster()
+    return found
 
 
 def _snapshot(cluster: Cluster) -> dict[str, Any]:

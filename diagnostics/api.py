@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -18,7 +19,6 @@ from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting
 from kube import KubeError
 from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
-from portal.api_safety import StrictQuery
 from portal.filters import allowed, no_such_team
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
@@ -50,6 +50,7 @@ class EstimateSerializer(serializers.Serializer[Any]):
 
 
 class WaitingSerializer(serializers.Serializer[Any]):
+    cluster = cluster_field(None)
     kind = serializers.CharField(
         help_text="Pod, Workload, or the controller that cannot create its pods (Job, ...)."
     )
@@ -72,9 +73,10 @@ class WaitingSerializer(serializers.Serializer[Any]):
     )
 
 
-class WaitingQuery(StrictQuery):
-    """``?team=`` and ``?namespace=`` among yours: any other (none such, or another team's)
-    is refused the same way, naming the ones that would do."""
+class WaitingQuery(ClusterQuery):
+    """``?team=`` and ``?namespace=`` among yours (on the cluster asked for, if one is): any
+    other (none such, or another team's) is refused the same way, naming the ones that would
+    do; ``?cluster=`` on the flat route."""
 
     namespace = serializers.CharField(required=False, max_length=63)
     team = serializers.CharField(required=False, max_length=63)
@@ -85,21 +87,31 @@ class WaitingQuery(StrictQuery):
             raise serializers.ValidationError(no_such_team(slugs))
         return value
 
-    def validate_namespace(self, value: str) -> str:
-        names = list(self.context["namespaces"].values_list("name", flat=True))
-        if value not in names:
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        if "namespace" not in attrs:
+            return attrs
+        namespaces = self.context["namespaces"]
+        if attrs.get("cluster") is not None:
+            namespaces = namespaces.filter(cluster=attrs["cluster"])
+        names = sorted(set(namespaces.values_list("name", flat=True)))
+        if attrs["namespace"] not in names:
             raise serializers.ValidationError(
-                f"No such namespace among your teams': use one of {allowed(names)}."
-                if names
-                else "No such namespace: your teams have none."
+                {
+                    "namespace": [
+                        f"No such namespace among your teams': use one of {allowed(names)}."
+                        if names
+                        else "No such namespace: your teams have none."
+                    ]
+                }
             )
-        return value
+        return attrs
 
 
-class WaitingView(APIView):
-    """What waits in your teams' namespaces and why: the cause, the next step, an action
-    and the cluster's own words (the same explanations as the home page), and when it could
-    start (a range with its basis, or "no estimate" and why)."""
+class WaitingView(ClusterScoped, APIView):
+    """What waits in your teams' namespaces and why, on each cluster: the cause, the next
+    step, an action and the cluster's own words (the same explanations as the home page),
+    and when it could start (a range with its basis, or "no estimate" and why)."""
 
     @extend_schema(
         parameters=[
@@ -115,61 +127,68 @@ class WaitingView(APIView):
                 description="Only this team's namespaces, one of your teams (another, or one "
                 "that does not exist, is a 400 naming `team`).",
             ),
+            CLUSTER_QUERY,
         ],
         responses={200: WaitingSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
         teams = list_teams_for_user(request.user).prefetch_related(None)
-        namespaces = Namespace.objects.filter(team__in=teams).order_by("name")
+        namespaces = self.in_cluster(Namespace.objects.filter(team__in=teams))
         query = WaitingQuery(
             data=request.query_params, context={"teams": teams, "namespaces": namespaces}
         )
         query.is_valid(raise_exception=True)
+        cluster = self.asked_cluster(query)
+        if cluster is not None:
+            namespaces = namespaces.filter(cluster=cluster)
         if query.validated_data.get("team"):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
-        workloads, pods, failures = explain_waiting(list(namespaces.values_list("name", flat=True)))
-        rows = (
-            [
+        return Response(WaitingSerializer(waiting_rows(namespaces, cluster), many=True).data)
+
+
+def waiting_rows(namespaces: QuerySet[Namespace], cluster: Any) -> list[dict[str, Any]]:
+    """What waits in ``namespaces`` (on ``cluster``; None: on every cluster), each row
+    naming its cluster: only the rows of these namespaces on their own cluster (a name
+    another cluster has too may be another team's there)."""
+    mine: dict[tuple[int | None, str], str] = {
+        (cid, name): on
+        for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name")
+    }
+    workloads, pods, failures = explain_waiting(
+        sorted({name for _, name in mine}), cluster_id=None if cluster is None else cluster.pk
+    )
+    rows: list[dict[str, Any]] = []
+    groups: list[tuple[str, list[Any]]] = [("Workload", workloads), ("Pod", pods), ("", failures)]
+    for kind, found in groups:
+        for item in found:
+            on = mine.get((item.cluster_id, item.namespace))
+            why = item.why
+            if on is None or why is None:
+                continue
+            rows.append(
                 {
-                    "kind": "Workload",
-                    "namespace": w.namespace,
-                    "name": w.name,
-                    "queue": w.queue_name,
-                    "workload": w.name,
-                    **_why(w.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(w.estimate),  # type: ignore[attr-defined]
+                    "cluster": on,
+                    "kind": kind or item.kind,
+                    "namespace": item.namespace,
+                    "name": item.name,
+                    **_queue_of(kind, item),
+                    **_why(why),
+                    "estimate": _estimate(item.estimate),
                 }
-                for w in workloads
-                if w.why is not None  # type: ignore[attr-defined]
-            ]
-            + [
-                {
-                    "kind": "Pod",
-                    "namespace": p.namespace,
-                    "name": p.name,
-                    "queue": p.queue_name,
-                    "workload": p.workload_name,
-                    **_why(p.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(p.estimate),  # type: ignore[attr-defined]
-                }
-                for p in pods
-            ]
-            + [
-                {
-                    "kind": f.kind,
-                    "namespace": f.namespace,
-                    "name": f.name,
-                    "queue": "",
-                    "workload": "",
-                    **_why(f.why),  # type: ignore[attr-defined]
-                    "estimate": _estimate(f.estimate),  # type: ignore[attr-defined]
-                }
-                for f in failures
-            ]
-        )
-        return Response(WaitingSerializer(rows, many=True).data)
+            )
+    return rows
+
+
+def _queue_of(kind: str, item: Any) -> dict[str, str]:
+    """The LocalQueue of a row and the Kueue Workload it is or runs for (none for a
+    controller whose pods are refused)."""
+    if kind == "Workload":
+        return {"queue": item.queue_name, "workload": item.name}
+    if kind == "Pod":
+        return {"queue": item.queue_name, "workload": item.workload_name}
+    return {"queue": "", "workload": ""}
 
 
 def _estimate(estimate: Estimate | None) -> dict[str, Any] | None:

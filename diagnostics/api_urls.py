@@ -9,4 +9,7 @@ urlpatterns = [
 ]
 
 # Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
-cluster_urlpatterns = [path("drift/", DriftView.as_view(), name="cluster-drift")]
+cluster_urlpatterns = [
+    path("waiting/", WaitingView.as_view(), name="cluster-waiting"),
+    path("drift/", DriftView.as_view(), name="cluster-drift"),
+]

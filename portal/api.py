@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.api_clusters import NoSuchCluster
 from portal.api_parsers import BodyTooLarge
 from portal.api_safety import StrictInput
 from portal.audit_text import audit_changes, event_label
@@ -48,6 +49,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             {"detail": str(exc) or "Not allowed.", "code": "permission_denied"},
             status=status.HTTP_403_FORBIDDEN,
+        )
+    if isinstance(exc, NoSuchCluster):
+        return Response(
+            {"detail": str(exc.detail), "code": "not_found", "clusters": exc.clusters},
+            status=status.HTTP_404_NOT_FOUND,
         )
     if isinstance(exc, Http404):
         return Response(

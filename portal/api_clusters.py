@@ -25,17 +25,20 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from portal.api_safety import StrictQuery
 from portal.errors import DomainError
+from portal.permissions import is_platform_admin
 
 CLUSTER_NAME = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CLUSTER_PATH = OpenApiParameter(
     "cluster",
     {"type": "string", "pattern": CLUSTER_NAME, "maxLength": 63},
     OpenApiParameter.PATH,
-    description="The cluster's name (`GET /api/v1/clusters/`); another name is a 404.",
+    description="The cluster's name (`GET /api/v1/clusters/`); another name is a 404 whose "
+    "`clusters` are the names there are (platform admins; an empty list for others).",
 )
 CLUSTER_QUERY = OpenApiParameter(
     "cluster",
@@ -58,6 +61,16 @@ def cluster_names() -> list[str]:
 def no_such_cluster(names: list[str]) -> str:
     """The one answer to a cluster name that no cluster has."""
     return f"No such cluster: use one of {', '.join(names)}." if names else "No cluster exists."
+
+
+class NoSuchCluster(NotFound):
+    """A nested route's cluster that no cluster is: a 404 naming the clusters the caller
+    may know of (``clusters``: what ``GET /api/v1/clusters/`` shows them, platform admins
+    every one, others none)."""
+
+    def __init__(self, name: str, user: Any) -> None:
+        super().__init__(f"No cluster named '{name[:63]}'.")
+        self.clusters = cluster_names() if is_platform_admin(user) else []
 
 
 class ClusterChoiceField(forms.ModelChoiceField):  # type: ignore[type-arg]
@@ -138,7 +151,9 @@ class ClusterScoped:
     ``cluster_path`` is the lookup from the model to its cluster (``"cluster"``, or
     ``"namespace__cluster"`` for a LocalQueue); ``kind`` names the objects in messages. On
     a nested route the path's cluster (404 when no cluster has that name) keeps its rows
-    only; on a flat one a detail by a name several clusters have is a 409 naming them."""
+    only; on a flat one a detail by a name several clusters have is a 409 naming them.
+    The path's cluster is looked up once the caller is authenticated and allowed, before
+    the handler: every nested route answers an unknown one the same way."""
 
     cluster_path = "cluster"
     kind = "object"
@@ -150,12 +165,20 @@ class ClusterScoped:
         self.path_cluster_name = kwargs.pop("cluster", None)
         return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
 
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        self.path_cluster()
+
     def path_cluster(self) -> Any:
-        """The nested route's cluster (None on a flat route)."""
+        """The nested route's cluster (None on a flat route; :class:`NoSuchCluster` when
+        no cluster has the path's name)."""
         if self.path_cluster_name is None:
             return None
         if not hasattr(self, "_path_cluster"):
-            self._path_cluster = get_object_or_404(clusters(), name=self.path_cluster_name)
+            found = clusters().filter(name=self.path_cluster_name).first()
+            if found is None:
+                raise NoSuchCluster(self.path_cluster_name, self.request.user)
+            self._path_cluster = found
         return self._path_cluster
 
     def in_cluster(self, queryset: QuerySet[Any]) -> QuerySet[Any]:

@@ -20,6 +20,8 @@ ERROR = {
         "code": {"type": "string"},
         # Per field a list of messages; list and nested fields nest by index or key.
         "errors": {"type": "object", "additionalProperties": {}},
+        # A nested route's unknown cluster: the names there are (for platform admins).
+        "clusters": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["detail"],
 }
@@ -27,7 +29,12 @@ ERRORS = (
     ("400", "Invalid input: field errors under `errors`."),
     ("401", "Not authenticated, or the token is invalid, expired or revoked."),
     ("403", "Authenticated but not allowed."),
-    ("404", "Not found (other teams' objects are not found either)."),
+    (
+        "404",
+        "Not found (other teams' objects are not found either); on "
+        "`/api/v1/clusters/{cluster}/…` a cluster no cluster is, its `clusters` the names "
+        "there are (platform admins; empty for others).",
+    ),
     (
         "409",
         "Refused in the current state "

@@ -19,19 +19,36 @@ from django.db import models
 from django.http import HttpRequest
 
 
-def settings_cluster_id() -> int:
-    """The id of the cluster the settings connect to, made when missing (after a test
-    database's flush, or before the first migration made it)."""
-    clusters = apps.get_model("cluster", "Cluster").objects
-    found = clusters.filter(connection="settings").values_list("pk", flat=True).first()
+def settings_cluster_of(clusters: Any) -> Any:
+    """The settings' cluster among ``clusters`` (a manager or queryset of ``cluster.Cluster``
+    or of its state in a migration), made when missing: the one reader of that row, for the
+    code, the migrations and after a ``flush`` (one query when it is there)."""
+    found = clusters.filter(connection="settings").first()
     if found is not None:
-        return int(found)
+        return found
     name = settings.QM_CLUSTER_NAME
-    made = clusters.get_or_create(
+    return clusters.get_or_create(
         connection="settings",
-        defaults={"name": name, "display_name": name.replace("-", " ").capitalize()},
+        defaults={
+            "name": name,
+            "display_name": name.replace("-", " ").capitalize(),
+            "purpose": "general",
+        },
     )[0]
-    return int(made.pk)
+
+
+def settings_cluster() -> Any:
+    """The cluster the portal's settings connect to (KUBE_URL / KUBECONFIG /
+    KUBE_IN_CLUSTER), named ``QM_CLUSTER_NAME``: a ``cluster.Cluster``, made when missing
+    (the migration makes it for an existing installation; a database emptied by hand gets
+    it back)."""
+    return settings_cluster_of(apps.get_model("cluster", "Cluster").objects)
+
+
+def settings_cluster_id() -> int:
+    """The id of the settings' cluster (every cluster key's default), the row read for its
+    key only."""
+    return int(settings_cluster_of(apps.get_model("cluster", "Cluster").objects.only("pk")).pk)
 
 
 def cluster_key(**options: Any) -> Any:

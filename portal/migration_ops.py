@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db import migrations, models
 
-from portal.clusters import settings_cluster_id
+from portal.clusters import settings_cluster_id, settings_cluster_of
 
 HELP = "The Kubernetes cluster this belongs to."
 
@@ -57,18 +56,3 @@ def cluster_key_added(app_label: str, model_name: str, table: str, related_name:
             ],
         ),
     ]
-
-
-def settings_cluster_of(clusters: Any) -> Any:
-    """The settings' cluster among ``clusters`` (a manager of any model state), made when
-    missing: for a migration and after a ``flush``."""
-    found = clusters.filter(connection="settings").first()
-    if found is not None:
-        return found
-    name = settings.QM_CLUSTER_NAME
-    return clusters.create(
-        name=name,
-        display_name=name.replace("-", " ").capitalize(),
-        purpose="general",
-        connection="settings",
-    )

@@ -18,13 +18,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cluster.models import Cluster, Drift
+from cluster.models import AppliedObject, Cluster, Drift, SyncRun
 from cluster.services import settings_cluster
 from fleet.models import NodePool
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, LocalQueue
 from tenants.models import Namespace, Team
-from tests.factories import ObservedNodeFactory
+from tests.factories import ObservedNodeFactory, ObservedPodFactory
 from tests.support import bearer, served_schema
 
 pytestmark = pytest.mark.django_db
@@ -178,6 +178,138 @@ def test_drift_is_listed_per_cluster(client: Client, two: dict[str, Any]) -> Non
     nested = client.get(f"{V1}/clusters/{b}/drift/", headers=admin).json()
     assert [(d["cluster"], d["subject"]) for d in nested] == [(b, "gpu-node-1")]
     assert client.get(f"{V1}/drift/?cluster={b}", headers=admin).json() == nested
+
+
+def pending(cluster: str, namespace: str, name: str) -> None:
+    """A Pending pod as the poll of ``cluster`` records it."""
+    ObservedPodFactory(
+        cluster=Cluster.objects.get(name=cluster), namespace=namespace, name=name, phase="Pending"
+    )
+
+
+def waiting(client: Client, path: str, user: str) -> list[tuple[str, str, str]]:
+    """(cluster, namespace, name) of the test's pods (``t-…``) that ``path`` says wait."""
+    answer = client.get(path, headers=bearer(user))
+    assert answer.status_code == 200, answer.content
+    return sorted(
+        (r["cluster"], r["namespace"], r["name"]) for r in answer.json() if r["name"][:2] == "t-"
+    )
+
+
+def test_waiting_is_answered_per_cluster_and_in_the_teams_scope(
+    client: Client, two: dict[str, Any]
+) -> None:
+    """team-b has a namespace team-b on both clusters, team-a one on the demo's only; a
+    namespace ``shared`` is team-a's on the demo's cluster, team-b's on gpu-b."""
+    a, b = two["a"], two["b"]
+    Namespace.objects.create(
+        name="shared", team=Team.objects.get(slug="team-a"), cluster=Cluster.objects.get(name=a)
+    )
+    Namespace.objects.create(
+        name="shared", team=Team.objects.get(slug="team-b"), cluster=Cluster.objects.get(name=b)
+    )
+    for cluster, namespace in ((a, "team-a"), (a, "team-b"), (b, "team-b"), (b, "shared")):
+        pending(cluster, namespace, f"t-{namespace}-on-{cluster}")
+    every = [
+        (a, "team-a", f"t-team-a-on-{a}"),
+        (a, "team-b", f"t-team-b-on-{a}"),
+        (b, "shared", f"t-shared-on-{b}"),
+        (b, "team-b", f"t-team-b-on-{b}"),
+    ]
+    # Flat: across clusters, each row naming its cluster; ?cluster= keeps one.
+    assert waiting(client, f"{V1}/waiting/", "admin") == every
+    on_b = [row for row in every if row[0] == b]
+    assert waiting(client, f"{V1}/clusters/{b}/waiting/", "admin") == on_b
+    assert waiting(client, f"{V1}/waiting/?cluster={b}", "admin") == on_b
+    assert waiting(client, f"{V1}/clusters/{a}/waiting/", "admin") == every[:2]
+    assert waiting(client, f"{V1}/clusters/{b}/waiting/?namespace=team-b", "admin") == on_b[1:]
+    # The permission matrix: a lead sees their teams' namespaces on each cluster, never a
+    # namespace of the same name that is another team's there.
+    assert waiting(client, f"{V1}/waiting/", "lead-a") == every[:1]
+    assert waiting(client, f"{V1}/clusters/{a}/waiting/", "lead-a") == every[:1]
+    assert waiting(client, f"{V1}/clusters/{b}/waiting/", "lead-a") == []
+    assert waiting(client, f"{V1}/waiting/", "lead-b") == every[1:]
+    assert waiting(client, f"{V1}/clusters/{a}/waiting/", "lead-b") == every[1:2]
+    assert waiting(client, f"{V1}/clusters/{b}/waiting/", "lead-b") == on_b
+    # A namespace of theirs, but not on the cluster asked for: a 400 naming `namespace`.
+    for path in (
+        f"clusters/{b}/waiting/?namespace=team-a",
+        f"waiting/?cluster={b}&namespace=team-a",
+    ):
+        refused = client.get(f"{V1}/{path}", headers=bearer("lead-a"))
+        assert refused.status_code == 400, path
+        assert refused.json()["errors"] == {
+            "namespace": ["No such namespace: your teams have none."]
+        }
+    assert client.get(f"{V1}/clusters/{b}/waiting/").status_code == 401
+
+
+def test_the_sync_status_is_answered_per_cluster(client: Client, two: dict[str, Any]) -> None:
+    a, b = two["a"], two["b"]
+    now = timezone.now()
+    for name, nodes in ((a, 3), (b, 5)):
+        cluster = Cluster.objects.get(name=name)
+        SyncRun.objects.create(cluster=cluster, started_at=now, finished_at=now, nodes=nodes)
+        AppliedObject.objects.create(
+            cluster=cluster,
+            api_version="v1",
+            kind="ResourceQuota",
+            namespace="team-b",
+            name="t-quota",
+            outcome=AppliedObject.Outcome.FAILED,
+            message=f"refused by {name}",
+            warnings=[f"warned by {name}"],
+        )
+    admin = bearer("admin")
+
+    def mine(status: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        problems = [
+            (p["cluster"], p["message"]) for p in status["not_applied"] if p["name"] == "t-quota"
+        ]
+        warned = [
+            (w["cluster"], w["warnings"]) for w in status["warnings"] if w["name"] == "t-quota"
+        ]
+        return problems, warned
+
+    flat = client.get(f"{V1}/sync-status/", headers=admin).json()
+    assert (flat["cluster"], flat["last_sync"]["nodes"]) == (a, 3)  # the settings' cluster
+    assert [(c["cluster"], c["last_sync"]["nodes"]) for c in flat["clusters"]] == [(a, 3), (b, 5)]
+    assert mine(flat) == (
+        [(a, f"refused by {a}"), (b, f"refused by {b}")],
+        [(a, [f"warned by {a}"]), (b, [f"warned by {b}"])],
+    )
+    nested = client.get(f"{V1}/clusters/{b}/sync-status/", headers=admin).json()
+    assert (nested["cluster"], nested["api"]["state"], nested["last_sync"]["nodes"]) == (b, "ok", 5)
+    assert [c["cluster"] for c in nested["clusters"]] == [b]
+    assert mine(nested) == ([(b, f"refused by {b}")], [(b, [f"warned by {b}"])])
+    assert {c["cluster"] for c in nested["not_applied"] + nested["warnings"]} == {b}
+    assert client.get(f"{V1}/sync-status/?cluster={b}", headers=admin).json() == nested
+
+
+def test_an_unknown_cluster_is_a_404_naming_the_clusters_the_caller_may_know(
+    client: Client, two: dict[str, Any]
+) -> None:
+    """Platform admins, who list the clusters (``GET /api/v1/clusters/``), are told their
+    names; anyone else that there is no such cluster, as every nested route answers."""
+    for path in ("namespaces/", "waiting/", "sync-status/", "nodes/gpu-node-1/", "drift/"):
+        for user, names in (("admin", two["both"]), ("lead-a", [])):
+            answer = client.get(f"{V1}/clusters/nope/{path}", headers=bearer(user))
+            assert answer.status_code == 404, (path, user)
+            assert answer.json() == {
+                "detail": "No cluster named 'nope'.",
+                "code": "not_found",
+                "clusters": names,
+            }, (path, user)
+        assert client.get(f"{V1}/clusters/nope/{path}").status_code == 401
+    # Not a write either: the cluster is looked up before the body.
+    refused = client.post(
+        f"{V1}/clusters/nope/namespaces/",
+        {"name": "x", "team": "team-a"},
+        content_type=JSON,
+        headers=bearer("admin"),
+    )
+    assert (refused.status_code, refused.json()["clusters"]) == (404, two["both"])
+    assert not Namespace.objects.filter(name="x").exists()
 
 
 def test_a_create_without_a_cluster_needs_one_when_there_are_two(
@@ -365,7 +497,16 @@ def test_lists_ask_the_same_queries_however_many_clusters_and_rows(
             assert client.get(path, headers=admin).status_code == 200
         return len(captured)
 
-    paths = ("namespaces", "cluster-queues", "local-queues", "nodes", "node-pools", "cohorts")
+    paths = (
+        "namespaces",
+        "cluster-queues",
+        "local-queues",
+        "nodes",
+        "node-pools",
+        "cohorts",
+        "waiting",
+        "sync-status",
+    )
     queries(f"{V1}/teams/")  # the token's first use is recorded once
     before = {path: queries(f"{V1}/{path}/") for path in paths}
     now = timezone.now()
@@ -392,6 +533,8 @@ def test_the_schema_describes_the_nested_routes_and_the_cluster_field_and_filter
         "/api/v1/clusters/{cluster}/local-queues/",
         "/api/v1/clusters/{cluster}/nodes/{name}/",
         "/api/v1/clusters/{cluster}/drift/",
+        "/api/v1/clusters/{cluster}/waiting/",
+        "/api/v1/clusters/{cluster}/sync-status/",
     ):
         operation = next(iter(paths[path].values()))
         where = {(p["in"], p["name"]): p for p in operation["parameters"]}
@@ -403,3 +546,15 @@ def test_the_schema_describes_the_nested_routes_and_the_cluster_field_and_filter
         assert components[name]["properties"]["cluster"]["readOnly"] is True, name
     assert "cluster" in components["NamespaceCreateRequest"]["properties"]
     assert "409" in paths["/api/v1/namespaces/{name}/"]["get"]["responses"]
+    for flat_path, item in (
+        ("/api/v1/waiting/", "Waiting"),
+        ("/api/v1/sync-status/", "NotApplied"),
+    ):
+        names = {p["name"] for p in paths[flat_path]["get"]["parameters"]}
+        assert "cluster" in names, flat_path
+        assert components[item]["properties"]["cluster"]["readOnly"] is True, item
+    missing = paths["/api/v1/clusters/{cluster}/waiting/"]["get"]["responses"]["404"]
+    assert missing["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+    assert components["Error"]["properties"]["clusters"]["type"] == "array"

@@ -329,9 +329,14 @@ def test_v1beta1_mode_keeps_the_api_servers_deprecation_warnings(
     assert f"ClusterQueue cq-dev: {text}" in report.warnings
     client.force_login(User.objects.get(username="admin"))
     status = client.get("/api/v1/sync-status/").json()
-    assert {"kind": "ClusterQueue", "namespace": "", "name": "cq-dev", "warnings": [text]} in (
-        status["warnings"]
-    )
+    warned = {
+        "cluster": AppliedObject.objects.get(kind="ClusterQueue", name="cq-dev").cluster.name,
+        "kind": "ClusterQueue",
+        "namespace": "",
+        "name": "cq-dev",
+        "warnings": [text],
+    }
+    assert warned in status["warnings"]
     page = client.get("/fleet/").content.decode()
     assert "The cluster warned when these were applied" in page
     assert f"ClusterQueue cq-dev</strong> — {text}" in page

@@ -22,6 +22,7 @@ from cluster.discovery import Discovered
 from cluster.models import Cluster
 from cluster.selectors import discovery_age
 from cluster.services import record_discovery, save_cluster, settings_cluster
+from portal.clusters import settings_cluster_id
 from portal.models import AuditEvent
 from tests.schemas import schema_errors
 
@@ -48,6 +49,28 @@ def test_the_settings_cluster_is_the_migrations_and_comes_back_when_missing(
     settings.QM_CLUSTER_NAME = "gpu-main"
     again = settings_cluster()
     assert (again.name, again.display_name) == ("gpu-main", "Gpu main")
+
+
+def test_the_settings_cluster_has_one_reader_whichever_is_asked(settings: Any) -> None:
+    """The id (every cluster key's default) and the row are the same one, made once with
+    the same name and purpose whichever asks first; either is one query when it is there."""
+    Cluster.objects.all().delete()
+    settings.QM_CLUSTER_NAME = "gpu-main"
+    made = settings_cluster_id()
+    found = Cluster.objects.get()
+    assert (found.pk, found.name, found.purpose, found.connection) == (
+        made,
+        "gpu-main",
+        "general",
+        "settings",
+    )
+    for read in (settings_cluster_id, lambda: settings_cluster().pk):
+        with CaptureQueriesContext(connection) as captured:
+            assert read() == made
+        assert len(captured) == 1
+    Cluster.objects.all().delete()
+    settings.QM_CLUSTER_NAME = "gpu-other"
+    assert settings_cluster().pk == settings_cluster_id() == Cluster.objects.get().pk
 
 
 def test_editing_the_settings_cluster_keeps_its_connection(
