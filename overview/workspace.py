@@ -25,7 +25,7 @@ from django.utils import timezone
 from changes.approval import User, may_decide
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import Drift
-from cluster.selectors import open_drift
+from cluster.selectors import cluster_statuses, open_drift
 from health.models import NodeHealth
 from portal.permissions import user_id
 from tenants.models import Membership
@@ -194,11 +194,34 @@ def _outcomes(since: dt.datetime) -> list[Outcome]:
     return rows[:SHOWN]
 
 
+def name_clusters(ws: Workspace, clusters: list[Any]) -> bool:
+    """Each item's cluster as ``item.of_cluster`` when there are several (the page names
+    it and links its cluster's pages then; with one cluster nothing is added), and whether
+    there are. ``clusters``: every cluster, read once (no query per row)."""
+    if len(clusters) < 2:
+        return False
+    by_pk = {c.pk: c for c in clusters}
+    rows: list[Any] = [*ws.to_decide_mig, *ws.to_decide_quota, *ws.failed, *ws.drift]
+    rows += [o.request for o in ws.outcomes] + [s.request for s in ws.stuck] + ws.unhealthy
+    for row in rows:
+        row.of_cluster = by_pk.get(row.cluster_id)
+    return True
+
+
 @login_required
 def workspace(request: HttpRequest) -> HttpResponse:
     """The workspace page (approvers and platform admins)."""
     if not may_decide(request.user):
         raise PermissionDenied("The workspace is for approvers and platform admins.")
     counts = NavCounts(request.user)  # the page's and the navigation's numbers, read once
-    context = {"ws": workspace_for(request.user), "nav_counts": counts, "counts": counts.pending}
+    statuses = cluster_statuses()  # the clusters the page names and the freshness shows
+    ws = workspace_for(request.user)
+    several = name_clusters(ws, [s.cluster for s in statuses])
+    context = {
+        "ws": ws,
+        "nav_counts": counts,
+        "counts": counts.pending,
+        "cluster_statuses": statuses,
+        "several": several,
+    }
     return render(request, "overview/workspace.html", context)

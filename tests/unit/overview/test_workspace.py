@@ -15,7 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
-from cluster.models import Drift
+from cluster.models import Cluster, Drift
+from cluster.services import settings_cluster
 from health.models import NodeHealth
 from tests.factories import MembershipFactory, MigChangeRequestFactory, NamespaceFactory
 
@@ -223,3 +224,90 @@ def test_workspace_query_count_does_not_grow_with_data(
     assert 'id="decisions-count">62<' in page  # 31 MIG changes and 31 quota requests
     assert "All 31 on the MIG changes page" in page
     assert MigChangeRequest.objects.filter(state="pending").count() == 31
+
+
+@pytest.fixture
+def two_clusters(db: Any) -> tuple[Any, Any]:
+    """The settings' cluster (Default) and a second one (Inference)."""
+    infer = Cluster.objects.create(
+        name="inference", display_name="Inference", connection="in_cluster"
+    )
+    return settings_cluster(), infer
+
+
+def on_both(clusters: tuple[Any, ...], team: Any, lead: Any, *, i: int = 0) -> None:
+    """On each cluster, the same names: a pending drain, a failed and a stuck change, MIG
+    layout and object drift, an unhealthy node."""
+    now = timezone.now()
+    for cluster in clusters:
+        MigChangeRequestFactory(
+            cluster=cluster, team=None, requested_by=None, kind="drain", nodes=[f"d-{i}"]
+        )
+        MigChangeRequestFactory(
+            cluster=cluster, team=team, requested_by=lead, state="failed", nodes=[f"f-{i}"]
+        )
+        stuck = MigChangeRequestFactory(
+            cluster=cluster, team=team, requested_by=lead, state="running"
+        )
+        MigChangeStep.objects.create(
+            request=stuck, node=f"s-{i}", step="wait", started_at=now - dt.timedelta(hours=1)
+        )
+        for kind, subject in (("mig_layout", f"gpu-a100-{i:02d}"), ("object", f"q-{i}")):
+            Drift.objects.create(
+                cluster=cluster, kind=kind, subject=subject, first_seen=now, last_seen=now
+            )
+        NodeHealth.objects.create(
+            cluster=cluster, node=f"gpu-h100-{i:02d}", observed_at=now, worst="critical"
+        )
+
+
+def test_with_two_clusters_each_item_names_its_cluster_and_links_its_page(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any, two_clusters: tuple[Any, Any]
+) -> None:
+    on_both(two_clusters, team_a, team_a_admin, i=3)
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    tag = '<span class="tag" title="cluster">{}</span>'
+    for section, ends in (
+        ("decisions", "attention"),
+        ("attention", "outcomes"),
+        ("drift", "gpus"),
+        ("gpus", None),
+    ):
+        part = page[page.index(f'id="{section}"') : page.index(f'id="{ends}"') if ends else None]
+        per_item = {"decisions": 1, "attention": 2, "drift": 2, "gpus": 1}[section]
+        for name in ("Default", "Inference"):
+            assert part.count(tag.format(name)) == per_item, (section, name, part)
+    drift = page[page.index('id="drift"') : page.index('id="gpus"')]
+    for cluster in ("default", "inference"):
+        assert f'href="/fleet/nodes/gpu-a100-03/?cluster={cluster}">gpu-a100-03</a>' in drift
+        assert f'href="/fleet/?cluster={cluster}#drift-title">q-3</a>' in drift
+        assert f'href="/fleet/nodes/gpu-h100-03/?cluster={cluster}"' in page
+
+
+def test_with_one_cluster_the_workspace_names_no_cluster(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    on_both((settings_cluster(),), team_a, team_a_admin, i=3)
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    assert 'title="cluster"' not in page
+    assert 'href="/fleet/nodes/gpu-a100-03/">gpu-a100-03</a>' in page
+    assert 'href="/fleet/#drift-title">q-3</a>' in page
+
+
+def test_with_two_clusters_the_workspace_query_count_does_not_grow(
+    client: Client, approver: Any, team_a: Any, team_a_admin: Any, two_clusters: tuple[Any, Any]
+) -> None:
+    client.force_login(approver)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/workspace/").status_code == 200
+        return len(captured)
+
+    on_both(two_clusters, team_a, team_a_admin, i=0)
+    small = queries()
+    for i in range(1, 8):
+        on_both(two_clusters, team_a, team_a_admin, i=i)
+    assert queries() == small
