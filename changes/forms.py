@@ -23,6 +23,11 @@ def cluster_label(cluster: Cluster) -> str:
     return cluster.display_name or cluster.name
 
 
+def on_its_cluster(obj: Namespace | ClusterQueue) -> str:
+    """A namespace or ClusterQueue with the cluster it is on: ``team-a-serve (inference)``."""
+    return f"{obj.name} ({obj.cluster.name})"
+
+
 class MigChangeForm(forms.Form):
     cluster: forms.ModelChoiceField[Any] = forms.ModelChoiceField(
         queryset=Cluster.objects.order_by("name"),
@@ -155,9 +160,18 @@ class QuotaRequestForm(forms.Form):
     def __init__(self, *args: Any, teams: Any, admin: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
-        self.fields["namespace"].queryset = Namespace.objects.filter(team__in=teams)  # type: ignore[attr-defined]
-        queues = ClusterQueue.objects.filter(local_queues__namespace__team__in=teams).distinct()
+        namespaces = Namespace.objects.filter(team__in=teams).select_related("cluster")
+        self.fields["namespace"].queryset = namespaces.order_by("cluster__name", "name")  # type: ignore[attr-defined]
+        queues = (
+            ClusterQueue.objects.filter(local_queues__namespace__team__in=teams)
+            .select_related("cluster")
+            .distinct()
+            .order_by("cluster__name", "name")
+        )
         self.fields["cluster_queue"].queryset = queues  # type: ignore[attr-defined]
+        if Cluster.objects.count() > 1:  # each choice says which cluster it is on
+            for name in ("namespace", "cluster_queue"):
+                self.fields[name].label_from_instance = on_its_cluster  # type: ignore[attr-defined]
         flavors = sorted({flavor for cq in queues for flavor, _ in cq.quota()})
         self.fields["flavor"].choices = [("", "—")] + [(f, f) for f in flavors]  # type: ignore[attr-defined]
         if not admin:

@@ -285,6 +285,16 @@ def _request_errors(
             errors["requested"] = [str(exc)]
     else:
         errors["kind"] = ["Choose namespace or queue."]
+    if (
+        namespace is not None
+        and cluster_queue is not None
+        and namespace.cluster_id != cluster_queue.cluster_id  # a request is on one cluster
+    ):
+        errors.setdefault("cluster_queue", []).append(
+            f"ClusterQueue {cluster_queue.name} is on the cluster {cluster_queue.cluster.name}, "
+            f"namespace {namespace.name} on {namespace.cluster.name}: choose both on one "
+            "cluster."
+        )
     return errors
 
 

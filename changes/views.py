@@ -287,21 +287,31 @@ def quota_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _quota_prefill(request: HttpRequest, teams: QuerySet[Any]) -> dict[str, object]:
+    """The form filled in from a link (a usage suggestion, an explanation next to a
+    namespace): ``?team=&namespace=&cluster=&resource=``. A namespace name two clusters
+    share is taken only with its cluster."""
+    initial: dict[str, object] = {}
+    wanted = teams.filter(slug=request.GET.get("team", "")).first()
+    if wanted is not None:
+        initial["team"] = wanted
+        named = wanted.namespaces.filter(name=request.GET.get("namespace", ""))
+        if request.GET.get("cluster"):
+            named = named.filter(cluster__name=request.GET["cluster"])
+        found = list(named[:2])
+        if len(found) == 1:
+            initial.update({"kind": "namespace", "namespace": found[0]})
+    if request.GET.get("resource"):
+        initial["resource"] = request.GET["resource"][:100]
+    return initial
+
+
 @login_required
 def quota_new(request: HttpRequest) -> HttpResponse:
     teams = teams_user_may_request_for(request.user)
     if not teams.exists():
         raise PermissionDenied("Only team leads and platform admins ask for quota.")
-    initial: dict[str, object] = {}
-    if request.method == "GET":  # prefilled from a link (a usage suggestion, an explanation)
-        wanted = teams.filter(slug=request.GET.get("team", "")).first()
-        if wanted is not None:
-            initial["team"] = wanted
-            namespace = wanted.namespaces.filter(name=request.GET.get("namespace", "")).first()
-            if namespace is not None:
-                initial.update({"kind": "namespace", "namespace": namespace})
-        if request.GET.get("resource"):
-            initial["resource"] = request.GET["resource"][:100]
+    initial = _quota_prefill(request, teams) if request.method == "GET" else {}
     form = QuotaRequestForm(
         request.POST or None,
         teams=teams,

@@ -80,6 +80,9 @@ def home(request: HttpRequest) -> HttpResponse:
         mine = [p for p in pods if p.cluster_id == cluster_id]
         _observe(cluster_id, group, statuses, mine, last_visit)
     clusters = {c.pk: c for c in cluster_choice(request).clusters}
+    for ns in namespaces:  # each one's cluster, read once for all (links name it)
+        if ns.cluster_id in clusters:
+            ns.cluster = clusters[ns.cluster_id]
     for team in teams:
         team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)

@@ -5,7 +5,9 @@ reason: twenty of them were drawn twenty times, a third of the home's rendering)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.template.context import Context
@@ -27,16 +29,31 @@ def _drawn(context: Context, name: str, key: tuple[Any, ...], values: dict[str, 
     return SafeString(memo[key])
 
 
+ASK_QUOTA = "/quota/new/"  # the explainers' link to the quota request form
+
+
 @register.simple_tag(takes_context=True)
-def why_box(context: Context, why: Explanation, team: Any = None) -> SafeString:
-    """Why it waits (``team.may_ask``: whether the action to ask for a change is offered)."""
+def why_box(
+    context: Context, why: Explanation, team: Any = None, namespace: Any = None
+) -> SafeString:
+    """Why it waits (``team.may_ask``: whether the action to ask for a change is offered).
+    Next to a ``namespace`` (of ``team``), asking for quota opens the form on that namespace
+    of its cluster."""
     may_ask = bool(getattr(team, "may_ask", False))
+    if why.action and why.action.get("url") == ASK_QUOTA and namespace is not None:
+        why = replace(why, action={**why.action, "url": ask_quota_url(team, namespace)})
     action = tuple(sorted((why.action or {}).items()))
     key = (
         *("why", why.cause, why.next_step, action, tuple(why.evidence)),
         *(why.topic, why.belongs_to, why.never, may_ask),
     )
     return _drawn(context, "components/why.html", key, {"why": why, "team": {"may_ask": may_ask}})
+
+
+def ask_quota_url(team: Any, namespace: Any) -> str:
+    """The quota request form, filled in with ``namespace`` of ``team`` on its cluster."""
+    query = {"team": team.slug, "namespace": namespace.name, "cluster": namespace.cluster.name}
+    return f"{ASK_QUOTA}?{urlencode(query)}"
 
 
 @register.simple_tag(takes_context=True)

@@ -18,7 +18,7 @@ from changes.models import MigChangeRequest, NodeClaim, QuotaChangeRequest
 from cluster.models import Cluster, ObservedWorkload
 from fleet.models import NodePool
 from portal.clusters import settings_cluster_id
-from queues.models import ClusterQueue, Cohort
+from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.observed import observed_kueue
 from queues.selectors import kueue_world
 from tenants.models import Namespace, Team
@@ -203,6 +203,44 @@ def test_a_quota_request_is_on_its_namespaces_cluster(
     assert "The fleet offers 0 nvidia.com/gpu" in " ".join(request.assessment["notes"])
     listed = client.get("/api/v1/quota-requests/?cluster=cluster-b", headers=bearer("approver"))
     assert [r["id"] for r in listed.json()["results"]] == [request.pk]
+
+
+def test_the_api_never_combines_a_namespace_with_another_clusters_cluster_queue(
+    client: Client, two_clusters: tuple[Cluster, Cluster]
+) -> None:
+    """Named without a cluster, each name is found where it is: on two clusters, refused
+    on the ClusterQueue, nothing saved."""
+    _, b = two_clusters
+    groups = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [
+                {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+            ],
+        }
+    ]
+    cq = ClusterQueue.objects.create(cluster=b, name="cq-only-on-b", resource_groups=groups)
+    team_a = Team.objects.get(slug="team-a")
+    served = Namespace.objects.create(cluster=b, name="team-a-on-b", team=team_a)
+    LocalQueue.objects.create(namespace=served, name="lq", cluster_queue=cq)
+    body = {
+        "team": "team-a",
+        "kind": "queue",
+        "namespace": "team-a",
+        "cluster_queue": "cq-only-on-b",
+        "flavor": "h100",
+        "resource": "nvidia.com/gpu",
+        "requested": "2",
+        "reason": "a test run",
+    }
+    post = {"content_type": "application/json", "headers": bearer("lead-a")}
+    refused = client.post("/api/v1/quota-requests/", body, **post)  # type: ignore[arg-type]
+    assert refused.status_code == 400
+    assert (
+        "ClusterQueue cq-only-on-b is on the cluster cluster-b, namespace team-a on "
+        f"{Cluster.objects.get(pk=settings_cluster_id()).name}: choose both on one cluster."
+    ) in refused.json()["errors"]["cluster_queue"]
+    assert not QuotaChangeRequest.objects.exists()
 
 
 def test_the_executor_moves_the_queues_of_the_changes_cluster(

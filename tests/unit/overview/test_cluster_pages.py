@@ -16,8 +16,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from changes.models import MigChangeRequest
-from cluster.models import Cluster, ObservedObject, SyncRun
+from changes.models import MigChangeRequest, QuotaChangeRequest
+from cluster.models import Cluster, ObservedCreateFailure, ObservedObject, SyncRun
 from cluster.selectors import cluster_statuses
 from cluster.services import settings_cluster
 from fleet.models import NodePool
@@ -380,3 +380,84 @@ def test_a_local_queue_must_point_at_a_cluster_queue_of_its_namespaces_cluster(
     response = client.post("/admin/queues/localqueue/add/", {**form, "cluster_queue": here.pk})
     assert response.status_code == 302
     assert LocalQueue.objects.get().cluster_queue == here
+
+
+def test_the_quota_form_names_each_choices_cluster_and_never_mixes_two(
+    client: Client, team_a_admin: Any, team_b: Any, clusters: tuple[Cluster, Cluster]
+) -> None:
+    team_a = team_a_admin.memberships.get().team
+    queues_on(clusters, team_a, team_b)
+    client.force_login(team_a_admin)
+    form = client.get("/quota/new/").content.decode()
+    for label in ("a-default (default)", "a-inference (inference)"):
+        assert re.search(rf'<option value="\d+">{re.escape(label)}</option>', form), label
+    for cluster in ("default", "inference"):
+        assert f">cq-train ({cluster})</option>" in form
+    here = Namespace.objects.get(name="a-default")
+    elsewhere = ClusterQueue.objects.get(cluster=clusters[1])
+    asked = {
+        "team": team_a.pk,
+        "kind": "queue",
+        "namespace": here.pk,
+        "cluster_queue": elsewhere.pk,
+        "flavor": "h100-80gb",
+        "resource": "nvidia.com/gpu",
+        "requested": "20",
+        "reason": "more GPUs",
+    }
+    for kind in ("queue", "namespace"):
+        refused = client.post("/quota/new/", {**asked, "kind": kind})
+        assert refused.status_code == 200
+        page = refused.content.decode()
+        errors = page[page.index('id="id_cluster_queue_error"') :]
+        assert (
+            "ClusterQueue cq-train is on the cluster inference, namespace a-default on default: "
+            "choose both on one cluster." in errors[: errors.index("</div>")]
+        ), kind
+    assert not QuotaChangeRequest.objects.exists()
+    same = client.post("/quota/new/", {**asked, "namespace": ""})  # the queue alone is fine
+    assert same.status_code == 302
+    assert QuotaChangeRequest.objects.get().cluster == clusters[1]
+
+
+def test_with_one_cluster_the_quota_form_names_no_cluster(
+    client: Client, team_a_admin: Any, team_b: Any
+) -> None:
+    cluster = settings_cluster()
+    NamespaceFactory(cluster=cluster, name="a-serve", team=team_a_admin.memberships.get().team)
+    client.force_login(team_a_admin)
+    form = client.get("/quota/new/").content.decode()
+    assert re.search(r'<option value="\d+">a-serve</option>', form)
+    assert "(default)" not in form
+
+
+def test_a_homes_ask_for_quota_opens_the_form_on_the_namespace_it_is_next_to(
+    client: Client, team_a_admin: Any, clusters: tuple[Cluster, Cluster]
+) -> None:
+    team_a = team_a_admin.memberships.get().team
+    refusal = (
+        'Error creating: pods "train-2-abcde" is forbidden: exceeded quota: gpu-quota, '
+        "requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=12, "
+        "limited: requests.nvidia.com/gpu=16"
+    )
+    for cluster in clusters:  # the same namespace name on both clusters
+        NamespaceFactory(cluster=cluster, name="team-a-serve", team=team_a)
+    ObservedCreateFailure.objects.create(
+        cluster=clusters[1],
+        namespace="team-a-serve",
+        kind="Job",
+        name="train-2",
+        message=refusal,
+        last_seen=timezone.now(),
+    )
+    client.force_login(team_a_admin)
+    page = client.get("/").content.decode()
+    link = "/quota/new/?team=team-a&amp;namespace=team-a-serve&amp;cluster=inference"
+    assert f'href="{link}">Ask for quota</a>' in page
+    form = client.get(link.replace("&amp;", "&")).content.decode()
+    on_inference = Namespace.objects.get(cluster=clusters[1])
+    assert f'<option value="{on_inference.pk}" selected>team-a-serve (inference)</option>' in form
+    assert '<option value="namespace" selected>' in form
+    # without the cluster the name is two namespaces: none is chosen for you
+    unsure = client.get("/quota/new/?team=team-a&namespace=team-a-serve").content.decode()
+    assert "selected>team-a-serve" not in unsure
