@@ -38,6 +38,13 @@ VERDICT_LABELS = {
     "blocked": "Blocked",
 }
 Resources = dict[str, int]
+
+
+def verdict_label(verdict: str) -> str:
+    """A verdict in words ("Breaks quota"), also one this release does not know."""
+    return VERDICT_LABELS.get(verdict, verdict.replace("_", " "))
+
+
 SCHEDULABLE_SUFFIX = " would fit afterwards."
 
 

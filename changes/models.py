@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from changes.impact import VERDICT_LABELS
+from changes.impact import verdict_label
 from portal.clusters import cluster_key
 
 
@@ -129,7 +129,7 @@ class MigChangeRequest(models.Model):
 
     @property
     def verdict_label(self) -> str:
-        return VERDICT_LABELS.get(self.verdict, self.verdict.replace("_", " "))
+        return verdict_label(self.verdict)
 
     @property
     def is_drain(self) -> bool:

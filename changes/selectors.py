@@ -17,7 +17,7 @@ from changes.approval import (
     mig_change_actions,
     quota_request_actions,
 )
-from changes.impact import VERDICT_LABELS
+from changes.impact import verdict_label
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from portal.names import PodNames
 from portal.permissions import sees_every_team
@@ -140,26 +140,23 @@ class InboxLine:
 
     @property
     def verdict_label(self) -> str:
-        return VERDICT_LABELS.get(self.verdict, self.verdict.replace("_", " "))
+        return verdict_label(self.verdict)
 
 
 def mig_inbox(user: User, visible: QuerySet[MigChangeRequest]) -> list[InboxLine]:
     """The pending MIG changes a user may decide (:func:`inbox`), as :class:`InboxLine`s."""
-    if not may_decide(user):
+    decidable = _decidable(user, visible)
+    if decidable is None:
         return []
-    rows = (
-        visible.filter(state="pending")
-        .exclude(requested_by_id=user.pk)
-        .values_list(
-            "pk",
-            "kind",
-            "nodes",
-            "target_config",
-            "verdict",
-            "cluster_id",
-            "team__slug",
-            "requested_by__username",
-        )
+    rows = decidable.values_list(
+        "pk",
+        "kind",
+        "nodes",
+        "target_config",
+        "verdict",
+        "cluster_id",
+        "team__slug",
+        "requested_by__username",
     )
     return [
         InboxLine(pk, kind, nodes or [], target, verdict, cluster, team or "", by or "")
@@ -169,9 +166,15 @@ def mig_inbox(user: User, visible: QuerySet[MigChangeRequest]) -> list[InboxLine
 
 def inbox(user: User, visible: QuerySet[R]) -> list[R]:
     """The pending requests a user may decide: others' requests, for deciders only."""
+    decidable = _decidable(user, visible)
+    return [] if decidable is None else list(decidable)
+
+
+def _decidable(user: User, visible: QuerySet[R]) -> QuerySet[R] | None:
+    """Of ``visible``, the pending requests of others (None: the user decides none)."""
     if not may_decide(user):
-        return []
-    return list(visible.filter(state="pending").exclude(requested_by_id=user.pk))
+        return None
+    return visible.filter(state="pending").exclude(requested_by_id=user.pk)
 
 
 def assessment_for(names: PodNames, assessment: dict[str, Any]) -> dict[str, Any]:
