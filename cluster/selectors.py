@@ -4,6 +4,7 @@ not team data; team-scoped reads filter by namespace where they use it)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -157,6 +158,11 @@ class ClusterStatus:
     def ok(self) -> bool:
         return self.state == "ok"
 
+    @property
+    def api(self) -> ApiStatus:
+        """The same as ``api_status(cluster)`` tells."""
+        return ApiStatus(self.state, self.since, self.last_ok_at, self.message, self.latest)
+
 
 # The newest polls of every cluster: the index (cluster, -started_at) read once per cluster.
 _RECENT_RUNS = f"""
@@ -167,11 +173,15 @@ _RECENT_RUNS = f"""
 """  # the table names from the models, the limit a parameter
 
 
-def cluster_statuses(*, now: dt.datetime | None = None) -> list[ClusterStatus]:
-    """Every registered cluster's status, by name, from its recent polls (two queries
-    whatever the number of clusters: what every page shows)."""
+def cluster_statuses(
+    *, now: dt.datetime | None = None, clusters: Sequence[Cluster] | None = None
+) -> list[ClusterStatus]:
+    """Every registered cluster's status (``clusters``: every one, already read), by name,
+    from its recent polls (two queries whatever the number of clusters, one when the
+    clusters are given: what every page shows)."""
     now = now or timezone.now()
-    clusters = list(Cluster.objects.defer("credential").order_by("name"))
+    if clusters is None:
+        clusters = list(Cluster.objects.defer("credential").order_by("name"))
     runs: dict[int | None, list[SyncRun]] = {}
     for run in SyncRun.objects.raw(_RECENT_RUNS, [RECENT_POLLS]):
         runs.setdefault(run.cluster_id, []).append(run)

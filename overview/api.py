@@ -14,11 +14,18 @@ from rest_framework.views import APIView
 
 from changes.api import MigChangeSerializer
 from overview.planning import make_plan, may_see_planner, plan_for, request_planned_changes
+from portal.api_clusters import (
+    CLUSTER_QUERY,
+    ClusterQuery,
+    ClusterScoped,
+    cluster_input,
+)
 from portal.api_safety import IDEMPOTENCY_KEY, IF_MATCH, StrictInput, idempotent
 from tenants.models import Team
 
 
 class PlanRequestSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = cluster_input("plan")
     team = serializers.SlugField()
     reason = serializers.CharField(allow_blank=True)
     fingerprint = serializers.CharField(
@@ -29,17 +36,24 @@ class PlanRequestSerializer(StrictInput, serializers.Serializer[Any]):
     )
 
 
-class MigPlanView(APIView):
-    """The MIG layout planner: demand against capacity per resource, the proposed config of
-    each node (before and after, the pods it evicts), the requests it becomes with their
-    assessment and the ClusterQueue nominal changes that follow (platform admins, approvers
-    and team leads; other teams' pods counted, never named)."""
+class MigPlanView(ClusterScoped, APIView):
+    """The MIG layout planner of one cluster (``/api/v1/clusters/<cluster>/mig-plan/``, or
+    ``?cluster=`` on the flat route; with one cluster, that one): demand against capacity
+    per resource, the proposed config of each node (before and after, the pods it evicts),
+    the requests it becomes with their assessment and the ClusterQueue nominal changes that
+    follow (platform admins, approvers and team leads; other teams' pods counted, never
+    named)."""
 
-    @extend_schema(responses={200: dict})
+    kind = "plan"
+
+    @extend_schema(parameters=[CLUSTER_QUERY], responses={200: dict})
     def get(self, request: Request) -> Response:
         if not may_see_planner(request.user):
             raise PermissionDenied("The planner is for platform admins, approvers and team leads.")
-        body = plan_for(request.user, make_plan())
+        query = ClusterQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        cluster = self.asked_cluster(query) or self.chosen_cluster(None)
+        body = plan_for(request.user, make_plan(cluster))
         response = Response(body)
         response["ETag"] = f'"{body["fingerprint"]}"'
         return response
@@ -68,6 +82,7 @@ class MigPlanView(APIView):
             raise ValidationError({"team": ["No such team."]})
         created = request_planned_changes(
             actor=request.user,
+            cluster=self.chosen_cluster(data.validated_data.get("cluster")),
             team=team,
             reason=data.validated_data["reason"],
             seen=seen,

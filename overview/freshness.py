@@ -9,8 +9,27 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from cluster.selectors import cluster_statuses
+from cluster.models import Cluster
+from cluster.selectors import ApiStatus, ClusterStatus, api_status, cluster_statuses
 from portal.clusters import cluster_choice
+
+
+def statuses_of(request: HttpRequest) -> list[ClusterStatus]:
+    """``cluster_statuses`` of the request's clusters (``cluster_choice``), read once per
+    request: the header, the banner and a page's sections share it."""
+    found = getattr(request, "_cluster_statuses", None)
+    if found is None:
+        found = cluster_statuses(clusters=cluster_choice(request).clusters)
+        request._cluster_statuses = found  # type: ignore[attr-defined]
+    return list(found)
+
+
+def settings_api_status(request: HttpRequest) -> ApiStatus:
+    """``api_status()`` (the settings' cluster's) from the request's statuses."""
+    for status in statuses_of(request):
+        if status.cluster.connection == Cluster.Connection.SETTINGS:
+            return status.api
+    return api_status()  # no settings' cluster registered: it is made, and never polled
 
 
 def clusters(request: HttpRequest) -> dict[str, Any]:
@@ -21,5 +40,5 @@ def clusters(request: HttpRequest) -> dict[str, Any]:
         return {}
     return {
         "cluster_choice": SimpleLazyObject(lambda: cluster_choice(request)),
-        "cluster_statuses": SimpleLazyObject(cluster_statuses),
+        "cluster_statuses": SimpleLazyObject(lambda: statuses_of(request)),
     }

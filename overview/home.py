@@ -22,8 +22,9 @@ from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
-from cluster.selectors import ApiStatus, api_status
+from cluster.selectors import ApiStatus
 from diagnostics.selectors import explain_waiting
+from overview.freshness import settings_api_status
 from overview.models import HomeVisit
 from portal.clusters import cluster_choice
 from portal.permissions import user_id
@@ -65,7 +66,7 @@ def home(request: HttpRequest) -> HttpResponse:
     team's namespaces grouped by cluster."""
     teams = teams_set_up(request.user)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    api = api_status()
+    api = settings_api_status(request)
     last_visit = _visited(user_id(request.user), api)
     statuses = _observed_statuses(namespaces)
     pods = list(

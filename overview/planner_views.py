@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from overview.planning import make_plan, may_see_planner, plan_for, request_planned_changes
+from portal.clusters import cluster_choice
 from portal.errors import DomainError, user_message
 from portal.permissions import is_platform_admin
 from tenants.models import Team
@@ -19,9 +20,17 @@ from tenants.models import Team
 
 @login_required
 def planner(request: HttpRequest) -> HttpResponse:
-    """GET: the plan. POST (platform admins): ask for its MIG changes."""
+    """GET: the chosen cluster's plan (one cluster at a time: with "all clusters" chosen,
+    the page asks which). POST (platform admins): ask for its MIG changes."""
     if not may_see_planner(request.user):
         raise PermissionDenied("The planner is for platform admins, approvers and team leads.")
+    choice = cluster_choice(request)
+    cluster = choice.chosen
+    if request.method == "POST":
+        named = request.POST.get("cluster", "")
+        cluster = next((c for c in choice.clusters if c.name == named), cluster)
+    if cluster is None:
+        return render(request, "overview/planner.html", {"choose": choice.clusters})
     admin = is_platform_admin(request.user)
     errors: dict[str, list[str]] = {}
     refusal = ""
@@ -31,6 +40,7 @@ def planner(request: HttpRequest) -> HttpResponse:
         try:
             created = request_planned_changes(
                 actor=request.user,
+                cluster=cluster,
                 team=team,
                 reason=request.POST.get("reason", ""),
                 seen=request.POST.get("fingerprint", ""),
@@ -43,9 +53,10 @@ def planner(request: HttpRequest) -> HttpResponse:
             ids = ", ".join(f"#{r.pk}" for r in created)
             messages.success(request, f"Requests {ids} are waiting for an approver.")
             return redirect("change-list")
-    planned = make_plan()
     context = {
-        "plan": plan_for(request.user, planned),
+        "plan": plan_for(request.user, make_plan(cluster)),
+        "cluster": cluster,
+        "several": choice.several,
         "is_admin": admin,
         "teams": list(Team.objects.order_by("slug").values_list("slug", flat=True))
         if admin

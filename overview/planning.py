@@ -33,7 +33,7 @@ from changes.facts import fleet_facts
 from changes.mig import request_mig_change
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.planner import Demand, Plan, PlanNode, PlanPool, Problem, plan
-from cluster.models import ObservedNode, ObservedWorkload
+from cluster.models import Cluster, ObservedNode, ObservedWorkload
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import most_per_gpu
@@ -50,8 +50,10 @@ PAGE_SECONDS = 3.0  # the solver's time limit when a page or the API asks
 
 @dataclass
 class Planned:
-    """A plan with what it was made from: the fleet facts, and the batches it becomes."""
+    """A plan with what it was made from: the cluster and its fleet facts, and the batches
+    it becomes."""
 
+    cluster: Cluster
     plan: Plan
     problem: Problem
     fleet: impact.Fleet
@@ -69,13 +71,14 @@ def may_see_planner(user: User) -> bool:
     )
 
 
-def gather() -> tuple[Problem, impact.Fleet]:
-    """The planner's input from the observed tables (a fixed number of queries)."""
-    fleet = fleet_facts()
+def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
+    """The planner's input for ``cluster`` from its observed tables (a fixed number of
+    queries; no row of another cluster, whose nodes may have the same names)."""
+    fleet = fleet_facts(cluster=cluster)
     observed = {
         name: (cordoned, strategy)
         for name, cordoned, strategy in ObservedNode.objects.filter(
-            gone_since__isnull=True
+            cluster=cluster, gone_since__isnull=True
         ).values_list("name", "unschedulable", "mig_strategy")
     }
     unhealthy = {
@@ -88,7 +91,7 @@ def gather() -> tuple[Problem, impact.Fleet]:
                 }
             )
         )
-        for row in NodeHealth.objects.all()
+        for row in NodeHealth.objects.filter(cluster=cluster)
     }
     pool_of = {
         node.name: next((p.name for p in fleet.pools if _selects(p.selector, node.labels)), "")
@@ -104,13 +107,13 @@ def gather() -> tuple[Problem, impact.Fleet]:
         for p in fleet.pools
     ]
     waiting = list(
-        ObservedWorkload.objects.filter(admitted=False, finished=False).values_list(
-            "namespace", "name", "cluster_queue", "requests"
-        )
+        ObservedWorkload.objects.filter(
+            cluster=cluster, admitted=False, finished=False
+        ).values_list("namespace", "name", "cluster_queue", "requests")
     )
     asked = list(
         QuotaChangeRequest.objects.filter(
-            state=QuotaChangeRequest.State.PENDING, kind="queue"
+            cluster=cluster, state=QuotaChangeRequest.State.PENDING, kind="queue"
         ).values_list("pk", "cluster_queue_name", "flavor", "resource", "previous", "requested")
     )
     demand = gather_demand(fleet, pool_of, waiting, asked)
@@ -237,10 +240,11 @@ def _int(value: str) -> int:
 # ----------------------------------------------------------------------------- the plan
 
 
-def make_plan(*, seconds: float = PAGE_SECONDS) -> Planned:
-    """The plan for the fleet now, its batches (one per pool and target config) with the
-    assessment each request would get, and a fingerprint of what it proposes."""
-    problem, fleet = gather()
+def make_plan(cluster: Cluster, *, seconds: float = PAGE_SECONDS) -> Planned:
+    """The plan for ``cluster``'s fleet now, its batches (one per pool and target config)
+    with the assessment each request would get, and a fingerprint of what it proposes (and
+    on which cluster: a plan read on one is never asked for on another)."""
+    problem, fleet = gather(cluster)
     result = plan(problem, time_limit=seconds)
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     for node in result.changed:
@@ -260,8 +264,9 @@ def make_plan(*, seconds: float = PAGE_SECONDS) -> Planned:
             }
         )
     shown = [{k: b[k] for k in ("pool", "target_config", "nodes")} for b in batches]
-    fingerprint = hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
-    return Planned(result, problem, fleet, batches, fingerprint)
+    proposed = json.dumps([cluster.name, shown], sort_keys=True).encode()
+    fingerprint = hashlib.sha256(proposed).hexdigest()[:16]
+    return Planned(cluster, result, problem, fleet, batches, fingerprint)
 
 
 def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
@@ -273,6 +278,7 @@ def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
             pod if names.named(pod.split("/", 1)[0]) else "(another team's pod)"
             for pod in node["evicts"]
         ]
+    body["cluster"] = planned.cluster.name
     body["batches"] = planned.batches
     body["fingerprint"] = planned.fingerprint
     return body
@@ -280,11 +286,17 @@ def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
 
 @transaction.atomic
 def request_planned_changes(
-    *, actor: User, team: Team | None, reason: str, seen: str, source: str = "web"
+    *,
+    actor: User,
+    cluster: Cluster,
+    team: Team | None,
+    reason: str,
+    seen: str,
+    source: str = "web",
 ) -> list[MigChangeRequest]:
-    """Turn the plan into MIG change requests (one per pool and target config), each
-    assessed and pending approval as if asked for by hand. The plan is made anew; when it
-    differs from the one the admin saw (``seen``, its fingerprint), nothing is asked and
+    """Turn ``cluster``'s plan into MIG change requests (one per pool and target config),
+    each assessed and pending approval as if asked for by hand. The plan is made anew; when
+    it differs from the one the admin saw (``seen``, its fingerprint), nothing is asked and
     the admin reads the new one. All requests or none."""
     if not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins turn a plan into MIG change requests.")
@@ -295,7 +307,7 @@ def request_planned_changes(
         errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
     if errors or team is None:
         raise ValidationError(errors)
-    planned = make_plan()
+    planned = make_plan(cluster)
     if planned.fingerprint != seen:
         raise DomainError(
             "The plan changed since it was shown (the fleet or the demand moved): read the "
@@ -305,7 +317,10 @@ def request_planned_changes(
     if not planned.batches:
         raise DomainError("The plan changes no node: there is nothing to ask for.", code="empty")
     pools = {
-        p.name: p for p in NodePool.objects.filter(name__in=[b["pool"] for b in planned.batches])
+        p.name: p
+        for p in NodePool.objects.filter(
+            cluster=cluster, name__in=[b["pool"] for b in planned.batches]
+        )
     }
     requests = [
         request_mig_change(
@@ -315,6 +330,7 @@ def request_planned_changes(
             target_config=batch["target_config"],
             reason=f"{reason.strip()} (MIG layout planner, plan {planned.fingerprint})",
             pool=pools.get(batch["pool"]),
+            cluster=cluster,
             source=source,
         )
         for batch in planned.batches
@@ -325,6 +341,7 @@ def request_planned_changes(
         source=source,
         team=team,
         new={
+            "cluster": cluster.name,
             "fingerprint": planned.fingerprint,
             "requests": [r.pk for r in requests],
             "batches": [

@@ -26,13 +26,18 @@ from cluster.models import (
     ObservedObject,
     ObservedPod,
     ObservedWorkload,
-    SyncRun,
 )
-from cluster.selectors import api_status, apply_notices, first_in_line, open_drift
+from cluster.selectors import (
+    ClusterStatus,
+    apply_notices,
+    first_in_line,
+    open_drift,
+)
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
 from overview.forms import NodeSearchForm
+from overview.freshness import settings_api_status, statuses_of
 from portal.clusters import cluster_choice
 from portal.htmx import HtmxHttpRequest
 from portal.permissions import is_platform_admin, sees_every_team, user_id
@@ -55,17 +60,19 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     if request.GET.get("q") or request.GET.get("pool"):  # the node search's old address
         return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
     choice = cluster_choice(request)
-    api = api_status()
+    statuses = {s.cluster.pk: s for s in statuses_of(request)}
     problems, warned = apply_notices()
     sections = [
-        _fleet_section(cluster, problems, warned, several=choice.several)
+        _fleet_section(cluster, problems, warned, statuses[cluster.pk], several=choice.several)
         for cluster in choice.shown
     ]
+    # one cluster shown: its section's pools are the search form's
+    pools = sections[0]["pool_rows"] if choice.chosen else selectors.Pools.load()
     context = {
         "sections": sections,
         "several": choice.several,
-        "api": api,
-        "form": NodeSearchForm(pools=selectors.Pools.load(_pk(choice.chosen))),
+        "api": settings_api_status(request),
+        "form": NodeSearchForm(pools=pools),
     }
     template = "overview/fleet.html#fleet-body" if request.htmx else "overview/fleet.html"
     response = render(request, template, context)
@@ -81,6 +88,7 @@ def _fleet_section(
     cluster: Cluster,
     problems: list[AppliedObject],
     warned: list[AppliedObject],
+    status: ClusterStatus,
     *,
     several: bool,
 ) -> dict[str, Any]:
@@ -91,12 +99,13 @@ def _fleet_section(
     total = open_drift().filter(cluster=cluster).count() if len(drift) == DRIFT_SHOWN else 0
     return {
         "cluster": cluster,
+        "pool_rows": pools,
         "pools": bool(pools.rows)
         or ObservedNode.objects.filter(cluster=cluster, gone_since__isnull=True).exists(),
         "pool_cards": _pool_cards(pools, cluster, several=several),
         "drift": drift,
         "drift_total": total or len(drift),
-        "sync": SyncRun.objects.filter(cluster=cluster).order_by("-started_at").first(),
+        "sync": status.latest,
         "problems": [p for p in problems if p.cluster_id == cluster.pk],
         "warned": [p for p in warned if p.cluster_id == cluster.pk],
         "shortfalls": shortfalls_now(cluster),

@@ -141,6 +141,7 @@ def test_the_admin_turns_the_plan_into_a_pending_mig_change(
     assert events == ["mig_change.requested", "mig_plan.requested"]
     planned = AuditEvent.objects.get(event="mig_plan.requested")
     assert planned.new == {
+        "cluster": "default",
         "fingerprint": fingerprint,
         "requests": [request.pk],
         "batches": [{"pool": "train", "target_config": "all-3g.40gb", "nodes": ["gpu-a100-03"]}],
@@ -295,3 +296,82 @@ def test_the_optimality_gap_reads_as_every_percentage(
     client.force_login(platform_admin)
     page = client.get("/planner/").content.decode()
     assert words in page
+
+
+@pytest.fixture
+def two_clusters(seed: None) -> Any:
+    """The seed incident on the settings' cluster; an inference cluster with nodes of the same
+    names, every one already on all-3g.40gb, and nothing waiting there."""
+    from cluster.models import Cluster
+    from portal.clusters import settings_cluster
+
+    infer = Cluster.objects.create(name="inference", display_name="Inference", connection="token")
+    NodePool.objects.create(
+        cluster=infer,
+        name="train",
+        node_selector={"quartermaster.io/pool": "train"},
+        mig_config="all-3g.40gb",
+    )
+    for i in (1, 2, 3):
+        ObservedNodeFactory(
+            cluster=infer,
+            name=f"gpu-a100-0{i}",
+            mig_config="all-3g.40gb",
+            mig_strategy="mixed",
+            labels={
+                "quartermaster.io/pool": "train",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "nvidia.com/mig.config": "all-3g.40gb",
+            },
+            allocatable={G3: "16"},
+        )
+    return settings_cluster(), infer
+
+
+def test_each_cluster_is_planned_on_its_own_nodes_and_asked_for_there(
+    client: Client, platform_admin: Any, two_clusters: Any
+) -> None:
+    train, _ = two_clusters
+    client.force_login(platform_admin)
+    flat = client.get("/api/v1/mig-plan/")
+    assert flat.status_code == 400 and "cluster" in flat.json()["errors"]
+    there = client.get("/api/v1/clusters/inference/mig-plan/").json()
+    assert there["cluster"] == "inference" and there["nodes"] == [] and there["batches"] == []
+    here = client.get("/api/v1/mig-plan/?cluster=default").json()
+    assert here["cluster"] == "default"
+    assert [n["name"] for n in here["nodes"]] == ["gpu-a100-03"]
+    # a plan read on one cluster is never asked for on the other
+    elsewhere = client.post(
+        "/api/v1/clusters/inference/mig-plan/",
+        json.dumps({"team": "team-a", "reason": "now", "fingerprint": here["fingerprint"]}),
+        content_type="application/json",
+    )
+    assert elsewhere.status_code == 409 and elsewhere.json()["code"] == "stale_plan"
+    assert not MigChangeRequest.objects.exists()
+    response = client.post(
+        "/planner/",
+        {
+            "cluster": "default",
+            "team": "team-a",
+            "reason": "team-a's 3g pod waits",
+            "fingerprint": here["fingerprint"],
+        },
+    )
+    assert response.status_code == 302
+    (request,) = MigChangeRequest.objects.all()
+    assert (request.cluster_id, request.nodes) == (train.pk, ["gpu-a100-03"])
+    assert request.pool is not None and request.pool.cluster_id == train.pk
+    assert client.get("/api/v1/clusters/nowhere/mig-plan/").status_code == 404
+
+
+def test_the_planner_page_asks_for_a_cluster_when_all_are_chosen(
+    client: Client, team_a_admin: Any, two_clusters: Any
+) -> None:
+    client.force_login(team_a_admin)
+    every = client.get("/planner/?cluster=all").content.decode()
+    assert 'id="plan-choose-cluster"' in every and 'id="plan-summary"' not in every
+    assert 'href="/planner/?cluster=inference"' in every
+    infer = client.get("/planner/?cluster=inference").content.decode()
+    assert "No node needs to change." in infer and "gpu-a100-03" not in infer
+    train = client.get("/planner/?cluster=default").content.decode()
+    assert 'href="/fleet/nodes/gpu-a100-03/?cluster=default"' in train
