@@ -26,6 +26,7 @@ from cluster.selectors import (
     cluster_statuses,
     discovery_age,
     list_clusters_for_user,
+    notices_for,
 )
 from fleet.models import MigConfig
 from gpus.catalog import model_for_product, valid_configs
@@ -39,6 +40,7 @@ from portal.api_clusters import (
 from portal.api_safety import StrictQuery
 from portal.filters import no_such_team
 from portal.permissions import is_platform_admin
+from portal.selectors import pod_names_for
 from tenants.selectors import list_teams_for_user
 
 
@@ -204,8 +206,18 @@ class SyncStatusSerializer(ClusterSyncSerializer):
         "else the one the settings connect to (`clusters` has every one)."
     )
     clusters = ClusterSyncSerializer(many=True, help_text="Each cluster's last poll, by name.")
-    not_applied = NotAppliedSerializer(many=True)
+    not_applied = NotAppliedSerializer(
+        many=True,
+        help_text="Objects not applied: cluster-wide ones, and those in your teams' "
+        "namespaces (platform admins and approvers: every one).",
+    )
+    not_applied_elsewhere = serializers.IntegerField(
+        help_text="How many objects of other teams' namespaces were not applied (not named)."
+    )
     warnings = ApplyWarningSerializer(many=True)
+    warnings_elsewhere = serializers.IntegerField(
+        help_text="How many objects of other teams' namespaces drew warnings (not named)."
+    )
 
 
 class SyncStatusView(ClusterScoped, APIView):
@@ -227,6 +239,15 @@ class SyncStatusView(ClusterScoped, APIView):
             warnings = apply_warnings().filter(cluster=cluster)
         settings_one = (p for p in polls if p[0] and p[0].connection == Cluster.Connection.SETTINGS)
         shown = next(settings_one, polls[0] if polls else (None, api_status()))
+        names = pod_names_for(request.user)
+        problems_shown, others_problems = notices_for(
+            names,
+            _notices(problems),
+        )
+        warnings_shown, others_warned = notices_for(
+            names,
+            _notices(warnings),
+        )
         return Response(
             {
                 **_poll(*shown),
@@ -240,10 +261,9 @@ class SyncStatusView(ClusterScoped, APIView):
                         "outcome": p.outcome,
                         "message": p.message,
                     }
-                    for p in problems.select_related("cluster").only(
-                        "cluster", "cluster__name", *NOTICE
-                    )
+                    for p in problems_shown
                 ],
+                "not_applied_elsewhere": others_problems,
                 "warnings": [
                     {
                         "cluster": w.cluster.name,
@@ -252,15 +272,18 @@ class SyncStatusView(ClusterScoped, APIView):
                         "name": w.name,
                         "warnings": w.warnings,
                     }
-                    for w in warnings.select_related("cluster").only(
-                        "cluster", "cluster__name", *NOTICE
-                    )
+                    for w in warnings_shown
                 ],
+                "warnings_elsewhere": others_warned,
             }
         )
 
 
 NOTICE = ("kind", "namespace", "name", "outcome", "message", "warnings")
+
+
+def _notices(rows: Any) -> list[Any]:
+    return list(rows.select_related("cluster").only("cluster", "cluster__name", *NOTICE))
 
 
 def _poll(cluster: Cluster | None, api: ApiStatus | ClusterStatus) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
+from portal.names import PodNames
 from portal.permissions import is_platform_admin
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
@@ -82,6 +83,15 @@ def apply_notices() -> tuple[list[AppliedObject], list[AppliedObject]]:
     )
     problems = [r for r in rows if r.outcome != AppliedObject.Outcome.APPLIED]
     return problems, [r for r in rows if r.warnings]
+
+
+def notices_for(names: PodNames, rows: list[AppliedObject]) -> tuple[list[AppliedObject], int]:
+    """The apply notices a user may read (``names``: ``pod_names_for(user)``): cluster-wide
+    objects, and the namespaced ones of their own teams' namespaces (platform admins and
+    approvers: every one); and how many of other teams' were left out (counted, never
+    named)."""
+    shown = [row for row in rows if not row.namespace or names.named(row.namespace)]
+    return shown, len(rows) - len(shown)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from cluster.selectors import (
     ClusterStatus,
     apply_notices,
     first_in_line,
+    notices_for,
     open_drift,
 )
 from fleet.models import NodePool
@@ -40,6 +41,7 @@ from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status, statuses_of
 from portal.clusters import cluster_choice
 from portal.htmx import HtmxHttpRequest
+from portal.names import PodNames
 from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.selectors import pod_names_for
 from queues import fairness
@@ -62,8 +64,12 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     choice = cluster_choice(request)
     statuses = {s.cluster.pk: s for s in statuses_of(request)}
     problems, warned = apply_notices()
+    # whose objects the user may read by name (a query only when there is something to read)
+    names = pod_names_for(request.user) if problems or warned else PodNames(True, frozenset())
     sections = [
-        _fleet_section(cluster, problems, warned, statuses[cluster.pk], several=choice.several)
+        _fleet_section(
+            cluster, problems, warned, statuses[cluster.pk], names, several=choice.several
+        )
         for cluster in choice.shown
     ]
     # one cluster shown: its section's pools are the search form's
@@ -89,11 +95,17 @@ def _fleet_section(
     problems: list[AppliedObject],
     warned: list[AppliedObject],
     status: ClusterStatus,
+    names: PodNames,
     *,
     several: bool,
 ) -> dict[str, Any]:
     """One cluster's part of the Fleet page: its last poll, what was not applied to it or
-    was warned of, its open drift and its pools summed up."""
+    was warned of (other teams' objects counted, not named), its open drift and its pools
+    summed up."""
+    problems, others_problems = notices_for(
+        names, [p for p in problems if p.cluster_id == cluster.pk]
+    )
+    warned, others_warned = notices_for(names, [p for p in warned if p.cluster_id == cluster.pk])
     drift = list(open_drift().filter(cluster=cluster)[:DRIFT_SHOWN])
     pools = selectors.Pools.load(cluster.pk)
     total = open_drift().filter(cluster=cluster).count() if len(drift) == DRIFT_SHOWN else 0
@@ -106,8 +118,10 @@ def _fleet_section(
         "drift": drift,
         "drift_total": total or len(drift),
         "sync": status.latest,
-        "problems": [p for p in problems if p.cluster_id == cluster.pk],
-        "warned": [p for p in warned if p.cluster_id == cluster.pk],
+        "problems": problems,
+        "others_problems": others_problems,
+        "warned": warned,
+        "others_warned": others_warned,
         "shortfalls": shortfalls_now(cluster),
     }
 

@@ -284,6 +284,12 @@ def test_the_sync_status_is_answered_per_cluster(client: Client, two: dict[str, 
     assert mine(nested) == ([(b, f"refused by {b}")], [(b, [f"warned by {b}"])])
     assert {c["cluster"] for c in nested["not_applied"] + nested["warnings"]} == {b}
     assert client.get(f"{V1}/sync-status/?cluster={b}", headers=admin).json() == nested
+    assert (flat["not_applied_elsewhere"], flat["warnings_elsewhere"]) == (0, 0)
+    # a lead of team-a reads team-b's objects counted, never named
+    lead = client.get(f"{V1}/sync-status/", headers=bearer("lead-a")).json()
+    assert mine(lead) == ([], [])
+    assert all(p["namespace"] != "team-b" for p in lead["not_applied"] + lead["warnings"])
+    assert (lead["not_applied_elsewhere"], lead["warnings_elsewhere"]) == (2, 2)
 
 
 def test_an_unknown_cluster_is_a_404_naming_the_clusters_the_caller_may_know(

@@ -354,3 +354,35 @@ def test_node_page_queries_do_not_grow_with_pods(client: Client, team_a_member: 
         return len(captured)
 
     assert queries_with(1) == queries_with(60) <= 16
+
+
+def test_the_fleet_names_only_the_users_own_teams_objects_not_applied(
+    client: Client, team_a_member: Any, team_b: Any, approver: Any
+) -> None:
+    from cluster.models import AppliedObject
+    from tests.factories import NamespaceFactory
+
+    NamespaceFactory(name="team-a", team=team_a_member.memberships.get().team)
+    NamespaceFactory(name="team-b", team=team_b)
+    for namespace, name in (("team-a", "a-quota"), ("team-b", "b-quota"), ("", "cq-shared")):
+        AppliedObject.objects.create(
+            api_version="v1",
+            kind="ResourceQuota" if namespace else "ClusterQueue",
+            namespace=namespace,
+            name=name,
+            outcome=AppliedObject.Outcome.FAILED,
+            message=f"{name} refused",
+        )
+    client.force_login(team_a_member)
+    page = client.get("/fleet/").content.decode()
+    card = page[
+        page.index('id="apply-problems"') : page.index(
+            "</section>", page.index('id="apply-problems"')
+        )
+    ]
+    assert "team-a/a-quota" in card and "cq-shared" in card
+    assert "b-quota" not in page and "team-b" not in card
+    assert "And 1 object of other teams' namespaces." in card
+    client.force_login(approver)
+    every = client.get("/fleet/").content.decode()
+    assert "team-b/b-quota" in every and "other teams' namespaces" not in every
