@@ -12,13 +12,21 @@ from portal.permissions import User
 from portal.selectors import pod_names_for
 
 
-def attach_health(nodes: list[ObservedNode]) -> None:
-    """Each node's last GPU health (or None), average utilisation and its GPUs drawn as
-    strips (one query)."""
-    health = {
+def health_of(nodes: list[ObservedNode]) -> dict[tuple[int | None, str], NodeHealth]:
+    """(cluster id, node name) -> the node's last GPU health, for ``nodes`` (one query)."""
+    return {
         (h.cluster_id, h.node): h
         for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])
     }
+
+
+def attach_health(
+    nodes: list[ObservedNode], health: dict[tuple[int | None, str], NodeHealth] | None = None
+) -> None:
+    """Each node's last GPU health (or None), average utilisation and its GPUs drawn as
+    strips (one query, none when ``health_of`` was read)."""
+    if health is None:
+        health = health_of(nodes)
     for node in nodes:
         row = health.get((node.cluster_id, node.name))
         node.health = row  # type: ignore[attr-defined]

@@ -39,6 +39,7 @@ from health.selectors import attach_health
 from overview import selectors
 from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status, statuses_of
+from overview.node_rows import node_rows
 from portal.clusters import cluster_choice
 from portal.htmx import HtmxHttpRequest
 from portal.names import PodNames
@@ -164,7 +165,6 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
     )
     page = Paginator(found, NODES_PAGE).get_page(request.GET.get("page"))
     nodes = list(page.object_list)
-    attach_health(nodes)
     clusters = {c.pk: c for c in choice.clusters}
     for node in nodes:
         node.of_cluster = clusters.get(node.cluster_id)  # type: ignore[attr-defined]
@@ -173,6 +173,7 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
             pools.rows[node.pool_index].mig_config if node.pool_index >= 0 else ""  # type: ignore[attr-defined]
         )
     chosen = form.cleaned_data.get("pool", "") if valid else ""
+    cluster_column = choice.chosen is None and choice.several
     if index is None:
         list_id = "fleet-node-list"
     else:
@@ -187,7 +188,8 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         "query": urlencode(
             {k: request.GET.get(k, "") for k in ("q", "pool", "cluster") if request.GET.get(k)}
         ),
-        "cluster_column": choice.chosen is None and choice.several,
+        "cluster_column": cluster_column,
+        "rows": node_rows(nodes, cluster_column=cluster_column, pool_column=not chosen),
     }
     template = (
         "overview/fleet_nodes.html#node-list" if request.htmx else "overview/fleet_nodes.html"

@@ -209,7 +209,10 @@ def test_the_inbox_shows_the_chosen_clusters_requests_or_each_with_its_cluster(
     inbox = every[every.index('id="inbox-title"') : every.index("<h2>Requests</h2>")]
     assert "train-node" in inbox and "infer-node" in inbox
     assert '<span class="tag" title="cluster">Inference</span>' in inbox  # as the pages name it
-    assert '<th scope="col">Cluster</th>' in every and "<td>Inference</td>" in every
+    assert (
+        '<th scope="col">Cluster</th>' in every
+        and '<td data-label="Cluster">Inference</td>' in every
+    )
     one = client.get("/changes/?cluster=inference").content.decode()
     assert "infer-node" in one and "train-node" not in one
     assert '<th scope="col">Cluster</th>' not in one

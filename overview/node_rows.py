@@ -1,0 +1,96 @@
+"""The rows of a node list, each drawn once per what it shows.
+
+A page of the node list is fifty rows of GPU strips, allocation bars and health; drawing
+them is most of the page's time, and between two polls a row shows what it showed before.
+Each row's HTML is kept in this process under everything it is drawn from (the node's
+shown fields, its health, the pool's intended config, the columns, the time zone and the
+day its times are written against), so a row whose facts moved is drawn again and one
+whose facts did not is never stale. The cache is bounded (least recently used first out).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+
+from cluster.models import ObservedNode
+from health.models import NodeHealth
+from health.selectors import attach_health, health_of
+
+ROWS_KEPT = 20_000  # rows kept per process: four fleets of 5,000 nodes
+_ROWS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def node_rows(
+    nodes: list[ObservedNode], *, cluster_column: bool, pool_column: bool
+) -> list[SafeString]:
+    """The ``<tr>`` of each node (each carrying ``of_cluster``, ``pool_name`` and
+    ``intended``), drawn only when this process has not drawn it from the same facts
+    (one query: the nodes' health)."""
+    health = health_of(nodes)
+    columns = (cluster_column, pool_column, timezone.get_current_timezone_name())
+    today = timezone.localdate()
+    keys = [
+        (columns, today, _node_key(node), _health_key(health.get((node.cluster_id, node.name))))
+        for node in nodes
+    ]
+    with _LOCK:
+        kept = {key: _ROWS[key] for key in keys if key in _ROWS}
+        for key in kept:
+            _ROWS.move_to_end(key)
+    missing = [node for node, key in zip(nodes, keys, strict=True) if key not in kept]
+    if missing:
+        attach_health(missing, health)
+        context = {"cluster_column": cluster_column, "pool": not pool_column}
+        drawn = {
+            id(node): render_to_string(
+                "overview/fleet_nodes.html#node-row", {**context, "node": node}
+            )
+            for node in missing
+        }
+        with _LOCK:
+            for node, key in zip(nodes, keys, strict=True):
+                if id(node) in drawn:
+                    kept[key] = _ROWS[key] = drawn[id(node)]
+            while len(_ROWS) > ROWS_KEPT:
+                _ROWS.popitem(last=False)
+    return [mark_safe(kept[key]) for key in keys]  # drawn by the template, escaped there
+
+
+def _node_key(node: Any) -> tuple[Any, ...]:
+    cluster = node.of_cluster
+    return (
+        node.pk,
+        node.name,
+        (cluster.name, cluster.display_name) if cluster is not None else None,
+        node.pool_name,
+        node.intended,
+        node.gpu_count,
+        node.gpu_product,
+        node.mig_config,
+        node.mig_config_state,
+        node.ready,
+        node.unschedulable,
+        json.dumps(node.allocated, sort_keys=True),
+        json.dumps(node.allocatable, sort_keys=True),
+    )
+
+
+def _health_key(row: NodeHealth | None) -> tuple[Any, ...] | None:
+    if row is None:
+        return None
+    return (
+        row.pk,
+        row.observed_at,
+        row.worst,
+        row.error,
+        json.dumps(row.findings, sort_keys=True),
+        json.dumps(row.gpus, sort_keys=True),
+    )
