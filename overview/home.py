@@ -144,12 +144,13 @@ def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
     table = HomeVisit._meta.db_table
     with connection.cursor() as cursor:
         # Both parts of the statement see the table as it was: the first reads the last
-        # visit, the second records this one (never moving it back).
+        # visit, the second records this one (never moving it back, and writing nothing
+        # when the page shows the same poll as the last visit did).
         cursor.execute(
             f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
             f"visit AS (INSERT INTO {table} (user_id, seen_at) VALUES (%s, %s) "
-            f"ON CONFLICT (user_id) DO UPDATE SET seen_at = GREATEST({table}.seen_at, "
-            "EXCLUDED.seen_at)) SELECT seen_at FROM before",
+            f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
+            f"WHERE {table}.seen_at < EXCLUDED.seen_at) SELECT seen_at FROM before",
             [user_pk, user_pk, api.last_ok or timezone.now()],
         )
         row = cursor.fetchone()
