@@ -67,7 +67,7 @@ def home(request: HttpRequest) -> HttpResponse:
     teams = teams_set_up(request.user)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     api = settings_api_status(request)
-    last_visit = _visited(user_id(request.user), api)
+    last_visit, any_grant, any_hit = _visited(user_id(request.user), api, teams)
     statuses = _observed_statuses(namespaces)
     pods = list(
         ObservedPod.objects.raw(
@@ -88,7 +88,6 @@ def home(request: HttpRequest) -> HttpResponse:
         team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
     _queue_use(namespaces, statuses)
-    any_grant, any_hit = _any_grant_or_hit(teams)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     for team in teams:
@@ -137,24 +136,45 @@ def _by_cluster(team: Team, clusters: dict[Any, Any]) -> list[tuple[Any, list[An
     return [(clusters.get(pk), groups[pk]) for pk in named]
 
 
-def _visited(user_pk: int, api: ApiStatus) -> dt.datetime | None:
+def _visited(
+    user_pk: int, api: ApiStatus, teams: Sequence[Team]
+) -> tuple[dt.datetime | None, bool, bool]:
     """The user's last visit (None on the first), then this one recorded: as of the poll the
-    page shows, so work the next poll finds started after it is new next time (one upsert,
-    safe with two tabs at once)."""
+    page shows, so work the next poll finds started after it is new next time (safe with two
+    tabs at once). With it, in the same statement, whether any of the teams may have a
+    time-limited grant, and whether another team's MIG change may hit one of them (a
+    superset of what ``_grants`` and ``_changes_hitting`` show, so that on most visits
+    neither of theirs runs)."""
     table = HomeVisit._meta.db_table
+    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
+    hit = MigChangeRequest.teams_hit.through._meta.db_table
     with connection.cursor() as cursor:
-        # Both parts of the statement see the table as it was: the first reads the last
-        # visit, the second records this one (never moving it back, and writing nothing
-        # when the page shows the same poll as the last visit did).
+        # Both parts of the visit see the table as it was: the first reads the last visit,
+        # the second records this one (never moving it back, and writing nothing when the
+        # page shows the same poll as the last visit did).
         cursor.execute(
-            f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
-            f"visit AS (INSERT INTO {table} (user_id, seen_at) VALUES (%s, %s) "
+            f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %(user)s), "
+            f"visit AS (INSERT INTO {table} (user_id, seen_at) VALUES (%(user)s, %(seen)s) "
             f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
-            f"WHERE {table}.seen_at < EXCLUDED.seen_at) SELECT seen_at FROM before",
-            [user_pk, user_pk, api.last_ok or timezone.now()],
+            f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
+            "SELECT (SELECT seen_at FROM before), "
+            f"EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%(teams)s) "
+            "AND state = %(approved)s AND grant_until IS NOT NULL), "
+            f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
+            "WHERE h.team_id = ANY(%(teams)s) AND c.team_id IS DISTINCT FROM h.team_id "
+            "AND (c.state = ANY(%(open)s) OR c.updated_at >= %(recent)s) "
+            "AND c.state NOT IN ('rejected', 'cancelled'))",
+            {
+                "user": user_pk,
+                "seen": api.last_ok or timezone.now(),
+                "teams": [team.pk for team in teams],
+                "approved": QuotaChangeRequest.State.APPROVED,
+                "open": sorted(OPEN_STATES),
+                "recent": timezone.now() - HIT_RECENTLY,
+            },
         )
-        row = cursor.fetchone()
-    return row[0] if row else None
+        seen_at, any_grant, any_hit = cursor.fetchone()
+    return seen_at, bool(any_grant), bool(any_hit)
 
 
 def _observed_statuses(namespaces: list[Any]) -> Statuses:
@@ -321,33 +341,6 @@ def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
                 seen = row["used"] != "—"
                 row["fill"], row["over"] = _share(row["used"], row["nominal"]) if seen else (0, 0)
                 row["borrows"] = seen and row["borrowed"] not in ("0", "")
-
-
-def _any_grant_or_hit(teams: Sequence[Team]) -> tuple[bool, bool]:
-    """Whether any of the teams may have a time-limited grant, and whether another team's
-    MIG change may hit one of them (a superset of what ``_grants`` and ``_changes_hitting``
-    show): one small query, so that on most visits neither of theirs runs."""
-    if not teams:
-        return False, False
-    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
-    hit = MigChangeRequest.teams_hit.through._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%(teams)s) "
-            "AND state = %(approved)s AND grant_until IS NOT NULL), "
-            f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
-            "WHERE h.team_id = ANY(%(teams)s) AND c.team_id IS DISTINCT FROM h.team_id "
-            "AND (c.state = ANY(%(open)s) OR c.updated_at >= %(recent)s) "
-            "AND c.state NOT IN ('rejected', 'cancelled'))",
-            {
-                "teams": [team.pk for team in teams],
-                "approved": QuotaChangeRequest.State.APPROVED,
-                "open": sorted(OPEN_STATES),
-                "recent": timezone.now() - HIT_RECENTLY,
-            },
-        )
-        row = cursor.fetchone()
-    return bool(row[0]), bool(row[1])
 
 
 def _grants(teams: Sequence[Team]) -> dict[int, list[QuotaChangeRequest]]:
