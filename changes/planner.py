@@ -303,7 +303,10 @@ def _left_alone(node: PlanNode) -> str:
     if node.cordoned:
         return f"{node.name} is cordoned."
     if node.model is None or node.model not in gpu_models():
-        return f"{node.name} has no GPU model the catalog knows."
+        return (
+            f"{node.name} keeps what it offers: its GPU model has no MIG profiles in the "
+            "catalog (a GPU without MIG, or one the catalog does not know)."
+        )
     if _healthy(node) == 0:
         return f"{node.name} has no healthy GPU."
     return ""

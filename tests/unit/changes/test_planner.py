@@ -249,3 +249,13 @@ def test_the_exact_model_matches_brute_force(seed: int) -> None:
     assert result.status == "optimal"
     assert result.score == _brute_force(problem)
     assert evaluate(problem, {n.name: n.config_after for n in result.changed}) == result.score
+
+
+def test_a_gpu_without_mig_keeps_what_it_offers_and_says_so() -> None:
+    nodes = [PlanNode("l40s-01", "serve", None, 4, "", {GPU: 4})]
+    result = plan(Problem(nodes, [Demand(GPU, 3, ("serve",), "team-infer")], [PlanPool("serve")]))
+    assert changed(result) == {} and result.shortfalls == []
+    assert result.notes == [
+        "l40s-01 keeps what it offers: its GPU model has no MIG profiles in the catalog (a GPU "
+        "without MIG, or one the catalog does not know)."
+    ]
