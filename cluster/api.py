@@ -19,7 +19,6 @@ from cluster.filters import NodeFilter
 from cluster.models import Cluster, ObservedNode
 from cluster.selectors import (
     ApiStatus,
-    ClusterStatus,
     api_status,
     apply_problems,
     apply_warnings,
@@ -229,9 +228,9 @@ class SyncStatusView(ClusterScoped, APIView):
         query = ClusterQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         cluster = self.asked_cluster(query)
-        polls: list[tuple[Cluster | None, ApiStatus | ClusterStatus]]
+        polls: list[tuple[Cluster | None, ApiStatus]]
         if cluster is None:
-            polls = [(s.cluster, s) for s in cluster_statuses()]
+            polls = [(s.cluster, s.api) for s in cluster_statuses()]
             problems, warnings = apply_problems(), apply_warnings()
         else:
             polls = [(cluster, api_status(cluster))]
@@ -240,14 +239,8 @@ class SyncStatusView(ClusterScoped, APIView):
         settings_one = (p for p in polls if p[0] and p[0].connection == Cluster.Connection.SETTINGS)
         shown = next(settings_one, polls[0] if polls else (None, api_status()))
         names = pod_names_for(request.user)
-        problems_shown, others_problems = notices_for(
-            names,
-            _notices(problems),
-        )
-        warnings_shown, others_warned = notices_for(
-            names,
-            _notices(warnings),
-        )
+        problems_shown, others_problems = notices_for(names, _notices(problems))
+        warnings_shown, others_warned = notices_for(names, _notices(warnings))
         return Response(
             {
                 **_poll(*shown),
@@ -286,16 +279,15 @@ def _notices(rows: Any) -> list[Any]:
     return list(rows.select_related("cluster").only("cluster", "cluster__name", *NOTICE))
 
 
-def _poll(cluster: Cluster | None, api: ApiStatus | ClusterStatus) -> dict[str, Any]:
-    """A cluster's name, what its polls tell of its API, and its newest poll (``api``: an
-    :class:`ApiStatus` or :class:`ClusterStatus`)."""
+def _poll(cluster: Cluster | None, api: ApiStatus) -> dict[str, Any]:
+    """A cluster's name, what its polls tell of its API, and its newest poll."""
     run = api.latest
     return {
         "cluster": "" if cluster is None else cluster.name,
         "api": {
             "state": api.state,
             "since": api.since,
-            "last_ok": api.last_ok if isinstance(api, ApiStatus) else api.last_ok_at,
+            "last_ok": api.last_ok,
             "message": api.message,
         },
         "last_sync": None

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.utils.safestring import SafeString, mark_safe
 
 from changes.approval import may_request
@@ -65,8 +66,8 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     choice = cluster_choice(request)
     statuses = {s.cluster.pk: s for s in statuses_of(request)}
     problems, warned = apply_notices()
-    # whose objects the user may read by name (a query only when there is something to read)
-    names = pod_names_for(request.user) if problems or warned else PodNames(True, frozenset())
+    # whose objects the user may read by name: read on first use (none when nothing to name)
+    names: Any = SimpleLazyObject(lambda: pod_names_for(request.user))
     sections = [
         _fleet_section(
             cluster, problems, warned, statuses[cluster.pk], names, several=choice.several
