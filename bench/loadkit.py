@@ -155,12 +155,17 @@ def load(
     requests: int,
     token: str = "",
     cookie: str = "",
+    fresh: bool = False,
 ) -> tuple[list[float], float]:
-    """``requests`` GETs of random pages from ``clients`` threads: latencies (s), wall time."""
+    """``requests`` GETs of random pages from ``clients`` threads: latencies (s), wall time.
+    ``fresh``: each on a connection of its own, so that the server's processes share them
+    (a kept-alive connection stays with the process that accepted it)."""
     import urllib3
 
     http = urllib3.PoolManager(maxsize=clients)
     headers = {"Authorization": f"Bearer {token}"} if token else {"Cookie": cookie}
+    if fresh:
+        headers["Connection"] = "close"
     latencies: list[float] = []
     lock = threading.Lock()
     per_client = requests // clients
@@ -218,17 +223,18 @@ def compare(
     requests: int,
 ) -> dict[str, float]:
     """For each target (name -> portal path, baseline path, pages, auth as ``token`` or
-    ``cookie``): warm both sides, then two rounds with the sides' order swapped. Prints a
-    line per target (p50 and p99 of each side, and the p99 ratio against the target's own
-    baseline) and, last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all. Returns each
-    target's p99 ratio."""
+    ``cookie``): warm both sides (each request on a new connection, so that every server
+    process has served the page before it is measured), then two rounds with the sides'
+    order swapped. Prints a line per target (p50 and p99 of each side, and the p99 ratio
+    against the target's own baseline) and, last, ``p99_ms=… baseline_p99_ms=… ratio=…``
+    over all. Returns each target's p99 ratio."""
     everything: dict[str, list[float]] = {"portal": [], "baseline": []}
     ratios: dict[str, float] = {}
     for name, (portal_path, baseline_path, pages, auth) in targets.items():
         paths = {"portal": portal_path, "baseline": baseline_path}
         sides: dict[str, tuple[list[float], float]] = {"portal": ([], 0.0), "baseline": ([], 0.0)}
         for path in paths.values():
-            load(base, path, pages, clients=clients, requests=clients * 4, **auth)
+            load(base, path, pages, clients=clients, requests=clients * 8, fresh=True, **auth)
         for order in (("portal", "baseline"), ("baseline", "portal")):
             for side in order:
                 latencies, wall = load(

@@ -8,7 +8,9 @@ over the same rows (its own bare baseline).
    node pools (one intends a MIG config half its nodes are not on; GPU health for one node
    in four, a warning on one in a hundred), 1,000 teams with a namespace, quota and limits;
    a team lead of two teams with 20 Pending pods; an approver; ``--changes`` MIG change
-   requests waiting for approval, each with its impact assessment.
+   requests waiting for approval, each with its impact assessment; the cluster polled every
+   ``QM_POLL_SECONDS`` for the last hour, the last poll a few seconds ago (the pages read
+   the newest 50 polls to tell how fresh their data is, as in production).
 2. Serves the portal with production settings (DEBUG off, cached templates) under gunicorn
    (2 processes x 4 threads), plus minimal Django pages over the same rows
    (``bench/pages_urls.py``: one query and one template loop each).
@@ -77,6 +79,33 @@ def add_pools_and_health(nodes: int) -> None:
             for index in range(0, nodes, 4)
         ),
         batch_size=1000,
+    )
+
+
+def add_poll_history(polls: int = 120) -> None:
+    """The settings' cluster polled every ``QM_POLL_SECONDS``, each poll answered; the newest
+    started five seconds ago (so the pages show a fresh cluster, and its poll as their own)."""
+    import datetime as dt
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from cluster.models import Cluster, SyncRun
+    from portal.clusters import settings_cluster_of
+
+    cluster = settings_cluster_of(Cluster.objects)
+    newest = timezone.now() - dt.timedelta(seconds=5)
+    every = dt.timedelta(seconds=settings.QM_POLL_SECONDS)
+    SyncRun.objects.bulk_create(
+        SyncRun(
+            cluster=cluster,
+            started_at=newest - index * every,
+            finished_at=newest - index * every + dt.timedelta(seconds=2),
+            duration_ms=2000,
+            nodes=5000,
+            pods=100,
+        )
+        for index in range(polls)
     )
 
 
@@ -172,6 +201,7 @@ def main() -> int:
     django.setup()
     fill(args.nodes, args.teams)
     add_pools_and_health(args.nodes)
+    add_poll_history()
     cookies = add_people_and_requests(args.changes)
     node_pages = max(1, -(-args.nodes // POOLS // 50))
     port = free_port()

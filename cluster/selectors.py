@@ -174,10 +174,17 @@ class ClusterStatus:
         return ApiStatus(self.state, self.since, self.last_ok_at, self.message, self.latest)
 
 
-# The newest polls of every cluster: the index (cluster, -started_at) read once per cluster.
+# The newest polls of every cluster that ``status_of`` reads: of the newest RECENT_POLLS, those
+# since the last answered one (it included). The same answer as all of them: no poll before
+# the last answered one counts. A cluster that answers reads one or two rows, not fifty; the
+# index (cluster, -started_at) read once per cluster.
 _RECENT_RUNS = f"""
     SELECT run.* FROM "{Cluster._meta.db_table}" AS cluster CROSS JOIN LATERAL (
         SELECT * FROM "{SyncRun._meta.db_table}" WHERE cluster_id = cluster.id
+        AND started_at >= coalesce((
+            SELECT started_at FROM "{SyncRun._meta.db_table}" WHERE cluster_id = cluster.id
+            AND finished_at IS NOT NULL AND error = '' ORDER BY started_at DESC LIMIT 1
+        ), '-infinity')
         ORDER BY started_at DESC LIMIT %s
     ) AS run
 """  # the table names from the models, the limit a parameter

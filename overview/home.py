@@ -150,11 +150,13 @@ def _visited(
     hit = MigChangeRequest.teams_hit.through._meta.db_table
     with connection.cursor() as cursor:
         # Both parts of the visit see the table as it was: the first reads the last visit,
-        # the second records this one (never moving it back, and writing nothing when the
-        # page shows the same poll as the last visit did).
+        # the second records this one (never moving it back). When the page shows the same
+        # poll as the last visit did, it proposes no row at all: an upsert whose update is
+        # filtered out still locks the row, and so writes and flushes a transaction.
         cursor.execute(
             f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %(user)s), "
-            f"visit AS (INSERT INTO {table} (user_id, seen_at) VALUES (%(user)s, %(seen)s) "
+            f"visit AS (INSERT INTO {table} (user_id, seen_at) SELECT %(user)s, %(seen)s "
+            "WHERE NOT EXISTS (SELECT 1 FROM before WHERE seen_at >= %(seen)s) "
             f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
             f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
             "SELECT (SELECT seen_at FROM before), "

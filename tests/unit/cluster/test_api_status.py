@@ -122,3 +122,31 @@ def test_every_clusters_status_in_two_queries_whatever_their_number() -> None:
     assert by_name["default"].ok and by_name["default"].message == "polled 10 s ago"
     assert by_name["more-0"].ok and by_name["more-0"].latest is not None
     assert by_name["more-0"].latest.started_at == NOW - dt.timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_clusters_status_is_what_its_fifty_newest_polls_tell(seed: int) -> None:
+    """``cluster_statuses`` reads only the polls since the last answered one: the same status
+    as all of the newest fifty, whatever the history (answered, failed, hanging, long
+    outages, none answered, more than fifty)."""
+    import random
+
+    from cluster.selectors import RECENT_POLLS, cluster_runs, status_of
+
+    rng = random.Random(seed)
+    clusters = [cluster(f"c-{index}") for index in range(5)]
+    for each in clusters:
+        ages = sorted(rng.sample(range(1, 3000), rng.choice([0, 1, 3, 40, 80])))
+        answered = rng.random()
+        for age in ages:
+            roll = rng.random()
+            run(
+                age + rng.random(),
+                error="" if roll < answered else "refused",
+                finished=roll < answered or rng.random() < 0.7,
+                cluster=each,
+            )
+    by_name = {s.cluster.name: s for s in cluster_statuses(now=NOW)}
+    for each in clusters:
+        expected = status_of(list(cluster_runs(each)[:RECENT_POLLS]), now=NOW)
+        assert by_name[each.name].api == expected, each.name
