@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -49,6 +50,7 @@ from diagnostics.explain import (
 )
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
+from portal.batch import Read
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.rules import quota_entries
@@ -60,6 +62,47 @@ CHANGING_SQL = (  # written out, as the page's other reads of what waits
     f"SELECT * FROM {MigChangeRequest._meta.db_table} WHERE state = ANY(%s) "
     "ORDER BY created_at DESC"
 )
+REFUSALS_KEPT = dt.timedelta(minutes=15)  # a refused creation older than this is history
+# Of (cluster id, namespace) pairs, each namespace on its own cluster.
+_PAIRS = "(cluster_id, namespace) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))"
+_WORKLOADS_SQL = (
+    f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE {_PAIRS} "
+    "AND NOT finished ORDER BY admitted, namespace, created_at"
+)
+_FAILURES_SQL = (
+    f"SELECT * FROM {ObservedCreateFailure._meta.db_table} WHERE {_PAIRS} "
+    "AND last_seen >= %s ORDER BY namespace, kind, name"
+)
+
+
+@dataclass(frozen=True)
+class WaitingRead:
+    """What ``explain_waiting`` reads of some namespaces' observed rows, read by a caller with
+    its own reads in one round trip (``waiting_reads``): their workloads not finished, their
+    refused creations of the last REFUSALS_KEPT, and the MIG changes under way."""
+
+    workloads: list[ObservedWorkload]
+    failures: list[ObservedCreateFailure]
+    changing: list[MigChangeRequest]
+
+    def on(self, cluster_id: int | None) -> WaitingRead:
+        """The rows of one cluster's namespaces (the changes under way stay whole, as
+        ``explain_waiting`` reads them)."""
+        return WaitingRead(
+            [w for w in self.workloads if w.cluster_id == cluster_id],
+            [f for f in self.failures if f.cluster_id == cluster_id],
+            self.changing,
+        )
+
+
+def waiting_reads(pairs: Sequence[tuple[int | None, str]], now: dt.datetime) -> list[Read]:
+    """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order."""
+    clusters, names = [pk for pk, _ in pairs], [name for _, name in pairs]
+    return [
+        Read(_WORKLOADS_SQL, [clusters, names], ObservedWorkload),
+        Read(_FAILURES_SQL, [clusters, names, now - REFUSALS_KEPT], ObservedCreateFailure),
+        Read(CHANGING_SQL, [CHANGING], MigChangeRequest),
+    ]
 
 
 def waiting_in_namespaces(
@@ -251,6 +294,7 @@ def explain_waiting(
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
     pods: list[ObservedPod] | None = None,
     cluster_id: int | None = None,
+    read: WaitingRead | None = None,
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
     ``Explanation``; None for an admitted workload with nothing in its way) and
@@ -261,8 +305,14 @@ def explain_waiting(
     from it); without it, the quotas a refusal names are read here (one query). ``pods``
     are the Pending pods of these namespaces, ordered by namespace and name, when the caller
     read them already (the home, with its running ones). ``cluster_id``: the namespaces of
-    that cluster (None: of every cluster)."""
-    workloads, pods = waiting_in_namespaces(namespaces, pods, cluster_id)
+    that cluster (None: of every cluster). ``read``: their workloads, refused creations and
+    the changes under way, when the caller read them already (with ``pods``)."""
+    if read is None:
+        workloads, pods = waiting_in_namespaces(namespaces, pods, cluster_id)
+    elif pods is None:
+        raise ValueError("a caller that read the namespaces' rows reads their pods too")
+    else:
+        workloads = read.workloads
     now = timezone.now()
     cq_of: dict[tuple[str, str], str] = {}
     if any(not w.cluster_queue for w in workloads):
@@ -303,8 +353,9 @@ def explain_waiting(
             cluster_queue=cluster_queue,
             waiting=_waiting(workload, now, pending),
         )
-    failures = _create_failures(namespaces, now, quotas, cluster_id)
-    attach_estimates(workloads, pods, failures, now)
+    found = None if read is None else read.failures
+    failures = _create_failures(namespaces, now, quotas, cluster_id, found)
+    attach_estimates(workloads, pods, failures, now, None if read is None else read.changing)
     return workloads, pods, failures
 
 
@@ -323,19 +374,22 @@ def _create_failures(
     now: dt.datetime,
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None,
     cluster_id: int | None = None,
+    found: list[ObservedCreateFailure] | None = None,
 ) -> list[ObservedCreateFailure]:
     """Controllers whose pods the API server refuses, counted against the quotas as last
     polled. The poll drops a failure whose Job is gone; the Job controller retries with
-    back-off, so an event older than that is history (a kind the poll cannot check)."""
-    recent = now - dt.timedelta(minutes=15)
-    failures = list(
-        ObservedCreateFailure.objects.raw(
-            f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
-            "WHERE namespace = ANY(%s) AND last_seen >= %s "
-            "AND (%s::bigint IS NULL OR cluster_id = %s) ORDER BY namespace, kind, name",
-            [list(namespaces), recent, cluster_id, cluster_id],
+    back-off, so an event older than that is history (a kind the poll cannot check).
+    ``found``: the failures, when the caller read them already."""
+    failures = found
+    if failures is None:
+        failures = list(
+            ObservedCreateFailure.objects.raw(
+                f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
+                "WHERE namespace = ANY(%s) AND last_seen >= %s "
+                "AND (%s::bigint IS NULL OR cluster_id = %s) ORDER BY namespace, kind, name",
+                [list(namespaces), now - REFUSALS_KEPT, cluster_id, cluster_id],
+            )
         )
-    )
     if failures and quotas is None:
         quotas = observed_quotas(sorted({f.namespace for f in failures}))
     for failure in failures:
@@ -602,11 +656,12 @@ def attach_estimates(
     pods: list[ObservedPod],
     failures: list[ObservedCreateFailure],
     now: dt.datetime,
+    changing: list[MigChangeRequest] | None = None,
 ) -> None:
     """``.estimate`` on each waiting workload, Pending pod and refused creation (None on an
     admitted workload), dated from ``now``: a fixed number of queries however much waits
-    or ran before."""
-    _estimate_all(workloads, pods, failures, now)
+    or ran before. ``changing``: the MIG changes under way, when the caller read them."""
+    _estimate_all(workloads, pods, failures, now, changing)
     for item in [*workloads, *pods, *failures]:
         if item.estimate is not None:  # type: ignore[attr-defined]
             item.estimate = dated(item.estimate, now)  # type: ignore[attr-defined]
@@ -617,12 +672,18 @@ def _estimate_all(
     pods: list[ObservedPod],
     failures: list[ObservedCreateFailure],
     now: dt.datetime,
+    changing: list[MigChangeRequest] | None = None,
 ) -> None:
     waiting = [w for w in workloads if not w.admitted]
     for workload in workloads:
         workload.estimate = None  # type: ignore[attr-defined]
-    changing = MigChangeRequest.objects.raw(CHANGING_SQL, [CHANGING])
-    changes = list(changing) if waiting or pods else []
+    changes: list[MigChangeRequest] = []
+    if waiting or pods:
+        changes = (
+            list(MigChangeRequest.objects.raw(CHANGING_SQL, [CHANGING]))
+            if changing is None
+            else changing
+        )
     if waiting:
         queues = _Queues(waiting, now)
         raised = _queue_changes(changes, now)

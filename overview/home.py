@@ -23,9 +23,10 @@ from django.utils import timezone
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
 from cluster.selectors import ApiStatus
-from diagnostics.selectors import explain_waiting
+from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
+from portal.batch import Read, read_together
 from portal.clusters import cluster_choice
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
@@ -35,10 +36,18 @@ from tenants.models import Team
 GPU_PREFIX = "nvidia.com/"
 # The namespaces' Pending pods and running GPU pods. Written out: the ORM took longer to
 # build these few reads than the database to answer them.
+_PAIRS = "(SELECT * FROM unnest(%s::bigint[], %s::text[]))"  # (cluster id, name) pairs
 PODS_SQL = (
-    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN "
-    "(SELECT * FROM unnest(%s::bigint[], %s::text[])) AND (phase = 'Pending' OR "
-    "(phase = 'Running' AND gpu_requests <> '{}'::jsonb)) ORDER BY namespace, name"
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {_PAIRS} "
+    "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
+    "ORDER BY namespace, name"
+)
+# The status of namespaces' ResourceQuotas and LocalQueues, and of ClusterQueues, each of
+# (cluster id, name) pairs.
+STATUSES_SQL = (
+    f"SELECT cluster_id, kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
+    f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {_PAIRS}) "
+    f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {_PAIRS})"
 )
 HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 # (cluster id, kind, namespace, name) -> status
@@ -68,18 +77,13 @@ def home(request: HttpRequest) -> HttpResponse:
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     api = settings_api_status(request)
     last_visit, any_grant, any_hit = _visited(user_id(request.user), api, teams)
-    statuses = _observed_statuses(namespaces)
-    pods = list(
-        ObservedPod.objects.raw(
-            PODS_SQL, [[ns.cluster_id for ns in namespaces], [ns.name for ns in namespaces]]
-        )
-    )
+    statuses, pods, waiting = _read_observed(namespaces)
     on_cluster: dict[int | None, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[ns.cluster_id].append(ns)
     for cluster_id, group in on_cluster.items():
         mine = [p for p in pods if p.cluster_id == cluster_id]
-        _observe(cluster_id, group, statuses, mine, last_visit)
+        _observe(cluster_id, group, statuses, mine, waiting.on(cluster_id), last_visit)
     clusters = {c.pk: c for c in cluster_choice(request).clusters}
     for ns in namespaces:  # each one's cluster, read once for all (links name it)
         if ns.cluster_id in clusters:
@@ -108,6 +112,7 @@ def _observe(
     namespaces: list[Any],
     statuses: Statuses,
     pods: list[ObservedPod],
+    read: WaitingRead,
     last_visit: dt.datetime | None,
 ) -> None:
     """Each namespace of one cluster with ``observed``: what runs there and what waits."""
@@ -120,7 +125,7 @@ def _observe(
     running = [p for p in pods if p.phase == "Running"]
     waiting = [p for p in pods if p.phase == "Pending"]
     workloads, pending, failures = explain_waiting(
-        names, quotas=quotas, pods=waiting, cluster_id=cluster_id
+        names, quotas=quotas, pods=waiting, cluster_id=cluster_id, read=read
     )
     per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
     for ns in namespaces:
@@ -179,10 +184,13 @@ def _visited(
     return seen_at, bool(any_grant), bool(any_hit)
 
 
-def _observed_statuses(namespaces: list[Any]) -> Statuses:
-    """The status of each namespace's ResourceQuota and LocalQueues and of their
-    ClusterQueues, as last polled, each on its own cluster: one query, so all of the page's
-    numbers are one poll's."""
+def _read_observed(namespaces: list[Any]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
+    """What the page shows of the namespaces as last polled, each on its own cluster, in one
+    round trip (so all of its numbers are one poll's): the status of each one's
+    ResourceQuota and LocalQueues and of their ClusterQueues; their Pending pods and running
+    GPU pods; and what ``explain_waiting`` reads of them."""
+    if not namespaces:
+        return {}, [], WaitingRead([], [], [])
     queues = sorted(
         {
             (ns.cluster_id, lq.cluster_queue.name)
@@ -190,27 +198,22 @@ def _observed_statuses(namespaces: list[Any]) -> Statuses:
             for lq in ns.local_queues.all()
         }
     )
-    pairs = "(SELECT * FROM unnest(%s::bigint[], %s::text[]))"
-    table = ObservedObject._meta.db_table
-    namespaced = f"kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {pairs}"
-    queue = f"kind = 'ClusterQueue' AND (cluster_id, name) IN {pairs}"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT cluster_id, kind, namespace, name, status FROM {table} "
-            f"WHERE ({namespaced}) OR ({queue})",
-            [
-                [ns.cluster_id for ns in namespaces],
-                [ns.name for ns in namespaces],
-                [pk for pk, _ in queues],
-                [name for _, name in queues],
-            ],
-        )
-        rows = cursor.fetchall()
+    pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
+    clusters, names = [pk for pk, _ in pairs], [name for _, name in pairs]
+    statuses, pods, *waiting = read_together(
+        Read(
+            STATUSES_SQL,
+            [clusters, names, [pk for pk, _ in queues], [name for _, name in queues]],
+        ),
+        Read(PODS_SQL, [clusters, names], ObservedPod),
+        *waiting_reads(pairs, timezone.now()),
+    )
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
-    return {
+    observed = {
         (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
-        for cluster_id, kind, ns, name, status in rows
+        for cluster_id, kind, ns, name, status in statuses
     }
+    return observed, pods, WaitingRead(*waiting)
 
 
 def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:
