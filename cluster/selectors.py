@@ -28,6 +28,7 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
+from portal.batch import Read
 from portal.names import PodNames
 from portal.permissions import is_platform_admin
 from portal.quantity import QuantityError, parse_quantity
@@ -190,17 +191,27 @@ _RECENT_RUNS = f"""
 """  # the table names from the models, the limit a parameter
 
 
+def recent_runs_read() -> Read:
+    """The recent polls ``cluster_statuses`` reads, for a page that reads them with others in
+    one round trip (``cluster_statuses(runs=rows)``)."""
+    return Read(_RECENT_RUNS, [RECENT_POLLS], SyncRun)
+
+
 def cluster_statuses(
-    *, now: dt.datetime | None = None, clusters: Sequence[Cluster] | None = None
+    *,
+    now: dt.datetime | None = None,
+    clusters: Sequence[Cluster] | None = None,
+    read: Sequence[SyncRun] | None = None,
 ) -> list[ClusterStatus]:
     """Every registered cluster's status (``clusters``: every one, already read), by name,
     from its recent polls (two queries whatever the number of clusters, one when the
-    clusters are given: what every page shows)."""
+    clusters are given, none when the polls are too: ``read``, the rows of
+    ``recent_runs_read``; what every page shows)."""
     now = now or timezone.now()
     if clusters is None:
         clusters = list(Cluster.objects.defer("credential").order_by("name"))
     runs: dict[int | None, list[SyncRun]] = {}
-    for run in SyncRun.objects.raw(_RECENT_RUNS, [RECENT_POLLS]):
+    for run in SyncRun.objects.raw(_RECENT_RUNS, [RECENT_POLLS]) if read is None else read:
         runs.setdefault(run.cluster_id, []).append(run)
     out = []
     for cluster in clusters:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db import connection
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -22,15 +21,15 @@ from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
-from cluster.selectors import ApiStatus
+from cluster.selectors import ApiStatus, recent_runs_read
 from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
 from portal.batch import Read, read_together
-from portal.clusters import cluster_choice
+from portal.clusters import cluster_choice, clusters_read
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
-from queues.selectors import quota_rows, teams_set_up
+from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
 
 GPU_PREFIX = "nvidia.com/"
@@ -72,19 +71,28 @@ class Running:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why, each
-    team's namespaces grouped by cluster."""
-    teams = teams_set_up(request.user)
+    team's namespaces grouped by cluster. Two round trips to the database besides the
+    session's: what the user is set up with (teams, clusters, their polls), then what was
+    observed of it, with the visit recorded."""
+    mine = teams_read(request.user)
+    cluster_rows, runs, *team_rows = read_together(
+        clusters_read(), recent_runs_read(), *([mine] if mine is not None else [])
+    )
+    teams = teams_from(team_rows[0]) if team_rows else []
+    clusters = {c.pk: c for c in cluster_choice(request, cluster_rows).clusters}
+    api = settings_api_status(request, runs)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    api = settings_api_status(request)
-    last_visit, any_grant, any_hit = _visited(user_id(request.user), api, teams)
-    statuses, pods, waiting = _read_observed(namespaces)
+    visit, *observed = read_together(
+        _visit_read(user_id(request.user), api, teams), *_observed_reads(namespaces)
+    )
+    last_visit, any_grant, any_hit = visit[0]
+    statuses, pods, waiting = _observed_from(observed)
     on_cluster: dict[int | None, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[ns.cluster_id].append(ns)
     for cluster_id, group in on_cluster.items():
-        mine = [p for p in pods if p.cluster_id == cluster_id]
-        _observe(cluster_id, group, statuses, mine, waiting.on(cluster_id), last_visit)
-    clusters = {c.pk: c for c in cluster_choice(request).clusters}
+        here = [p for p in pods if p.cluster_id == cluster_id]
+        _observe(cluster_id, group, statuses, here, waiting.on(cluster_id), last_visit)
     for ns in namespaces:  # each one's cluster, read once for all (links name it)
         if ns.cluster_id in clusters:
             ns.cluster = clusters[ns.cluster_id]
@@ -141,56 +149,49 @@ def _by_cluster(team: Team, clusters: dict[Any, Any]) -> list[tuple[Any, list[An
     return [(clusters.get(pk), groups[pk]) for pk in named]
 
 
-def _visited(
-    user_pk: int, api: ApiStatus, teams: Sequence[Team]
-) -> tuple[dt.datetime | None, bool, bool]:
+def _visit_read(user_pk: int, api: ApiStatus, teams: Sequence[Team]) -> Read:
     """The user's last visit (None on the first), then this one recorded: as of the poll the
     page shows, so work the next poll finds started after it is new next time (safe with two
     tabs at once). With it, in the same statement, whether any of the teams may have a
     time-limited grant, and whether another team's MIG change may hit one of them (a
     superset of what ``_grants`` and ``_changes_hitting`` show, so that on most visits
-    neither of theirs runs)."""
+    neither of theirs runs). One row: (last visit, any grant, any hit)."""
     table = HomeVisit._meta.db_table
     grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
     hit = MigChangeRequest.teams_hit.through._meta.db_table
-    with connection.cursor() as cursor:
-        # Both parts of the visit see the table as it was: the first reads the last visit,
-        # the second records this one (never moving it back). When the page shows the same
-        # poll as the last visit did, it proposes no row at all: an upsert whose update is
-        # filtered out still locks the row, and so writes and flushes a transaction.
-        cursor.execute(
-            f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %(user)s), "
-            f"visit AS (INSERT INTO {table} (user_id, seen_at) SELECT %(user)s, %(seen)s "
-            "WHERE NOT EXISTS (SELECT 1 FROM before WHERE seen_at >= %(seen)s) "
-            f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
-            f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
-            "SELECT (SELECT seen_at FROM before), "
-            f"EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%(teams)s) "
-            "AND state = %(approved)s AND grant_until IS NOT NULL), "
-            f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
-            "WHERE h.team_id = ANY(%(teams)s) AND c.team_id IS DISTINCT FROM h.team_id "
-            "AND (c.state = ANY(%(open)s) OR c.updated_at >= %(recent)s) "
-            "AND c.state NOT IN ('rejected', 'cancelled'))",
-            {
-                "user": user_pk,
-                "seen": api.last_ok or timezone.now(),
-                "teams": [team.pk for team in teams],
-                "approved": QuotaChangeRequest.State.APPROVED,
-                "open": sorted(OPEN_STATES),
-                "recent": timezone.now() - HIT_RECENTLY,
-            },
-        )
-        seen_at, any_grant, any_hit = cursor.fetchone()
-    return seen_at, bool(any_grant), bool(any_hit)
+    seen, team_pks = api.last_ok or timezone.now(), [team.pk for team in teams]
+    # Both parts of the visit see the table as it was: the first reads the last visit, the
+    # second records this one (never moving it back). When the page shows the same poll as
+    # the last visit did, it proposes no row at all: an upsert whose update is filtered out
+    # still locks the row, and so writes and flushes a transaction.
+    return Read(
+        f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
+        f"visit AS (INSERT INTO {table} (user_id, seen_at) SELECT %s, %s "
+        "WHERE NOT EXISTS (SELECT 1 FROM before WHERE seen_at >= %s) "
+        f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
+        f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
+        "SELECT (SELECT seen_at FROM before), "
+        f"EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%s) "
+        "AND state = %s AND grant_until IS NOT NULL), "
+        f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
+        "WHERE h.team_id = ANY(%s) AND c.team_id IS DISTINCT FROM h.team_id "
+        "AND (c.state = ANY(%s) OR c.updated_at >= %s) "
+        "AND c.state NOT IN ('rejected', 'cancelled'))",
+        [
+            *(user_pk, user_pk, seen, seen),
+            *(team_pks, QuotaChangeRequest.State.APPROVED),
+            *(team_pks, sorted(OPEN_STATES), timezone.now() - HIT_RECENTLY),
+        ],
+    )
 
 
-def _read_observed(namespaces: list[Any]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
-    """What the page shows of the namespaces as last polled, each on its own cluster, in one
-    round trip (so all of its numbers are one poll's): the status of each one's
-    ResourceQuota and LocalQueues and of their ClusterQueues; their Pending pods and running
-    GPU pods; and what ``explain_waiting`` reads of them."""
+def _observed_reads(namespaces: list[Any]) -> list[Read]:
+    """What the page shows of the namespaces as last polled, each on its own cluster, read
+    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
+    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; and
+    what ``explain_waiting`` reads of them. Nothing without a namespace."""
     if not namespaces:
-        return {}, [], WaitingRead([], [], [])
+        return []
     queues = sorted(
         {
             (ns.cluster_id, lq.cluster_queue.name)
@@ -200,14 +201,22 @@ def _read_observed(namespaces: list[Any]) -> tuple[Statuses, list[ObservedPod], 
     )
     pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
     clusters, names = [pk for pk, _ in pairs], [name for _, name in pairs]
-    statuses, pods, *waiting = read_together(
+    return [
         Read(
             STATUSES_SQL,
             [clusters, names, [pk for pk, _ in queues], [name for _, name in queues]],
         ),
         Read(PODS_SQL, [clusters, names], ObservedPod),
         *waiting_reads(pairs, timezone.now()),
-    )
+    ]
+
+
+def _observed_from(rows: list[list[Any]]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
+    """The rows of ``_observed_reads``: the statuses by (cluster id, kind, namespace, name),
+    the pods, and what waits."""
+    if not rows:
+        return {}, [], WaitingRead([], [], [])
+    statuses, pods, *waiting = rows
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
     observed = {
         (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
