@@ -138,6 +138,20 @@ class Explanation:
     belongs_to: str = ""  # "workload W in queue Q": what a pod runs for
     never: str = ""  # why waiting alone never starts it ("it can never fit because ..."), if so
 
+    def key(self) -> tuple[Any, ...]:
+        """What it says, as a value: two explanations with the same key read the same."""
+        action = tuple(sorted((self.action or {}).items()))
+        evidence = tuple(self.evidence)
+        return (
+            self.cause,
+            self.next_step,
+            action,
+            evidence,
+            self.topic,
+            self.belongs_to,
+            self.never,
+        )
+
 
 def _joined(parts: Sequence[Explanation], evidence: list[str]) -> Explanation:
     """Several causes hold at once: all of them, in order, with the first action."""

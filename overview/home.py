@@ -68,6 +68,46 @@ class Running:
     new: bool = False  # started after the user's last visit
 
 
+NAMES_SHOWN = 20  # of pending pods that wait alike, the names a card lists
+
+
+@dataclass
+class PodsAlike:
+    """Pending pods of one namespace that wait for the same reason, with the same estimate:
+    one card that names them (the first NAMES_SHOWN, the others counted), not one each."""
+
+    pods: list[ObservedPod]
+
+    @property
+    def first(self) -> ObservedPod:
+        return self.pods[0]
+
+    @property
+    def why(self) -> Any:
+        return self.pods[0].why  # type: ignore[attr-defined]
+
+    @property
+    def estimate(self) -> Any:
+        return getattr(self.pods[0], "estimate", None)
+
+    @property
+    def shown(self) -> list[ObservedPod]:
+        return self.pods[:NAMES_SHOWN]
+
+    @property
+    def more(self) -> int:
+        return max(0, len(self.pods) - NAMES_SHOWN)
+
+
+def _alike(pods: list[ObservedPod]) -> list[PodsAlike]:
+    """The pods grouped by what their cards would say, in the order of each group's first."""
+    groups: dict[tuple[Any, ...], PodsAlike] = {}
+    for pod in pods:
+        key = (pod.why.key(), getattr(pod, "estimate", None))  # type: ignore[attr-defined]
+        groups.setdefault(key, PodsAlike([])).pods.append(pod)
+    return list(groups.values())
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why, each
@@ -287,7 +327,8 @@ def _sorted_out(
 ) -> dict[str, dict[str, list[Any]]]:
     """Per namespace: what runs, and what waits as one card per problem: a pending pod of a
     workload that waits is told on the workload's card (its explanation is the workload's),
-    and a Job's pending pods on the card of the Job that cannot create the rest."""
+    a Job's pending pods on the card of the Job that cannot create the rest, and pending pods
+    that wait alike on one card (``PodsAlike``)."""
     out: dict[str, dict[str, list[Any]]] = defaultdict(
         lambda: {"workloads": [], "pods": [], "failures": [], "running": []}
     )
@@ -318,6 +359,8 @@ def _sorted_out(
         out[namespace]["running"] = _running(
             admitted[namespace], by_namespace[namespace], last_visit
         )
+    for seen in out.values():
+        seen["pods"] = _alike(seen["pods"])
     return out
 
 

@@ -42,11 +42,7 @@ def why_box(
     may_ask = bool(getattr(team, "may_ask", False))
     if why.action and why.action.get("url") == ASK_QUOTA and namespace is not None:
         why = replace(why, action={**why.action, "url": ask_quota_url(team, namespace)})
-    action = tuple(sorted((why.action or {}).items()))
-    key = (
-        *("why", why.cause, why.next_step, action, tuple(why.evidence)),
-        *(why.topic, why.belongs_to, why.never, may_ask),
-    )
+    key = ("why", *why.key(), may_ask)
     return _drawn(context, "components/why.html", key, {"why": why, "team": {"may_ask": may_ask}})
 
 

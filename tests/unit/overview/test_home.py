@@ -384,3 +384,27 @@ def test_namespaces_on_several_clusters_are_read_together_each_on_its_own_cluste
     assert three == one, (one, three)
     assert "pod-default" in page and "pod-infer" in page and "job-infer" in page
     assert "pod-spare" not in page and "job-spare" not in page  # team-b's, on its cluster
+
+
+def test_pending_pods_that_wait_alike_are_one_card_naming_them(client: Client, lead: Any) -> None:
+    """Twenty-three pods the scheduler refuses for one reason are one card (twenty names, the
+    rest counted); a pod that waits for another reason has a card of its own."""
+    for index in range(23):
+        pending(f"sweep-{index:02d}", gpu_requests={"nvidia.com/gpu": 1})
+    ObservedPodFactory(
+        namespace="team-a",
+        name="odd-one",
+        phase="Pending",
+        pending_message="0/5 nodes are available: 5 node(s) didn't match Pod's node affinity.",
+    )
+    page = client.get("/").content.decode()
+    assert page.count('id="pending-pod-') == 2
+    first = card_of(page, 'id="pending-pod-')
+    second = card_of(page[page.index(first) + len(first) :], 'id="pending-pod-')
+    odd, alike = (first, second) if "odd-one" in first else (second, first)
+    assert "23 pods wait for the same reason:" in alike
+    assert "sweep-00" in alike and "sweep-19" in alike and "sweep-20" not in alike
+    assert "and 3 more" in alike
+    assert alike.count('class="why-box"') == 1 and "Insufficient nvidia.com/gpu" in alike
+    assert "odd-one" not in alike
+    assert "odd-one" in odd and "same reason" not in odd and "node affinity" in odd
