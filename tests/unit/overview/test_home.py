@@ -408,3 +408,38 @@ def test_pending_pods_that_wait_alike_are_one_card_naming_them(client: Client, l
     assert alike.count('class="why-box"') == 1 and "Insufficient nvidia.com/gpu" in alike
     assert "odd-one" not in alike
     assert "odd-one" in odd and "same reason" not in odd and "node affinity" in odd
+
+
+def test_a_namespaces_tables_are_drawn_again_when_what_they_show_moves(
+    client: Client, lead: Any
+) -> None:
+    """The quota and limits tables are kept per process under what they show: the next poll's
+    use, a new hard limit or a new default is on the next page, never the kept drawing."""
+    from tenants.models import LimitRangeItem
+
+    team_a = NamespaceFactory._meta.model.objects.get(name="team-a")
+    item = QuotaItem.objects.create(namespace=team_a, resource="requests.nvidia.com/gpu", hard="16")
+    limit = LimitRangeItem.objects.create(namespace=team_a, resource="memory", default="8Gi")
+
+    def quota_used(used: str) -> None:
+        ObservedObject.objects.update_or_create(
+            kind="ResourceQuota",
+            namespace="team-a",
+            name="team-a-gpu-quota",
+            defaults={
+                "api_version": "v1",
+                "status": {"used": {"requests.nvidia.com/gpu": used}},
+                "last_seen": timezone.now(),
+            },
+        )
+
+    quota_used("4")
+    first = text(client.get("/").content.decode())
+    assert "4 of 16" in first and "8 GiB" in first
+    assert text(client.get("/").content.decode()).count("4 of 16") == first.count("4 of 16")
+    quota_used("6")
+    assert "6 of 16" in text(client.get("/").content.decode())
+    QuotaItem.objects.filter(pk=item.pk).update(hard="32")
+    LimitRangeItem.objects.filter(pk=limit.pk).update(default="16Gi")
+    page = text(client.get("/").content.decode())
+    assert "6 of 32" in page and "16 GiB" in page and "4 of 16" not in page

@@ -1,0 +1,54 @@
+"""``{% load home %}``: a namespace's quota and limits tables on the home, each drawn once per
+what it shows.
+
+Between two polls a namespace's tables show what they showed before: each item's resource,
+hard limit and use, or the LimitRange's items. The HTML is kept in this process under those
+values (the warnings, bars and units are pure functions of them), so a table whose values
+moved is drawn again and one whose values did not is never stale. Bounded: the least
+recently used goes first."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from django import template
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+TABLES_KEPT = 4096
+_TABLES: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _key(kind: str, ns: Any) -> tuple[Any, ...]:
+    """Everything the table of ``kind`` is drawn from."""
+    if kind == "quota":
+        items = ns.quota_items.all()
+        return (kind, tuple((i.resource, i.hard, i.used, i.fill, i.over) for i in items))
+    if kind == "limits":
+        fields = ("limit_type", "resource", "default", "default_request", "max", "min")
+        items = ns.limit_items.all()
+        return (kind, ns.name, tuple(tuple(getattr(i, f) for f in fields) for i in items))
+    raise template.TemplateSyntaxError(f"namespace_table: no table {kind!r}")
+
+
+@register.simple_tag
+def namespace_table(kind: str, ns: Any) -> SafeString:
+    """The namespace's ``quota`` table (each item used of hard, with ``used``, ``fill`` and
+    ``over`` set by the home) or its ``limits`` table."""
+    key = _key(kind, ns)
+    with _LOCK:
+        html = _TABLES.get(key)
+        if html is not None:
+            _TABLES.move_to_end(key)
+    if html is None:
+        html = render_to_string(f"overview/home.html#{kind}-table", {"ns": ns})
+        with _LOCK:
+            _TABLES[key] = html
+            while len(_TABLES) > TABLES_KEPT:
+                _TABLES.popitem(last=False)
+    return mark_safe(html)  # the template's own output, escaped as it was drawn
