@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection
@@ -44,10 +44,11 @@ from cluster.selectors import amount_sql
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
 from kube import Gateway, KubeError, NotFound, ObjectRef
+from portal.batch import Read, read_together
 from portal.capacity import FleetCapacity
 from portal.clusters import settings_cluster_id
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
-from tenants.models import Namespace, QuotaItem
+from tenants.models import Namespace, QuotaItem, Team
 
 log = logging.getLogger(__name__)
 
@@ -181,17 +182,35 @@ def _job(gateway: Gateway, namespace: str, name: str, *, kueue_pod: bool) -> dis
     return disruption.job_owner(job, kueue_pod=kueue_pod)
 
 
-def queue_quotas(cluster: Cluster | int | None = None) -> list[QueueQuota]:
+def queue_quotas_reads(cluster_id: int) -> list[Read]:
+    """What ``queue_quotas`` reads: each LocalQueue's ClusterQueue and team, and the
+    ClusterQueues (for a page that reads them with others in one round trip)."""
+    lq, cq = LocalQueue._meta.db_table, ClusterQueue._meta.db_table
+    ns, team = Namespace._meta.db_table, Team._meta.db_table
+    return [
+        Read(
+            f"SELECT c.name, t.slug FROM {lq} l JOIN {cq} c ON c.id = l.cluster_queue_id "
+            f"JOIN {ns} n ON n.id = l.namespace_id JOIN {team} t ON t.id = n.team_id "
+            "WHERE n.cluster_id = %s",
+            [cluster_id],
+        ),
+        Read(f"SELECT * FROM {cq} WHERE cluster_id = %s ORDER BY name", [cluster_id], ClusterQueue),
+    ]
+
+
+def queue_quotas(
+    cluster: Cluster | int | None = None, read: Sequence[list[Any]] | None = None
+) -> list[QueueQuota]:
     """The cluster's ClusterQueues' nominal quotas of GPU resources, with the teams
-    submitting to each (two queries)."""
+    submitting to each (two queries; none when the page read them: ``read``, the rows of
+    ``queue_quotas_reads``)."""
     cid = cluster_id_of(cluster)
+    submitting, cluster_queues = read_together(*queue_quotas_reads(cid)) if read is None else read
     teams_of: dict[str, set[str]] = {}
-    for queue, team in LocalQueue.objects.filter(namespace__cluster_id=cid).values_list(
-        "cluster_queue__name", "namespace__team__slug"
-    ):
+    for queue, team in submitting:
         teams_of.setdefault(queue, set()).add(team)
     queues = []
-    for cq in ClusterQueue.objects.filter(cluster_id=cid):
+    for cq in cluster_queues:
         teams = tuple(sorted(teams_of.get(cq.name, ())))
         for (flavor, resource), amount in cq.quota().items():
             if resource.startswith("nvidia.com/") and amount.denominator == 1:
@@ -199,14 +218,33 @@ def queue_quotas(cluster: Cluster | int | None = None) -> list[QueueQuota]:
     return queues
 
 
-def shortfalls_now(cluster: Cluster | int | None = None) -> list[Shortfall]:
+def shortfalls_reads(cluster_id: int) -> list[Read]:
+    """What ``shortfalls_now`` reads before it sums the capacity: the queues' quotas and the
+    flavors (for a page that reads them with others in one round trip)."""
+    flavors = Read(
+        f"SELECT * FROM {ResourceFlavor._meta.db_table} WHERE cluster_id = %s ORDER BY name",
+        [cluster_id],
+        ResourceFlavor,
+    )
+    return [*queue_quotas_reads(cluster_id), flavors]
+
+
+def shortfalls_now(
+    cluster: Cluster | int | None = None, read: Sequence[list[Any]] | None = None
+) -> list[Shortfall]:
     """The (flavor, resource) pairs whose queues promise more than the nodes behind the
     flavor offer now on ``cluster`` (by default the settings' one), with the capacity summed
-    in the database (one query for the whole fleet: no node and no pod is loaded)."""
+    in the database (one query for the whole fleet: no node and no pod is loaded; ``read``:
+    the rows of ``shortfalls_reads``, when the page read them with its own)."""
     cid = cluster_id_of(cluster)
-    flavors = _flavors(cid)
+    submitting, cluster_queues, flavor_rows = (
+        read_together(*shortfalls_reads(cid)) if read is None else read
+    )
+    flavors = {f.name: f.node_labels for f in flavor_rows}
+    if not cluster_queues:
+        return []  # no queue promises anything
     return flavor_shortfalls(
-        Fleet(nodes=(), queues=queue_quotas(cid), flavors=flavors),
+        Fleet(nodes=(), queues=queue_quotas(cid, [submitting, cluster_queues]), flavors=flavors),
         capacity=_flavor_capacity_in_db(flavors, cid),
     )
 

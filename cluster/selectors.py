@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, Window
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 from django.shortcuts import get_object_or_404
@@ -28,7 +28,7 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
-from portal.batch import Read
+from portal.batch import Read, read_together
 from portal.names import PodNames
 from portal.permissions import is_platform_admin
 from portal.quantity import QuantityError, parse_quantity
@@ -47,6 +47,17 @@ def amount_sql(value: str) -> str:
 
 def open_drift() -> QuerySet[Drift]:
     return Drift.objects.filter(resolved_at__isnull=True).order_by("kind", "subject")
+
+
+def open_drift_reads(cluster_id: int, shown: int) -> list[Read]:
+    """The cluster's first ``shown`` open drift rows as ``open_drift`` orders them, and how
+    many there are (for a page that reads them with others in one round trip)."""
+    table = Drift._meta.db_table
+    where = f"FROM {table} WHERE resolved_at IS NULL AND cluster_id = %s"
+    return [
+        Read(f"SELECT * {where} ORDER BY kind, subject LIMIT %s", [cluster_id, shown], Drift),
+        Read(f"SELECT count(*) {where}", [cluster_id]),
+    ]
 
 
 def cluster_runs(cluster: Cluster | None = None) -> QuerySet[SyncRun]:
@@ -74,14 +85,24 @@ def apply_warnings() -> QuerySet[AppliedObject]:
     return AppliedObject.objects.exclude(warnings=[]).order_by("kind", "name")
 
 
-def apply_notices() -> tuple[list[AppliedObject], list[AppliedObject]]:
-    """The objects not applied, and those whose last apply the API server warned about
-    (one query)."""
-    rows = list(
-        AppliedObject.objects.filter(
-            ~Q(outcome=AppliedObject.Outcome.APPLIED) | ~Q(warnings=[])
-        ).order_by("kind", "name")
+def apply_notices_read() -> Read:
+    """The objects not applied or warned about, as ``apply_notices`` reads them (for a page
+    that reads them with others in one round trip)."""
+    return Read(
+        f"SELECT * FROM {AppliedObject._meta.db_table} "
+        "WHERE outcome <> %s OR warnings <> '[]'::jsonb ORDER BY kind, name",
+        [AppliedObject.Outcome.APPLIED],
+        AppliedObject,
     )
+
+
+def apply_notices(
+    read: list[AppliedObject] | None = None,
+) -> tuple[list[AppliedObject], list[AppliedObject]]:
+    """The objects not applied, and those whose last apply the API server warned about
+    (one query; none when the page read them already: ``read``, the rows of
+    ``apply_notices_read``)."""
+    rows = read_together(apply_notices_read())[0] if read is None else read
     problems = [r for r in rows if r.outcome != AppliedObject.Outcome.APPLIED]
     return problems, [r for r in rows if r.warnings]
 

@@ -18,6 +18,7 @@ from cluster.models import ObservedNode
 from cluster.selectors import amount_sql
 from fleet.models import NodePool
 from health.models import NodeHealth
+from portal.batch import Read, read_together
 
 NO_POOL = "(no pool)"  # the nodes no pool selects (a pool name is a DNS label: never this)
 NODES = ObservedNode._meta.db_table
@@ -39,6 +40,22 @@ class Pools:
         if cluster_id is not None:
             pools = pools.filter(cluster_id=cluster_id)
         return cls(list(pools), cluster_id)
+
+    @staticmethod
+    def read(cluster: Any) -> Read:
+        """The pools of ``cluster`` as ``load`` orders them, for a page that reads them with
+        others in one round trip (``Pools.of(rows, cluster)``)."""
+        table = NodePool._meta.db_table
+        return Read(
+            f"SELECT * FROM {table} WHERE cluster_id = %s ORDER BY name", [cluster.pk], NodePool
+        )
+
+    @classmethod
+    def of(cls, rows: Sequence[NodePool], cluster: Any) -> Pools:
+        """The pools of ``cluster`` from the rows of ``read``."""
+        for pool in rows:
+            pool.cluster = cluster
+        return cls(list(rows), cluster.pk)
 
     def nodes_sql(self, table: str) -> tuple[str, list[Any]]:
         """SQL: the condition that a node row of ``table`` is of these pools' cluster."""
@@ -162,18 +179,24 @@ class PoolSummary:
         return str(self.pk) if self.pk is not None else "none"
 
 
-def summed_from(pools: Pools) -> tuple[Any, ...]:
-    """What the summaries are summed from, in one small query: the poll stamps every node
-    row it changes (and every node it finds gone), the health collection every node's
-    health it reads; with the pools, what the summaries were made of is what they still
-    are when this has not changed."""
+def stamps_read(pools: Pools) -> Read:
+    """The stamps ``summed_from`` reads, for a page that reads them with others."""
     mine, params = pools.nodes_sql("x")
-    (stamps,) = _rows(
+    return Read(
         f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since)
                            FROM {NODES} x WHERE {mine}) n,
                           (SELECT count(*), max(observed_at) FROM {HEALTH} x WHERE {mine}) h""",
         [*params, *params],
     )
+
+
+def summed_from(pools: Pools, read: Sequence[Any] | None = None) -> tuple[Any, ...]:
+    """What the summaries are summed from, in one small query (none when the page read it
+    already: ``read``, the rows of ``stamps_read``): the poll stamps every node row it
+    changes (and every node it finds gone), the health collection every node's health it
+    reads; with the pools, what the summaries were made of is what they still are when
+    this has not changed."""
+    (stamps,) = read_together(stamps_read(pools))[0] if read is None else read
     return (
         pools.cluster_id,
         stamps,

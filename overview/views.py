@@ -17,7 +17,7 @@ from django.utils.functional import SimpleLazyObject
 from django.utils.safestring import SafeString, mark_safe
 
 from changes.approval import may_request
-from changes.facts import shortfalls_now
+from changes.facts import shortfalls_now, shortfalls_reads
 from changes.selectors import list_mig_changes_for_user
 from cluster.models import (
     AppliedObject,
@@ -31,9 +31,11 @@ from cluster.models import (
 from cluster.selectors import (
     ClusterStatus,
     apply_notices,
+    apply_notices_read,
     first_in_line,
     notices_for,
-    open_drift,
+    open_drift_reads,
+    recent_runs_read,
 )
 from fleet.models import NodePool
 from health.selectors import attach_health
@@ -41,7 +43,8 @@ from overview import selectors
 from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status, statuses_of
 from overview.node_rows import node_rows
-from portal.clusters import cluster_choice
+from portal.batch import Read, read_together
+from portal.clusters import cluster_choice, clusters_read
 from portal.htmx import HtmxHttpRequest
 from portal.names import PodNames
 from portal.permissions import is_platform_admin, sees_every_team, user_id
@@ -60,19 +63,33 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     """The fleet: each pool summed up (capacity and allocation per GPU resource, the MIG
     layouts in use, the nodes needing attention, drift and health), what the cluster did not
     take, and queues promising more than it has. Each pool's nodes open on demand
-    (``fleet_nodes``). The same queries for 40 nodes or 5,000."""
+    (``fleet_nodes``). The same queries for 40 nodes or 5,000: two round trips to the
+    database besides the session's (the clusters, their polls and the apply notices; then
+    every shown cluster's drift, pools, stamps, queues and flavors), more only when a
+    cluster has flavors to sum or its pools changed."""
     if request.GET.get("q") or request.GET.get("pool"):  # the node search's old address
         return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
-    choice = cluster_choice(request)
-    statuses = {s.cluster.pk: s for s in statuses_of(request)}
-    problems, warned = apply_notices()
+    cluster_rows, runs, notices = read_together(
+        clusters_read(), recent_runs_read(), apply_notices_read()
+    )
+    choice = cluster_choice(request, cluster_rows)
+    statuses = {s.cluster.pk: s for s in statuses_of(request, runs)}
+    problems, warned = apply_notices(notices)
     # whose objects the user may read by name: read on first use (none when nothing to name)
     names: Any = SimpleLazyObject(lambda: pod_names_for(request.user))
+    per_cluster = [_section_reads(cluster) for cluster in choice.shown]
+    rows = iter(read_together(*(read for reads in per_cluster for read in reads)))
     sections = [
         _fleet_section(
-            cluster, problems, warned, statuses[cluster.pk], names, several=choice.several
+            cluster,
+            [next(rows) for _ in reads],
+            problems,
+            warned,
+            statuses[cluster.pk],
+            names,
+            several=choice.several,
         )
-        for cluster in choice.shown
+        for cluster, reads in zip(choice.shown, per_cluster, strict=True)
     ]
     # one cluster shown: its section's pools are the search form's
     pools = sections[0]["pool_rows"] if choice.chosen else selectors.Pools.load()
@@ -92,8 +109,25 @@ def _pk(cluster: Cluster | None) -> int | None:
     return cluster.pk if cluster is not None else None
 
 
+def _section_reads(cluster: Cluster) -> list[Read]:
+    """What one cluster's part of the Fleet page reads, in ``_fleet_section``'s order."""
+    pools = selectors.Pools(rows=(), cluster_id=cluster.pk)
+    live = (
+        f"SELECT EXISTS (SELECT 1 FROM {ObservedNode._meta.db_table} "
+        "WHERE cluster_id = %s AND gone_since IS NULL)"
+    )
+    return [
+        *open_drift_reads(cluster.pk, DRIFT_SHOWN),
+        selectors.Pools.read(cluster),
+        Read(live, [cluster.pk]),
+        selectors.stamps_read(pools),
+        *shortfalls_reads(cluster.pk),
+    ]
+
+
 def _fleet_section(
     cluster: Cluster,
+    rows: list[list[Any]],
     problems: list[AppliedObject],
     warned: list[AppliedObject],
     status: ClusterStatus,
@@ -101,52 +135,52 @@ def _fleet_section(
     *,
     several: bool,
 ) -> dict[str, Any]:
-    """One cluster's part of the Fleet page: its last poll, what was not applied to it or
-    was warned of (other teams' objects counted, not named), its open drift and its pools
-    summed up."""
+    """One cluster's part of the Fleet page (``rows``: what ``_section_reads`` read): its
+    last poll, what was not applied to it or was warned of (other teams' objects counted,
+    not named), its open drift and its pools summed up."""
+    drift, [(total,)], pool_rows, [(live,)], stamps, *shortfall_rows = rows
     problems, others_problems = notices_for(
         names, [p for p in problems if p.cluster_id == cluster.pk]
     )
     warned, others_warned = notices_for(names, [p for p in warned if p.cluster_id == cluster.pk])
-    drift = list(open_drift().filter(cluster=cluster)[:DRIFT_SHOWN])
-    pools = selectors.Pools.load(cluster.pk)
-    total = open_drift().filter(cluster=cluster).count() if len(drift) == DRIFT_SHOWN else 0
+    pools = selectors.Pools.of(pool_rows, cluster)
     return {
         "cluster": cluster,
         "pool_rows": pools,
-        "pools": bool(pools.rows)
-        or ObservedNode.objects.filter(cluster=cluster, gone_since__isnull=True).exists(),
-        "pool_cards": _pool_cards(pools, cluster, several=several),
+        "pools": bool(pools.rows) or live,
+        "pool_cards": _pool_cards(pools, cluster, stamps, several=several),
         "drift": drift,
-        "drift_total": total or len(drift),
+        "drift_total": total,
         "sync": status.latest,
         "problems": problems,
         "others_problems": others_problems,
         "warned": warned,
         "others_warned": others_warned,
-        "shortfalls": shortfalls_now(cluster),
+        "shortfalls": shortfalls_now(cluster, shortfall_rows),
     }
 
 
-# this process's pool cards per cluster, and what they were summed from
-_CARDS: dict[int, dict[str, Any]] = {}
+# this process's pool cards per cluster, with what they were summed from
+_CARDS: dict[int, tuple[tuple[Any, ...], str]] = {}
 
 
-def _pool_cards(pools: selectors.Pools, cluster: Cluster, *, several: bool) -> SafeString:
+def _pool_cards(
+    pools: selectors.Pools, cluster: Cluster, stamps: list[Any], *, several: bool
+) -> SafeString:
     """A cluster's pools summed up, as the Fleet page shows them: summed and drawn again
     only when the nodes, their health or the pools changed since this process last did (one
-    small query tells; the poll and the health collection change them every minute or so,
-    the pages are read far more often)."""
-    version = (several, cluster.name, selectors.summed_from(pools))
-    cards = _CARDS.setdefault(cluster.pk, {})
-    if cards.get("version") != version:
+    small query tells, ``stamps``: the rows of ``selectors.stamps_read``; the poll and the
+    health collection change them every minute or so, the pages are read far more often)."""
+    version = (several, cluster.name, selectors.summed_from(pools, stamps))
+    kept = _CARDS.get(cluster.pk)
+    if kept is None or kept[0] != version:
         summaries = selectors.sum_pools(pools)
-        cards["html"] = render_to_string(
+        html = render_to_string(
             "overview/fleet.html#pool-cards",
             {"pools": summaries, "cluster": cluster, "several": several},
         )
-        cards["version"] = version
-    return mark_safe(cards["html"])
+        kept = _CARDS[cluster.pk] = (version, html)  # one tuple: no thread sees half of it
+    return mark_safe(kept[1])
 
 
 @login_required
