@@ -179,9 +179,18 @@ class PoolSummary:
         return str(self.pk) if self.pk is not None else "none"
 
 
-def stamps_read(pools: Pools) -> Read:
-    """The stamps ``summed_from`` reads, for a page that reads them with others."""
-    mine, params = pools.nodes_sql("x")
+def live_nodes_read(cluster_id: int) -> Read:
+    """Whether the cluster has a node that is not gone (one row, one boolean)."""
+    return Read(
+        f"SELECT EXISTS (SELECT 1 FROM {NODES} WHERE cluster_id = %s AND gone_since IS NULL)",
+        [cluster_id],
+    )
+
+
+def stamps_read(cluster_id: int | None) -> Read:
+    """The stamps ``summed_from`` reads of the pools of ``cluster_id`` (None: of every
+    cluster), for a page that reads them with others."""
+    mine, params = Pools(rows=(), cluster_id=cluster_id).nodes_sql("x")
     return Read(
         f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since)
                            FROM {NODES} x WHERE {mine}) n,
@@ -196,7 +205,7 @@ def summed_from(pools: Pools, read: Sequence[Any] | None = None) -> tuple[Any, .
     changes (and every node it finds gone), the health collection every node's health it
     reads; with the pools, what the summaries were made of is what they still are when
     this has not changed."""
-    (stamps,) = read_together(stamps_read(pools))[0] if read is None else read
+    (stamps,) = read_together(stamps_read(pools.cluster_id))[0] if read is None else read
     return (
         pools.cluster_id,
         stamps,

@@ -111,16 +111,11 @@ def _pk(cluster: Cluster | None) -> int | None:
 
 def _section_reads(cluster: Cluster) -> list[Read]:
     """What one cluster's part of the Fleet page reads, in ``_fleet_section``'s order."""
-    pools = selectors.Pools(rows=(), cluster_id=cluster.pk)
-    live = (
-        f"SELECT EXISTS (SELECT 1 FROM {ObservedNode._meta.db_table} "
-        "WHERE cluster_id = %s AND gone_since IS NULL)"
-    )
     return [
         *open_drift_reads(cluster.pk, DRIFT_SHOWN),
         selectors.Pools.read(cluster),
-        Read(live, [cluster.pk]),
-        selectors.stamps_read(pools),
+        selectors.live_nodes_read(cluster.pk),
+        selectors.stamps_read(cluster.pk),
         *shortfalls_reads(cluster.pk),
     ]
 
