@@ -27,7 +27,7 @@ from overview.freshness import settings_api_status
 from overview.models import HomeVisit
 from portal.batch import Read, read_together
 from portal.clusters import cluster_choice, clusters_read
-from portal.permissions import user_id
+from portal.permissions import request_facts_from, request_facts_read, user_id
 from portal.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
@@ -114,11 +114,14 @@ def home(request: HttpRequest) -> HttpResponse:
     team's namespaces grouped by cluster. Two round trips to the database besides the
     session's: what the user is set up with (teams, clusters, their polls), then what was
     observed of it, with the visit recorded."""
+    facts = request_facts_read(request.user)  # the roles and unread count every page reads
     mine = teams_read(request.user)
-    cluster_rows, runs, *team_rows = read_together(
-        clusters_read(), recent_runs_read(), *([mine] if mine is not None else [])
+    cluster_rows, runs, *more = read_together(
+        clusters_read(), recent_runs_read(), *(r for r in (mine, facts) if r is not None)
     )
-    teams = teams_from(team_rows[0]) if team_rows else []
+    if facts is not None:
+        request_facts_from(request.user, more.pop())
+    teams = teams_from(more[0]) if more else []
     clusters = {c.pk: c for c in cluster_choice(request, cluster_rows).clusters}
     api = settings_api_status(request, runs)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]

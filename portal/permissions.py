@@ -6,8 +6,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.db import connection
 
+from portal.batch import Read, read_together
 from portal.models import Notification, PlatformRole
 
 User = AbstractBaseUser | AnonymousUser
@@ -33,18 +33,36 @@ def has_platform_role(user: User, role: str) -> bool:
     return role in roles
 
 
+def _facts_read(user: User) -> Read:
+    # Written out: the ORM took longer to build this statement than the database to answer.
+    pk = user_id(user)
+    return Read(
+        f"SELECT ARRAY(SELECT role FROM {PlatformRole._meta.db_table} WHERE user_id = %s), "
+        f"(SELECT count(*) FROM {Notification._meta.db_table} "
+        "WHERE user_id = %s AND read_at IS NULL)",
+        [pk, pk],
+    )
+
+
 def _load_request_facts(user: User) -> set[str]:
     """The first question of a page request: one query for all the user's roles and, for
     the navigation, the count of their unread notifications (every page asks for both)."""
-    # Written out: the ORM took longer to build this statement than the database to answer.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT ARRAY(SELECT role FROM {PlatformRole._meta.db_table} WHERE user_id = %(u)s), "
-            f"(SELECT count(*) FROM {Notification._meta.db_table} "
-            "WHERE user_id = %(u)s AND read_at IS NULL)",
-            {"u": user_id(user)},
-        )
-        row = cursor.fetchone()
+    return request_facts_from(user, read_together(_facts_read(user))[0])
+
+
+def request_facts_read(user: User) -> Read | None:
+    """The read of the request's first question, while this page request has not asked it
+    yet (None otherwise, and outside a page request): a page may send it with its own reads
+    in one round trip, then hand the rows to ``request_facts_from``."""
+    if not user.is_authenticated or getattr(user, "_qm_roles", False) is not None:
+        return None
+    return _facts_read(user)
+
+
+def request_facts_from(user: User, rows: list[tuple[Any, ...]]) -> set[str]:
+    """The user's roles (and unread count) of ``request_facts_read``'s rows, kept for the
+    rest of the request."""
+    row = rows[0] if rows else None
     roles = set(row[0] or []) if row else set()
     setattr(user, "_qm_roles", roles)  # noqa: B010 - the request's cache, on its user
     setattr(user, "_qm_unread", int(row[1] or 0) if row else 0)  # noqa: B010 - the same

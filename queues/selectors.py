@@ -16,7 +16,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from portal.batch import Read, read_together
-from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.models import PlatformRole
+from portal.permissions import sees_every_team, user_id
 from portal.quantity import QuantityError, format_quantity, parse_quantity
 from queues import whatif
 from queues.models import ClusterQueue, Cohort, LocalQueue, StopPolicy
@@ -311,11 +312,13 @@ def _table(model: Any) -> str:
     return str(model._meta.db_table)
 
 
-def _teams_sql(every_team: bool) -> str:
+def _teams_sql() -> str:
     """One query for the teams a page shows with all they are set up with: each team's row,
     whether the user may ask changes for it, its allowed priority classes, and its namespaces
     with their quota items, limits and LocalQueues (each with its ClusterQueue), as JSON, in
-    the models' own orderings."""
+    the models' own orderings. A platform admin (a superuser, or one with the role) gets
+    every team and may ask for each; anyone else their own, asking for those they lead.
+    Parameters: those of ``_teams_params``."""
     team, ns, membership = _table(Team), _table(Namespace), _table(Membership)
     allowed = _table(Team.allowed_priority_classes.through)
     queues = (
@@ -336,13 +339,26 @@ def _teams_sql(every_team: bool) -> str:
         f"FROM {_table(PriorityClass)} pc JOIN {allowed} a ON a.priorityclass_id = pc.id "
         "WHERE a.team_id = t.id"
     )
-    mine = f"EXISTS (SELECT 1 FROM {membership} m WHERE m.team_id = t.id AND m.user_id = %s"
-    return (  # parameters: none for every team, else the user, the lead role and the user
-        f"SELECT t.id, t.slug, t.name, t.description, "
-        f"{'TRUE' if every_team else mine + ' AND m.role = %s)'}, "
-        f"({classes}), ({namespaces}) FROM {team} t "
-        f"{'' if every_team else 'WHERE ' + mine + ')'} ORDER BY t.slug"
+    admin = (
+        f"(%s OR EXISTS (SELECT 1 FROM {_table(PlatformRole)} r "
+        "WHERE r.user_id = %s AND r.role = %s))"
     )
+    # a set read once (a hashed subplan), not a probe per team
+    leads = f"t.id IN (SELECT team_id FROM {membership} WHERE user_id = %s AND role = %s)"
+    member = f"t.id IN (SELECT team_id FROM {membership} WHERE user_id = %s)"
+    return (
+        f"SELECT t.id, t.slug, t.name, t.description, {admin} OR {leads}, "
+        f"({classes}), ({namespaces}) FROM {team} t WHERE {admin} OR {member} ORDER BY t.slug"
+    )
+
+
+def _teams_params(user: AbstractBaseUser) -> list[Any]:
+    pk, superuser = user_id(user), bool(getattr(user, "is_superuser", False))
+    admin = [superuser, pk, PlatformRole.Role.ADMIN]
+    return [*admin, pk, Membership.Role.LEAD, *admin, pk]
+
+
+_TEAMS_SQL = _teams_sql()
 
 
 def _cached(instance: Any, name: str, model: Any, rows: list[Any]) -> None:
@@ -381,10 +397,7 @@ def teams_read(user: AbstractBaseUser | AnonymousUser) -> Read | None:
     it with others in one round trip; ``teams_from`` makes its rows the teams."""
     if not user.is_authenticated:
         return None
-    if is_platform_admin(user):  # type: ignore[arg-type]
-        return Read(_teams_sql(every_team=True))
-    pk = user_id(user)
-    return Read(_teams_sql(every_team=False), [pk, Membership.Role.LEAD, pk])
+    return Read(_TEAMS_SQL, _teams_params(user))  # type: ignore[arg-type]
 
 
 def teams_from(rows: list[tuple[Any, ...]]) -> list[Team]:
