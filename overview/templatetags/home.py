@@ -1,5 +1,5 @@
-"""``{% load home %}``: a namespace's quota and limits tables on the home, each drawn once per
-what it shows.
+"""``{% load home %}``: a namespace's quota and limits tables and its pending pods on the home,
+each drawn once per what it shows.
 
 Between two polls a namespace's tables show what they showed before: each item's resource,
 hard limit and use, or the LimitRange's items. The HTML is kept in this process under those
@@ -15,6 +15,7 @@ from typing import Any
 
 from django import template
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
@@ -40,13 +41,36 @@ def _key(kind: str, ns: Any) -> tuple[Any, ...]:
 def namespace_table(kind: str, ns: Any) -> SafeString:
     """The namespace's ``quota`` table (each item used of hard, with ``used``, ``fill`` and
     ``over`` set by the home) or its ``limits`` table."""
-    key = _key(kind, ns)
+    return _kept(_key(kind, ns), f"overview/home.html#{kind}-table", {"ns": ns})
+
+
+@register.simple_tag
+def pending_pods(ns: Any, team: Any) -> SafeString:
+    """The namespace's pending pods, one card for those that wait alike (``ns.observed``'s
+    ``pods``: ``overview.home.PodsAlike``), with why and the estimated wait. Kept under the
+    pods, what each card says and when it could start (its times written against the time
+    zone and today), and what the card offers the user (asking for quota, on this
+    namespace of its cluster)."""
+    groups = ns.observed["pods"]
+    if not groups:
+        return mark_safe("")
+    cluster = getattr(ns.cluster, "name", "")
+    key = (
+        *("pods", ns.name, cluster, team.slug, bool(getattr(team, "may_ask", False))),
+        *(timezone.get_current_timezone_name(), timezone.localdate()),
+        tuple((tuple((p.pk, p.name) for p in g.pods), g.why.key(), g.estimate) for g in groups),
+    )
+    return _kept(key, "overview/home.html#pending-pods", {"ns": ns, "team": team})
+
+
+def _kept(key: tuple[Any, ...], partial: str, context: dict[str, Any]) -> SafeString:
+    """The partial drawn with ``context``, once per ``key`` in this process."""
     with _LOCK:
         html = _TABLES.get(key)
         if html is not None:
             _TABLES.move_to_end(key)
     if html is None:
-        html = render_to_string(f"overview/home.html#{kind}-table", {"ns": ns})
+        html = render_to_string(partial, context)
         with _LOCK:
             _TABLES[key] = html
             while len(_TABLES) > TABLES_KEPT:

@@ -443,3 +443,23 @@ def test_a_namespaces_tables_are_drawn_again_when_what_they_show_moves(
     LimitRangeItem.objects.filter(pk=limit.pk).update(default="16Gi")
     page = text(client.get("/").content.decode())
     assert "6 of 32" in page and "16 GiB" in page and "4 of 16" not in page
+
+
+def test_the_pending_pods_are_drawn_again_when_a_pod_or_its_reason_moves(
+    client: Client, lead: Any
+) -> None:
+    """The pending pods' cards are kept per process under the pods and what each card says:
+    a new pod, or a pod that now waits for another reason, is on the next page."""
+    from cluster.models import ObservedPod
+
+    pending("sweep-0", gpu_requests={"nvidia.com/gpu": 1})
+    assert "sweep-0" in client.get("/").content.decode()
+    pending("sweep-1", gpu_requests={"nvidia.com/gpu": 1})
+    page = client.get("/").content.decode()
+    assert "2 pods wait for the same reason:" in page and "sweep-1" in page
+    ObservedPod.objects.filter(name="sweep-1").update(
+        pending_message="0/5 nodes are available: 5 node(s) didn't match Pod's node affinity."
+    )
+    page = client.get("/").content.decode()
+    assert "same reason" not in page and page.count('id="pending-pod-') == 2
+    assert "node affinity" in page
