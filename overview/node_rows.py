@@ -11,8 +11,6 @@ whose facts did not is never stale. The cache is bounded (least recently used fi
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -22,10 +20,10 @@ from django.utils.safestring import SafeString, mark_safe
 from cluster.models import ObservedNode
 from health.models import NodeHealth
 from health.selectors import attach_health, health_of
+from overview.drawings import Drawings
 
 ROWS_KEPT = 20_000  # rows kept per process: four fleets of 5,000 nodes
-_ROWS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-_LOCK = threading.Lock()
+_ROWS = Drawings(ROWS_KEPT)
 
 
 def node_rows(
@@ -41,26 +39,18 @@ def node_rows(
         (columns, today, _node_key(node), _health_key(health.get((node.cluster_id, node.name))))
         for node in nodes
     ]
-    with _LOCK:
-        kept = {key: _ROWS[key] for key in keys if key in _ROWS}
-        for key in kept:
-            _ROWS.move_to_end(key)
+    kept = _ROWS.found(keys)
     missing = [node for node, key in zip(nodes, keys, strict=True) if key not in kept]
     if missing:
         attach_health(missing, health)
         context = {"cluster_column": cluster_column, "pool": not pool_column}
         drawn = {
-            id(node): render_to_string(
-                "overview/fleet_nodes.html#node-row", {**context, "node": node}
-            )
-            for node in missing
+            key: render_to_string("overview/fleet_nodes.html#node-row", {**context, "node": node})
+            for node, key in zip(nodes, keys, strict=True)
+            if key not in kept
         }
-        with _LOCK:
-            for node, key in zip(nodes, keys, strict=True):
-                if id(node) in drawn:
-                    kept[key] = _ROWS[key] = drawn[id(node)]
-            while len(_ROWS) > ROWS_KEPT:
-                _ROWS.popitem(last=False)
+        _ROWS.keep(drawn)
+        kept.update(drawn)
     return [mark_safe(kept[key]) for key in keys]  # drawn by the template, escaped there
 
 

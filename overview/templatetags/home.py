@@ -1,16 +1,13 @@
 """``{% load home %}``: a namespace's quota and limits tables and its pending pods on the home,
 each drawn once per what it shows.
 
-Between two polls a namespace's tables show what they showed before: each item's resource,
-hard limit and use, or the LimitRange's items. The HTML is kept in this process under those
-values (the warnings, bars and units are pure functions of them), so a table whose values
-moved is drawn again and one whose values did not is never stale. Bounded: the least
-recently used goes first."""
+Between two polls a namespace's tables and pending pods show what they showed before: each
+item's resource, hard limit and use, the LimitRange's items, the pods and what their cards
+say. The HTML is kept in this process under those values (``overview.drawings``; the
+warnings, bars and units are pure functions of them)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from django import template
@@ -18,11 +15,11 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
+from overview.drawings import Drawings
+
 register = template.Library()
 
-TABLES_KEPT = 4096
-_TABLES: OrderedDict[tuple[Any, ...], str] = OrderedDict()
-_LOCK = threading.Lock()
+_DRAWN = Drawings()
 
 
 def _key(kind: str, ns: Any) -> tuple[Any, ...]:
@@ -65,14 +62,8 @@ def pending_pods(ns: Any, team: Any) -> SafeString:
 
 def _kept(key: tuple[Any, ...], partial: str, context: dict[str, Any]) -> SafeString:
     """The partial drawn with ``context``, once per ``key`` in this process."""
-    with _LOCK:
-        html = _TABLES.get(key)
-        if html is not None:
-            _TABLES.move_to_end(key)
+    html = _DRAWN.found([key]).get(key)
     if html is None:
         html = render_to_string(partial, context)
-        with _LOCK:
-            _TABLES[key] = html
-            while len(_TABLES) > TABLES_KEPT:
-                _TABLES.popitem(last=False)
+        _DRAWN.keep({key: html})
     return mark_safe(html)  # the template's own output, escaped as it was drawn
