@@ -50,7 +50,7 @@ from diagnostics.explain import (
 )
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
-from portal.batch import Read
+from portal.batch import PAIRS, Read, pairs_params
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.rules import quota_entries
@@ -63,8 +63,7 @@ CHANGING_SQL = (  # written out, as the page's other reads of what waits
     "ORDER BY created_at DESC"
 )
 REFUSALS_KEPT = dt.timedelta(minutes=15)  # a refused creation older than this is history
-# Of (cluster id, namespace) pairs, each namespace on its own cluster.
-_PAIRS = "(cluster_id, namespace) IN (SELECT * FROM unnest(%s::bigint[], %s::text[]))"
+_PAIRS = f"(cluster_id, namespace) IN {PAIRS}"
 _WORKLOADS_SQL = (
     f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE {_PAIRS} "
     "AND NOT finished ORDER BY admitted, namespace, created_at"
@@ -97,10 +96,10 @@ class WaitingRead:
 
 def waiting_reads(pairs: Sequence[tuple[int | None, str]], now: dt.datetime) -> list[Read]:
     """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order."""
-    clusters, names = [pk for pk, _ in pairs], [name for _, name in pairs]
+    of = pairs_params(pairs)
     return [
-        Read(_WORKLOADS_SQL, [clusters, names], ObservedWorkload),
-        Read(_FAILURES_SQL, [clusters, names, now - REFUSALS_KEPT], ObservedCreateFailure),
+        Read(_WORKLOADS_SQL, of, ObservedWorkload),
+        Read(_FAILURES_SQL, [*of, now - REFUSALS_KEPT], ObservedCreateFailure),
         Read(CHANGING_SQL, [CHANGING], MigChangeRequest),
     ]
 

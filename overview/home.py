@@ -25,7 +25,7 @@ from cluster.selectors import ApiStatus, recent_runs_read
 from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
-from portal.batch import Read, read_together
+from portal.batch import PAIRS, Read, pairs_params, read_together
 from portal.clusters import cluster_choice, clusters_read
 from portal.permissions import request_facts_from, request_facts_read, user_id
 from portal.quantity import QuantityError, parse_quantity
@@ -35,9 +35,8 @@ from tenants.models import Team
 GPU_PREFIX = "nvidia.com/"
 # The namespaces' Pending pods and running GPU pods. Written out: the ORM took longer to
 # build these few reads than the database to answer them.
-_PAIRS = "(SELECT * FROM unnest(%s::bigint[], %s::text[]))"  # (cluster id, name) pairs
 PODS_SQL = (
-    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {_PAIRS} "
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {PAIRS} "
     "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
     "ORDER BY namespace, name"
 )
@@ -45,8 +44,8 @@ PODS_SQL = (
 # (cluster id, name) pairs.
 STATUSES_SQL = (
     f"SELECT cluster_id, kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
-    f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {_PAIRS}) "
-    f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {_PAIRS})"
+    f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {PAIRS}) "
+    f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {PAIRS})"
 )
 HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 # (cluster id, kind, namespace, name) -> status
@@ -243,13 +242,9 @@ def _observed_reads(namespaces: list[Any]) -> list[Read]:
         }
     )
     pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
-    clusters, names = [pk for pk, _ in pairs], [name for _, name in pairs]
     return [
-        Read(
-            STATUSES_SQL,
-            [clusters, names, [pk for pk, _ in queues], [name for _, name in queues]],
-        ),
-        Read(PODS_SQL, [clusters, names], ObservedPod),
+        Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
+        Read(PODS_SQL, pairs_params(pairs), ObservedPod),
         *waiting_reads(pairs, timezone.now()),
     ]
 

@@ -17,6 +17,16 @@ from django.db import connection
 from django.db.models import Model
 from django.db.models.base import DEFERRED
 
+# (cluster id, name) pairs as a relation: ``(cluster_id, namespace) IN {PAIRS}``, its two
+# parameters from ``pairs_params``. Each name on its own cluster: another cluster may have a
+# namespace or a queue of the same name, and another team's.
+PAIRS = "(SELECT * FROM unnest(%s::bigint[], %s::text[]))"
+
+
+def pairs_params(pairs: Sequence[tuple[int | None, str]]) -> list[list[Any]]:
+    """The two array parameters of ``PAIRS``: the cluster ids, the names."""
+    return [[pk for pk, _ in pairs], [name for _, name in pairs]]
+
 
 @dataclass(frozen=True)
 class Read:
