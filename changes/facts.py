@@ -221,12 +221,7 @@ def queue_quotas(
 def shortfalls_reads(cluster_id: int) -> list[Read]:
     """What ``shortfalls_now`` reads before it sums the capacity: the queues' quotas and the
     flavors (for a page that reads them with others in one round trip)."""
-    flavors = Read(
-        f"SELECT * FROM {ResourceFlavor._meta.db_table} WHERE cluster_id = %s ORDER BY name",
-        [cluster_id],
-        ResourceFlavor,
-    )
-    return [*queue_quotas_reads(cluster_id), flavors]
+    return [*queue_quotas_reads(cluster_id), _flavors_read(cluster_id)]
 
 
 def shortfalls_now(
@@ -240,7 +235,7 @@ def shortfalls_now(
     submitting, cluster_queues, flavor_rows = (
         read_together(*shortfalls_reads(cid)) if read is None else read
     )
-    flavors = {f.name: f.node_labels for f in flavor_rows}
+    flavors = _flavor_labels(flavor_rows)
     if not cluster_queues:
         return []  # no queue promises anything
     return flavor_shortfalls(
@@ -292,8 +287,21 @@ def _node_facts(cluster_id: int) -> list[NodeFacts]:
     ]
 
 
+def _flavors_read(cluster_id: int) -> Read:
+    return Read(
+        f"SELECT * FROM {ResourceFlavor._meta.db_table} WHERE cluster_id = %s ORDER BY name",
+        [cluster_id],
+        ResourceFlavor,
+    )
+
+
+def _flavor_labels(rows: Iterable[ResourceFlavor]) -> dict[str, dict[str, str]]:
+    """Each flavor's node labels, by its name."""
+    return {f.name: f.node_labels for f in rows}
+
+
 def _flavors(cluster_id: int) -> dict[str, dict[str, str]]:
-    return {f.name: f.node_labels for f in ResourceFlavor.objects.filter(cluster_id=cluster_id)}
+    return _flavor_labels(read_together(_flavors_read(cluster_id))[0])
 
 
 def custom_configs() -> CustomConfigs:
