@@ -133,6 +133,12 @@ if DATABASE_URL:
 else:
     DATABASES = {"default": {**embedded.ensure_postgres(), "CONN_MAX_AGE": 60}}
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The pages' batched reads (portal/batch.py) are prepared statements once seen a few times:
+# PostgreSQL then skips planning them (about half of their cost). Set it to false behind a
+# connection pooler in transaction mode that does not keep prepared statements (PgBouncer
+# before 1.21, or max_prepared_statements = 0): the reads are then sent as one statement.
+if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and Celery: REDIS_URL, or the embedded server ----------------------------------

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -19,7 +20,27 @@ pytestmark = pytest.mark.django_db
 FIELDS = [f.attname for f in ObservedPod._meta.concrete_fields]
 
 
-def test_each_reads_rows_come_back_in_one_round_trip_as_a_raw_queryset_gives_them() -> None:
+# Pages read in autocommit, where the reads go as a pipeline of prepared statements; inside a
+# transaction (and without prepared statements) they go as one multi-statement text.
+BOTH_WAYS = pytest.mark.parametrize(
+    "way",
+    [
+        pytest.param("joined", id="in-a-transaction"),
+        pytest.param("pipelined", id="autocommit", marks=pytest.mark.django_db(transaction=True)),
+    ],
+)
+
+
+def prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@BOTH_WAYS
+def test_each_reads_rows_come_back_in_one_round_trip_as_a_raw_queryset_gives_them(
+    way: str,
+) -> None:
     started = timezone.now() - dt.timedelta(minutes=5)
     ObservedPodFactory(
         name="train-0",
@@ -49,6 +70,7 @@ def test_each_reads_rows_come_back_in_one_round_trip_as_a_raw_queryset_gives_the
     assert counted == [(2, "pods")]
     assert changes[0].assessment["evictions"] == [{"team": "a"}]
     assert changes[0].team.slug  # a related object is read as the ORM reads it
+    assert connection.get_autocommit() == (way == "pipelined")
 
 
 def test_a_column_the_read_leaves_out_is_deferred_and_read_when_asked() -> None:
@@ -67,3 +89,52 @@ def test_no_read_costs_no_query_and_a_read_is_one_statement() -> None:
     assert len(captured) == 0
     with pytest.raises(ValueError, match="one statement"):
         read_together(Read("SELECT 1; SELECT 2"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_autocommit_a_read_sent_a_few_times_is_prepared_and_answers_the_same() -> None:
+    ObservedPodFactory(name="a", namespace="team-a")
+    sql = f"SELECT name FROM {ObservedPod._meta.db_table} WHERE namespace = %s"
+    answers = [read_together(Read(sql, [namespace]))[0] for namespace in ["team-a", "x"] * 4]
+    assert answers == [[("a",)], []] * 4
+    assert any("WHERE namespace = $1" in statement for statement in prepared_statements())
+
+
+def test_in_a_transaction_nothing_is_prepared() -> None:
+    sql = f"SELECT name FROM {ObservedPod._meta.db_table} WHERE namespace = %s"
+    for _ in range(8):
+        read_together(Read(sql, ["team-a"]))
+    assert not any("WHERE namespace" in statement for statement in prepared_statements())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prepared_read_of_a_table_another_process_changed_is_prepared_again() -> None:
+    """A migration in another process adds a column to a table a prepared ``SELECT *``
+    reads: PostgreSQL refuses the old plan, and the read is prepared again, not refused."""
+    other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    other.execute("CREATE TABLE batch_probe (a int)")
+    try:
+        other.execute("INSERT INTO batch_probe VALUES (1)")
+        for _ in range(7):
+            assert read_together(Read("SELECT * FROM batch_probe"), Read("SELECT 2")) == [
+                [(1,)],
+                [(2,)],
+            ]
+        assert any("batch_probe" in statement for statement in prepared_statements())
+        other.execute("ALTER TABLE batch_probe ADD COLUMN b text DEFAULT 'new'")
+        assert read_together(Read("SELECT * FROM batch_probe"), Read("SELECT 2")) == [
+            [(1, "new")],
+            [(2,)],
+        ]
+    finally:
+        other.execute("DROP TABLE batch_probe")
+        other.close()
+
+
+@BOTH_WAYS
+def test_a_failing_read_raises_the_databases_error_and_the_connection_goes_on(way: str) -> None:
+    with pytest.raises(ProgrammingError, match="no_such_table"):
+        read_together(Read("SELECT 1"), Read("SELECT * FROM no_such_table"))
+    if way == "joined":
+        return  # the test's transaction is aborted, as any failed statement leaves one
+    assert read_together(Read("SELECT %s::int", [3])) == [[(3,)]]
