@@ -1,5 +1,5 @@
 """``{% load home %}``: a namespace's quota and limits tables and its pending pods on the home,
-each drawn once per what it shows.
+and a team's priority classes, each drawn once per what it shows.
 
 Between two polls a namespace's tables and pending pods show what they showed before: each
 item's resource, hard limit and use, the LimitRange's items, the pods and what their cards
@@ -58,6 +58,14 @@ def pending_pods(ns: Any, team: Any) -> SafeString:
         tuple((tuple((p.pk, p.name) for p in g.pods), g.why.key(), g.estimate) for g in groups),
     )
     return _kept(key, "overview/home.html#pending-pods", {"ns": ns, "team": team})
+
+
+@register.simple_tag
+def priority_classes(team: Any) -> SafeString:
+    """The priority classes the team may use, each with its value, highest first."""
+    classes = tuple((pc.name, pc.value) for pc in team.allowed_priority_classes.all())
+    key = ("priority-classes", classes)
+    return _kept(key, "overview/home.html#priority-classes", {"classes": classes})
 
 
 def _kept(key: tuple[Any, ...], partial: str, context: dict[str, Any]) -> SafeString:

@@ -463,3 +463,22 @@ def test_the_pending_pods_are_drawn_again_when_a_pod_or_its_reason_moves(
     page = client.get("/").content.decode()
     assert "same reason" not in page and page.count('id="pending-pod-') == 2
     assert "node affinity" in page
+
+
+def test_each_team_shows_its_priority_classes_highest_first_drawn_again_when_one_moves(
+    client: Client, lead: Any
+) -> None:
+    from tenants.models import PriorityClass
+
+    team_a = lead.memberships.get().team
+    assert "Priority classes allowed: none (the cluster default applies)" in text(
+        client.get("/").content.decode()
+    )
+    low = PriorityClass.objects.create(name="batch-low", value=1000)
+    high = PriorityClass.objects.create(name="train-high", value=100000)
+    team_a.allowed_priority_classes.set([low, high])
+    page = text(client.get("/").content.decode())
+    assert "Priority classes allowed: train-high (100,000), batch-low (1,000)" in page
+    PriorityClass.objects.filter(pk=low.pk).update(value=2000)  # the same order, a new value
+    page = text(client.get("/").content.decode())
+    assert "Priority classes allowed: train-high (100,000), batch-low (2,000)" in page
