@@ -14,7 +14,7 @@ from django.db import connection
 from django.db.models import BooleanField, IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from cluster.models import ObservedNode
+from cluster.models import Cluster, ObservedNode
 from cluster.selectors import amount_sql
 from fleet.models import NodePool
 from health.models import NodeHealth
@@ -49,6 +49,30 @@ class Pools:
         return Read(
             f"SELECT * FROM {table} WHERE cluster_id = %s ORDER BY name", [cluster.pk], NodePool
         )
+
+    @staticmethod
+    def read_every() -> Read:
+        """Every cluster's pools in ``load``'s order, for a page that reads them with others
+        before it knows which cluster it shows (``Pools.among``)."""
+        table, clusters = NodePool._meta.db_table, Cluster._meta.db_table
+        return Read(
+            f"SELECT p.* FROM {table} p JOIN {clusters} c ON c.id = p.cluster_id "
+            "ORDER BY c.name, p.name",
+            [],
+            NodePool,
+        )
+
+    @classmethod
+    def among(
+        cls, rows: Sequence[NodePool], clusters: Sequence[Any], cluster_id: int | None
+    ) -> Pools:
+        """The pools of ``cluster_id`` (None: of every cluster) from the rows of
+        ``read_every``, each with its cluster (``clusters``: every cluster)."""
+        by_pk = {cluster.pk: cluster for cluster in clusters}
+        mine = [p for p in rows if cluster_id is None or p.cluster_id == cluster_id]
+        for pool in mine:
+            pool.cluster = by_pk[pool.cluster_id]
+        return cls(mine, cluster_id)
 
     @classmethod
     def of(cls, rows: Sequence[NodePool], cluster: Any) -> Pools:

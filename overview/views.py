@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -43,11 +42,17 @@ from overview import selectors
 from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status, statuses_of
 from overview.node_rows import node_rows
-from portal.batch import Read, read_together
+from portal.batch import Read, page_together, read_together
 from portal.clusters import cluster_choice, clusters_read
 from portal.htmx import HtmxHttpRequest
 from portal.names import PodNames
-from portal.permissions import is_platform_admin, sees_every_team, user_id
+from portal.permissions import (
+    is_platform_admin,
+    request_facts_from,
+    request_facts_read,
+    sees_every_team,
+    user_id,
+)
 from portal.selectors import pod_names_for
 from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
@@ -182,9 +187,21 @@ def _pool_cards(
 def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
     """Nodes of one pool (or of the whole fleet) found by name or label, NODES_PAGE at a
     time, those needing attention first; htmx gets the list alone (the Fleet page opens a
-    pool's list in place). The chosen cluster's nodes, or every cluster's."""
-    choice = cluster_choice(request)
-    pools = selectors.Pools.load(_pk(choice.chosen))
+    pool's list in place). The chosen cluster's nodes, or every cluster's. Three round trips
+    to the database besides the session's: the clusters, their polls and pools; the count
+    and the page's nodes; their health."""
+    facts = request_facts_read(request.user)  # the roles and unread count every page reads
+    cluster_rows, runs, pool_rows, *more = read_together(
+        clusters_read(),
+        recent_runs_read(),
+        selectors.Pools.read_every(),
+        *([facts] if facts is not None else []),
+    )
+    if facts is not None:
+        request_facts_from(request.user, more.pop())
+    choice = cluster_choice(request, cluster_rows)
+    statuses_of(request, runs)  # the header's freshness, from the polls just read
+    pools = selectors.Pools.among(pool_rows, choice.clusters, _pk(choice.chosen))
     form = NodeSearchForm(request.GET, pools=pools)
     valid = form.is_valid()
     index = form.pool_index() if valid else None
@@ -193,7 +210,7 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         if valid
         else ObservedNode.objects.none()
     )
-    page = Paginator(found, NODES_PAGE).get_page(request.GET.get("page"))
+    page = page_together(found, NODES_PAGE, request.GET.get("page"))
     nodes = list(page.object_list)
     clusters = {c.pk: c for c in choice.clusters}
     for node in nodes:

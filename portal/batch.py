@@ -15,8 +15,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import psycopg
+from django.core.exceptions import EmptyResultSet
+from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.db.models.base import DEFERRED
 
 # (cluster id, name) pairs as a relation: ``(cluster_id, namespace) IN {PAIRS}``, its two
@@ -143,13 +145,15 @@ class _Pipelined(_Sender):
 
 
 def _instances(model: type[Model], columns: list[str], rows: list[tuple[Any, ...]]) -> list[Any]:
-    """The rows as instances of ``model`` (a column it has no field for is left out; a field
-    no column gives is deferred)."""
+    """The rows as instances of ``model`` (a column it has no field for is set on each as an
+    attribute, as a raw queryset sets an annotation; a field no column gives is deferred)."""
     if not rows:
         return []
     position = {name: index for index, name in enumerate(columns)}
     fields = model._meta.concrete_fields
     at = [position.get(str(field.column)) for field in fields]
+    known = {str(field.column) for field in fields}
+    extra = [(index, name) for index, name in enumerate(columns) if name not in known]
     convert = [
         (index, field.from_db_value)
         for index, field in enumerate(fields)
@@ -162,5 +166,39 @@ def _instances(model: type[Model], columns: list[str], rows: list[tuple[Any, ...
         values = [DEFERRED if index is None else row[index] for index in at]
         for index, from_db in convert:
             values[index] = from_db(values[index], None, connection)
-        out.append(model.from_db(alias, names, values))
+        instance = model.from_db(alias, names, values)
+        for index, name in extra:
+            setattr(instance, name, row[index])
+        out.append(instance)
     return out
+
+
+def queryset_read(queryset: QuerySet[Any]) -> Read:
+    """A queryset's rows as a read: its model's instances, its annotations set on each."""
+    sql, params = queryset.query.sql_with_params()
+    return Read(sql, params, queryset.model)
+
+
+def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[Any]:
+    """``Paginator(queryset, per_page).get_page(number)``, its count and its rows read in one
+    round trip (a number out of range falls back as ``get_page`` does, reading that page
+    after the count)."""
+    paginator: Paginator[Any] = Paginator(queryset, per_page)
+    try:
+        wanted = max(1, int(number))
+    except (TypeError, ValueError):
+        wanted = 1
+    bottom = (wanted - 1) * per_page
+    try:
+        count_sql, count_params = queryset.order_by().values("pk").query.sql_with_params()
+        page = queryset_read(queryset[bottom : bottom + per_page])
+    except EmptyResultSet:  # ``none()``: nothing to read
+        return paginator.get_page(number)
+    [(total,)], rows = read_together(
+        Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page
+    )
+    paginator.__dict__["count"] = total  # what ``Paginator.count`` would have read
+    shown = paginator.get_page(number)
+    if shown.number == wanted and not paginator.orphans:
+        shown.object_list = rows
+    return shown

@@ -111,6 +111,9 @@ def test_fleet_query_count_does_not_grow_with_nodes(client: Client, team_a_membe
     few, many = queries_with(4), queries_with(60)
     assert few == many, (few, many)
     assert few["/fleet/"] <= 15, few
+    # the session, the user, the clusters with their polls and pools, the count with the
+    # page's nodes, their health
+    assert few["/fleet/nodes/?pool=train"] == few["/fleet/nodes/?q=n0"] == 5, few
 
 
 def test_fleet_needs_login(client: Client) -> None:

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from cluster.models import ObservedPod
-from portal.batch import Read, read_together
+from portal.batch import Read, page_together, read_together
 from tests.factories import MigChangeRequestFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +138,30 @@ def test_a_failing_read_raises_the_databases_error_and_the_connection_goes_on(wa
     if way == "joined":
         return  # the test's transaction is aborted, as any failed statement leaves one
     assert read_together(Read("SELECT %s::int", [3])) == [[(3,)]]
+
+
+@BOTH_WAYS
+def test_a_page_and_its_count_come_in_one_round_trip_as_the_paginator_gives_them(
+    way: str,
+) -> None:
+    from django.core.paginator import Paginator
+    from django.db.models import F, Value
+
+    for index in range(7):
+        ObservedPodFactory(name=f"pod-{index}")
+    pods = ObservedPod.objects.annotate(shown=Value("yes"), again=F("name")).order_by("name")
+    for number in (1, 2, 3, 4, 99, 0, -1, "ten", "2.0", None):
+        expected = Paginator(pods, 3).get_page(number)
+        with CaptureQueriesContext(connection) as captured:
+            page = page_together(pods, 3, number)
+            rows = list(page.object_list)
+        assert (page.number, page.paginator.num_pages) == (expected.number, 3), number
+        assert [p.name for p in rows] == [p.name for p in expected.object_list], number
+        assert all(p.shown == "yes" and p.again == p.name for p in rows)  # annotations
+        out_of_range = number in (4, 99, 0, -1)  # get_page falls back to the last page
+        assert len(captured) == (2 if out_of_range else 1), (number, len(captured))
+    empty = page_together(ObservedPod.objects.none(), 3, 2)
+    assert (empty.number, list(empty.object_list)) == (1, [])
+    nothing = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
+    assert (nothing.number, nothing.paginator.count, list(nothing.object_list)) == (1, 0, [])
+
