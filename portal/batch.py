@@ -54,6 +54,7 @@ def read_together(*reads: Read) -> list[list[Any]]:
             raise ValueError("one statement per read")
     sql = ";\n".join(read.sql for read in reads)
     params = [param for read in reads for param in read.params]
+    connection.close_if_health_check_failed()  # as Django's cursor() does first
     connection.ensure_connection()
     raw = connection.connection
     sender = (

@@ -165,3 +165,19 @@ def test_a_page_and_its_count_come_in_one_round_trip_as_the_paginator_gives_them
     nothing = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
     assert (nothing.number, nothing.paginator.count, list(nothing.object_list)) == (1, 0, [])
 
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_the_server_closed_between_requests_is_opened_again() -> None:
+    """A page's first read may be a batch: like Django's own cursor, it checks the kept
+    connection at the start of a request and opens a new one when the server closed it."""
+    assert read_together(Read("SELECT 1")) == [[(1,)]]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    other = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    try:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    finally:
+        other.close()
+    connection.close_if_unusable_or_obsolete()  # what a request's start does
+    assert read_together(Read("SELECT pg_backend_pid() <> %s", [pid])) == [[(True,)]]
