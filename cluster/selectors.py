@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
+from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -29,8 +30,9 @@ from cluster.models import (
     SyncRun,
 )
 from portal.batch import Read, read_together
+from portal.clusters import cluster_choice, clusters_read
 from portal.names import PodNames
-from portal.permissions import is_platform_admin
+from portal.permissions import is_platform_admin, request_facts_from, request_facts_read
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
 from queues.observed import ObservedKueue
@@ -216,6 +218,32 @@ def recent_runs_read() -> Read:
     """The recent polls ``cluster_statuses`` reads, for a page that reads them with others in
     one round trip (``cluster_statuses(runs=rows)``)."""
     return Read(_RECENT_RUNS, [RECENT_POLLS], SyncRun)
+
+
+def statuses_of(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> list[ClusterStatus]:
+    """``cluster_statuses`` of the request's clusters (``cluster_choice``), read once per
+    request (``read``: the recent polls, when the page read them already): the header, the
+    banner and a page's sections share it."""
+    found = getattr(request, "_cluster_statuses", None)
+    if found is None:
+        found = cluster_statuses(clusters=cluster_choice(request).clusters, read=read)
+        request._cluster_statuses = found  # type: ignore[attr-defined]
+    return list(found)
+
+
+def first_reads(request: HttpRequest, *also: Read) -> list[list[Any]]:
+    """A page's first round trip: what every page shows (the clusters for the switcher's
+    choice, their polls for the header's freshness, the user's roles and unread count),
+    kept for the rest of the request, with the reads ``also``; returns their rows."""
+    facts = request_facts_read(request.user)
+    cluster_rows, runs, *more = read_together(
+        clusters_read(), recent_runs_read(), *also, *([facts] if facts is not None else [])
+    )
+    if facts is not None:
+        request_facts_from(request.user, more.pop())
+    cluster_choice(request, cluster_rows)
+    statuses_of(request, runs)
+    return more
 
 
 def cluster_statuses(

@@ -1,6 +1,6 @@
 """What every page shows of the clusters: the cluster switcher's choice
 (``portal.clusters.cluster_choice``) and how fresh each cluster's data is
-(``cluster.selectors.cluster_statuses``), read only by the pages that draw them."""
+(``cluster.selectors.statuses_of``), read only by the pages that draw them."""
 
 from __future__ import annotations
 
@@ -11,19 +11,8 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from cluster.models import Cluster, SyncRun
-from cluster.selectors import ApiStatus, ClusterStatus, api_status, cluster_statuses
+from cluster.selectors import ApiStatus, api_status, statuses_of
 from portal.clusters import cluster_choice
-
-
-def statuses_of(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> list[ClusterStatus]:
-    """``cluster_statuses`` of the request's clusters (``cluster_choice``), read once per
-    request (``read``: the recent polls, when the page read them already): the header, the
-    banner and a page's sections share it."""
-    found = getattr(request, "_cluster_statuses", None)
-    if found is None:
-        found = cluster_statuses(clusters=cluster_choice(request).clusters, read=read)
-        request._cluster_statuses = found  # type: ignore[attr-defined]
-    return list(found)
 
 
 def settings_api_status(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> ApiStatus:

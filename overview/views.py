@@ -32,15 +32,17 @@ from cluster.selectors import (
     apply_notices,
     apply_notices_read,
     first_in_line,
+    first_reads,
     notices_for,
     open_drift_reads,
     recent_runs_read,
+    statuses_of,
 )
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
 from overview.forms import NodeSearchForm
-from overview.freshness import settings_api_status, statuses_of
+from overview.freshness import settings_api_status
 from overview.node_rows import node_rows
 from portal.batch import Read, page_together, read_together
 from portal.clusters import cluster_choice, clusters_read
@@ -48,8 +50,6 @@ from portal.htmx import HtmxHttpRequest
 from portal.names import PodNames
 from portal.permissions import (
     is_platform_admin,
-    request_facts_from,
-    request_facts_read,
     sees_every_team,
     user_id,
 )
@@ -190,17 +190,8 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
     pool's list in place). The chosen cluster's nodes, or every cluster's. Three round trips
     to the database besides the session's: the clusters, their polls and pools; the count
     and the page's nodes; their health."""
-    facts = request_facts_read(request.user)  # the roles and unread count every page reads
-    cluster_rows, runs, pool_rows, *more = read_together(
-        clusters_read(),
-        recent_runs_read(),
-        selectors.Pools.read_every(),
-        *([facts] if facts is not None else []),
-    )
-    if facts is not None:
-        request_facts_from(request.user, more.pop())
-    choice = cluster_choice(request, cluster_rows)
-    statuses_of(request, runs)  # the header's freshness, from the polls just read
+    [pool_rows] = first_reads(request, selectors.Pools.read_every())
+    choice = cluster_choice(request)
     pools = selectors.Pools.among(pool_rows, choice.clusters, _pk(choice.chosen))
     form = NodeSearchForm(request.GET, pools=pools)
     valid = form.is_valid()
@@ -210,7 +201,7 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         if valid
         else ObservedNode.objects.none()
     )
-    page = page_together(found, NODES_PAGE, request.GET.get("page"))
+    page, _ = page_together(found, NODES_PAGE, request.GET.get("page"))
     nodes = list(page.object_list)
     clusters = {c.pk: c for c in choice.clusters}
     for node in nodes:

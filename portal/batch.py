@@ -151,6 +151,8 @@ def _instances(model: type[Model], columns: list[str], rows: list[tuple[Any, ...
     if not rows:
         return []
     position = {name: index for index, name in enumerate(columns)}
+    if len(position) < len(columns):  # a join's columns (``select_related``): not one model's
+        raise ValueError(f"columns of the same name in a read of {model.__name__}: {columns}")
     fields = model._meta.concrete_fields
     at = [position.get(str(field.column)) for field in fields]
     known = {str(field.column) for field in fields}
@@ -175,15 +177,20 @@ def _instances(model: type[Model], columns: list[str], rows: list[tuple[Any, ...
 
 
 def queryset_read(queryset: QuerySet[Any]) -> Read:
-    """A queryset's rows as a read: its model's instances, its annotations set on each."""
+    """A queryset's rows as a read: its model's instances, its annotations set on each (not
+    for a queryset that selects related objects: only its own model's rows are built)."""
+    if queryset.query.select_related:
+        raise ValueError("a read builds its model's rows only: no select_related")
     sql, params = queryset.query.sql_with_params()
     return Read(sql, params, queryset.model)
 
 
-def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[Any]:
+def page_together(
+    queryset: QuerySet[Any], per_page: int, number: Any, *also: Read
+) -> tuple[Page[Any], list[list[Any]]]:
     """``Paginator(queryset, per_page).get_page(number)``, its count and its rows read in one
-    round trip (a number out of range falls back as ``get_page`` does, reading that page
-    after the count)."""
+    round trip, with the rows of ``also`` (a number out of range falls back as ``get_page``
+    does, reading that page after the count)."""
     paginator: Paginator[Any] = Paginator(queryset, per_page)
     try:
         wanted = max(1, int(number))
@@ -194,12 +201,12 @@ def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[A
         count_sql, count_params = queryset.order_by().values("pk").query.sql_with_params()
         page = queryset_read(queryset[bottom : bottom + per_page])
     except EmptyResultSet:  # ``none()``: nothing to read
-        return paginator.get_page(number)
-    [(total,)], rows = read_together(
-        Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page
+        return paginator.get_page(number), read_together(*also)
+    [(total,)], rows, *more = read_together(
+        Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page, *also
     )
     paginator.__dict__["count"] = total  # what ``Paginator.count`` would have read
     shown = paginator.get_page(number)
     if shown.number == wanted and not paginator.orphans:
         shown.object_list = rows
-    return shown
+    return shown, more

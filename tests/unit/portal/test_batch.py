@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from cluster.models import ObservedPod
-from portal.batch import Read, page_together, read_together
+from portal.batch import Read, page_together, queryset_read, read_together
 from tests.factories import MigChangeRequestFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
@@ -153,16 +153,19 @@ def test_a_page_and_its_count_come_in_one_round_trip_as_the_paginator_gives_them
     for number in (1, 2, 3, 4, 99, 0, -1, "ten", "2.0", None):
         expected = Paginator(pods, 3).get_page(number)
         with CaptureQueriesContext(connection) as captured:
-            page = page_together(pods, 3, number)
+            page, [counted] = page_together(
+                pods, 3, number, Read("SELECT count(*) FROM fleet_observedpod")
+            )
             rows = list(page.object_list)
+        assert counted == [(7,)]
         assert (page.number, page.paginator.num_pages) == (expected.number, 3), number
         assert [p.name for p in rows] == [p.name for p in expected.object_list], number
         assert all(p.shown == "yes" and p.again == p.name for p in rows)  # annotations
         out_of_range = number in (4, 99, 0, -1)  # get_page falls back to the last page
         assert len(captured) == (2 if out_of_range else 1), (number, len(captured))
-    empty = page_together(ObservedPod.objects.none(), 3, 2)
+    empty, [] = page_together(ObservedPod.objects.none(), 3, 2)
     assert (empty.number, list(empty.object_list)) == (1, [])
-    nothing = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
+    nothing, [] = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
     assert (nothing.number, nothing.paginator.count, list(nothing.object_list)) == (1, 0, [])
 
 
@@ -181,3 +184,12 @@ def test_a_connection_the_server_closed_between_requests_is_opened_again() -> No
         other.close()
     connection.close_if_unusable_or_obsolete()  # what a request's start does
     assert read_together(Read("SELECT pg_backend_pid() <> %s", [pid])) == [[(True,)]]
+
+
+def test_a_read_of_joined_rows_is_refused_not_built_from_the_wrong_columns() -> None:
+    MigChangeRequestFactory()
+    with pytest.raises(ValueError, match="select_related"):
+        queryset_read(MigChangeRequest.objects.select_related("team"))
+    sql = f"SELECT c.*, t.* FROM {MigChangeRequest._meta.db_table} c JOIN tenants_team t ON t.id = c.team_id"
+    with pytest.raises(ValueError, match="same name"):
+        read_together(Read(sql, [], MigChangeRequest))
