@@ -21,13 +21,13 @@ from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
-from cluster.selectors import ApiStatus, recent_runs_read
+from cluster.selectors import ApiStatus, first_reads
 from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
 from portal.batch import PAIRS, Read, pairs_params, read_together
-from portal.clusters import cluster_choice, clusters_read
-from portal.permissions import request_facts_from, request_facts_read, user_id
+from portal.clusters import cluster_choice
+from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
@@ -113,16 +113,11 @@ def home(request: HttpRequest) -> HttpResponse:
     team's namespaces grouped by cluster. Two round trips to the database besides the
     session's: what the user is set up with (teams, clusters, their polls), then what was
     observed of it, with the visit recorded."""
-    facts = request_facts_read(request.user)  # the roles and unread count every page reads
     mine = teams_read(request.user)
-    cluster_rows, runs, *more = read_together(
-        clusters_read(), recent_runs_read(), *(r for r in (mine, facts) if r is not None)
-    )
-    if facts is not None:
-        request_facts_from(request.user, more.pop())
-    teams = teams_from(more[0]) if more else []
-    clusters = {c.pk: c for c in cluster_choice(request, cluster_rows).clusters}
-    api = settings_api_status(request, runs)
+    team_rows = first_reads(request, *([mine] if mine is not None else []))
+    teams = teams_from(team_rows[0]) if team_rows else []
+    clusters = {c.pk: c for c in cluster_choice(request).clusters}
+    api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     visit, *observed = read_together(
         _visit_read(user_id(request.user), api, teams), *_observed_reads(namespaces)

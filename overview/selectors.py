@@ -42,18 +42,9 @@ class Pools:
         return cls(list(pools), cluster_id)
 
     @staticmethod
-    def read(cluster: Any) -> Read:
-        """The pools of ``cluster`` as ``load`` orders them, for a page that reads them with
-        others in one round trip (``Pools.of(rows, cluster)``)."""
-        table = NodePool._meta.db_table
-        return Read(
-            f"SELECT * FROM {table} WHERE cluster_id = %s ORDER BY name", [cluster.pk], NodePool
-        )
-
-    @staticmethod
     def read_every() -> Read:
         """Every cluster's pools in ``load``'s order, for a page that reads them with others
-        before it knows which cluster it shows (``Pools.among``)."""
+        (``Pools.among`` takes a cluster's, or every cluster's, from its rows)."""
         table, clusters = NodePool._meta.db_table, Cluster._meta.db_table
         return Read(
             f"SELECT p.* FROM {table} p JOIN {clusters} c ON c.id = p.cluster_id "
@@ -73,13 +64,6 @@ class Pools:
         for pool in mine:
             pool.cluster = by_pk[pool.cluster_id]
         return cls(mine, cluster_id)
-
-    @classmethod
-    def of(cls, rows: Sequence[NodePool], cluster: Any) -> Pools:
-        """The pools of ``cluster`` from the rows of ``read``."""
-        for pool in rows:
-            pool.cluster = cluster
-        return cls(list(rows), cluster.pk)
 
     def nodes_sql(self, table: str) -> tuple[str, list[Any]]:
         """SQL: the condition that a node row of ``table`` is of these pools' cluster."""

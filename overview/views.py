@@ -35,7 +35,6 @@ from cluster.selectors import (
     first_reads,
     notices_for,
     open_drift_reads,
-    recent_runs_read,
     statuses_of,
 )
 from fleet.models import NodePool
@@ -45,14 +44,10 @@ from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status
 from overview.node_rows import node_rows
 from portal.batch import Read, page_together, read_together
-from portal.clusters import cluster_choice, clusters_read
+from portal.clusters import cluster_choice
 from portal.htmx import HtmxHttpRequest
 from portal.names import PodNames
-from portal.permissions import (
-    is_platform_admin,
-    sees_every_team,
-    user_id,
-)
+from portal.permissions import is_platform_admin, sees_every_team, user_id
 from portal.selectors import pod_names_for
 from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
@@ -69,16 +64,14 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     layouts in use, the nodes needing attention, drift and health), what the cluster did not
     take, and queues promising more than it has. Each pool's nodes open on demand
     (``fleet_nodes``). The same queries for 40 nodes or 5,000: two round trips to the
-    database besides the session's (the clusters, their polls and the apply notices; then
-    every shown cluster's drift, pools, stamps, queues and flavors), more only when a
-    cluster has flavors to sum or its pools changed."""
+    database besides the session's (the clusters, their polls, pools and the apply notices;
+    then every shown cluster's drift, stamps, queues and flavors), more only when a cluster
+    has flavors to sum or its pools changed."""
     if request.GET.get("q") or request.GET.get("pool"):  # the node search's old address
         return redirect(f"{reverse('fleet-nodes')}?{request.GET.urlencode()}")
-    cluster_rows, runs, notices = read_together(
-        clusters_read(), recent_runs_read(), apply_notices_read()
-    )
-    choice = cluster_choice(request, cluster_rows)
-    statuses = {s.cluster.pk: s for s in statuses_of(request, runs)}
+    notices, pool_rows = first_reads(request, apply_notices_read(), selectors.Pools.read_every())
+    choice = cluster_choice(request)
+    statuses = {s.cluster.pk: s for s in statuses_of(request)}
     problems, warned = apply_notices(notices)
     # whose objects the user may read by name: read on first use (none when nothing to name)
     names: Any = SimpleLazyObject(lambda: pod_names_for(request.user))
@@ -87,6 +80,7 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
     sections = [
         _fleet_section(
             cluster,
+            selectors.Pools.among(pool_rows, choice.clusters, cluster.pk),
             [next(rows) for _ in reads],
             problems,
             warned,
@@ -96,8 +90,8 @@ def fleet(request: HtmxHttpRequest) -> HttpResponse:
         )
         for cluster, reads in zip(choice.shown, per_cluster, strict=True)
     ]
-    # one cluster shown: its section's pools are the search form's
-    pools = sections[0]["pool_rows"] if choice.chosen else selectors.Pools.load()
+    # the search form's pools: the chosen cluster's, or every cluster's
+    pools = selectors.Pools.among(pool_rows, choice.clusters, _pk(choice.chosen))
     context = {
         "sections": sections,
         "several": choice.several,
@@ -118,7 +112,6 @@ def _section_reads(cluster: Cluster) -> list[Read]:
     """What one cluster's part of the Fleet page reads, in ``_fleet_section``'s order."""
     return [
         *open_drift_reads(cluster.pk, DRIFT_SHOWN),
-        selectors.Pools.read(cluster),
         selectors.live_nodes_read(cluster.pk),
         selectors.stamps_read(cluster.pk),
         *shortfalls_reads(cluster.pk),
@@ -127,6 +120,7 @@ def _section_reads(cluster: Cluster) -> list[Read]:
 
 def _fleet_section(
     cluster: Cluster,
+    pools: selectors.Pools,
     rows: list[list[Any]],
     problems: list[AppliedObject],
     warned: list[AppliedObject],
@@ -135,15 +129,14 @@ def _fleet_section(
     *,
     several: bool,
 ) -> dict[str, Any]:
-    """One cluster's part of the Fleet page (``rows``: what ``_section_reads`` read): its
-    last poll, what was not applied to it or was warned of (other teams' objects counted,
-    not named), its open drift and its pools summed up."""
-    drift, [(total,)], pool_rows, [(live,)], stamps, *shortfall_rows = rows
+    """One cluster's part of the Fleet page (``pools``: its pools; ``rows``: what
+    ``_section_reads`` read): its last poll, what was not applied to it or was warned of
+    (other teams' objects counted, not named), its open drift and its pools summed up."""
+    drift, [(total,)], [(live,)], stamps, *shortfall_rows = rows
     problems, others_problems = notices_for(
         names, [p for p in problems if p.cluster_id == cluster.pk]
     )
     warned, others_warned = notices_for(names, [p for p in warned if p.cluster_id == cluster.pk])
-    pools = selectors.Pools.of(pool_rows, cluster)
     return {
         "cluster": cluster,
         "pool_rows": pools,
@@ -201,7 +194,7 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         if valid
         else ObservedNode.objects.none()
     )
-    page, _ = page_together(found, NODES_PAGE, request.GET.get("page"))
+    page = page_together(found, NODES_PAGE, request.GET.get("page"))
     nodes = list(page.object_list)
     clusters = {c.pk: c for c in choice.clusters}
     for node in nodes:

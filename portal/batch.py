@@ -83,6 +83,13 @@ class _Sender:
         self.sql: str = ""
         self.params: Sequence[Any] = ()
 
+    def execute(self, sql: str, params: Sequence[Any]) -> None:
+        self.sql, self.params = sql, params  # for ``_query``
+        self.send()
+
+    def send(self) -> None:
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -104,10 +111,9 @@ class _Sender:
 
 
 class _Joined(_Sender):
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        self.sql, self.params = sql, params
+    def send(self) -> None:
         with psycopg.ClientCursor(self.raw) as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(self.sql, self.params)
             for index, read in enumerate(self.reads):
                 if index and not cursor.nextset():
                     raise RuntimeError(f"read {index} of {len(self.reads)} has no answer")
@@ -115,8 +121,7 @@ class _Joined(_Sender):
 
 
 class _Pipelined(_Sender):
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        self.sql, self.params = sql, params
+    def send(self) -> None:
         try:
             self._send()
         except psycopg.errors.FeatureNotSupported as error:
@@ -185,12 +190,10 @@ def queryset_read(queryset: QuerySet[Any]) -> Read:
     return Read(sql, params, queryset.model)
 
 
-def page_together(
-    queryset: QuerySet[Any], per_page: int, number: Any, *also: Read
-) -> tuple[Page[Any], list[list[Any]]]:
+def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[Any]:
     """``Paginator(queryset, per_page).get_page(number)``, its count and its rows read in one
-    round trip, with the rows of ``also`` (a number out of range falls back as ``get_page``
-    does, reading that page after the count)."""
+    round trip (a number out of range falls back as ``get_page`` does, reading that page
+    after the count)."""
     paginator: Paginator[Any] = Paginator(queryset, per_page)
     try:
         wanted = max(1, int(number))
@@ -201,12 +204,12 @@ def page_together(
         count_sql, count_params = queryset.order_by().values("pk").query.sql_with_params()
         page = queryset_read(queryset[bottom : bottom + per_page])
     except EmptyResultSet:  # ``none()``: nothing to read
-        return paginator.get_page(number), read_together(*also)
-    [(total,)], rows, *more = read_together(
-        Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page, *also
+        return paginator.get_page(number)
+    [(total,)], rows = read_together(
+        Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page
     )
     paginator.__dict__["count"] = total  # what ``Paginator.count`` would have read
     shown = paginator.get_page(number)
     if shown.number == wanted and not paginator.orphans:
         shown.object_list = rows
-    return shown, more
+    return shown

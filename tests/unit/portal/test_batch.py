@@ -153,19 +153,16 @@ def test_a_page_and_its_count_come_in_one_round_trip_as_the_paginator_gives_them
     for number in (1, 2, 3, 4, 99, 0, -1, "ten", "2.0", None):
         expected = Paginator(pods, 3).get_page(number)
         with CaptureQueriesContext(connection) as captured:
-            page, [counted] = page_together(
-                pods, 3, number, Read("SELECT count(*) FROM fleet_observedpod")
-            )
+            page = page_together(pods, 3, number)
             rows = list(page.object_list)
-        assert counted == [(7,)]
         assert (page.number, page.paginator.num_pages) == (expected.number, 3), number
         assert [p.name for p in rows] == [p.name for p in expected.object_list], number
         assert all(p.shown == "yes" and p.again == p.name for p in rows)  # annotations
         out_of_range = number in (4, 99, 0, -1)  # get_page falls back to the last page
         assert len(captured) == (2 if out_of_range else 1), (number, len(captured))
-    empty, [] = page_together(ObservedPod.objects.none(), 3, 2)
+    empty = page_together(ObservedPod.objects.none(), 3, 2)
     assert (empty.number, list(empty.object_list)) == (1, [])
-    nothing, [] = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
+    nothing = page_together(ObservedPod.objects.filter(name="none"), 3, 1)
     assert (nothing.number, nothing.paginator.count, list(nothing.object_list)) == (1, 0, [])
 
 
