@@ -65,6 +65,7 @@ def main() -> int:
         )
         compare(
             base,
+            server,
             {
                 name: (portal, baseline, max(1, rows[name] // PAGE_SIZE), {"token": token})
                 for name, (portal, baseline) in LISTS.items()

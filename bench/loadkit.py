@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -137,6 +139,8 @@ def serve(port: int, settings: str) -> subprocess.Popen[bytes]:
             "4",
             "--worker-class",
             "gthread",
+            "--keep-alive",  # the bench's connections stay with their processes between rounds
+            "60",
             "--log-level",
             "warning",
         ],
@@ -146,46 +150,97 @@ def serve(port: int, settings: str) -> subprocess.Popen[bytes]:
     return server
 
 
+def spread(base: str, server: subprocess.Popen[bytes], count: int) -> list[HTTPConnection]:
+    """``count`` kept-alive connections to ``base``, as many to each of the server's worker
+    processes (give or take one). A kept-alive connection stays with the process that
+    accepted it, and which process accepts is a race: left to it, a few connections can
+    split unevenly, and a round whose one process serves most of them waits on that
+    process's interpreter lock, a whole side slow for no reason of its own. The connections
+    of many browsers spread over the processes evenly; so do these. Each connection is
+    opened, sent one request (so that a process has accepted it) and kept if the process
+    that holds its other end (read from the operating system's socket table) has fewer
+    than its share; the others are closed once every connection is placed."""
+    import psutil
+
+    workers = psutil.Process(server.pid).children()
+    if not workers:
+        raise SystemExit("the server has no worker processes")
+    share = -(-count // len(workers))
+    placed: dict[int, list[HTTPConnection]] = {worker.pid: [] for worker in workers}
+    spare: list[HTTPConnection] = []
+    host, port = urlsplit(base).hostname or "127.0.0.1", urlsplit(base).port
+    try:
+        deadline = time.monotonic() + 60  # a process still starting accepts nothing yet
+        while sum(map(len, placed.values())) < count:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{count} connections not spread over {len(workers)} processes")
+            connection = HTTPConnection(host, port, timeout=120)
+            connection.request("GET", "/healthz")
+            connection.getresponse().read()
+            own = connection.sock.getsockname()
+            holder = next(
+                worker.pid
+                for worker in workers
+                for held in worker.net_connections("tcp")
+                if held.raddr and tuple(held.raddr) == tuple(own)
+            )
+            if len(placed[holder]) < share:
+                placed[holder].append(connection)
+            else:
+                spare.append(connection)
+                time.sleep(0.01)
+    finally:
+        for connection in spare:
+            connection.close()
+    print(
+        f"{count} kept-alive connections over {len(workers)} server processes: "
+        + " + ".join(str(len(held)) for held in placed.values())
+    )
+    return [connection for held in placed.values() for connection in held]
+
+
 def load(
-    base: str,
+    connections: list[HTTPConnection],
     path: str,
     pages: int,
     *,
-    clients: int,
     requests: int,
     token: str = "",
     cookie: str = "",
-    fresh: bool = False,
 ) -> tuple[list[float], float]:
-    """``requests`` GETs of random pages from ``clients`` threads: latencies (s), wall time.
-    ``fresh``: each on a connection of its own, so that the server's processes share them
-    (a kept-alive connection stays with the process that accepted it)."""
-    import urllib3
-
-    http = urllib3.PoolManager(maxsize=clients)
+    """``requests`` GETs of random pages, one client thread per connection (each on its own
+    connection): latencies (s), wall time."""
     headers = {"Authorization": f"Bearer {token}"} if token else {"Cookie": cookie}
-    if fresh:
-        headers["Connection"] = "close"
     latencies: list[float] = []
     lock = threading.Lock()
-    per_client = requests // clients
+    per_client = requests // len(connections)
     failures: list[str] = []
 
-    def client(seed: int) -> None:
+    def client(seed: int, connection: HTTPConnection) -> None:
         rng = random.Random(seed)
         mine = []
         for _ in range(per_client):
             joiner = "&" if "?" in path else "?"
-            url = f"{base}{path}" + (f"{joiner}page={rng.randint(1, pages)}" if pages > 1 else "")
+            url = path + (f"{joiner}page={rng.randint(1, pages)}" if pages > 1 else "")
             started = time.perf_counter()
-            response = http.request("GET", url, headers=headers)
+            try:
+                connection.request("GET", url, headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+            except (OSError, HTTPException) as error:
+                # not reopened: a new connection would land on either process
+                failures.append(f"{url}: the kept connection failed: {error!r}")
+                return
             mine.append(time.perf_counter() - started)
             if response.status != 200:
-                failures.append(f"{url}: {response.status} {response.data[:200]!r}")
+                failures.append(f"{url}: {response.status} {body[:200]!r}")
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=client, args=(seed,)) for seed in range(clients)]
+    threads = [
+        threading.Thread(target=client, args=(seed, connection))
+        for seed, connection in enumerate(connections)
+    ]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -217,28 +272,31 @@ def wait_until_serving(base: str, path: str, server: subprocess.Popen[bytes]) ->
 
 def compare(
     base: str,
+    server: subprocess.Popen[bytes],
     targets: dict[str, tuple[str, str, int, dict[str, str]]],
     *,
     clients: int,
     requests: int,
 ) -> dict[str, float]:
     """For each target (name -> portal path, baseline path, pages, auth as ``token`` or
-    ``cookie``): warm both sides (each request on a new connection, so that every server
-    process has served the page before it is measured), then two rounds with the sides'
-    order swapped. Prints a line per target (p50 and p99 of each side, and the p99 ratio
-    against the target's own baseline) and, last, ``p99_ms=… baseline_p99_ms=… ratio=…``
-    over all. Returns each target's p99 ratio."""
+    ``cookie``): ``clients`` threads, each on a kept-alive connection of its own, the
+    connections spread evenly over the server's processes (``spread``) and the same for
+    every target and side; warm both sides (every process serves each page before it is
+    measured), then two rounds with the sides' order swapped. Prints a line per target
+    (p50 and p99 of each side, and the p99 ratio against the target's own baseline) and,
+    last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all. Returns each target's p99 ratio."""
     everything: dict[str, list[float]] = {"portal": [], "baseline": []}
     ratios: dict[str, float] = {}
+    connections = spread(base, server, clients)
     for name, (portal_path, baseline_path, pages, auth) in targets.items():
         paths = {"portal": portal_path, "baseline": baseline_path}
         sides: dict[str, tuple[list[float], float]] = {"portal": ([], 0.0), "baseline": ([], 0.0)}
         for path in paths.values():
-            load(base, path, pages, clients=clients, requests=clients * 8, fresh=True, **auth)
+            load(connections, path, pages, requests=clients * 8, **auth)
         for order in (("portal", "baseline"), ("baseline", "portal")):
             for side in order:
                 latencies, wall = load(
-                    base, paths[side], pages, clients=clients, requests=requests // 2, **auth
+                    connections, paths[side], pages, requests=requests // 2, **auth
                 )
                 sides[side] = (sides[side][0] + latencies, sides[side][1] + wall)
         line = [f"{name:<17}"]
@@ -257,4 +315,6 @@ def compare(
         f"p99_ms={portal_p99:.1f} baseline_p99_ms={baseline_p99:.1f} "
         f"ratio={portal_p99 / baseline_p99:.2f}"
     )
+    for connection in connections:
+        connection.close()
     return ratios

@@ -227,6 +227,7 @@ def main() -> int:
         )
         ratios = compare(
             base,
+            server,
             {
                 name: (portal, baseline, pages or node_pages, {"cookie": cookies[who]})
                 for name, (who, portal, baseline, pages) in PAGES.items()
