@@ -345,17 +345,23 @@ def _teams_sql() -> str:
     )
     # a set read once (a hashed subplan), not a probe per team
     leads = f"t.id IN (SELECT team_id FROM {membership} WHERE user_id = %s AND role = %s)"
-    member = f"t.id IN (SELECT team_id FROM {membership} WHERE user_id = %s)"
+    # The user's teams, or every team for an admin: as a set of ids, so that a plan made for
+    # any user (a prepared statement's generic plan) starts from the user's memberships, and
+    # reads every team only when the admin test (once per statement) is true.
+    scope = (
+        f"t.id = ANY(ARRAY(SELECT team_id FROM {membership} WHERE user_id = %s "
+        f"UNION ALL SELECT id FROM {team} WHERE {admin}))"
+    )
     return (
         f"SELECT t.id, t.slug, t.name, t.description, {admin} OR {leads}, "
-        f"({classes}), ({namespaces}) FROM {team} t WHERE {admin} OR {member} ORDER BY t.slug"
+        f"({classes}), ({namespaces}) FROM {team} t WHERE {scope} ORDER BY t.slug"
     )
 
 
 def _teams_params(user: AbstractBaseUser) -> list[Any]:
     pk, superuser = user_id(user), bool(getattr(user, "is_superuser", False))
     admin = [superuser, pk, PlatformRole.Role.ADMIN]
-    return [*admin, pk, Membership.Role.LEAD, *admin, pk]
+    return [*admin, pk, Membership.Role.LEAD, pk, *admin]
 
 
 _TEAMS_SQL = _teams_sql()

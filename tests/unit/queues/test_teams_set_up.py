@@ -123,3 +123,26 @@ def test_nobody_signed_in_and_a_user_of_no_team_get_no_team(
     team_b_member.memberships.all().delete()
     assert teams_set_up(team_b_member) == []
     assert [t.slug for t in teams_set_up(team_a_admin)] == ["team-a"]  # a team without anything
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit: the read goes as a prepared statement
+def test_one_prepared_read_serves_members_admins_and_a_superuser_alike(
+    team_a_admin: Any, team_b_member: Any, platform_admin: Any, team_a: Team, team_b: Team
+) -> None:
+    """The statement is prepared once it has been sent five times, and then planned for any
+    user: a member still gets their own teams, an admin (also a member of one) every team
+    once, a superuser every team."""
+    set_up(team_b, 1)
+    MembershipFactory(user=platform_admin, team=team_b, role="member")
+    superuser = type(team_a_admin).objects.create_superuser("root", password="unused")
+    users = [team_a_admin] * 5 + [team_b_member, platform_admin, superuser, team_a_admin]
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # psycopg forgets its own list on seeing it
+    for user in users:
+        user._qm_roles = None  # each read as a new request would
+        assert shape(teams_set_up(user)) == shape(list(list_teams_for_user(user))), user
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        assert any("tenants_team" in row[0] for row in cursor.fetchall())
+    slugs = [t.slug for t in teams_set_up(platform_admin)]
+    assert slugs == ["team-a", "team-b"]
