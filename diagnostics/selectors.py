@@ -4,6 +4,7 @@ namespaces, each with its explanation (the home page and the API show the same w
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from changes.facts import custom_configs
@@ -50,7 +51,7 @@ from diagnostics.explain import (
 )
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
-from portal.batch import PAIRS, Read, pairs_params
+from portal.batch import PAIRS, Read, pairs_params, read_together
 from portal.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.rules import quota_entries
@@ -83,24 +84,31 @@ class WaitingRead:
     workloads: list[ObservedWorkload]
     failures: list[ObservedCreateFailure]
     changing: list[MigChangeRequest]
+    # the rows of ``explainer_version_read``, when the explainer's view was due a check
+    version: list[tuple[Any, ...]] | None = None
 
     def on(self, cluster_id: int | None) -> WaitingRead:
-        """The rows of one cluster's namespaces (the changes under way stay whole, as
-        ``explain_waiting`` reads them)."""
+        """The rows of one cluster's namespaces (the changes under way and the explainer's
+        version stay whole, as ``explain_waiting`` reads them)."""
         return WaitingRead(
             [w for w in self.workloads if w.cluster_id == cluster_id],
             [f for f in self.failures if f.cluster_id == cluster_id],
             self.changing,
+            self.version,
         )
 
 
 def waiting_reads(pairs: Sequence[tuple[int | None, str]], now: dt.datetime) -> list[Read]:
-    """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order."""
+    """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order:
+    with, when the explainer's view of the fleet is due a check, the read of its version
+    (so the check costs no round trip of its own)."""
     of = pairs_params(pairs)
+    version = explainer_version_read() if _explainer_due() else None
     return [
         Read(_WORKLOADS_SQL, of, ObservedWorkload),
         Read(_FAILURES_SQL, [*of, now - REFUSALS_KEPT], ObservedCreateFailure),
         Read(CHANGING_SQL, [CHANGING], MigChangeRequest),
+        *([version] if version is not None else []),
     ]
 
 
@@ -132,40 +140,60 @@ def waiting_in_namespaces(
 _EXPLAINER: dict[str, Any] = {}
 
 
-def _explainer_version() -> tuple[Any, ...]:
-    """What the explainer's view is built from, summed up in a few small aggregate queries:
-    when none of it changed, the view built last time is still right."""
-    return (
-        tuple(
-            ObservedNode.objects.aggregate(
-                n=Count("id"), changed=Max("last_changed"), gone=Max("gone_since")
-            ).values()
-        ),
-        tuple(NodePool.objects.order_by("pk").values_list("pk", "node_selector", "mig_config")),
-        tuple(MigConfig.objects.order_by("pk").values_list("pk", "name", "devices")),
-        tuple(
-            MigChangeRequest.objects.filter(state__in=CHANGING)
-            .order_by("pk")
-            .values_list("pk", "updated_at")
-        ),
-        tuple(open_drift().values_list("pk", flat=True)),  # new or resolved drift
+@functools.cache  # the tables and the drift filter are the code's
+def _version_sql() -> str:
+    """One statement that sums up what the explainer's view is built from: the nodes (how
+    many, the last change, the last one gone), every pool's selector and MIG config, every
+    MIG config, the changes reconfiguring nodes (each with its last update) and the open
+    drift. When none of it changed, the view built last time is still right."""
+    node, pool = ObservedNode._meta.db_table, NodePool._meta.db_table
+    config, change = MigConfig._meta.db_table, MigChangeRequest._meta.db_table
+    drift_sql, drift_params = open_drift().values_list("pk").query.sql_with_params()
+    if drift_params:  # the drift filter is written out with no parameters
+        raise RuntimeError("open_drift() takes parameters now: pass them to the version read")
+    return (  # each list as its digest: the same answer to "changed?", a few bytes a check
+        "SELECT nodes.*, "
+        "(SELECT md5(array_agg(jsonb_build_array(id, node_selector, mig_config) ORDER BY id)"
+        f"::text) FROM {pool}), "
+        f"(SELECT md5(array_agg(jsonb_build_array(id, name, devices) ORDER BY id)::text) "
+        f"FROM {config}), "
+        "(SELECT md5(array_agg(jsonb_build_array(id, updated_at) ORDER BY id)::text) "
+        f"FROM {change} WHERE state = ANY(%s)), "
+        f"(SELECT md5(array_agg(open.id ORDER BY open.id)::text) FROM ({drift_sql}) AS open (id)) "
+        f"FROM (SELECT count(id), max(last_changed), max(gone_since) FROM {node}) AS nodes"
     )
 
 
-def explainer_view() -> FleetView:
-    """The fleet as the explainer sees it, rebuilt only when the fleet, pools, configs, open
-    changes or drift changed (a fixed number of small queries otherwise), and that checked at
-    most every QM_EXPLAINER_RECHECK_SECONDS per process (the fleet itself is polled every
-    QM_POLL_SECONDS: a second or two adds nothing to what a page can know)."""
-    now = time.monotonic()
-    if "view" in _EXPLAINER and now - _EXPLAINER.get("checked", 0.0) < (
+def explainer_version_read() -> Read:
+    """The read of what the explainer's view is built from (one row), for a page that sends
+    it with its own reads (``WaitingRead.version``)."""
+    return Read(_version_sql(), [CHANGING])
+
+
+def _explainer_due() -> bool:
+    """Whether this process's view of the fleet is due a check of its version (or was never
+    built)."""
+    return "view" not in _EXPLAINER or time.monotonic() - _EXPLAINER.get("checked", 0.0) >= (
         settings.QM_EXPLAINER_RECHECK_SECONDS
-    ):
+    )
+
+
+def explainer_view(version: Sequence[tuple[Any, ...]] | None = None) -> FleetView:
+    """The fleet as the explainer sees it, rebuilt only when the fleet, pools, configs, open
+    changes or drift changed (one small statement otherwise, ``explainer_version_read``:
+    ``version`` is its rows when the page read them already), and that checked at most
+    every QM_EXPLAINER_RECHECK_SECONDS per process (the fleet itself is polled every
+    QM_POLL_SECONDS: a second or two adds nothing to what a page can know). The version is
+    always read before the view is built, so a view is never kept under a version newer
+    than what it was built from."""
+    if not _explainer_due():
         return _EXPLAINER["view"]
-    version = _explainer_version()
-    if _EXPLAINER.get("version") != version:
+    now = time.monotonic()
+    rows = version if version is not None else read_together(explainer_version_read())[0]
+    summed = tuple(rows[0])
+    if _EXPLAINER.get("version") != summed or "view" not in _EXPLAINER:
         _EXPLAINER["view"] = _build_explainer_view()
-        _EXPLAINER["version"] = version
+        _EXPLAINER["version"] = summed
     _EXPLAINER["checked"] = now
     return _EXPLAINER["view"]
 
@@ -261,9 +289,9 @@ def _pending_per_cluster_queue(workloads: list[ObservedWorkload]) -> dict[str, i
     }
 
 
-def _explain_pods(pods: list[ObservedPod]) -> None:
+def _explain_pods(pods: list[ObservedPod], version: list[tuple[Any, ...]] | None = None) -> None:
     gangs = gangs_of([p for p in pods if p.group_name])
-    view = explainer_view()
+    view = explainer_view(version)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
         if gang is not None:
@@ -323,7 +351,7 @@ def explain_waiting(
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
     if pods:
-        _explain_pods(pods)
+        _explain_pods(pods, None if read is None else read.version)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
     pending = _pending_per_cluster_queue(workloads)
     for workload in workloads:
