@@ -1,5 +1,9 @@
 """Settings of ``bench/api.py``'s server: the test settings, plus the baseline list views."""
 
+import os
+
+os.environ.setdefault("ACCESS_LOG", "false")  # a line per request would be the bench's noise
+
 from portal.settings.test import *  # noqa: F403
 
 ROOT_URLCONF = "api_urls"

@@ -34,9 +34,15 @@ class Minimal(generics.ListAPIView):  # type: ignore[type-arg]
     filter_backends = []
 
 
+# The serializers name each row's cluster: the baselines join it, as any list of theirs
+# would (without it, a query per row).
 class BaselineNodes(Minimal):
     serializer_class = NodeSerializer
-    queryset = ObservedNode.objects.filter(gone_since__isnull=True).order_by("name")
+    queryset = (
+        ObservedNode.objects.filter(gone_since__isnull=True)
+        .select_related("cluster")
+        .order_by("name")
+    )
 
 
 class BaselineTeams(Minimal):
@@ -48,7 +54,7 @@ class BaselineTeams(Minimal):
 
 class BaselineNamespaces(Minimal):
     queryset = (
-        Namespace.objects.select_related("team")
+        Namespace.objects.select_related("team", "cluster")
         .prefetch_related("quota_items", "limit_items")
         .order_by("name")
     )
