@@ -137,21 +137,22 @@ def waiting_in_namespaces(
     return workloads, pods
 
 
+# This process's view of the fleet: "version", what it is built from as last read, and
+# "checked", when; "built", the view with the version read before it was built.
 _EXPLAINER: dict[str, Any] = {}
 
 
 @functools.cache  # the tables and the drift filter are the code's
-def _version_sql() -> str:
-    """One statement that sums up what the explainer's view is built from: the nodes (how
-    many, the last change, the last one gone), every pool's selector and MIG config, every
-    MIG config, the changes reconfiguring nodes (each with its last update) and the open
-    drift. When none of it changed, the view built last time is still right."""
+def _version_sql() -> tuple[str, tuple[Any, ...]]:
+    """One statement that sums up what the explainer's view is built from, and its
+    parameters: the nodes (how many, the last change, the last one gone), every pool's
+    selector and MIG config, every MIG config, the changes reconfiguring nodes (each with
+    its last update) and the open drift. When none of it changed, the view built last time
+    is still right."""
     node, pool = ObservedNode._meta.db_table, NodePool._meta.db_table
     config, change = MigConfig._meta.db_table, MigChangeRequest._meta.db_table
     drift_sql, drift_params = open_drift().values_list("pk").query.sql_with_params()
-    if drift_params:  # the drift filter is written out with no parameters
-        raise RuntimeError("open_drift() takes parameters now: pass them to the version read")
-    return (  # each list as its digest: the same answer to "changed?", a few bytes a check
+    sql = (  # each list as its digest: the same answer to "changed?", a few bytes a check
         "SELECT nodes.*, "
         "(SELECT md5(array_agg(jsonb_build_array(id, node_selector, mig_config) ORDER BY id)"
         f"::text) FROM {pool}), "
@@ -162,20 +163,27 @@ def _version_sql() -> str:
         f"(SELECT md5(array_agg(open.id ORDER BY open.id)::text) FROM ({drift_sql}) AS open (id)) "
         f"FROM (SELECT count(id), max(last_changed), max(gone_since) FROM {node}) AS nodes"
     )
+    return sql, (CHANGING, *drift_params)
 
 
 def explainer_version_read() -> Read:
     """The read of what the explainer's view is built from (one row), for a page that sends
     it with its own reads (``WaitingRead.version``)."""
-    return Read(_version_sql(), [CHANGING])
+    sql, params = _version_sql()
+    return Read(sql, params)
 
 
 def _explainer_due() -> bool:
-    """Whether this process's view of the fleet is due a check of its version (or was never
-    built)."""
-    return "view" not in _EXPLAINER or time.monotonic() - _EXPLAINER.get("checked", 0.0) >= (
-        settings.QM_EXPLAINER_RECHECK_SECONDS
-    )
+    """Whether this process is due a read of the view's version (never read, or read more
+    than QM_EXPLAINER_RECHECK_SECONDS ago)."""
+    checked = _EXPLAINER.get("checked")
+    return checked is None or time.monotonic() - checked >= settings.QM_EXPLAINER_RECHECK_SECONDS
+
+
+def _take_version(rows: Sequence[tuple[Any, ...]]) -> None:
+    """The rows of ``explainer_version_read``, read just now: what the view is built from."""
+    _EXPLAINER["version"] = tuple(rows[0])
+    _EXPLAINER["checked"] = time.monotonic()
 
 
 def explainer_view(version: Sequence[tuple[Any, ...]] | None = None) -> FleetView:
@@ -183,19 +191,18 @@ def explainer_view(version: Sequence[tuple[Any, ...]] | None = None) -> FleetVie
     changes or drift changed (one small statement otherwise, ``explainer_version_read``:
     ``version`` is its rows when the page read them already), and that checked at most
     every QM_EXPLAINER_RECHECK_SECONDS per process (the fleet itself is polled every
-    QM_POLL_SECONDS: a second or two adds nothing to what a page can know). The version is
-    always read before the view is built, so a view is never kept under a version newer
-    than what it was built from."""
-    if not _explainer_due():
-        return _EXPLAINER["view"]
-    now = time.monotonic()
-    rows = version if version is not None else read_together(explainer_version_read())[0]
-    summed = tuple(rows[0])
-    if _EXPLAINER.get("version") != summed or "view" not in _EXPLAINER:
-        _EXPLAINER["view"] = _build_explainer_view()
-        _EXPLAINER["version"] = summed
-    _EXPLAINER["checked"] = now
-    return _EXPLAINER["view"]
+    QM_POLL_SECONDS: a second or two adds nothing to what a page can know). A view is kept
+    with the version read before it was built, so it is never taken for newer than it is."""
+    if version is not None:
+        _take_version(version)
+    elif _explainer_due():
+        _take_version(read_together(explainer_version_read())[0])
+    version_now = _EXPLAINER["version"]
+    built = _EXPLAINER.get("built")
+    if built is None or built[0] != version_now:
+        built = (version_now, _build_explainer_view())
+        _EXPLAINER["built"] = built
+    return built[1]
 
 
 def _build_explainer_view() -> FleetView:
@@ -350,8 +357,11 @@ def explain_waiting(
                 **({"namespace__cluster_id": cluster_id} if cluster_id is not None else {}),
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
+    version = None if read is None else read.version
     if pods:
-        _explain_pods(pods, None if read is None else read.version)
+        _explain_pods(pods, version)
+    elif version is not None:  # the page sent the check: it counts, though no pod needs the view
+        _take_version(version)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
     pending = _pending_per_cluster_queue(workloads)
     for workload in workloads:

@@ -149,3 +149,24 @@ def test_the_home_sends_the_check_with_its_own_reads(
         assert client.get("/").status_code == 200
     assert len(not_due) == len(due)
     assert not any("md5(array_agg" in query["sql"] for query in not_due.captured_queries)
+
+
+def test_a_home_with_nothing_pending_takes_the_check_once_per_interval(
+    builds: list[int], client: Client, team_a_admin: Any, settings: Any
+) -> None:
+    """A home that has no Pending pod does not need the view, but its check counts: the next
+    home within the interval sends none (the check is not sent on every request of a process
+    whose pages have nothing waiting), and no view is built for it."""
+    settings.QM_EXPLAINER_RECHECK_SECONDS = 600
+    NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team)
+    client.force_login(team_a_admin)
+    ObservedNodeFactory(name="gpu-node-a")
+
+    def checks() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/").status_code == 200
+        return sum("md5(array_agg" in query["sql"] for query in queries.captured_queries)
+
+    assert checks() == 1
+    assert checks() == 0
+    assert builds == []
