@@ -35,6 +35,7 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -87,6 +88,24 @@ def add_pools_and_health(nodes: int) -> None:
     )
 
 
+def answered_poll(started_at: Any) -> Any:
+    """One answered poll of the settings' cluster, started at ``started_at`` (two seconds
+    long, as the filled fleet would take)."""
+    import datetime as dt
+
+    from cluster.models import Cluster, SyncRun
+    from portal.clusters import settings_cluster_of
+
+    return SyncRun(
+        cluster=settings_cluster_of(Cluster.objects),
+        started_at=started_at,
+        finished_at=started_at + dt.timedelta(seconds=2),
+        duration_ms=2000,
+        nodes=5000,
+        pods=100,
+    )
+
+
 def add_poll_history(polls: int = 120) -> None:
     """The settings' cluster polled every ``QM_POLL_SECONDS``, each poll answered; the newest
     started five seconds ago (so the pages show a fresh cluster, and its poll as their own)."""
@@ -95,23 +114,11 @@ def add_poll_history(polls: int = 120) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from cluster.models import Cluster, SyncRun
-    from portal.clusters import settings_cluster_of
+    from cluster.models import SyncRun
 
-    cluster = settings_cluster_of(Cluster.objects)
     newest = timezone.now() - dt.timedelta(seconds=5)
     every = dt.timedelta(seconds=settings.QM_POLL_SECONDS)
-    SyncRun.objects.bulk_create(
-        SyncRun(
-            cluster=cluster,
-            started_at=newest - index * every,
-            finished_at=newest - index * every + dt.timedelta(seconds=2),
-            duration_ms=2000,
-            nodes=5000,
-            pods=100,
-        )
-        for index in range(polls)
-    )
+    SyncRun.objects.bulk_create(answered_poll(newest - index * every) for index in range(polls))
 
 
 class Polls:
@@ -139,21 +146,9 @@ class Polls:
         from django.db import connection
         from django.utils import timezone
 
-        from cluster.models import Cluster, SyncRun
-        from portal.clusters import settings_cluster_of
-
-        cluster = settings_cluster_of(Cluster.objects)
         try:
             while not self.stop.wait(settings.QM_POLL_SECONDS):
-                now = timezone.now()
-                SyncRun.objects.create(
-                    cluster=cluster,
-                    started_at=now - dt.timedelta(seconds=2),
-                    finished_at=now,
-                    duration_ms=2000,
-                    nodes=5000,
-                    pods=100,
-                )
+                answered_poll(timezone.now() - dt.timedelta(seconds=2)).save()
         finally:
             connection.close()
 
