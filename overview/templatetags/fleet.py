@@ -17,18 +17,23 @@ from portal.templatetags.qm import when
 
 register = template.Library()
 
-# One GPU as components/gpu_strips.html draws it: (label, lost, slices), each slice
-# (busy, width) with busy True, False or None (not known).
+# One GPU as gpu_strips draws it: (label, lost, slices), each slice (busy, width) with busy
+# True, False or None (not known).
 Slices = tuple[tuple[bool | None, int], ...]
 Drawing = tuple[str, bool, Slices]
 
 
 @register.simple_tag
-def gpu_strips(strips: Sequence[GpuStrip]) -> SafeString:
-    """The GPU boxes of one node (the list box around them is the template's: it names
-    the node)."""
-    return _drawn(
-        tuple((g.label, g.lost, tuple((s.busy, s.width) for s in g.slices)) for g in strips)
+def gpu_strips(node_name: str, strips: Sequence[GpuStrip]) -> SafeString:
+    """A node's GPUs as strips, one box per GPU and one slice per MIG instance, in the list
+    box that names the node: the one drawing of the node list and the node page (the boxes
+    are drawn once per distinct drawing, the nodes of a pool share a few)."""
+    return format_html(
+        '<div class="gpus" role="list" aria-label="GPUs of {}">{}</div>',
+        node_name,
+        _drawn(
+            tuple((g.label, g.lost, tuple((s.busy, s.width) for s in g.slices)) for g in strips)
+        ),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -320,6 +321,10 @@ def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
     ]
     summary = client.get("/fleet/").content.decode()
     assert "trainer-0" not in summary and "critical</span> 1" in summary
+    # The node page and the node list draw a node's GPUs and its GPU resources alike.
+    for drawing in (r'<div class="gpus".*?</div>', r'<div class="bar".*?</div>'):
+        on_page = re.findall(drawing, page)
+        assert on_page and on_page == re.findall(drawing, listed)
 
 
 def test_without_dcgm_data_the_layout_comes_from_the_config(
