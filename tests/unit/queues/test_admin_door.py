@@ -9,38 +9,24 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
-from tests.admin_forms import form_data, inline_row, page_text
+from tests.admin_forms import (
+    audited_since,
+    change_url,
+    edit_writes_one_row,
+    form_data,
+    inline_row,
+    last_audit,
+    page_text,
+)
 from tests.factories import demo_fleet_nodes
 
 pytestmark = pytest.mark.django_db
 
 H100 = ("h100-80gb", "nvidia.com/gpu")
-
-
-@pytest.fixture
-def admin_client(client: Client, demo: None) -> Client:
-    client.force_login(User.objects.get(username="admin"))
-    return client
-
-
-def change_url(obj: Any) -> str:
-    return f"/admin/{obj._meta.app_label}/{obj._meta.model_name}/{obj.pk}/change/"
-
-
-def last_audit() -> int:
-    return AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
-
-
-def audited_since(last: int) -> list[tuple[str, str, str]]:
-    return [
-        (e.event, e.actor_name, e.source)
-        for e in AuditEvent.objects.filter(pk__gt=last).order_by("pk")
-    ]
 
 
 def with_h100_quota(data: dict[str, Any], amount: str) -> dict[str, Any]:
@@ -50,16 +36,16 @@ def with_h100_quota(data: dict[str, Any], amount: str) -> dict[str, Any]:
 
 
 def test_the_cluster_queue_admin_cannot_promise_beyond_the_fleet_without_a_reason(
-    admin_client: Client,
+    admin_site: Client,
 ) -> None:
     """16 H100 GPUs behind h100-80gb, now and in any layout: 30 needs the tick and the
     reason the Queues page asks for, from the same service."""
     demo_fleet_nodes()
     cq = ClusterQueue.objects.get(name="cq-train")
     url = change_url(cq)
-    raised = with_h100_quota(form_data(admin_client, url), "30")
+    raised = with_h100_quota(form_data(admin_site, url), "30")
     before = last_audit()
-    refused = admin_client.post(url, raised)
+    refused = admin_site.post(url, raised)
     assert refused.status_code == 200
     shown = page_text(refused)
     assert (
@@ -71,11 +57,11 @@ def test_the_cluster_queue_admin_cannot_promise_beyond_the_fleet_without_a_reaso
     assert cq.quota()[H100] == 12
     assert audited_since(before) == []
     # The tick alone is not enough: beyond the ceiling needs the reason as well.
-    ticked = admin_client.post(url, {**raised, "promise_more_than_exists": "on"})
+    ticked = admin_site.post(url, {**raised, "promise_more_than_exists": "on"})
     assert "give the reason to promise beyond the fleet" in page_text(ticked)
     assert "Queues would promise more than the fleet offers" not in page_text(ticked)
     assert ClusterQueue.objects.get(pk=cq.pk).quota()[H100] == 12
-    saved = admin_client.post(
+    saved = admin_site.post(
         url,
         {**raised, "promise_more_than_exists": "on", "override_reason": "Nodes arrive Monday."},
     )
@@ -86,26 +72,26 @@ def test_the_cluster_queue_admin_cannot_promise_beyond_the_fleet_without_a_reaso
     assert saved_row.new["override_reason"] == "Nodes arrive Monday."  # in the one row
 
 
-def test_lowering_a_queue_in_the_admin_asks_nothing(admin_client: Client) -> None:
+def test_lowering_a_queue_in_the_admin_asks_nothing(admin_site: Client) -> None:
     demo_fleet_nodes()
     cq = ClusterQueue.objects.get(name="cq-train")
     before = last_audit()
-    saved = admin_client.post(
-        change_url(cq), with_h100_quota(form_data(admin_client, change_url(cq)), "10")
+    saved = admin_site.post(
+        change_url(cq), with_h100_quota(form_data(admin_site, change_url(cq)), "10")
     )
     assert saved.status_code == 302
     assert audited_since(before) == [("cluster_queue.saved", "admin", "admin")]
 
 
 def test_a_local_queue_edited_on_its_cluster_queues_page_is_audited(
-    admin_client: Client,
+    admin_site: Client,
 ) -> None:
     cq = ClusterQueue.objects.get(name="cq-train")
-    data = form_data(admin_client, change_url(cq))
+    data = form_data(admin_site, change_url(cq))
     row = inline_row(data, "local_queues", "name", "team-b-train")
     assert row is not None
     before = last_audit()
-    saved = admin_client.post(change_url(cq), {**data, f"{row}-description": "Vision."})
+    saved = admin_site.post(change_url(cq), {**data, f"{row}-description": "Vision."})
     assert saved.status_code == 302, page_text(saved)[-1500:]
     assert audited_since(before) == [("local_queue.saved", "admin", "admin")]
     assert LocalQueue.objects.get(name="team-b-train").description == "Vision."
@@ -121,21 +107,16 @@ def test_a_local_queue_edited_on_its_cluster_queues_page_is_audited(
     ],
 )
 def test_a_valid_queue_edit_writes_one_audit_row_naming_the_admin(
-    admin_client: Client, model: Any, lookup: dict[str, str], changes: dict[str, str], event: str
+    admin_site: Client, model: Any, lookup: dict[str, str], changes: dict[str, str], event: str
 ) -> None:
-    obj = model.objects.get(**lookup)
-    data = form_data(admin_client, change_url(obj))
-    before = last_audit()
-    saved = admin_client.post(change_url(obj), {**data, **changes})
-    assert saved.status_code == 302, page_text(saved)[-1500:]
-    assert audited_since(before) == [(event, "admin", "admin")]
+    edit_writes_one_row(admin_site, model.objects.get(**lookup), changes, event)
 
 
-def test_an_invalid_flavor_is_refused_with_the_rules_message(admin_client: Client) -> None:
+def test_an_invalid_flavor_is_refused_with_the_rules_message(admin_site: Client) -> None:
     flavor = ResourceFlavor.objects.get(name="h100-80gb")
-    data = form_data(admin_client, change_url(flavor))
+    data = form_data(admin_site, change_url(flavor))
     before = last_audit()
-    answer = admin_client.post(
+    answer = admin_site.post(
         change_url(flavor), {**data, "node_labels": json.dumps({"bad key!": "x"})}
     )
     assert answer.status_code == 200

@@ -14,39 +14,28 @@ from django.test import Client
 from cluster.models import Cluster
 from portal.models import AuditEvent
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, Team
-from tests.admin_forms import form_data, inline_row, page_text
+from tests.admin_forms import (
+    audited_since,
+    change_url,
+    edit_writes_one_row,
+    form_data,
+    inline_row,
+    last_audit,
+    page_text,
+)
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def admin_client(client: Client, demo: None) -> Client:
-    """The demo's platform admin (a superuser too), signed in to the admin."""
-    client.force_login(User.objects.get(username="admin"))
-    return client
-
-
-def change_url(obj: Any) -> str:
-    return f"/admin/{obj._meta.app_label}/{obj._meta.model_name}/{obj.pk}/change/"
-
-
-def audited_since(last: int) -> list[AuditEvent]:
-    return list(AuditEvent.objects.filter(pk__gt=last).order_by("pk"))
-
-
-def last_audit() -> int:
-    return AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
-
-
 def test_moving_a_namespace_to_another_cluster_is_refused_and_it_stays(
-    admin_client: Client,
+    admin_site: Client,
 ) -> None:
     inference = Cluster.objects.create(name="inference", display_name="Inference")
     namespace = Namespace.objects.get(name="team-b")
     home = namespace.cluster_id
-    data = form_data(admin_client, change_url(namespace))
+    data = form_data(admin_site, change_url(namespace))
     before = last_audit()
-    answer = admin_client.post(change_url(namespace), {**data, "cluster": str(inference.pk)})
+    answer = admin_site.post(change_url(namespace), {**data, "cluster": str(inference.pk)})
     assert answer.status_code == 200  # the form again, with why
     shown = page_text(answer)
     assert "The namespace team-b is on cluster default: it cannot move." in shown
@@ -56,14 +45,14 @@ def test_moving_a_namespace_to_another_cluster_is_refused_and_it_stays(
     assert audited_since(before) == []
 
 
-def test_moving_a_namespace_from_its_teams_page_is_refused_too(admin_client: Client) -> None:
+def test_moving_a_namespace_from_its_teams_page_is_refused_too(admin_site: Client) -> None:
     inference = Cluster.objects.create(name="inference", display_name="Inference")
     team = Team.objects.get(slug="team-b")
-    data = form_data(admin_client, change_url(team))
+    data = form_data(admin_site, change_url(team))
     row = inline_row(data, "namespaces", "name", "team-b")
     assert row is not None
     before = last_audit()
-    answer = admin_client.post(change_url(team), {**data, f"{row}-cluster": str(inference.pk)})
+    answer = admin_site.post(change_url(team), {**data, f"{row}-cluster": str(inference.pk)})
     assert answer.status_code == 200
     assert "cluster: The namespace team-b is on cluster default: it cannot move." in page_text(
         answer
@@ -73,15 +62,15 @@ def test_moving_a_namespace_from_its_teams_page_is_refused_too(admin_client: Cli
 
 
 def test_a_quota_raised_beyond_the_fleet_needs_the_services_reason(
-    admin_client: Client, fleet: None
+    admin_site: Client, fleet: None
 ) -> None:
     """The one observed node has 8 GPUs: 100 is more than the fleet could ever offer."""
     namespace = Namespace.objects.get(name="team-b")
-    data = form_data(admin_client, change_url(namespace))
+    data = form_data(admin_site, change_url(namespace))
     row = inline_row(data, "quota_items", "resource", "requests.nvidia.com/gpu")
     assert row is not None
     before = last_audit()
-    refused = admin_client.post(change_url(namespace), {**data, f"{row}-hard": "100"})
+    refused = admin_site.post(change_url(namespace), {**data, f"{row}-hard": "100"})
     assert refused.status_code == 200
     assert (
         "hard[requests.nvidia.com/gpu]: 100 is more than the fleet could ever offer (8 in its "
@@ -89,51 +78,51 @@ def test_a_quota_raised_beyond_the_fleet_needs_the_services_reason(
     ) in page_text(refused)
     assert namespace.quota_items.get(resource="requests.nvidia.com/gpu").hard == "8"
     assert audited_since(before) == []
-    saved = admin_client.post(
+    saved = admin_site.post(
         change_url(namespace),
         {**data, f"{row}-hard": "100", "override_reason": "Eight nodes arrive Monday."},
     )
     assert saved.status_code == 302
     assert namespace.quota_items.get(resource="requests.nvidia.com/gpu").hard == "100"
-    [event] = audited_since(before)
-    assert (event.event, event.actor_name, event.source) == ("quota.changed", "admin", "admin")
+    assert audited_since(before) == [("quota.changed", "admin", "admin")]
+    event = AuditEvent.objects.latest("pk")
     assert event.old["requests.nvidia.com/gpu"] == "8"
     assert event.new["requests.nvidia.com/gpu"] == "100"
     assert event.new["override_reason"] == "Eight nodes arrive Monday."
 
 
 def test_quota_and_limit_rows_edited_inline_are_each_audited_once(
-    admin_client: Client,
+    admin_site: Client,
 ) -> None:
     namespace = Namespace.objects.get(name="team-a")
-    data = form_data(admin_client, change_url(namespace))
+    data = form_data(admin_site, change_url(namespace))
     quota = inline_row(data, "quota_items", "resource", "pods")
     limit = inline_row(data, "limit_items", "resource", "nvidia.com/gpu")
     assert quota is not None and limit is not None
     before = last_audit()
-    saved = admin_client.post(
+    saved = admin_site.post(
         change_url(namespace),
         {**data, f"{quota}-hard": "60", f"{limit}-default": "2", f"{limit}-default_request": "2"},
     )
     assert saved.status_code == 302, page_text(saved)[-1500:]
-    events = audited_since(before)
-    assert [(e.event, e.actor_name, e.source) for e in events] == [
+    assert audited_since(before) == [
         ("quota.changed", "admin", "admin"),
         ("limits.changed", "admin", "admin"),
     ]
-    assert (events[0].old["pods"], events[0].new["pods"]) == ("50", "60")
+    quota_row = AuditEvent.objects.get(pk__gt=before, event="quota.changed")
+    assert (quota_row.old["pods"], quota_row.new["pods"]) == ("50", "60")
     assert LimitRangeItem.objects.get(namespace=namespace, resource="nvidia.com/gpu").default == "2"
 
 
-def test_a_limit_the_service_refuses_leaves_every_row_as_it_was(admin_client: Client) -> None:
+def test_a_limit_the_service_refuses_leaves_every_row_as_it_was(admin_site: Client) -> None:
     namespace = Namespace.objects.get(name="team-a")
-    data = form_data(admin_client, change_url(namespace))
+    data = form_data(admin_site, change_url(namespace))
     limit = inline_row(data, "limit_items", "resource", "nvidia.com/gpu")
     quota = inline_row(data, "quota_items", "resource", "pods")
     assert limit is not None and quota is not None
     before = last_audit()
     # A default request above the default limit: the API server (and the service) refuse it.
-    answer = admin_client.post(
+    answer = admin_site.post(
         change_url(namespace),
         {**data, f"{quota}-hard": "60", f"{limit}-default_request": "4"},
     )
@@ -143,13 +132,13 @@ def test_a_limit_the_service_refuses_leaves_every_row_as_it_was(admin_client: Cl
     assert audited_since(before) == []
 
 
-def test_a_membership_added_on_the_teams_page_is_audited(admin_client: Client) -> None:
+def test_a_membership_added_on_the_teams_page_is_audited(admin_site: Client) -> None:
     team = Team.objects.get(slug="team-b")
     newcomer = User.objects.create_user("erin")
-    data = form_data(admin_client, change_url(team))
+    data = form_data(admin_site, change_url(team))
     total = int(data["memberships-TOTAL_FORMS"])
     before = last_audit()
-    saved = admin_client.post(
+    saved = admin_site.post(
         change_url(team),
         {
             **data,
@@ -161,13 +150,8 @@ def test_a_membership_added_on_the_teams_page_is_audited(admin_client: Client) -
         },
     )
     assert saved.status_code == 302, page_text(saved)[-1500:]
-    [event] = audited_since(before)
-    assert (event.event, event.actor_name, event.source, event.team_name) == (
-        "membership.created",
-        "admin",
-        "admin",
-        "team-b",
-    )
+    assert audited_since(before) == [("membership.created", "admin", "admin")]
+    assert AuditEvent.objects.latest("pk").team_name == "team-b"
     assert Membership.objects.get(user=newcomer).role == "member"
 
 
@@ -186,17 +170,9 @@ def test_a_membership_added_on_the_teams_page_is_audited(admin_client: Client) -
     ],
 )
 def test_a_valid_admin_edit_writes_one_audit_row_naming_the_admin(
-    admin_client: Client, model: Any, lookup: dict[str, str], changes: dict[str, str], event: str
+    admin_site: Client, model: Any, lookup: dict[str, str], changes: dict[str, str], event: str
 ) -> None:
-    obj = model.objects.get(**lookup)
-    data = form_data(admin_client, change_url(obj))
-    before = last_audit()
-    saved = admin_client.post(change_url(obj), {**data, **changes})
-    assert saved.status_code == 302, page_text(saved)[-1500:]
-    [row] = audited_since(before)
-    assert (row.event, row.actor_name, row.source) == (event, "admin", "admin")
-    obj.refresh_from_db()
-    assert all(str(getattr(obj, k)) == v for k, v in changes.items())
+    edit_writes_one_row(admin_site, model.objects.get(**lookup), changes, event)
 
 
 @pytest.mark.parametrize(
@@ -218,16 +194,16 @@ def test_a_valid_admin_edit_writes_one_audit_row_naming_the_admin(
     ],
 )
 def test_an_invalid_admin_edit_is_refused_with_the_rules_message_and_nothing_written(
-    admin_client: Client,
+    admin_site: Client,
     model: Any,
     lookup: dict[str, str],
     changes: dict[str, str],
     message: str,
 ) -> None:
     obj = model.objects.get(**lookup)
-    data = form_data(admin_client, change_url(obj))
+    data = form_data(admin_site, change_url(obj))
     before = last_audit()
-    answer = admin_client.post(change_url(obj), {**data, **changes})
+    answer = admin_site.post(change_url(obj), {**data, **changes})
     assert answer.status_code == 200
     assert message in page_text(answer)
     fresh = model.objects.get(pk=obj.pk)
@@ -235,20 +211,20 @@ def test_an_invalid_admin_edit_is_refused_with_the_rules_message_and_nothing_wri
     assert audited_since(before) == []
 
 
-def test_quota_and_limit_items_are_not_written_on_their_own_pages(admin_client: Client) -> None:
+def test_quota_and_limit_items_are_not_written_on_their_own_pages(admin_site: Client) -> None:
     """Edited on their namespace's page, where the whole quota is checked and audited."""
     item = Namespace.objects.get(name="team-b").quota_items.get(resource="pods")
-    assert admin_client.get("/admin/tenants/quotaitem/add/").status_code == 403
-    answer = admin_client.post(change_url(item), {"namespace": item.namespace_id, "hard": "1"})
+    assert admin_site.get("/admin/tenants/quotaitem/add/").status_code == 403
+    answer = admin_site.post(change_url(item), {"namespace": item.namespace_id, "hard": "1"})
     assert answer.status_code == 403
     item.refresh_from_db()
     assert item.hard == "50"
 
 
-def test_the_audit_log_is_read_only_in_the_admin(admin_client: Client) -> None:
+def test_the_audit_log_is_read_only_in_the_admin(admin_site: Client) -> None:
     event = AuditEvent.objects.order_by("pk").first()
     assert event is not None
-    assert admin_client.get("/admin/portal/auditevent/add/").status_code == 403
-    assert admin_client.post(change_url(event), {"event": "forged"}).status_code == 403
-    assert admin_client.post(f"/admin/portal/auditevent/{event.pk}/delete/").status_code == 403
+    assert admin_site.get("/admin/portal/auditevent/add/").status_code == 403
+    assert admin_site.post(change_url(event), {"event": "forged"}).status_code == 403
+    assert admin_site.post(f"/admin/portal/auditevent/{event.pk}/delete/").status_code == 403
     assert AuditEvent.objects.get(pk=event.pk).event == event.event
