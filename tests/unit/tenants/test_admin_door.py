@@ -228,3 +228,17 @@ def test_the_audit_log_is_read_only_in_the_admin(admin_site: Client) -> None:
     assert admin_site.post(change_url(event), {"event": "forged"}).status_code == 403
     assert admin_site.post(f"/admin/portal/auditevent/{event.pk}/delete/").status_code == 403
     assert AuditEvent.objects.get(pk=event.pk).event == event.event
+
+
+def test_a_membership_removed_on_the_teams_page_is_audited(admin_site: Client) -> None:
+    team = Team.objects.get(slug="team-b")
+    data = form_data(admin_site, change_url(team))
+    lead = Membership.objects.get(team=team, user__username="lead-b")
+    row = inline_row(data, "memberships", "id", str(lead.pk))
+    assert row is not None
+    before = last_audit()
+    saved = admin_site.post(change_url(team), {**data, f"{row}-DELETE": "on"})
+    assert saved.status_code == 302, page_text(saved)[-1500:]
+    assert audited_since(before) == [("membership.deleted", "admin", "admin")]
+    assert AuditEvent.objects.latest("pk").old["user"] == "lead-b"
+    assert not Membership.objects.filter(pk=lead.pk).exists()
