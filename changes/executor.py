@@ -434,7 +434,7 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
                 left.append(f"{what} left at {now or 'none'} (approved from {change['from']})")
                 continue
             cq.set_nominal_quota(change["flavor"], change["resource"], str(change["to"]))
-            save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+            save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
             changed.append(f"{what}: {change['from']} -> {change['to']}")
             moved.append(dict(change))
         MigChangeRequest.objects.filter(pk=request.pk).update(queues_moved=moved)
@@ -472,7 +472,7 @@ def _restore_queue_changes(request: MigChangeRequest) -> None:
                 left.append(f"{what} left at {shown} (the change set {change['to']})")
                 continue
             cq.set_nominal_quota(*key, str(change["from"]))
-            save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+            save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
             restored.append(f"{what}: {change['to']} -> {change['from']}")
         _queue_step_done(record, ("restored", restored), ("the change", left))
         record_audit(

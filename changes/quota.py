@@ -539,13 +539,14 @@ def _apply_value(request: QuotaChangeRequest, value: str) -> None:
             hard=hard,
             source="task",
             # The request's own assessment bounded it (an admin's override included).
-            override_reason=request.override_reason or f"quota request #{request.pk}",
+            override_reason=request.override_reason,
+            approved=request,
         )
         return
     assert request.cluster_queue_id is not None
     cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)
     cq.set_nominal_quota(request.flavor, request.resource, value)
-    save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+    save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
 
 
 def _approve(

@@ -22,10 +22,12 @@ from fleet.services import save_node_pool
 from portal.audit import record_audit
 from portal.models import AuditEvent, PlatformRole
 from portal.selectors import DEMO_LOADED
+from portal.services import move_to_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.services import (
+    save_membership,
     save_namespace,
     save_priority_class,
     save_team,
@@ -61,6 +63,9 @@ def _placed(model: Any, lookup: dict[str, Any], cluster: Cluster, clusters: Clus
     found = model.objects.filter(**lookup, cluster=cluster).first()
     if found is None and cluster != clusters.training:
         found = model.objects.filter(**lookup, cluster=clusters.training).first()
+        if found is not None:  # a move is no edit: the services refuse it, this says it
+            team = getattr(found, "team", None)
+            move_to_cluster(found, cluster=cluster, actor=None, source=SOURCE, team=team)
     instance = found or model(**lookup)
     instance.cluster = cluster
     return instance
@@ -138,9 +143,9 @@ def _teams(clusters: Clusters) -> tuple[dict[str, Team], list[str]]:
             actor=None,
             source=SOURCE,
             team=_upsert(Team, {"slug": slug}, {"name": name, "description": description}),
-        )
-        team.allowed_priority_classes.set(
-            PriorityClass.objects.filter(name__in=data.ALLOWED_PRIORITY[slug])
+            allowed_priority_classes=PriorityClass.objects.filter(
+                name__in=data.ALLOWED_PRIORITY[slug]
+            ),
         )
         teams[slug] = team
     served = dict(data.INFERENCE_NAMESPACES) if clusters.inference else {}
@@ -236,6 +241,7 @@ def _users(teams: dict[str, Team]) -> None:
         for role in demo.roles:
             PlatformRole.objects.get_or_create(user=user, role=role)
         for slug, role in demo.teams:
-            Membership.objects.update_or_create(
-                user=user, team=teams[slug], defaults={"role": role}
-            )
+            membership = Membership.objects.filter(user=user, team=teams[slug]).first()
+            membership = membership or Membership(user=user, team=teams[slug])
+            membership.role = role
+            save_membership(actor=None, membership=membership, source=SOURCE)

@@ -1,12 +1,14 @@
-"""Writes to the fleet's desired state (node pools): admins only, validated, audited."""
+"""Writes to the fleet's desired state (node pools, custom MIG configs): admins only,
+validated, audited."""
 
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from fleet.models import NodePool
+from fleet.models import MigConfig, NodePool
 from portal.names import label_value_errors, qualified_name_errors
+from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
 
 
@@ -30,3 +32,26 @@ def save_node_pool(*, actor: Actor, pool: NodePool, source: str) -> NodePool:
         raise ValidationError(errors)
     save_validated(pool, actor=actor, source=source, event="node_pool.saved")
     return pool
+
+
+@transaction.atomic
+def save_mig_config(*, actor: Actor, config: MigConfig, source: str) -> MigConfig:
+    """Create or update a custom MIG config (its devices checked against the GPU model's
+    catalog by the model's own rules)."""
+    require_platform_admin(actor)
+    created = config.pk is None
+    save_validated(
+        config,
+        actor=actor,
+        source=source,
+        event="migconfig.created" if created else "migconfig.changed",
+    )
+    return config
+
+
+@transaction.atomic
+def delete_fleet_object(*, actor: Actor, obj: NodePool | MigConfig, source: str) -> None:
+    """Delete a node pool or a custom MIG config (platform admins), audited; the requests
+    about it end and the loop applies what changed."""
+    require_platform_admin(actor)
+    delete_desired(obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted")

@@ -1,17 +1,20 @@
-"""Admin for platform models, and the audited base class every app's admin uses."""
+"""Admin for platform models, and the base classes every app's admin uses: one whose every
+write goes through the app's service (:class:`ServiceAdmin`), one for what is only looked at
+(:class:`ReadOnlyAdmin`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.forms import BaseModelFormSet, ModelForm, Textarea
 from django.forms import JSONField as JSONFormField
-from django.forms import ModelForm, Textarea
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
-from portal import desired, removal
 from portal.audit import record_audit
 from portal.clusters import cluster_choice
 from portal.models import AuditEvent, PlatformRole
@@ -27,57 +30,161 @@ class IndentedJSONField(JSONFormField):
         return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-class AuditedAdmin(admin.ModelAdmin):
-    """Records every admin save and delete in the audit log, in the same transaction."""
-
-    formfield_overrides = {
-        models.JSONField: {
-            "form_class": IndentedJSONField,
-            "widget": Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}),
-        }
+JSON_AS_TEXT: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.JSONField: {
+        "form_class": IndentedJSONField,
+        "widget": Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}),
     }
+}
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """An admin-only record with no desired-state meaning (a platform role): every admin
+    save and delete audited, in the same transaction."""
+
+    formfield_overrides = JSON_AS_TEXT
 
     def save_model(
         self, request: HttpRequest, obj: models.Model, form: ModelForm, change: bool
     ) -> None:
-        old = previous = None
+        old = None
         if change:
             previous = type(obj)._default_manager.filter(pk=obj.pk).first()
             old = snapshot(previous) if previous is not None else None
         super().save_model(request, obj, form, change)
-        desired.changed(*(row for row in (previous, obj) if row is not None))
-        label = obj._meta.model_name
         record_audit(
             actor=request.user,
-            event=f"{label}.{'changed' if change else 'created'}",
+            event=f"{obj._meta.model_name}.{'changed' if change else 'created'}",
             source="admin",
             target=obj,
-            team=self.team_of(obj),
             old=old,
             new=snapshot(obj),
         )
 
     @transaction.atomic
     def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
-        removal.removing(obj, actor=request.user, source="admin")  # requests about it end
         record_audit(
             actor=request.user,
             event=f"{obj._meta.model_name}.deleted",
             source="admin",
             target=obj,
-            team=self.team_of(obj),
             old=snapshot(obj),
         )
         super().delete_model(request, obj)
-        desired.changed(obj)
 
     @transaction.atomic
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for obj in queryset:
             self.delete_model(request, obj)
 
-    def team_of(self, obj: models.Model) -> Any:
-        return None
+
+# Where a change form keeps the refusal of its first try while it is shown again.
+_REFUSED = "_quartermaster_refused"
+
+
+class ServiceAdmin(admin.ModelAdmin):
+    """An object of intent (desired state) in the admin: every write goes through the app's
+    service, as from the pages, the API, the tasks and the demo loader: permission,
+    validation, confirmations, one audit row per change (source ``admin``), the loop told on
+    commit. Inline rows too (:meth:`save_inline`). A service's refusal rolls the whole save
+    back and the form is shown again with its errors: on the field it names, else at the
+    top (an inline item's, prefixed with its key)."""
+
+    formfield_overrides = JSON_AS_TEXT
+
+    def save(self, request: HttpRequest, obj: Any, form: ModelForm) -> None:
+        """Write ``obj`` (the form's edit, not saved) through the app's service."""
+        raise NotImplementedError
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        """Delete ``obj`` through the app's service."""
+        raise NotImplementedError
+
+    def save_inline(self, request: HttpRequest, parent: Any, formset: BaseModelFormSet) -> None:  # type: ignore[type-arg]
+        """Write one inline's edits through the app's service (an admin with inlines says
+        how)."""
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+        self.save(request, obj, form)
+
+    def save_related(
+        self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool
+    ) -> None:
+        # No form.save_m2m(): a service writes the many-to-many fields it owns, audited.
+        for formset in formsets:
+            formset.save(commit=False)  # what changed, for the history's message: no write
+            if formset.has_changed():
+                self.save_inline(request, form.instance, formset)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self.delete(request, obj)
+
+    @transaction.atomic
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete(request, obj)
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The change form; a save a service refused (rolled back whole: the admin's
+        transaction) is answered with the same form and the service's errors on it."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ValidationError as refused:
+            if request.method != "POST" or hasattr(request, _REFUSED):
+                raise
+            setattr(request, _REFUSED, refused)
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        refused = getattr(request, _REFUSED, None)
+        return form if refused is None else refusing(form, refused)
+
+
+def refusing(form: type[ModelForm], refused: ValidationError) -> type[ModelForm]:  # type: ignore[type-arg]
+    """``form`` that shows a service's refusal of the same data: each message on the field
+    it names, or at the top with its key when the form has no such field."""
+
+    class Refused(form):  # type: ignore[valid-type,misc]
+        def _post_clean(self) -> None:
+            super()._post_clean()
+            by_field = refused.message_dict if hasattr(refused, "error_dict") else {}
+            for message in [] if by_field else refused.messages:
+                self.add_error(None, message)
+            for field, messages in by_field.items():
+                if field in self.fields and field not in self.errors:
+                    self.add_error(field, messages)
+                elif field not in self.fields:
+                    shown = field != "__all__"
+                    self.add_error(None, [f"{field}: {m}" if shown else m for m in messages])
+
+    Refused.__name__ = form.__name__
+    return Refused
+
+
+def save_rows(
+    formset: BaseModelFormSet,  # type: ignore[type-arg]
+    *,
+    save: Callable[[Any], object],
+    delete: Callable[[Any], object] | None,
+) -> None:
+    """An inline's rows one by one through a service, as its ``save(commit=False)`` found
+    them: ``delete(row)`` for each ticked for deletion (an inline without ``delete``
+    deletes nothing), ``save(row)`` for each added or changed."""
+    if delete is not None:
+        for row in formset.deleted_objects:
+            delete(row)
+    for row in [*formset.new_objects, *(row for row, _ in formset.changed_objects)]:
+        save(row)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -132,9 +239,10 @@ class ClusterScopedForm(ModelForm):  # type: ignore[type-arg]
         return data
 
 
-class ClusterScopedAdmin(AuditedAdmin):
+class ClusterScopedAdmin(ServiceAdmin):
     """An object of one cluster: its form asks which (at first the one the pages show, or
-    the only one) and refuses a name taken on that cluster, on the name field."""
+    the only one) and refuses a name taken on that cluster, on the name field; once made,
+    it stays there (the service refuses a move)."""
 
     form = ClusterScopedForm
 

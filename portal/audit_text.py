@@ -66,6 +66,9 @@ EVENT_LABELS: dict[str, str] = {
     "cluster_queue.saved": "ClusterQueue saved",
     "local_queue.saved": "LocalQueue saved",
     "node_pool.saved": "Node pool saved",
+    "migconfig.created": "Custom MIG config created",
+    "migconfig.changed": "Custom MIG config changed",
+    "priority_class.clusters_changed": "PriorityClass's clusters changed",
     # people and access (tenants/oidc.py, portal/tokens.py)
     "user.created": "User created at first sign-in",
     "platform_role.granted": "Platform role granted",
@@ -73,6 +76,7 @@ EVENT_LABELS: dict[str, str] = {
     "membership.granted": "Team membership granted",
     "membership.revoked": "Team membership revoked",
     "membership.changed": "Team membership changed",
+    "membership.created": "Team membership added",
     "api_token.created": "API token created",
     "api_token.revoked": "API token revoked",
     "notification_subscription.created": "Notification subscription added",

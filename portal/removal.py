@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from django.db import models
+from django.db import models, transaction
 
-from portal.services import Actor
+from portal import desired
+from portal.audit import record_audit
+from portal.services import Actor, snapshot
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,23 @@ def removing(obj: models.Model, *, actor: Actor, source: str) -> None:
     """``obj`` is about to be deleted in the current transaction."""
     for closer in _closers:
         closer(obj, actor=actor, source=source)
+
+
+@transaction.atomic
+def delete_desired(
+    instance: models.Model, *, actor: Actor, source: str, event: str, team: Any = None
+) -> None:
+    """Delete an object of desired state, whatever the door: the requests about it end
+    first (:func:`removing`), the audit row keeps what it was, and the loop removes it from
+    its cluster once the transaction commits."""
+    removing(instance, actor=actor, source=source)
+    record_audit(
+        actor=actor,
+        event=event,
+        source=source,
+        target=instance,
+        team=team,
+        old=snapshot(instance),
+    )
+    instance.delete()
+    desired.changed(instance)

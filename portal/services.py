@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
@@ -48,12 +48,20 @@ def save_validated(
     source: str,
     event: str,
     team: Any = None,
+    noted: dict[str, Any] | None = None,
 ) -> models.Model:
-    """Validate (field errors raise ``ValidationError``), save, and audit old -> new."""
+    """Validate (field errors raise ``ValidationError``), save, and audit old -> new (with
+    ``noted`` beside the new fields: why a rule was overridden).
+
+    An object of one cluster stays on it: moving it is no edit (the cluster would lose it,
+    pods and all, without the delete's confirmation), so a changed ``cluster`` is a field
+    error whatever the door."""
     old = previous = None
     if instance.pk is not None:
         previous = type(instance)._default_manager.filter(pk=instance.pk).first()
         old = snapshot(previous) if previous is not None else None
+    if previous is not None:
+        stays_on_its_cluster(previous, instance)
     instance.full_clean()
     if old is not None and old == snapshot(instance):
         return instance  # nothing changed: nothing to save, apply or audit
@@ -66,6 +74,52 @@ def save_validated(
         target=instance,
         team=team,
         old=old,
-        new=snapshot(instance),
+        new={**snapshot(instance), **(noted or {})},
     )
     return instance
+
+
+def stays_on_its_cluster(previous: models.Model, instance: models.Model) -> None:
+    """Refuse moving an object of one cluster to another (a ``cluster`` field error naming
+    the way that is: create it on the other cluster, then delete it here, confirmed)."""
+    was, now = getattr(previous, "cluster_id", None), getattr(instance, "cluster_id", None)
+    if was is None or was == now:
+        return
+    kind = instance._meta.verbose_name
+    name = getattr(instance, "name", instance.pk)
+    raise ValidationError(
+        {
+            "cluster": [
+                f"The {kind} {name} is on cluster {getattr(previous, 'cluster', was)}: it "
+                "cannot move. Create it on the other cluster, then delete it here (the delete "
+                "says what it removes and asks to confirm)."
+            ]
+        }
+    )
+
+
+@transaction.atomic
+def move_to_cluster(
+    instance: models.Model, *, cluster: models.Model, actor: Actor, source: str, team: Any = None
+) -> None:
+    """Move an object of desired state to another cluster on purpose, audited: the loop
+    removes it from the old cluster and makes it on the new one. Only the demo loader does
+    (re-homing the rows of its one-cluster database once its second cluster is registered):
+    no page, API or admin offers it, for them a move is a create there and a confirmed
+    delete here (:func:`stays_on_its_cluster`)."""
+    require_platform_admin(actor)
+    previous = type(instance)._default_manager.get(pk=instance.pk)
+    if previous.cluster_id == cluster.pk:  # type: ignore[attr-defined]
+        return
+    type(instance)._default_manager.filter(pk=instance.pk).update(cluster=cluster)
+    instance.cluster = cluster  # type: ignore[attr-defined]
+    desired.changed(previous, instance)
+    record_audit(
+        actor=actor,
+        event=f"{instance._meta.model_name}.moved",
+        source=source,
+        target=instance,
+        team=team,
+        old={"cluster": str(previous.cluster)},  # type: ignore[attr-defined]
+        new={"cluster": str(cluster)},
+    )

@@ -1,27 +1,47 @@
+"""Flavors, cohorts and queues in the admin: every write through ``queues.services``, held
+to the same rules as the Queues page and the API (a ClusterQueue's promise beyond the fleet
+included)."""
+
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
-from portal.admin import AuditedAdmin, ClusterScopedAdmin
+from portal.admin import ClusterScopedAdmin, ClusterScopedForm, ServiceAdmin, save_rows
 from portal.quantity import format_quantity
+from queues import services
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
 
+class QueueObjectAdmin(ClusterScopedAdmin):
+    """A flavor or a cohort: saved by its service, deleted by the queues' one."""
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_queue_object(actor=request.user, obj=obj, source="admin")
+
+
 @admin.register(ResourceFlavor)
-class ResourceFlavorAdmin(ClusterScopedAdmin):
+class ResourceFlavorAdmin(QueueObjectAdmin):
     list_display = ["name", "cluster", "node_labels", "topology_name"]
     list_filter = ["cluster"]
     search_fields = ["name"]
 
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_resource_flavor(actor=request.user, flavor=obj, source="admin")
+
 
 @admin.register(Cohort)
-class CohortAdmin(ClusterScopedAdmin):
+class CohortAdmin(QueueObjectAdmin):
     list_display = ["name", "cluster", "parent", "fair_sharing_weight"]
     list_filter = ["cluster"]
     list_select_related = ["parent", "cluster"]
     search_fields = ["name"]
+
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_cohort(actor=request.user, cohort=obj, source="admin")
 
 
 class LocalQueueInline(admin.TabularInline):
@@ -30,8 +50,27 @@ class LocalQueueInline(admin.TabularInline):
     autocomplete_fields = ["namespace"]
 
 
+class ClusterQueueForm(ClusterScopedForm):
+    """A ClusterQueue with what the Queues page asks of a promise beyond the fleet."""
+
+    promise_more_than_exists = forms.BooleanField(
+        required=False,
+        label="Promise more than exists",
+        help_text="Save a raise that leaves the queues promising more than the nodes behind "
+        "a flavor offer now.",
+    )
+    override_reason = forms.CharField(
+        required=False,
+        label="Reason to promise beyond the fleet",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why a quota is raised above what the nodes behind its flavor could ever "
+        "offer, in any MIG layout (recorded with the save).",
+    )
+
+
 @admin.register(ClusterQueue)
-class ClusterQueueAdmin(ClusterScopedAdmin):
+class ClusterQueueAdmin(QueueObjectAdmin):
+    form = ClusterQueueForm
     list_display = [
         "name",
         "cluster",
@@ -53,9 +92,27 @@ class ClusterQueueAdmin(ClusterScopedAdmin):
             for (flavor, resource), value in cq.quota().items()
         )
 
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_cluster_queue(
+            actor=request.user,
+            cluster_queue=obj,
+            source="admin",
+            override_reason=form.cleaned_data.get("override_reason", ""),
+            promise_more_than_exists=bool(form.cleaned_data.get("promise_more_than_exists")),
+        )
+
+    def save_inline(self, request: HttpRequest, parent: Any, formset: Any) -> None:
+        save_rows(
+            formset,
+            save=lambda row: services.save_local_queue(
+                actor=request.user, local_queue=row, source="admin"
+            ),
+            delete=lambda row: self.delete(request, row),
+        )
+
 
 @admin.register(LocalQueue)
-class LocalQueueAdmin(AuditedAdmin):
+class LocalQueueAdmin(ServiceAdmin):
     list_display = ["name", "namespace", "cluster_queue", "stop_policy"]
     list_filter = ["cluster_queue", "namespace__team", "stop_policy"]
     list_select_related = ["namespace", "cluster_queue"]
@@ -66,5 +123,8 @@ class LocalQueueAdmin(AuditedAdmin):
         # Kueue makes spec.clusterQueue immutable: a LocalQueue is recreated, not retargeted.
         return ["cluster_queue"] if obj is not None else []
 
-    def team_of(self, obj: Any) -> Any:
-        return obj.namespace.team
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_local_queue(actor=request.user, local_queue=obj, source="admin")
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_queue_object(actor=request.user, obj=obj, source="admin")

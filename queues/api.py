@@ -30,7 +30,7 @@ from queues.filters import (
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.rules import quota_entries
 from queues.selectors import cluster_queue_what_if, namespace_quota_what_if, simulates_kueue
-from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
+from queues.services import promise_errors, promises_of, respelled, save_cluster_queue
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
@@ -243,15 +243,13 @@ class ClusterQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ClusterQu
         if "stop_policy" in values:
             edited.stop_policy = values["stop_policy"]
         edited.full_clean()
-        shown = promises_of(cq, edited)
-        problems = refused_promises(
-            shown,
-            override_reason=values["override_reason"],
-            confirmed=values["promise_more_than_exists"],
-            reason_field="override_reason",
-            confirm_field="send promise_more_than_exists: true",
-        )
         if values["dry_run"]:
+            shown = promises_of(cq, edited)
+            refused = promise_errors(
+                shown,
+                override_reason=values["override_reason"],
+                promise_more_than_exists=values["promise_more_than_exists"],
+            )
             manifest = preview.cluster_queue_manifest(edited)
             lines = preview.yaml_diff(
                 preview.as_yaml(preview.cluster_queue_manifest(cq)), preview.as_yaml(manifest)
@@ -264,21 +262,18 @@ class ClusterQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ClusterQu
                     "promises": [
                         {"flavor": f, "resource": r, **asdict(p)} for (f, r), p in shown.items()
                     ],
-                    "refused": problems,
+                    "refused": [m for messages in refused.values() for m in messages],
                     "what_if": cluster_queue_what_if(request.user, edited)
                     if simulates_kueue()
                     else None,
                 }
             )
-        if problems:
-            raise ValidationError({"resource_groups": problems})
-        save_cluster_queue(
+        save_cluster_queue(  # a promise beyond the fleet: field errors of its own inputs
             actor=request.user,
             cluster_queue=edited,
             source="api",
-            override_reason=values["override_reason"]
-            if any(p.beyond_ceiling for p in shown.values())
-            else "",
+            override_reason=values["override_reason"],
+            promise_more_than_exists=values["promise_more_than_exists"],
         )
         fresh = self.get_queryset().get(pk=cq.pk)
         response = Response(ClusterQueueSerializer(fresh).data)

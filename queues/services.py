@@ -7,10 +7,10 @@ from collections import defaultdict
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 
-from portal.audit import record_audit
 from portal.capacity import fleet_capacity
+from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import Promise, promises, quota_entries
@@ -33,21 +33,47 @@ def save_cohort(*, actor: Actor, cohort: Cohort, source: str) -> Cohort:
 
 @transaction.atomic
 def save_cluster_queue(
-    *, actor: Actor, cluster_queue: ClusterQueue, source: str, override_reason: str = ""
+    *,
+    actor: Actor,
+    cluster_queue: ClusterQueue,
+    source: str,
+    override_reason: str = "",
+    promise_more_than_exists: bool = False,
+    approved: models.Model | None = None,
 ) -> ClusterQueue:
-    """Save a ClusterQueue; ``override_reason``: why a platform admin promises more than the
-    fleet could ever offer (recorded with the save)."""
+    """Save a ClusterQueue, held to the fleet behind its flavors whatever the door: a raise
+    that leaves the queues promising more than those nodes offer needs
+    ``promise_more_than_exists``; more than they could ever offer, in any MIG layout, an
+    ``override_reason`` as well (recorded in the save's audit row). Refused: field errors on those
+    names, nothing written. ``approved``: the reviewed change (a quota request, a MIG
+    change) whose approval weighed these quotas against the fleet; its decision stands."""
     require_platform_admin(actor)
-    save_validated(cluster_queue, actor=actor, source=source, event="cluster_queue.saved")
-    if override_reason:
-        record_audit(
-            actor=actor,
-            event="cluster_queue.override",
-            source=source,
-            target=cluster_queue,
-            new={"reason": override_reason, "quota": _quota_text(cluster_queue)},
+    cluster_queue.full_clean()  # a quota that is no quantity: its field error first
+    beyond = False
+    if approved is None:
+        shown = promises_of(_stored(cluster_queue), cluster_queue)
+        errors = promise_errors(
+            shown,
+            override_reason=override_reason,
+            promise_more_than_exists=promise_more_than_exists,
         )
+        if errors:
+            raise ValidationError(errors)
+        beyond = any(p.beyond_ceiling for p in shown.values())
+    save_validated(
+        cluster_queue,
+        actor=actor,
+        source=source,
+        event="cluster_queue.saved",
+        noted={"override_reason": override_reason.strip()} if beyond else None,
+    )
     return cluster_queue
+
+
+def _stored(cq: ClusterQueue) -> ClusterQueue:
+    """The queue as the database holds it (a new one: on its cluster, promising nothing)."""
+    stored = ClusterQueue.objects.filter(pk=cq.pk).first() if cq.pk is not None else None
+    return stored or ClusterQueue(cluster_id=cq.cluster_id, resource_groups=[])
 
 
 def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str], Promise]:
@@ -57,11 +83,11 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     quantity (its field error says why)."""
     others: dict[tuple[str, str], Any] = defaultdict(int)
     # Queues of the same cluster only: another cluster's fleet backs its own queues.
-    for other in ClusterQueue.objects.filter(cluster=cq.cluster_id).exclude(pk=cq.pk):
+    for other in ClusterQueue.objects.filter(cluster=edited.cluster_id).exclude(pk=cq.pk):
         for key, amount in other.quota().items():
             others[key] += amount
     new = edited.quota()
-    capacity = fleet_capacity({resource for _, resource in new}, cq.cluster_id)
+    capacity = fleet_capacity({resource for _, resource in new}, edited.cluster_id)
     return promises(
         cq.quota(),
         new,
@@ -71,29 +97,25 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     )
 
 
-def refused_promises(
-    shown: dict[tuple[str, str], Promise],
-    *,
-    override_reason: str,
-    confirmed: bool,
-    reason_field: str,
-    confirm_field: str,
-) -> list[str]:
-    """Why a valid edit is still refused: promising more than the fleet offers needs a
-    confirmation, more than it could ever offer a reason as well."""
-    problems = []
+def promise_errors(
+    shown: dict[tuple[str, str], Promise], *, override_reason: str, promise_more_than_exists: bool
+) -> dict[str, list[str]]:
+    """Why a valid edit is still refused, as field errors every door shows alike: promising
+    more than the fleet offers needs a confirmation, more than it could ever offer a reason
+    as well."""
+    errors: dict[str, list[str]] = {}
     if any(p.beyond_ceiling for p in shown.values()) and not override_reason.strip():
-        problems.append(
+        errors["override_reason"] = [
             "These quotas promise more than the nodes behind their flavor could ever offer, in "
-            "any MIG layout: "
-            f"say why in {reason_field}, or lower them."
-        )
-    if any(p.unbacked for p in shown.values()) and not confirmed:
-        problems.append(
-            "Queues would promise more than the fleet offers behind these flavors: "
-            f"{confirm_field} to save anyway."
-        )
-    return problems
+            "any MIG layout: give the reason to promise beyond the fleet (recorded with the "
+            "save), or lower them."
+        ]
+    if any(p.unbacked for p in shown.values()) and not promise_more_than_exists:
+        errors["promise_more_than_exists"] = [
+            "Queues would promise more than the fleet offers behind these flavors: confirm "
+            "to promise more than exists, or lower them."
+        ]
+    return errors
 
 
 def respelled(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -104,12 +126,6 @@ def respelled(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if isinstance(quota.get(field), str | int) and str(quota[field]).strip():
                 quota[field] = spelled_quantity(str(quota.get("name", "")), str(quota[field]))
     return groups
-
-
-def _quota_text(cq: ClusterQueue) -> dict[str, str]:
-    return {
-        f"{flavor} {resource}": str(amount) for (flavor, resource), amount in cq.quota().items()
-    }
 
 
 @transaction.atomic
@@ -142,3 +158,19 @@ def save_local_queue(*, actor: Actor, local_queue: LocalQueue, source: str) -> L
         event="local_queue.saved",
     )
     return local_queue
+
+
+QueueObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue
+
+
+@transaction.atomic
+def delete_queue_object(*, actor: Actor, obj: QueueObject, source: str) -> None:
+    """Delete a ResourceFlavor, Cohort, ClusterQueue or LocalQueue (platform admins): the
+    requests about it end, the audit keeps what it was, the loop removes it from its
+    cluster. What still points at it (a queue at its cohort, a LocalQueue at its
+    ClusterQueue) keeps it: the database refuses, and nothing changes."""
+    require_platform_admin(actor)
+    team = obj.namespace.team if isinstance(obj, LocalQueue) else None
+    delete_desired(
+        obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted", team=team
+    )

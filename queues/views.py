@@ -23,7 +23,7 @@ from queues import preview
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
 from queues.selectors import cluster_queue_what_if, quota_rows, simulates_kueue
-from queues.services import promises_of, refused_promises, respelled, save_cluster_queue
+from queues.services import promises_of, respelled, save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
 from tenants.services import save_priority_class
@@ -107,12 +107,12 @@ def _preview_or_save(
     save: Callable[[], Any],
     saved: str,
     inputs: dict[str, str],
-    refuse: Callable[[], list[str]] | None = None,
     shown: Callable[[], dict[str, Any]] | None = None,
 ) -> HttpResponse:
     """Validate the edited object (field errors, 422), show its YAML diff (and what else
     ``shown`` adds to a valid edit's page), and save only what was shown: the hashes of the
-    diff the admin saw must still match (409 otherwise)."""
+    diff the admin saw must still match (409 otherwise). What the service still refuses
+    (a promise beyond the fleet without its confirmation) is said at the top, 422."""
     try:
         edited.full_clean()
     except ValidationError as exc:
@@ -133,11 +133,11 @@ def _preview_or_save(
     if seen != (context["before_hash"], context["after_hash"]):
         context["stale"] = True
         return render(request, template, context, status=409)
-    problems = refuse() if refuse else []
-    if problems:
-        context["general_errors"] = problems
+    try:
+        save()
+    except ValidationError as exc:
+        context["general_errors"] = [m for ms in exc.message_dict.values() for m in ms]
         return render(request, template, context, status=422)
-    save()
     messages.success(request, saved)
     if getattr(request, "htmx", False):  # a full page change, not a swap into the form
         return HttpResponse(status=204, headers={"HX-Redirect": reverse("queues")})
@@ -185,11 +185,11 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
             actor=request.user,
             cluster_queue=edited,
             source="web",
-            override_reason=context["override_reason"] if context.get("beyond") else "",
+            override_reason=context["override_reason"],
+            promise_more_than_exists=request.POST.get("confirm_unbacked") == "yes",
         ),
         saved=f"ClusterQueue {cq.name} saved: the cluster loop applies it.",
         inputs=CLUSTER_QUEUE_INPUTS,
-        refuse=lambda: _refused_promise(request, context),
         shown=(lambda: {"what_if": cluster_queue_what_if(request.user, edited)})
         if simulates_kueue()
         else None,
@@ -204,16 +204,6 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
         row["promise"] = shown.get((row["flavor"], row["resource"]))
     context["unbacked"] = [r for r in context["rows"] if r["promise"] and r["promise"].unbacked]
     context["beyond"] = [r for r in context["rows"] if r["promise"] and r["promise"].beyond_ceiling]
-
-
-def _refused_promise(request: HttpRequest, context: dict[str, Any]) -> list[str]:
-    return refused_promises(
-        context.get("promises", {}),
-        override_reason=context["override_reason"],
-        confirmed=request.POST.get("confirm_unbacked") == "yes",
-        reason_field="“Reason to promise beyond the fleet”",
-        confirm_field="tick “Promise more than exists”",
-    )
 
 
 @login_required

@@ -1,7 +1,11 @@
+"""Teams, memberships, namespaces and the PriorityClass catalog in the admin: every write
+through ``tenants.services`` (a namespace's quota and limits as a whole, from its page)."""
+
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -10,10 +14,17 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from portal.admin import AuditedAdmin, ClusterScopedAdmin, ClusterScopedForm
+from portal.admin import (
+    ClusterScopedAdmin,
+    ClusterScopedForm,
+    ReadOnlyAdmin,
+    ServiceAdmin,
+    save_rows,
+)
 from portal.errors import DomainError
 from tenants import services
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
+from tenants.rules import LimitSpec
 from tenants.selectors import namespace_deletion
 
 
@@ -32,7 +43,7 @@ class NamespaceInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(AuditedAdmin):
+class TeamAdmin(ServiceAdmin):
     list_display = ["slug", "name", "namespace_count", "member_count"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["allowed_priority_classes"]
@@ -56,19 +67,48 @@ class TeamAdmin(AuditedAdmin):
     def member_count(self, team: Any) -> int:
         return int(team._members)
 
-    def team_of(self, obj: Any) -> Any:
-        return obj
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_team(
+            actor=request.user,
+            team=obj,
+            source="admin",
+            allowed_priority_classes=form.cleaned_data.get("allowed_priority_classes"),
+        )
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_tenant_object(actor=request.user, obj=obj, source="admin")
+
+    def save_inline(self, request: HttpRequest, parent: Any, formset: Any) -> None:
+        if formset.model is Membership:
+            save_rows(
+                formset,
+                save=lambda row: services.save_membership(
+                    actor=request.user, membership=row, source="admin"
+                ),
+                delete=lambda row: self.delete(request, row),
+            )
+        else:  # namespaces: added or changed here, deleted on their own page
+            save_rows(
+                formset,
+                save=lambda row: services.save_namespace(
+                    actor=request.user, namespace=row, source="admin"
+                ),
+                delete=None,
+            )
 
 
 @admin.register(Membership)
-class MembershipAdmin(AuditedAdmin):
+class MembershipAdmin(ServiceAdmin):
     list_display = ["user", "team", "role"]
     list_filter = ["role", "team"]
     search_fields = ["user__username", "team__slug"]
     autocomplete_fields = ["user", "team"]
 
-    def team_of(self, obj: Any) -> Any:
-        return obj.team
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_membership(actor=request.user, membership=obj, source="admin")
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_tenant_object(actor=request.user, obj=obj, source="admin")
 
 
 class QuotaItemInline(admin.TabularInline):
@@ -81,8 +121,20 @@ class LimitRangeItemInline(admin.TabularInline):
     extra = 0
 
 
+class NamespaceForm(ClusterScopedForm):
+    """A namespace with the reason its quota may exceed what the fleet could ever offer."""
+
+    override_reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Only to raise a GPU quota above what the fleet could ever offer: why "
+        "(recorded with the change).",
+    )
+
+
 @admin.register(Namespace)
 class NamespaceAdmin(ClusterScopedAdmin):
+    form = NamespaceForm
     list_display = ["name", "cluster", "team"]
     list_filter = ["cluster", "team"]
     search_fields = ["name", "team__slug"]
@@ -90,16 +142,43 @@ class NamespaceAdmin(ClusterScopedAdmin):
     inlines = [QuotaItemInline, LimitRangeItemInline]
     delete_confirmation_template = "admin/tenants/namespace/delete_confirmation.html"
 
-    def team_of(self, obj: Any) -> Any:
-        return obj.team
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_namespace(actor=request.user, namespace=obj, source="admin")
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_namespace(actor=request.user, namespace=obj, source="admin")
+
+    def save_inline(self, request: HttpRequest, parent: Any, formset: Any) -> None:
+        """The namespace's quota (or limits) replaced as a whole, as on every other door:
+        checked together, one audit row."""
+        kept = [
+            f.cleaned_data
+            for f in formset.forms
+            if f.cleaned_data and not formset._should_delete_form(f)
+        ]
+        if formset.model is QuotaItem:
+            warnings = services.set_namespace_quota(
+                actor=request.user,
+                namespace=parent,
+                hard={row["resource"]: row["hard"] for row in kept},
+                source="admin",
+                override_reason=request.POST.get("override_reason", ""),
+            )
+        else:
+            fields = ("limit_type", "resource", "default", "default_request", "max", "min")
+            warnings = services.set_namespace_limits(
+                actor=request.user,
+                namespace=parent,
+                limits=[LimitSpec(**{k: row.get(k) or "" for k in fields}) for row in kept],
+                source="admin",
+            )
+        for warning in warnings:
+            messages.warning(request, warning)
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # one at a time, each confirmed by its name
         return actions
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        services.delete_namespace(actor=request.user, namespace=obj, source="admin")
 
     def delete_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
@@ -156,7 +235,10 @@ def _gone(request: HttpRequest) -> HttpResponse:
 
 
 @admin.register(QuotaItem)
-class QuotaItemAdmin(AuditedAdmin):
+class QuotaItemAdmin(ReadOnlyAdmin):
+    """Looked at here, edited on the namespace's page (its quota checked and audited as a
+    whole)."""
+
     list_display = ["namespace", "resource", "hard", "warning"]
     list_filter = ["namespace__team", "resource"]
     search_fields = ["namespace__name", "resource"]
@@ -166,12 +248,12 @@ class QuotaItemAdmin(AuditedAdmin):
     def warning(self, item: QuotaItem) -> str:
         return " ".join(item.warnings)
 
-    def team_of(self, obj: Any) -> Any:
-        return obj.namespace.team
-
 
 @admin.register(LimitRangeItem)
-class LimitRangeItemAdmin(AuditedAdmin):
+class LimitRangeItemAdmin(ReadOnlyAdmin):
+    """Looked at here, edited on the namespace's page (its limits checked and audited as a
+    whole)."""
+
     list_display = [
         "namespace",
         "limit_type",
@@ -185,12 +267,20 @@ class LimitRangeItemAdmin(AuditedAdmin):
     search_fields = ["namespace__name", "resource"]
     list_select_related = ["namespace"]
 
-    def team_of(self, obj: Any) -> Any:
-        return obj.namespace.team
-
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(AuditedAdmin):
+class PriorityClassAdmin(ServiceAdmin):
     list_display = ["name", "value", "preemption_policy", "global_default"]
     list_filter = ["preemption_policy", "global_default"]
     search_fields = ["name"]
+
+    def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
+        services.save_priority_class(
+            actor=request.user,
+            priority_class=obj,
+            source="admin",
+            clusters=form.cleaned_data.get("clusters"),
+        )
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        services.delete_tenant_object(actor=request.user, obj=obj, source="admin")

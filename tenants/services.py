@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Model
 
 from portal import desired, removal
 from portal.audit import record_audit
 from portal.capacity import fleet_capacity
 from portal.errors import DomainError
 from portal.quantity import parse_quantity
+from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
-from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
+from tenants.models import (
+    LimitRangeItem,
+    Membership,
+    Namespace,
+    PriorityClass,
+    QuotaItem,
+    Team,
+)
 from tenants.rules import (
     LimitSpec,
     check_limit,
@@ -63,6 +73,37 @@ def save_team(
 
 
 @transaction.atomic
+def save_membership(*, actor: Actor, membership: Membership, source: str) -> Membership:
+    """Add a person to a team, or change their role there (platform admins; single sign-on
+    keeps the memberships its groups grant itself, ``tenants.oidc``)."""
+    require_platform_admin(actor)
+    created = membership.pk is None
+    save_validated(
+        membership,
+        actor=actor,
+        source=source,
+        team=membership.team,
+        event="membership.created" if created else "membership.changed",
+    )
+    return membership
+
+
+@transaction.atomic
+def delete_tenant_object(
+    *, actor: Actor, obj: Team | Membership | PriorityClass, source: str
+) -> None:
+    """Delete a team, a membership or a PriorityClass of the catalog (platform admins),
+    audited; the loop removes what the portal applied for it. A team that still has
+    namespaces keeps them: the database refuses, and nothing changes (a namespace is
+    deleted on its own, confirmed, :func:`delete_namespace_confirmed`)."""
+    require_platform_admin(actor)
+    team = obj if isinstance(obj, Team) else getattr(obj, "team", None)
+    delete_desired(
+        obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted", team=team
+    )
+
+
+@transaction.atomic
 def save_namespace(*, actor: Actor, namespace: Namespace, source: str) -> Namespace:
     """Create or update a namespace of a team."""
     require_platform_admin(actor)
@@ -79,11 +120,33 @@ def save_namespace(*, actor: Actor, namespace: Namespace, source: str) -> Namesp
 
 @transaction.atomic
 def save_priority_class(
-    *, actor: Actor, priority_class: PriorityClass, source: str
+    *,
+    actor: Actor,
+    priority_class: PriorityClass,
+    source: str,
+    clusters: Iterable[Any] | None = None,
 ) -> PriorityClass:
-    """Create or update a PriorityClass of the platform catalog."""
+    """Create or update a PriorityClass of the platform catalog and, when given, the
+    clusters it is applied to (none: every cluster; a change of those audited on its own,
+    as the row does not hold them)."""
     require_platform_admin(actor)
     save_validated(priority_class, actor=actor, source=source, event="priority_class.saved")
+    if clusters is None:
+        return priority_class
+    before = sorted(priority_class.clusters.values_list("name", flat=True))
+    chosen = list(clusters)
+    after = sorted(str(getattr(c, "name", c)) for c in chosen)
+    if after != before:
+        priority_class.clusters.set(chosen)
+        desired.changed(priority_class)
+        record_audit(
+            actor=actor,
+            event="priority_class.clusters_changed",
+            source=source,
+            target=priority_class,
+            old={"clusters": before},
+            new={"clusters": after},
+        )
     return priority_class
 
 
@@ -95,13 +158,15 @@ def set_namespace_quota(
     hard: dict[str, str],
     source: str,
     override_reason: str = "",
+    approved: Model | None = None,
 ) -> list[str]:
     """Replace a namespace's ResourceQuota ``hard`` items; return warnings to show.
 
     Errors are keyed ``hard[<resource>]`` like the API server's ``spec.hard[...]`` and
     nothing is written when any item is refused. Values are stored in one spelling (device
     and object counts as plain integers). Raising a GPU quota above what the fleet could
-    ever offer needs ``override_reason`` (recorded with the change).
+    ever offer needs ``override_reason`` (recorded with the change), unless ``approved``:
+    the quota request whose approval weighed it against the fleet (its decision stands).
     """
     require_platform_admin(actor)
     errors: dict[str, list[str]] = {}
@@ -117,7 +182,7 @@ def set_namespace_quota(
     old = dict(namespace.quota_items.values_list("resource", "hard"))
     if old == hard:
         return warnings  # nothing changed: nothing to apply or audit
-    beyond = _beyond_the_fleet(old, hard, cluster_id=namespace.cluster_id)
+    beyond = {} if approved else _beyond_the_fleet(old, hard, cluster_id=namespace.cluster_id)
     if beyond and not override_reason.strip():
         raise ValidationError(beyond)
     namespace.quota_items.exclude(resource__in=list(hard)).delete()

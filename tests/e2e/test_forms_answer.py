@@ -189,8 +189,8 @@ def test_the_queue_editor_shows_the_fleet_and_asks_before_promising_more(
     page.get_by_role("button", name="Save").click()
     htmx_idle(page)
     alert = page.get_by_role("alert").first
-    expect(alert).to_contain_text("Promise more than exists")
-    expect(alert).to_contain_text("Reason to promise beyond the fleet")
+    expect(alert).to_contain_text("confirm to promise more than exists")
+    expect(alert).to_contain_text("reason to promise beyond the fleet")
     screenshot(page, "queue-edit-promises-more")
     assert ClusterQueue.objects.get(name="cq-train").nominal_quota(
         "h100-80gb", "nvidia.com/gpu"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from tests.factories import ObservedNodeFactory, ObservedPodFactory
@@ -31,3 +33,10 @@ def fleet(demo: None) -> None:
         gpu_requests={"nvidia.com/mig-1g.10gb": 4},
         last_changed=now,
     )
+
+
+@pytest.fixture
+def admin_site(client: Client, demo: None) -> Client:
+    """The demo's platform admin (a superuser too), signed in to the Django admin."""
+    client.force_login(User.objects.get(username="admin"))
+    return client

@@ -481,7 +481,14 @@ class QuotaDecisions(RuleBasedStateMachine):
                 for quota in flavor["resources"]:
                     if flavor["name"] == item.flavor and quota["name"] == item.resource:
                         quota["nominalQuota"] = int(written) if as_number else written
-        save_cluster_queue(actor=self.admin, cluster_queue=cq, source="api")
+        save_cluster_queue(
+            actor=self.admin,
+            cluster_queue=cq,
+            source="api",
+            # beyond the fleet needs the tick and a reason, as for the namespace above
+            override_reason="the stateful test's admin",
+            promise_more_than_exists=True,
+        )
         self._set(item, written)
 
     def _fleet_changes(self) -> None:

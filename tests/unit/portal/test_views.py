@@ -140,6 +140,10 @@ def test_admin_save_is_audited(client: Client, demo: None) -> None:
             "slug": "team-dev",
             "name": "Dev & test",
             "description": "",
+            # the classes it has (a post without them clears them: audited on its own)
+            "allowed_priority_classes": [
+                str(pk) for pk in team.allowed_priority_classes.values_list("pk", flat=True)
+            ],
             "memberships-TOTAL_FORMS": "0",
             "memberships-INITIAL_FORMS": "0",
             "namespaces-TOTAL_FORMS": "0",

@@ -51,8 +51,10 @@ def test_admins_replace_cluster_queue_quotas_with_a_dry_run_first(
         headers={**bearer("admin"), "If-Match": etag},
     )
     assert refused.status_code == 400
-    assert "say why in override_reason" in refused.json()["errors"]["resource_groups"][0]
-    assert "promise_more_than_exists: true" in refused.json()["errors"]["resource_groups"][1]
+    # The service's refusal, on the inputs that lift it.
+    errors = refused.json()["errors"]
+    assert "give the reason to promise beyond the fleet" in errors["override_reason"][0]
+    assert "confirm to promise more than exists" in errors["promise_more_than_exists"][0]
     saved = client.put(
         url,
         {
@@ -65,9 +67,8 @@ def test_admins_replace_cluster_queue_quotas_with_a_dry_run_first(
     )
     assert saved.status_code == 200 and saved["ETag"] != etag
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 14
-    assert AuditEvent.objects.filter(event="cluster_queue.saved", source="api").exists()
-    override = AuditEvent.objects.get(event="cluster_queue.override", source="api")
-    assert override.new["reason"] == "H100 nodes arrive on Monday"
+    saved_row = AuditEvent.objects.get(event="cluster_queue.saved", source="api")
+    assert saved_row.new["override_reason"] == "H100 nodes arrive on Monday"  # in the one row
     # The old ETag no longer matches; bad quantities are field errors; nothing changes.
     stale = client.put(
         url,

@@ -4,6 +4,7 @@ import copy
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from portal.models import AuditEvent
@@ -14,7 +15,14 @@ from queues.services import (
     save_local_queue,
     save_resource_flavor,
 )
-from tests.factories import ClusterQueueFactory, NamespaceFactory, ResourceFlavorFactory
+from tenants.models import Team
+from tests.factories import (
+    ClusterQueueFactory,
+    MigChangeRequestFactory,
+    NamespaceFactory,
+    ResourceFlavorFactory,
+    demo_fleet_nodes,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -174,3 +182,32 @@ def test_members_cannot_change_queues(team_a_admin: Any) -> None:
     with pytest.raises(PermissionDenied):
         save_cluster_queue(actor=team_a_admin, source="web", cluster_queue=ClusterQueue(name="cq"))
     assert not ClusterQueue.objects.exists()
+
+
+def test_the_fleet_ceiling_is_the_services_whoever_calls_it(demo: None) -> None:
+    """16 H100 GPUs behind h100-80gb: 30 needs the confirmation and the reason from any
+    caller; a reviewed change passes the request whose approval weighed it."""
+    demo_fleet_nodes()
+    admin = User.objects.get(username="admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    cq.set_nominal_quota("h100-80gb", "nvidia.com/gpu", "30")
+    audited = AuditEvent.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        save_cluster_queue(actor=admin, cluster_queue=copy.deepcopy(cq), source="api")
+    assert sorted(refused.value.message_dict) == ["override_reason", "promise_more_than_exists"]
+    with pytest.raises(ValidationError) as refused:
+        save_cluster_queue(
+            actor=admin,
+            cluster_queue=copy.deepcopy(cq),
+            source="api",
+            promise_more_than_exists=True,
+        )
+    assert list(refused.value.message_dict) == ["override_reason"]
+    assert ClusterQueue.objects.get(pk=cq.pk).nominal_quota("h100-80gb", "nvidia.com/gpu") == "12"
+    assert AuditEvent.objects.count() == audited
+    approved = MigChangeRequestFactory(team=Team.objects.get(slug="team-a"))
+    save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=approved)
+    assert ClusterQueue.objects.get(pk=cq.pk).nominal_quota("h100-80gb", "nvidia.com/gpu") == "30"
+    assert list(
+        AuditEvent.objects.filter(pk__gt=0).order_by("-pk").values_list("event", flat=True)
+    )[:1] == ["cluster_queue.saved"]

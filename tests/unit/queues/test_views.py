@@ -224,7 +224,7 @@ def test_promising_more_than_the_fleet_offers_asks_for_a_tick(client: Client, de
     body = refused.content.decode()
     assert refused.status_code == 422
     assert "offers 0 behind a100-80gb-balanced; queues would promise 10" in body
-    assert "tick “Promise more than exists” to save anyway" in body
+    assert "confirm to promise more than exists, or lower them" in body  # the service's
     assert "Reason to promise beyond" not in body  # A100s could offer it in another layout
     assert cq.quota() == ClusterQueue.objects.get(name="cq-dev").quota()
     saved = client.post(url, {**data, "confirm_unbacked": "yes"})
@@ -242,14 +242,14 @@ def test_beyond_what_the_fleet_could_ever_offer_needs_a_reason(client: Client, d
     data = previewed(client, url, {**form_of(cq, g0f0r0_nominal="3e1"), "confirm_unbacked": "yes"})
     refused = client.post(url, data).content.decode()
     assert "more than its nodes could ever offer (16 in their best layout)" in refused
-    assert "say why in “Reason to promise beyond the fleet”" in refused
+    assert "give the reason to promise beyond the fleet" in refused  # the service's words
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
     saved = client.post(url, {**data, "override_reason": "capacity arrives next week"})
     assert saved.status_code == 302
     cq.refresh_from_db()
     assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "30"  # one spelling
-    override = AuditEvent.objects.get(event="cluster_queue.override")
-    assert override.new["reason"] == "capacity arrives next week"
+    saved_row = AuditEvent.objects.filter(event="cluster_queue.saved").latest("pk")
+    assert saved_row.new["override_reason"] == "capacity arrives next week"  # in the one row
 
 
 def test_lowering_a_quota_is_never_held_up(client: Client, demo: None) -> None:

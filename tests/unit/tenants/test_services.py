@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from cluster.models import Cluster
 from demo.services import load_demo
 from portal.models import AuditEvent
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
@@ -211,3 +212,18 @@ def test_an_admin_quota_edit_is_stored_in_one_spelling_and_bounded_by_the_fleet(
     assert namespace.quota_items.get(resource="requests.nvidia.com/gpu").hard == "1000"
     event = AuditEvent.objects.filter(event="quota.changed").latest("id")
     assert event.new["override_reason"] == "a reservation for next quarter's nodes"
+
+
+def test_no_service_moves_a_namespace_to_another_cluster(platform_admin: Any, team_a: Team) -> None:
+    """Whatever the door: a move would delete it, pods and all, from its cluster unasked."""
+    namespace = NamespaceFactory(name="vision", team=team_a)
+    home = namespace.cluster_id
+    namespace.cluster = Cluster.objects.create(name="inference", display_name="Inference")
+    audited = AuditEvent.objects.count()
+    with pytest.raises(ValidationError) as refused:
+        save_namespace(actor=platform_admin, namespace=namespace, source="api")
+    assert refused.value.message_dict["cluster"][0].startswith(
+        "The namespace vision is on cluster default: it cannot move."
+    )
+    assert Namespace.objects.get(pk=namespace.pk).cluster_id == home
+    assert AuditEvent.objects.count() == audited
