@@ -10,6 +10,7 @@ from django.db import models
 from gpus.catalog import gpu_models, placement_errors, standard_configs
 from portal.clusters import cluster_key, unique_per_cluster
 from portal.names import label_value_errors, selector_matches
+from portal.scope import ScopedManager
 from portal.validators import validate_dns1123_label
 
 
@@ -34,6 +35,8 @@ class NodePool(models.Model):
         help_text="Intended nvidia.com/mig.config of every node in the pool.",
     )
     description = models.TextField(blank=True)
+
+    objects = ScopedManager["NodePool"]()
 
     class Meta:
         ordering = ["name", "cluster"]
