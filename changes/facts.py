@@ -76,7 +76,7 @@ def fleet_facts(
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
         )
-        for p in ObservedPod.objects.filter(cluster_id=cid)
+        for p in ObservedPod.objects.on(cid).filter()
     ]
     queues = queue_quotas(cid)
     quotas = []
@@ -283,7 +283,7 @@ def _node_facts(cluster_id: int) -> list[NodeFacts]:
             labels=n.labels,
             allocatable=n.gpu_offer(),
         )
-        for n in ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True)
+        for n in ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True)
     ]
 
 

@@ -82,9 +82,9 @@ def request_mig_change(
     cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(
-            ObservedNode.objects.filter(
-                cluster=cluster, gone_since__isnull=True, labels__contains=pool.node_selector
-            ).values_list("name", flat=True)
+            ObservedNode.objects.on(cluster)
+            .filter(gone_since__isnull=True, labels__contains=pool.node_selector)
+            .values_list("name", flat=True)
         )
     _check_request(cluster, nodes, target_config, reason)
     assessment = impact.assess(
@@ -173,13 +173,14 @@ def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
     """A node that is not on ``cluster`` but on another one is a field error naming where
     it is (a node known nowhere is left to the assessment, which blocks it)."""
     here = set(
-        ObservedNode.objects.filter(
-            cluster=cluster, name__in=nodes, gone_since__isnull=True
-        ).values_list("name", flat=True)
+        ObservedNode.objects.on(cluster)
+        .filter(name__in=nodes, gone_since__isnull=True)
+        .values_list("name", flat=True)
     )
     elsewhere: dict[str, list[str]] = {}
     for name, where in (
-        ObservedNode.objects.filter(name__in=set(nodes) - here, gone_since__isnull=True)
+        ObservedNode.objects.on_every_cluster()
+        .filter(name__in=set(nodes) - here, gone_since__isnull=True)
         .exclude(cluster=cluster)
         .order_by("name", "cluster__name")
         .values_list("name", "cluster__name")

@@ -115,11 +115,9 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
         if pool is not None and pool.node_selector:
             initial["cluster"] = pool.cluster.name
             initial["nodes"] = list(
-                ObservedNode.objects.filter(
-                    cluster=pool.cluster_id,
-                    gone_since__isnull=True,
-                    labels__contains=pool.node_selector,
-                ).values_list("name", flat=True)
+                ObservedNode.objects.on(pool.cluster_id)
+                .filter(gone_since__isnull=True, labels__contains=pool.node_selector)
+                .values_list("name", flat=True)
             )
     form = MigChangeForm(request.POST or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():

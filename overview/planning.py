@@ -77,9 +77,9 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
     fleet = fleet_facts(cluster=cluster)
     observed = {
         name: (cordoned, strategy)
-        for name, cordoned, strategy in ObservedNode.objects.filter(
-            cluster=cluster, gone_since__isnull=True
-        ).values_list("name", "unschedulable", "mig_strategy")
+        for name, cordoned, strategy in ObservedNode.objects.on(cluster)
+        .filter(gone_since__isnull=True)
+        .values_list("name", "unschedulable", "mig_strategy")
     }
     unhealthy = {
         row.node: tuple(
@@ -107,9 +107,9 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         for p in fleet.pools
     ]
     waiting = list(
-        ObservedWorkload.objects.filter(
-            cluster=cluster, admitted=False, finished=False
-        ).values_list("namespace", "name", "cluster_queue", "requests")
+        ObservedWorkload.objects.on(cluster)
+        .filter(admitted=False, finished=False)
+        .values_list("namespace", "name", "cluster_queue", "requests")
     )
     asked = list(
         QuotaChangeRequest.objects.filter(

@@ -356,11 +356,12 @@ def fleet_nodes(
     by its labels (the labels' index), not by reading every node's."""
     table = f'"{NODES}"'
     # The rows show no labels, capacity or taints: their JSON stays in the database.
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True).defer(
-        "labels", "capacity", "taints", "row_hash", "resource_version"
-    )
-    if pools.cluster_id is not None:
-        nodes = nodes.filter(cluster_id=pools.cluster_id)
+    nodes: QuerySet[Any] = (
+        ObservedNode.objects.on_every_cluster()
+        if pools.cluster_id is None
+        else ObservedNode.objects.on(pools.cluster_id)
+    ).defer("labels", "capacity", "taints", "row_hash", "resource_version")
+    nodes = nodes.filter(gone_since__isnull=True)
     if pool is None:
         pool_sql, pool_params = pools.of_node(table)
         intended_sql, intended_params = pools.intended(table)
