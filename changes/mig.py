@@ -27,6 +27,7 @@ from changes.notify import notify
 from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
 from cluster.models import Cluster, ObservedNode
+from fleet.membership import holds
 from fleet.models import NodePool
 from portal.audit import record_audit
 from portal.errors import DomainError
@@ -82,9 +83,11 @@ def request_mig_change(
     cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(
-            ObservedNode.objects.on(cluster)
-            .filter(gone_since__isnull=True, labels__contains=pool.node_selector)
-            .values_list("name", flat=True)
+            holds(
+                ObservedNode.objects.on(cluster).filter(gone_since__isnull=True),
+                pool,
+                NodePool.objects.on(cluster),
+            ).values_list("name", flat=True)
         )
     _check_request(cluster, nodes, target_config, reason)
     assessment = impact.assess(

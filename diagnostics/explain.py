@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from cluster.decode import quota_refusal
+from fleet.membership import pool_of
 from portal.quantity import QuantityError, parse_quantity
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
@@ -950,8 +951,8 @@ def fleet_view(
             tainted.setdefault(key, []).append(node.name)
     intended = {}
     for node in nodes:
-        pool = next((p for p in pools if p.mig_config and p.selects(node.labels)), None)
-        if pool is not None:
+        pool = pool_of(node.labels, pools)
+        if pool is not None and pool.mig_config:
             intended[node.name] = pool.mig_config
     return FleetView(
         offered=offered,

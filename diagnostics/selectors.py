@@ -50,6 +50,7 @@ from diagnostics.explain import (
     explain_workload,
     fleet_view,
 )
+from fleet.membership import pool_of
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
 from portal.batch import PAIRS, Read, pairs_params, read_together
@@ -211,13 +212,13 @@ def _build_explainer_view(cluster_id: int) -> FleetView:
     """One cluster's view: its nodes, pools, open drift and changes under way (another
     cluster's node of the same name is another node)."""
     nodes = list(ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True))
-    pools = list(NodePool.objects.on(cluster_id).exclude(mig_config=""))
+    pools = list(NodePool.objects.on(cluster_id))
     custom = custom_configs()
     cache: dict[tuple[str, str | None, int], dict[str, int] | None] = {}
     promised: dict[str, dict[str, int]] = {}
     for node in nodes:
-        pool = next((p for p in pools if p.selects(node.labels)), None)
-        if pool is None:
+        pool = pool_of(node.labels, pools)
+        if pool is None or not pool.mig_config:
             continue
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         key = (pool.mig_config, model, node.gpu_count)

@@ -37,6 +37,7 @@ from cluster.selectors import (
     open_drift_reads,
     statuses_of,
 )
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
@@ -247,8 +248,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404("No node of that name.")
     node = same_name[0]
     attach_health([node])
-    pools = NodePool.objects.filter(cluster=node.cluster).order_by("name")
-    pool = next((p for p in pools if p.selects(node.labels)), None)
+    pool = pool_of(node.labels, NodePool.objects.on(node.cluster))
     names = pod_names_for(request.user)
     pods = list(
         ObservedPod.objects.on(node.cluster).filter(node_name=name).order_by("namespace", "name")

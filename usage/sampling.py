@@ -21,6 +21,7 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product
 from portal.quantity import QuantityError, parse_quantity
@@ -174,7 +175,7 @@ def _share_lending(rows: list[Sample]) -> list[Sample]:
 def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per node pool of the cluster and GPU resource: allocated and allocatable (idle = the
     difference)."""
-    pools = list(NodePool.objects.filter(cluster_id=cluster_id).order_by("name"))
+    pools = list(NodePool.objects.on(cluster_id))
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
     )
@@ -183,7 +184,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         .filter(gone_since__isnull=True)
         .only("name", "labels", "allocatable", "allocated", "gpu_product")
     ):
-        pool = next((p.name for p in pools if p.selects(node.labels)), "(no pool)")
+        pool = getattr(pool_of(node.labels, pools), "name", "(no pool)")
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         for resource, value in (node.allocatable or {}).items():
             if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):

@@ -18,6 +18,7 @@ from changes.facts import fleet_facts, shortfalls_now
 from changes.impact import flavor_shortfalls
 from cluster.decode import gpu_offer
 from cluster.models import Drift, ObservedNode
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.models import NodeHealth
 from overview import selectors
@@ -95,7 +96,7 @@ def expected(rows: list[NodePool], nodes: list[ObservedNode]) -> dict[str, dict[
     for node in nodes:
         if node.gone_since is not None:
             continue
-        pool = next((p for p in rows if p.selects(node.labels)), None)
+        pool = pool_of(node.labels, [p for p in rows if p.cluster_id == node.cluster_id])
         entry = out[pool.name if pool else selectors.NO_POOL]
         h = health.get(node.name)
         drifted = bool(pool and pool.mig_config and node.mig_config != pool.mig_config)
