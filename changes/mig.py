@@ -44,9 +44,9 @@ def preview(
     nodes: list[str],
     config: str,
     request_id: int | None = None,
-    cluster: Cluster | None = None,
+    cluster: Cluster,
 ) -> dict[str, Any]:
-    """The assessment on ``cluster`` (by default the settings' one) without saving anything
+    """The assessment on ``cluster`` without saving anything
     (for the live preview), as ``viewer`` may read it: other teams' pods counted, never
     named."""
     assessed = impact.assess(

@@ -22,6 +22,7 @@ from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.models import NodeHealth
 from overview import selectors
+from portal.clusters import settings_cluster, settings_cluster_id
 from tests.factories import (
     ClusterQueueFactory,
     ObservedNodeFactory,
@@ -223,8 +224,8 @@ def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_py
                 }
             ]
         )
-    found = shortfalls_now()
-    assert found == flavor_shortfalls(fleet_facts())
+    found = shortfalls_now(settings_cluster_id())
+    assert found == flavor_shortfalls(fleet_facts(cluster=settings_cluster()))
     assert [s.flavor for s in found] == ["h100-a"]
 
 
