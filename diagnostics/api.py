@@ -18,7 +18,7 @@ from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.selectors import open_drift
 from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
-from diagnostics.selectors import explain_waiting
+from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
 from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 from portal.filters import allowed, no_such_team
@@ -157,9 +157,15 @@ def waiting_rows(namespaces: QuerySet[Namespace]) -> list[dict[str, Any]]:
     on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
     for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
         on_cluster[(cid, on)].append(name)
+    # Every cluster's rows in one round trip, however many clusters there are.
+    read, pods = read_waiting(
+        sorted((cid, n) for (cid, _), names in on_cluster.items() for n in names)
+    )
     rows: list[dict[str, Any]] = []
     for (cid, on), names in sorted(on_cluster.items(), key=lambda item: item[0][1]):
-        rows += _rows(on, *explain_waiting(sorted(names), cluster_id=cid))
+        here = [p for p in pods if p.cluster_id == cid]
+        found = explain_waiting(sorted(names), cluster_id=cid, pods=here, read=read.on(cid))
+        rows += _rows(on, *found)
     return rows
 
 

@@ -71,6 +71,10 @@ _WORKLOADS_SQL = (
     f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE {_PAIRS} "
     "AND NOT finished ORDER BY admitted, namespace, created_at"
 )
+_PENDING_SQL = (
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE {_PAIRS} AND phase = 'Pending' "
+    "ORDER BY namespace, name"
+)
 _FAILURES_SQL = (
     f"SELECT * FROM {ObservedCreateFailure._meta.db_table} WHERE {_PAIRS} "
     "AND last_seen >= %s ORDER BY namespace, kind, name"
@@ -112,6 +116,19 @@ def waiting_reads(pairs: Sequence[tuple[int, str]], now: dt.datetime) -> list[Re
         Read(CHANGING_SQL, [CHANGING], MigChangeRequest),
         *([version] if version is not None else []),
     ]
+
+
+def read_waiting(pairs: Sequence[tuple[int, str]]) -> tuple[WaitingRead, list[ObservedPod]]:
+    """What ``explain_waiting`` reads of these (cluster id, namespace) pairs and their
+    Pending pods, every cluster's in one round trip (a caller explains each cluster's with
+    ``WaitingRead.on`` and that cluster's pods)."""
+    if not pairs:
+        return WaitingRead([], [], []), []
+    pods, *rows = read_together(
+        Read(_PENDING_SQL, pairs_params(pairs), ObservedPod),
+        *waiting_reads(pairs, timezone.now()),
+    )
+    return WaitingRead(*rows), pods
 
 
 def waiting_in_namespaces(
