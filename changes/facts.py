@@ -7,7 +7,7 @@ PodDisruptionBudgets) is asked of the cluster for the changed nodes only, when t
 are gathered (a few LIST and GET calls through the gateway): it moves by the second and no
 poll keeps it. Without a configured cluster it is not read (and not mentioned).
 
-Every fact is one cluster's (by default the settings' one): its nodes, pods, namespaces,
+Every fact is one cluster's (the caller names it): its nodes, pods, namespaces,
 quotas, queues, flavors, pools and the nodes its open requests hold. A node of the same
 name on another cluster is another node."""
 
@@ -47,27 +47,21 @@ from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.batch import Read, read_together
 from portal.capacity import FleetCapacity
 from portal.clusters import settings_cluster_id
+from portal.scope import cluster_id_of
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem, Team
 
 log = logging.getLogger(__name__)
 
 
-def cluster_id_of(cluster: Cluster | int | None) -> int:
-    """The id of ``cluster`` (a row or an id; None: the settings' cluster)."""
-    if cluster is None:
-        return settings_cluster_id()
-    return cluster if isinstance(cluster, int) else int(cluster.pk)
-
-
 def fleet_facts(
     *,
-    cluster: Cluster | None = None,
+    cluster: Cluster,
     exclude_request: int | None = None,
     nodes: Iterable[str] | None = None,
 ) -> Fleet:
     """``cluster``'s observed fleet and desired quotas as plain facts (a fixed number of
-    queries; None: the settings' cluster); with ``nodes``, what decides the outcome of
+    queries); with ``nodes``, what decides the outcome of
     evicting their pods, from that cluster."""
     cid = cluster_id_of(cluster)
     team_of = dict(Namespace.objects.filter(cluster_id=cid).values_list("name", "team__slug"))
@@ -76,7 +70,7 @@ def fleet_facts(
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
         )
-        for p in ObservedPod.objects.filter(cluster_id=cid)
+        for p in ObservedPod.objects.on(cid).filter()
     ]
     queues = queue_quotas(cid)
     quotas = []
@@ -199,7 +193,7 @@ def queue_quotas_reads(cluster_id: int) -> list[Read]:
 
 
 def queue_quotas(
-    cluster: Cluster | int | None = None, read: Sequence[list[Any]] | None = None
+    cluster: Cluster | int, read: Sequence[list[Any]] | None = None
 ) -> list[QueueQuota]:
     """The cluster's ClusterQueues' nominal quotas of GPU resources, with the teams
     submitting to each (two queries; none when the page read them: ``read``, the rows of
@@ -225,10 +219,10 @@ def shortfalls_reads(cluster_id: int) -> list[Read]:
 
 
 def shortfalls_now(
-    cluster: Cluster | int | None = None, read: Sequence[list[Any]] | None = None
+    cluster: Cluster | int, read: Sequence[list[Any]] | None = None
 ) -> list[Shortfall]:
     """The (flavor, resource) pairs whose queues promise more than the nodes behind the
-    flavor offer now on ``cluster`` (by default the settings' one), with the capacity summed
+    flavor offer now on ``cluster``, with the capacity summed
     in the database (one query for the whole fleet: no node and no pod is loaded; ``read``:
     the rows of ``shortfalls_reads``, when the page read them with its own)."""
     cid = cluster_id_of(cluster)
@@ -283,7 +277,7 @@ def _node_facts(cluster_id: int) -> list[NodeFacts]:
             labels=n.labels,
             allocatable=n.gpu_offer(),
         )
-        for n in ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True)
+        for n in ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True)
     ]
 
 
@@ -314,7 +308,7 @@ def capacity_for(resources: Iterable[str], cluster_id: int | None = None) -> Fle
     offer of each of ``resources`` (the portal's capacity hook), on the cluster (by default
     the settings' one)."""
     # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
-    cid = cluster_id_of(cluster_id)
+    cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
     fleet = Fleet(nodes=_node_facts(cid), flavors=_flavors(cid))
     live = list(fleet.nodes)
     resources = set(resources)

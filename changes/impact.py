@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cluster.disruption import Budget, Owner, PodWork
+from fleet.membership import pool_of
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, most_per_gpu, promised_resources
 from portal.names import selector_matches
@@ -721,7 +722,7 @@ def _pool_notes(
     """Pool consistency (seed advice: do not mix MIG layouts in one pool) and intent."""
     notes = []
     for pool in fleet.pools:
-        members = [n for n in by_name.values() if selector_matches(pool.selector, n.labels)]
+        members = [n for n in by_name.values() if pool_of(n.labels, fleet.pools) is pool]
         touched = [n for n in members if n.name in after_of]
         if not touched:
             continue

@@ -27,6 +27,7 @@ from changes.notify import notify
 from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
 from cluster.models import Cluster, ObservedNode
+from fleet.membership import holds
 from fleet.models import NodePool
 from portal.audit import record_audit
 from portal.errors import DomainError
@@ -43,9 +44,9 @@ def preview(
     nodes: list[str],
     config: str,
     request_id: int | None = None,
-    cluster: Cluster | None = None,
+    cluster: Cluster,
 ) -> dict[str, Any]:
-    """The assessment on ``cluster`` (by default the settings' one) without saving anything
+    """The assessment on ``cluster`` without saving anything
     (for the live preview), as ``viewer`` may read it: other teams' pods counted, never
     named."""
     assessed = impact.assess(
@@ -82,8 +83,10 @@ def request_mig_change(
     cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(
-            ObservedNode.objects.filter(
-                cluster=cluster, gone_since__isnull=True, labels__contains=pool.node_selector
+            holds(
+                ObservedNode.objects.on(cluster).filter(gone_since__isnull=True),
+                pool,
+                NodePool.objects.on(cluster),
             ).values_list("name", flat=True)
         )
     _check_request(cluster, nodes, target_config, reason)
@@ -173,13 +176,14 @@ def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
     """A node that is not on ``cluster`` but on another one is a field error naming where
     it is (a node known nowhere is left to the assessment, which blocks it)."""
     here = set(
-        ObservedNode.objects.filter(
-            cluster=cluster, name__in=nodes, gone_since__isnull=True
-        ).values_list("name", flat=True)
+        ObservedNode.objects.on(cluster)
+        .filter(name__in=nodes, gone_since__isnull=True)
+        .values_list("name", flat=True)
     )
     elsewhere: dict[str, list[str]] = {}
     for name, where in (
-        ObservedNode.objects.filter(name__in=set(nodes) - here, gone_since__isnull=True)
+        ObservedNode.objects.on_every_cluster()
+        .filter(name__in=set(nodes) - here, gone_since__isnull=True)
         .exclude(cluster=cluster)
         .order_by("name", "cluster__name")
         .values_list("name", "cluster__name")

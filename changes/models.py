@@ -12,6 +12,7 @@ from django.db import models
 
 from changes.impact import verdict_label
 from portal.clusters import cluster_key
+from portal.scope import ScopedManager
 
 
 class MigChangeRequest(models.Model):
@@ -112,6 +113,8 @@ class MigChangeRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ScopedManager["MigChangeRequest"]()
+
     class Meta:
         db_table = "fleet_migchangerequest"
         ordering = ["-created_at"]
@@ -156,6 +159,8 @@ class NodeClaim(models.Model):
     node = models.CharField(max_length=253)
     request = models.ForeignKey(MigChangeRequest, on_delete=models.CASCADE, related_name="claims")
     claimed_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager["NodeClaim"]()
 
     class Meta:
         constraints = [
@@ -285,6 +290,8 @@ class QuotaChangeRequest(models.Model):
     warned_at = models.DateTimeField(null=True, blank=True)
     reverted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ScopedManager["QuotaChangeRequest"]()
 
     class Meta:
         db_table = "tenants_quotachangerequest"

@@ -25,6 +25,7 @@ from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
 from portal.audit import record_audit
+from portal.clusters import settings_cluster
 from portal.errors import DomainError
 from portal.notify import notify_event
 from portal.permissions import is_platform_admin, user_id
@@ -70,7 +71,7 @@ def _facts_of(namespace: Namespace | None, cq: ClusterQueue | None) -> Fleet:
     """The fleet of the cluster the namespace or ClusterQueue is on (the settings' cluster
     when neither is given)."""
     target = namespace or cq
-    return fleet_facts(cluster=target.cluster if target is not None else None)
+    return fleet_facts(cluster=target.cluster if target is not None else settings_cluster())
 
 
 # ----------------------------------------------------------------------------- assessment

@@ -23,6 +23,7 @@ from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedNode
+from fleet.membership import holds
 from fleet.models import NodePool
 from portal.clusters import chosen_cluster, cluster_choice
 from portal.errors import DomainError, user_message
@@ -115,10 +116,10 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
         if pool is not None and pool.node_selector:
             initial["cluster"] = pool.cluster.name
             initial["nodes"] = list(
-                ObservedNode.objects.filter(
-                    cluster=pool.cluster_id,
-                    gone_since__isnull=True,
-                    labels__contains=pool.node_selector,
+                holds(
+                    ObservedNode.objects.on(pool.cluster_id).filter(gone_since__isnull=True),
+                    pool,
+                    NodePool.objects.on(pool.cluster_id),
                 ).values_list("name", flat=True)
             )
     form = MigChangeForm(request.POST or None, user=request.user, initial=initial)

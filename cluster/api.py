@@ -83,7 +83,8 @@ class NodeViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedNode]):
     def get_queryset(self) -> Any:
         # Only the columns shown: labels and the poller's bookkeeping stay in the database.
         return (
-            ObservedNode.objects.filter(gone_since__isnull=True)
+            ObservedNode.objects.on_every_cluster()
+            .filter(gone_since__isnull=True)
             .select_related("cluster")
             .only(*NodeSerializer.Meta.fields, "cluster__name")
             .order_by("name", "cluster__name")
@@ -149,7 +150,9 @@ class MigConfigsViewSet(ClusterScoped, viewsets.ViewSet):
     @extend_schema(parameters=[OpenApiParameter("node", str, required=True)], responses={200: dict})
     def list(self, request: Request) -> Response:
         name = request.query_params.get("node", "")
-        node = self.one_named(ObservedNode.objects.filter(gone_since__isnull=True), name)
+        node = self.one_named(
+            ObservedNode.objects.on_every_cluster().filter(gone_since__isnull=True), name
+        )
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         custom = {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
         configs = valid_configs(node=name, model=model, gpu_count=node.gpu_count, custom=custom)

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Cluster, Drift, ObservedNode, ObservedObject
+from fleet.membership import holds
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from kube import ObjectRef
@@ -40,19 +41,19 @@ def record_drift(cluster: Cluster, *, now: dt.datetime) -> None:
 
 def mig_layout_drift(cluster_id: int) -> Found:
     """Nodes of a pool with an intended MIG config that are on another one, or whose MIG
-    Manager reports failed. A node that two pools select belongs to the first."""
+    Manager reports failed. A node that two pools select belongs to the one
+    ``fleet.membership`` says (the first by name, with a config or not)."""
     found: Found = {}
-    checked: set[str] = set()
-    pools = NodePool.objects.filter(cluster_id=cluster_id)
-    for pool in pools.exclude(mig_config="").exclude(node_selector={}):
+    pools = list(NodePool.objects.on(cluster_id))
+    for pool in pools:
+        if not pool.mig_config:
+            continue
         # Only the pool's nodes are loaded (jsonb containment), not the whole fleet.
-        nodes = ObservedNode.objects.filter(
-            cluster_id=cluster_id, gone_since__isnull=True, labels__contains=pool.node_selector
-        ).only("name", "mig_config", "mig_config_state", "mig_config_by", "allocatable")
+        live = ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True)
+        nodes = holds(live, pool, pools).only(
+            "name", "mig_config", "mig_config_state", "mig_config_by", "allocatable"
+        )
         for node in nodes:
-            if node.name in checked:
-                continue
-            checked.add(node.name)
             if node.mig_config == pool.mig_config and node.mig_config_state != "failed":
                 continue
             offers = ", ".join(

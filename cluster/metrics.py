@@ -15,7 +15,11 @@ def loop_gauges() -> Iterator[GaugeMetricFamily]:
     """Per cluster (label ``cluster``): its last poll's duration and outcome, the age of its
     last good poll; open drift by kind (three queries whatever the number of clusters)."""
     now = timezone.now()
-    newest = SyncRun.objects.filter(finished_at__isnull=False).order_by("cluster_id", "-started_at")
+    newest = (
+        SyncRun.objects.on_every_cluster()
+        .filter(finished_at__isnull=False)
+        .order_by("cluster_id", "-started_at")
+    )
     last = newest.select_related("cluster").distinct("cluster_id")
     good = dict(
         newest.filter(error="").distinct("cluster_id").values_list("cluster__name", "finished_at")
@@ -48,7 +52,10 @@ def loop_gauges() -> Iterator[GaugeMetricFamily]:
         labels=["kind"],
     )
     open_drift = dict(
-        Drift.objects.filter(resolved_at__isnull=True).values_list("kind").annotate(n=Count("id"))
+        Drift.objects.on_every_cluster()
+        .filter(resolved_at__isnull=True)
+        .values_list("kind")
+        .annotate(n=Count("id"))
     )
     for kind in Drift.Kind.values:
         drift.add_metric([kind], open_drift.get(kind, 0))

@@ -19,6 +19,7 @@ from django.db import models
 from cluster.decode import gpu_offer
 from cluster.discovery import Discovered
 from portal.clusters import cluster_key
+from portal.scope import ScopedManager
 from portal.validators import validate_dns1123_label
 
 # The seed's section 8.1: three kinds of cluster, each with its own priorities.
@@ -185,6 +186,8 @@ class AppliedObject(models.Model):
         "up its fields and never deletes it.",
     )
 
+    objects = ScopedManager["AppliedObject"]()
+
     class Meta:
         db_table = "sync_appliedobject"
         ordering = ["kind", "namespace", "name"]
@@ -215,6 +218,8 @@ class ObservedObject(models.Model):
     )
     last_seen = models.DateTimeField()
 
+    objects = ScopedManager["ObservedObject"]()
+
     class Meta:
         db_table = "sync_observedobject"
         ordering = ["kind", "namespace", "name"]
@@ -240,6 +245,8 @@ class SyncRun(models.Model):
     pods = models.PositiveIntegerField(default=0)
     changed = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+
+    objects = ScopedManager["SyncRun"]()
 
     class Meta:
         db_table = "sync_syncrun"
@@ -287,6 +294,8 @@ class ObservedNode(models.Model):
     first_seen = models.DateTimeField()
     last_changed = models.DateTimeField()
     gone_since = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager["ObservedNode"]()
 
     class Meta:
         db_table = "fleet_observednode"
@@ -364,6 +373,8 @@ class ObservedPod(models.Model):
     )
     last_changed = models.DateTimeField()
 
+    objects = ScopedManager["ObservedPod"]()
+
     class Meta:
         db_table = "fleet_observedpod"
         ordering = ["namespace", "name"]
@@ -421,6 +432,8 @@ class ObservedWorkload(models.Model):
     position_in_local_queue = models.IntegerField(null=True, blank=True)
     last_changed = models.DateTimeField()
 
+    objects = ScopedManager["ObservedWorkload"]()
+
     class Meta:
         db_table = "fleet_observedworkload"
         ordering = ["namespace", "name"]
@@ -449,6 +462,8 @@ class ObservedPodGroup(models.Model):
     message = models.TextField(blank=True)
     last_changed = models.DateTimeField()
 
+    objects = ScopedManager["ObservedPodGroup"]()
+
     class Meta:
         db_table = "fleet_observedpodgroup"
         ordering = ["namespace", "name"]
@@ -472,6 +487,8 @@ class ObservedCreateFailure(models.Model):
     message = models.TextField()
     count = models.PositiveIntegerField(default=1)
     last_seen = models.DateTimeField()
+
+    objects = ScopedManager["ObservedCreateFailure"]()
 
     class Meta:
         db_table = "fleet_observedcreatefailure"
@@ -504,6 +521,8 @@ class Drift(models.Model):
     first_seen = models.DateTimeField()
     last_seen = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager["Drift"]()
 
     class Meta:
         db_table = "fleet_drift"

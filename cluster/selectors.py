@@ -48,7 +48,12 @@ def amount_sql(value: str) -> str:
 
 
 def open_drift() -> QuerySet[Drift]:
-    return Drift.objects.filter(resolved_at__isnull=True).order_by("kind", "subject")
+    """Every cluster's open drift (a caller showing one cluster says ``.on(cluster)``)."""
+    return (
+        Drift.objects.on_every_cluster()
+        .filter(resolved_at__isnull=True)
+        .order_by("kind", "subject")
+    )
 
 
 def open_drift_reads(cluster_id: int, shown: int) -> list[Read]:
@@ -65,9 +70,11 @@ def open_drift_reads(cluster_id: int, shown: int) -> list[Read]:
 def cluster_runs(cluster: Cluster | None = None) -> QuerySet[SyncRun]:
     """The polls of ``cluster`` (None: the settings' one), the newest first."""
     if cluster is None:
-        runs = SyncRun.objects.filter(cluster__connection=Cluster.Connection.SETTINGS)
+        runs = SyncRun.objects.on_every_cluster().filter(
+            cluster__connection=Cluster.Connection.SETTINGS
+        )
     else:
-        runs = SyncRun.objects.filter(cluster=cluster)
+        runs = SyncRun.objects.on(cluster)
     return runs.order_by("-started_at")
 
 
@@ -77,14 +84,17 @@ def last_sync(cluster: Cluster | None = None) -> SyncRun | None:
 
 
 def apply_problems() -> QuerySet[AppliedObject]:
-    return AppliedObject.objects.exclude(outcome=AppliedObject.Outcome.APPLIED).order_by(
-        "kind", "name"
+    """Every cluster's objects whose last apply did not succeed."""
+    return (
+        AppliedObject.objects.on_every_cluster()
+        .exclude(outcome=AppliedObject.Outcome.APPLIED)
+        .order_by("kind", "name")
     )
 
 
 def apply_warnings() -> QuerySet[AppliedObject]:
-    """The objects whose last apply the API server warned about."""
-    return AppliedObject.objects.exclude(warnings=[]).order_by("kind", "name")
+    """Every cluster's objects whose last apply the API server warned about."""
+    return AppliedObject.objects.on_every_cluster().exclude(warnings=[]).order_by("kind", "name")
 
 
 def apply_notices_read() -> Read:
@@ -314,22 +324,20 @@ def loop_target() -> tuple[str, str]:
     return rendering_for(cluster)
 
 
-def first_in_line(
-    per_queue: int = 3, *, cluster_id: int | None = None
-) -> dict[str, list[ObservedWorkload]]:
+def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
-    ``cluster_id``: of that cluster only (None: the queue names of every cluster mixed)."""
+    ``cluster_id``: the cluster whose queues these are."""
     via_local_queue = LocalQueue.objects.filter(
         namespace__cluster_id=OuterRef("cluster_id"),
         namespace__name=OuterRef("namespace"),
         name=OuterRef("queue_name"),
     ).values("cluster_queue__name")[:1]
-    of_cluster = {"cluster_id": cluster_id} if cluster_id is not None else {}
     waiting = (
-        ObservedWorkload.objects.filter(admitted=False, finished=False, **of_cluster)
+        ObservedWorkload.objects.on(cluster_id)
+        .filter(admitted=False, finished=False)
         .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
         .exclude(queue=None)
     )
@@ -349,22 +357,21 @@ def first_in_line(
     return out
 
 
-def observed_kueue(cluster_id: int | None = None) -> ObservedKueue:
+def observed_kueue(cluster_id: int) -> ObservedKueue:
     """What the quota what-if starts from (five queries whatever the number of workloads):
     every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
     admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
-    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses; of
-    one cluster when ``cluster_id`` is given."""
-    mine = {} if cluster_id is None else {"cluster_id": cluster_id}
+    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses, on
+    cluster ``cluster_id``."""
     local_queues = {
         (ns, name): cq
-        for ns, name, cq in LocalQueue.objects.filter(
-            **({} if cluster_id is None else {"namespace__cluster_id": cluster_id})
-        ).values_list("namespace__name", "name", "cluster_queue__name")
+        for ns, name, cq in LocalQueue.objects.filter(namespace__cluster_id=cluster_id).values_list(
+            "namespace__name", "name", "cluster_queue__name"
+        )
     }
     workloads = []
-    for row in ObservedWorkload.objects.filter(finished=False, **mine).order_by(
-        "namespace", "name"
+    for row in (
+        ObservedWorkload.objects.on(cluster_id).filter(finished=False).order_by("namespace", "name")
     ):
         holds = bool(row.cluster_queue)
         workloads.append(
@@ -379,22 +386,24 @@ def observed_kueue(cluster_id: int | None = None) -> ObservedKueue:
                 admitted_at=row.admitted_at.timestamp() if row.admitted_at else 0.0,
             )
         )
-    fair = ObservedObject.objects.filter(
-        kind="ClusterQueue", status__has_key="fairSharing", **mine
-    ).exists()
+    observed = ObservedObject.objects.on(cluster_id)
+    fair = observed.filter(kind="ClusterQueue", status__has_key="fairSharing").exists()
     used: dict[str, dict[str, str]] = {}
-    for namespace, status in ObservedObject.objects.filter(
-        kind="ResourceQuota", **mine
-    ).values_list("namespace", "status"):
+    for namespace, status in observed.filter(kind="ResourceQuota").values_list(
+        "namespace", "status"
+    ):
         used.setdefault(namespace, {}).update((status or {}).get("used") or {})
     return ObservedKueue(
-        workloads=tuple(workloads), fair_sharing=fair, quota_used=used, refused=_refused(mine)
+        workloads=tuple(workloads),
+        fair_sharing=fair,
+        quota_used=used,
+        refused=_refused(cluster_id),
     )
 
 
-def _refused(mine: dict[str, int]) -> tuple[Refusal, ...]:
+def _refused(cluster_id: int) -> tuple[Refusal, ...]:
     refused = []
-    for failure in ObservedCreateFailure.objects.filter(**mine):
+    for failure in ObservedCreateFailure.objects.on(cluster_id):
         refusal = quota_refusal(failure.message)
         if refusal is None:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from django.conf import settings
@@ -13,10 +14,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cluster.connection import interactive_gateway
+from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.selectors import open_drift
 from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
-from diagnostics.selectors import explain_waiting
+from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
 from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 from portal.filters import allowed, no_such_team
@@ -145,27 +147,41 @@ class WaitingView(ClusterScoped, APIView):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
-        return Response(WaitingSerializer(waiting_rows(namespaces, cluster), many=True).data)
+        return Response(WaitingSerializer(waiting_rows(namespaces), many=True).data)
 
 
-def waiting_rows(namespaces: QuerySet[Namespace], cluster: Any) -> list[dict[str, Any]]:
-    """What waits in ``namespaces`` (on ``cluster``; None: on every cluster), each row
-    naming its cluster: only the rows of these namespaces on their own cluster (a name
-    another cluster has too may be another team's there)."""
-    mine: dict[tuple[int | None, str], str] = {
-        (cid, name): on
-        for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name")
-    }
-    workloads, pods, failures = explain_waiting(
-        sorted({name for _, name in mine}), cluster_id=None if cluster is None else cluster.pk
+def waiting_rows(namespaces: QuerySet[Namespace]) -> list[dict[str, Any]]:
+    """What waits in ``namespaces``, each row naming its cluster: each cluster's namespaces
+    explained on that cluster (a name another cluster has too may be another team's there,
+    and its nodes and queues are not this one's)."""
+    on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
+        on_cluster[(cid, on)].append(name)
+    # Every cluster's rows in one round trip, however many clusters there are.
+    read, pods = read_waiting(
+        sorted((cid, n) for (cid, _), names in on_cluster.items() for n in names)
     )
+    rows: list[dict[str, Any]] = []
+    for (cid, on), names in sorted(on_cluster.items(), key=lambda item: item[0][1]):
+        here = [p for p in pods if p.cluster_id == cid]
+        found = explain_waiting(sorted(names), cluster_id=cid, pods=here, read=read.on(cid))
+        rows += _rows(on, *found)
+    return rows
+
+
+def _rows(
+    on: str,
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+) -> list[dict[str, Any]]:
+    """The API's rows of what waits on the cluster named ``on``."""
     rows: list[dict[str, Any]] = []
     groups: list[tuple[str, list[Any]]] = [("Workload", workloads), ("Pod", pods), ("", failures)]
     for kind, found in groups:
         for item in found:
-            on = mine.get((item.cluster_id, item.namespace))
             why = item.why
-            if on is None or why is None:
+            if why is None:
                 continue
             rows.append(
                 {

@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlencode
 
 from cluster.decode import quota_refusal
+from fleet.membership import pool_of
 from portal.quantity import QuantityError, parse_quantity
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
@@ -78,7 +80,8 @@ def parse_failed_scheduling(message: str) -> SchedulerVerdict | None:
 
 @dataclass(frozen=True)
 class FleetView:
-    """What the explainer needs to know about the fleet."""
+    """What the explainer needs to know about one cluster's fleet (``cluster``: its name,
+    which the fix links carry, so a change is asked for on that cluster's nodes)."""
 
     offered: Mapping[str, int]  # resource -> allocatable across the fleet
     free: Mapping[str, int]  # resource -> allocatable minus allocated
@@ -93,6 +96,12 @@ class FleetView:
     changing: Mapping[str, int] = field(default_factory=dict)  # node -> running request id
     tainted: Sequence[str] = ()  # "key=value:Effect on node-a, node-b"
     cordoned: Sequence[str] = ()  # nodes marked unschedulable
+    cluster: str = ""  # the cluster's name ("": the only one)
+
+    def new_change(self, **query: str) -> str:
+        """The address of the MIG change form, on this view's cluster."""
+        on = {"cluster": self.cluster} if self.cluster else {}
+        return f"/changes/new/?{urlencode({**on, **query})}" if on or query else "/changes/new/"
 
     @cached_property
     def largest(self) -> Mapping[str, int]:
@@ -364,7 +373,7 @@ def _drifted(
         f"Ask for a MIG change that puts {node} back on {fleet.intended[node]}.",
         {
             "label": "Ask for a MIG change",
-            "url": f"/changes/new/?nodes={node}&target_config={fleet.intended[node]}",
+            "url": fleet.new_change(nodes=node, target_config=fleet.intended[node]),
         },
         evidence,
         topic="mig-mismatch",
@@ -386,7 +395,7 @@ def _not_offered(resource: str, fleet: FleetView, evidence: list[str]) -> Explan
     return Explanation(
         f"No node offers {resource}.{alternatives}",
         "Ask for a MIG change to a layout with this profile, or ask for a profile the fleet has.",
-        {"label": "Ask for a MIG change", "url": "/changes/new/"},
+        {"label": "Ask for a MIG change", "url": fleet.new_change()},
         evidence,
         topic="mig-mismatch" if "mig-" in resource else "insufficient-gpu",
         never=f"it can never fit because no node offers {resource}",
@@ -918,8 +927,11 @@ def fleet_view(
     drift: Sequence[Any],
     changing: Mapping[str, int],
     promised: Mapping[str, Mapping[str, int]],
+    *,
+    cluster: str = "",
 ) -> FleetView:
-    """Build the view from observed rows (ObservedNode, ObservedPod, NodePool, Drift)."""
+    """Build one cluster's view from its observed rows (ObservedNode, ObservedPod, NodePool,
+    Drift); ``cluster``, its name, goes into the fix links."""
     offered: dict[str, int] = {}
     free: dict[str, int] = {}
     per_node: dict[str, dict[str, int]] = {}
@@ -939,8 +951,8 @@ def fleet_view(
             tainted.setdefault(key, []).append(node.name)
     intended = {}
     for node in nodes:
-        pool = next((p for p in pools if p.mig_config and p.selects(node.labels)), None)
-        if pool is not None:
+        pool = pool_of(node.labels, pools)
+        if pool is not None and pool.mig_config:
             intended[node.name] = pool.mig_config
     return FleetView(
         offered=offered,
@@ -958,4 +970,5 @@ def fleet_view(
         changing=changing,
         tainted=[f"{key} on {', '.join(names)}" for key, names in sorted(tainted.items())],
         cordoned=sorted(n.name for n in nodes if getattr(n, "unschedulable", False)),
+        cluster=cluster,
     )

@@ -18,6 +18,7 @@ from django.utils import timezone
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
 from cluster.models import (
+    Cluster,
     ObservedCreateFailure,
     ObservedNode,
     ObservedObject,
@@ -49,6 +50,7 @@ from diagnostics.explain import (
     explain_workload,
     fleet_view,
 )
+from fleet.membership import pool_of
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
 from portal.batch import PAIRS, Read, pairs_params, read_together
@@ -69,6 +71,10 @@ _WORKLOADS_SQL = (
     f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE {_PAIRS} "
     "AND NOT finished ORDER BY admitted, namespace, created_at"
 )
+_PENDING_SQL = (
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE {_PAIRS} AND phase = 'Pending' "
+    "ORDER BY namespace, name"
+)
 _FAILURES_SQL = (
     f"SELECT * FROM {ObservedCreateFailure._meta.db_table} WHERE {_PAIRS} "
     "AND last_seen >= %s ORDER BY namespace, kind, name"
@@ -87,18 +93,18 @@ class WaitingRead:
     # the rows of ``explainer_version_read``, when the explainer's view was due a check
     version: list[tuple[Any, ...]] | None = None
 
-    def on(self, cluster_id: int | None) -> WaitingRead:
-        """The rows of one cluster's namespaces (the changes under way and the explainer's
-        version stay whole, as ``explain_waiting`` reads them)."""
+    def on(self, cluster_id: int) -> WaitingRead:
+        """The rows of one cluster's namespaces and the changes under way there (the
+        explainer's version stays whole, as ``explain_waiting`` reads it)."""
         return WaitingRead(
             [w for w in self.workloads if w.cluster_id == cluster_id],
             [f for f in self.failures if f.cluster_id == cluster_id],
-            self.changing,
+            [c for c in self.changing if c.cluster_id == cluster_id],
             self.version,
         )
 
 
-def waiting_reads(pairs: Sequence[tuple[int | None, str]], now: dt.datetime) -> list[Read]:
+def waiting_reads(pairs: Sequence[tuple[int, str]], now: dt.datetime) -> list[Read]:
     """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order:
     with, when the explainer's view of the fleet is due a check, the read of its version
     (so the check costs no round trip of its own)."""
@@ -112,33 +118,44 @@ def waiting_reads(pairs: Sequence[tuple[int | None, str]], now: dt.datetime) -> 
     ]
 
 
+def read_waiting(pairs: Sequence[tuple[int, str]]) -> tuple[WaitingRead, list[ObservedPod]]:
+    """What ``explain_waiting`` reads of these (cluster id, namespace) pairs and their
+    Pending pods, every cluster's in one round trip (a caller explains each cluster's with
+    ``WaitingRead.on`` and that cluster's pods)."""
+    if not pairs:
+        return WaitingRead([], [], []), []
+    pods, *rows = read_together(
+        Read(_PENDING_SQL, pairs_params(pairs), ObservedPod),
+        *waiting_reads(pairs, timezone.now()),
+    )
+    return WaitingRead(*rows), pods
+
+
 def waiting_in_namespaces(
-    namespaces: list[str], pods: list[ObservedPod] | None = None, cluster_id: int | None = None
+    namespaces: list[str], cluster_id: int, pods: list[ObservedPod] | None = None
 ) -> tuple[list[ObservedWorkload], list[ObservedPod]]:
-    """Workloads not admitted and Pending pods of these namespaces (of cluster
-    ``cluster_id``; None: of every cluster), with the reason (``pods``: the Pending pods,
-    when the caller has read them already)."""
+    """Workloads not finished and Pending pods of these namespaces of cluster ``cluster_id``
+    (``pods``: the Pending pods, when the caller has read them already)."""
     # Written out, as the failures below: the ORM took longer to build it than to run it.
     workloads = list(
         ObservedWorkload.objects.raw(
             f"SELECT * FROM {ObservedWorkload._meta.db_table} WHERE namespace = ANY(%s) "
-            "AND (%s::bigint IS NULL OR cluster_id = %s) "
-            "AND NOT finished ORDER BY admitted, namespace, created_at",
-            [list(namespaces), cluster_id, cluster_id],
+            "AND cluster_id = %s AND NOT finished ORDER BY admitted, namespace, created_at",
+            [list(namespaces), cluster_id],
         )
     )
     if pods is None:
-        of_cluster = {"cluster_id": cluster_id} if cluster_id is not None else {}
         pods = list(
-            ObservedPod.objects.filter(
-                namespace__in=namespaces, phase="Pending", **of_cluster
-            ).order_by("namespace", "name")
+            ObservedPod.objects.on(cluster_id)
+            .filter(namespace__in=namespaces, phase="Pending")
+            .order_by("namespace", "name")
         )
     return workloads, pods
 
 
-# This process's view of the fleet: "version", what it is built from as last read, and
-# "checked", when; "built", the view with the version read before it was built.
+# This process's view of each cluster's fleet: "version", what the views are built from as
+# last read, and "checked", when; "built", cluster id -> its view with the version read
+# before it was built.
 _EXPLAINER: dict[str, Any] = {}
 
 
@@ -186,34 +203,39 @@ def _take_version(rows: Sequence[tuple[Any, ...]]) -> None:
     _EXPLAINER["checked"] = time.monotonic()
 
 
-def explainer_view(version: Sequence[tuple[Any, ...]] | None = None) -> FleetView:
-    """The fleet as the explainer sees it, rebuilt only when the fleet, pools, configs, open
-    changes or drift changed (one small statement otherwise, ``explainer_version_read``:
-    ``version`` is its rows when the page read them already), and that checked at most
-    every QM_EXPLAINER_RECHECK_SECONDS per process (the fleet itself is polled every
-    QM_POLL_SECONDS: a second or two adds nothing to what a page can know). A view is kept
-    with the version read before it was built, so it is never taken for newer than it is."""
+def explainer_view(cluster_id: int, version: Sequence[tuple[Any, ...]] | None = None) -> FleetView:
+    """Cluster ``cluster_id``'s fleet as the explainer sees it, rebuilt only when the
+    fleet, pools, configs, open changes or drift changed (one small statement otherwise,
+    ``explainer_version_read``: ``version`` is its rows when the page read them already;
+    it sums up every cluster's, so a change anywhere has each cluster's view built again
+    when next asked for), and that checked at most every QM_EXPLAINER_RECHECK_SECONDS per
+    process (the fleet itself is polled every QM_POLL_SECONDS: a second or two adds nothing
+    to what a page can know). A view is kept with the version read before it was built, so
+    it is never taken for newer than it is."""
     if version is not None:
         _take_version(version)
     elif _explainer_due():
         _take_version(read_together(explainer_version_read())[0])
     version_now = _EXPLAINER["version"]
-    built = _EXPLAINER.get("built")
+    views: dict[int, tuple[Any, FleetView]] = _EXPLAINER.setdefault("built", {})
+    built = views.get(cluster_id)
     if built is None or built[0] != version_now:
-        built = (version_now, _build_explainer_view())
-        _EXPLAINER["built"] = built
+        built = (version_now, _build_explainer_view(cluster_id))
+        views[cluster_id] = built
     return built[1]
 
 
-def _build_explainer_view() -> FleetView:
-    nodes = list(ObservedNode.objects.filter(gone_since__isnull=True))
-    pools = list(NodePool.objects.exclude(mig_config=""))
+def _build_explainer_view(cluster_id: int) -> FleetView:
+    """One cluster's view: its nodes, pools, open drift and changes under way (another
+    cluster's node of the same name is another node)."""
+    nodes = list(ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True))
+    pools = list(NodePool.objects.on(cluster_id))
     custom = custom_configs()
     cache: dict[tuple[str, str | None, int], dict[str, int] | None] = {}
     promised: dict[str, dict[str, int]] = {}
     for node in nodes:
-        pool = next((p for p in pools if p.selects(node.labels)), None)
-        if pool is None:
+        pool = pool_of(node.labels, pools)
+        if pool is None or not pool.mig_config:
             continue
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         key = (pool.mig_config, model, node.gpu_count)
@@ -228,14 +250,21 @@ def _build_explainer_view() -> FleetView:
         if cache[key]:
             promised[node.name] = dict(cache[key] or {})
     changing = {}
-    for pk, held in MigChangeRequest.objects.filter(state__in=CHANGING).values_list("pk", "nodes"):
+    for pk, held in (
+        MigChangeRequest.objects.on(cluster_id)
+        .filter(state__in=CHANGING)
+        .values_list("pk", "nodes")
+    ):
         for name in held:
             changing[name] = pk
-    return fleet_view(nodes, [], pools, list(open_drift()), changing, promised)
+    drift = list(open_drift().filter(cluster_id=cluster_id))
+    name = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True).first() or ""
+    return fleet_view(nodes, [], pools, drift, changing, promised, cluster=name)
 
 
-def gangs_of(pods: list[ObservedPod]) -> dict[tuple[str, str], Gang]:
-    """The gangs these pods belong to, with where their members are (two queries)."""
+def gangs_of(pods: list[ObservedPod], cluster_id: int) -> dict[tuple[str, str], Gang]:
+    """The gangs these pods of cluster ``cluster_id`` belong to, with where their members
+    are (two queries)."""
     keys = {(p.namespace, p.group_name) for p in pods}
     if not keys:
         return {}
@@ -243,10 +272,14 @@ def gangs_of(pods: list[ObservedPod]) -> dict[tuple[str, str], Gang]:
     names = {k[1] for k in keys}
     groups = {
         (g.namespace, g.name): g
-        for g in ObservedPodGroup.objects.filter(namespace__in=namespaces, name__in=names)
+        for g in ObservedPodGroup.objects.on(cluster_id).filter(
+            namespace__in=namespaces, name__in=names
+        )
     }
     members: dict[tuple[str, str], list[ObservedPod]] = {}
-    for member in ObservedPod.objects.filter(namespace__in=namespaces, group_name__in=names):
+    for member in ObservedPod.objects.on(cluster_id).filter(
+        namespace__in=namespaces, group_name__in=names
+    ):
         members.setdefault((member.namespace, member.group_name), []).append(member)
     out = {}
     for key, group in groups.items():
@@ -283,22 +316,26 @@ def _waiting(workload: ObservedWorkload, now: dt.datetime, pending: dict[str, in
     )
 
 
-def _pending_per_cluster_queue(workloads: list[ObservedWorkload]) -> dict[str, int]:
-    """ClusterQueue -> its status.pendingWorkloads, read (one query) only when a workload
-    waits without a word from Kueue and without a place in line."""
+def _pending_per_cluster_queue(
+    workloads: list[ObservedWorkload], cluster_id: int
+) -> dict[str, int]:
+    """ClusterQueue of cluster ``cluster_id`` -> its status.pendingWorkloads, read (one
+    query) only when a workload waits without a word from Kueue and without a place in line."""
     if not any(not w.admitted and not w.message and w.position is None for w in workloads):
         return {}
     return {
         name: int(status.get("pendingWorkloads") or 0)
-        for name, status in ObservedObject.objects.filter(kind="ClusterQueue").values_list(
-            "name", "status"
-        )
+        for name, status in ObservedObject.objects.on(cluster_id)
+        .filter(kind="ClusterQueue")
+        .values_list("name", "status")
     }
 
 
-def _explain_pods(pods: list[ObservedPod], version: list[tuple[Any, ...]] | None = None) -> None:
-    gangs = gangs_of([p for p in pods if p.group_name])
-    view = explainer_view(version)
+def _explain_pods(
+    pods: list[ObservedPod], cluster_id: int, version: list[tuple[Any, ...]] | None = None
+) -> None:
+    gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
+    view = explainer_view(cluster_id, version)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
         if gang is not None:
@@ -326,8 +363,8 @@ def explain_waiting(
     namespaces: list[str],
     *,
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    cluster_id: int,
     pods: list[ObservedPod] | None = None,
-    cluster_id: int | None = None,
     read: WaitingRead | None = None,
 ) -> tuple[list[ObservedWorkload], list[ObservedPod], list[ObservedCreateFailure]]:
     """What waits in these namespaces, each waiting workload and pod with ``.why`` (an
@@ -338,11 +375,13 @@ def explain_waiting(
     ResourceQuota) -> its observed status, is what a page already read (its bars count
     from it); without it, the quotas a refusal names are read here (one query). ``pods``
     are the Pending pods of these namespaces, ordered by namespace and name, when the caller
-    read them already (the home, with its running ones). ``cluster_id``: the namespaces of
-    that cluster (None: of every cluster). ``read``: their workloads, refused creations and
-    the changes under way, when the caller read them already (with ``pods``)."""
+    read them already (the home, with its running ones). ``cluster_id``: the cluster the
+    namespaces are on; everything the explanations and estimates count is read there (a
+    page showing several clusters asks once per cluster). ``read``: their workloads, refused
+    creations and the cluster's changes under way, when the caller read them already (with
+    ``pods``, and ``WaitingRead.on`` the cluster)."""
     if read is None:
-        workloads, pods = waiting_in_namespaces(namespaces, pods, cluster_id)
+        workloads, pods = waiting_in_namespaces(namespaces, cluster_id, pods)
     elif pods is None:
         raise ValueError("a caller that read the namespaces' rows reads their pods too")
     else:
@@ -353,17 +392,16 @@ def explain_waiting(
         cq_of = {
             (ns, lq): cq
             for ns, lq, cq in LocalQueue.objects.filter(
-                namespace__name__in=namespaces,
-                **({"namespace__cluster_id": cluster_id} if cluster_id is not None else {}),
+                namespace__name__in=namespaces, namespace__cluster_id=cluster_id
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
     version = None if read is None else read.version
     if pods:
-        _explain_pods(pods, version)
+        _explain_pods(pods, cluster_id, version)
     elif version is not None:  # the page sent the check: it counts, though no pod needs the view
         _take_version(version)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
-    pending = _pending_per_cluster_queue(workloads)
+    pending = _pending_per_cluster_queue(workloads, cluster_id)
     for workload in workloads:
         cluster_queue = workload.cluster_queue or cq_of.get(
             (workload.namespace, workload.queue_name), ""
@@ -392,17 +430,21 @@ def explain_waiting(
         )
     found = None if read is None else read.failures
     failures = _create_failures(namespaces, now, quotas, cluster_id, found)
-    attach_estimates(workloads, pods, failures, now, None if read is None else read.changing)
+    changing = None if read is None else read.changing
+    attach_estimates(workloads, pods, failures, now, cluster_id, changing)
     return workloads, pods, failures
 
 
-def observed_quotas(namespaces: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(namespace, ResourceQuota) -> its status as last polled (``hard``, ``used``)."""
+def observed_quotas(
+    namespaces: list[str], cluster_id: int
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, ResourceQuota) -> its status as last polled on cluster ``cluster_id``
+    (``hard``, ``used``)."""
     return {
         (ns, name): status or {}
-        for ns, name, status in ObservedObject.objects.filter(
-            kind="ResourceQuota", namespace__in=namespaces
-        ).values_list("namespace", "name", "status")
+        for ns, name, status in ObservedObject.objects.on(cluster_id)
+        .filter(kind="ResourceQuota", namespace__in=namespaces)
+        .values_list("namespace", "name", "status")
     }
 
 
@@ -410,7 +452,7 @@ def _create_failures(
     namespaces: list[str],
     now: dt.datetime,
     quotas: Mapping[tuple[str, str], Mapping[str, Any]] | None,
-    cluster_id: int | None = None,
+    cluster_id: int,
     found: list[ObservedCreateFailure] | None = None,
 ) -> list[ObservedCreateFailure]:
     """Controllers whose pods the API server refuses, counted against the quotas as last
@@ -423,12 +465,12 @@ def _create_failures(
             ObservedCreateFailure.objects.raw(
                 f"SELECT * FROM {ObservedCreateFailure._meta.db_table} "
                 "WHERE namespace = ANY(%s) AND last_seen >= %s "
-                "AND (%s::bigint IS NULL OR cluster_id = %s) ORDER BY namespace, kind, name",
-                [list(namespaces), now - REFUSALS_KEPT, cluster_id, cluster_id],
+                "AND cluster_id = %s ORDER BY namespace, kind, name",
+                [list(namespaces), now - REFUSALS_KEPT, cluster_id],
             )
         )
     if failures and quotas is None:
-        quotas = observed_quotas(sorted({f.namespace for f in failures}))
+        quotas = observed_quotas(sorted({f.namespace for f in failures}), cluster_id)
     for failure in failures:
         failure.why = explain_create_failure(  # type: ignore[attr-defined]
             namespace=failure.namespace,
@@ -559,14 +601,20 @@ def _timing(change: MigChangeRequest, now: dt.datetime) -> tuple[int | None, boo
     return starts_in, change.state == MigChangeRequest.State.RUNNING
 
 
-def _node_changes(changes: list[MigChangeRequest], now: dt.datetime) -> list[NodeChange]:
-    """What each node of an approved MIG change not done yet offers after it (two queries,
-    only when there is such a change)."""
-    changes = [c for c in changes if c.kind == MigChangeRequest.Kind.MIG and c.target_config]
+def _node_changes(
+    changes: list[MigChangeRequest], now: dt.datetime, cluster_id: int
+) -> list[NodeChange]:
+    """What each node of an approved MIG change on cluster ``cluster_id`` not done yet offers
+    after it (two queries, only when there is such a change)."""
+    changes = [
+        c
+        for c in changes
+        if c.kind == MigChangeRequest.Kind.MIG and c.target_config and c.cluster_id == cluster_id
+    ]
     if not changes:
         return []
     names = {n for c in changes for n in c.nodes}
-    nodes = {n.name: n for n in ObservedNode.objects.filter(name__in=names)}
+    nodes = {n.name: n for n in ObservedNode.objects.on(cluster_id).filter(name__in=names)}
     custom = custom_configs()
     out = []
     for change in changes:
@@ -609,10 +657,10 @@ class _Queues:
     and admitted, every team's: their places and quota count, never their names), read in a
     fixed number of queries."""
 
-    def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime) -> None:
+    def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime, cluster_id: int) -> None:
         self.now = now
-        self.queues = {cq.name: cq for cq in ClusterQueue.objects.all()}
-        self.cohorts = {c.pk: c for c in Cohort.objects.all()}
+        self.queues = {cq.name: cq for cq in ClusterQueue.objects.on(cluster_id)}
+        self.cohorts = {c.pk: c for c in Cohort.objects.on(cluster_id)}
         wanted = {w.cluster_queue for w in waiting if w.cluster_queue}
         tree_of = {q: _root(cq.cohort_id, self.cohorts) for q, cq in self.queues.items()}
         trees = {tree_of[q] for q in wanted if q in tree_of} - {None}
@@ -621,7 +669,8 @@ class _Queues:
             (ns, lq): (cq, stop)
             for ns, lq, cq, stop in LocalQueue.objects.filter(
                 Q(cluster_queue__name__in=self.names)
-                | Q(namespace__name__in={w.namespace for w in waiting})
+                | Q(namespace__name__in={w.namespace for w in waiting}),
+                namespace__cluster_id=cluster_id,
             ).values_list("namespace__name", "name", "cluster_queue__name", "stop_policy")
         }
         self.lines: dict[str, Line] = {}
@@ -629,7 +678,8 @@ class _Queues:
         self.admitted: dict[str, list[ObservedWorkload]] = {}
         self.in_line: dict[str, list[ObservedWorkload]] = {}
         for other in (
-            ObservedWorkload.objects.filter(finished=False)
+            ObservedWorkload.objects.on(cluster_id)
+            .filter(finished=False)
             .filter(
                 Q(cluster_queue__in=self.names)
                 | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
@@ -693,12 +743,14 @@ def attach_estimates(
     pods: list[ObservedPod],
     failures: list[ObservedCreateFailure],
     now: dt.datetime,
+    cluster_id: int,
     changing: list[MigChangeRequest] | None = None,
 ) -> None:
-    """``.estimate`` on each waiting workload, Pending pod and refused creation (None on an
-    admitted workload), dated from ``now``: a fixed number of queries however much waits
-    or ran before. ``changing``: the MIG changes under way, when the caller read them."""
-    _estimate_all(workloads, pods, failures, now, changing)
+    """``.estimate`` on each waiting workload, Pending pod and refused creation of cluster
+    ``cluster_id`` (None on an admitted workload), dated from ``now``: a fixed number of
+    queries however much waits or ran before, each line counted on that cluster.
+    ``changing``: the MIG changes under way, when the caller read them."""
+    _estimate_all(workloads, pods, failures, now, cluster_id, changing)
     for item in [*workloads, *pods, *failures]:
         if item.estimate is not None:  # type: ignore[attr-defined]
             item.estimate = dated(item.estimate, now)  # type: ignore[attr-defined]
@@ -709,6 +761,7 @@ def _estimate_all(
     pods: list[ObservedPod],
     failures: list[ObservedCreateFailure],
     now: dt.datetime,
+    cluster_id: int,
     changing: list[MigChangeRequest] | None = None,
 ) -> None:
     waiting = [w for w in workloads if not w.admitted]
@@ -716,15 +769,17 @@ def _estimate_all(
         workload.estimate = None  # type: ignore[attr-defined]
     changes: list[MigChangeRequest] = []
     if waiting or pods:
-        changes = (
+        found = (
             list(MigChangeRequest.objects.raw(CHANGING_SQL, [CHANGING]))
             if changing is None
             else changing
         )
+        changes = [c for c in found if c.cluster_id == cluster_id]
     if waiting:
-        queues = _Queues(waiting, now)
+        queues = _Queues(waiting, now, cluster_id)
         raised = _queue_changes(changes, now)
         by_queue, by_namespace = run_times(
+            cluster_id=cluster_id,
             cluster_queues=[w.cluster_queue for w in waiting],
             namespaces=[w.namespace for w in waiting],
             now=now,
@@ -748,7 +803,7 @@ def _estimate_all(
                 never=workload.why.never,  # type: ignore[attr-defined]
                 requeue_in_s=back,
             )
-    _estimate_pods(workloads, pods, _node_changes(changes, now) if pods else [])
+    _estimate_pods(workloads, pods, _node_changes(changes, now, cluster_id) if pods else [])
     for failure in failures:
         failure.estimate = estimate_refused(never=failure.why.never)  # type: ignore[attr-defined]
 

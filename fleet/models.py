@@ -9,7 +9,8 @@ from django.db import models
 
 from gpus.catalog import gpu_models, placement_errors, standard_configs
 from portal.clusters import cluster_key, unique_per_cluster
-from portal.names import label_value_errors, selector_matches
+from portal.names import label_value_errors
+from portal.scope import ScopedManager
 from portal.validators import validate_dns1123_label
 
 
@@ -35,6 +36,8 @@ class NodePool(models.Model):
     )
     description = models.TextField(blank=True)
 
+    objects = ScopedManager["NodePool"]()
+
     class Meta:
         ordering = ["name", "cluster"]
         constraints = [
@@ -44,9 +47,10 @@ class NodePool(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def selects(self, labels: dict[str, str]) -> bool:
-        """Whether a node with ``labels`` is in the pool (a pool without labels has none)."""
-        return bool(self.node_selector) and selector_matches(self.node_selector, labels)
+    @property
+    def selector(self) -> dict[str, str]:
+        """The labels that pick the pool's nodes (which of them it holds: ``fleet.membership``)."""
+        return dict(self.node_selector or {})
 
 
 class MigConfig(models.Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import models
 
 from portal.clusters import cluster_key
+from portal.scope import ScopedManager
 
 
 class NodeHealth(models.Model):
@@ -23,6 +24,8 @@ class NodeHealth(models.Model):
     worst = models.CharField(
         max_length=8, default="ok", help_text="ok, info, warning or critical", db_index=True
     )
+
+    objects = ScopedManager["NodeHealth"]()
 
     class Meta:
         db_table = "fleet_nodehealth"

@@ -13,10 +13,13 @@ from portal.selectors import pod_names_for
 
 
 def health_of(nodes: list[ObservedNode]) -> dict[tuple[int | None, str], NodeHealth]:
-    """(cluster id, node name) -> the node's last GPU health, for ``nodes`` (one query)."""
+    """(cluster id, node name) -> the node's last GPU health, for ``nodes`` of any cluster
+    (one query)."""
     return {
         (h.cluster_id, h.node): h
-        for h in NodeHealth.objects.filter(node__in=[n.name for n in nodes])
+        for h in NodeHealth.objects.on_every_cluster().filter(
+            cluster_id__in={n.cluster_id for n in nodes}, node__in={n.name for n in nodes}
+        )
     }
 
 
@@ -43,21 +46,14 @@ def attach_health(
         )
 
 
-def unhealthy_nodes() -> frozenset[str]:
-    """Nodes whose GPUs need attention (a warning or worse)."""
-    return frozenset(
-        NodeHealth.objects.filter(worst__in=("warning", "critical")).values_list("node", flat=True)
-    )
-
-
 def health_for_user(
     user: User, *, node: str = "", worst: str = "", cluster: Any = None
 ) -> list[dict[str, Any]]:
     """Every node's health (one node's, or those at one level; of one cluster or all),
     pods of other teams unnamed."""
-    rows = NodeHealth.objects.select_related("cluster")
-    if cluster is not None:
-        rows = rows.filter(cluster=cluster)
+    rows = (
+        NodeHealth.objects.on_every_cluster() if cluster is None else NodeHealth.objects.on(cluster)
+    ).select_related("cluster")
     if node:
         rows = rows.filter(node=node)
     if worst:

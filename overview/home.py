@@ -29,6 +29,7 @@ from portal.batch import PAIRS, Read, pairs_params, read_together
 from portal.clusters import cluster_choice
 from portal.permissions import user_id
 from portal.quantity import QuantityError, parse_quantity
+from portal.scope import cluster_id_of
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
 
@@ -124,9 +125,9 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     last_visit, any_grant, any_hit = visit[0]
     statuses, pods, waiting = _observed_from(observed)
-    on_cluster: dict[int | None, list[Any]] = defaultdict(list)
+    on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
-        on_cluster[ns.cluster_id].append(ns)
+        on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
     for cluster_id, group in on_cluster.items():
         here = [p for p in pods if p.cluster_id == cluster_id]
         _observe(cluster_id, group, statuses, here, waiting.on(cluster_id), last_visit)
@@ -153,7 +154,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _observe(
-    cluster_id: int | None,
+    cluster_id: int,
     namespaces: list[Any],
     statuses: Statuses,
     pods: list[ObservedPod],
@@ -170,7 +171,7 @@ def _observe(
     running = [p for p in pods if p.phase == "Running"]
     waiting = [p for p in pods if p.phase == "Pending"]
     workloads, pending, failures = explain_waiting(
-        names, quotas=quotas, pods=waiting, cluster_id=cluster_id, read=read
+        names, cluster_id=cluster_id, quotas=quotas, pods=waiting, read=read
     )
     per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
     for ns in namespaces:

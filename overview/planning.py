@@ -34,6 +34,7 @@ from changes.mig import request_mig_change
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.planner import Demand, Plan, PlanNode, PlanPool, Problem, plan
 from cluster.models import Cluster, ObservedNode, ObservedWorkload
+from fleet import membership
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import most_per_gpu
@@ -77,9 +78,9 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
     fleet = fleet_facts(cluster=cluster)
     observed = {
         name: (cordoned, strategy)
-        for name, cordoned, strategy in ObservedNode.objects.filter(
-            cluster=cluster, gone_since__isnull=True
-        ).values_list("name", "unschedulable", "mig_strategy")
+        for name, cordoned, strategy in ObservedNode.objects.on(cluster)
+        .filter(gone_since__isnull=True)
+        .values_list("name", "unschedulable", "mig_strategy")
     }
     unhealthy = {
         row.node: tuple(
@@ -94,7 +95,7 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         for row in NodeHealth.objects.filter(cluster=cluster)
     }
     pool_of = {
-        node.name: next((p.name for p in fleet.pools if _selects(p.selector, node.labels)), "")
+        node.name: getattr(membership.pool_of(node.labels, fleet.pools), "name", "")
         for node in fleet.nodes
     }
     nodes = _plan_nodes(fleet, pool_of, observed, unhealthy)
@@ -107,9 +108,9 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         for p in fleet.pools
     ]
     waiting = list(
-        ObservedWorkload.objects.filter(
-            cluster=cluster, admitted=False, finished=False
-        ).values_list("namespace", "name", "cluster_queue", "requests")
+        ObservedWorkload.objects.on(cluster)
+        .filter(admitted=False, finished=False)
+        .values_list("namespace", "name", "cluster_queue", "requests")
     )
     asked = list(
         QuotaChangeRequest.objects.filter(
@@ -118,10 +119,6 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
     )
     demand = gather_demand(fleet, pool_of, waiting, asked)
     return Problem(nodes, demand, pools, fleet.custom_configs), fleet
-
-
-def _selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    return bool(selector) and selector_matches(selector, labels)
 
 
 def _plan_nodes(

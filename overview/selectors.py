@@ -5,7 +5,6 @@ whole fleet) a page at a time, those needing attention first, found by name or l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from django.db.models.expressions import RawSQL
 
 from cluster.models import Cluster, ObservedNode
 from cluster.selectors import amount_sql
+from fleet.membership import case_sql, holds, holds_none
 from fleet.models import NodePool
 from health.models import NodeHealth
 from portal.batch import Read, read_together
@@ -104,19 +104,8 @@ class Pools:
 
     def case(self, values: Sequence[Any], default: Any, table: str) -> tuple[str, list[Any]]:
         """SQL giving, for a node row of ``table``, ``values[i]`` of its pool ``i``
-        (``default`` when no pool selects it), and its parameters."""
-        whens: list[str] = []
-        params: list[Any] = []
-        several = self.cluster_id is None  # a pool selects the nodes of its own cluster
-        for pool, value in zip(self.rows, values, strict=True):
-            if pool.node_selector:
-                mine = f"{table}.cluster_id = %s AND " if several else ""
-                whens.append(f"WHEN {mine}{table}.labels @> %s::jsonb THEN %s")
-                params += [*([pool.cluster_id] if several else []), json.dumps(pool.node_selector)]
-                params.append(value)
-        if not whens:
-            return "%s", [default]
-        return f"(CASE {' '.join(whens)} ELSE %s END)", [*params, default]
+        (``default`` when no pool holds it), and its parameters (``fleet.membership``)."""
+        return case_sql(self.rows, values, default, table, per_cluster=self.cluster_id is None)
 
     def of_node(self, table: str) -> tuple[str, list[Any]]:
         """SQL: the index of the node's pool (-1 for none)."""
@@ -356,11 +345,12 @@ def fleet_nodes(
     by its labels (the labels' index), not by reading every node's."""
     table = f'"{NODES}"'
     # The rows show no labels, capacity or taints: their JSON stays in the database.
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True).defer(
-        "labels", "capacity", "taints", "row_hash", "resource_version"
-    )
-    if pools.cluster_id is not None:
-        nodes = nodes.filter(cluster_id=pools.cluster_id)
+    nodes: QuerySet[Any] = (
+        ObservedNode.objects.on_every_cluster()
+        if pools.cluster_id is None
+        else ObservedNode.objects.on(pools.cluster_id)
+    ).defer("labels", "capacity", "taints", "row_hash", "resource_version")
+    nodes = nodes.filter(gone_since__isnull=True)
     if pool is None:
         pool_sql, pool_params = pools.of_node(table)
         intended_sql, intended_params = pools.intended(table)
@@ -387,17 +377,9 @@ def fleet_nodes(
 
 
 def _in_pool(nodes: QuerySet[ObservedNode], pools: Pools, index: int) -> QuerySet[ObservedNode]:
-    """The nodes of pool ``index`` (-1: of no pool): those its labels select that no pool
-    before it selects."""
-    selecting = [p for p in pools.rows if p.node_selector]
-    if index >= 0:
-        own = pools.rows[index]
-        if not own.node_selector:
-            return nodes.none()
-        nodes = nodes.filter(cluster=own.cluster, labels__contains=own.node_selector)
-        selecting = [
-            p for p in pools.rows[:index] if p.node_selector and p.cluster_id == own.cluster_id
-        ]
-    for earlier in selecting:
-        nodes = nodes.exclude(cluster=earlier.cluster, labels__contains=earlier.node_selector)
-    return nodes
+    """The nodes of pool ``index`` (-1: of no pool), as ``fleet.membership`` holds them."""
+    if index < 0:
+        return holds_none(nodes, pools.rows, per_cluster=True)
+    own = pools.rows[index]
+    theirs = [p for p in pools.rows if p.cluster_id == own.cluster_id]
+    return holds(nodes.filter(cluster=own.cluster), own, theirs)

@@ -37,6 +37,7 @@ from cluster.selectors import (
     open_drift_reads,
     statuses_of,
 )
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.selectors import attach_health
 from overview import selectors
@@ -238,7 +239,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     the page linking the others. A node the chosen cluster lacks is another cluster's (a
     link that names no cluster, from a page of every cluster, still finds it)."""
     chosen = cluster_choice(request).chosen
-    found = ObservedNode.objects.filter(name=name).select_related("cluster")
+    found = ObservedNode.objects.on_every_cluster().filter(name=name).select_related("cluster")
     same_name = sorted(
         found.order_by("cluster__name"),
         key=lambda n: chosen is not None and n.cluster_id != chosen.pk,
@@ -247,13 +248,10 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         raise Http404("No node of that name.")
     node = same_name[0]
     attach_health([node])
-    pools = NodePool.objects.filter(cluster=node.cluster).order_by("name")
-    pool = next((p for p in pools if p.selects(node.labels)), None)
+    pool = pool_of(node.labels, NodePool.objects.on(node.cluster))
     names = pod_names_for(request.user)
     pods = list(
-        ObservedPod.objects.filter(cluster=node.cluster, node_name=name).order_by(
-            "namespace", "name"
-        )
+        ObservedPod.objects.on(node.cluster).filter(node_name=name).order_by("namespace", "name")
     )
     shown = [p for p in pods if names.named(p.namespace)]
     history = list(
@@ -261,9 +259,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .filter(cluster=node.cluster, nodes__contains=[name])
         .order_by("-created_at")[:20]
     )
-    drift = list(
-        Drift.objects.filter(cluster=node.cluster, subject=name).order_by("-first_seen")[:20]
-    )
+    drift = list(Drift.objects.on(node.cluster).filter(subject=name).order_by("-first_seen")[:20])
     context = {
         "node": node,
         "also_on": [n.cluster for n in same_name[1:]],
@@ -311,9 +307,11 @@ def _queues_of(cluster: Cluster, user: Any, mine: set[tuple[int, str]] | None) -
     """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw."""
     statuses: dict[tuple[str, str], Any] = {}
     local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
-    for o in ObservedObject.objects.filter(
-        cluster=cluster, kind__in=["ClusterQueue", "Cohort", "LocalQueue"]
-    ).only("kind", "namespace", "name", "status"):
+    for o in (
+        ObservedObject.objects.on(cluster)
+        .filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"])
+        .only("kind", "namespace", "name", "status")
+    ):
         if o.kind == "LocalQueue":
             local[(o.namespace, o.name)] = o.status
         else:

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from portal.clusters import cluster_key, unique_per_cluster
+from portal.scope import ScopedManager
 from queues import rules
 from tenants.models import Namespace, validate_dns1123_label, validate_dns1123_subdomain
 
@@ -45,6 +46,8 @@ class ResourceFlavor(models.Model):
         max_length=253, blank=True, validators=[validate_dns1123_subdomain]
     )
     description = models.TextField(blank=True)
+
+    objects = ScopedManager["ResourceFlavor"]()
 
     class Meta:
         ordering = ["name", "cluster"]
@@ -83,6 +86,8 @@ class Cohort(models.Model):
         default=list, blank=True, help_text="Extra quota shared by the cohort's members."
     )
     description = models.TextField(blank=True)
+
+    objects = ScopedManager["Cohort"]()
 
     class Meta:
         ordering = ["name", "cluster"]
@@ -193,6 +198,8 @@ class ClusterQueue(models.Model):
     )
     resource_groups = models.JSONField(default=list, blank=True)
     description = models.TextField(blank=True)
+
+    objects = ScopedManager["ClusterQueue"]()
 
     class Meta:
         ordering = ["name", "cluster"]

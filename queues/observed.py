@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from portal.scope import cluster_id_of
 from queues.whatif import Refusal, Workload
 
 
@@ -24,7 +25,7 @@ class ObservedKueue:
     known: bool = True
 
 
-Provider = Callable[[int | None], ObservedKueue]
+Provider = Callable[[int], ObservedKueue]
 _provider: list[Provider] = []
 
 
@@ -32,8 +33,8 @@ def provide(provider: Provider) -> None:
     _provider[:] = [provider]
 
 
-def observed_kueue(cluster_id: int | None = None) -> ObservedKueue:
-    """What the loop observed (of one cluster when ``cluster_id`` is given)."""
+def observed_kueue(cluster_id: int | None) -> ObservedKueue:
+    """What the loop observed on cluster ``cluster_id`` (a row's key: None is refused)."""
     if not _provider:
         return ObservedKueue(known=False)
-    return _provider[0](cluster_id)
+    return _provider[0](cluster_id_of(cluster_id))

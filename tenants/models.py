@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from portal.clusters import cluster_key, unique_per_cluster
+from portal.scope import ScopedManager
 from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import (
     LIMIT_TYPES,
@@ -138,6 +139,8 @@ class Namespace(models.Model):
     name = models.CharField(max_length=63, validators=[validate_dns1123_label])
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespaces")
     description = models.TextField(blank=True)
+
+    objects = ScopedManager["Namespace"]()
 
     class Meta:
         ordering = ["name", "cluster"]

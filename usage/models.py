@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db import models
 
 from portal.clusters import cluster_key
+from portal.scope import ScopedManager
 
 
 class Sample(models.Model):
@@ -40,6 +41,8 @@ class Sample(models.Model):
     gpu_share = models.FloatField(
         default=0, help_text="``used`` in whole GPUs (MIG profiles weighted by their share)."
     )
+
+    objects = ScopedManager["Sample"]()
 
     class Meta:
         indexes = [
@@ -76,6 +79,8 @@ class Rollup(models.Model):
     pending_seconds = models.FloatField(default=0)
     gpu_seconds = models.FloatField(default=0)
     peak_used = models.FloatField(default=0)
+
+    objects = ScopedManager["Rollup"]()
 
     class Meta:
         constraints = [
@@ -117,6 +122,8 @@ class WorkloadRecord(models.Model):
     admitted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     gpu_share = models.FloatField(default=0)
+
+    objects = ScopedManager["WorkloadRecord"]()
 
     class Meta:
         constraints = [

@@ -16,14 +16,18 @@ HISTORY_DAYS = 30  # older runs say little about today's queue
 LATEST = 200  # per queue or namespace: the latest runs are the ones that count
 
 
-def _latest(key: str, values: Iterable[str], since: dt.datetime) -> dict[str, list[float]]:
-    """``key`` ("cluster_queue" or "namespace") -> the run times in seconds of its latest
-    ``LATEST`` finished workloads since ``since`` (one query, whatever the history's size)."""
+def _latest(
+    key: str, values: Iterable[str], since: dt.datetime, cluster_id: int
+) -> dict[str, list[float]]:
+    """``key`` ("cluster_queue" or "namespace") of cluster ``cluster_id`` -> the run times in
+    seconds of its latest ``LATEST`` finished workloads since ``since`` (one query, whatever
+    the history's size)."""
     names = sorted(set(values) - {""})
     if not names:
         return {}
     rows = (
-        WorkloadRecord.objects.filter(
+        WorkloadRecord.objects.on(cluster_id)
+        .filter(
             Q(**{f"{key}__in": names}),
             admitted_at__isnull=False,
             finished_at__gte=since,
@@ -45,9 +49,17 @@ def _latest(key: str, values: Iterable[str], since: dt.datetime) -> dict[str, li
 
 
 def run_times(
-    *, cluster_queues: Iterable[str], namespaces: Iterable[str], now: dt.datetime
+    *,
+    cluster_id: int,
+    cluster_queues: Iterable[str],
+    namespaces: Iterable[str],
+    now: dt.datetime,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """The run times of the latest finished workloads of these ClusterQueues and of these
-    namespaces, from the last ``HISTORY_DAYS`` days (two queries)."""
+    namespaces of cluster ``cluster_id`` (another cluster's queue of the same name is
+    another queue), from the last ``HISTORY_DAYS`` days (two queries)."""
     since = now - dt.timedelta(days=HISTORY_DAYS)
-    return _latest("cluster_queue", cluster_queues, since), _latest("namespace", namespaces, since)
+    return (
+        _latest("cluster_queue", cluster_queues, since, cluster_id),
+        _latest("namespace", namespaces, since, cluster_id),
+    )

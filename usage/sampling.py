@@ -21,6 +21,7 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product
 from portal.quantity import QuantityError, parse_quantity
@@ -50,7 +51,7 @@ def _number(text: Any) -> float:
 def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per team namespace of the cluster and GPU resource: requested, running, pending pods,
     quota."""
-    nodes = ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True)
+    nodes = ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True)
     model_of = {
         n.name: model_for_product(n.gpu_product) if n.gpu_product else None
         for n in nodes.only("name", "gpu_product")
@@ -61,8 +62,10 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "requested": 0.0, "pending": 0.0, "gpu_share": 0.0, "capacity": -1.0}
     )
-    for pod in ObservedPod.objects.filter(cluster_id=cluster_id, namespace__in=team_of).only(
-        "namespace", "node_name", "phase", "gpu_requests"
+    for pod in (
+        ObservedPod.objects.on(cluster_id)
+        .filter(namespace__in=team_of)
+        .only("namespace", "node_name", "phase", "gpu_requests")
     ):
         for resource, count in (pod.gpu_requests or {}).items():
             row = rows[(pod.namespace, resource)]
@@ -95,9 +98,11 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
 def fleet_models(cluster_id: int | None = None) -> list[str]:
     """The GPU models of a cluster's fleet (every cluster's: None), most nodes first."""
     counts: Counter[str] = Counter()
-    nodes = ObservedNode.objects.filter(gone_since__isnull=True)
-    if cluster_id is not None:
-        nodes = nodes.filter(cluster_id=cluster_id)
+    nodes = (
+        ObservedNode.objects.on_every_cluster()
+        if cluster_id is None
+        else ObservedNode.objects.on(cluster_id)
+    ).filter(gone_since__isnull=True)
     for product in nodes.values_list("gpu_product", flat=True):
         model = model_for_product(product) if product else None
         if model:
@@ -109,7 +114,7 @@ def queue_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per ClusterQueue of the cluster, flavor and GPU resource: in use, borrowed, lent
     (estimated), nominal."""
     models = fleet_models(cluster_id)
-    observed = ObservedObject.objects.filter(cluster_id=cluster_id, kind="ClusterQueue")
+    observed = ObservedObject.objects.on(cluster_id).filter(kind="ClusterQueue")
     status = {o.name: o.status for o in observed.only("name", "status")}
     rows = []
     for cq in ClusterQueue.objects.filter(cluster_id=cluster_id).select_related("cohort"):
@@ -170,14 +175,16 @@ def _share_lending(rows: list[Sample]) -> list[Sample]:
 def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per node pool of the cluster and GPU resource: allocated and allocatable (idle = the
     difference)."""
-    pools = list(NodePool.objects.filter(cluster_id=cluster_id).order_by("name"))
+    pools = list(NodePool.objects.on(cluster_id))
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
     )
-    for node in ObservedNode.objects.filter(cluster_id=cluster_id, gone_since__isnull=True).only(
-        "name", "labels", "allocatable", "allocated", "gpu_product"
+    for node in (
+        ObservedNode.objects.on(cluster_id)
+        .filter(gone_since__isnull=True)
+        .only("name", "labels", "allocatable", "allocated", "gpu_product")
     ):
-        pool = next((p.name for p in pools if p.selects(node.labels)), "(no pool)")
+        pool = getattr(pool_of(node.labels, pools), "name", "(no pool)")
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         for resource, value in (node.allocatable or {}).items():
             if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):
@@ -215,7 +222,7 @@ def record_workloads(now: dt.datetime, cluster_id: int) -> int:
     }
     changed = 0
     seen = set()
-    observed = ObservedWorkload.objects.filter(cluster_id=cluster_id)
+    observed = ObservedWorkload.objects.on(cluster_id).filter()
     for w in observed.exclude(created_at__isnull=True):
         assert w.created_at is not None
         seen.add((w.namespace, w.name, w.created_at))
@@ -289,7 +296,12 @@ def take_sample(*, now: dt.datetime | None = None, force: bool = False) -> int:
 def take_sample_after_poll(*, now: dt.datetime | None = None) -> int:
     """A sample when a poll succeeded since the last one (a poller that is down leaves a
     gap in the history, never stale numbers); at most every QM_SAMPLE_SECONDS."""
-    run = SyncRun.objects.filter(finished_at__isnull=False).order_by("-started_at").first()
+    run = (  # the newest poll of any cluster
+        SyncRun.objects.on_every_cluster()
+        .filter(finished_at__isnull=False)
+        .order_by("-started_at")
+        .first()
+    )
     if run is None or not run.ok:
         return 0
     # A read, not the sample's lock: the sample takes it (outside a transaction a locking

@@ -17,6 +17,7 @@ from cluster.models import ObservedCreateFailure
 from cluster.poll import poll_cluster
 from diagnostics.selectors import explain_waiting
 from kube import Gateway, ObjectRef
+from portal.clusters import settings_cluster_id
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +50,9 @@ def waiting(
     deadline = time.monotonic() + 10
     while True:
         poll_cluster(gateway=gateway)
-        workloads, pods, failures = explain_waiting(["team-a", "team-b"])
+        workloads, pods, failures = explain_waiting(
+            ["team-a", "team-b"], cluster_id=settings_cluster_id()
+        )
         found = {
             **{
                 f"workload {w.namespace}/{w.name}": w.why.cause for w in workloads if not w.admitted
@@ -132,5 +135,5 @@ def test_a_refused_creation_goes_with_its_job(waiting: dict[str, Any], gateway: 
     assert gateway.list("v1", "Event", field_selector="reason=FailedCreate")  # still there
     poll_cluster(gateway=gateway)
     assert not ObservedCreateFailure.objects.filter(name="eval-sweep").exists()
-    _, _, failures = explain_waiting(["team-a"])
+    _, _, failures = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
     assert failures == []

@@ -17,6 +17,7 @@ from cluster.models import ObservedPod
 from cluster.poll import poll_cluster
 from diagnostics.selectors import explain_waiting
 from kube import Gateway
+from portal.clusters import settings_cluster_id
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def test_a_mig_pod_given_a_whole_gpu_by_the_seed_limit_range(
     deadline = time.monotonic() + 10
     while True:
         poll_cluster(gateway=gateway)
-        _, pods, _ = explain_waiting(["team-a"])
+        _, pods, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
         why = next((p.why for p in pods if p.name == "vision-3g"), None)
         if (why is not None and why.cause == CAUSE) or time.monotonic() > deadline:
             break

@@ -22,6 +22,7 @@ from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
 from cluster.poll import poll_cluster
 from kube import Gateway, ObjectRef
 from portal import outbox
+from portal.clusters import settings_cluster
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
@@ -133,7 +134,11 @@ def test_the_seed_incident_end_to_end(gateway: Gateway) -> None:
         dev[("a100-80gb-balanced", "nvidia.com/mig-3g.40gb")],
     ) == (0, 0, 0)
     # Nothing the change touched is left promising what does not exist.
-    assert [s for s in flavor_shortfalls(fleet_facts()) if s.flavor == "a100-80gb-balanced"] == []
+    assert [
+        s
+        for s in flavor_shortfalls(fleet_facts(cluster=settings_cluster()))
+        if s.flavor == "a100-80gb-balanced"
+    ] == []
     story = list(
         AuditEvent.objects.filter(target_type="changes.migchangerequest")
         .order_by("id")

@@ -447,10 +447,11 @@ def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed:
         "All 16 mig-3g.40gb in the fleet are in use (0 free, the pod needs 1): gpu-a100-03 would offer 16 more"
         in page
     )
-    assert 'href="/changes/new/?nodes=gpu-a100-03&amp;target_config=all-3g.40gb"' in page
+    fix = "/changes/new/?cluster=default&amp;nodes=gpu-a100-03&amp;target_config=all-3g.40gb"
+    assert f'href="{fix}"' in page  # the fix names the cluster the node is on
     login(client, "member-a")  # a member reads why, and is not sent to a form they may not use
     member = client.get("/").content.decode()
-    assert "would offer 16 more" in member and "/changes/new/?nodes=" not in member
+    assert "would offer 16 more" in member and "nodes=gpu-a100-03" not in member
     assert "your team's lead can ask for it" in member
     login(client, "lead-a")
     form = client.get("/changes/new/?nodes=gpu-a100-03&target_config=all-3g.40gb").content.decode()

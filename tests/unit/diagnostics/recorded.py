@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.decode import node_values
 from diagnostics.explain import FleetView, fleet_view
+from fleet.membership import carries
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 KUEUE = DATA / "kueue-samples"
@@ -39,8 +40,9 @@ HELD = {
     "gpu-h100-02": {"nvidia.com/gpu": 2},
 }
 A100_POOL = SimpleNamespace(
+    name="train",
     mig_config="all-3g.40gb",
-    selects=lambda labels: labels.get("nvidia.com/gpu.product", "").startswith("NVIDIA-A100"),
+    selector={"quartermaster.io/pool": "train"},
 )
 
 
@@ -56,7 +58,9 @@ def recorded_fleet(
         values["unschedulable"] = values["unschedulable"] or name in cordoned
         rows.append(SimpleNamespace(**values))
     promised = {
-        row.name: {"nvidia.com/mig-3g.40gb": 16} for row in rows if A100_POOL.selects(row.labels)
+        row.name: {"nvidia.com/mig-3g.40gb": 16}
+        for row in rows
+        if carries(A100_POOL.selector, row.labels)
     }
     return fleet_view(rows, [], [A100_POOL], [], {}, promised)
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 import diagnostics.selectors as selectors
 from cluster.models import Drift, ObservedNode
 from fleet.models import MigConfig, NodePool
+from portal.clusters import settings_cluster_id
 from tests.factories import (
     MigChangeRequestFactory,
     NamespaceFactory,
@@ -33,9 +34,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     built: list[int] = []
     build = selectors._build_explainer_view
 
-    def counted() -> Any:
+    def counted(cluster_id: int) -> Any:
         built.append(1)
-        return build()
+        return build(cluster_id)
 
     monkeypatch.setattr(selectors, "_build_explainer_view", counted)
     selectors._EXPLAINER.clear()
@@ -103,20 +104,23 @@ def test_the_view_is_built_again_when_what_it_is_built_from_changes(
     ObservedNodeFactory(name="gpu-node-a", labels={"pool": "train"})
     NodePool.objects.create(name="train", node_selector={"pool": "train"}, mig_config="all-3g.40gb")
     MigConfig.objects.create(name="custom", gpu_model="A100-80GB", devices={"3g.40gb": 2})
-    first = selectors.explainer_view()
-    assert selectors.explainer_view() is first and len(builds) == 1  # nothing changed
+    first = selectors.explainer_view(settings_cluster_id())
+    assert (
+        selectors.explainer_view(settings_cluster_id()) is first and len(builds) == 1
+    )  # nothing changed
     change()
-    assert selectors.explainer_view() is not first and len(builds) == 2
-    assert selectors.explainer_view() is not first and len(builds) == 2
+    assert selectors.explainer_view(settings_cluster_id()) is not first and len(builds) == 2
+    assert selectors.explainer_view(settings_cluster_id()) is not first and len(builds) == 2
 
 
 def test_a_check_that_is_not_due_reads_nothing(builds: list[int], settings: Any) -> None:
     settings.QM_EXPLAINER_RECHECK_SECONDS = 600
     ObservedNodeFactory(name="gpu-node-a")
-    first = selectors.explainer_view()
+    cluster_id = settings_cluster_id()
+    first = selectors.explainer_view(cluster_id)
     node_changed()
     with CaptureQueriesContext(connection) as queries:
-        assert selectors.explainer_view() is first
+        assert selectors.explainer_view(cluster_id) is first
     assert len(queries) == 0 and len(builds) == 1
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from cluster.models import ObservedObject, ObservedWorkload
 from diagnostics.selectors import explain_waiting
+from portal.clusters import settings_cluster_id
 from tests.factories import NamespaceFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def test_an_admitted_workload_shows_its_stuck_pod_and_the_pod_its_workload() -> 
         queue_name="team-a-train",
         workload_name="job-train-b1845",
     )
-    workloads, pods, _ = explain_waiting(["team-a"])
+    workloads, pods, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
     why = {w.name: w.why for w in workloads}  # type: ignore[attr-defined]
     assert why["job-fine"] is None
     assert why["job-train-b1845"].cause == (
@@ -86,7 +87,7 @@ def test_a_workload_kueue_says_nothing_about_says_how_long_and_behind_whom() -> 
         created_at=now - dt.timedelta(seconds=5),
         last_changed=now,
     )
-    workloads, _, _ = explain_waiting(["team-a"])
+    workloads, _, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
     causes = {w.name: w.why.cause for w in workloads}  # type: ignore[attr-defined]
     assert causes == {
         "job-quiet": "Kueue wrote no reason for it; it has waited 11 min, one of 3 pending "

@@ -18,9 +18,11 @@ from changes.facts import fleet_facts, shortfalls_now
 from changes.impact import flavor_shortfalls
 from cluster.decode import gpu_offer
 from cluster.models import Drift, ObservedNode
+from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.models import NodeHealth
 from overview import selectors
+from portal.clusters import settings_cluster, settings_cluster_id
 from tests.factories import (
     ClusterQueueFactory,
     ObservedNodeFactory,
@@ -95,7 +97,7 @@ def expected(rows: list[NodePool], nodes: list[ObservedNode]) -> dict[str, dict[
     for node in nodes:
         if node.gone_since is not None:
             continue
-        pool = next((p for p in rows if p.selects(node.labels)), None)
+        pool = pool_of(node.labels, [p for p in rows if p.cluster_id == node.cluster_id])
         entry = out[pool.name if pool else selectors.NO_POOL]
         h = health.get(node.name)
         drifted = bool(pool and pool.mig_config and node.mig_config != pool.mig_config)
@@ -222,8 +224,8 @@ def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_py
                 }
             ]
         )
-    found = shortfalls_now()
-    assert found == flavor_shortfalls(fleet_facts())
+    found = shortfalls_now(settings_cluster_id())
+    assert found == flavor_shortfalls(fleet_facts(cluster=settings_cluster()))
     assert [s.flavor for s in found] == ["h100-a"]
 
 

@@ -380,6 +380,7 @@ def test_namespaces_on_several_clusters_are_read_together_each_on_its_own_cluste
     NamespaceFactory(name="team-a", team=team_b, cluster=spare)
     waiting_on(infer, "infer")
     waiting_on(spare, "spare")
+    queries()  # and its view of the new cluster's fleet, once
     three, page = queries()
     assert three == one, (one, three)
     assert "pod-default" in page and "pod-infer" in page and "job-infer" in page

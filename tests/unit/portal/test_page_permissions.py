@@ -131,7 +131,7 @@ def objects(demo: None) -> dict[str, int]:
         reason="x",
         namespace=Namespace.objects.get(name="team-a"),
     )
-    mc_node_free = fleet_facts(exclude_request=mc.pk)
+    mc_node_free = fleet_facts(cluster=settings_cluster(), exclude_request=mc.pk)
     assessment = impact.assess(mc_node_free, targets=["gpu-a100-03"], config="", drain=True)
     drain = MigChangeRequestFactory(
         kind="drain",
