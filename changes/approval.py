@@ -9,8 +9,9 @@ is shown exactly when the service would accept it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
@@ -19,12 +20,14 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from changes.models import TERMINAL_STATES, MigChangeRequest, NodeClaim, QuotaChangeRequest
+from portal.audit import SYSTEM, Actor
 from portal.errors import DomainError
 from portal.permissions import is_approver, is_platform_admin, user_id
 from tenants.models import Membership, Team
 
 User = AbstractBaseUser | AnonymousUser
 State = MigChangeRequest.State
+T = TypeVar("T")
 
 # Every allowed transition of a MIG change or drain; anything else raises, changes nothing.
 TRANSITIONS: dict[str, set[str]] = {
@@ -41,6 +44,32 @@ TRANSITIONS: dict[str, set[str]] = {
 }
 CANCELLABLE = (State.PENDING, State.APPROVED, State.SCHEDULED)
 ROLLBACK_FROM = (State.FAILED, State.SUCCEEDED)
+
+
+def acting_for(request: MigChangeRequest | QuotaChangeRequest) -> Actor:
+    """Who work done because of a decision acts as (its audit rows name them): the person
+    who approved the request, or the system when no person did (an auto-approval rule)."""
+    approver = request.decided_by if request.decided_by_id is not None else None
+    return approver if approver is not None else SYSTEM
+
+
+def decide_on_fresh(
+    *,
+    shown: str,
+    fresh: str,
+    blocked: bool = False,
+    approve: Callable[[], object],
+    reassess: Callable[[], T],
+) -> T | None:
+    """The one rule of an approval on a fresh assessment (called with the request locked):
+    approve when the assessment made now (``fresh``, its fingerprint) is the one the
+    approver was shown (``shown``) and does not block; otherwise store the fresh one
+    (``reassess``) and return what it answers, so the caller refuses the approval and the
+    approver reads the new assessment and decides again. None: approved."""
+    if fresh == shown and not blocked:
+        approve()
+        return None
+    return reassess()
 
 
 def teams_user_may_request_for(user: User) -> QuerySet[Team]:

@@ -19,12 +19,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from changes.approval import User, refuse_own, require_decider
+from changes.approval import User, decide_on_fresh, refuse_own, require_decider
 from changes.facts import fleet_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
-from portal.audit import record_audit
+from portal.audit import SYSTEM, Actor, Event, System, record_audit
 from portal.errors import DomainError
 from portal.notify import notify_event
 from portal.permissions import is_platform_admin, user_id
@@ -35,7 +35,6 @@ from portal.quantity import (
     parse_quantity,
 )
 from portal.removal import Consequences
-from portal.services import Actor
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Membership, Namespace, Team
@@ -499,7 +498,7 @@ def _create_request(
         raise ValidationError(refused) from None
     record_audit(
         actor=actor,
-        event="quota_change.requested",
+        event=Event.QUOTA_CHANGE_REQUESTED,
         source=source,
         target=request,
         team=request.team,
@@ -520,12 +519,16 @@ def _create_request(
     )
     if rule is not None and not request.override_reason:
         comment = f"Approved by rule “{rule.name}”."
-        _approve(request, approver=None, comment=comment, rule=rule, source=source)
+        robot = System(f"auto-approval rule “{rule.name}”"[:150])
+        _approve(request, approver=robot, comment=comment, rule=rule, source=source)
     return request
 
 
-def _apply_value(request: QuotaChangeRequest, value: str) -> None:
-    """Write ``value`` into desired state (the cluster loop applies it)."""
+def _apply_value(request: QuotaChangeRequest, value: str, *, actor: Actor, source: str) -> None:
+    """Write ``value`` into desired state (the cluster loop applies it) as ``actor`` (the
+    approver, or the system ending a grant): the write serves ``request``, whose assessment
+    bounded it by the fleet's ceiling (an admin's override included), and its audit row
+    names the request."""
     if request.kind == Kind.NAMESPACE:
         assert request.namespace is not None
         hard = dict(request.namespace.quota_items.values_list("resource", "hard"))
@@ -534,31 +537,27 @@ def _apply_value(request: QuotaChangeRequest, value: str) -> None:
         else:
             hard.pop(request.resource, None)
         set_namespace_quota(
-            actor=None,
-            namespace=request.namespace,
-            hard=hard,
-            source="task",
-            # The request's own assessment bounded it (an admin's override included).
-            override_reason=request.override_reason or f"quota request #{request.pk}",
+            actor=actor, namespace=request.namespace, hard=hard, source=source, serves=request
         )
         return
     assert request.cluster_queue_id is not None
     cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)
     cq.set_nominal_quota(request.flavor, request.resource, value)
-    save_cluster_queue(actor=None, cluster_queue=cq, source="task")
+    save_cluster_queue(actor=actor, cluster_queue=cq, source=source, serves=request)
 
 
 def _approve(
     request: QuotaChangeRequest,
     *,
-    approver: User | None,
+    approver: Actor,
     comment: str,
     rule: AutoApprovalRule | None = None,
     source: str = "web",
 ) -> None:
+    """Approve and apply (``approver``: a person, or the system for an auto-approval rule)."""
     updated = QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
         state=State.APPROVED,
-        decided_by=approver if approver is not None and approver.is_authenticated else None,
+        decided_by=approver if not isinstance(approver, System) else None,
         decision_comment=comment,
         decided_at=timezone.now(),
         auto_rule=rule,
@@ -567,11 +566,11 @@ def _approve(
     if not updated:
         raise DomainError("This request was already decided.", code="conflict")
     request.refresh_from_db()
-    _apply_value(request, request.requested)
+    _apply_value(request, request.requested, actor=approver, source=source)
     _notify("approved", request)
     record_audit(
         actor=approver,
-        event="quota_change.auto_approved" if rule else "quota_change.approved",
+        event=Event.QUOTA_CHANGE_AUTO_APPROVED if rule else Event.QUOTA_CHANGE_APPROVED,
         source=source,
         target=request,
         team=request.team,
@@ -632,20 +631,14 @@ def approve_quota_change(
         )
         # The values shown are part of the fingerprint; what the approver saw must be what
         # the request shows now and what an assessment made now says.
-        if fresh["fingerprint"] == shown == shown_fingerprint(request):
-            _approve(request, approver=approver, comment=comment, source=source)
-            return request
-        was = request.previous
-        QuotaChangeRequest.objects.filter(pk=request.pk).update(previous=current, assessment=fresh)
-        record_audit(
-            actor=approver,
-            event="quota_change.reassessed",
-            source=source,
-            target=request,
-            team=request.team,
-            old={"value": was},
-            new={"value": current, "requested": request.requested},
+        was = decide_on_fresh(
+            shown=shown if shown == shown_fingerprint(request) else "",
+            fresh=fresh["fingerprint"],
+            approve=lambda: _approve(request, approver=approver, comment=comment, source=source),
+            reassess=lambda: _reassessed(request, fresh, current, approver, source),
         )
+        if was is None:
+            return request
     if current != was:
         what = (
             f"The quota is now {current or 'not set'} (it was {was or 'not set'} when this was "
@@ -659,6 +652,25 @@ def approve_quota_change(
     raise DomainError(
         f"{what} The assessment is updated: read it and decide again.", code="stale_assessment"
     )
+
+
+def _reassessed(
+    request: QuotaChangeRequest, fresh: dict[str, Any], current: str, approver: User, source: str
+) -> str:
+    """Store the fresh assessment an approval was refused on (the request locked); the
+    previous value it showed."""
+    was = request.previous
+    QuotaChangeRequest.objects.filter(pk=request.pk).update(previous=current, assessment=fresh)
+    record_audit(
+        actor=approver,
+        event=Event.QUOTA_CHANGE_REASSESSED,
+        source=source,
+        target=request,
+        team=request.team,
+        old={"value": was},
+        new={"value": current, "requested": request.requested},
+    )
+    return was
 
 
 def gone_message(request: QuotaChangeRequest) -> str:
@@ -697,7 +709,7 @@ def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") ->
     _notify("cancelled", request)
     record_audit(
         actor=actor,
-        event="quota_change.cancelled",
+        event=Event.QUOTA_CHANGE_CANCELLED,
         source=source,
         target=request,
         team=request.team,
@@ -728,7 +740,7 @@ def reject_quota_change(
     _notify("rejected", request)
     record_audit(
         actor=approver,
-        event="quota_change.rejected",
+        event=Event.QUOTA_CHANGE_REJECTED,
         source=source,
         target=request,
         team=request.team,
@@ -754,8 +766,8 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
         QuotaChangeRequest.objects.filter(pk=request.pk).update(warned_at=now)
         _notify("expiring", request)
         record_audit(
-            actor=None,
-            event="quota_change.expiring",
+            actor=SYSTEM,
+            event=Event.QUOTA_CHANGE_EXPIRING,
             source="task",
             target=request,
             team=request.team,
@@ -784,19 +796,19 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
     )
     if request.target_deleted:  # nothing left to put the previous value back into
         event, new = (
-            "quota_change.revert_skipped",
+            Event.QUOTA_CHANGE_REVERT_SKIPPED,
             {"note": f"{request.target_name} was deleted; nothing to put back"},
         )
     elif _amount(current) == _amount(request.requested):
-        _apply_value(request, request.previous)
-        event, new = "quota_change.reverted", {"value": request.previous}
+        _apply_value(request, request.previous, actor=SYSTEM, source="task")
+        event, new = Event.QUOTA_CHANGE_REVERTED, {"value": request.previous}
     else:
         event, new = (
-            "quota_change.revert_skipped",
+            Event.QUOTA_CHANGE_REVERT_SKIPPED,
             {"value": current, "note": "changed since the grant; left as it is"},
         )
     record_audit(
-        actor=None,
+        actor=SYSTEM,
         event=event,
         source="task",
         target=request,
@@ -804,7 +816,7 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
         old={"value": current},
         new=new,
     )
-    _notify("reverted" if event == "quota_change.reverted" else "revert_skipped", request)
+    _notify("reverted" if event == Event.QUOTA_CHANGE_REVERTED else "revert_skipped", request)
     return True
 
 
@@ -869,7 +881,7 @@ def void_quota_requests_about(obj: Model, *, actor: Actor, source: str) -> None:
         request.refresh_from_db()
         record_audit(
             actor=actor,
-            event="quota_change.voided",
+            event=Event.QUOTA_CHANGE_VOIDED,
             source=source,
             target=request,
             team=request.team,

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from fleet.models import NodePool
+from portal.audit import Event
 from portal.names import label_value_errors, qualified_name_errors
 from portal.services import Actor, require_platform_admin, save_validated
 
@@ -28,5 +29,5 @@ def save_node_pool(*, actor: Actor, pool: NodePool, source: str) -> NodePool:
         errors["mig_config"] = ["A MIG config name is a label value, e.g. all-3g.40gb."]
     if errors:
         raise ValidationError(errors)
-    save_validated(pool, actor=actor, source=source, event="node_pool.saved")
+    save_validated(pool, actor=actor, source=source, event=Event.NODE_POOL_SAVED)
     return pool

@@ -38,7 +38,7 @@ from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import most_per_gpu
 from health.models import NodeHealth
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.errors import DomainError
 from portal.names import selector_matches
 from portal.permissions import is_platform_admin, sees_every_team
@@ -337,7 +337,7 @@ def request_planned_changes(
     ]
     record_audit(
         actor=actor,
-        event="mig_plan.requested",
+        event=Event.MIG_PLAN_REQUESTED,
         source=source,
         team=team,
         new={

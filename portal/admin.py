@@ -13,6 +13,7 @@ from django.http import HttpRequest
 
 from portal import desired, removal
 from portal.audit import record_audit
+from portal.audit_events import admin_event
 from portal.clusters import cluster_choice
 from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
@@ -49,7 +50,7 @@ class AuditedAdmin(admin.ModelAdmin):
         label = obj._meta.model_name
         record_audit(
             actor=request.user,
-            event=f"{label}.{'changed' if change else 'created'}",
+            event=admin_event(str(label), "changed" if change else "created"),
             source="admin",
             target=obj,
             team=self.team_of(obj),
@@ -62,7 +63,7 @@ class AuditedAdmin(admin.ModelAdmin):
         removal.removing(obj, actor=request.user, source="admin")  # requests about it end
         record_audit(
             actor=request.user,
-            event=f"{obj._meta.model_name}.deleted",
+            event=admin_event(str(obj._meta.model_name), "deleted"),
             source="admin",
             target=obj,
             team=self.team_of(obj),

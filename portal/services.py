@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
 from portal import desired
-from portal.audit import record_audit
+from portal.audit import Actor, Event, System, record_audit
 from portal.permissions import is_platform_admin
 
-Actor = AbstractBaseUser | AnonymousUser | None
+__all__ = ["Actor", "require_platform_admin", "save_validated", "snapshot"]
 
 
 def require_platform_admin(actor: Actor) -> None:
-    """``None`` is the system (a command or a task); everyone else needs the admin role."""
-    if actor is not None and not is_platform_admin(actor):
+    """The system (a command or a task) may; a person needs the admin role."""
+    if not isinstance(actor, System) and not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins can change this.")
 
 
@@ -46,10 +45,12 @@ def save_validated(
     *,
     actor: Actor,
     source: str,
-    event: str,
+    event: Event,
     team: Any = None,
+    cause: models.Model | None = None,
 ) -> models.Model:
-    """Validate (field errors raise ``ValidationError``), save, and audit old -> new."""
+    """Validate (field errors raise ``ValidationError``), save, and audit old -> new
+    (``cause``: the reviewed request the save carries out)."""
     old = previous = None
     if instance.pk is not None:
         previous = type(instance)._default_manager.filter(pk=instance.pk).first()
@@ -67,5 +68,6 @@ def save_validated(
         team=team,
         old=old,
         new=snapshot(instance),
+        cause=cause,
     )
     return instance

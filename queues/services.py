@@ -7,9 +7,9 @@ from collections import defaultdict
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.capacity import fleet_capacity
 from portal.services import Actor, require_platform_admin, save_validated
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
@@ -20,29 +20,39 @@ from tenants.rules import spelled_quantity
 @transaction.atomic
 def save_resource_flavor(*, actor: Actor, flavor: ResourceFlavor, source: str) -> ResourceFlavor:
     require_platform_admin(actor)
-    save_validated(flavor, actor=actor, source=source, event="resource_flavor.saved")
+    save_validated(flavor, actor=actor, source=source, event=Event.RESOURCE_FLAVOR_SAVED)
     return flavor
 
 
 @transaction.atomic
 def save_cohort(*, actor: Actor, cohort: Cohort, source: str) -> Cohort:
     require_platform_admin(actor)
-    save_validated(cohort, actor=actor, source=source, event="cohort.saved")
+    save_validated(cohort, actor=actor, source=source, event=Event.COHORT_SAVED)
     return cohort
 
 
 @transaction.atomic
 def save_cluster_queue(
-    *, actor: Actor, cluster_queue: ClusterQueue, source: str, override_reason: str = ""
+    *,
+    actor: Actor,
+    cluster_queue: ClusterQueue,
+    source: str,
+    override_reason: str = "",
+    serves: models.Model | None = None,
 ) -> ClusterQueue:
     """Save a ClusterQueue; ``override_reason``: why a platform admin promises more than the
-    fleet could ever offer (recorded with the save)."""
-    require_platform_admin(actor)
-    save_validated(cluster_queue, actor=actor, source=source, event="cluster_queue.saved")
+    fleet could ever offer (recorded with the save). ``serves``: the approved request the
+    save carries out, whose decision already checked who decides and the fleet's ceiling
+    (its audit row names it)."""
+    if serves is None:
+        require_platform_admin(actor)
+    save_validated(
+        cluster_queue, actor=actor, source=source, event=Event.CLUSTER_QUEUE_SAVED, cause=serves
+    )
     if override_reason:
         record_audit(
             actor=actor,
-            event="cluster_queue.override",
+            event=Event.CLUSTER_QUEUE_OVERRIDE,
             source=source,
             target=cluster_queue,
             new={"reason": override_reason, "quota": _quota_text(cluster_queue)},
@@ -139,6 +149,6 @@ def save_local_queue(*, actor: Actor, local_queue: LocalQueue, source: str) -> L
         actor=actor,
         source=source,
         team=local_queue.namespace.team,
-        event="local_queue.saved",
+        event=Event.LOCAL_QUEUE_SAVED,
     )
     return local_queue
