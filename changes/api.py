@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from changes import mig, quota, selectors
-from changes.approval import may_preview, teams_user_may_request_for
+from changes.approval import may_preview, team_to_ask_for
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
@@ -26,11 +26,10 @@ from portal.api_safety import (
     etag_of,
     idempotent,
 )
-from portal.selectors import pod_names_for, teams_seen_by
+from portal.selectors import pod_names_for
 from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace
-from tenants.selectors import list_teams_for_user
 
 CLUSTER_HELP = (
     "The cluster's name. Required when more than one cluster is registered (a node, a "
@@ -222,19 +221,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = MigChangeCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team = (
-            teams_user_may_request_for(request.user)
-            .filter(slug=data.validated_data["team"])
-            .first()
-        )
-        if team is None:
-            # A team you see (yours; every team for approvers): not yours to ask for. Any
-            # other slug is no team to you, whether one has it or not.
-            if teams_seen_by(request.user).filter(slug=data.validated_data["team"]).exists():
-                raise PermissionDenied(
-                    "Only the team's lead or a platform admin can ask for a MIG change."
-                )
-            raise ValidationError({"team": ["No such team."]})
+        team = team_to_ask_for(request.user, data.validated_data["team"], "a MIG change")
         created = mig.request_mig_change(
             actor=request.user,
             team=team,
@@ -460,15 +447,7 @@ class QuotaRequestViewSet(
         data = QuotaRequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        team = list_teams_for_user(request.user).filter(slug=values["team"]).first()
-        if team is None:
-            # As for a MIG change: a team you see but are not in is refused; any other slug
-            # is no team to you, whether one has it or not.
-            if teams_seen_by(request.user).filter(slug=values["team"]).exists():
-                raise PermissionDenied(
-                    "Only the team's lead or a platform admin can ask for quota."
-                )
-            raise ValidationError({"team": ["No such team."]})
+        team = team_to_ask_for(request.user, values["team"], "quota")
         cluster = cluster_named(values["cluster"])
         created = quota.request_quota_change(
             actor=request.user,

@@ -18,8 +18,8 @@ from changes.approval import (
     decide_on_fresh,
     record_teams_hit,
     refuse_own,
+    require_asker,
     require_decider,
-    teams_user_may_request_for,
     transition,
 )
 from changes.facts import fleet_facts
@@ -77,8 +77,7 @@ def request_mig_change(
     only while there is one cluster. A blocked assessment, or a node that is not on the
     cluster, is refused with field errors; nothing is written.
     """
-    if not teams_user_may_request_for(actor).filter(pk=team.pk).exists():
-        raise PermissionDenied("Only the team's lead or a platform admin can ask for a MIG change.")
+    require_asker(actor, team, "a MIG change")
     cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(

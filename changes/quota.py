@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from changes.approval import User, decide_on_fresh, refuse_own, require_decider
+from changes.approval import User, decide_on_fresh, refuse_own, require_asker, require_decider
 from changes.facts import fleet_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
@@ -37,7 +37,7 @@ from portal.quantity import (
 from portal.removal import Consequences
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
-from tenants.models import Membership, Namespace, Team
+from tenants.models import Namespace, Team
 from tenants.rules import check_quota_item, spelled_quantity, unenforced_quota_note
 from tenants.services import set_namespace_quota
 
@@ -406,11 +406,7 @@ def request_quota_change(
     could never back (unless a platform admin overrides it with a reason), and a second
     request for a quota item while one is pending (two approvals could otherwise both act
     on the same old value)."""
-    lead = Membership.objects.filter(
-        user_id=user_id(actor), team=team, role=Membership.Role.LEAD
-    ).exists()
-    if not (lead or is_platform_admin(actor)):
-        raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
+    require_asker(actor, team, "quota")
     resource = resource.strip()
     errors = _request_errors(
         team=team,

@@ -28,7 +28,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from changes import impact
-from changes.approval import User
+from changes.approval import User, may_request
 from changes.facts import fleet_facts
 from changes.mig import request_mig_change
 from changes.models import MigChangeRequest, QuotaChangeRequest
@@ -63,12 +63,7 @@ class Planned:
 
 def may_see_planner(user: User) -> bool:
     """Platform admins; approvers and team leads read it."""
-    if sees_every_team(user):
-        return True
-    return bool(
-        user.is_authenticated
-        and Team.objects.filter(memberships__user_id=user.pk, memberships__role="lead").exists()
-    )
+    return sees_every_team(user) or may_request(user)
 
 
 def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
