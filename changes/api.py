@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from changes import mig, quota, selectors
 from changes.approval import may_preview, team_to_ask_for
+from changes.decisions import Asked, decide
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
@@ -262,25 +263,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             return refused
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        comment = data.validated_data["comment"]
-        if verb == "approve":
-            mig.approve_mig_change(
-                request_id=int(pk),
-                approver=request.user,
-                comment=comment,
-                seen=data.validated_data["fingerprint"],
-                source="api",
-            )
-        elif verb == "reject":
-            mig.reject_mig_change(
-                request_id=int(pk), approver=request.user, comment=comment, source="api"
-            )
-        elif verb == "cancel":
-            mig.cancel_mig_change(request_id=int(pk), actor=request.user, source="api")
-        elif verb == "abort":
-            mig.abort_mig_change(request_id=int(pk), actor=request.user, source="api")
-        else:
-            mig.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
+        decide("mig", verb, _asked(request, pk, data.validated_data))
         decided = selectors.get_mig_change_for_user(request.user, int(pk))
         return Response(MigChangeSerializer(decided, context={"request": request}).data)
 
@@ -492,21 +475,7 @@ class QuotaRequestViewSet(
             return refused
         data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        values = data.validated_data
-        if verb == "approve":
-            quota.approve_quota_change(
-                request_id=int(pk),
-                approver=request.user,
-                comment=values["comment"],
-                seen=values["fingerprint"],
-                source="api",
-            )
-        elif verb == "reject":
-            quota.reject_quota_change(
-                request_id=int(pk), approver=request.user, comment=values["comment"], source="api"
-            )
-        else:
-            quota.cancel_quota_change(request_id=int(pk), actor=request.user, source="api")
+        decide("quota", verb, _asked(request, pk, data.validated_data))
         decided = selectors.get_quota_request_for_user(request.user, int(pk))
         response = Response(QuotaRequestSerializer(decided).data)
         response["ETag"] = quota_request_etag(decided)
@@ -539,6 +508,17 @@ class QuotaRequestViewSet(
     def cancel(self, request: Request, pk: str) -> Response:
         """The requester (or a platform admin) withdraws a pending request."""
         return self._decide(request, pk, "cancel")
+
+
+def _asked(request: Request, pk: str, values: dict[str, Any]) -> Asked:
+    """A decision as the API asks it (its body read by the decision serializer)."""
+    return Asked(
+        request_id=int(pk),
+        user=request.user,
+        comment=values["comment"],
+        seen=values["fingerprint"],
+        source="api",
+    )
 
 
 def mig_change_etag(change: MigChangeRequest) -> str:
