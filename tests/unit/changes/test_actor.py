@@ -13,10 +13,13 @@ from django.utils import timezone
 
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.quota import approve_quota_change, expire_quota_grants, request_quota_change
+from cluster.models import ObservedNode
 from portal.audit import SYSTEM, record_audit
+from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
+from tests.factories import demo_fleet_nodes
 
 pytestmark = pytest.mark.django_db
 
@@ -112,3 +115,21 @@ def test_the_audit_page_csv_and_api_name_the_request_a_write_carried_out(demo: N
     assert f"changes.quotachangerequest:{request.pk}" in csv_text
     listed = client.get("/api/v1/audit/", {"event": "quota.changed"}).json()["results"]
     assert next(e for e in listed if e["id"] == row.pk)["cause"] == row.cause
+
+
+def test_an_approval_beyond_the_fleet_now_records_no_made_up_reason(demo: None) -> None:
+    demo_fleet_nodes()  # 40 GPUs: 24 fits when asked
+    request = ask()
+    ObservedNode.objects.exclude(name="gpu-h100-01").delete()  # the fleet shrinks to 8
+    approver = User.objects.get(username="approver")
+    with pytest.raises(DomainError, match="decide again"):
+        approve_quota_change(request_id=request.pk, approver=approver, comment="ok")
+    request.refresh_from_db()
+    approve_quota_change(
+        request_id=request.pk,
+        approver=approver,
+        comment="read it",
+        seen=request.assessment["fingerprint"],
+    )
+    row = write_of(request, "quota.changed")
+    assert row.new == {**row.old, "requests.nvidia.com/gpu": "24"}  # what was asked, no reason
