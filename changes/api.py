@@ -526,7 +526,7 @@ def mig_change_etag(change: MigChangeRequest) -> str:
         change.pk,
         change.state,
         change.updated_at.isoformat(),
-        (change.assessment or {}).get("fingerprint", ""),
+        change.impact.fingerprint,
     )
 
 

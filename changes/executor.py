@@ -34,6 +34,7 @@ from django.utils import timezone
 from changes.actuator import FAILED, SUCCESS, MigActuator, get_actuator
 from changes.approval import acting_for, transition
 from changes.facts import custom_configs
+from changes.impact import NodeChange
 from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
 from cluster.connection import gateway_for
@@ -267,16 +268,18 @@ def _run_node(
     """The node's steps not done yet; the outcome to stop on (wait or failed), or None when
     every step of the node is done."""
     round_name = "rollback" if rollback else "apply"
-    info: dict[str, Any] = next(
-        (n for n in request.assessment.get("nodes", []) if n["name"] == node), {}
-    )
+    info = next((n for n in request.impact.nodes if n.name == node), None)
     config = request.previous_configs.get(node, "") if rollback else request.target_config
     steps: tuple[str, ...]
     if request.is_drain:
         steps, promised = (RETURN_STEPS if rollback else DRAIN_STEPS), None
     else:
         steps = STEPS
-        promised = _promised_by(config, info) if rollback else info.get("after")
+        promised = (
+            _promised_by(config, node, info)
+            if rollback
+            else (info.after if info is not None else None)
+        )
     actuator = get_actuator()
     for name in steps:
         record, _ = MigChangeStep.objects.get_or_create(
@@ -327,14 +330,14 @@ def _abort_of(request: MigChangeRequest, node: str, step: str) -> Outcome | None
     )
 
 
-def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:
+def _promised_by(config: str, node: str, info: NodeChange | None) -> dict[str, int] | None:
     """What ``config`` makes of this node (rolling back restores the config, and the config
     decides the resources, whatever state the node was in before)."""
     promised, _ = promised_resources(
         config,
-        node=info.get("name", ""),
-        model=info.get("model"),
-        gpu_count=int(info.get("gpu_count") or 0),
+        node=node if info is None else info.name,
+        model=None if info is None else info.model,
+        gpu_count=0 if info is None else info.gpu_count,
         custom=custom_configs(),
     )
     return promised

@@ -254,14 +254,14 @@ def approve_mig_change(
         request_id=request.pk,
         drain=request.is_drain,
     )
-    shown = seen or str(request.assessment.get("fingerprint", ""))
-    read = str(request.assessment.get("fingerprint", ""))
+    read = request.impact.fingerprint
+    shown = seen or read
     now = timezone.now()
     with transaction.atomic(durable=True):
         # Decisions on one request take turns: a second approver finds it decided.
         request = MigChangeRequest.objects.select_for_update(no_key=True).get(pk=request.pk)
         _require_pending(request)
-        if str(request.assessment.get("fingerprint", "")) != read:
+        if request.impact.fingerprint != read:
             shown = ""  # re-assessed by another decision meanwhile: what was seen is gone
         was = decide_on_fresh(
             shown=shown,

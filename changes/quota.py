@@ -10,7 +10,8 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -86,7 +87,7 @@ def assess_quota_change(
     requested: str,
     override_reason: str = "",
     facts: Fleet | None = None,
-) -> dict[str, Any]:
+) -> QuotaAssessment:
     """Does the fleet (or the cohort) have the capacity, and what it does to others
     (``facts``: the fleet already read for this request, else read now)."""
     facts = facts if facts is not None else _facts_of(namespace, cq)
@@ -103,33 +104,78 @@ def assess_quota_change(
             "Beyond what the fleet could ever back; a platform admin asked for it: "
             f"“{override_reason}”."
         )
-    assessment: dict[str, Any] = {
-        "previous": previous,
-        "requested": requested,
-        "delta": format_quantity(delta)
+    return QuotaAssessment(
+        previous=previous,
+        requested=requested,
+        delta=format_quantity(delta)
         if delta.denominator == 1 or (delta * 1000).denominator == 1
         else str(float(delta)),
-        "fits": fits,
-        "notes": notes,
-    }
-    assessment["fingerprint"] = assessment_fingerprint(assessment)
-    return assessment
+        fits=fits,
+        notes=notes,
+    )
 
 
-def assessment_fingerprint(assessment: dict[str, Any]) -> str:
-    """A hash of what an assessment tells a reader (the values, the capacity and the
-    notes): an approval acts only on the assessment the approver was shown."""
-    shown = {k: assessment.get(k) for k in ("previous", "requested", "delta", "fits", "notes")}
-    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
+# The stored quota assessment's shape: 1 had no "version" (and, before fingerprints, no
+# "fingerprint": one is made from its values); 2 adds the version.
+QUOTA_ASSESSMENT_VERSION = 2
+
+
+@dataclass(frozen=True)
+class QuotaAssessment:
+    """What a quota request's assessment tells its reader, as stored with the request."""
+
+    previous: str
+    requested: str
+    delta: str
+    fits: bool
+    notes: list[str]
+    version: int = QUOTA_ASSESSMENT_VERSION
+    stored_fingerprint: str = ""  # as stored (a version-1 row may have none)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what it tells a reader (the values, the capacity and the notes): an
+        approval acts only on the assessment the approver was shown."""
+        if self.stored_fingerprint:
+            return self.stored_fingerprint
+        shown = [self.previous, self.requested, self.delta, self.fits, self.notes]
+        keys = ("previous", "requested", "delta", "fits", "notes")
+        text = json.dumps(dict(zip(keys, shown, strict=True)), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "previous": self.previous,
+            "requested": self.requested,
+            "delta": self.delta,
+            "fits": self.fits,
+            "notes": list(self.notes),
+            "fingerprint": self.fingerprint,
+            "version": QUOTA_ASSESSMENT_VERSION,
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any] | None, *, request: QuotaChangeRequest
+    ) -> QuotaAssessment:
+        """The assessment ``request`` stores, of any version (its values fill what an old
+        row lacks)."""
+        data = data or {}
+        return cls(
+            previous=str(data.get("previous", request.previous)),
+            requested=str(data.get("requested", request.requested)),
+            delta=str(data.get("delta") or ""),
+            fits=bool(data.get("fits", False)),
+            notes=list(data.get("notes") or []),
+            version=int(data.get("version") or 1),
+            stored_fingerprint=str(data.get("fingerprint") or ""),
+        )
 
 
 def shown_fingerprint(request: QuotaChangeRequest) -> str:
     """The fingerprint of the assessment a request shows (requests stored before
     fingerprints existed get theirs from their stored values)."""
-    stored = dict(request.assessment or {})
-    stored.setdefault("previous", request.previous)
-    stored.setdefault("requested", request.requested)
-    return str(stored.get("fingerprint") or assessment_fingerprint(stored))
+    return QuotaAssessment.from_json(request.assessment, request=request).fingerprint
 
 
 def _namespace_capacity(
@@ -484,7 +530,7 @@ def _create_request(
                 cluster_id=(fields["namespace"] or fields["cluster_queue"]).cluster_id,
                 requested_by_id=user_id(actor),
                 previous=previous,
-                assessment=assessment,
+                assessment=assessment.to_json(),
                 **fields,
             )
     except IntegrityError:  # another request for the same item won the race
@@ -511,7 +557,7 @@ def _create_request(
         request.resource,
         _amount(request.requested) - _amount(previous),
         request.grant_until,
-        assessment["fits"],
+        assessment.fits,
     )
     if rule is not None and not request.override_reason:
         comment = f"Approved by rule “{rule.name}”."
@@ -629,7 +675,7 @@ def approve_quota_change(
         # the request shows now and what an assessment made now says.
         was = decide_on_fresh(
             shown=shown if shown == shown_fingerprint(request) else "",
-            fresh=fresh["fingerprint"],
+            fresh=fresh.fingerprint,
             approve=lambda: _approve(request, approver=approver, comment=comment, source=source),
             reassess=lambda: _reassessed(request, fresh, current, approver, source),
         )
@@ -651,12 +697,14 @@ def approve_quota_change(
 
 
 def _reassessed(
-    request: QuotaChangeRequest, fresh: dict[str, Any], current: str, approver: User, source: str
+    request: QuotaChangeRequest, fresh: QuotaAssessment, current: str, approver: User, source: str
 ) -> str:
     """Store the fresh assessment an approval was refused on (the request locked); the
     previous value it showed."""
     was = request.previous
-    QuotaChangeRequest.objects.filter(pk=request.pk).update(previous=current, assessment=fresh)
+    QuotaChangeRequest.objects.filter(pk=request.pk).update(
+        previous=current, assessment=fresh.to_json()
+    )
     record_audit(
         actor=approver,
         event=Event.QUOTA_CHANGE_REASSESSED,

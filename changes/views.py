@@ -205,15 +205,15 @@ def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def needs_confirmation(change: MigChangeRequest) -> list[str]:
     """Why approving ``change`` on its page asks for a tick first (nothing when it does not):
     a drain, or a change whose verdict breaks quota."""
-    assessment = change.assessment or {}
+    assessment = change.impact
     if change.is_drain:
         return [
             "A drain evicts the node's GPU pods and takes its GPUs out of the fleet until an "
             "admin returns it to service.",
-            *assessment.get("reasons", []),
+            *assessment.reasons,
         ]
-    if assessment.get("verdict") == "breaks_quota":
-        return list(assessment.get("reasons", []))
+    if change.assessment and assessment.verdict == "breaks_quota":
+        return list(assessment.reasons)
     return []
 
 
@@ -335,13 +335,15 @@ def quota_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     change, actions = selectors.get_quota_request_with_actions(request.user, pk)
+    assessment = quota.QuotaAssessment.from_json(change.assessment, request=change)
     return render(
         request,
         "changes/quota_detail.html",
         {
             "change": change,
             "actions": actions,
-            "fingerprint": quota.shown_fingerprint(change),
+            "assessment": assessment,
+            "fingerprint": assessment.fingerprint,
             "gone": quota.gone_message(change) if change.target_deleted else "",
             "what_if": selectors.quota_request_what_if(request.user, change),
         },
