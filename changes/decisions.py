@@ -39,70 +39,68 @@ class Verb:
     takes_comment: bool = False  # and the fingerprint, when it approves
 
 
+def _decisions(
+    approve: Callable[..., object], reject: Callable[..., object], approved: str
+) -> dict[str, Verb]:
+    """Approving and rejecting a request of a kind (an approver's verbs, with a comment;
+    an approval acts on the fingerprint the approver saw)."""
+    return {
+        "approve": Verb(
+            lambda a: approve(
+                request_id=a.request_id,
+                approver=a.user,
+                comment=a.comment,
+                seen=a.seen,
+                source=a.source,
+            ),
+            "decide",
+            approved,
+            takes_comment=True,
+        ),
+        "reject": Verb(
+            lambda a: reject(
+                request_id=a.request_id, approver=a.user, comment=a.comment, source=a.source
+            ),
+            "decide",
+            "Rejected.",
+            takes_comment=True,
+        ),
+    }
+
+
+def _by_actor(
+    service: Callable[..., object], allowed: Literal["cancel", "rollback", "abort"], done: str
+) -> Verb:
+    """A verb its service takes from whoever acts (no comment)."""
+    return Verb(
+        lambda a: service(request_id=a.request_id, actor=a.user, source=a.source), allowed, done
+    )
+
+
 MIG_VERBS: dict[str, Verb] = {
-    "approve": Verb(
-        lambda a: mig.approve_mig_change(
-            request_id=a.request_id,
-            approver=a.user,
-            comment=a.comment,
-            seen=a.seen,
-            source=a.source,
-        ),
-        "decide",
+    **_decisions(
+        mig.approve_mig_change,
+        mig.reject_mig_change,
         "Approved: the change runs now (or in its window).",
-        takes_comment=True,
     ),
-    "reject": Verb(
-        lambda a: mig.reject_mig_change(
-            request_id=a.request_id, approver=a.user, comment=a.comment, source=a.source
-        ),
-        "decide",
-        "Rejected.",
-        takes_comment=True,
+    "cancel": _by_actor(mig.cancel_mig_change, "cancel", "Cancelled."),
+    "rollback": _by_actor(
+        mig.rollback_mig_change, "rollback", "Rolling back to the previous configs."
     ),
-    "cancel": Verb(
-        lambda a: mig.cancel_mig_change(request_id=a.request_id, actor=a.user, source=a.source),
-        "cancel",
-        "Cancelled.",
-    ),
-    "rollback": Verb(
-        lambda a: mig.rollback_mig_change(request_id=a.request_id, actor=a.user, source=a.source),
-        "rollback",
-        "Rolling back to the previous configs.",
-    ),
-    "abort": Verb(
-        lambda a: mig.abort_mig_change(request_id=a.request_id, actor=a.user, source=a.source),
+    "abort": _by_actor(
+        mig.abort_mig_change,
         "abort",
         "Abort asked: the change stops at its next step boundary, the node cordoned.",
     ),
 }
 
 QUOTA_VERBS: dict[str, Verb] = {
-    "approve": Verb(
-        lambda a: quota.approve_quota_change(
-            request_id=a.request_id,
-            approver=a.user,
-            comment=a.comment,
-            seen=a.seen,
-            source=a.source,
-        ),
-        "decide",
+    **_decisions(
+        quota.approve_quota_change,
+        quota.reject_quota_change,
         "Approved: the quota changes with the next apply.",
-        takes_comment=True,
     ),
-    "reject": Verb(
-        lambda a: quota.reject_quota_change(
-            request_id=a.request_id, approver=a.user, comment=a.comment, source=a.source
-        ),
-        "decide",
-        "Rejected.",
-        takes_comment=True,
-    ),
-    "cancel": Verb(
-        lambda a: quota.cancel_quota_change(request_id=a.request_id, actor=a.user, source=a.source),
-        "cancel",
-        "Cancelled.",
-    ),
+    "cancel": _by_actor(quota.cancel_quota_change, "cancel", "Cancelled."),
 }
 
 VERBS: dict[Kind, dict[str, Verb]] = {"mig": MIG_VERBS, "quota": QUOTA_VERBS}

@@ -368,7 +368,7 @@ def _approve(
     transaction.on_commit(lambda: notify("approved", request))
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def reject_mig_change(
     *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> MigChangeRequest:
@@ -397,7 +397,7 @@ def reject_mig_change(
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def cancel_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     request = get_mig_change_for_user(actor, request_id)
     if request.requested_by_id != actor.pk and not is_platform_admin(actor):
@@ -413,7 +413,7 @@ def cancel_mig_change(*, request_id: int, actor: User, source: str = "web") -> M
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     """Put the nodes back on their previous configs through the same steps."""
     request = get_mig_change_for_user(actor, request_id)
@@ -441,7 +441,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def abort_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     """Ask a running change (or rollback) to stop at its next step boundary: it then fails
     with the node left cordoned, and an admin may roll it back."""

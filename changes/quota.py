@@ -487,7 +487,7 @@ def request_quota_change(
     ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)
     if errors:
         raise ValidationError(errors)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # an entry point: never inside another
         return _create_request(
             actor=actor,
             team=team,
@@ -640,7 +640,7 @@ def approve_quota_change(
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # an entry point: never inside another
         request = QuotaChangeRequest.objects.select_for_update().get(pk=request.pk)
         if request.state != State.PENDING:
             raise DomainError("This request was already decided.", code="conflict")
@@ -739,7 +739,7 @@ def _lock_target(request: QuotaChangeRequest) -> None:
         ClusterQueue.objects.select_for_update().filter(pk=request.cluster_queue_id).first()
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") -> QuotaChangeRequest:
     """The requester (or a platform admin) withdraws a pending request."""
     request = get_quota_request_for_user(actor, request_id)
@@ -763,7 +763,7 @@ def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") ->
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def reject_quota_change(
     *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> QuotaChangeRequest:
