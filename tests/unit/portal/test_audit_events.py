@@ -6,6 +6,9 @@ from __future__ import annotations
 import ast
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils.html import escape
 
 from portal.audit_events import Event, admin_event
 from portal.audit_text import EVENT_LABELS, event_label
@@ -69,3 +72,11 @@ def test_no_product_module_records_an_event_spelled_as_a_string() -> None:
 )
 def test_a_spelled_event_would_be_found(source: str) -> None:
     assert literal_events(ast.parse(source))
+
+
+def test_the_audit_pages_filter_suggests_every_event_with_its_label(demo: None) -> None:
+    client = Client()
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/audit/").content.decode()
+    for event in Event:
+        assert f'<option value="{event.value}">{escape(event.label)}</option>' in page
