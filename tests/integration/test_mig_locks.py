@@ -14,10 +14,9 @@ from django.db import connection
 from changes import mig as changes
 from changes.drain import suggest_drain
 from changes.facts import fleet_facts
-from changes.models import MigChangeRequest
 from cluster.models import Cluster
 from kube import Gateway
-from tenants.models import Team
+from tests.integration.test_mig_decisions import ask  # the same request of team-a
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("portal_cluster")]
 INCIDENT = "gpu-a100-03"
@@ -40,16 +39,6 @@ def _counted(sent: Callable[..., Any], seen: list[int], base: int) -> Callable[.
         return sent(self, *args, **kwargs)
 
     return spy
-
-
-def ask() -> MigChangeRequest:
-    return changes.request_mig_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        nodes=[INCIDENT],
-        target_config="all-3g.40gb",
-        reason="gpu-a100-03 was left on a test layout.",
-    )
 
 
 def test_asking_reads_the_cluster_outside_its_transaction(depths: list[int]) -> None:

@@ -4,7 +4,6 @@ audit row of an approved quota change's write is the approver's, pointing at the
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,29 +11,18 @@ from django.test import Client
 from django.utils import timezone
 
 from changes.models import AutoApprovalRule, QuotaChangeRequest
-from changes.quota import approve_quota_change, expire_quota_grants, request_quota_change
+from changes.quota import approve_quota_change, expire_quota_grants
 from cluster.models import ObservedNode
 from portal.audit import SYSTEM, record_audit
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
-from tenants.models import Namespace, Team
-from tests.factories import demo_fleet_nodes
+from tests.factories import demo_fleet_nodes, demo_quota_request
 
 pytestmark = pytest.mark.django_db
 
 
-def ask(**overrides: Any) -> QuotaChangeRequest:
-    values: dict[str, Any] = {
-        "actor": User.objects.get(username="lead-a"),
-        "team": Team.objects.get(slug="team-a"),
-        "kind": "namespace",
-        "namespace": Namespace.objects.get(name="team-a"),
-        "resource": "requests.nvidia.com/gpu",
-        "requested": "24",
-        "reason": "A deadline for the 70B run.",
-    }
-    return request_quota_change(**{**values, **overrides})
+ask = demo_quota_request
 
 
 def write_of(request: QuotaChangeRequest, event: str) -> AuditEvent:

@@ -15,9 +15,10 @@ from django.test import Client
 from changes.impact import ASSESSMENT_VERSION, Assessment, Eviction, NodeChange, QueueChange
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.notify import body
-from changes.quota import QuotaAssessment, request_quota_change, shown_fingerprint
+from changes.quota import QuotaAssessment, shown_fingerprint
 from changes.views import needs_confirmation
-from tenants.models import Namespace, Team
+from tenants.models import Team
+from tests.factories import demo_quota_request
 
 pytestmark = pytest.mark.django_db
 
@@ -130,15 +131,7 @@ def test_a_request_with_an_unversioned_assessment_is_read_by_its_readers(demo: N
 
 
 def test_a_quota_assessment_of_every_stored_shape_reads(demo: None) -> None:
-    request = request_quota_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        kind="namespace",
-        namespace=Namespace.objects.get(name="team-a"),
-        resource="requests.nvidia.com/gpu",
-        requested="24",
-        reason="A deadline.",
-    )
+    request = demo_quota_request()
     stored = request.assessment
     assert stored["version"] == 2
     read = QuotaAssessment.from_json(stored, request=request)

@@ -14,8 +14,8 @@ from django.test import Client
 from changes.approval import quota_request_actions
 from changes.decisions import QUOTA_VERBS
 from changes.models import QuotaChangeRequest
-from changes.quota import request_quota_change, shown_fingerprint
-from tenants.models import Namespace, Team
+from changes.quota import shown_fingerprint
+from tests.factories import demo_quota_request
 
 pytestmark = pytest.mark.django_db
 USERS = ("lead-a", "approver", "admin", "member-a")
@@ -24,15 +24,7 @@ VALUES = count(17)
 
 def pending_request() -> QuotaChangeRequest:
     """A new pending request of lead-a's (another value each time)."""
-    return request_quota_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        kind="namespace",
-        namespace=Namespace.objects.get(name="team-a"),
-        resource="requests.nvidia.com/gpu",
-        requested=str(next(VALUES)),
-        reason="A deadline.",
-    )
+    return demo_quota_request(requested=str(next(VALUES)))
 
 
 def by_page(client: Client, request: QuotaChangeRequest, verb: str) -> None:

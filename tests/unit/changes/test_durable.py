@@ -5,7 +5,6 @@ since their network reads and their commit hooks assume they are the outermost."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -13,22 +12,13 @@ from django.db import transaction
 
 from changes import mig, quota
 from changes.models import MigChangeRequest, QuotaChangeRequest
-from tenants.models import Namespace, Team
+from tenants.models import Team
+from tests.factories import demo_quota_request
 
 pytestmark = pytest.mark.django_db
 
 
-def ask_quota(**values: Any) -> Any:
-    return quota.request_quota_change(
-        actor=User.objects.get(username="lead-a"),
-        team=Team.objects.get(slug="team-a"),
-        kind="namespace",
-        namespace=Namespace.objects.get(name="team-a"),
-        resource="requests.nvidia.com/gpu",
-        requested="24",
-        reason="A deadline.",
-        **values,
-    )
+ask_quota = demo_quota_request
 
 
 def mig_request() -> MigChangeRequest:
