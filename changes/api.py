@@ -13,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from changes import mig, quota, selectors
-from changes.approval import may_preview, teams_user_may_request_for
+from changes.approval import may_preview, team_to_ask_for
+from changes.decisions import Asked, decide
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
@@ -26,11 +27,10 @@ from portal.api_safety import (
     etag_of,
     idempotent,
 )
-from portal.selectors import pod_names_for, teams_seen_by
+from portal.selectors import pod_names_for
 from portal.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace
-from tenants.selectors import list_teams_for_user
 
 CLUSTER_HELP = (
     "The cluster's name. Required when more than one cluster is registered (a node, a "
@@ -222,19 +222,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = MigChangeCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team = (
-            teams_user_may_request_for(request.user)
-            .filter(slug=data.validated_data["team"])
-            .first()
-        )
-        if team is None:
-            # A team you see (yours; every team for approvers): not yours to ask for. Any
-            # other slug is no team to you, whether one has it or not.
-            if teams_seen_by(request.user).filter(slug=data.validated_data["team"]).exists():
-                raise PermissionDenied(
-                    "Only the team's lead or a platform admin can ask for a MIG change."
-                )
-            raise ValidationError({"team": ["No such team."]})
+        team = team_to_ask_for(request.user, data.validated_data["team"], "a MIG change")
         created = mig.request_mig_change(
             actor=request.user,
             team=team,
@@ -275,25 +263,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
             return refused
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        comment = data.validated_data["comment"]
-        if verb == "approve":
-            mig.approve_mig_change(
-                request_id=int(pk),
-                approver=request.user,
-                comment=comment,
-                seen=data.validated_data["fingerprint"],
-                source="api",
-            )
-        elif verb == "reject":
-            mig.reject_mig_change(
-                request_id=int(pk), approver=request.user, comment=comment, source="api"
-            )
-        elif verb == "cancel":
-            mig.cancel_mig_change(request_id=int(pk), actor=request.user, source="api")
-        elif verb == "abort":
-            mig.abort_mig_change(request_id=int(pk), actor=request.user, source="api")
-        else:
-            mig.rollback_mig_change(request_id=int(pk), actor=request.user, source="api")
+        decide("mig", verb, _asked(request, pk, data.validated_data))
         decided = selectors.get_mig_change_for_user(request.user, int(pk))
         return Response(MigChangeSerializer(decided, context={"request": request}).data)
 
@@ -460,15 +430,7 @@ class QuotaRequestViewSet(
         data = QuotaRequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        team = list_teams_for_user(request.user).filter(slug=values["team"]).first()
-        if team is None:
-            # As for a MIG change: a team you see but are not in is refused; any other slug
-            # is no team to you, whether one has it or not.
-            if teams_seen_by(request.user).filter(slug=values["team"]).exists():
-                raise PermissionDenied(
-                    "Only the team's lead or a platform admin can ask for quota."
-                )
-            raise ValidationError({"team": ["No such team."]})
+        team = team_to_ask_for(request.user, values["team"], "quota")
         cluster = cluster_named(values["cluster"])
         created = quota.request_quota_change(
             actor=request.user,
@@ -513,21 +475,7 @@ class QuotaRequestViewSet(
             return refused
         data = QuotaDecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        values = data.validated_data
-        if verb == "approve":
-            quota.approve_quota_change(
-                request_id=int(pk),
-                approver=request.user,
-                comment=values["comment"],
-                seen=values["fingerprint"],
-                source="api",
-            )
-        elif verb == "reject":
-            quota.reject_quota_change(
-                request_id=int(pk), approver=request.user, comment=values["comment"], source="api"
-            )
-        else:
-            quota.cancel_quota_change(request_id=int(pk), actor=request.user, source="api")
+        decide("quota", verb, _asked(request, pk, data.validated_data))
         decided = selectors.get_quota_request_for_user(request.user, int(pk))
         response = Response(QuotaRequestSerializer(decided).data)
         response["ETag"] = quota_request_etag(decided)
@@ -562,12 +510,23 @@ class QuotaRequestViewSet(
         return self._decide(request, pk, "cancel")
 
 
+def _asked(request: Request, pk: str, values: dict[str, Any]) -> Asked:
+    """A decision as the API asks it (its body read by the decision serializer)."""
+    return Asked(
+        request_id=int(pk),
+        user=request.user,
+        comment=values["comment"],
+        seen=values["fingerprint"],
+        source="api",
+    )
+
+
 def mig_change_etag(change: MigChangeRequest) -> str:
     return etag_of(
         change.pk,
         change.state,
         change.updated_at.isoformat(),
-        (change.assessment or {}).get("fingerprint", ""),
+        change.impact.fingerprint,
     )
 
 

@@ -9,22 +9,26 @@ is shown exactly when the service would accept it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from changes.models import TERMINAL_STATES, MigChangeRequest, NodeClaim, QuotaChangeRequest
+from portal.audit import SYSTEM, Actor
 from portal.errors import DomainError
 from portal.permissions import is_approver, is_platform_admin, user_id
+from portal.selectors import teams_seen_by
 from tenants.models import Membership, Team
 
 User = AbstractBaseUser | AnonymousUser
 State = MigChangeRequest.State
+T = TypeVar("T")
 
 # Every allowed transition of a MIG change or drain; anything else raises, changes nothing.
 TRANSITIONS: dict[str, set[str]] = {
@@ -43,6 +47,32 @@ CANCELLABLE = (State.PENDING, State.APPROVED, State.SCHEDULED)
 ROLLBACK_FROM = (State.FAILED, State.SUCCEEDED)
 
 
+def acting_for(request: MigChangeRequest | QuotaChangeRequest) -> Actor:
+    """Who work done because of a decision acts as (its audit rows name them): the person
+    who approved the request, or the system when no person did (an auto-approval rule)."""
+    approver = request.decided_by if request.decided_by_id is not None else None
+    return approver if approver is not None else SYSTEM
+
+
+def decide_on_fresh(
+    *,
+    shown: str,
+    fresh: str,
+    blocked: bool = False,
+    approve: Callable[[], object],
+    reassess: Callable[[], T],
+) -> T | None:
+    """The one rule of an approval on a fresh assessment (called with the request locked):
+    approve when the assessment made now (``fresh``, its fingerprint) is the one the
+    approver was shown (``shown``) and does not block; otherwise store the fresh one
+    (``reassess``) and return what it answers, so the caller refuses the approval and the
+    approver reads the new assessment and decides again. None: approved."""
+    if fresh == shown and not blocked:
+        approve()
+        return None
+    return reassess()
+
+
 def teams_user_may_request_for(user: User) -> QuerySet[Team]:
     """The teams a user asks changes for: those they lead (every team for an admin)."""
     if is_platform_admin(user):
@@ -55,7 +85,33 @@ def teams_user_may_request_for(user: User) -> QuerySet[Team]:
 
 
 def may_request(user: User) -> bool:
+    """Whether the user may ask for any team (pages offer the "Ask for" links by it)."""
     return teams_user_may_request_for(user).exists()
+
+
+def may_ask_for(user: User, team: Team) -> bool:
+    """The one rule of who asks for a team's changes (MIG changes, drains, quota): the
+    team's lead, or a platform admin. ``queues.selectors`` spells it in SQL for the home's
+    team rows (it sits below this app); a test holds the two to one answer."""
+    return teams_user_may_request_for(user).filter(pk=team.pk).exists()
+
+
+def team_to_ask_for(user: User, slug: str, what: str) -> Team:
+    """The team named ``slug`` that ``user`` may ask ``what`` for (the API's create): a team
+    they see (theirs; every team for approvers) but may not ask for is refused (403), any
+    other slug is no team to them, whether one has it or not (a field error)."""
+    team = teams_user_may_request_for(user).filter(slug=slug).first()
+    if team is not None:
+        return team
+    if teams_seen_by(user).filter(slug=slug).exists():
+        raise PermissionDenied(f"Only the team's lead or a platform admin can ask for {what}.")
+    raise ValidationError({"team": ["No such team."]})
+
+
+def require_asker(user: User, team: Team, what: str) -> None:
+    """Refuse anyone but the team's lead or a platform admin (``what``: what is asked for)."""
+    if not may_ask_for(user, team):
+        raise PermissionDenied(f"Only the team's lead or a platform admin can ask for {what}.")
 
 
 def may_decide(user: User) -> bool:

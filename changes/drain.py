@@ -19,7 +19,7 @@ from changes.facts import disruption_facts, fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
 from cluster.models import Cluster
-from portal.audit import record_audit
+from portal.audit import SYSTEM, Event, record_audit
 from portal.clusters import settings_cluster_id
 from portal.errors import DomainError
 
@@ -72,7 +72,6 @@ def suggest_drains(rows: Iterable[HealthReading]) -> list[int]:
     return created
 
 
-@transaction.atomic
 def suggest_drain(
     facts: impact.Fleet,
     node: str,
@@ -84,11 +83,27 @@ def suggest_drain(
 ) -> MigChangeRequest | None:
     """One suggestion on ``cluster`` (by default the settings' one; ``facts`` are its) for
     a finding never suggested before; none while another request on the node is open (the
-    assessment blocks it)."""
+    assessment blocks it). The node's pods are read from the cluster first, outside the
+    transaction that stores the suggestion."""
     facts = dataclasses.replace(facts, disruption=disruption_facts([node], cluster=cluster))
     assessment = impact.assess(facts, targets=[node], config="", drain=True)
     if assessment.verdict == "blocked":
         return None
+    return _suggested(assessment, node, key, title, advice, cluster=cluster)
+
+
+@transaction.atomic(durable=True)
+def _suggested(
+    assessment: impact.Assessment,
+    node: str,
+    key: str,
+    title: str,
+    advice: str,
+    *,
+    cluster: Cluster | None,
+) -> MigChangeRequest | None:
+    """The suggestion stored, its node claimed, audited (None when another request took
+    the node since the facts were read)."""
     request = MigChangeRequest.objects.create(
         **({"cluster": cluster} if cluster is not None else {}),
         kind=MigChangeRequest.Kind.DRAIN,
@@ -111,8 +126,8 @@ def suggest_drain(
         return None
     record_teams_hit(request, request.assessment)
     record_audit(
-        actor=None,
-        event="node_drain.suggested",
+        actor=SYSTEM,
+        event=Event.NODE_DRAIN_SUGGESTED,
         source="task",
         target=request,
         new={

@@ -32,15 +32,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from changes.actuator import FAILED, SUCCESS, MigActuator, get_actuator
-from changes.approval import transition
+from changes.approval import acting_for, transition
 from changes.facts import custom_configs
+from changes.impact import NodeChange
 from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
 from cluster.connection import gateway_for
 from cluster.decode import gpu_offer, pod_gpu_requests
 from gpus.catalog import promised_resources
 from kube import EvictionBlocked, Gateway, ObjectRef
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 
@@ -234,8 +235,8 @@ def advance(
         if request.state in (State.APPROVED, State.SCHEDULED):
             transition(request, State.RUNNING)
             record_audit(
-                actor=None,
-                event="mig_change.started",
+                actor=acting_for(request),
+                event=Event.MIG_CHANGE_STARTED,
                 source="task",
                 target=request,
                 team=request.team,
@@ -267,16 +268,18 @@ def _run_node(
     """The node's steps not done yet; the outcome to stop on (wait or failed), or None when
     every step of the node is done."""
     round_name = "rollback" if rollback else "apply"
-    info: dict[str, Any] = next(
-        (n for n in request.assessment.get("nodes", []) if n["name"] == node), {}
-    )
+    info = next((n for n in request.impact.nodes if n.name == node), None)
     config = request.previous_configs.get(node, "") if rollback else request.target_config
     steps: tuple[str, ...]
     if request.is_drain:
         steps, promised = (RETURN_STEPS if rollback else DRAIN_STEPS), None
     else:
         steps = STEPS
-        promised = _promised_by(config, info) if rollback else info.get("after")
+        promised = (
+            _promised_by(config, node, info)
+            if rollback
+            else (info.after if info is not None else None)
+        )
     actuator = get_actuator()
     for name in steps:
         record, _ = MigChangeStep.objects.get_or_create(
@@ -327,14 +330,14 @@ def _abort_of(request: MigChangeRequest, node: str, step: str) -> Outcome | None
     )
 
 
-def _promised_by(config: str, info: dict[str, Any]) -> dict[str, int] | None:
+def _promised_by(config: str, node: str, info: NodeChange | None) -> dict[str, int] | None:
     """What ``config`` makes of this node (rolling back restores the config, and the config
     decides the resources, whatever state the node was in before)."""
     promised, _ = promised_resources(
         config,
-        node=info.get("name", ""),
-        model=info.get("model"),
-        gpu_count=int(info.get("gpu_count") or 0),
+        node=node if info is None else info.name,
+        model=None if info is None else info.model,
+        gpu_count=0 if info is None else info.gpu_count,
         custom=custom_configs(),
     )
     return promised
@@ -350,8 +353,10 @@ def _finish_step(request: MigChangeRequest, record: MigChangeStep, outcome: Outc
             status=status, message=message, finished_at=timezone.now()
         )
         record_audit(
-            actor=None,
-            event=f"mig_change.step.{status}",
+            actor=acting_for(request),
+            event=Event.MIG_CHANGE_STEP_DONE
+            if status == MigChangeStep.Status.DONE
+            else Event.MIG_CHANGE_STEP_FAILED,
             source="task",
             target=request,
             team=request.team,
@@ -370,8 +375,8 @@ def _finish(request: MigChangeRequest, state: str, event: str, **fields: Any) ->
     with transaction.atomic():
         transition(request, state, **fields)
         record_audit(
-            actor=None,
-            event=f"mig_change.{event}",
+            actor=acting_for(request),
+            event=Event[f"MIG_CHANGE_{event.upper()}"],  # one of the enum's (KeyError if not)
             source="task",
             target=request,
             team=request.team,
@@ -434,7 +439,9 @@ def _apply_queue_changes(request: MigChangeRequest) -> None:
                 left.append(f"{what} left at {now or 'none'} (approved from {change['from']})")
                 continue
             cq.set_nominal_quota(change["flavor"], change["resource"], str(change["to"]))
-            save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
+            save_cluster_queue(
+                actor=acting_for(request), cluster_queue=cq, source="task", serves=request
+            )
             changed.append(f"{what}: {change['from']} -> {change['to']}")
             moved.append(dict(change))
         MigChangeRequest.objects.filter(pk=request.pk).update(queues_moved=moved)
@@ -472,12 +479,14 @@ def _restore_queue_changes(request: MigChangeRequest) -> None:
                 left.append(f"{what} left at {shown} (the change set {change['to']})")
                 continue
             cq.set_nominal_quota(*key, str(change["from"]))
-            save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
+            save_cluster_queue(
+                actor=acting_for(request), cluster_queue=cq, source="task", serves=request
+            )
             restored.append(f"{what}: {change['to']} -> {change['from']}")
         _queue_step_done(record, ("restored", restored), ("the change", left))
         record_audit(
-            actor=None,
-            event="mig_change.queues_restored",
+            actor=acting_for(request),
+            event=Event.MIG_CHANGE_QUEUES_RESTORED,
             source="task",
             target=request,
             team=request.team,

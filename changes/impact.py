@@ -208,8 +208,16 @@ class Schedulable:
     node: str
 
 
+# The stored assessment's shape: 1 had no "version" key (stored before it was typed); 2
+# adds it and nothing else, so a version-1 row reads as one of today's.
+ASSESSMENT_VERSION = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Assessment:
+    """A MIG change's (or drain's) impact: stored with the request as :meth:`as_json`, read
+    back with :meth:`from_json` (any stored version)."""
+
     verdict: str
     drain: bool
     reasons: list[str]
@@ -223,10 +231,36 @@ class Assessment:
     schedulable: list[Schedulable]
     fingerprint: str
     teams_hit: list[str] = field(default_factory=list)
+    version: int = ASSESSMENT_VERSION
 
     @property
     def verdict_label(self) -> str:
         return VERDICT_LABELS[self.verdict]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Assessment:
+        """The assessment a request stores (``{}``, or None, for one never assessed: a
+        blocked verdict with no reason). Keys a stored version lacks read as empty."""
+        data = data or {}
+        return cls(
+            verdict=str(data.get("verdict") or "blocked"),
+            drain=bool(data.get("drain", False)),
+            reasons=list(data.get("reasons") or []),
+            notes=list(data.get("notes") or []),
+            config=str(data.get("config") or ""),
+            nodes=[_node_change(n) for n in data.get("nodes") or []],
+            capacity=[CapacityChange(**c) for c in data.get("capacity") or []],
+            queues=[FlavorCapacity(**q) for q in data.get("queues") or []],
+            proposed_queue_changes=[
+                QueueChange(q["cluster_queue"], q["flavor"], q["resource"], q["from"], q["to"])
+                for q in data.get("proposed_queue_changes") or []
+            ],
+            evictions=[_eviction(e) for e in data.get("evictions") or []],
+            schedulable=[Schedulable(**s) for s in data.get("schedulable") or []],
+            fingerprint=str(data.get("fingerprint") or ""),
+            teams_hit=list(data.get("teams_hit") or []),
+            version=int(data.get("version") or 1),
+        )
 
     def as_json(self) -> dict[str, Any]:
         """The assessment as stored with the request and shown by the pages and the API
@@ -292,7 +326,35 @@ class Assessment:
             ],
             "fingerprint": self.fingerprint,
             "teams_hit": list(self.teams_hit),
+            "version": ASSESSMENT_VERSION,
         }
+
+
+def _node_change(data: Mapping[str, Any]) -> NodeChange:
+    after = data.get("after")
+    return NodeChange(
+        name=data["name"],
+        model=data.get("model"),
+        gpu_count=int(data.get("gpu_count") or 0),
+        config_before=str(data.get("config_before") or ""),
+        state_before=str(data.get("state_before") or ""),
+        before=dict(data.get("before") or {}),
+        after=None if after is None else dict(after),
+    )
+
+
+def _eviction(data: Mapping[str, Any]) -> Eviction:
+    return Eviction(
+        namespace=data["namespace"],
+        pod=data["pod"],
+        node=data.get("node", ""),
+        team=data.get("team", ""),
+        resources=dict(data.get("resources") or {}),
+        outcome=data.get("outcome", ""),
+        ends_work=data.get("ends_work"),
+        budget=data.get("budget", ""),
+        budget_allows=data.get("budget_allows"),
+    )
 
 
 # ----------------------------------------------------------------------------- assess

@@ -15,10 +15,11 @@ from changes import impact
 from changes.approval import (
     User,
     claim_nodes,
+    decide_on_fresh,
     record_teams_hit,
     refuse_own,
+    require_asker,
     require_decider,
-    teams_user_may_request_for,
     transition,
 )
 from changes.facts import fleet_facts
@@ -29,7 +30,7 @@ from changes.tasks import queue_execution
 from cluster.models import Cluster, ObservedNode
 from fleet.membership import holds
 from fleet.models import NodePool
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.errors import DomainError
 from portal.permissions import is_platform_admin, user_id
 from portal.selectors import pod_names_for
@@ -58,7 +59,6 @@ def preview(
     return assessment_for(pod_names_for(viewer), assessed.as_json())
 
 
-@transaction.atomic
 def request_mig_change(
     *,
     actor: User,
@@ -78,8 +78,7 @@ def request_mig_change(
     only while there is one cluster. A blocked assessment, or a node that is not on the
     cluster, is refused with field errors; nothing is written.
     """
-    if not teams_user_may_request_for(actor).filter(pk=team.pk).exists():
-        raise PermissionDenied("Only the team's lead or a platform admin can ask for a MIG change.")
+    require_asker(actor, team, "a MIG change")
     cluster = change_cluster(pool, cluster)
     if pool is not None and not nodes:
         nodes = list(
@@ -100,6 +99,39 @@ def request_mig_change(
             else "nodes"
         )
         raise ValidationError({field: assessment.reasons})
+    # The cluster was read above, outside the transaction (the planner asks for several
+    # changes in its own: all or none).
+    with transaction.atomic():
+        request = _create_request(
+            actor=actor,
+            cluster=cluster,
+            team=team,
+            nodes=nodes,
+            pool=pool,
+            target_config=target_config,
+            reason=reason,
+            window_start=window_start,
+            assessment=assessment,
+            source=source,
+        )
+        transaction.on_commit(lambda: notify("requested", request))
+    return request
+
+
+def _create_request(
+    *,
+    actor: User,
+    cluster: Cluster,
+    team: Team,
+    nodes: list[str],
+    pool: NodePool | None,
+    target_config: str,
+    reason: str,
+    window_start: dt.datetime | None,
+    assessment: impact.Assessment,
+    source: str,
+) -> MigChangeRequest:
+    """The request row, its nodes claimed, the teams it hits and its audit row."""
     request = MigChangeRequest.objects.create(
         cluster=cluster,
         team=team,
@@ -123,7 +155,7 @@ def request_mig_change(
     record_teams_hit(request, request.assessment)
     record_audit(
         actor=actor,
-        event="mig_change.requested",
+        event=Event.MIG_CHANGE_REQUESTED,
         source=source,
         target=request,
         team=team,
@@ -135,7 +167,6 @@ def request_mig_change(
             "reason": request.reason,
         },
     )
-    transaction.on_commit(lambda: notify("requested", request))
     return request
 
 
@@ -211,47 +242,81 @@ def approve_mig_change(
     approver saw (``seen``, the fingerprint the page or the API showed; by default the
     stored one), the new assessment is stored and the approval refused, so the approver
     reads it and decides again. An approval stores the configs to roll back to and the
-    queue changes to carry as computed now, and the execution uses exactly those."""
+    queue changes to carry as computed now, and the execution uses exactly those.
+
+    The cluster is read (its pods, budgets and Jobs: seconds, at worst) before the
+    request's row is locked; under the lock only what the database holds is checked
+    again: the request still pending, and still showing the assessment read before."""
     request = get_mig_change_for_user(approver, request_id)
     require_decider(approver, "MIG changes")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
+    _require_pending(request)
+    assessed = impact.assess(
+        fleet_facts(cluster=request.cluster, exclude_request=request.pk, nodes=request.nodes),
+        targets=request.nodes,
+        config=request.target_config,
+        request_id=request.pk,
+        drain=request.is_drain,
+    )
+    read = request.impact.fingerprint
+    shown = seen or read
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         # Decisions on one request take turns: a second approver finds it decided.
         request = MigChangeRequest.objects.select_for_update(no_key=True).get(pk=request.pk)
         _require_pending(request)
-        shown = seen or str(request.assessment.get("fingerprint", ""))
-        assessed = impact.assess(
-            fleet_facts(cluster=request.cluster, exclude_request=request.pk, nodes=request.nodes),
-            targets=request.nodes,
-            config=request.target_config,
-            request_id=request.pk,
-            drain=request.is_drain,
-        )
-        fresh = assessed.as_json()
-        computed = _computed_at(assessed)
-        if assessed.fingerprint != shown or assessed.verdict == "blocked":
-            was = request.assessment
-            MigChangeRequest.objects.filter(pk=request.pk).update(
-                assessment=fresh, verdict=assessed.verdict, updated_at=now, **computed
-            )
-            record_teams_hit(request, fresh)
-            record_audit(
-                actor=approver,
-                event="mig_change.reassessed",
+        if request.impact.fingerprint != read:
+            shown = ""  # re-assessed by another decision meanwhile: what was seen is gone
+        was = decide_on_fresh(
+            shown=shown,
+            fresh=assessed.fingerprint,
+            blocked=assessed.verdict == "blocked",
+            approve=lambda: _approve(
+                request,
+                approver,
+                comment,
+                assessed.as_json(),
+                _computed_at(assessed),
+                now=now,
                 source=source,
-                target=request,
-                team=request.team,
-                old={"verdict": request.verdict, "fingerprint": shown},
-                new={"verdict": assessed.verdict, "fingerprint": assessed.fingerprint},
-            )
-        else:
-            _approve(request, approver, comment, fresh, computed, now=now, source=source)
+            ),
+            reassess=lambda: _reassessed(request, assessed, shown, approver, now, source),
+        )
+        if was is None:
             return request
     raise DomainError(
-        f"{impact.what_changed(was, fresh)} The assessment is updated: read it and decide again.",
+        f"{impact.what_changed(was, assessed.as_json())} The assessment is updated: read it "
+        "and decide again.",
         code="stale_assessment",
     )
+
+
+def _reassessed(
+    request: MigChangeRequest,
+    assessed: impact.Assessment,
+    shown: str,
+    approver: User,
+    now: dt.datetime,
+    source: str,
+) -> dict[str, Any]:
+    """Store the fresh assessment an approval was refused on (the request locked); the
+    assessment it replaced."""
+    was = dict(request.assessment)
+    fresh = assessed.as_json()
+    MigChangeRequest.objects.filter(pk=request.pk).update(
+        assessment=fresh, verdict=assessed.verdict, updated_at=now, **_computed_at(assessed)
+    )
+    record_teams_hit(request, fresh)
+    record_audit(
+        actor=approver,
+        event=Event.MIG_CHANGE_REASSESSED,
+        source=source,
+        target=request,
+        team=request.team,
+        old={"verdict": request.verdict, "fingerprint": shown},
+        new={"verdict": assessed.verdict, "fingerprint": assessed.fingerprint},
+    )
+    return was
 
 
 def _computed_at(assessed: impact.Assessment) -> dict[str, Any]:
@@ -291,7 +356,7 @@ def _approve(
         transition(request, State.SCHEDULED)
     record_audit(
         actor=approver,
-        event="mig_change.approved",
+        event=Event.MIG_CHANGE_APPROVED,
         source=source,
         target=request,
         team=request.team,
@@ -307,7 +372,7 @@ def _approve(
     transaction.on_commit(lambda: notify("approved", request))
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def reject_mig_change(
     *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> MigChangeRequest:
@@ -326,7 +391,7 @@ def reject_mig_change(
     )
     record_audit(
         actor=approver,
-        event="mig_change.rejected",
+        event=Event.MIG_CHANGE_REJECTED,
         source=source,
         target=request,
         team=request.team,
@@ -336,19 +401,23 @@ def reject_mig_change(
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def cancel_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     request = get_mig_change_for_user(actor, request_id)
     if request.requested_by_id != actor.pk and not is_platform_admin(actor):
         raise PermissionDenied("Only the requester or a platform admin can cancel a request.")
     transition(request, State.CANCELLED)
     record_audit(
-        actor=actor, event="mig_change.cancelled", source=source, target=request, team=request.team
+        actor=actor,
+        event=Event.MIG_CHANGE_CANCELLED,
+        source=source,
+        target=request,
+        team=request.team,
     )
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     """Put the nodes back on their previous configs through the same steps."""
     request = get_mig_change_for_user(actor, request_id)
@@ -366,7 +435,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
     )
     record_audit(
         actor=actor,
-        event="mig_change.rollback",
+        event=Event.MIG_CHANGE_ROLLBACK,
         source=source,
         target=request,
         team=request.team,
@@ -376,7 +445,7 @@ def rollback_mig_change(*, request_id: int, actor: User, source: str = "web") ->
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def abort_mig_change(*, request_id: int, actor: User, source: str = "web") -> MigChangeRequest:
     """Ask a running change (or rollback) to stop at its next step boundary: it then fails
     with the node left cordoned, and an admin may roll it back."""
@@ -394,7 +463,7 @@ def abort_mig_change(*, request_id: int, actor: User, source: str = "web") -> Mi
     request.refresh_from_db()
     record_audit(
         actor=actor,
-        event="mig_change.abort_requested",
+        event=Event.MIG_CHANGE_ABORT_REQUESTED,
         source=source,
         target=request,
         team=request.team,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from changes.impact import verdict_label
+from changes.impact import Assessment, verdict_label
 from portal.clusters import cluster_key
 from portal.scope import ScopedManager
 
@@ -133,6 +133,11 @@ class MigChangeRequest(models.Model):
     @property
     def verdict_label(self) -> str:
         return verdict_label(self.verdict)
+
+    @property
+    def impact(self) -> Assessment:
+        """The stored assessment, typed (a row of any stored version reads)."""
+        return Assessment.from_json(self.assessment)
 
     @property
     def is_drain(self) -> bool:

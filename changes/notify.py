@@ -119,17 +119,14 @@ def tell_teams_hit(event: str, request: MigChangeRequest) -> None:
 
 def body(request: MigChangeRequest, team: str) -> str:
     """The mail to a team a change hits."""
-    evicted = [
-        f"{e['namespace']}/{e['pod']} on {e['node']}"
-        for e in request.assessment.get("evictions", [])
-        if e.get("team") == team
-    ]
+    impact = request.impact
+    evicted = [f"{e.namespace}/{e.pod} on {e.node}" for e in impact.evictions if e.team == team]
     lines = [
         f"{request} ({request.get_state_display().lower()}) affects team {team}.",
         f"Asked by {request.team.slug if request.team else 'the portal'}: {request.reason}",
     ]
     if evicted:
         lines.append("Your pods it evicts: " + "; ".join(evicted) + ".")
-    lines.extend(request.assessment.get("reasons", []))
+    lines.extend(impact.reasons)
     lines.append(f"Read it: {settings.QM_PUBLIC_URL.rstrip('/')}/changes/{request.pk}/")
     return "\n".join(lines)

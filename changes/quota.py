@@ -10,7 +10,8 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -19,12 +20,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from changes.approval import User, refuse_own, require_decider
+from changes.approval import User, decide_on_fresh, refuse_own, require_asker, require_decider
 from changes.facts import fleet_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
-from portal.audit import record_audit
+from portal.audit import SYSTEM, Actor, Event, System, record_audit
 from portal.clusters import settings_cluster
 from portal.errors import DomainError
 from portal.notify import notify_event
@@ -36,10 +37,9 @@ from portal.quantity import (
     parse_quantity,
 )
 from portal.removal import Consequences
-from portal.services import Actor
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
-from tenants.models import Membership, Namespace, Team
+from tenants.models import Namespace, Team
 from tenants.rules import check_quota_item, spelled_quantity, unenforced_quota_note
 from tenants.services import set_namespace_quota
 
@@ -88,7 +88,7 @@ def assess_quota_change(
     requested: str,
     override_reason: str = "",
     facts: Fleet | None = None,
-) -> dict[str, Any]:
+) -> QuotaAssessment:
     """Does the fleet (or the cohort) have the capacity, and what it does to others
     (``facts``: the fleet already read for this request, else read now)."""
     facts = facts if facts is not None else _facts_of(namespace, cq)
@@ -105,33 +105,78 @@ def assess_quota_change(
             "Beyond what the fleet could ever back; a platform admin asked for it: "
             f"“{override_reason}”."
         )
-    assessment: dict[str, Any] = {
-        "previous": previous,
-        "requested": requested,
-        "delta": format_quantity(delta)
+    return QuotaAssessment(
+        previous=previous,
+        requested=requested,
+        delta=format_quantity(delta)
         if delta.denominator == 1 or (delta * 1000).denominator == 1
         else str(float(delta)),
-        "fits": fits,
-        "notes": notes,
-    }
-    assessment["fingerprint"] = assessment_fingerprint(assessment)
-    return assessment
+        fits=fits,
+        notes=notes,
+    )
 
 
-def assessment_fingerprint(assessment: dict[str, Any]) -> str:
-    """A hash of what an assessment tells a reader (the values, the capacity and the
-    notes): an approval acts only on the assessment the approver was shown."""
-    shown = {k: assessment.get(k) for k in ("previous", "requested", "delta", "fits", "notes")}
-    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:16]
+# The stored quota assessment's shape: 1 had no "version" (and, before fingerprints, no
+# "fingerprint": one is made from its values); 2 adds the version.
+QUOTA_ASSESSMENT_VERSION = 2
+
+
+@dataclass(frozen=True)
+class QuotaAssessment:
+    """What a quota request's assessment tells its reader, as stored with the request."""
+
+    previous: str
+    requested: str
+    delta: str
+    fits: bool
+    notes: list[str]
+    version: int = QUOTA_ASSESSMENT_VERSION
+    stored_fingerprint: str = ""  # as stored (a version-1 row may have none)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what it tells a reader (the values, the capacity and the notes): an
+        approval acts only on the assessment the approver was shown."""
+        if self.stored_fingerprint:
+            return self.stored_fingerprint
+        shown = [self.previous, self.requested, self.delta, self.fits, self.notes]
+        keys = ("previous", "requested", "delta", "fits", "notes")
+        text = json.dumps(dict(zip(keys, shown, strict=True)), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "previous": self.previous,
+            "requested": self.requested,
+            "delta": self.delta,
+            "fits": self.fits,
+            "notes": list(self.notes),
+            "fingerprint": self.fingerprint,
+            "version": QUOTA_ASSESSMENT_VERSION,
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any] | None, *, request: QuotaChangeRequest
+    ) -> QuotaAssessment:
+        """The assessment ``request`` stores, of any version (its values fill what an old
+        row lacks)."""
+        data = data or {}
+        return cls(
+            previous=str(data.get("previous", request.previous)),
+            requested=str(data.get("requested", request.requested)),
+            delta=str(data.get("delta") or ""),
+            fits=bool(data.get("fits", False)),
+            notes=list(data.get("notes") or []),
+            version=int(data.get("version") or 1),
+            stored_fingerprint=str(data.get("fingerprint") or ""),
+        )
 
 
 def shown_fingerprint(request: QuotaChangeRequest) -> str:
     """The fingerprint of the assessment a request shows (requests stored before
     fingerprints existed get theirs from their stored values)."""
-    stored = dict(request.assessment or {})
-    stored.setdefault("previous", request.previous)
-    stored.setdefault("requested", request.requested)
-    return str(stored.get("fingerprint") or assessment_fingerprint(stored))
+    return QuotaAssessment.from_json(request.assessment, request=request).fingerprint
 
 
 def _namespace_capacity(
@@ -408,11 +453,7 @@ def request_quota_change(
     could never back (unless a platform admin overrides it with a reason), and a second
     request for a quota item while one is pending (two approvals could otherwise both act
     on the same old value)."""
-    lead = Membership.objects.filter(
-        user_id=user_id(actor), team=team, role=Membership.Role.LEAD
-    ).exists()
-    if not (lead or is_platform_admin(actor)):
-        raise PermissionDenied("Only the team's lead or a platform admin can ask for quota.")
+    require_asker(actor, team, "quota")
     resource = resource.strip()
     errors = _request_errors(
         team=team,
@@ -447,7 +488,7 @@ def request_quota_change(
     ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)
     if errors:
         raise ValidationError(errors)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # an entry point: never inside another
         return _create_request(
             actor=actor,
             team=team,
@@ -490,7 +531,7 @@ def _create_request(
                 cluster_id=(fields["namespace"] or fields["cluster_queue"]).cluster_id,
                 requested_by_id=user_id(actor),
                 previous=previous,
-                assessment=assessment,
+                assessment=assessment.to_json(),
                 **fields,
             )
     except IntegrityError:  # another request for the same item won the race
@@ -500,7 +541,7 @@ def _create_request(
         raise ValidationError(refused) from None
     record_audit(
         actor=actor,
-        event="quota_change.requested",
+        event=Event.QUOTA_CHANGE_REQUESTED,
         source=source,
         target=request,
         team=request.team,
@@ -517,16 +558,20 @@ def _create_request(
         request.resource,
         _amount(request.requested) - _amount(previous),
         request.grant_until,
-        assessment["fits"],
+        assessment.fits,
     )
     if rule is not None and not request.override_reason:
         comment = f"Approved by rule “{rule.name}”."
-        _approve(request, approver=None, comment=comment, rule=rule, source=source)
+        robot = System(f"auto-approval rule “{rule.name}”"[:150])
+        _approve(request, approver=robot, comment=comment, rule=rule, source=source)
     return request
 
 
-def _apply_value(request: QuotaChangeRequest, value: str) -> None:
-    """Write ``value`` into desired state (the cluster loop applies it)."""
+def _apply_value(request: QuotaChangeRequest, value: str, *, actor: Actor, source: str) -> None:
+    """Write ``value`` into desired state (the cluster loop applies it) as ``actor`` (the
+    approver, or the system ending a grant): the write serves ``request``, whose assessment
+    bounded it by the fleet's ceiling (an admin's override included), and its audit row
+    names the request."""
     if request.kind == Kind.NAMESPACE:
         assert request.namespace is not None
         hard = dict(request.namespace.quota_items.values_list("resource", "hard"))
@@ -535,32 +580,27 @@ def _apply_value(request: QuotaChangeRequest, value: str) -> None:
         else:
             hard.pop(request.resource, None)
         set_namespace_quota(
-            actor=None,
-            namespace=request.namespace,
-            hard=hard,
-            source="task",
-            # The request's own assessment bounded it (an admin's override included).
-            override_reason=request.override_reason,
-            approved=request,
+            actor=actor, namespace=request.namespace, hard=hard, source=source, serves=request
         )
         return
     assert request.cluster_queue_id is not None
     cq = ClusterQueue.objects.select_for_update().get(pk=request.cluster_queue_id)
     cq.set_nominal_quota(request.flavor, request.resource, value)
-    save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=request)
+    save_cluster_queue(actor=actor, cluster_queue=cq, source=source, serves=request)
 
 
 def _approve(
     request: QuotaChangeRequest,
     *,
-    approver: User | None,
+    approver: Actor,
     comment: str,
     rule: AutoApprovalRule | None = None,
     source: str = "web",
 ) -> None:
+    """Approve and apply (``approver``: a person, or the system for an auto-approval rule)."""
     updated = QuotaChangeRequest.objects.filter(pk=request.pk, state=State.PENDING).update(
         state=State.APPROVED,
-        decided_by=approver if approver is not None and approver.is_authenticated else None,
+        decided_by=approver if not isinstance(approver, System) else None,
         decision_comment=comment,
         decided_at=timezone.now(),
         auto_rule=rule,
@@ -569,11 +609,11 @@ def _approve(
     if not updated:
         raise DomainError("This request was already decided.", code="conflict")
     request.refresh_from_db()
-    _apply_value(request, request.requested)
+    _apply_value(request, request.requested, actor=approver, source=source)
     _notify("approved", request)
     record_audit(
         actor=approver,
-        event="quota_change.auto_approved" if rule else "quota_change.approved",
+        event=Event.QUOTA_CHANGE_AUTO_APPROVED if rule else Event.QUOTA_CHANGE_APPROVED,
         source=source,
         target=request,
         team=request.team,
@@ -601,7 +641,7 @@ def approve_quota_change(
     request = get_quota_request_for_user(approver, request_id)
     require_decider(approver, "quota requests")
     refuse_own(request, approver, "You cannot approve your own request; another approver must.")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # an entry point: never inside another
         request = QuotaChangeRequest.objects.select_for_update().get(pk=request.pk)
         if request.state != State.PENDING:
             raise DomainError("This request was already decided.", code="conflict")
@@ -634,20 +674,14 @@ def approve_quota_change(
         )
         # The values shown are part of the fingerprint; what the approver saw must be what
         # the request shows now and what an assessment made now says.
-        if fresh["fingerprint"] == shown == shown_fingerprint(request):
-            _approve(request, approver=approver, comment=comment, source=source)
-            return request
-        was = request.previous
-        QuotaChangeRequest.objects.filter(pk=request.pk).update(previous=current, assessment=fresh)
-        record_audit(
-            actor=approver,
-            event="quota_change.reassessed",
-            source=source,
-            target=request,
-            team=request.team,
-            old={"value": was},
-            new={"value": current, "requested": request.requested},
+        was = decide_on_fresh(
+            shown=shown if shown == shown_fingerprint(request) else "",
+            fresh=fresh.fingerprint,
+            approve=lambda: _approve(request, approver=approver, comment=comment, source=source),
+            reassess=lambda: _reassessed(request, fresh, current, approver, source),
         )
+        if was is None:
+            return request
     if current != was:
         what = (
             f"The quota is now {current or 'not set'} (it was {was or 'not set'} when this was "
@@ -661,6 +695,27 @@ def approve_quota_change(
     raise DomainError(
         f"{what} The assessment is updated: read it and decide again.", code="stale_assessment"
     )
+
+
+def _reassessed(
+    request: QuotaChangeRequest, fresh: QuotaAssessment, current: str, approver: User, source: str
+) -> str:
+    """Store the fresh assessment an approval was refused on (the request locked); the
+    previous value it showed."""
+    was = request.previous
+    QuotaChangeRequest.objects.filter(pk=request.pk).update(
+        previous=current, assessment=fresh.to_json()
+    )
+    record_audit(
+        actor=approver,
+        event=Event.QUOTA_CHANGE_REASSESSED,
+        source=source,
+        target=request,
+        team=request.team,
+        old={"value": was},
+        new={"value": current, "requested": request.requested},
+    )
+    return was
 
 
 def gone_message(request: QuotaChangeRequest) -> str:
@@ -685,7 +740,7 @@ def _lock_target(request: QuotaChangeRequest) -> None:
         ClusterQueue.objects.select_for_update().filter(pk=request.cluster_queue_id).first()
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") -> QuotaChangeRequest:
     """The requester (or a platform admin) withdraws a pending request."""
     request = get_quota_request_for_user(actor, request_id)
@@ -699,7 +754,7 @@ def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") ->
     _notify("cancelled", request)
     record_audit(
         actor=actor,
-        event="quota_change.cancelled",
+        event=Event.QUOTA_CHANGE_CANCELLED,
         source=source,
         target=request,
         team=request.team,
@@ -709,7 +764,7 @@ def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") ->
     return request
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def reject_quota_change(
     *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> QuotaChangeRequest:
@@ -730,7 +785,7 @@ def reject_quota_change(
     _notify("rejected", request)
     record_audit(
         actor=approver,
-        event="quota_change.rejected",
+        event=Event.QUOTA_CHANGE_REJECTED,
         source=source,
         target=request,
         team=request.team,
@@ -756,8 +811,8 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
         QuotaChangeRequest.objects.filter(pk=request.pk).update(warned_at=now)
         _notify("expiring", request)
         record_audit(
-            actor=None,
-            event="quota_change.expiring",
+            actor=SYSTEM,
+            event=Event.QUOTA_CHANGE_EXPIRING,
             source="task",
             target=request,
             team=request.team,
@@ -786,19 +841,19 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
     )
     if request.target_deleted:  # nothing left to put the previous value back into
         event, new = (
-            "quota_change.revert_skipped",
+            Event.QUOTA_CHANGE_REVERT_SKIPPED,
             {"note": f"{request.target_name} was deleted; nothing to put back"},
         )
     elif _amount(current) == _amount(request.requested):
-        _apply_value(request, request.previous)
-        event, new = "quota_change.reverted", {"value": request.previous}
+        _apply_value(request, request.previous, actor=SYSTEM, source="task")
+        event, new = Event.QUOTA_CHANGE_REVERTED, {"value": request.previous}
     else:
         event, new = (
-            "quota_change.revert_skipped",
+            Event.QUOTA_CHANGE_REVERT_SKIPPED,
             {"value": current, "note": "changed since the grant; left as it is"},
         )
     record_audit(
-        actor=None,
+        actor=SYSTEM,
         event=event,
         source="task",
         target=request,
@@ -806,7 +861,7 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
         old={"value": current},
         new=new,
     )
-    _notify("reverted" if event == "quota_change.reverted" else "revert_skipped", request)
+    _notify("reverted" if event == Event.QUOTA_CHANGE_REVERTED else "revert_skipped", request)
     return True
 
 
@@ -871,7 +926,7 @@ def void_quota_requests_about(obj: Model, *, actor: Actor, source: str) -> None:
         request.refresh_from_db()
         record_audit(
             actor=actor,
-            event="quota_change.voided",
+            event=Event.QUOTA_CHANGE_VOIDED,
             source=source,
             target=request,
             team=request.team,

@@ -19,6 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from changes import mig, quota, selectors
 from changes.approval import may_preview, may_request, teams_user_may_request_for
+from changes.decisions import MIG_VERBS, QUOTA_VERBS, Asked, decide, verb_of
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
@@ -205,34 +206,33 @@ def change_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def needs_confirmation(change: MigChangeRequest) -> list[str]:
     """Why approving ``change`` on its page asks for a tick first (nothing when it does not):
     a drain, or a change whose verdict breaks quota."""
-    assessment = change.assessment or {}
+    assessment = change.impact
     if change.is_drain:
         return [
             "A drain evicts the node's GPU pods and takes its GPUs out of the fleet until an "
             "admin returns it to service.",
-            *assessment.get("reasons", []),
+            *assessment.reasons,
         ]
-    if assessment.get("verdict") == "breaks_quota":
-        return list(assessment.get("reasons", []))
+    if change.assessment and assessment.verdict == "breaks_quota":
+        return list(assessment.reasons)
     return []
 
 
-MIG_ACTIONS = {
-    "approve": "Approved: the change runs now (or in its window).",
-    "reject": "Rejected.",
-    "cancel": "Cancelled.",
-    "rollback": "Rolling back to the previous configs.",
-    "abort": "Abort asked: the change stops at its next step boundary, the node cordoned.",
-}
+def _asked(request: HttpRequest, pk: int) -> Asked:
+    """A decision as a page's form asks it."""
+    return Asked(
+        request_id=pk,
+        user=request.user,
+        comment=request.POST.get("comment", ""),
+        seen=request.POST.get("fingerprint", ""),
+    )
 
 
 @login_required
 @require_POST
 def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpResponse:
-    if action not in MIG_ACTIONS:
-        raise PermissionDenied("Unknown action.")
+    verb_of("mig", action)
     selectors.get_mig_change_for_user(request.user, pk)  # 404 across teams
-    comment = request.POST.get("comment", "")
     try:
         if action == "approve" and request.POST.get("confirm") != "yes":
             change, allowed = selectors.get_mig_change_with_actions(request.user, pk)
@@ -242,25 +242,11 @@ def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpRespons
                     f"Not approved: tick “I have read why” to approve {what}.",
                     code="confirmation_needed",
                 )
-        if action == "approve":
-            mig.approve_mig_change(
-                request_id=pk,
-                approver=request.user,
-                comment=comment,
-                seen=request.POST.get("fingerprint", ""),
-            )
-        elif action == "reject":
-            mig.reject_mig_change(request_id=pk, approver=request.user, comment=comment)
-        elif action == "cancel":
-            mig.cancel_mig_change(request_id=pk, actor=request.user)
-        elif action == "abort":
-            mig.abort_mig_change(request_id=pk, actor=request.user)
-        else:
-            mig.rollback_mig_change(request_id=pk, actor=request.user)
+        decide("mig", action, _asked(request, pk))
     except (DomainError, ValidationError) as exc:
         messages.error(request, user_message(exc))
     else:
-        messages.success(request, MIG_ACTIONS[action])
+        messages.success(request, MIG_VERBS[action].done)
     if request.htmx:
         return HttpResponseClientRedirect(f"/changes/{pk}/")
     return redirect("change-detail", pk=pk)
@@ -350,47 +336,29 @@ def quota_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def quota_detail(request: HttpRequest, pk: int) -> HttpResponse:
     change, actions = selectors.get_quota_request_with_actions(request.user, pk)
+    assessment = quota.QuotaAssessment.from_json(change.assessment, request=change)
     return render(
         request,
         "changes/quota_detail.html",
         {
             "change": change,
             "actions": actions,
-            "fingerprint": quota.shown_fingerprint(change),
+            "assessment": assessment,
+            "fingerprint": assessment.fingerprint,
             "gone": quota.gone_message(change) if change.target_deleted else "",
             "what_if": selectors.quota_request_what_if(request.user, change),
         },
     )
 
 
-QUOTA_ACTIONS = {
-    "approve": "Approved: the quota changes with the next apply.",
-    "reject": "Rejected.",
-    "cancel": "Cancelled.",
-}
-
-
 @login_required
 @require_POST
 def quota_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     selectors.get_quota_request_for_user(request.user, pk)  # 404 across teams
-    if action not in QUOTA_ACTIONS:
-        raise PermissionDenied("Unknown action.")
-    comment = request.POST.get("comment", "")
     try:
-        if action == "approve":
-            quota.approve_quota_change(
-                request_id=pk,
-                approver=request.user,
-                comment=comment,
-                seen=request.POST.get("fingerprint", ""),
-            )
-        elif action == "reject":
-            quota.reject_quota_change(request_id=pk, approver=request.user, comment=comment)
-        else:
-            quota.cancel_quota_change(request_id=pk, actor=request.user)
+        decide("quota", action, _asked(request, pk))
     except (DomainError, ValidationError) as exc:
         messages.error(request, user_message(exc))
     else:
-        messages.success(request, QUOTA_ACTIONS[action])
+        messages.success(request, QUOTA_VERBS[action].done)
     return redirect("quota-detail", pk=pk)

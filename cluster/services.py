@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -21,10 +20,9 @@ from cluster import credentials
 from cluster.discovery import Discovered
 from cluster.models import Cluster
 from portal import clusters
-from portal.audit import record_audit
+from portal.audit import SYSTEM, Actor, Event, System, record_audit
 from portal.permissions import is_platform_admin
 
-User = AbstractBaseUser | AnonymousUser
 # The fields an admin sets (the rest is discovered, or the credential).
 EDITABLE = (
     "name",
@@ -52,7 +50,7 @@ def _snapshot(cluster: Cluster) -> dict[str, Any]:
 @transaction.atomic
 def save_cluster(
     *,
-    actor: User | None,
+    actor: Actor,
     cluster: Cluster,
     credential: str | None = None,
     source: str,
@@ -60,8 +58,8 @@ def save_cluster(
     """Create or update ``cluster`` (its admin-set fields); ``credential`` (a token or a
     kubeconfig) replaces the stored one when given, encrypted. Field errors raise
     ValidationError and save nothing; an edit that changes nothing saves and audits
-    nothing. ``actor`` None is the system (a command: the demo registers its clusters)."""
-    if actor is not None and not is_platform_admin(actor):  # type: ignore[arg-type]
+    nothing. ``actor`` may be the system (a command: the demo registers its clusters)."""
+    if not isinstance(actor, System) and not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins register and edit clusters.")
     before = _snapshot(Cluster.objects.get(pk=cluster.pk)) if cluster.pk is not None else None
     cluster.full_clean()
@@ -84,7 +82,7 @@ def save_cluster(
         changed["credential"] = "replaced"
     record_audit(
         actor=actor,
-        event="cluster.registered" if before is None else "cluster.changed",
+        event=Event.CLUSTER_REGISTERED if before is None else Event.CLUSTER_CHANGED,
         source=source,
         target=cluster,
         old=None if before is None else {k: before[k] for k in changed if k in before},
@@ -104,7 +102,10 @@ def rotate_cluster_credentials(*, source: str = "cli") -> int:
         rotated += 1
     if rotated:
         record_audit(
-            actor=None, event="cluster.credentials_rotated", source=source, new={"count": rotated}
+            actor=SYSTEM,
+            event=Event.CLUSTER_CREDENTIALS_ROTATED,
+            source=source,
+            new={"count": rotated},
         )
     return rotated
 

@@ -19,7 +19,7 @@ from cluster.services import save_cluster, settings_cluster
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
-from portal.audit import record_audit
+from portal.audit import SYSTEM, record_audit
 from portal.models import AuditEvent, PlatformRole
 from portal.selectors import DEMO_LOADED
 from portal.services import move_to_cluster
@@ -65,7 +65,7 @@ def _placed(model: Any, lookup: dict[str, Any], cluster: Cluster, clusters: Clus
         found = model.objects.filter(**lookup, cluster=clusters.training).first()
         if found is not None:  # a move is no edit: the services refuse it, this says it
             team = getattr(found, "team", None)
-            move_to_cluster(found, cluster=cluster, actor=None, source=SOURCE, team=team)
+            move_to_cluster(found, cluster=cluster, actor=SYSTEM, source=SOURCE, team=team)
     instance = found or model(**lookup)
     instance.cluster = cluster
     return instance
@@ -94,7 +94,7 @@ def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     marker = {"logins": [[user.username, user.description] for user in data.USERS]}
     last = AuditEvent.objects.filter(event=DEMO_LOADED).order_by("-time", "-id").first()
     if last is None or last.new != marker:
-        record_audit(actor=None, event=DEMO_LOADED, source=SOURCE, new=marker)
+        record_audit(actor=SYSTEM, event=DEMO_LOADED, source=SOURCE, new=marker)
     return warnings
 
 
@@ -108,13 +108,13 @@ def _clusters(inference: data.Endpoint | None) -> Clusters:
     if inference is None:
         return Clusters(training, second)
     training.display_name, training.purpose = data.TRAINING_CLUSTER
-    save_cluster(actor=None, cluster=training, source=SOURCE)
+    save_cluster(actor=SYSTEM, cluster=training, source=SOURCE)
     second = second or Cluster(name=name)
     second.display_name, second.purpose = display_name, purpose
     second.connection, second.api_url = Cluster.Connection.TOKEN, inference.url
     stored = credentials.decrypt(second.credential, cluster=name) if second.credential else ""
     token = inference.token if inference.token != stored else None
-    save_cluster(actor=None, cluster=second, credential=token, source=SOURCE)
+    save_cluster(actor=SYSTEM, cluster=second, credential=token, source=SOURCE)
     return Clusters(training, second)
 
 
@@ -128,7 +128,7 @@ def _priority_classes() -> None:
             "global_default": False,
         }
         save_priority_class(
-            actor=None,
+            actor=SYSTEM,
             source=SOURCE,
             priority_class=_upsert(PriorityClass, {"name": name}, values),
         )
@@ -140,7 +140,7 @@ def _teams(clusters: Clusters) -> tuple[dict[str, Team], list[str]]:
     warnings: list[str] = []
     for slug, name, description in data.TEAMS:
         team = save_team(
-            actor=None,
+            actor=SYSTEM,
             source=SOURCE,
             team=_upsert(Team, {"slug": slug}, {"name": name, "description": description}),
             allowed_priority_classes=PriorityClass.objects.filter(
@@ -154,15 +154,15 @@ def _teams(clusters: Clusters) -> tuple[dict[str, Team], list[str]]:
         cluster = clusters.of(slug in served)
         namespace = _placed(Namespace, {"name": slug}, cluster, clusters)
         namespace.team = team
-        namespace = save_namespace(actor=None, source=SOURCE, namespace=namespace)
+        namespace = save_namespace(actor=SYSTEM, source=SOURCE, namespace=namespace)
         if slug in served:
             hard = data.INFERENCE_QUOTAS[slug]
         else:
             hard = data.SEED_QUOTA if slug == "team-a" else data.OTHER_QUOTAS[slug]
-        warnings += set_namespace_quota(actor=None, namespace=namespace, hard=hard, source=SOURCE)
+        warnings += set_namespace_quota(actor=SYSTEM, namespace=namespace, hard=hard, source=SOURCE)
         limits = data.SEED_LIMITS if slug == "team-a" else data.OTHER_LIMITS.get(slug, [])
         warnings += set_namespace_limits(
-            actor=None, namespace=namespace, limits=limits, source=SOURCE
+            actor=SYSTEM, namespace=namespace, limits=limits, source=SOURCE
         )
     return teams, warnings
 
@@ -181,7 +181,7 @@ def _flavors_and_pools(clusters: Clusters) -> None:
             "description": description,
         }
         flavor = _upsert(ResourceFlavor, {"name": name, "cluster": cluster}, values)
-        save_resource_flavor(actor=None, source=SOURCE, flavor=flavor)
+        save_resource_flavor(actor=SYSTEM, source=SOURCE, flavor=flavor)
     for cluster, (name, selector, purpose, config, description) in pools:
         values = {
             "node_selector": selector,
@@ -190,7 +190,7 @@ def _flavors_and_pools(clusters: Clusters) -> None:
             "description": description,
         }
         pool = _upsert(NodePool, {"name": name, "cluster": cluster}, values)
-        save_node_pool(actor=None, source=SOURCE, pool=pool)
+        save_node_pool(actor=SYSTEM, source=SOURCE, pool=pool)
 
 
 def _cohorts(cluster: Cluster) -> dict[str, Cohort]:
@@ -198,7 +198,7 @@ def _cohorts(cluster: Cluster) -> dict[str, Cohort]:
     for name, parent, description in data.COHORTS:
         values = {"parent": cohorts.get(parent), "description": description}
         cohort = _upsert(Cohort, {"name": name, "cluster": cluster}, values)
-        cohorts[name] = save_cohort(actor=None, source=SOURCE, cohort=cohort)
+        cohorts[name] = save_cohort(actor=SYSTEM, source=SOURCE, cohort=cohort)
     return cohorts
 
 
@@ -218,11 +218,11 @@ def _queues(clusters: Clusters) -> None:
         cq = _placed(ClusterQueue, {"name": name}, cluster, clusters)
         cq.cohort, cq.fair_sharing_weight = cohort, weight
         cq.resource_groups, cq.description = groups, description
-        queues[name] = save_cluster_queue(actor=None, source=SOURCE, cluster_queue=cq)
+        queues[name] = save_cluster_queue(actor=SYSTEM, source=SOURCE, cluster_queue=cq)
     for cluster, (name, namespace, cq_name) in local:
         lookup = {"name": name, "namespace": Namespace.objects.get(name=namespace, cluster=cluster)}
         save_local_queue(
-            actor=None,
+            actor=SYSTEM,
             source=SOURCE,
             local_queue=_upsert(LocalQueue, lookup, {"cluster_queue": queues[cq_name]}),
         )
@@ -244,4 +244,4 @@ def _users(teams: dict[str, Team]) -> None:
             membership = Membership.objects.filter(user=user, team=teams[slug]).first()
             membership = membership or Membership(user=user, team=teams[slug])
             membership.role = role
-            save_membership(actor=None, membership=membership, source=SOURCE)
+            save_membership(actor=SYSTEM, membership=membership, source=SOURCE)

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from fleet.models import MigConfig, NodePool
+from portal.audit import Event, admin_event
 from portal.names import label_value_errors, qualified_name_errors
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
@@ -30,7 +31,7 @@ def save_node_pool(*, actor: Actor, pool: NodePool, source: str) -> NodePool:
         errors["mig_config"] = ["A MIG config name is a label value, e.g. all-3g.40gb."]
     if errors:
         raise ValidationError(errors)
-    save_validated(pool, actor=actor, source=source, event="node_pool.saved")
+    save_validated(pool, actor=actor, source=source, event=Event.NODE_POOL_SAVED)
     return pool
 
 
@@ -44,7 +45,7 @@ def save_mig_config(*, actor: Actor, config: MigConfig, source: str) -> MigConfi
         config,
         actor=actor,
         source=source,
-        event="migconfig.created" if created else "migconfig.changed",
+        event=Event.MIG_CONFIG_CREATED if created else Event.MIG_CONFIG_CHANGED,
     )
     return config
 
@@ -54,4 +55,6 @@ def delete_fleet_object(*, actor: Actor, obj: NodePool | MigConfig, source: str)
     """Delete a node pool or a custom MIG config (platform admins), audited; the requests
     about it end and the loop applies what changed."""
     require_platform_admin(actor)
-    delete_desired(obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted")
+    delete_desired(
+        obj, actor=actor, source=source, event=admin_event(str(obj._meta.model_name), "deleted")
+    )

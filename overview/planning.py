@@ -28,7 +28,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from changes import impact
-from changes.approval import User
+from changes.approval import User, may_request
 from changes.facts import fleet_facts
 from changes.mig import request_mig_change
 from changes.models import MigChangeRequest, QuotaChangeRequest
@@ -39,7 +39,7 @@ from fleet.models import NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import most_per_gpu
 from health.models import NodeHealth
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.errors import DomainError
 from portal.names import selector_matches
 from portal.permissions import is_platform_admin, sees_every_team
@@ -64,12 +64,7 @@ class Planned:
 
 def may_see_planner(user: User) -> bool:
     """Platform admins; approvers and team leads read it."""
-    if sees_every_team(user):
-        return True
-    return bool(
-        user.is_authenticated
-        and Team.objects.filter(memberships__user_id=user.pk, memberships__role="lead").exists()
-    )
+    return sees_every_team(user) or may_request(user)
 
 
 def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
@@ -334,7 +329,7 @@ def request_planned_changes(
     ]
     record_audit(
         actor=actor,
-        event="mig_plan.requested",
+        event=Event.MIG_PLAN_REQUESTED,
         source=source,
         team=team,
         new={

@@ -16,6 +16,7 @@ from django.forms import JSONField as JSONFormField
 from django.http import HttpRequest, HttpResponse
 
 from portal.audit import record_audit
+from portal.audit_events import admin_event
 from portal.clusters import cluster_choice
 from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
@@ -54,7 +55,7 @@ class AuditedAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         record_audit(
             actor=request.user,
-            event=f"{obj._meta.model_name}.{'changed' if change else 'created'}",
+            event=admin_event(str(obj._meta.model_name), "changed" if change else "created"),
             source="admin",
             target=obj,
             old=old,
@@ -65,7 +66,7 @@ class AuditedAdmin(admin.ModelAdmin):
     def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
         record_audit(
             actor=request.user,
-            event=f"{obj._meta.model_name}.deleted",
+            event=admin_event(str(obj._meta.model_name), "deleted"),
             source="admin",
             target=obj,
             old=snapshot(obj),

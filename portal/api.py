@@ -160,6 +160,7 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
             "new",
             "source",
             "request_id",
+            "cause",
             "event_label",
             "changes",
         ]

@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
 
-from portal.audit_text import Change, audit_changes, changes_text, event_label, target_link
+from portal.audit_text import (
+    Change,
+    Link,
+    audit_changes,
+    cause_link,
+    cause_text,
+    changes_text,
+    event_label,
+    target_link,
+)
 from portal.models import AuditEvent
 from portal.names import PodNames
 
@@ -28,6 +37,7 @@ CSV_COLUMNS = (
     "changes",
     "old",
     "new",
+    "cause",
 )
 # The changes a row shows at once; the rest (a creation lists every field) fold away.
 SHOWN_CHANGES = 6
@@ -43,6 +53,8 @@ class AuditRow:
     label: str
     changes: list[Change]
     target_url: str
+    cause: str = ""  # the request the row's write carried out, as people name it
+    cause_url: str = ""
 
     @property
     def shown_changes(self) -> list[Change]:
@@ -62,12 +74,17 @@ def audit_row(event: AuditEvent, names: PodNames) -> AuditRow:
             event.event, names.redact_value(event.old), names.redact_value(event.new)
         ),
         target_url=target_url(event),
+        cause=cause_text(event.cause),
+        cause_url=_url(cause_link(event.cause)),
     )
 
 
 def target_url(event: AuditEvent) -> str:
     """The page of the event's object ("" when it has none)."""
-    link = target_link(event.target_type, event.target_id)
+    return _url(target_link(event.target_type, event.target_id))
+
+
+def _url(link: Link | None) -> str:
     if link is None:
         return ""
     try:
@@ -95,6 +112,7 @@ def csv_record(event: AuditEvent, names: PodNames) -> list[str]:
         changes_text(audit_changes(event.event, old, new)),
         _json(old),
         _json(new),
+        event.cause,
     ]
     return [_safe_cell(cell) for cell in cells]
 

@@ -13,75 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from portal.audit_events import Event
+
 ARROW = "→"
 NOT_SET = "not set"
 MAX_LIST_ITEMS = 10
 
-EVENT_LABELS: dict[str, str] = {
-    # reviewed MIG changes and drains (changes/mig.py, changes/executor.py)
-    "mig_change.requested": "MIG change requested",
-    "mig_plan.requested": "MIG layout plan turned into change requests",
-    "mig_change.approved": "MIG change approved",
-    "cluster_queue.override": "ClusterQueue promised beyond the fleet (override)",
-    "team.priority_classes_changed": "Team's allowed priority classes changed",
-    "mig_change.reassessed": "MIG change re-assessed at the decision (approval refused)",
-    "mig_change.rejected": "MIG change rejected",
-    "mig_change.cancelled": "MIG change cancelled",
-    "mig_change.started": "MIG change started",
-    "mig_change.step.done": "MIG change step done",
-    "mig_change.step.failed": "MIG change step failed",
-    "mig_change.succeeded": "MIG change succeeded",
-    "mig_change.failed": "MIG change failed",
-    "mig_change.aborted": "MIG change aborted",
-    "mig_change.abort_requested": "Abort of a MIG change requested",
-    "mig_change.rollback": "MIG change rollback started",
-    "mig_change.rolled_back": "MIG change rolled back",
-    "mig_change.queues_restored": "Queue quotas a MIG change moved restored by its rollback",
-    "node_drain.suggested": "Node drain suggested",
-    # quota requests (changes/quota.py)
-    "quota_change.requested": "Quota request made",
-    "quota_change.approved": "Quota request approved",
-    "quota_change.auto_approved": "Quota request approved by a rule",
-    "quota_change.reassessed": "Quota request reassessed (the quota changed)",
-    "quota_change.rejected": "Quota request rejected",
-    "quota_change.cancelled": "Quota request cancelled",
-    "quota_change.voided": "Quota request cancelled (its namespace or ClusterQueue was deleted)",
-    "quota_change.expiring": "Quota grant ends within a day",
-    "quota_change.reverted": "Quota grant ended, previous quota restored",
-    "quota_change.revert_skipped": "Quota grant ended, quota left as changed since",
-    # desired state (tenants/, queues/, fleet/ services)
-    "team.created": "Team created",
-    "team.changed": "Team changed",
-    "namespace.created": "Namespace created",
-    "namespace.changed": "Namespace changed",
-    "namespace.deleted": "Namespace deleted",
-    "quota.changed": "Namespace quota changed",
-    "cluster.registered": "Cluster registered",
-    "cluster.changed": "Cluster changed",
-    "cluster.credentials_rotated": "Cluster credentials re-encrypted under a new key",
-    "limits.changed": "Namespace limits changed",
-    "priority_class.saved": "PriorityClass saved",
-    "resource_flavor.saved": "ResourceFlavor saved",
-    "cohort.saved": "Cohort saved",
-    "cluster_queue.saved": "ClusterQueue saved",
-    "local_queue.saved": "LocalQueue saved",
-    "node_pool.saved": "Node pool saved",
-    "migconfig.created": "Custom MIG config created",
-    "migconfig.changed": "Custom MIG config changed",
-    "priority_class.clusters_changed": "PriorityClass's clusters changed",
-    # people and access (tenants/oidc.py, portal/tokens.py)
-    "user.created": "User created at first sign-in",
-    "platform_role.granted": "Platform role granted",
-    "platform_role.revoked": "Platform role revoked",
-    "membership.granted": "Team membership granted",
-    "membership.revoked": "Team membership revoked",
-    "membership.changed": "Team membership changed",
-    "membership.created": "Team membership added",
-    "api_token.created": "API token created",
-    "api_token.revoked": "API token revoked",
-    "notification_subscription.created": "Notification subscription added",
-    "notification_subscription.deleted": "Notification subscription removed",
-}
+# The labels of the events services record (the enum keeps each beside its event).
+EVENT_LABELS: dict[str, str] = {event.value: event.label for event in Event}
 
 # The nouns of event names, including the model names the admin's events use
 # (``<model_name>.created`` / ``.changed`` / ``.deleted``).
@@ -309,6 +248,22 @@ TARGET_PAGES: dict[str, tuple[str, bool, str]] = {
     "tenants.priorityclass": ("queues", False, "pc-title"),
     "fleet.nodepool": ("fleet", False, ""),
 }
+
+
+def cause_text(cause: str) -> str:
+    """How a row names the reviewed request it carried out (``changes.quotachangerequest:42``
+    reads "Quota request #42"); "" when it carried out none."""
+    label, _, pk = cause.partition(":")
+    if not pk:
+        return ""
+    model = label.partition(".")[2]
+    return f"{NOUNS.get(model, model)} #{pk}"
+
+
+def cause_link(cause: str) -> Link | None:
+    """The page of the request a row carried out, or None."""
+    label, _, pk = cause.partition(":")
+    return target_link(label, pk)
 
 
 def target_link(target_type: str, target_id: str) -> Link | None:

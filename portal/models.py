@@ -67,6 +67,11 @@ class AuditEvent(models.Model):
     new = models.JSONField(null=True, blank=True)
     source = models.CharField(max_length=8, choices=Source.choices)
     request_id = models.CharField(max_length=64, blank=True)
+    cause = models.CharField(
+        max_length=96,
+        blank=True,
+        help_text="The reviewed request this change carries out (app_label.model:id), if any.",
+    )
 
     class Meta:
         ordering = ["-time", "-id"]

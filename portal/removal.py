@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from django.db import models, transaction
 
 from portal import desired
-from portal.audit import record_audit
+from portal.audit import AdminEvent, record_audit
 from portal.services import Actor, snapshot
 
 
@@ -73,7 +73,7 @@ def removing(obj: models.Model, *, actor: Actor, source: str) -> None:
 
 @transaction.atomic
 def delete_desired(
-    instance: models.Model, *, actor: Actor, source: str, event: str, team: Any = None
+    instance: models.Model, *, actor: Actor, source: str, event: AdminEvent, team: Any = None
 ) -> None:
     """Delete an object of desired state, whatever the door: the requests about it end
     first (:func:`removing`), the audit row keeps what it was, and the loop removes it from

@@ -8,12 +8,13 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
+from portal.audit_events import Event
 from portal.models import AuditEvent
 from portal.names import PodNames
 from portal.permissions import sees_every_team
 
 User = AbstractBaseUser | AnonymousUser
-DEMO_LOADED = "demo.loaded"  # the audit event the demo loader writes, with its logins
+DEMO_LOADED = Event.DEMO_LOADED  # the audit event the demo loader writes, with its logins
 
 
 def demo_sign_in() -> dict[str, Any] | None:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.forms.models import model_to_dict
 
 from portal import desired
-from portal.audit import record_audit
+from portal.audit import Actor, Event, System, admin_event, record_audit
 from portal.permissions import is_platform_admin
 
-Actor = AbstractBaseUser | AnonymousUser | None
+__all__ = ["Actor", "require_platform_admin", "save_validated", "snapshot"]
 
 
 def require_platform_admin(actor: Actor) -> None:
-    """``None`` is the system (a command or a task); everyone else needs the admin role."""
-    if actor is not None and not is_platform_admin(actor):
+    """The system (a command or a task) may; a person needs the admin role."""
+    if not isinstance(actor, System) and not is_platform_admin(actor):
         raise PermissionDenied("Only platform admins can change this.")
 
 
@@ -46,12 +45,14 @@ def save_validated(
     *,
     actor: Actor,
     source: str,
-    event: str,
+    event: Event,
     team: Any = None,
     noted: dict[str, Any] | None = None,
+    cause: models.Model | None = None,
 ) -> models.Model:
     """Validate (field errors raise ``ValidationError``), save, and audit old -> new (with
-    ``noted`` beside the new fields: why a rule was overridden).
+    ``noted`` beside the new fields: why a rule was overridden; ``cause``: the reviewed
+    request the save carries out).
 
     An object of one cluster stays on it: moving it is no edit (the cluster would lose it,
     pods and all, without the delete's confirmation), so a changed ``cluster`` is a field
@@ -75,6 +76,7 @@ def save_validated(
         team=team,
         old=old,
         new={**snapshot(instance), **(noted or {})},
+        cause=cause,
     )
     return instance
 
@@ -116,7 +118,7 @@ def move_to_cluster(
     desired.changed(previous, instance)
     record_audit(
         actor=actor,
-        event=f"{instance._meta.model_name}.moved",
+        event=admin_event(str(instance._meta.model_name), "moved"),
         source=source,
         target=instance,
         team=team,

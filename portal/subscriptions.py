@@ -22,7 +22,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.models import Notification, NotificationSubscription
 from portal.notify_payloads import KINDS
 from portal.permissions import User, sees_every_team, unread_notifications, user_id
@@ -141,7 +141,7 @@ def create_subscription(
     )
     record_audit(
         actor=user,
-        event="notification_subscription.created",
+        event=Event.NOTIFICATION_SUBSCRIPTION_CREATED,
         source=source,
         target=sub,
         team=team,
@@ -158,7 +158,7 @@ def delete_subscription(*, user: User, subscription_id: int, source: str = "web"
         raise Http404("No such subscription.")
     record_audit(
         actor=user,
-        event="notification_subscription.deleted",
+        event=Event.NOTIFICATION_SUBSCRIPTION_DELETED,
         source=source,
         target=sub,
         team=sub.team,

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, throttling
 
 from portal import ratelimit
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.models import ApiToken
 from portal.permissions import User, user_id
 
@@ -52,7 +52,7 @@ def create_token(
     )
     record_audit(
         actor=user,
-        event="api_token.created",
+        event=Event.API_TOKEN_CREATED,
         source=source,
         target=token,
         new={"name": token.name, "expires_at": str(token.expires_at or "")},
@@ -67,7 +67,7 @@ def revoke_token(*, user: User, token_id: int, source: str = "web") -> ApiToken:
         raise Http404("No such token.")
     if token.revoked_at is None:
         ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
-        record_audit(actor=user, event="api_token.revoked", source=source, target=token)
+        record_audit(actor=user, event=Event.API_TOKEN_REVOKED, source=source, target=token)
     token.refresh_from_db()
     return token
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from portal.audit_events import Event
 from portal.audit_rows import audit_row, csv_lines
 from portal.filters import AuditEventFilter
 from portal.health import readiness
@@ -191,6 +192,7 @@ def audit(request: HttpRequest) -> HttpResponse:
             "errors": errors,
             "query": query,
             "sources": AuditEvent.Source.choices,
+            "events": list(Event),  # the filter suggests each event with its label
             "user_sees_everything": sees_every_team(request.user),
             "teams": teams_seen_by(request.user),
         },

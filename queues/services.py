@@ -9,6 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
+from portal.audit import Event, admin_event
 from portal.capacity import fleet_capacity
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
@@ -20,14 +21,14 @@ from tenants.rules import spelled_quantity
 @transaction.atomic
 def save_resource_flavor(*, actor: Actor, flavor: ResourceFlavor, source: str) -> ResourceFlavor:
     require_platform_admin(actor)
-    save_validated(flavor, actor=actor, source=source, event="resource_flavor.saved")
+    save_validated(flavor, actor=actor, source=source, event=Event.RESOURCE_FLAVOR_SAVED)
     return flavor
 
 
 @transaction.atomic
 def save_cohort(*, actor: Actor, cohort: Cohort, source: str) -> Cohort:
     require_platform_admin(actor)
-    save_validated(cohort, actor=actor, source=source, event="cohort.saved")
+    save_validated(cohort, actor=actor, source=source, event=Event.COHORT_SAVED)
     return cohort
 
 
@@ -39,18 +40,20 @@ def save_cluster_queue(
     source: str,
     override_reason: str = "",
     promise_more_than_exists: bool = False,
-    approved: models.Model | None = None,
+    serves: models.Model | None = None,
 ) -> ClusterQueue:
     """Save a ClusterQueue, held to the fleet behind its flavors whatever the door: a raise
     that leaves the queues promising more than those nodes offer needs
     ``promise_more_than_exists``; more than they could ever offer, in any MIG layout, an
-    ``override_reason`` as well (recorded in the save's audit row). Refused: field errors on those
-    names, nothing written. ``approved``: the reviewed change (a quota request, a MIG
-    change) whose approval weighed these quotas against the fleet; its decision stands."""
-    require_platform_admin(actor)
+    ``override_reason`` as well (recorded in the save's audit row). Refused: field errors on
+    those names, nothing written. ``serves``: the approved request the save carries out,
+    whose decision already checked who decides and the fleet's ceiling (its audit row names
+    it); its decision stands."""
+    if serves is None:
+        require_platform_admin(actor)
     cluster_queue.full_clean()  # a quota that is no quantity: its field error first
     beyond = False
-    if approved is None:
+    if serves is None:
         shown = promises_of(_stored(cluster_queue), cluster_queue)
         errors = promise_errors(
             shown,
@@ -64,8 +67,9 @@ def save_cluster_queue(
         cluster_queue,
         actor=actor,
         source=source,
-        event="cluster_queue.saved",
+        event=Event.CLUSTER_QUEUE_SAVED,
         noted={"override_reason": override_reason.strip()} if beyond else None,
+        cause=serves,
     )
     return cluster_queue
 
@@ -155,7 +159,7 @@ def save_local_queue(*, actor: Actor, local_queue: LocalQueue, source: str) -> L
         actor=actor,
         source=source,
         team=local_queue.namespace.team,
-        event="local_queue.saved",
+        event=Event.LOCAL_QUEUE_SAVED,
     )
     return local_queue
 
@@ -172,5 +176,9 @@ def delete_queue_object(*, actor: Actor, obj: QueueObject, source: str) -> None:
     require_platform_admin(actor)
     team = obj.namespace.team if isinstance(obj, LocalQueue) else None
     delete_desired(
-        obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted", team=team
+        obj,
+        actor=actor,
+        source=source,
+        event=admin_event(str(obj._meta.model_name), "deleted"),
+        team=team,
     )

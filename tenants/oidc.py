@@ -20,7 +20,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from portal.audit import record_audit
+from portal.audit import Event, record_audit
 from portal.models import PlatformRole
 from tenants.models import Membership, Team
 
@@ -84,7 +84,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
             role.delete()
             record_audit(
                 actor=user,
-                event="platform_role.revoked",
+                event=Event.PLATFORM_ROLE_REVOKED,
                 source="sso",
                 target=user,
                 old={"role": role.role},
@@ -94,7 +94,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
         PlatformRole.objects.create(user_id=user.pk, role=name, granted_by="sso")
         record_audit(
             actor=user,
-            event="platform_role.granted",
+            event=Event.PLATFORM_ROLE_GRANTED,
             source="sso",
             target=user,
             new={"role": name, "groups": groups},
@@ -116,7 +116,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
             membership.delete()
             record_audit(
                 actor=user,
-                event="membership.revoked",
+                event=Event.MEMBERSHIP_REVOKED,
                 source="sso",
                 target=user,
                 team=membership.team,
@@ -129,7 +129,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
             Membership.objects.create(user_id=user.pk, team=team, role=team_role, granted_by="sso")
             record_audit(
                 actor=user,
-                event="membership.granted",
+                event=Event.MEMBERSHIP_GRANTED,
                 source="sso",
                 target=user,
                 team=team,
@@ -141,7 +141,7 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
             existing.save(update_fields=["role", "granted_by"])
             record_audit(
                 actor=user,
-                event="membership.changed",
+                event=Event.MEMBERSHIP_CHANGED,
                 source="sso",
                 target=user,
                 team=team,
@@ -191,7 +191,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         user.save()
         record_audit(
             actor=user,
-            event="user.created",
+            event=Event.USER_CREATED,
             source="sso",
             target=user,
             new={"username": user.username, "email": user.email},

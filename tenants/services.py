@@ -6,11 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Model
+from django.db import models, transaction
 
 from portal import desired, removal
-from portal.audit import record_audit
+from portal.audit import Event, admin_event, record_audit
 from portal.capacity import fleet_capacity
 from portal.errors import DomainError
 from portal.quantity import parse_quantity
@@ -52,7 +51,7 @@ def save_team(
         actor=actor,
         source=source,
         team=team,
-        event="team.created" if created else "team.changed",
+        event=Event.TEAM_CREATED if created else Event.TEAM_CHANGED,
     )
     if allowed_priority_classes is None:
         return team
@@ -62,7 +61,7 @@ def save_team(
         team.allowed_priority_classes.set(classes)
         record_audit(
             actor=actor,
-            event="team.priority_classes_changed",
+            event=Event.TEAM_PRIORITY_CLASSES_CHANGED,
             source=source,
             target=team,
             team=team,
@@ -83,7 +82,7 @@ def save_membership(*, actor: Actor, membership: Membership, source: str) -> Mem
         actor=actor,
         source=source,
         team=membership.team,
-        event="membership.created" if created else "membership.changed",
+        event=Event.MEMBERSHIP_CREATED if created else Event.MEMBERSHIP_CHANGED,
     )
     return membership
 
@@ -99,7 +98,11 @@ def delete_tenant_object(
     require_platform_admin(actor)
     team = obj if isinstance(obj, Team) else getattr(obj, "team", None)
     delete_desired(
-        obj, actor=actor, source=source, event=f"{obj._meta.model_name}.deleted", team=team
+        obj,
+        actor=actor,
+        source=source,
+        event=admin_event(str(obj._meta.model_name), "deleted"),
+        team=team,
     )
 
 
@@ -113,7 +116,7 @@ def save_namespace(*, actor: Actor, namespace: Namespace, source: str) -> Namesp
         actor=actor,
         source=source,
         team=namespace.team,
-        event="namespace.created" if created else "namespace.changed",
+        event=Event.NAMESPACE_CREATED if created else Event.NAMESPACE_CHANGED,
     )
     return namespace
 
@@ -130,7 +133,7 @@ def save_priority_class(
     clusters it is applied to (none: every cluster; a change of those audited on its own,
     as the row does not hold them)."""
     require_platform_admin(actor)
-    save_validated(priority_class, actor=actor, source=source, event="priority_class.saved")
+    save_validated(priority_class, actor=actor, source=source, event=Event.PRIORITY_CLASS_SAVED)
     if clusters is None:
         return priority_class
     before = sorted(priority_class.clusters.values_list("name", flat=True))
@@ -141,7 +144,7 @@ def save_priority_class(
         desired.changed(priority_class)
         record_audit(
             actor=actor,
-            event="priority_class.clusters_changed",
+            event=Event.PRIORITY_CLASS_CLUSTERS_CHANGED,
             source=source,
             target=priority_class,
             old={"clusters": before},
@@ -158,17 +161,19 @@ def set_namespace_quota(
     hard: dict[str, str],
     source: str,
     override_reason: str = "",
-    approved: Model | None = None,
+    serves: models.Model | None = None,
 ) -> list[str]:
     """Replace a namespace's ResourceQuota ``hard`` items; return warnings to show.
 
     Errors are keyed ``hard[<resource>]`` like the API server's ``spec.hard[...]`` and
     nothing is written when any item is refused. Values are stored in one spelling (device
     and object counts as plain integers). Raising a GPU quota above what the fleet could
-    ever offer needs ``override_reason`` (recorded with the change), unless ``approved``:
-    the quota request whose approval weighed it against the fleet (its decision stands).
+    ever offer needs ``override_reason`` (recorded with the change). ``serves``: the
+    approved request this write carries out, whose decision already checked who decides
+    and the fleet's ceiling (its audit row names it).
     """
-    require_platform_admin(actor)
+    if serves is None:
+        require_platform_admin(actor)
     errors: dict[str, list[str]] = {}
     warnings: list[str] = []
     for resource, value in hard.items():
@@ -182,7 +187,9 @@ def set_namespace_quota(
     old = dict(namespace.quota_items.values_list("resource", "hard"))
     if old == hard:
         return warnings  # nothing changed: nothing to apply or audit
-    beyond = {} if approved else _beyond_the_fleet(old, hard, cluster_id=namespace.cluster_id)
+    beyond = (
+        {} if serves is not None else _beyond_the_fleet(old, hard, cluster_id=namespace.cluster_id)
+    )
     if beyond and not override_reason.strip():
         raise ValidationError(beyond)
     namespace.quota_items.exclude(resource__in=list(hard)).delete()
@@ -193,12 +200,13 @@ def set_namespace_quota(
     desired.changed(namespace)
     record_audit(
         actor=actor,
-        event="quota.changed",
+        event=Event.QUOTA_CHANGED,
         source=source,
         target=namespace,
         team=namespace.team,
         old=old,
         new={**hard, **({"override_reason": override_reason.strip()} if beyond else {})},
+        cause=serves,
     )
     return warnings
 
@@ -265,7 +273,7 @@ def set_namespace_limits(
     desired.changed(namespace)
     record_audit(
         actor=actor,
-        event="limits.changed",
+        event=Event.LIMITS_CHANGED,
         source=source,
         target=namespace,
         team=namespace.team,
@@ -284,7 +292,7 @@ def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None
     removal.removing(namespace, actor=actor, source=source)
     record_audit(
         actor=actor,
-        event="namespace.deleted",
+        event=Event.NAMESPACE_DELETED,
         source=source,
         target=namespace,
         team=namespace.team,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from changes.models import MigChangeRequest
+from changes.models import MigChangeRequest, QuotaChangeRequest
+from changes.quota import request_quota_change
 from cluster.models import ObservedNode, ObservedPod
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Membership, Namespace, Team
@@ -133,3 +136,18 @@ def demo_fleet_nodes() -> None:
             mig_config="all-disabled",
             allocatable={"nvidia.com/gpu": "8"},
         )
+
+
+def demo_quota_request(**overrides: Any) -> QuotaChangeRequest:
+    """lead-a asks for 24 GPUs in the demo's team-a namespace (``overrides``: other
+    arguments of ``request_quota_change``)."""
+    values: dict[str, Any] = {
+        "actor": get_user_model().objects.get(username="lead-a"),
+        "team": Team.objects.get(slug="team-a"),
+        "kind": "namespace",
+        "namespace": Namespace.objects.get(name="team-a"),
+        "resource": "requests.nvidia.com/gpu",
+        "requested": "24",
+        "reason": "A deadline for the 70B run.",
+    }
+    return request_quota_change(**{**values, **overrides})

@@ -16,6 +16,7 @@ from cluster.connection import gateway_for
 from cluster.models import Cluster
 from cluster.services import save_cluster
 from kube import Gateway
+from portal.audit import SYSTEM
 from tests.conftest import FAST
 
 INFERENCE_TOKEN = "inference-cluster-token"
@@ -59,6 +60,6 @@ def inference_cluster(db: Any) -> Iterator[SecondCluster]:
         connection=Cluster.Connection.TOKEN,
         api_url=demo.url,
     )
-    save_cluster(actor=None, cluster=row, credential=INFERENCE_TOKEN, source="cli")
+    save_cluster(actor=SYSTEM, cluster=row, credential=INFERENCE_TOKEN, source="cli")
     yield SecondCluster(demo, row, INFERENCE_TOKEN)
     demo.stop()

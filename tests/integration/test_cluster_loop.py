@@ -12,6 +12,7 @@ from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
 from cluster.poll import poll_cluster
 from kube import Gateway, NotFound, ObjectRef, connect
+from portal.audit import SYSTEM
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import wait_for
@@ -56,7 +57,7 @@ def test_a_quota_change_reaches_the_cluster(portal_cluster: Gateway) -> None:
     apply_desired_state(gateway=portal_cluster)
     namespace = Namespace.objects.get(name="team-a")
     set_namespace_quota(
-        actor=None,
+        actor=SYSTEM,
         namespace=namespace,
         source="cli",
         hard={"requests.nvidia.com/gpu": "24", "pods": "60"},
@@ -73,8 +74,8 @@ def test_deleting_a_namespace_removes_the_portals_objects_and_nothing_else(
     portal_cluster: Gateway,
 ) -> None:
     apply_desired_state(gateway=portal_cluster)
-    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-dev"), source="cli")
-    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-b"), source="cli")
+    delete_namespace(actor=SYSTEM, namespace=Namespace.objects.get(name="team-dev"), source="cli")
+    delete_namespace(actor=SYSTEM, namespace=Namespace.objects.get(name="team-b"), source="cli")
     report = apply_desired_state(gateway=portal_cluster)
     assert "Namespace team-dev" in report.removed
     with pytest.raises(NotFound):
@@ -99,7 +100,7 @@ def test_a_refused_object_is_recorded_with_the_servers_message(
     other.merge_patch(QUOTA, {"spec": {"hard": {"pods": "7"}}})
     namespace = Namespace.objects.get(name="team-a")
     set_namespace_quota(
-        actor=None,
+        actor=SYSTEM,
         namespace=namespace,
         source="cli",
         hard={"requests.nvidia.com/gpu": "16", "pods": "51"},

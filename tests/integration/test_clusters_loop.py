@@ -22,6 +22,7 @@ from cluster.models import AppliedObject, Cluster, Drift, ObservedNode, SyncRun
 from cluster.selectors import api_status, cluster_statuses
 from cluster.services import save_cluster, settings_cluster
 from kube import Gateway, NotFound, ObjectRef, RetryableKubeError, connect
+from portal.audit import SYSTEM
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Namespace
@@ -188,7 +189,7 @@ def test_a_cluster_queue_named_the_same_on_both_is_two_rows_and_two_objects(
     # A change to one of them is applied to its cluster only.
     queue = ClusterQueue.objects.get(cluster=infer, name="cq-shared")
     queue.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "3"
-    save_cluster_queue(actor=None, cluster_queue=queue, source="cli")
+    save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
     assert tasks.apply_desired_state_task(infer.pk)["applied"] == 1
     assert tasks.apply_desired_state_task(train.pk)["applied"] == 0
     assert (nominal(to_train), nominal(to_infer)) == ("8", "3")
@@ -220,7 +221,7 @@ def test_a_stopped_cluster_holds_nobody_up_says_since_when_and_catches_up(
     to_train, _ = gateways(second, demo_cluster)
     queue = ClusterQueue.objects.get(cluster=train, name="cq-shared")
     queue.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "12"
-    save_cluster_queue(actor=None, cluster_queue=queue, source="cli")
+    save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
     assert tasks.apply_desired_state_task(train.pk)["applied"] == 1
     assert nominal(to_train) == "12"
     tasks.poll_cluster_task(train.pk)
@@ -273,7 +274,7 @@ def test_a_worker_polls_and_applies_each_cluster(
     # A change on the second cluster queues its apply only, which the worker runs.
     queue = ClusterQueue.objects.get(cluster=infer, name="cq-shared")
     queue.resource_groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "5"
-    save_cluster_queue(actor=None, cluster_queue=queue, source="cli")
+    save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
     wait_for(lambda: nominal(to_infer) == "5", what="the change applied to the second cluster")
     assert not AppliedObject.objects.filter(cluster=train).exists()  # nothing sent there
     assert Namespace.objects.get(name="serve-x").cluster_id == infer.pk

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -19,13 +18,12 @@ from changes.quota import (
     cancel_quota_change,
     expire_quota_grants,
     reject_quota_change,
-    request_quota_change,
 )
 from portal.errors import DomainError
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
-from tenants.models import Namespace, Team
-from tests.factories import demo_fleet_nodes
+from tenants.models import Namespace
+from tests.factories import demo_fleet_nodes, demo_quota_request
 
 pytestmark = pytest.mark.django_db
 
@@ -34,17 +32,7 @@ def lead() -> User:
     return User.objects.get(username="lead-a")
 
 
-def ask(**overrides: Any) -> Any:
-    values = {
-        "actor": lead(),
-        "team": Team.objects.get(slug="team-a"),
-        "kind": "namespace",
-        "namespace": Namespace.objects.get(name="team-a"),
-        "resource": "requests.nvidia.com/gpu",
-        "requested": "24",
-        "reason": "A deadline for the 70B run.",
-    }
-    return request_quota_change(**{**values, **overrides})
+ask = demo_quota_request  # lead-a asks for 24 GPUs in team-a (overrides: other values)
 
 
 def hard(resource: str = "requests.nvidia.com/gpu") -> str:

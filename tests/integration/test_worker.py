@@ -16,6 +16,7 @@ from cluster.models import AppliedObject
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, ObjectRef
+from portal.audit import SYSTEM
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import Worker, wait_for
@@ -41,7 +42,7 @@ def test_changes_in_the_portal_reach_the_cluster_through_the_worker(
     wait_for(lambda: gateway.get(QUOTA), what="the demo quota in the cluster")
     wait_for(all_applied, what="every object applied")
     set_namespace_quota(
-        actor=None,
+        actor=SYSTEM,
         namespace=Namespace.objects.get(name="team-a"),
         source="cli",
         hard={"requests.nvidia.com/gpu": "20"},
@@ -50,7 +51,7 @@ def test_changes_in_the_portal_reach_the_cluster_through_the_worker(
         lambda: gateway.get(QUOTA)["spec"]["hard"] == {"requests.nvidia.com/gpu": "20"},
         what="the changed quota",
     )
-    delete_namespace(actor=None, namespace=Namespace.objects.get(name="team-dev"), source="cli")
+    delete_namespace(actor=SYSTEM, namespace=Namespace.objects.get(name="team-dev"), source="cli")
     wait_for(
         lambda: (
             not gateway.list("v1", "Namespace", label_selector="quartermaster.io/team=team-dev")
@@ -67,7 +68,7 @@ def test_an_outage_is_ridden_out_and_everything_converges(
     wait_for(all_applied, what="every object applied")
     demo_cluster.pause()
     set_namespace_quota(
-        actor=None,
+        actor=SYSTEM,
         namespace=Namespace.objects.get(name="team-a"),
         source="cli",
         hard={"requests.nvidia.com/gpu": "12", "pods": "40"},

@@ -180,6 +180,10 @@ class QuotaDecisions(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self._savepoint = transaction.atomic()
+        # The services a page calls run in durable transactions of their own; marked as
+        # Django's TestCase marks its own, the example's savepoint lets them (it stands in
+        # for the test's database, not for a caller's transaction).
+        self._savepoint._from_testcase = True  # type: ignore[attr-defined]
         self._savepoint.__enter__()
         self.clock = timezone.now().replace(microsecond=0)
         self._clock = mock.patch("django.utils.timezone.now", lambda: self.clock)

@@ -13,6 +13,7 @@ from django.db import transaction
 from cluster import tasks
 from cluster.models import Cluster, SyncRun
 from cluster.services import settings_cluster
+from portal.audit import SYSTEM
 from portal.models import OutboxMessage
 from queues.services import save_cluster_queue
 from tenants.models import Namespace
@@ -39,7 +40,7 @@ def queued() -> list[tuple[str, list[Any]]]:
 def test_a_namespace_quota_queues_the_apply_of_its_cluster_only(other: Cluster) -> None:
     namespace = NamespaceFactory(cluster=other)
     set_namespace_quota(
-        actor=None, namespace=namespace, source="cli", hard={"requests.nvidia.com/gpu": "4"}
+        actor=SYSTEM, namespace=namespace, source="cli", hard={"requests.nvidia.com/gpu": "4"}
     )
     assert queued() == [(APPLY, [other.pk])]
 
@@ -49,9 +50,9 @@ def test_a_cluster_queue_moved_queues_both_clusters_once_each(other: Cluster) ->
     queue = ClusterQueueFactory(cluster=home)
     with transaction.atomic():
         queue.cluster = other
-        save_cluster_queue(actor=None, cluster_queue=queue, source="cli")
+        save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
         queue.namespace_selector = {"matchLabels": {"team": "a"}}
-        save_cluster_queue(actor=None, cluster_queue=queue, source="cli")
+        save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
     assert sorted(args[0] for _, args in queued()) == sorted([home.pk, other.pk])
 
 
@@ -64,14 +65,14 @@ def test_a_local_queue_belongs_to_its_namespaces_cluster(other: Cluster) -> None
 
 def test_a_deleted_namespace_still_names_its_cluster(other: Cluster) -> None:
     namespace = NamespaceFactory(cluster=other)
-    delete_namespace(actor=None, namespace=Namespace.objects.get(pk=namespace.pk), source="cli")
+    delete_namespace(actor=SYSTEM, namespace=Namespace.objects.get(pk=namespace.pk), source="cli")
     assert queued() == [(APPLY, [other.pk])]
 
 
 def test_a_team_concerns_every_cluster(other: Cluster) -> None:
     team = TeamFactory()
     team.name = "Renamed"
-    save_team(actor=None, team=team, source="cli")
+    save_team(actor=SYSTEM, team=team, source="cli")
     assert queued() == [(APPLY_ALL, [])]
     assert tasks.clusters_concerned([]) is None
 

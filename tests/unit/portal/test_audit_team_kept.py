@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from portal.audit import record_audit
+from portal.audit import SYSTEM, record_audit
 from portal.models import AuditEvent
 from tenants.models import Team
 from tests.support import bearer
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_team_name_outlives_the_team(demo: None) -> None:
     team = Team.objects.create(slug="team-gone", name="Gone")
-    record_audit(actor=None, event="team.created", source="cli", target=team, team=team)
+    record_audit(actor=SYSTEM, event="team.created", source="cli", target=team, team=team)
     team.delete()
     row = AuditEvent.objects.get(event="team.created", team_name="team-gone")
     assert row.team is None

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from portal.audit import record_audit
+from portal.audit import SYSTEM, record_audit
 from portal.audit_rows import CSV_COLUMNS
 from portal.models import AuditEvent
 from tenants.models import Namespace, Team
@@ -206,7 +206,7 @@ def test_the_page_and_the_csv_query_the_same_whatever_the_rows(
 
 def test_other_teams_pods_are_counted_not_named_in_the_audit(demo: None) -> None:
     record_audit(
-        actor=None,
+        actor=SYSTEM,
         event="mig_change.step.done",
         source="task",
         team=Team.objects.get(slug="team-a"),

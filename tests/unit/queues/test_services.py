@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from portal.audit import SYSTEM
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import (
@@ -206,7 +207,7 @@ def test_the_fleet_ceiling_is_the_services_whoever_calls_it(demo: None) -> None:
     assert ClusterQueue.objects.get(pk=cq.pk).nominal_quota("h100-80gb", "nvidia.com/gpu") == "12"
     assert AuditEvent.objects.count() == audited
     approved = MigChangeRequestFactory(team=Team.objects.get(slug="team-a"))
-    save_cluster_queue(actor=None, cluster_queue=cq, source="task", approved=approved)
+    save_cluster_queue(actor=SYSTEM, cluster_queue=cq, source="task", serves=approved)
     assert ClusterQueue.objects.get(pk=cq.pk).nominal_quota("h100-80gb", "nvidia.com/gpu") == "30"
     assert list(
         AuditEvent.objects.filter(pk__gt=0).order_by("-pk").values_list("event", flat=True)
