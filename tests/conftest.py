@@ -38,27 +38,15 @@ FAST = Options(
 )
 
 
-# The longest modules start first, so a parallel run (a module at a time per test process,
-# two to start with: dev.py runs ``--dist loadscope --no-loadscope-reorder``) does not end
-# with one process still busy while the others idle.
-LONGEST_FIRST = [
-    "api/test_schemathesis.py",
-    "deploy/test_image.py",
-    "e2e/test_mig_change_flow.py",
-    "integration/test_mig_changes.py",
-    "integration/test_worker.py",
-]
-
-
 @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by its folder; put the longest modules first."""
+    """Mark each test by its folder. (No order is kept by hand: ``dev.py test`` spreads the
+    tests by work-stealing, and a fixture wider than a test is cheap enough, or cached, to
+    start in each test process that needs it.)"""
     for item in items:
         path = Path(str(item.fspath)).relative_to(TESTS)
         if path.parts[0] in MARKS:
             item.add_marker(getattr(pytest.mark, MARKS[path.parts[0]]))
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda i: rank.get(Path(str(i.fspath)).relative_to(TESTS).as_posix(), len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
