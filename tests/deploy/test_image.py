@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -22,6 +23,9 @@ from tests.deploy.conftest import ROOT
 from tests.support import database_url
 
 PINNED = ROOT / "deploy/docker/requirements.txt"
+# The production checks run on the test database (``production_env``): the mark has it set up
+# (migrated) even when no other test of the run asks for it.
+pytestmark = pytest.mark.django_db
 
 
 def pins() -> dict[str, str]:
@@ -60,8 +64,9 @@ BUILT = ROOT / ".data" / "image"
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What build.sh produces: /venv and /static, here in folders of this machine. The script
+def image(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> Path:
+    """What build.sh produces: /venv and /static, here in folders of this machine (after the
+    test database is set up: the production checks read it). The script
     runs whole every time (its venv, its pip install, its collectstatic), but the venv is
     kept under ``.data/image/`` by a digest of what it is made of, so pip installs only when
     the script, the pins or the Python changed: on a fresh clone (CI) it installs every pin
