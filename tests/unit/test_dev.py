@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dev
 from demo.data import DEMO_PASSWORD, USERS
+from tests.conftest import spread
 
 ROOT = Path(dev.__file__).resolve().parent
 
@@ -88,3 +89,17 @@ def test_the_suite_is_spread_by_work_stealing_with_its_slowest_tests_listed() ->
     # durations asked for otherwise win
     assert "--durations=25" not in dev.pytest_command([], cpus=2, addopts="--durations=60")
     assert "--durations=25" not in dev.pytest_command(["--durations=5"], cpus=2)
+
+
+def test_the_slow_tests_are_dealt_evenly_to_the_test_processes() -> None:
+    """Two long tests side by side in the collection go to two test processes; each
+    process's run keeps the collection's order."""
+    items = [f"unit-{i:02d}" for i in range(10)] + ["story-1", "story-2"]
+    items += [f"unit-{i:02d}" for i in range(10, 20)]
+    order = spread(items, 2, slow=lambda item: item.startswith("story"))
+    assert sorted(order) == sorted(items)
+    first, second = order[:11], order[11:]  # what work-stealing hands each process first
+    assert "story-1" in first and "story-2" in second
+    assert first == [item for item in items if item in first]
+    assert second == [item for item in items if item in second]
+    assert spread(items, 1, slow=lambda item: True) == items
