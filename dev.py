@@ -313,20 +313,36 @@ CHECKS = {
 
 
 def test(args: list[str]) -> int:
-    """The whole pytest suite, spread over the machine's cores (up to four test processes),
-    and, when no test selection is given, the static checks beside it."""
+    """The whole pytest suite spread over test processes, and, when no test selection is
+    given, the static checks beside it at the lowest priority: they take the cores only
+    while the tests wait (on the demo cluster, a worker, a browser), never from them."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test"}
     ensure_test_tools()
     checks = start_checks(env) if not args else {}
-    processes = min(4, os.cpu_count() or 1)
-    parallel = ["-n", str(processes), "--dist", "loadscope", "--no-loadscope-reorder"]
-    command = [str(PYTHON), "-m", "pytest", *(parallel if processes > 1 else []), *args]
+    command = pytest_command(args, cpus=os.cpu_count() or 1, addopts=env.get("PYTEST_ADDOPTS", ""))
     status = subprocess.run(command, cwd=ROOT, env=env).returncode
     return finish_checks(checks) or status
 
 
-def start_checks(env: dict[str, str]) -> dict[str, subprocess.Popen[str]]:
-    say("checks (beside the tests): " + ", ".join(CHECKS))
+def pytest_command(args: list[str], *, cpus: int, addopts: str = "") -> list[str]:
+    """pytest over up to four test processes (the test settings give each its own Redis
+    databases, four at most), two per core: most of the long tests wait on a demo cluster,
+    a worker or a browser, and another process runs meanwhile. Work-stealing: a process
+    that runs out takes half of the busiest one's remaining tests, so no hand-kept order
+    is needed for the run to end together. The 25 slowest tests are listed at the end
+    (unless the durations are asked for already)."""
+    processes = min(4, 2 * cpus)
+    parallel = ["-n", str(processes), "--dist", "worksteal"] if processes > 1 else []
+    durations = [] if "--durations" in " ".join([*args, addopts]) else ["--durations=25"]
+    return [str(PYTHON), "-m", "pytest", *parallel, *durations, *args]
+
+
+def start_checks(
+    env: dict[str, str], checks: dict[str, list[str]] | None = None
+) -> dict[str, subprocess.Popen[str]]:
+    """The static checks (``CHECKS``), started at once at the lowest priority."""
+    checks = CHECKS if checks is None else checks
+    say("checks (beside the tests, at the lowest priority): " + ", ".join(checks))
     return {
         name: subprocess.Popen(
             command,
@@ -335,9 +351,15 @@ def start_checks(env: dict[str, str]) -> dict[str, subprocess.Popen[str]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=lowest_priority,
         )
-        for name, command in CHECKS.items()
+        for name, command in checks.items()
     }
+
+
+def lowest_priority() -> None:
+    """In a check's process before it runs: the scheduler gives it what the tests leave."""
+    os.nice(19)
 
 
 def finish_checks(checks: dict[str, subprocess.Popen[str]]) -> int:

@@ -37,6 +37,7 @@ LISTS = {
 PAGE_SIZE = 50
 
 from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
+from smoke import parse  # noqa: E402
 
 
 def main() -> int:
@@ -47,7 +48,7 @@ def main() -> int:
     parser.add_argument("--teams", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=600)
-    args = parser.parse_args()
+    args = parse(parser, {"nodes": 60, "teams": 12, "clients": 2, "requests": 16})
 
     import django
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smoke import parse
+
 from diagnostics.estimate import Line, Running, Runs, estimate_workload
 
 GPU = "nvidia.com/gpu"
@@ -43,7 +45,7 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=2000)
     parser.add_argument("--running", type=int, default=500)
     parser.add_argument("--runs", type=int, default=200)
-    args = parser.parse_args()
+    args = parse(parser, {"waiting": 60, "running": 20, "runs": 20})
     best = float("inf")
     for _ in range(5):
         line, history = build(args.waiting, args.running, args.runs)  # a fresh line: unplayed
@@ -54,7 +56,8 @@ def main() -> None:
         ]
         best = min(best, time.perf_counter() - started)
     known = sum(1 for e in estimates if e.known)
-    print(f"{len(estimates)} waiting, {known} with a range; e.g. {estimates[150].text}")
+    example = estimates[min(150, len(estimates) - 1)].text
+    print(f"{len(estimates)} waiting, {known} with a range; e.g. {example}")
     print(f"estimate_s={best:.3f}")
 
 

@@ -31,6 +31,9 @@ os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_fuzz")
 os.environ["QM_API_RATE"] = "100000000/minute"  # the fuzz measures the contract, not the limit
 
 from loadkit import free_port, serve, wait_until_serving  # noqa: E402
+from smoke import parse  # noqa: E402
+
+from tests.api.fuzzing import PHASES, fuzz  # noqa: E402
 
 
 def restore(kube_url: str, users: list[str]) -> dict[str, str]:
@@ -63,7 +66,8 @@ def main() -> int:
     # One worker: schemathesis's threads can crash CPython 3.11's parser (SystemError "AST
     # constructor recursion depth mismatch" while hypothesis describes a lambda).
     parser.add_argument("--workers", type=int, default=1)
-    args = parser.parse_args()
+    parser.add_argument("--phases", default=PHASES, help=f"some of {PHASES}, by commas")
+    args = parse(parser, {"examples": 1, "users": "lead-a", "seed": 20261201, "phases": "fuzzing"})
     users = args.users.split(",")
 
     import devcluster
@@ -74,7 +78,6 @@ def main() -> int:
     import django
 
     django.setup()
-    from tests.api.fuzzing import fuzz
 
     port = free_port()
     restore(cluster.url, users)
@@ -93,6 +96,7 @@ def main() -> int:
                 max_examples=args.examples,
                 seed=args.seed,
                 workers=args.workers,
+                phases=args.phases,
             )
             if run.failures or run.errors or run.exit_code:
                 print(run.output)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smoke import parse
+
 from changes.impact import Fleet, NamespaceQuota, NodeFacts, PodFacts, PoolFacts, QueueQuota, assess
 
 PRODUCT = "NVIDIA-A100-SXM4-80GB"
@@ -117,7 +119,7 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
-    args = parser.parse_args()
+    args = parse(parser, {"nodes": 40, "pods": 400})
     fleet, targets = build(args.nodes, args.pods)
     timings = []
     for _ in range(5):

@@ -44,6 +44,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "pages_settings"
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
 from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
+from smoke import parse  # noqa: E402
 
 POOLS = 10
 PAGES = {  # name -> (who, portal, baseline, pages)
@@ -245,7 +246,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--only", default="", help=f"some of {', '.join(PAGES)}, by commas")
-    args = parser.parse_args()
+    args = parse(parser, {"nodes": 60, "teams": 12, "changes": 6, "clients": 2, "requests": 16})
     only = [name for name in args.only.split(",") if name] or list(PAGES)
     if set(only) - set(PAGES):
         parser.error(f"--only takes {', '.join(PAGES)}")

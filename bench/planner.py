@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smoke import parse
+
 from changes.planner import Demand, PlanNode, PlanPool, Problem, plan
 from gpus.catalog import promised_resources
 
@@ -99,7 +101,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--limit", type=float, default=5.0)
-    args = parser.parse_args()
+    args = parse(parser, {"nodes": 16, "limit": 1.0})
     problem = build(args.nodes, args.seed)
     plan(build(8, args.seed), time_limit=1)  # load the catalog and HiGHS once
     started = time.perf_counter()

@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
+from smoke import parse  # noqa: E402
+
 
 def floor(url: str) -> float:
     import orjson
@@ -134,7 +136,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=50000)
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--clusters", type=int, default=1)
-    args = parser.parse_args()
+    args = parse(parser, {"nodes": 40, "pods": 200})
     if args.clusters > 1:
         from poll_clusters import main as several  # lazy: a run of one needs none of it
 

@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
+from smoke import parse  # noqa: E402
+
 
 def copy_rows(table: str, columns: list[str], rows: list[tuple[object, ...]]) -> None:
     from django.db import connection
@@ -51,7 +53,11 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
     call_command("migrate", verbosity=0)
     Rollup.objects.all().delete()
     WorkloadRecord.objects.all().delete()
+    # Every row on a cluster, as the sampler writes them: the settings' one (each cluster key's
+    # default), the cluster a single-cluster install has.
+    cluster = Rollup._meta.get_field("cluster").get_default()
     columns = [
+        "cluster_id",
         "period",
         "start",
         "kind",
@@ -80,6 +86,7 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
                 used = (t + d + r) % 9
                 rows.append(
                     (
+                        cluster,
                         "day",
                         start,
                         "team",
@@ -103,6 +110,7 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
                 used = (q + d) % 20
                 rows.append(
                     (
+                        cluster,
                         "day",
                         start,
                         "queue",
@@ -125,6 +133,7 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
             for resource in ("nvidia.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/mig-1g.10gb"):
                 rows.append(
                     (
+                        cluster,
                         "day",
                         start,
                         "pool",
@@ -152,6 +161,7 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
                 wait = dt.timedelta(seconds=(t * 37 + d * 11 + j * 101) % 7200)
                 records.append(
                     (
+                        cluster,
                         f"team-{t:04d}",
                         f"job-{d}-{j}",
                         "",
@@ -166,6 +176,7 @@ def fill(teams: int, days: int, queues: int, pools: int, now: dt.datetime) -> in
     copy_rows(
         WorkloadRecord._meta.db_table,
         [
+            "cluster_id",
             "namespace",
             "name",
             "uid",
@@ -191,7 +202,7 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--queues", type=int, default=50)
     parser.add_argument("--pools", type=int, default=10)
-    args = parser.parse_args()
+    args = parse(parser, {"teams": 8, "days": 3, "queues": 3, "pools": 2})
 
     import django
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from smoke import parse
+
 from queues.whatif import Group, Outcome, Queue, Quota, Workload, World, what_if
 
 GPU = "nvidia.com/gpu"
@@ -84,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = parse(parser, {"workloads": 60})
     seconds = {}
     for fair in (False, True):
         outcome, seconds[fair] = timed(build(args.workloads, args.seed, fair=fair))

@@ -7,7 +7,8 @@ demo cluster, subprocesses) and ``e2e`` (a real browser); the fast loop is
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,27 +39,41 @@ FAST = Options(
 )
 
 
-# The longest modules start first, so a parallel run (a module at a time per test process,
-# two to start with: dev.py runs ``--dist loadscope --no-loadscope-reorder``) does not end
-# with one process still busy while the others idle.
-LONGEST_FIRST = [
-    "api/test_schemathesis.py",
-    "deploy/test_image.py",
-    "e2e/test_mig_change_flow.py",
-    "integration/test_mig_changes.py",
-    "integration/test_worker.py",
-]
-
-
 @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by its folder; put the longest modules first."""
+    """Mark each test by its folder, and deal the marked ones (the slow kinds) evenly to the
+    test processes of a parallel run (``spread``)."""
     for item in items:
         path = Path(str(item.fspath)).relative_to(TESTS)
         if path.parts[0] in MARKS:
             item.add_marker(getattr(pytest.mark, MARKS[path.parts[0]]))
-    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda i: rank.get(Path(str(i.fspath)).relative_to(TESTS).as_posix(), len(rank)))
+    processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    slow = set(MARKS.values())
+    items[:] = spread(items, processes, slow=lambda item: bool(slow & item.keywords.keys()))
+
+
+def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> list[Any]:
+    """``items`` reordered for pytest-xdist's work-stealing, which hands each test process an
+    equal run of the list (a process that runs out takes the second half of the busiest
+    one's rest): the slow tests are dealt round-robin, so each run holds its share of them
+    (two long tests side by side in the collection go to two processes, not one after the
+    other), and the fast ones fill each run up. Each run keeps the order the items had
+    (pytest-django's: transactional tests after the others). No module list kept by hand."""
+    if processes < 2:
+        return items
+    place = {id(item): index for index, item in enumerate(items)}
+    slow_ones = [item for item in items if slow(item)]
+    fast_ones = [item for item in items if not slow(item)]
+    runs: list[list[Any]] = [slow_ones[index::processes] for index in range(processes)]
+    left, start = len(items), 0
+    for index, run in enumerate(runs):
+        size = left // (processes - index)  # what the scheduler sends this process
+        take = max(0, size - len(run))
+        run.extend(fast_ones[start : start + take])
+        start += take
+        left -= size
+    runs[-1].extend(fast_ones[start:])
+    return [item for run in runs for item in sorted(run, key=lambda i: place[id(i)])]
 
 
 @pytest.fixture(scope="session", autouse=True)

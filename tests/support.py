@@ -63,14 +63,15 @@ def scratch_database(
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def database_url() -> str:
+def database_url(name: str | None = None) -> str:
+    """The test database's URL (or that of the database ``name`` on the same server)."""
     db = connection.settings_dict
     host = quote(db["HOST"] or "127.0.0.1", safe="")
     port = f":{db['PORT']}" if db.get("PORT") else ""
     auth = quote(db["USER"] or "", safe="") + (
         f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
     )
-    return f"postgres://{auth}@{host}{port}/{db['NAME']}"
+    return f"postgres://{auth}@{host}{port}/{name or db['NAME']}"
 
 
 class Worker:

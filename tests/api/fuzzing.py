@@ -59,6 +59,7 @@ def fuzz(
     max_examples: int,
     seed: int | None = None,
     workers: int = 1,
+    phases: str = PHASES,
 ) -> FuzzRun:
     """Run schemathesis against ``base_url`` with ``token``; never raises on failures.
 
@@ -77,7 +78,7 @@ def fuzz(
             "--checks",
             "all",
             "--phases",
-            PHASES,
+            phases,
             "--max-examples",
             str(max_examples),
             "--workers",

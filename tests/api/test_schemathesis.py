@@ -41,9 +41,14 @@ def served(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_operation_keeps_its_schema_as_an_admin_and_as_a_lead(served: str) -> None:
+@pytest.mark.parametrize("phases", ["examples,coverage", "fuzzing,stateful"])
+def test_every_operation_keeps_its_schema_as_an_admin_and_as_a_lead(
+    served: str, phases: str
+) -> None:
     """The two fuzz at once, as two clients of one portal would (the runs wait on the
-    server, not on the cores): the lead meets what the admin changes on the way."""
+    server, not on the cores): the lead meets what the admin changes on the way. Every
+    phase runs, in two halves that each test every operation (the coverage phase, the
+    fuzzing phase): each half a test of its own, beside the other."""
     tokens = {
         user: create_token(user=User.objects.get(username=user), name="fuzz")[1]
         for user in ("admin", "lead-a")
@@ -52,7 +57,12 @@ def test_every_operation_keeps_its_schema_as_an_admin_and_as_a_lead(served: str)
         runs = list(
             pool.map(
                 lambda user: fuzz(
-                    served, tokens[user], user=user, max_examples=EXAMPLES, seed=20261201
+                    served,
+                    tokens[user],
+                    user=user,
+                    max_examples=EXAMPLES,
+                    seed=20261201,
+                    phases=phases,
                 ),
                 tokens,
             )

@@ -1,15 +1,19 @@
 """The container image's build steps, run on this machine (no Docker engine here): the
-Dockerfile's build script in a clean virtual environment, then the production checks with
-what it installed."""
+Dockerfile's build script, then the production checks with what it installed. Its virtual
+environment is installed anew only when its inputs changed (``image``)."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -19,6 +23,9 @@ from tests.deploy.conftest import ROOT
 from tests.support import database_url
 
 PINNED = ROOT / "deploy/docker/requirements.txt"
+# The production checks run on the test database (``production_env``): the mark has it set up
+# (migrated) even when no other test of the run asks for it.
+pytestmark = pytest.mark.django_db
 
 
 def pins() -> dict[str, str]:
@@ -51,25 +58,58 @@ def test_the_dockerfile_runs_the_build_script_and_drops_root() -> None:
     assert 'ENTRYPOINT ["/app/deploy/docker/entrypoint.sh"]' in final
 
 
+# What the image's virtual environment is made of: a change to any of them installs it anew.
+IMAGE_INPUTS = ["deploy/docker/build.sh", "deploy/docker/requirements.txt"]
+BUILT = ROOT / ".data" / "image"
+
+
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What build.sh produces: /venv and /static, here in a temporary folder."""
+def image(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> Path:
+    """What build.sh produces: /venv and /static, here in folders of this machine (after the
+    test database is set up: the production checks read it). The script
+    runs whole every time (its venv, its pip install, its collectstatic), but the venv is
+    kept under ``.data/image/`` by a digest of what it is made of, so pip installs only when
+    the script, the pins or the Python changed: on a fresh clone (CI) it installs every pin
+    once, in the first test process that needs it (another waits for it and reuses it)."""
     root = tmp_path_factory.mktemp("image")
-    subprocess.run(
-        ["sh", "deploy/docker/build.sh", str(root / "venv"), str(root / "static")],
-        cwd=ROOT,
-        check=True,
-        env={
-            **{
-                k: v
-                for k, v in os.environ.items()
-                if k not in ("VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE")
+    venv = BUILT / image_digest() / "venv"
+    BUILT.mkdir(parents=True, exist_ok=True)
+    with (BUILT / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for stale in BUILT.iterdir():
+            if stale.is_dir() and stale != venv.parent:
+                shutil.rmtree(stale)
+        subprocess.run(
+            ["sh", "deploy/docker/build.sh", str(venv), str(root / "static")],
+            cwd=ROOT,
+            check=True,
+            env={
+                **{
+                    k: v
+                    for k, v in os.environ.items()
+                    if k not in ("VIRTUAL_ENV", "DJANGO_SETTINGS_MODULE")
+                },
+                # The image compiles its modules (its root is read-only); here nothing reads them.
+                "PIP_NO_COMPILE": "1",
             },
-            # The image compiles its modules (its root is read-only); here nothing reads them.
-            "PIP_NO_COMPILE": "1",
-        },
-    )
+        )
+    (root / "venv").symlink_to(venv)
     return root
+
+
+def image_digest(root: Path = ROOT) -> str:
+    """A digest of the image's inputs (under ``root``) and of the ``python3`` build.sh makes
+    the venv with."""
+    digest = hashlib.sha256()
+    for name in IMAGE_INPUTS:
+        digest.update((root / name).read_bytes())
+    python = subprocess.run(
+        ["python3", "-c", "import sys; print(sys.executable, sys.version)"],
+        capture_output=True,
+        check=True,
+    )
+    digest.update(python.stdout)
+    return digest.hexdigest()[:16]
 
 
 def production_env(image: Path) -> dict[str, str]:
@@ -157,3 +197,20 @@ def test_production_keeps_metrics_private_unless_given_a_token(image: Path) -> N
         )
         answers.append(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr)
     assert answers == ["403", "401", "200"]
+
+
+def test_the_image_is_kept_by_a_digest_of_its_inputs(image: Path, tmp_path: Path) -> None:
+    """The venv the checks above ran with is the one kept for these inputs; a change to any
+    input is another digest, so the next run installs anew."""
+    assert (image / "venv").resolve() == (BUILT / image_digest() / "venv").resolve()
+    assert [p.name for p in BUILT.iterdir() if p.is_dir()] == [image_digest()]
+    for name in IMAGE_INPUTS:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    same = image_digest(tmp_path)
+    assert same == image_digest()
+    for name in IMAGE_INPUTS:
+        with (tmp_path / name).open("a") as changed:
+            changed.write("\n")
+        assert image_digest(tmp_path) != same, name
+        same = image_digest(tmp_path)

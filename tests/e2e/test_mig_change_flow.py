@@ -1,6 +1,8 @@
 """The story of the seed incident, in a real browser against the running portal: a team
 lead sees why the training job waits, asks for the MIG change with a live impact preview,
-an approver approves, and the timeline runs to success on the demo cluster."""
+an approver approves, and the timeline runs to success on the demo cluster. The approver's
+other pages (GPU health and the workspace, the queues, the usage history) need only the demo
+applied and polled: each is a test of its own, so they run beside the story."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from playwright.sync_api import expect
 
 import devcluster
@@ -22,6 +25,7 @@ from demo.data import DEMO_PASSWORD
 from demo.services import load_demo
 from devcluster.controllers import Options
 from devcluster.scenario import workload
+from health.services import collect_gpu_health
 from kube import Gateway, ObjectRef, connect
 from tenants.models import Team
 from tests.e2e.conftest import screenshot
@@ -167,8 +171,6 @@ def test_lead_asks_approver_approves_timeline_succeeds(
 
     # The fleet page shows the node back on its pool's layout after the next poll.
     wait_for(lambda: poll_cluster(gateway=gateway).ok, what="a poll")
-    from health.services import collect_gpu_health
-
     assert collect_gpu_health(gateway)["suggested"]  # GPU health, as the worker reads it
     page.goto(f"{base}/fleet/")
     train = page.locator(
@@ -194,68 +196,12 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "fleet-390")
-    page.set_viewport_size({"width": 1366, "height": 900})
-
-    # GPU health: the H100 whose GPU 5 fell off the bus, and the drain it suggests.
-    page.goto(f"{base}/fleet/nodes/gpu-h100-02/")
-    expect(page.locator("#health")).to_contain_text("critical")
-    expect(page.locator(".finding-critical")).to_contain_text("Xid 79")
-    expect(page.get_by_label("GPU 5: not reporting")).to_be_visible()
-    screenshot(page, "node-health")
-
-    # The approver's workspace: the drain the health check suggests waits for a decision,
-    # counted in the navigation; the sick GPU is listed with a link to its node.
-    page.goto(f"{base}/workspace/")
-    expect(page.locator("#decisions")).to_contain_text(
-        re.compile(r"Cordon and drain #\d+\s+gpu-h100-02, suggested by the GPU health check")
-    )
-    expect(page.locator("#gpus")).to_contain_text("GPU 5")
-    nav = page.get_by_role("navigation", name="Main")
-    expect(nav.get_by_role("link", name=re.compile(r"^Workspace\s+1\s+waiting$"))).to_be_visible()
-    screenshot(page, "workspace-approver")
-    # On a phone's width every link of the navigation is on screen, and nothing scrolls sideways.
-    page.set_viewport_size({"width": 390, "height": 844})
-    for link in nav.get_by_role("link").all():
-        expect(link).to_be_in_viewport()
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    screenshot(page, "workspace-approver-390")
-    # The MIG changes page too: each request is a small card, none is cut at the edge.
+    # The MIG changes page at that width: each request is a small card, none cut at the edge.
     page.goto(f"{base}/changes/")
     expect(page.locator("table[aria-label='MIG change requests'] tbody tr").first).to_be_visible()
     assert page.evaluate(CLIPPED_TABLES) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "changes-approver-390")
-    page.set_viewport_size({"width": 1366, "height": 900})
-    queues_with_a_borrower(page, base, gateway)
-
-    # Usage history (the demo backfills two weeks), as a team's page.
-    from django.core.management import call_command
-
-    # Two weeks as the run command does when the README's screenshots are taken; two days
-    # (a tenth of the time) show the same chart otherwise.
-    call_command("backfill_usage", "--days", "14" if os.environ.get("QM_SCREENSHOTS") else "2")
-    page.goto(f"{base}/reports/?team=team-a&days=30")
-    chart = page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
-    expect(chart).to_be_visible()
-    # Every day of the period is a column whose tooltip has its numbers, today's the last.
-    tips = chart.locator("rect.hit > title")
-    expect(tips).to_have_count(30)
-    expect(tips.last).to_contain_text("today")
-    expect(chart.locator("text", has_text="history from")).to_have_count(1)
-    expect(page.locator("#insights-title + p")).to_contain_text("Checked 1 namespace quota")
-    # One chart's data, as the API gives it.
-    href = page.get_by_role("link", name="team-a nvidia.com/gpu as JSON").get_attribute("href")
-    rows = page.request.get(f"{base}{href}").json()
-    assert rows and {(r["team"], r["resource"]) for r in rows} == {("team-a", "nvidia.com/gpu")}
-    screenshot(page, "usage-team")
-    # On a phone's width the grid is one column and nothing scrolls sideways.
-    page.set_viewport_size({"width": 390, "height": 844})
-    charts = page.locator(".charts figure")
-    first, second = charts.nth(0).bounding_box(), charts.nth(1).bounding_box()
-    assert first and second and second["y"] > first["y"] + first["height"] - 1
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    screenshot(page, "usage-team-390")
-    page.set_viewport_size({"width": 1366, "height": 900})
 
 
 def borrows_two(status: dict[str, Any]) -> bool:
@@ -299,6 +245,77 @@ def queues_with_a_borrower(page: Any, base: str, gateway: Gateway) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "queues-390")
     page.set_viewport_size({"width": 1366, "height": 900})
+
+
+def test_the_approver_reads_a_sick_gpu_and_the_drain_it_suggests(
+    live_server: Any, portal_cluster: Gateway, page: Any
+) -> None:
+    """GPU health as the worker reads it: the H100 whose GPU 5 fell off the bus on its node's
+    page, and the drain it suggests waiting in the approver's workspace."""
+    base = live_server.url
+    assert collect_gpu_health(portal_cluster)["suggested"]
+    sign_in(page, base, "approver")
+    page.goto(f"{base}/fleet/nodes/gpu-h100-02/")
+    expect(page.locator("#health")).to_contain_text("critical")
+    expect(page.locator(".finding-critical")).to_contain_text("Xid 79")
+    expect(page.get_by_label("GPU 5: not reporting")).to_be_visible()
+    screenshot(page, "node-health")
+
+    # The approver's workspace: the drain the health check suggests waits for a decision,
+    # counted in the navigation; the sick GPU is listed with a link to its node.
+    page.goto(f"{base}/workspace/")
+    expect(page.locator("#decisions")).to_contain_text(
+        re.compile(r"Cordon and drain #\d+\s+gpu-h100-02, suggested by the GPU health check")
+    )
+    expect(page.locator("#gpus")).to_contain_text("GPU 5")
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name=re.compile(r"^Workspace\s+1\s+waiting$"))).to_be_visible()
+    screenshot(page, "workspace-approver")
+    # On a phone's width every link of the navigation is on screen, and nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    for link in nav.get_by_role("link").all():
+        expect(link).to_be_in_viewport()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "workspace-approver-390")
+
+
+def test_the_queues_page_shows_a_borrower_and_its_share(
+    live_server: Any, portal_cluster: Gateway, page: Any
+) -> None:
+    sign_in(page, live_server.url, "approver")
+    queues_with_a_borrower(page, live_server.url, portal_cluster)
+
+
+def test_a_teams_usage_history_reads_day_by_day(
+    live_server: Any, portal_cluster: Gateway, page: Any
+) -> None:
+    """Usage history (the demo backfills two weeks), as a team's page."""
+    base = live_server.url
+    sign_in(page, base, "approver")
+    # Two weeks as the run command does when the README's screenshots are taken; two days
+    # (a tenth of the time) show the same chart otherwise.
+    call_command("backfill_usage", "--days", "14" if os.environ.get("QM_SCREENSHOTS") else "2")
+    page.goto(f"{base}/reports/?team=team-a&days=30")
+    chart = page.get_by_label("team-a: nvidia.com/gpu in use against the quota, daily averages")
+    expect(chart).to_be_visible()
+    # Every day of the period is a column whose tooltip has its numbers, today's the last.
+    tips = chart.locator("rect.hit > title")
+    expect(tips).to_have_count(30)
+    expect(tips.last).to_contain_text("today")
+    expect(chart.locator("text", has_text="history from")).to_have_count(1)
+    expect(page.locator("#insights-title + p")).to_contain_text("Checked 1 namespace quota")
+    # One chart's data, as the API gives it.
+    href = page.get_by_role("link", name="team-a nvidia.com/gpu as JSON").get_attribute("href")
+    rows = page.request.get(f"{base}{href}").json()
+    assert rows and {(r["team"], r["resource"]) for r in rows} == {("team-a", "nvidia.com/gpu")}
+    screenshot(page, "usage-team")
+    # On a phone's width the grid is one column and nothing scrolls sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    charts = page.locator(".charts figure")
+    first, second = charts.nth(0).bounding_box(), charts.nth(1).bounding_box()
+    assert first and second and second["y"] > first["y"] + first["height"] - 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "usage-team-390")
 
 
 def test_an_admin_aborts_a_running_change_in_the_page(

@@ -1,12 +1,16 @@
 """The run command's banner: every demo login (the approver too), the address, and where
-the processes' logs are (they go to files, so nothing scrolls the banner away)."""
+the processes' logs are (they go to files, so nothing scrolls the banner away). The test
+command: its test processes and their distribution, and the static checks beside them."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import dev
 from demo.data import DEMO_PASSWORD, USERS
+from tests.conftest import spread
 
 ROOT = Path(dev.__file__).resolve().parent
 
@@ -64,3 +68,38 @@ def test_every_demo_cluster_is_synced_and_read_before_the_usage_history_is_backf
     for name in ("default", "inference"):
         assert steps.index(["sync_cluster", "--full", "--cluster", name]) < backfill
         assert steps.index(["collect_gpu_health", "--cluster", name]) < backfill
+
+
+def test_the_static_checks_run_at_the_lowest_priority() -> None:
+    """Beside the tests, a check gets only what the test processes leave of the cores."""
+    probe = {"priority": [sys.executable, "-c", "import os; print(os.nice(0))"]}
+    (process,) = dev.start_checks(dict(os.environ), probe).values()
+    output, _ = process.communicate(timeout=60)
+    assert output.strip() == "19"
+
+
+def test_the_suite_is_spread_by_work_stealing_with_its_slowest_tests_listed() -> None:
+    command = dev.pytest_command([], cpus=2)
+    assert command[command.index("--dist") + 1] == "worksteal"
+    assert command[command.index("-n") + 1] == "4"
+    assert "--durations=25" in command
+    assert "loadscope" not in command
+    # four processes at most (the test settings give each its own Redis databases)
+    assert dev.pytest_command([], cpus=8)[command.index("-n") + 1] == "4"
+    # durations asked for otherwise win
+    assert "--durations=25" not in dev.pytest_command([], cpus=2, addopts="--durations=60")
+    assert "--durations=25" not in dev.pytest_command(["--durations=5"], cpus=2)
+
+
+def test_the_slow_tests_are_dealt_evenly_to_the_test_processes() -> None:
+    """Two long tests side by side in the collection go to two test processes; each
+    process's run keeps the collection's order."""
+    items = [f"unit-{i:02d}" for i in range(10)] + ["story-1", "story-2"]
+    items += [f"unit-{i:02d}" for i in range(10, 20)]
+    order = spread(items, 2, slow=lambda item: item.startswith("story"))
+    assert sorted(order) == sorted(items)
+    first, second = order[:11], order[11:]  # what work-stealing hands each process first
+    assert "story-1" in first and "story-2" in second
+    assert first == [item for item in items if item in first]
+    assert second == [item for item in items if item in second]
+    assert spread(items, 1, slow=lambda item: True) == items

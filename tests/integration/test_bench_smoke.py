@@ -1,0 +1,101 @@
+"""Every benchmark at its ``--smoke`` size (``bench/smoke.py``), end to end, as a developer
+runs it: its own process, its own database, its machine-readable last line. A benchmark
+that no longer builds its data as the product does, or no longer runs, fails here instead
+of on the next person who measures with it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection, connections
+
+from tests.support import ROOT, database_url
+
+# Each benchmark's command (from the repository's root); the database ones get a database.
+BENCHES = {
+    "api": ["bench/api.py"],
+    "pages": ["bench/pages.py"],
+    "reports": ["bench/reports.py"],
+    "poll": ["bench/poll.py"],
+    "poll_clusters": ["bench/poll.py", "--clusters", "2"],
+    "fuzz": ["bench/fuzz.py"],
+    "estimate": ["bench/estimate.py"],
+    "impact": ["bench/impact.py"],
+    "planner": ["bench/planner.py"],
+    "whatif": ["bench/whatif.py"],
+}
+PURE = {"estimate", "impact", "planner", "whatif"}  # plain facts, no database
+LAST_LINE = re.compile(r"\w+=\S+( \w+=\S+)*")
+
+
+def test_every_benchmark_has_a_smoke() -> None:
+    """Every bench/*.py that is a benchmark is in BENCHES (``poll_clusters`` runs as
+    ``poll.py --clusters N``; the helpers the benches import are not benchmarks)."""
+    helpers = {"loadkit", "smoke"}
+    scripts = {
+        path.stem
+        for path in (ROOT / "bench").glob("*.py")
+        if path.stem not in helpers and not path.stem.endswith(("_settings", "_urls"))
+    }
+    assert scripts == set(BENCHES)
+
+
+@pytest.fixture
+def bench_database(django_db_setup: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of the bench's own: a copy of this process's test database (migrated, its
+    rows rolled back), so the bench's ``migrate`` has nothing to do; dropped after."""
+    template = connection.settings_dict["NAME"]
+    name = f"{template}_bench_{request.node.callspec.id}"
+    connections.close_all()  # a template is copied only while nobody is connected to it
+    with _server() as server:
+        server.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [template],
+        )
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        server.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    yield database_url(name)
+    with _server() as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _server() -> psycopg.Connection[Any]:
+    """A connection to the server's maintenance database (to create and drop databases)."""
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname="postgres",
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or None,
+        user=db["USER"] or None,
+        password=db["PASSWORD"] or None,
+        autocommit=True,
+    )
+
+
+@pytest.mark.parametrize("bench", sorted(BENCHES))
+def test_the_benchmark_runs_at_its_smoke_size(bench: str, request: pytest.FixtureRequest) -> None:
+    env = {**os.environ, "REDIS_URL": settings.REDIS_URL}
+    env.pop("DJANGO_SETTINGS_MODULE")  # each bench names its own
+    if bench not in PURE:
+        env["DATABASE_URL"] = request.getfixturevalue("bench_database")
+    run = subprocess.run(
+        [sys.executable, *BENCHES[bench], "--smoke"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-4000:]
+    last = run.stdout.strip().splitlines()[-1]
+    assert LAST_LINE.fullmatch(last), output[-4000:]
