@@ -381,7 +381,7 @@ def embedded_running() -> dict[str, bool]:
         [
             str(PYTHON),
             "-c",
-            "import json; from portal import embedded; print(json.dumps(embedded.running()))",
+            "import json; from portal.infra import embedded; print(json.dumps(embedded.running()))",
         ],
         cwd=ROOT,
         check=False,
@@ -401,7 +401,7 @@ def stop_embedded() -> None:
         [
             str(PYTHON),
             "-c",
-            "from portal import embedded; embedded.stop_postgres(); embedded.stop_redis()",
+            "from portal.infra import embedded; embedded.stop_postgres(); embedded.stop_redis()",
         ],
         cwd=ROOT,
         check=False,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework import generics, permissions, serializers
 
-from cluster.api import NodeSerializer
 from cluster.models import ObservedNode
+from loop.api import NodeSerializer
 from portal.urls import urlpatterns as portal_urlpatterns
 from tenants.models import Namespace, Team
 

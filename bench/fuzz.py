@@ -41,11 +41,11 @@ def restore(kube_url: str, users: list[str]) -> dict[str, str]:
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    from cluster.apply import apply_desired_state
-    from cluster.poll import poll_cluster
     from demo.services import load_demo
     from kube import connect
-    from portal.tokens import create_token
+    from loop.apply import apply_desired_state
+    from loop.poll import poll_cluster
+    from portal.access.tokens import create_token
 
     call_command("migrate", verbosity=0)
     call_command("flush", interactive=False, verbosity=0)

@@ -26,8 +26,8 @@ def fill(nodes: int, teams: int) -> str:
     from django.utils import timezone
 
     from cluster.models import ObservedNode
+    from portal.access.tokens import create_token
     from portal.models import PlatformRole
-    from portal.tokens import create_token
     from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
 
     call_command("migrate", verbosity=0)

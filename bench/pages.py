@@ -95,7 +95,7 @@ def answered_poll(started_at: Any) -> Any:
     import datetime as dt
 
     from cluster.models import Cluster, SyncRun
-    from portal.clusters import settings_cluster_of
+    from cluster.scope import settings_cluster_of
 
     return SyncRun(
         cluster=settings_cluster_of(Cluster.objects),

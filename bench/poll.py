@@ -152,8 +152,8 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         from cluster.models import ObservedNode, ObservedPod
-        from cluster.poll import poll_cluster
         from kube import connect
+        from loop.poll import poll_cluster
 
         ObservedNode.objects.all().delete()
         ObservedPod.objects.all().delete()

@@ -79,7 +79,7 @@ def floor_job(url: str, barrier: Any) -> tuple[float, str]:
 def poll_job(cluster_id: int, barrier: Any) -> tuple[float, str]:
     from cluster.connection import gateway_for  # lazy: in the forked process, set up
     from cluster.models import Cluster
-    from cluster.poll import poll_cluster
+    from loop.poll import poll_cluster
 
     cluster = Cluster.objects.get(pk=cluster_id)
     gateway = gateway_for(cluster)
@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
         for demo in demos[1:]:
             demo.terminate()
             demo.wait()
-        logging.getLogger("cluster.poll").setLevel(logging.ERROR)  # their failures, below
+        logging.getLogger("loop.poll").setLevel(logging.ERROR)  # their failures, below
         runs = [side_by_side(poll_job, ids)[1] for _ in range(3)]
         beside = min(run[0][0] for run in runs)
         print(f"bench-1 while the {args.clusters - 1} others do not answer: {beside:.2f} s")

@@ -19,7 +19,8 @@ from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
 from cluster.models import Cluster
-from portal.api_safety import (
+from portal.access.selectors import pod_names_for
+from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
     StrictInput,
@@ -27,8 +28,7 @@ from portal.api_safety import (
     etag_of,
     idempotent,
 )
-from portal.selectors import pod_names_for
-from portal.validators import validate_not_past
+from portal.vocabulary.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace
 

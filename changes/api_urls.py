@@ -1,5 +1,5 @@
 from changes.api import MigChangeViewSet, QuotaRequestViewSet
-from portal.routers import app_router
+from portal.api.routers import app_router
 
 router = app_router()
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")

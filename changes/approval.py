@@ -20,10 +20,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from changes.models import TERMINAL_STATES, MigChangeRequest, NodeClaim, QuotaChangeRequest
-from portal.audit import SYSTEM, Actor
-from portal.errors import DomainError
-from portal.permissions import is_approver, is_platform_admin, user_id
-from portal.selectors import teams_seen_by
+from portal.access.permissions import is_approver, is_platform_admin, user_id
+from portal.access.selectors import teams_seen_by
+from portal.audit.record import SYSTEM, Actor
+from portal.vocabulary.errors import DomainError
 from tenants.models import Membership, Team
 
 User = AbstractBaseUser | AnonymousUser

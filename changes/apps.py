@@ -8,8 +8,9 @@ class ChangesConfig(AppConfig):
     def ready(self) -> None:
         # lazy: models import only once the app registry is ready.
         from changes import facts, metrics, quota
-        from portal import capacity, removal
-        from portal import metrics as portal_metrics
+        from fleet import capacity
+        from portal import removal
+        from portal.infra import metrics as portal_metrics
 
         portal_metrics.register(metrics.change_gauges)
         capacity.provide(facts.capacity_for)

@@ -19,9 +19,9 @@ from changes.facts import disruption_facts, fleet_facts
 from changes.models import MigChangeRequest
 from changes.notify import notify
 from cluster.models import Cluster
-from portal.audit import SYSTEM, Event, record_audit
-from portal.clusters import settings_cluster_id
-from portal.errors import DomainError
+from cluster.scope import settings_cluster_id
+from portal.audit.record import SYSTEM, Event, record_audit
+from portal.vocabulary.errors import DomainError
 
 State = MigChangeRequest.State
 

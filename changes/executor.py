@@ -41,7 +41,7 @@ from cluster.connection import gateway_for
 from cluster.decode import gpu_offer, pod_gpu_requests
 from gpus.catalog import promised_resources
 from kube import EvictionBlocked, Gateway, ObjectRef
-from portal.audit import Event, record_audit
+from portal.audit.record import Event, record_audit
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 

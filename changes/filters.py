@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from changes.models import MigChangeRequest, QuotaChangeRequest
-from portal.api_clusters import ClusterFilter
-from portal.filters import StrictFilterSet, TeamFilter
-from portal.selectors import teams_seen_by
+from cluster.api_scope import ClusterFilter
+from portal.access.selectors import teams_seen_by
+from portal.api.filters import StrictFilterSet, TeamFilter
 
 
 class MigChangeFilter(StrictFilterSet):

@@ -13,7 +13,7 @@ from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
 from cluster.models import Cluster
 from gpus.catalog import valid_configs
-from portal.validators import validate_not_past
+from portal.vocabulary.validators import validate_not_past
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 

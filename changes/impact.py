@@ -29,7 +29,7 @@ from cluster.disruption import Budget, Owner, PodWork
 from fleet.membership import pool_of
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, most_per_gpu, promised_resources
-from portal.names import selector_matches
+from portal.vocabulary.names import selector_matches
 
 VERDICTS = ("safe", "needs_drain", "breaks_quota", "blocked")  # from best to worst
 VERDICT_LABELS = {

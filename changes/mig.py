@@ -30,10 +30,10 @@ from changes.tasks import queue_execution
 from cluster.models import Cluster, ObservedNode
 from fleet.membership import holds
 from fleet.models import NodePool
-from portal.audit import Event, record_audit
-from portal.errors import DomainError
-from portal.permissions import is_platform_admin, user_id
-from portal.selectors import pod_names_for
+from portal.access.permissions import is_platform_admin, user_id
+from portal.access.selectors import pod_names_for
+from portal.audit.record import Event, record_audit
+from portal.vocabulary.errors import DomainError
 from tenants.models import Team
 
 State = MigChangeRequest.State

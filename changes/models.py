@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from changes.impact import Assessment, verdict_label
-from portal.clusters import cluster_key
+from cluster.scope import cluster_key
 from portal.scope import ScopedManager
 
 

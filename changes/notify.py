@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from changes.models import MigChangeRequest, MigChangeStep
-from portal.notify import notify_event, notify_people
+from portal.notifications.send import notify_event, notify_people
 from tenants.models import Namespace
 
 SUBJECTS = {

@@ -25,18 +25,13 @@ from changes.facts import fleet_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
-from portal.audit import SYSTEM, Actor, Event, System, record_audit
-from portal.clusters import settings_cluster
-from portal.errors import DomainError
-from portal.notify import notify_event
-from portal.permissions import is_platform_admin, user_id
-from portal.quantity import (
-    MAX_QUANTITY,
-    QuantityError,
-    format_quantity,
-    parse_quantity,
-)
+from cluster.scope import settings_cluster
+from portal.access.permissions import is_platform_admin, user_id
+from portal.audit.record import SYSTEM, Actor, Event, System, record_audit
+from portal.notifications.send import notify_event
 from portal.removal import Consequences
+from portal.vocabulary.errors import DomainError
+from portal.vocabulary.quantity import MAX_QUANTITY, QuantityError, format_quantity, parse_quantity
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Namespace, Team

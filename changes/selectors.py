@@ -19,10 +19,10 @@ from changes.approval import (
 )
 from changes.impact import verdict_label
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
-from portal.names import PodNames
-from portal.permissions import sees_every_team
-from portal.quantity import QuantityError
-from portal.selectors import pod_names_for
+from portal.access.permissions import sees_every_team
+from portal.access.selectors import pod_names_for
+from portal.vocabulary.names import PodNames
+from portal.vocabulary.quantity import QuantityError
 from queues.selectors import (
     cluster_queue_what_if,
     namespace_quota_what_if,

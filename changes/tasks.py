@@ -17,7 +17,7 @@ from changes.quota import expire_quota_grants
 from cluster.connection import cluster_configured, gateway_for
 from cluster.models import Cluster
 from kube import RetryableKubeError
-from portal import outbox
+from portal.infra import outbox
 
 log = logging.getLogger(__name__)
 

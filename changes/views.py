@@ -24,12 +24,12 @@ from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedNode
+from cluster.scope import chosen_cluster, cluster_choice
 from fleet.membership import holds
 from fleet.models import NodePool
-from portal.clusters import chosen_cluster, cluster_choice
-from portal.errors import DomainError, user_message
-from portal.htmx import HtmxHttpRequest
-from portal.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin
+from portal.infra.htmx import HtmxHttpRequest
+from portal.vocabulary.errors import DomainError, user_message
 
 LIST_PAGE_SIZE = 50
 R = TypeVar("R", bound=Model)

@@ -3,7 +3,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.apps import apps as global_apps
 
-from portal.clusters import settings_cluster_of
+from cluster.scope import settings_cluster_of
 
 
 class ClusterConfig(AppConfig):
@@ -16,10 +16,12 @@ class ClusterConfig(AppConfig):
         from django.core import checks as django_checks
         from django.db.models.signals import post_migrate
 
-        from cluster import checks, connection, credentials, metrics, removal, selectors, tasks
-        from portal import desired, health
-        from portal import metrics as portal_metrics
+        from cluster import checks, connection, credentials, metrics, removal, selectors
+        from loop import tasks
+        from portal import desired
         from portal import removal as portal_removal
+        from portal.infra import metrics as portal_metrics
+        from portal.infra import readiness as health
         from queues import observed
 
         # A database emptied by `flush` gets its settings' cluster back, as migration 0010

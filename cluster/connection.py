@@ -15,7 +15,7 @@ from django.db import connection as db
 from cluster import credentials
 from cluster.discovery import RuleCheck, compare_rules
 from kube import Gateway, KubeError, PermanentKubeError, connect
-from portal import health
+from portal.infra import readiness as health
 
 if TYPE_CHECKING:
     from cluster.models import Cluster

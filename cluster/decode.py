@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpus import labels as gpu_labels
-from portal.quantity import QuantityError, parse_quantity
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 
 GPU_PREFIX = gpu_labels.GPU_RESOURCE_PREFIX
 Allocations = dict[str, dict[str, int]]  # node -> GPU resource -> amount requested by its pods

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from cluster.api_scope import ClusterFilter
 from cluster.models import ObservedNode
-from portal.api_clusters import ClusterFilter
-from portal.filters import StrictFilterSet
+from portal.api.filters import StrictFilterSet
 
 
 class NodeFilter(StrictFilterSet):

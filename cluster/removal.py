@@ -1,6 +1,6 @@
 """What deleting a namespace or a ClusterQueue removes from the cluster: the objects the
 applier applied for it, as its records say (the next apply removes the ones it created and
-gives up its fields on the ones it adopted; see ``cluster.apply``)."""
+gives up its fields on the ones it adopted; see ``loop.apply``)."""
 
 from __future__ import annotations
 

@@ -29,11 +29,11 @@ from cluster.models import (
     ObservedWorkload,
     SyncRun,
 )
-from portal.batch import Read, read_together
-from portal.clusters import cluster_choice, clusters_read
-from portal.names import PodNames
-from portal.permissions import is_platform_admin, request_facts_from, request_facts_read
-from portal.quantity import QuantityError, parse_quantity
+from cluster.scope import cluster_choice, clusters_read
+from portal.access.permissions import is_platform_admin, request_facts_from, request_facts_read
+from portal.infra.round_trips import Read, read_together
+from portal.vocabulary.names import PodNames
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
 from queues.observed import ObservedKueue
 from queues.whatif import Refusal, Workload

@@ -17,11 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from cluster import credentials
+from cluster import scope as clusters
 from cluster.discovery import Discovered
 from cluster.models import Cluster
-from portal import clusters
-from portal.audit import SYSTEM, Actor, Event, System, record_audit
-from portal.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin
+from portal.audit.record import SYSTEM, Actor, Event, System, record_audit
 
 # The fields an admin sets (the rest is discovered, or the credential).
 EDITABLE = (
@@ -38,7 +38,7 @@ EDITABLE = (
 
 def settings_cluster() -> Cluster:
     """The cluster the portal's settings connect to, made when missing
-    (:func:`portal.clusters.settings_cluster`, typed)."""
+    (:func:`cluster.scope.settings_cluster`, typed)."""
     found: Cluster = clusters.settings_cluster()
     return found
 

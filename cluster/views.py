@@ -22,7 +22,7 @@ from cluster.selectors import (
     rendering_for,
 )
 from cluster.services import EDITABLE, save_cluster
-from portal.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin
 
 
 @login_required

@@ -19,9 +19,9 @@ from cluster.services import save_cluster, settings_cluster
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
-from portal.audit import SYSTEM, record_audit
+from portal.access.selectors import DEMO_LOADED
+from portal.audit.record import SYSTEM, record_audit
 from portal.models import AuditEvent, PlatformRole
-from portal.selectors import DEMO_LOADED
 from portal.services import move_to_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 from cluster.connection import interactive_gateway
 from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.selectors import open_drift
@@ -20,8 +21,7 @@ from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
-from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
-from portal.filters import allowed, no_such_team
+from portal.api.filters import allowed, no_such_team
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 

@@ -8,7 +8,7 @@ urlpatterns = [
     path("gpu-operator-check/", OperatorCheckView.as_view(), name="gpu-operator-check"),
 ]
 
-# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+# Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's rows.
 cluster_urlpatterns = [
     path("waiting/", WaitingView.as_view(), name="cluster-waiting"),
     path("drift/", DriftView.as_view(), name="cluster-drift"),

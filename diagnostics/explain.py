@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from cluster.decode import quota_refusal
 from fleet.membership import pool_of
-from portal.quantity import QuantityError, parse_quantity
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
 _GROUP = re.compile(r"(\d+) (.+)")

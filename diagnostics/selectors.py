@@ -53,8 +53,8 @@ from diagnostics.explain import (
 from fleet.membership import pool_of
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import model_for_product, promised_resources
-from portal.batch import PAIRS, Read, pairs_params, read_together
-from portal.quantity import QuantityError, parse_quantity
+from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.rules import quota_entries
 from usage.runs import run_times

@@ -8,9 +8,10 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from cluster.admin import ClusterScopedAdmin
 from fleet import services
 from fleet.models import MigConfig, NodePool
-from portal.admin import ClusterScopedAdmin, ServiceAdmin
+from portal.admin import ServiceAdmin
 
 
 @admin.register(NodePool)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers, viewsets
 
+from cluster.api_scope import ClusterScoped, cluster_field
 from fleet.filters import NodePoolFilter
 from fleet.models import NodePool
-from portal.api_clusters import ClusterScoped, cluster_field
 
 
 class NodePoolSerializer(serializers.ModelSerializer[NodePool]):

@@ -1,11 +1,11 @@
 from fleet.api import NodePoolViewSet
-from portal.routers import app_router
+from portal.api.routers import app_router
 
 router = app_router()
 router.register("node-pools", NodePoolViewSet, basename="node-pool")
 urlpatterns = router.urls
 
-# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+# Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's rows.
 in_cluster = app_router()
 in_cluster.register("node-pools", NodePoolViewSet, basename="cluster-node-pool")
 cluster_urlpatterns = in_cluster.urls

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from portal.names import selector_matches
+from portal.vocabulary.names import selector_matches
 
 
 class Pool(Protocol):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from cluster.scope import cluster_key, unique_per_cluster
 from gpus.catalog import gpu_models, placement_errors, standard_configs
-from portal.clusters import cluster_key, unique_per_cluster
-from portal.names import label_value_errors
 from portal.scope import ScopedManager
-from portal.validators import validate_dns1123_label
+from portal.vocabulary.names import label_value_errors
+from portal.vocabulary.validators import validate_dns1123_label
 
 
 class NodePool(models.Model):

@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from fleet.models import MigConfig, NodePool
-from portal.audit import Event, admin_event
-from portal.names import label_value_errors, qualified_name_errors
+from portal.audit.record import Event, admin_event
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
+from portal.vocabulary.names import label_value_errors, qualified_name_errors
 
 
 @transaction.atomic

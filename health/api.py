@@ -11,8 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 from health.selectors import health_for_user
-from portal.api_clusters import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
 
 LEVELS = ["ok", "info", "warning", "critical"]
 

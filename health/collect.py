@@ -16,7 +16,7 @@ from django.conf import settings
 
 from gpus import dcgm
 from kube import Gateway, KubeError
-from portal.names import selector_matches
+from portal.vocabulary.names import selector_matches
 
 log = logging.getLogger(__name__)
 

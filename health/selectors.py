@@ -8,8 +8,8 @@ from typing import Any
 from cluster.models import ObservedNode
 from gpus.strips import gpu_strips
 from health.models import NodeHealth
-from portal.permissions import User
-from portal.selectors import pod_names_for
+from portal.access.permissions import User
+from portal.access.selectors import pod_names_for
 
 
 def health_of(nodes: list[ObservedNode]) -> dict[tuple[int | None, str], NodeHealth]:

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from changes.drain import suggest_drains
 from cluster.models import Cluster
+from cluster.scope import settings_cluster_id
 from cluster.services import settings_cluster
 from gpus import dcgm
 from health.collect import Collected, collect
@@ -18,7 +19,6 @@ from health.findings import assess as findings_of
 from health.findings import worst
 from health.models import NodeHealth
 from kube import Gateway
-from portal.clusters import settings_cluster_id
 
 
 def store(collected: Collected, *, cluster_id: int | None = None) -> list[NodeHealth]:

@@ -13,14 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from changes.api import MigChangeSerializer
-from overview.planning import make_plan, may_see_planner, plan_for, request_planned_changes
-from portal.api_clusters import (
-    CLUSTER_QUERY,
-    ClusterQuery,
-    ClusterScoped,
-    cluster_input,
-)
-from portal.api_safety import IDEMPOTENCY_KEY, IF_MATCH, StrictInput, idempotent
+from changes.planning import make_plan, may_see_planner, plan_for, request_planned_changes
+from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_input
+from portal.api.safety import IDEMPOTENCY_KEY, IF_MATCH, StrictInput, idempotent
 from tenants.models import Team
 
 

@@ -4,5 +4,5 @@ from overview.api import MigPlanView
 
 urlpatterns = [path("mig-plan/", MigPlanView.as_view(), name="mig-plan")]
 
-# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's plan.
+# Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's plan.
 cluster_urlpatterns = [path("mig-plan/", MigPlanView.as_view(), name="cluster-mig-plan")]

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from overview.selectors import NO_POOL, Pools
-from portal.names import label_value_errors, qualified_name_errors
+from portal.vocabulary.names import label_value_errors, qualified_name_errors
 
 SEARCH_HELP = "Words in the node's name, or labels as key=value; a node matches every one."
 

@@ -1,5 +1,5 @@
 """What every page shows of the clusters: the cluster switcher's choice
-(``portal.clusters.cluster_choice``) and how fresh each cluster's data is
+(``cluster.scope.cluster_choice``) and how fresh each cluster's data is
 (``cluster.selectors.statuses_of``), read only by the pages that draw them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from cluster.models import Cluster, SyncRun
+from cluster.scope import cluster_choice
 from cluster.selectors import ApiStatus, api_status, statuses_of
-from portal.clusters import cluster_choice
 
 
 def settings_api_status(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> ApiStatus:

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from cluster.models import ObservedNode
 from health.models import NodeHealth
 from health.selectors import attach_health, health_of
-from overview.drawings import Drawings
+from overview.html_cache import Drawings
 
 ROWS_KEPT = 20_000  # rows kept per process: four fleets of 5,000 nodes
 _ROWS = Drawings(ROWS_KEPT)

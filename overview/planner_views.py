@@ -11,10 +11,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from overview.planning import make_plan, may_see_planner, plan_for, request_planned_changes
-from portal.clusters import cluster_choice
-from portal.errors import DomainError, user_message
-from portal.permissions import is_platform_admin
+from changes.planning import make_plan, may_see_planner, plan_for, request_planned_changes
+from cluster.scope import cluster_choice
+from portal.access.permissions import is_platform_admin
+from portal.vocabulary.errors import DomainError, user_message
 from tenants.models import Team
 
 

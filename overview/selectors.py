@@ -18,7 +18,7 @@ from cluster.selectors import amount_sql
 from fleet.membership import case_sql, holds, holds_none
 from fleet.models import NodePool
 from health.models import NodeHealth
-from portal.batch import Read, read_together
+from portal.infra.round_trips import Read, read_together
 
 NO_POOL = "(no pool)"  # the nodes no pool selects (a pool name is a DNS label: never this)
 NODES = ObservedNode._meta.db_table

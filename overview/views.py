@@ -27,11 +27,11 @@ from cluster.models import (
     ObservedPod,
     ObservedWorkload,
 )
+from cluster.scope import cluster_choice
 from cluster.selectors import (
     ClusterStatus,
     apply_notices,
     apply_notices_read,
-    first_in_line,
     first_reads,
     notices_for,
     open_drift_reads,
@@ -44,14 +44,14 @@ from overview import selectors
 from overview.forms import NodeSearchForm
 from overview.freshness import settings_api_status
 from overview.node_rows import node_rows
-from portal.batch import Read, page_together, read_together
-from portal.clusters import cluster_choice
-from portal.htmx import HtmxHttpRequest
-from portal.names import PodNames
-from portal.permissions import is_platform_admin, sees_every_team, user_id
-from portal.selectors import pod_names_for
+from portal.access.permissions import is_platform_admin, sees_every_team, user_id
+from portal.access.selectors import pod_names_for
+from portal.infra.htmx import HtmxHttpRequest
+from portal.infra.round_trips import Read, page_together, read_together
+from portal.vocabulary.names import PodNames
 from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.observed import first_in_line
 from queues.selectors import quota_rows
 from tenants.models import Namespace, PriorityClass
 

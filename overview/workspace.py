@@ -27,7 +27,7 @@ from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import Drift
 from cluster.selectors import cluster_statuses, open_drift
 from health.models import NodeHealth
-from portal.permissions import user_id
+from portal.access.permissions import user_id
 from tenants.models import Membership
 
 RECENT = dt.timedelta(days=7)  # outcomes and failures older than this are history

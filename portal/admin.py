@@ -15,9 +15,9 @@ from django.forms import BaseModelFormSet, ModelForm, Textarea
 from django.forms import JSONField as JSONFormField
 from django.http import HttpRequest, HttpResponse
 
-from portal.audit import record_audit
+from cluster.scope import cluster_choice
+from portal.audit.record import record_audit
 from portal.audit_events import admin_event
-from portal.clusters import cluster_choice
 from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
 

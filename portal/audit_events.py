@@ -1,6 +1,6 @@
 """Every event the audit log records, each with the label a person reads beside it.
 
-Pure (no Django): :mod:`portal.audit_text` labels rows with it, services name the events
+Pure (no Django): :mod:`portal.audit.text` labels rows with it, services name the events
 they record by it (``record_audit(event=Event.QUOTA_CHANGED, ...)``), so an event cannot be
 recorded that has no label, nor misspelled. The admin's generic edits
 (``<model_name>.created`` / ``.changed`` / ``.deleted``) are named by their model, not here.
@@ -113,7 +113,7 @@ class Event(StrEnum):
         "priority_class.clusters_changed",
         "PriorityClass's clusters changed",
     )
-    # people and access (tenants/oidc.py, portal/tokens.py)
+    # people and access (tenants/oidc.py, portal/access/tokens.py)
     USER_CREATED = "user.created", "User created at first sign-in"
     PLATFORM_ROLE_GRANTED = "platform_role.granted", "Platform role granted"
     PLATFORM_ROLE_REVOKED = "platform_role.revoked", "Platform role revoked"

@@ -6,8 +6,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import before_task_publish, task_postrun, task_prerun
 
-from portal.metrics import TaskTimer
-from portal.observability import request_id
+from portal.infra.metrics import TaskTimer
+from portal.infra.observability import request_id
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
 

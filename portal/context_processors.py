@@ -7,8 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from portal.permissions import is_platform_admin
-from portal.subscriptions import unread_count
+from portal.access.permissions import is_platform_admin
+from portal.notifications.subscriptions import unread_count
 
 
 def portal(request: HttpRequest) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from django.db import models, transaction
 
 from portal import desired
-from portal.audit import AdminEvent, record_audit
+from portal.audit.record import AdminEvent, record_audit
 from portal.services import Actor, snapshot
 
 

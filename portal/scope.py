@@ -6,7 +6,7 @@ id); ``.on_every_cluster()`` says, where it is meant (the loop's fan-out, the ad
 that shows every cluster), that the read spans them all. There is no third way: ``None`` is
 refused rather than read as "the settings' cluster" or as "every cluster", which meant one
 in some places and the other elsewhere. Code that means the settings' cluster says so with
-``portal.clusters.settings_cluster_id()``. ``tests/unit/test_architecture.py`` refuses a
+``cluster.scope.settings_cluster_id()``. ``tests/unit/test_architecture.py`` refuses a
 read of an observed model that starts with neither.
 """
 

@@ -9,8 +9,8 @@ from django.db import models, transaction
 from django.forms.models import model_to_dict
 
 from portal import desired
-from portal.audit import Actor, Event, System, admin_event, record_audit
-from portal.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin
+from portal.audit.record import Actor, Event, System, admin_event, record_audit
 
 __all__ = ["Actor", "require_platform_admin", "save_validated", "snapshot"]
 

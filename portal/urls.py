@@ -5,7 +5,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import notify_views, views
+from portal import views
+from portal.notifications import views as notify_views
 
 urlpatterns = [
     path("", include("overview.urls")),
@@ -31,7 +32,7 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("audit/events.csv", views.audit_csv, name="audit-csv"),
     path("admin/", admin.site.urls),
-    path("api/", include("portal.api_urls")),
+    path("api/", include("portal.api.urls")),
 ]
 
 handler403 = "portal.views.forbidden"

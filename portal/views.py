@@ -23,16 +23,21 @@ from django.utils import timezone
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from portal.access.permissions import sees_every_team, user_id
+from portal.access.selectors import (
+    audit_events_for_user,
+    demo_sign_in,
+    pod_names_for,
+    teams_seen_by,
+)
+from portal.access.tokens import create_token, revoke_token
+from portal.api.filters import AuditEventFilter
+from portal.audit.rows import audit_row, csv_lines
 from portal.audit_events import Event
-from portal.audit_rows import audit_row, csv_lines
-from portal.filters import AuditEventFilter
-from portal.health import readiness
-from portal.metrics import exposition
+from portal.infra.metrics import exposition
+from portal.infra.observability import request_id
+from portal.infra.readiness import readiness
 from portal.models import ApiToken, AuditEvent
-from portal.observability import request_id
-from portal.permissions import sees_every_team, user_id
-from portal.selectors import audit_events_for_user, demo_sign_in, pod_names_for, teams_seen_by
-from portal.tokens import create_token, revoke_token
 
 
 class LoginForm(AuthenticationForm):
@@ -93,7 +98,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus metrics of the whole installation (see portal/metrics.py): with a bearer
+    """Prometheus metrics of the whole installation (see portal/infra/metrics.py): with a bearer
     token when QM_METRICS_TOKEN is set; without one only where QM_METRICS_PUBLIC says the
     network guards it (the default outside production)."""
     token = settings.QM_METRICS_TOKEN

@@ -10,8 +10,9 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from portal.admin import ClusterScopedAdmin, ClusterScopedForm, ServiceAdmin, save_rows
-from portal.quantity import format_quantity
+from cluster.admin import ClusterScopedAdmin, ClusterScopedForm
+from portal.admin import ServiceAdmin, save_rows
+from portal.vocabulary.quantity import format_quantity
 from queues import services
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 

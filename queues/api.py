@@ -15,11 +15,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api_clusters import ClusterScoped, cluster_field, keep_cluster, unchanged_cluster
-from portal.api_safety import IF_MATCH, StrictInput, etag_of, guarded_write
-from portal.errors import DomainError
-from portal.permissions import is_platform_admin, sees_every_team, user_id
-from portal.quantity import QuantityError, parse_quantity
+from cluster.api_scope import ClusterScoped, cluster_field, keep_cluster, unchanged_cluster
+from portal.access.permissions import is_platform_admin, sees_every_team, user_id
+from portal.api.safety import IF_MATCH, StrictInput, etag_of, guarded_write
+from portal.vocabulary.errors import DomainError
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues import preview
 from queues.filters import (
     ClusterQueueFilter,

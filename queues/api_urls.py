@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.routers import app_router
+from portal.api.routers import app_router
 from queues.api import (
     ClusterQueueViewSet,
     CohortViewSet,
@@ -16,7 +16,7 @@ router.register("cluster-queues", ClusterQueueViewSet, basename="cluster-queue")
 router.register("local-queues", LocalQueueViewSet, basename="local-queue")
 urlpatterns = [*router.urls, path("what-if/", WhatIfView.as_view(), name="what-if")]
 
-# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+# Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's rows.
 in_cluster = app_router()
 in_cluster.register("cohorts", CohortViewSet, basename="cluster-cohort")
 in_cluster.register("resource-flavors", ResourceFlavorViewSet, basename="cluster-resource-flavor")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from portal.quantity import QuantityError, parse_quantity
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.rules import quota_entries
 
 # Kueue's weightedShare for a queue of weight 0 that borrows (an int64's largest value).

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from portal.api_clusters import ClusterFilter
-from portal.filters import StrictFilterSet, TeamFilter
+from cluster.api_scope import ClusterFilter
+from portal.api.filters import StrictFilterSet, TeamFilter
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.selectors import list_teams_for_user
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from portal.labels import managed_labels
-from portal.quantity import format_quantity, parse_quantity
+from portal.vocabulary.labels import managed_labels
+from portal.vocabulary.quantity import format_quantity, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from portal.names import (
+from portal.vocabulary.names import (
     dns1123_subdomain_errors,
     label_value_errors,
     qualified_name_errors,
 )
-from portal.quantity import QuantityError, bound_error, is_whole, parse_quantity
+from portal.vocabulary.quantity import QuantityError, bound_error, is_whole, parse_quantity
 
 MAX_RESOURCE_GROUPS = 16
 MAX_LIST = 64  # coveredResources, flavors, resources: 1..64 each

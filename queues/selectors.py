@@ -15,10 +15,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from portal.batch import Read, read_together
+from portal.access.permissions import sees_every_team, user_id
+from portal.infra.round_trips import Read, read_together
 from portal.models import PlatformRole
-from portal.permissions import sees_every_team, user_id
-from portal.quantity import QuantityError, format_quantity, parse_quantity
+from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
 from queues import whatif
 from queues.models import ClusterQueue, Cohort, LocalQueue, StopPolicy
 from queues.observed import ObservedKueue, observed_kueue

@@ -9,8 +9,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
-from portal.audit import Event, admin_event
-from portal.capacity import fleet_capacity
+from fleet.capacity import fleet_capacity
+from portal.audit.record import Event, admin_event
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor

@@ -17,8 +17,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from portal.clusters import chosen_cluster
-from portal.permissions import is_platform_admin
+from cluster.scope import chosen_cluster
+from portal.access.permissions import is_platform_admin
 from queues import preview
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key

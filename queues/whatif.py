@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from portal.quantity import format_quantity
+from portal.vocabulary.quantity import format_quantity
 
 FlavorResource = tuple[str, str]
 Usage = dict[str, dict[FlavorResource, Fraction]]  # queue -> (flavor, resource) -> amount

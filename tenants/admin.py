@@ -14,14 +14,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from portal.admin import (
-    ClusterScopedAdmin,
-    ClusterScopedForm,
-    ReadOnlyAdmin,
-    ServiceAdmin,
-    save_rows,
-)
-from portal.errors import DomainError
+from cluster.admin import ClusterScopedAdmin, ClusterScopedForm
+from portal.admin import ReadOnlyAdmin, ServiceAdmin, save_rows
+from portal.vocabulary.errors import DomainError
 from tenants import services
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
 from tenants.rules import LimitSpec

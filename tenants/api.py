@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api_clusters import (
+from cluster.api_scope import (
     ClusterScoped,
     already_there,
     cluster_field,
@@ -22,7 +22,7 @@ from portal.api_clusters import (
     keep_cluster,
     unchanged_cluster,
 )
-from portal.api_safety import (
+from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
     IF_MATCH_REQUIRED,

@@ -1,4 +1,4 @@
-from portal.routers import app_router
+from portal.api.routers import app_router
 from tenants.api import MembershipViewSet, NamespaceViewSet, PriorityClassViewSet, TeamViewSet
 
 router = app_router()
@@ -8,7 +8,7 @@ router.register("namespaces", NamespaceViewSet, basename="namespace")
 router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
 urlpatterns = router.urls
 
-# Under /api/v1/clusters/<cluster>/ (portal/api_urls.py): one cluster's rows.
+# Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's rows.
 in_cluster = app_router()
 in_cluster.register("namespaces", NamespaceViewSet, basename="cluster-namespace")
 cluster_urlpatterns = in_cluster.urls

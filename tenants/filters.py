@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from portal.api_clusters import ClusterFilter
-from portal.filters import StrictFilterSet, TeamFilter
+from cluster.api_scope import ClusterFilter
+from portal.api.filters import StrictFilterSet, TeamFilter
 from tenants.models import Membership, Namespace
 from tenants.selectors import list_teams_for_user
 

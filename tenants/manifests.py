@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from portal.labels import managed_labels
+from portal.vocabulary.labels import managed_labels
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem
 
 CORE_V1 = "v1"

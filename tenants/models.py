@@ -7,9 +7,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from portal.clusters import cluster_key, unique_per_cluster
+from cluster.scope import cluster_key, unique_per_cluster
 from portal.scope import ScopedManager
-from portal.validators import validate_dns1123_label, validate_dns1123_subdomain
+from portal.vocabulary.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import (
     LIMIT_TYPES,
     LimitSpec,

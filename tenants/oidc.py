@@ -20,7 +20,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from portal.audit import Event, record_audit
+from portal.audit.record import Event, record_audit
 from portal.models import PlatformRole
 from tenants.models import Membership, Team
 

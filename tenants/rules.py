@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from gpus.catalog import unknown_gpu_resource_note
-from portal.names import qualified_name_errors
-from portal.quantity import (
+from portal.vocabulary.names import qualified_name_errors
+from portal.vocabulary.quantity import (
     QuantityError,
     bound_error,
     canonical_quantity,

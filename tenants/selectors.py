@@ -8,8 +8,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Prefetch, QuerySet
 
 from portal import removal
-from portal.api_safety import etag_of
-from portal.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin
+from portal.api.safety import etag_of
 from tenants.models import Namespace, Team
 
 # What a namespace delete does, said the same way by the confirmation page and the API.

@@ -8,13 +8,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
+from fleet.capacity import fleet_capacity
 from portal import desired, removal
-from portal.audit import Event, admin_event, record_audit
-from portal.capacity import fleet_capacity
-from portal.errors import DomainError
-from portal.quantity import parse_quantity
+from portal.audit.record import Event, admin_event, record_audit
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
+from portal.vocabulary.errors import DomainError
+from portal.vocabulary.quantity import parse_quantity
 from tenants.models import (
     LimitRangeItem,
     Membership,

@@ -17,12 +17,12 @@ import redis
 from django.db import connection, transaction
 
 import devcluster
-from cluster.apply import apply_desired_state
-from cluster.poll import poll_cluster
+from cluster.scope import settings_cluster_id
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, connect
-from portal.clusters import settings_cluster_id
+from loop.apply import apply_desired_state
+from loop.poll import poll_cluster
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.support import Worker
@@ -93,7 +93,7 @@ def _empty_cache() -> Any:
     """Each test starts with no rate-limit history (the cache is a real Redis database)."""
     from django.core.cache import cache  # lazy: the cache is configured for the test run
 
-    from portal import outbox, shared_store
+    from portal.infra import outbox, shared_store
 
     cache.clear()
     shared_store.breaker.reset()  # a test that stopped Redis leaves no open breaker behind

@@ -20,7 +20,7 @@ from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from kube import NotFound, ObjectRef
-from portal.tokens import create_token
+from portal.access.tokens import create_token
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api_safety import StrictQuery
+from portal.api.safety import StrictQuery
 from usage import reports
 from usage.exports import as_csv, cluster_named, report_rows
 from usage.forms import DAYS

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from portal.numbers import number
+from portal.vocabulary.numbers import number
 
 # Named lines over the buckets, a value per bucket (None: no data there).
 Series = Sequence[tuple[str, Sequence[float | None]]]

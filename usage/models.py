@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from portal.clusters import cluster_key
+from cluster.scope import cluster_key
 from portal.scope import ScopedManager
 
 

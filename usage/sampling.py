@@ -24,7 +24,7 @@ from cluster.models import (
 from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product
-from portal.quantity import QuantityError, parse_quantity
+from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, LocalQueue
 from queues.rules import quota_entries
 from tenants.models import Namespace, QuotaItem

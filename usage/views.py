@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
-from portal.clusters import chosen_cluster
-from portal.permissions import sees_every_team
+from cluster.scope import chosen_cluster
+from portal.access.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
 from usage import charts, reports

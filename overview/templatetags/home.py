@@ -3,7 +3,7 @@ and a team's priority classes, each drawn once per what it shows.
 
 Between two polls a namespace's tables and pending pods show what they showed before: each
 item's resource, hard limit and use, the LimitRange's items, the pods and what their cards
-say. The HTML is kept in this process under those values (``overview.drawings``; the
+say. The HTML is kept in this process under those values (``overview.html_cache``; the
 warnings, bars and units are pure functions of them)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from overview.drawings import Drawings
+from overview.html_cache import Drawings
 
 register = template.Library()
 

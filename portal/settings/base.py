@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 
-from portal import embedded
+from portal.infra import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "queues",
     "fleet",
     "cluster",
+    "loop",
     "changes",
     "health",
     "diagnostics",
@@ -88,15 +89,15 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "portal.observability.RequestIdMiddleware",
-    "portal.middleware.RefuseNulMiddleware",
+    "portal.infra.observability.RequestIdMiddleware",
+    "portal.infra.middleware.RefuseNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "portal.permissions.RoleCacheMiddleware",
+    "portal.access.permissions.RoleCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -139,7 +140,7 @@ else:
 _MAX_AGE = env_str("DATABASE_CONN_MAX_AGE")
 DATABASES["default"]["CONN_MAX_AGE"] = int(_MAX_AGE) if _MAX_AGE else None
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The pages' batched reads (portal/batch.py) are prepared statements once seen a few times:
+# The pages' batched reads (portal/infra/round_trips.py) are prepared statements once seen a few times:
 # PostgreSQL then skips planning them (about half of their cost). Set it to false behind a
 # connection pooler in transaction mode that does not keep prepared statements (PgBouncer
 # before 1.21, or max_prepared_statements = 0): the reads are then sent as one statement.
@@ -188,7 +189,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
 # One quick retry, then the publish gives up: what a request queues is in the outbox
-# (portal/outbox.py) and the relay sends it when the broker is back.
+# (portal/infra/outbox.py) and the relay sends it when the broker is back.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 1,
     "interval_start": 0,
@@ -248,7 +249,7 @@ QM_LOCAL_LOGIN = env_bool("QM_LOCAL_LOGIN", True)
 QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", False)
 QM_DEMO_PASSWORD = ""  # the demo's, where it is listed (settings/dev.py)
 AUTHENTICATION_BACKENDS = [
-    "portal.login_guard.LockoutBackend",  # refuses while an account or address is locked out
+    "portal.access.login_guard.LockoutBackend",  # refuses while an account or address is locked out
     *(["tenants.oidc.PortalOIDCBackend"] if QM_OIDC_ENABLED else []),
     *(
         ["django.contrib.auth.backends.ModelBackend"]
@@ -257,14 +258,14 @@ AUTHENTICATION_BACKENDS = [
     ),
 ]
 
-# Sign-in throttling (portal/login_guard.py): per account and per address, counted in
+# Sign-in throttling (portal/access/login_guard.py): per account and per address, counted in
 # PostgreSQL, so it holds with Redis down and across every web pod.
 AXES_FAILURE_LIMIT = env_int("QM_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("QM_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "portal.login_guard.locked_out"
-AXES_CLIENT_IP_CALLABLE = "portal.login_guard.client_address"
+AXES_LOCKOUT_CALLABLE = "portal.access.login_guard.locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.access.login_guard.client_address"
 AXES_DISABLE_ACCESS_LOG = True  # sign-ins themselves are in the web access log
 AXES_VERBOSE = False
 # Proxies in front of the portal that append to X-Forwarded-For (an ingress: 1).
@@ -285,23 +286,23 @@ X_FRAME_OPTIONS = "DENY"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.tokens.TokenAuthentication",
+        "portal.access.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON bodies only: a form-encoded or multipart body is refused (415), never read as an
     # empty one (a form-encoded PUT of a quota once wiped it).
-    "DEFAULT_PARSER_CLASSES": ["portal.api_parsers.BoundedJSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "portal.pagination.PageNumberPagination",
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "portal.filters.FilterBackend",
-        "portal.filters.OrderingFilter",
+        "portal.api.filters.FilterBackend",
+        "portal.api.filters.OrderingFilter",
     ],
-    "EXCEPTION_HANDLER": "portal.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "portal.api_schema.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.views.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.AutoSchema",
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_THROTTLE_CLASSES": ["portal.tokens.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["portal.access.tokens.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_str("QM_API_RATE", "1200/minute")},
 }
 SPECTACULAR_SETTINGS = {
@@ -320,9 +321,9 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "portal.api_schema.add_error_responses",
-        "portal.api_schema.query_values_are_not_empty",
-        "portal.api_schema.nested_routes_name_the_cluster_once",
+        "portal.api.schema.add_error_responses",
+        "portal.api.schema.query_values_are_not_empty",
+        "portal.api.schema.nested_routes_name_the_cluster_once",
     ],
 }
 
@@ -434,7 +435,7 @@ if QM_KUEUE_API_VERSION not in {"v1beta2", "v1beta1"}:
     raise ValueError(f"QM_KUEUE_API_VERSION={QM_KUEUE_API_VERSION!r}: use v1beta2 or v1beta1")
 
 # --- Operations ---------------------------------------------------------------------------
-# Counters of requests and tasks, shared by every process (see portal/metrics.py).
+# Counters of requests and tasks, shared by every process (see portal/infra/metrics.py).
 QM_METRICS_REDIS_URL = env_str("QM_METRICS_REDIS_URL") or redis_db(REDIS_URL, 2)
 # When set, /metrics answers only with "Authorization: Bearer <token>". Without a token it
 # answers anyone only when QM_METRICS_PUBLIC (on here, off in production).
@@ -446,9 +447,9 @@ LOG_FORMAT = env_str("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "portal.observability.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "portal.infra.observability.RequestIdFilter"}},
     "formatters": {
-        "json": {"()": "portal.observability.JsonFormatter"},
+        "json": {"()": "portal.infra.observability.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
     },
     "handlers": {

@@ -29,8 +29,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from portal import numbers
-from portal.numbers import DASH
+from portal.vocabulary import numbers
+from portal.vocabulary.numbers import DASH
 
 register = template.Library()
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.contrib.auth.models import User
 
-from portal.tokens import TokenRateThrottle, create_token
+from portal.access.tokens import TokenRateThrottle, create_token
 from tests.api.fuzzing import fuzz
 
 # A few cases per operation and phase find each class of contract gap this test was built

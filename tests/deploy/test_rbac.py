@@ -13,13 +13,13 @@ import devcluster
 from changes import mig as changes
 from changes.executor import advance
 from changes.models import MigChangeRequest
-from cluster.apply import apply_desired_state
 from cluster.models import AppliedObject, ObservedCreateFailure, SyncRun
-from cluster.poll import poll_cluster
 from devcluster.rbac import granted
 from diagnostics.operator_check import check_gpu_operator
 from health.services import collect_gpu_health
 from kube import Gateway, connect
+from loop.apply import apply_desired_state
+from loop.poll import poll_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass, Team
 from tests.deploy.conftest import cluster_role

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 import devcluster
 from cluster.connection import gateway_for
 from cluster.models import Cluster
-from cluster.poll import poll_cluster
+from loop.poll import poll_cluster
 from tests.deploy.conftest import cluster_role
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import htmx_idle, sign_in

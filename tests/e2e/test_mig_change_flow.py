@@ -18,15 +18,15 @@ from playwright.sync_api import expect
 import devcluster
 from changes import mig
 from changes.models import MigChangeRequest
-from cluster.desired import collect_manifests
 from cluster.models import AppliedObject
-from cluster.poll import poll_cluster
 from demo.data import DEMO_PASSWORD
 from demo.services import load_demo
 from devcluster.controllers import Options
 from devcluster.scenario import workload
 from health.services import collect_gpu_health
 from kube import Gateway, ObjectRef, connect
+from loop.desired import collect_manifests
+from loop.poll import poll_cluster
 from tenants.models import Team
 from tests.e2e.conftest import screenshot
 from tests.support import Worker, protect_dev_pod, wait_for

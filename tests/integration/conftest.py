@@ -16,7 +16,7 @@ from cluster.connection import gateway_for
 from cluster.models import Cluster
 from cluster.services import save_cluster
 from kube import Gateway
-from portal.audit import SYSTEM
+from portal.audit.record import SYSTEM
 from tests.conftest import FAST
 
 INFERENCE_TOKEN = "inference-cluster-token"

@@ -12,15 +12,15 @@ import yaml
 from django.test import Client
 
 import devcluster
-from cluster.apply import apply_desired_state
 from cluster.connection import check_connection, gateway_for
-from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Cluster, Drift, ObservedObject, SyncRun
-from cluster.poll import poll_cluster
 from cluster.services import save_cluster, settings_cluster
 from devcluster import Served
 from devcluster.__main__ import kubeconfig
 from kube import Gateway, connect
+from loop.apply import apply_desired_state
+from loop.desired import collect_manifests
+from loop.poll import poll_cluster
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem, Team
 from tests.deploy.conftest import cluster_role

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 import devcluster
-from cluster.apply import apply_desired_state
-from cluster.desired import collect_manifests
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, SyncRun
-from cluster.poll import poll_cluster
 from kube import Gateway, NotFound, ObjectRef, connect
-from portal.audit import SYSTEM
+from loop.apply import apply_desired_state
+from loop.desired import collect_manifests
+from loop.poll import poll_cluster
+from portal.audit.record import SYSTEM
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import wait_for

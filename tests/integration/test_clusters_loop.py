@@ -17,12 +17,12 @@ import pytest
 from django.test import Client
 
 import devcluster
-from cluster import tasks
 from cluster.models import AppliedObject, Cluster, Drift, ObservedNode, SyncRun
 from cluster.selectors import api_status, cluster_statuses
 from cluster.services import save_cluster, settings_cluster
 from kube import Gateway, NotFound, ObjectRef, RetryableKubeError, connect
-from portal.audit import SYSTEM
+from loop import tasks
+from portal.audit.record import SYSTEM
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Namespace

@@ -17,8 +17,8 @@ from django.utils import timezone
 from changes.models import QuotaChangeRequest
 from changes.quota import approve_quota_change, expire_quota_grants, request_quota_change
 from cluster.models import AppliedObject
-from portal.errors import DomainError
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 from tenants.services import delete_namespace

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 import dev
-from cluster.apply import apply_desired_state
 from cluster.models import Cluster, ObservedNode, ObservedWorkload
-from cluster.poll import poll_cluster
 from cluster.services import settings_cluster
 from demo.data import Endpoint
 from demo.services import load_demo
 from fleet.models import NodePool
 from kube import Gateway
+from loop.apply import apply_desired_state
+from loop.poll import poll_cluster
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass

@@ -12,12 +12,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 import devcluster
-from cluster.apply import apply_desired_state
 from cluster.models import ObservedCreateFailure
-from cluster.poll import poll_cluster
+from cluster.scope import settings_cluster_id
 from diagnostics.selectors import explain_waiting
 from kube import Gateway, ObjectRef
-from portal.clusters import settings_cluster_id
+from loop.apply import apply_desired_state
+from loop.poll import poll_cluster
 
 pytestmark = pytest.mark.django_db
 

@@ -22,14 +22,14 @@ from kombu import pools
 import devcluster
 from changes import mig as changes
 from changes.models import MigChangeRequest, MigChangeStep
-from cluster.desired import collect_manifests
 from cluster.models import AppliedObject
-from cluster.poll import poll_cluster
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, connect
-from portal import outbox, shared_store
+from loop.desired import collect_manifests
+from loop.poll import poll_cluster
 from portal.celery import app
+from portal.infra import outbox, shared_store
 from portal.models import AuditEvent, OutboxMessage
 from tenants.models import Team
 from tests.support import Worker, bearer, wait_for
@@ -217,8 +217,8 @@ def test_a_hung_kubernetes_api_is_said_within_a_poll_and_readiness_never_waits(
 def test_a_form_encoded_quota_put_leaves_the_quota_in_the_cluster(
     portal_cluster: Gateway, settings: Any
 ) -> None:
-    from cluster.apply import apply_desired_state
     from kube import ObjectRef
+    from loop.apply import apply_desired_state
 
     quota = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
     before = portal_cluster.get(quota)["spec"]["hard"]

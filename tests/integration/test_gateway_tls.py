@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from cluster.poll import poll_cluster
 from cluster.selectors import api_status
 from kube import RetryableKubeError, connect
+from loop.poll import poll_cluster
 
 pytestmark = pytest.mark.django_db
 

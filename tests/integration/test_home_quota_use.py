@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from cluster.poll import poll_cluster
 from kube import Gateway, ObjectRef
+from loop.poll import poll_cluster
 from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from cluster.models import ObservedCreateFailure, ObservedPod
-from cluster.poll import poll_cluster
 from kube import Gateway, ObjectRef
+from loop.poll import poll_cluster
 from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db

@@ -17,10 +17,10 @@ from changes.executor import advance
 from changes.models import MigChangeRequest, NodeClaim
 from cluster.connection import gateway_for
 from cluster.models import Cluster
-from cluster.poll import poll_cluster
+from cluster.scope import settings_cluster_id
 from cluster.services import save_cluster
 from kube import Gateway, ObjectRef
-from portal.clusters import settings_cluster_id
+from loop.poll import poll_cluster
 from tenants.models import Team
 from tests.support import wait_for
 

@@ -19,12 +19,12 @@ from changes.executor import STEPS, advance
 from changes.facts import fleet_facts
 from changes.impact import flavor_shortfalls
 from changes.models import MigChangeRequest, MigChangeStep, NodeClaim
-from cluster.poll import poll_cluster
+from cluster.scope import settings_cluster
 from kube import Gateway, ObjectRef
-from portal import outbox
-from portal.clusters import settings_cluster
-from portal.errors import DomainError
+from loop.poll import poll_cluster
+from portal.infra import outbox
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory

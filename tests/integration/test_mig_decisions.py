@@ -10,8 +10,8 @@ from changes import mig as changes
 from changes.executor import advance
 from changes.models import MigChangeRequest, MigChangeStep
 from kube import Gateway
-from portal.errors import DomainError
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Team

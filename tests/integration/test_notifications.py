@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from changes.quota import request_quota_change
 from demo.services import load_demo
 from portal.models import Notification, NotificationSubscription, OutboxMessage
-from portal.subscriptions import create_subscription
+from portal.notifications.subscriptions import create_subscription
 from tenants.models import Namespace, Team
 from tests.support import Worker, wait_for
 

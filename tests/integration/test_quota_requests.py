@@ -19,8 +19,8 @@ from changes.quota import (
     expire_quota_grants,
     reject_quota_change,
 )
-from portal.errors import DomainError
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
 from tenants.models import Namespace
 from tests.factories import demo_fleet_nodes, demo_quota_request

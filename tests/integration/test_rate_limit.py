@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from portal import shared_store
-from portal.tokens import TokenRateThrottle
+from portal.access.tokens import TokenRateThrottle
+from portal.infra import shared_store
 from tests.support import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import devcluster
-from cluster.apply import apply_desired_state, collect_manifests
 from kube import Gateway, ObjectRef
+from loop.apply import apply_desired_state, collect_manifests
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from cluster.apply import apply_desired_state
 from cluster.models import ObservedWorkload
-from cluster.poll import poll_cluster
 from kube import Gateway
+from loop.apply import apply_desired_state
+from loop.poll import poll_cluster
 from queues.models import ClusterQueue
 from queues.selectors import cluster_queue_what_if, with_nominal
 from queues.services import save_cluster_queue

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 import devcluster
-from cluster.desired import collect_manifests
 from cluster.models import AppliedObject
 from demo.services import load_demo
 from devcluster.controllers import Options
 from kube import Gateway, ObjectRef
-from portal.audit import SYSTEM
+from loop.desired import collect_manifests
+from portal.audit.record import SYSTEM
 from tenants.models import Namespace
 from tenants.services import delete_namespace, set_namespace_quota
 from tests.support import Worker, wait_for
@@ -121,9 +121,9 @@ def test_the_worker_polls_the_fleet_into_the_portal(worker: Worker, gateway: Gat
     from prometheus_client.parser import text_string_to_metric_families
 
     from cluster.models import ObservedNode
-    from cluster.tasks import poll_cluster_task
-    from portal import metrics
-    from portal.observability import request_id
+    from loop.tasks import poll_cluster_task
+    from portal.infra import metrics
+    from portal.infra.observability import request_id
 
     load_demo()
     wait_for(all_applied, what="every object applied")
@@ -162,7 +162,7 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
 
     from changes import mig as changes
     from changes.models import MigChangeRequest, MigChangeStep
-    from cluster.poll import poll_cluster
+    from loop.poll import poll_cluster
     from tenants.models import Team
 
     load_demo()
@@ -212,8 +212,8 @@ def test_a_rolled_back_change_gives_the_queues_back_what_it_took(
 
     from changes import mig as changes
     from changes.models import MigChangeRequest, MigChangeStep
-    from cluster.poll import poll_cluster
     from devcluster.scenario import workload
+    from loop.poll import poll_cluster
     from portal.models import AuditEvent
     from queues.models import ClusterQueue
     from tenants.models import Team

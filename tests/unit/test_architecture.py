@@ -44,8 +44,8 @@ def test_every_import_points_down_the_layers(graph: grimp.ImportGraph) -> None:
     [
         ("tenants.models", "cluster.models"),  # desired state reading the loop
         ("portal.views", "tenants.selectors"),  # the ground floor reading an app
-        ("cluster.poll", "changes.models"),  # the loop reading reviewed changes
-        ("gpus.catalog", "portal.quantity"),  # pure knowledge importing the portal
+        ("loop.poll", "changes.models"),  # the loop reading reviewed changes
+        ("gpus.catalog", "portal.vocabulary.quantity"),  # pure knowledge importing the portal
     ],
 )
 def test_an_upward_import_breaks_the_layers(

@@ -6,7 +6,7 @@ Checked on the source (AST), not at run time: a guard on the queryset would see 
 paths the tests happen to run, would have to tell ``.filter(cluster=…)`` from
 ``.filter(cluster__name=…)`` and a related manager from a bare one, and would need an
 opt-out for the loop and the admin; the source says on every line which one it meant. What
-the check cannot see is a manager kept in a variable, and SQL in a ``portal.batch.Read``:
+the check cannot see is a manager kept in a variable, and SQL in a ``portal.infra.round_trips.Read``:
 those are the selectors' own (each takes its cluster id as a parameter).
 """
 
@@ -23,10 +23,10 @@ from tests.unit.test_architecture import ROOT, product_files
 # The loop writes and compares the observed rows of the cluster it polls; the admin lists
 # every cluster's. Everything else reads through ``.on`` / ``.on_every_cluster``.
 LOOP = {
-    "cluster/apply.py",
-    "cluster/poll.py",
-    "cluster/write.py",
-    "cluster/drift.py",
+    "loop/apply.py",
+    "loop/poll.py",
+    "loop/write.py",
+    "loop/drift.py",
     "cluster/removal.py",
 }
 SCOPED = {"on", "on_every_cluster", "none"}  # ``none()`` reads nothing at all

@@ -13,9 +13,9 @@ from django.utils import timezone
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.quota import approve_quota_change, expire_quota_grants
 from cluster.models import ObservedNode
-from portal.audit import SYSTEM, record_audit
-from portal.errors import DomainError
+from portal.audit.record import SYSTEM, record_audit
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
 from tests.factories import demo_fleet_nodes, demo_quota_request
 

@@ -16,8 +16,8 @@ from changes.executor import advance
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, NodeClaim, QuotaChangeRequest
 from cluster.models import Cluster, ObservedWorkload
+from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
-from portal.clusters import settings_cluster_id
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.observed import observed_kueue
 from queues.selectors import kueue_world

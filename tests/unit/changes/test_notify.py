@@ -13,8 +13,8 @@ from django.core import mail
 
 from changes.models import MigChangeRequest
 from changes.notify import notify
-from portal import outbox
-from portal.notify import mail_task, notify_task
+from portal.infra import outbox
+from portal.notifications.send import mail_task, notify_task
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
 

@@ -47,9 +47,9 @@ from changes.quota import (
     request_quota_change,
 )
 from cluster.models import ObservedNode
-from portal.errors import DomainError
 from portal.models import AuditEvent
-from portal.quantity import MAX_QUANTITY, parse_quantity
+from portal.vocabulary.errors import DomainError
+from portal.vocabulary.quantity import MAX_QUANTITY, parse_quantity
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 from tenants.models import Namespace, Team

@@ -17,12 +17,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cluster.desired import collect_manifests
 from cluster.discovery import Discovered
 from cluster.models import Cluster
+from cluster.scope import settings_cluster_id
 from cluster.selectors import discovery_age
 from cluster.services import record_discovery, save_cluster, settings_cluster
-from portal.clusters import settings_cluster_id
+from loop.desired import collect_manifests
 from portal.models import AuditEvent
 from tests.schemas import schema_errors
 

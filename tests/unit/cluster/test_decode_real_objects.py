@@ -2,7 +2,7 @@
 v0.19.2 (tests/data/kueue-samples and tests/data/k8s-api-samples, verbatim): nodes, pods,
 events, Workloads, ClusterQueue / LocalQueue / Cohort status. (No Volcano PodGroup was
 recorded.) The visibility API's answer goes through the poll's fetch in
-tests/unit/cluster/test_fetch_real_objects.py."""
+tests/unit/loop/test_fetch_real_objects.py."""
 
 from __future__ import annotations
 

@@ -14,13 +14,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
 from changes.approval import claim_nodes
-from cluster.apply import applier_lock
-from cluster.desired import collect_manifests
 from cluster.models import Cluster, ObservedNode
 from cluster.services import settings_cluster
-from cluster.write import write_fleet
 from fleet.models import NodePool
-from portal.errors import DomainError
+from loop.apply import applier_lock
+from loop.desired import collect_manifests
+from loop.write import write_fleet
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, PriorityClass
 from tenants.services import set_namespace_quota

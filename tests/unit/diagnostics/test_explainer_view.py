@@ -16,8 +16,8 @@ from django.utils import timezone
 
 import diagnostics.selectors as selectors
 from cluster.models import Drift, ObservedNode
+from cluster.scope import settings_cluster_id
 from fleet.models import MigConfig, NodePool
-from portal.clusters import settings_cluster_id
 from tests.factories import (
     MigChangeRequestFactory,
     NamespaceFactory,

@@ -24,11 +24,11 @@ from django.test import Client
 from django.utils import timezone
 
 import diagnostics.selectors as selectors
+from changes.planning import gather
 from cluster.models import Cluster, Drift, ObservedObject, ObservedPodGroup, ObservedWorkload
+from cluster.scope import settings_cluster
 from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
-from overview.planning import gather
-from portal.clusters import settings_cluster
 from tests.factories import (
     ClusterQueueFactory,
     LocalQueueFactory,

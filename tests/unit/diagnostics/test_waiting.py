@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster.models import ObservedObject, ObservedWorkload
+from cluster.scope import settings_cluster_id
 from diagnostics.selectors import explain_waiting
-from portal.clusters import settings_cluster_id
 from tests.factories import NamespaceFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db

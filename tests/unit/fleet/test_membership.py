@@ -18,13 +18,13 @@ from django.db import connection
 from django.utils import timezone
 
 import diagnostics.selectors as selectors
-from cluster.drift import mig_layout_drift
+from changes.planning import gather
 from cluster.models import Cluster, ObservedNode
+from cluster.scope import settings_cluster
 from fleet.membership import holds, holds_none, pool_of
 from fleet.models import NodePool
-from overview.planning import gather
+from loop.drift import mig_layout_drift
 from overview.selectors import Pools, fleet_nodes
-from portal.clusters import settings_cluster
 from tests.factories import ObservedNodeFactory
 from usage.sampling import pool_rows
 

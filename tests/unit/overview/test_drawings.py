@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from overview.drawings import Drawings
+from overview.html_cache import Drawings
 
 
 def test_the_least_recently_used_drawing_goes_first_when_the_bound_is_reached() -> None:

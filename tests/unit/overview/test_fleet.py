@@ -18,11 +18,11 @@ from changes.facts import fleet_facts, shortfalls_now
 from changes.impact import flavor_shortfalls
 from cluster.decode import gpu_offer
 from cluster.models import Drift, ObservedNode
+from cluster.scope import settings_cluster, settings_cluster_id
 from fleet.membership import pool_of
 from fleet.models import NodePool
 from health.models import NodeHealth
 from overview import selectors
-from portal.clusters import settings_cluster, settings_cluster_id
 from tests.factories import (
     ClusterQueueFactory,
     ObservedNodeFactory,

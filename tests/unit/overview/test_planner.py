@@ -287,7 +287,7 @@ def test_the_optimality_gap_reads_as_every_percentage(
 ) -> None:
     import dataclasses
 
-    from overview import planning
+    from changes import planning
 
     solve = planning.plan
     monkeypatch.setattr(
@@ -303,7 +303,7 @@ def two_clusters(seed: None) -> Any:
     """The seed incident on the settings' cluster; an inference cluster with nodes of the same
     names, every one already on all-3g.40gb, and nothing waiting there."""
     from cluster.models import Cluster
-    from portal.clusters import settings_cluster
+    from cluster.scope import settings_cluster
 
     infer = Cluster.objects.create(name="inference", display_name="Inference", connection="token")
     NodePool.objects.create(

@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from changes.models import MigChangeRequest
+from portal.access.tokens import create_token
 from portal.models import ApiToken
-from portal.tokens import create_token
 from tests.support import bearer
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +141,7 @@ def test_rate_limit_is_per_token(
 ) -> None:
     from django.core.cache import cache
 
-    from portal.tokens import TokenRateThrottle
+    from portal.access.tokens import TokenRateThrottle
 
     cache.clear()
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})

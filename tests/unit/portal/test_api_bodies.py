@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from portal.api_parsers import MAX_DEPTH, too_deep
+from portal.api.parsers import MAX_DEPTH, too_deep
 from tenants.models import Namespace
 from tests.support import bearer
 

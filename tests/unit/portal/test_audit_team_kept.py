@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from portal.audit import SYSTEM, record_audit
+from portal.audit.record import SYSTEM, record_audit
 from portal.models import AuditEvent
 from tenants.models import Team
 from tests.support import bearer

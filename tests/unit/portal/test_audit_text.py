@@ -9,14 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from changes.quota import approve_quota_change, request_quota_change
-from portal.audit_text import (
-    Change,
-    Link,
-    audit_changes,
-    changes_text,
-    event_label,
-    target_link,
-)
+from portal.audit.text import Change, Link, audit_changes, changes_text, event_label, target_link
 from portal.models import AuditEvent
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team

@@ -16,8 +16,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from portal.audit import SYSTEM, record_audit
-from portal.audit_rows import CSV_COLUMNS
+from portal.audit.record import SYSTEM, record_audit
+from portal.audit.rows import CSV_COLUMNS
 from portal.models import AuditEvent
 from tenants.models import Namespace, Team
 from tenants.services import set_namespace_quota

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from cluster.models import ObservedPod
-from portal.batch import Read, page_together, queryset_read, read_together
+from portal.infra.round_trips import Read, page_together, queryset_read, read_together
 from tests.factories import MigChangeRequestFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db

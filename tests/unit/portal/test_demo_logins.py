@@ -15,8 +15,8 @@ from django.test import Client
 
 from demo.data import DEMO_PASSWORD, USERS
 from demo.services import load_demo
+from portal.access.selectors import DEMO_LOADED
 from portal.models import AuditEvent
-from portal.selectors import DEMO_LOADED
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,8 +22,8 @@ from django.test import Client
 from django.urls import get_resolver
 
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from portal.access.tokens import create_token
 from portal.models import ApiToken, AuditEvent
-from portal.tokens import create_token
 from tests.unit.portal.test_page_permissions import _routes, objects
 
 pytestmark = pytest.mark.django_db

@@ -17,9 +17,9 @@ from django.utils import timezone
 from changes.models import MigChangeStep
 from changes.notify import notify
 from portal.models import AuditEvent, Notification, NotificationSubscription, OutboxMessage
-from portal.notify import deliver_task, notify_event
-from portal.notify_payloads import message_for
-from portal.subscriptions import create_subscription, mask, subscribers
+from portal.notifications.payloads import message_for
+from portal.notifications.send import deliver_task, notify_event
+from portal.notifications.subscriptions import create_subscription, mask, subscribers
 from tenants.models import Membership, Namespace
 from tests.factories import MigChangeRequestFactory
 

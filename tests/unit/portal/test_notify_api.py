@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from portal.models import Notification, NotificationSubscription
-from portal.subscriptions import create_subscription
+from portal.notifications.subscriptions import create_subscription
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from portal.notify_payloads import (
+from portal.notifications.payloads import (
     EVENT_KINDS,
     KINDS,
     Message,

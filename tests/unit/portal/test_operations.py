@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from portal import metrics
-from portal.observability import JsonFormatter, RequestIdFilter, request_id
+from portal.infra import metrics
+from portal.infra.observability import JsonFormatter, RequestIdFilter, request_id
 from tests.factories import UserFactory
 
 
@@ -142,7 +142,7 @@ def test_state_gauges_come_from_the_database(client: Client, demo: None) -> None
 
 def test_task_outcomes_are_counted(client: Client, db: Any) -> None:
     class Task:
-        name = "cluster.tasks.poll"
+        name = "loop.tasks.poll"
 
     metrics.TaskTimer.prerun(task_id="t1")
     metrics.TaskTimer.postrun(task_id="t1", task=Task(), state="SUCCESS")
@@ -150,7 +150,7 @@ def test_task_outcomes_are_counted(client: Client, db: Any) -> None:
     metrics.TaskTimer.postrun(task_id="t2", task=Task(), state="FAILURE")
     samples = scrape(client)
     for outcome in ("success", "failure"):
-        key = (("outcome", outcome), ("task", "cluster.tasks.poll"))
+        key = (("outcome", outcome), ("task", "loop.tasks.poll"))
         assert samples[("quartermaster_task_duration_seconds_count", key)] == 1
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from portal import outbox
+from portal.infra import outbox
 from portal.models import OutboxMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

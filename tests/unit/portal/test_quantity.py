@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from portal.quantity import (
+from portal.vocabulary.quantity import (
     QuantityError,
     canonical_quantity,
     format_quantity,

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.test import Client
 
-from portal import schema_view
+from portal.api import schema_view
 
 
 @pytest.mark.django_db(transaction=True)

@@ -201,7 +201,7 @@ def test_readyz_answers_within_its_deadline_whatever_hangs(
 ) -> None:
     import threading
 
-    from portal import health
+    from portal.infra import readiness as health
 
     release = threading.Event()
     monkeypatch.setitem(health.REPORTED, "stuck", lambda: str(release.wait(30)))

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from portal.audit import SYSTEM
+from portal.audit.record import SYSTEM
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import (

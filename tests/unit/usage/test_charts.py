@@ -1,6 +1,6 @@
 """The small multiples drawn as SVG (pure): every bucket of the period on the axis, the line
 broken where data is missing, the start of the history and the day in progress marked, and
-each bucket's values in its tooltip, numbers as the pages write them (portal.numbers); the
+each bucket's values in its tooltip, numbers as the pages write them (portal.vocabulary.numbers); the
 grouped bars drawn at the size they are read on a phone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from xml.etree import ElementTree
 
-from portal.numbers import number
+from portal.vocabulary.numbers import number
 from usage.charts import Bucket, _ticks, bar_chart, small_line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"

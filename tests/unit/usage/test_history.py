@@ -179,7 +179,7 @@ def test_a_workload_deleted_before_it_finished_closes_its_record() -> None:
     from django.utils import timezone
 
     from cluster.models import ObservedWorkload
-    from portal.clusters import settings_cluster_id
+    from cluster.scope import settings_cluster_id
     from usage.sampling import record_workloads
 
     now = timezone.now()
@@ -199,7 +199,7 @@ def test_a_requeued_workloads_wait_restarts_at_its_requeue() -> None:
     admitted again 90 s after the requeue. The wait that counts is the 90 s, never the run
     time before the eviction; while it waits again it is not among the admitted."""
     from cluster.models import ObservedWorkload
-    from portal.clusters import settings_cluster_id
+    from cluster.scope import settings_cluster_id
     from usage.sampling import record_workloads
 
     created = at(0)

@@ -1,0 +1,153 @@
+"""The foreign key every cluster-scoped row carries, and its default.
+
+Namespaces, queues, node pools, observed objects, changes and usage belong to one cluster
+(``cluster.Cluster``). The models sit below the loop's ``cluster`` app, so they name it by
+string, and the default is found through the app registry rather than an import: the one
+dependency that points up is the database's, never the code's. The default is the cluster
+the settings connect to, so an installation from before there were several clusters, and
+code that has not chosen one, keep meaning the one cluster they always meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.db import models
+from django.http import HttpRequest
+
+from portal.infra.round_trips import Read
+
+
+def settings_cluster_of(clusters: Any) -> Any:
+    """The settings' cluster among ``clusters`` (a manager or queryset of ``cluster.Cluster``
+    or of its state in a migration), made when missing: the one reader of that row, for the
+    code, the migrations and after a ``flush`` (one query when it is there)."""
+    found = clusters.filter(connection="settings").first()
+    if found is not None:
+        return found
+    name = settings.QM_CLUSTER_NAME
+    return clusters.get_or_create(
+        connection="settings",
+        defaults={
+            "name": name,
+            "display_name": name.replace("-", " ").capitalize(),
+            "purpose": "general",
+        },
+    )[0]
+
+
+def settings_cluster() -> Any:
+    """The cluster the portal's settings connect to (KUBE_URL / KUBECONFIG /
+    KUBE_IN_CLUSTER), named ``QM_CLUSTER_NAME``: a ``cluster.Cluster``, made when missing
+    (the migration makes it for an existing installation; a database emptied by hand gets
+    it back)."""
+    return settings_cluster_of(apps.get_model("cluster", "Cluster").objects)
+
+
+def settings_cluster_id() -> int:
+    """The id of the settings' cluster (every cluster key's default), the row read for its
+    key only."""
+    return int(settings_cluster_of(apps.get_model("cluster", "Cluster").objects.only("pk")).pk)
+
+
+def cluster_key(**options: Any) -> Any:
+    """``cluster = cluster_key()``: the row's cluster (the settings' one unless given)."""
+    return models.ForeignKey(
+        "cluster.Cluster",
+        on_delete=models.PROTECT,
+        default=settings_cluster_id,
+        help_text="The Kubernetes cluster this belongs to.",
+        **options,
+    )
+
+
+SESSION_KEY = "qm_cluster"  # the cluster the pages show, by name ("": every cluster)
+EVERY_CLUSTER = "all"  # ``?cluster=all``: every cluster
+
+
+@dataclass(frozen=True)
+class ClusterChoice:
+    """Which cluster the pages show: ``?cluster=<name>`` chooses it (``all``: every one),
+    the session keeps it. ``chosen`` is None for every cluster; with one cluster it is
+    always that one. ``error`` says why a name asked for was not taken."""
+
+    clusters: tuple[Any, ...]  # every cluster (``cluster.Cluster``), by name
+    chosen: Any | None
+    error: str = ""
+
+    @property
+    def several(self) -> bool:
+        """Whether there is a choice to make (the switcher is shown only then)."""
+        return len(self.clusters) > 1
+
+    @property
+    def shown(self) -> list[Any]:
+        """The clusters a page shows: the chosen one, or every one."""
+        return [self.chosen] if self.chosen is not None else list(self.clusters)
+
+    @property
+    def value(self) -> str:
+        """The switcher's value: the chosen cluster's name, or ``all``."""
+        return self.chosen.name if self.chosen is not None else EVERY_CLUSTER
+
+
+def clusters_read() -> Read:
+    """Every cluster by name, its credential left out, as ``cluster_choice`` reads them: for a
+    page that reads them with others in one round trip (``cluster_choice(request, rows)``)."""
+    model = apps.get_model("cluster", "Cluster")
+    columns = ", ".join(
+        f'"{field.column}"' for field in model._meta.concrete_fields if field.name != "credential"
+    )
+    return Read(f'SELECT {columns} FROM "{model._meta.db_table}" ORDER BY name', (), model)
+
+
+def cluster_choice(request: HttpRequest, read: Sequence[Any] | None = None) -> ClusterChoice:
+    """The request's cluster choice (one query, once per request; none when the page read
+    the clusters already: ``read``, the rows of ``clusters_read``): a known name in
+    ``?cluster=`` is taken and kept in the session; an unknown one changes nothing and is
+    told in ``error``."""
+    found = getattr(request, "_cluster_choice", None)
+    if isinstance(found, ClusterChoice):
+        return found
+    clusters = tuple(
+        apps.get_model("cluster", "Cluster").objects.defer("credential").order_by("name")
+        if read is None
+        else read
+    )
+    by_name = {c.name: c for c in clusters}
+    session = getattr(request, "session", None)
+    kept = session.get(SESSION_KEY, "") if session is not None else ""
+    asked = request.GET.get("cluster")
+    error = ""
+    if asked is not None:
+        asked = asked.strip()
+        if asked in ("", EVERY_CLUSTER) or asked in by_name:
+            kept = "" if asked == EVERY_CLUSTER else asked
+            if session is not None:
+                session[SESSION_KEY] = kept
+        else:
+            error = f"There is no cluster named “{asked[:63]}”."
+    chosen = by_name.get(kept)
+    if len(clusters) == 1:
+        chosen = clusters[0]
+    choice = ClusterChoice(clusters, chosen, error)
+    request._cluster_choice = choice  # type: ignore[attr-defined]
+    return choice
+
+
+def chosen_cluster(request: HttpRequest) -> Any | None:
+    """The cluster the pages show (``cluster.Cluster``), or None for every cluster."""
+    return cluster_choice(request).chosen
+
+
+def unique_per_cluster(name: str, what: str) -> models.UniqueConstraint:
+    """A name unique on its cluster, as Kubernetes makes it (another cluster may have it)."""
+    return models.UniqueConstraint(
+        fields=["cluster", "name"],
+        name=name,
+        violation_error_message=f"The cluster already has a {what} of this name.",
+    )

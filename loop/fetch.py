@@ -1,0 +1,183 @@
+"""What a poll asks the cluster for: the LIST calls (paginated, decoded to plain dicts by
+the gateway), gathered into one :class:`Listing`. Optional APIs (Kueue, Volcano, Kueue's
+visibility API) that the cluster does not serve are skipped, never an error."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.decode import as_int
+from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
+from cluster.models import Cluster
+from cluster.selectors import rendering_for
+from kube import Gateway, KubeError, NotFound, ObjectRef
+from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
+from queues.models import ClusterQueue
+
+log = logging.getLogger(__name__)
+Objects = list[dict[str, Any]]
+PAGE_SIZE = 500
+
+
+@dataclass
+class Listing:
+    """One poll's view of the cluster. ``workloads``/``podgroups`` are None where the CRDs
+    are not served (their rows are then left as they are)."""
+
+    nodes: Objects
+    pods: Objects
+    managed: dict[tuple[str, str], Objects]
+    workloads: Objects | None
+    podgroups: Objects | None
+    failures: Objects
+    positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+
+
+def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
+    """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
+    objects, Kueue workloads (and their place in line), Volcano PodGroups and FailedCreate
+    events, in that order."""
+    nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
+    pods = gateway.list(
+        "v1",
+        "Pod",
+        page_size=PAGE_SIZE,
+        field_selector="status.phase!=Succeeded,status.phase!=Failed",
+    )
+    backend, version = rendering_for(cluster)
+    managed = list_managed(gateway, backend=backend, version=version)
+    workloads = list_workloads(gateway, backend=backend, version=version)
+    positions = queue_positions(gateway) if workloads else {}
+    podgroups = list_podgroups(gateway)
+    failures = live_failures(
+        gateway,
+        gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
+    )
+    return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+
+
+def discover(
+    gateway: Gateway, nodes: Objects, *, version: dict[str, Any] | None = None
+) -> Discovered:
+    """What the cluster runs (``cluster.discovery``): its version, its group discovery and,
+    where the GPU Operator's group is served, its ClusterPolicies (a refusal: the nodes'
+    labels tell instead). ``nodes`` is the poll's own node list, ``version`` its probe's
+    answer to ``/version`` (asked here without one)."""
+    version = version if version is not None else gateway.version()
+    groups = gateway.api_groups()
+    policies: Objects | None = None
+    if "v1" in served_versions(groups, GPU_OPERATOR_GROUP):
+        try:
+            policies = gateway.list("nvidia.com/v1", "ClusterPolicy")
+        except KubeError as exc:
+            log.info("ClusterPolicies not read: %s", exc.message)
+    labels = [(node.get("metadata") or {}).get("labels") or {} for node in nodes]
+    return decode_discovery(version, groups, cluster_policies=policies, node_labels=labels)
+
+
+MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands
+
+
+def live_failures(gateway: Gateway, events: Objects) -> Objects:
+    """The FailedCreate events whose Job still exists (the same Job: a new one of that name
+    has another uid). An event outlives its Job by up to an hour; its explanation must not.
+    Kinds other than Job, and Jobs beyond the first MAX_JOB_CHECKS, are kept as they are;
+    a refused GET (an older ClusterRole without it) ends the checks."""
+    uids: dict[tuple[str, str], str | None] = {}
+    checking = True
+    kept = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        key = (involved.get("namespace", ""), involved.get("name", ""))
+        if involved.get("kind") == "Job" and checking and key not in uids:
+            if len(uids) >= MAX_JOB_CHECKS:
+                checking = False
+            else:
+                try:
+                    job = gateway.get(ObjectRef("batch/v1", "Job", key[1], key[0]))
+                    uids[key] = (job.get("metadata") or {}).get("uid", "")
+                except NotFound:
+                    uids[key] = None
+                except KubeError as exc:
+                    log.info("FailedCreate events not checked against their Jobs: %s", exc.message)
+                    checking = False
+        if key in uids and involved.get("kind") == "Job":
+            uid = uids[key]
+            if uid is None or (involved.get("uid") and uid and involved["uid"] != uid):
+                continue  # the Job is gone (or was replaced): its refusals are history
+        kept.append(event)
+    return kept
+
+
+def managed_kinds(*, backend: str, version: str) -> list[tuple[str, str]]:
+    """(apiVersion, kind) of every kind the portal renders for ``backend`` (and Kueue
+    ``version``)."""
+    kinds = [
+        ("v1", "Namespace"),
+        ("v1", "ResourceQuota"),
+        ("v1", "LimitRange"),
+        ("scheduling.k8s.io/v1", "PriorityClass"),
+    ]
+    if backend == "volcano":
+        kinds.append(("scheduling.volcano.sh/v1beta1", "Queue"))
+    else:
+        group = f"kueue.x-k8s.io/{version}"
+        kinds += [(group, k) for k in ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")]
+    return kinds
+
+
+def list_managed(gateway: Gateway, *, backend: str, version: str) -> dict[tuple[str, str], Objects]:
+    """The objects carrying the portal's managed-by label, per kind."""
+    out: dict[tuple[str, str], Objects] = {}
+    for api_version, kind in managed_kinds(backend=backend, version=version):
+        try:
+            out[(api_version, kind)] = gateway.list(
+                api_version, kind, label_selector=f"{MANAGED_BY_KEY}={MANAGED_BY_VALUE}"
+            )
+        except NotFound:
+            out[(api_version, kind)] = []  # the CRD is not installed
+    return out
+
+
+def list_workloads(gateway: Gateway, *, backend: str, version: str) -> Objects | None:
+    """Kueue workloads, or None with the Volcano backend or without the Kueue CRDs."""
+    if backend != "kueue":
+        return None
+    try:
+        return gateway.list(f"kueue.x-k8s.io/{version}", "Workload", page_size=PAGE_SIZE)
+    except NotFound:
+        return None
+
+
+def list_podgroups(gateway: Gateway) -> Objects | None:
+    """Volcano PodGroups (gangs), or None without the Volcano CRDs (read whatever the
+    queue backend: a Kueue cluster may run Volcano for gang jobs too)."""
+    try:
+        return gateway.list("scheduling.volcano.sh/v1beta1", "PodGroup", page_size=PAGE_SIZE)
+    except NotFound:
+        return None
+
+
+def queue_positions(gateway: Gateway) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
+    visibility API; empty where the API is not served or not allowed (one refusal ends it)."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for name in ClusterQueue.objects.values_list("name", flat=True):
+        try:
+            items = gateway.pending_workloads(name)
+        except NotFound as exc:
+            if "clusterqueues" in exc.message and name in exc.message:
+                continue  # that queue is not in the cluster (yet)
+            return out  # the API is not served
+        except KubeError as exc:
+            log.info("no queue positions: %s", exc.message)
+            return out
+        for item in items:
+            meta = item.get("metadata") or {}
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = (
+                as_int(item.get("positionInClusterQueue")),
+                as_int(item.get("positionInLocalQueue")),
+            )
+    return out

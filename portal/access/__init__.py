@@ -1,0 +1,1 @@
+"""Who may do what: permissions and roles, API tokens, sign-in guards."""

@@ -1,0 +1,1 @@
+"""The REST API's edge: routes, parsers, safety, schema, filters, errors."""

@@ -1,0 +1,1 @@
+"""The audit log: recording an event, its sentences, its rows."""

@@ -1,0 +1,1 @@
+"""Infrastructure: reads in one round trip, the outbox, metrics, readiness."""

@@ -1,0 +1,1 @@
+"""Notifications: what is sent, to whom, and its page and API."""

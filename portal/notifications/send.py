@@ -1,0 +1,194 @@
+"""Notification hooks, for any portal event: the installation's generic webhook (JSON POST)
+and e-mail addresses, and people's own subscriptions (portal/notifications/subscriptions.py): a line in
+their notifications list, and e-mail, Slack, Microsoft Teams or a generic webhook.
+
+Sends are Celery tasks queued through the outbox (portal/infra/outbox.py), so a slow endpoint
+never slows a page down and a broker outage loses nothing. A webhook gets a timeout
+(``QM_NOTIFY_TIMEOUT_SECONDS``); an unreachable one, a 429 or a 5xx is retried with backoff,
+another answer is given up at once; the last failure is kept on the subscription for its
+owner to read. A failure never undoes what it reports. Nothing configured: nothing sent.
+The task carries the subscription's id, never its URL (a secret, read when sending).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from portal.infra import outbox
+from portal.models import Notification, NotificationSubscription
+from portal.notifications.payloads import (
+    RENDERERS,
+    Message,
+    email_text,
+    message_for,
+    message_from_json,
+)
+from portal.notifications.subscriptions import subscribers
+
+log = logging.getLogger(__name__)
+
+Channel = NotificationSubscription.Channel
+MAX_TRIES = 6
+THROTTLED = b"Microsoft Teams endpoint returned HTTP error 429"
+
+
+class SendFailed(Exception):
+    """A webhook did not take the message: ``retry`` says whether trying later may help."""
+
+    def __init__(self, message: str, *, retry: bool) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
+    """Tell the installation's hooks and the people subscribed to this kind of event."""
+    if settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS:
+        outbox.send_later("portal.notify.notify_task", event, subject, payload)
+    message = message_for(event, subject, payload, settings.QM_PUBLIC_URL)
+    if not message.kind:
+        return
+    try:
+        tell_subscribers(message)
+    except Exception:  # what it reports is done: a page must not fail after its commit
+        log.exception("could not tell the subscribers of %s", event)
+
+
+def tell_subscribers(message: Message) -> None:
+    """1. One line in the notifications list of each person reached (once, however many
+    of their subscriptions match); 2. one send per subscription with a channel."""
+    subs = subscribers(message.kind, message.team)
+    if not subs:
+        return
+    text = "\n".join(f"{label}: {value}" for label, value in message.facts)
+    with transaction.atomic():
+        Notification.objects.bulk_create(
+            Notification(
+                user_id=person,
+                event=message.event,
+                kind=message.kind,
+                title=message.title[:300],
+                text=text,
+                url=message.url[:500],
+                team=message.team or "",
+            )
+            for person in sorted({sub.user_id for sub in subs})
+        )
+        for sub in subs:
+            if sub.channel != Channel.PORTAL:
+                outbox.send_later("portal.notify.deliver_task", sub.pk, message.as_json())
+
+
+def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
+    data = {"event": event, **payload}
+    if settings.QM_NOTIFY_WEBHOOK_URL:
+        post_json(settings.QM_NOTIFY_WEBHOOK_URL, data)
+    if settings.QM_NOTIFY_EMAILS:
+        send_mail(subject, json.dumps(data, indent=2), None, settings.QM_NOTIFY_EMAILS)
+
+
+def post_json(url: str, body: dict[str, Any]) -> None:
+    """POST ``body``; ``SendFailed`` when the endpoint does not take it (the URL is set by
+    an admin or the subscription's owner, validated when it was saved)."""
+    http = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "Quartermaster"},
+    )
+    try:
+        with urllib.request.urlopen(http, timeout=settings.QM_NOTIFY_TIMEOUT_SECONDS) as answer:
+            said = answer.read(65536)
+    except urllib.error.HTTPError as exc:
+        said = exc.read(300).decode(errors="replace").strip()
+        raise SendFailed(
+            f"HTTP {exc.code}" + (f": {said}" if said else ""),
+            retry=exc.code == 429 or exc.code >= 500,
+        ) from exc
+    except (OSError, ValueError) as exc:  # unreachable, refused, timed out
+        reason = getattr(exc, "reason", exc)
+        raise SendFailed(f"could not reach the endpoint: {reason}", retry=True) from exc
+    if THROTTLED in said:  # Teams connectors answer their rate limit with a 200 saying so
+        raise SendFailed("throttled: " + said.decode(errors="replace")[:200], retry=True)
+
+
+def deliver(subscription_id: int, message: Message) -> None:
+    """Send one message to one subscription (gone since: nothing to do)."""
+    sub = NotificationSubscription.objects.select_related("user").filter(pk=subscription_id).first()
+    if sub is None:
+        return
+    if sub.channel == Channel.EMAIL:
+        send_mail(message.title, email_text(message), None, [sub.target or sub.user.email])
+    elif sub.channel in RENDERERS:
+        post_json(sub.target, RENDERERS[sub.channel](message))
+    NotificationSubscription.objects.filter(pk=sub.pk).update(
+        last_sent_at=timezone.now(), last_error=""
+    )
+
+
+def _failed(subscription_id: int, error: str) -> None:
+    log.warning("notification to subscription %s not sent: %s", subscription_id, error)
+    NotificationSubscription.objects.filter(pk=subscription_id).update(last_error=error[:500])
+
+
+@shared_task(
+    name="portal.notify.deliver_task",
+    bind=True,
+    acks_late=True,
+    max_retries=MAX_TRIES - 1,
+    ignore_result=True,
+)
+def deliver_task(self: Any, subscription_id: int, message: dict[str, Any]) -> None:
+    """Send one notification to one subscription, retried with backoff (5 s, 10 s, 20 s…)
+    while the endpoint is away or busy; the last failure is kept on the subscription."""
+    try:
+        deliver(subscription_id, message_from_json(message))
+    except SendFailed as exc:
+        _failed(subscription_id, str(exc))
+        if not exc.retry or self.request.retries >= self.max_retries:
+            return
+        raise self.retry(exc=exc, countdown=5 * 2**self.request.retries) from exc
+
+
+@shared_task(
+    name="portal.notify.notify_task",
+    autoretry_for=(OSError,),
+    retry_backoff=5,
+    max_retries=5,
+    ignore_result=True,
+)
+def notify_task(event: str, subject: str, payload: dict[str, Any]) -> None:
+    """Send one notification to the installation's hooks (retried while unreachable)."""
+    try:
+        send_event(event, subject, payload)
+    except SendFailed as exc:
+        if exc.retry:
+            raise OSError(str(exc)) from exc
+        log.warning("notification %s not taken by QM_NOTIFY_WEBHOOK_URL: %s", event, exc)
+
+
+def notify_people(subject: str, body: str, recipients: list[str]) -> None:
+    """Tell people directly (the members of a team a change hits), by e-mail."""
+    if not (settings.QM_NOTIFY_TEAMS and recipients):
+        return
+    outbox.send_later("portal.notify.mail_task", subject, body, sorted(set(recipients)))
+
+
+@shared_task(
+    name="portal.notify.mail_task",
+    autoretry_for=(OSError,),
+    retry_backoff=5,
+    max_retries=5,
+    ignore_result=True,
+)
+def mail_task(subject: str, body: str, recipients: list[str]) -> None:
+    send_mail(subject, body, None, recipients)

@@ -1,0 +1,1 @@
+"""Pure Kubernetes vocabulary: quantities, names, labels, numbers, errors."""

@@ -1,0 +1,87 @@
+"""The poll's fetch, fed what a real cluster answered (tests/data, verbatim): Kueue's
+visibility API gives the places in line; a FailedCreate event whose Job is gone is not
+kept (the explanation goes with the Job)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kube import NotFound, ObjectRef, PermanentKubeError
+from loop.fetch import live_failures, queue_positions
+from tests.factories import ClusterQueueFactory
+from tests.unit.diagnostics.recorded import k8s, kueue
+
+
+class Recorded:
+    """Answers the fetch's GETs from the recordings (or as told)."""
+
+    def __init__(self, jobs: dict[tuple[str, str], Any] | None = None) -> None:
+        self.jobs = jobs or {}
+        self.asked: list[str] = []
+
+    def pending_workloads(self, name: str) -> list[dict[str, Any]]:
+        self.asked.append(name)
+        if name != "rc-cq-team-a":
+            raise NotFound(f'clusterqueues.kueue.x-k8s.io "{name}" not found', status=404)
+        return list(kueue("visibility-clusterqueue-pendingworkloads.json")["items"])
+
+    def get(self, ref: ObjectRef) -> dict[str, Any]:
+        self.asked.append(str(ref))
+        answer = self.jobs.get((ref.namespace, ref.name))
+        if isinstance(answer, Exception):
+            raise answer
+        if answer is None:
+            raise NotFound(f'jobs.batch "{ref.name}" not found', status=404)
+        return {"metadata": {"name": ref.name, "namespace": ref.namespace, "uid": answer}}
+
+
+@pytest.mark.django_db
+def test_the_visibility_apis_answer_gives_the_places_in_line() -> None:
+    ClusterQueueFactory(name="rc-cq-team-a")
+    ClusterQueueFactory(name="rc-cq-not-applied-yet")
+    gateway = Recorded()
+    assert queue_positions(gateway) == {  # type: ignore[arg-type]
+        ("rc-team-a", "job-rc-train-8gpu-a148b"): (0, 0)
+    }
+    assert sorted(gateway.asked) == ["rc-cq-not-applied-yet", "rc-cq-team-a"]
+
+
+def failed_create(name: str, uid: str, kind: str = "Job") -> dict[str, Any]:
+    """A FailedCreate event as the Job controller writes it (the refusal: f3's words)."""
+    return {
+        "involvedObject": {"kind": kind, "namespace": "team-a", "name": name, "uid": uid},
+        "reason": "FailedCreate",
+        "message": "Error creating: " + k8s("f3-create-pod-exceeds-quota-403")["message"],
+    }
+
+
+def test_a_failed_create_goes_with_its_job() -> None:
+    events = [
+        failed_create("still-there", "u1"),
+        failed_create("still-there", "u1"),  # one GET per Job
+        failed_create("deleted", "u2"),
+        failed_create("recreated", "old-uid"),
+        failed_create("web-7d4b9", "u4", kind="ReplicaSet"),  # not checked: kept
+    ]
+    gateway = Recorded({("team-a", "still-there"): "u1", ("team-a", "recreated"): "new-uid"})
+    kept = live_failures(gateway, events)  # type: ignore[arg-type]
+    assert [(e["involvedObject"]["name"]) for e in kept] == [
+        "still-there",
+        "still-there",
+        "web-7d4b9",
+    ]
+    assert gateway.asked == [
+        "Job team-a/still-there",
+        "Job team-a/deleted",
+        "Job team-a/recreated",
+    ]
+
+
+def test_without_leave_to_read_jobs_every_failure_is_kept() -> None:
+    refused = PermanentKubeError('jobs.batch "a" is forbidden', status=403)
+    gateway = Recorded({("team-a", "a"): refused})
+    events = [failed_create("a", "u"), failed_create("b", "u")]
+    assert live_failures(gateway, events) == events  # type: ignore[arg-type]
+    assert gateway.asked == ["Job team-a/a"]  # one refusal ends the checks
