@@ -1,6 +1,7 @@
 """Notification hooks, for any portal event: the installation's generic webhook (JSON POST)
-and e-mail addresses, and people's own subscriptions (portal/notifications/subscriptions.py): a line in
-their notifications list, and e-mail, Slack, Microsoft Teams or a generic webhook.
+and e-mail addresses, and people's own subscriptions
+(portal/notifications/subscriptions.py): a line in their notifications list, and e-mail,
+Slack, Microsoft Teams or a generic webhook.
 
 Sends are Celery tasks queued through the outbox (portal/infra/outbox.py), so a slow endpoint
 never slows a page down and a broker outage loses nothing. A webhook gets a timeout

@@ -140,9 +140,9 @@ else:
 _MAX_AGE = env_str("DATABASE_CONN_MAX_AGE")
 DATABASES["default"]["CONN_MAX_AGE"] = int(_MAX_AGE) if _MAX_AGE else None
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# The pages' batched reads (portal/infra/round_trips.py) are prepared statements once seen a few times:
-# PostgreSQL then skips planning them (about half of their cost). Set it to false behind a
-# connection pooler in transaction mode that does not keep prepared statements (PgBouncer
+# The pages' batched reads (portal/infra/round_trips.py) are prepared statements once seen a
+# few times: PostgreSQL then skips planning them (about half of their cost). Set it to false
+# behind a connection pooler in transaction mode that does not keep prepared statements (PgBouncer
 # before 1.21, or max_prepared_statements = 0): the reads are then sent as one statement.
 if env_bool("DATABASE_PREPARED_STATEMENTS", True):
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)

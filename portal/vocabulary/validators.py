@@ -1,5 +1,5 @@
-"""Field validators: Kubernetes names (the rules themselves are in portal.vocabulary.names) and times
-that must not lie in the past."""
+"""Field validators: Kubernetes names (the rules themselves are in
+portal.vocabulary.names) and times that must not lie in the past."""
 
 from __future__ import annotations
 
