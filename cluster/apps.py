@@ -16,13 +16,10 @@ class ClusterConfig(AppConfig):
         from django.core import checks as django_checks
         from django.db.models.signals import post_migrate
 
-        from cluster import checks, connection, credentials, metrics, removal, selectors
-        from loop import tasks
-        from portal import desired
+        from cluster import checks, connection, credentials, metrics, removal
         from portal import removal as portal_removal
         from portal.infra import metrics as portal_metrics
         from portal.infra import readiness as health
-        from queues import observed
 
         # A database emptied by `flush` gets its settings' cluster back, as migration 0010
         # made it (every cluster key's default names it).
@@ -32,11 +29,9 @@ class ClusterConfig(AppConfig):
         worker_init.connect(checks.refuse_to_start, weak=False)
         health.report("cluster credentials", checks.readiness)
 
-        desired.subscribe(tasks.queue_apply)
         portal_removal.explains(removal.removed_from_cluster)
         health.report("kubernetes", connection.check_kubernetes)
         portal_metrics.register(metrics.loop_gauges)
-        observed.provide(selectors.observed_kueue)
 
 
 def the_settings_cluster(sender: Any, using: str = "default", **kwargs: Any) -> None:

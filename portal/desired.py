@@ -1,8 +1,8 @@
 """Desired state changed: the cluster loop applies it once the transaction commits.
 
-The apps that own desired state (tenants, queues, fleet) sit below the loop (``cluster/``)
+The apps that own desired state (tenants, queues, fleet) sit below the loop (``loop/``)
 and never import it: their services call :func:`changed`, and the loop subscribes when
-Django starts (``cluster/apps.py``). Nothing subscribed (a script without the loop's app):
+Django starts (``loop/apps.py``). Nothing subscribed (a script without the loop's app):
 nothing is queued, and the loop's periodic re-apply still converges.
 """
 

@@ -1,13 +1,20 @@
-"""What the loop observed of Kueue, for the quota what-if. Queues sit below the loop, so the
-cluster app provides it when Django starts (``cluster/apps.py``); nothing provided (a script
-without that app): nothing is known, and the what-if says so instead of guessing."""
+"""What the cluster shows of Kueue, for the quota what-if and the Queues page: read from the
+observed rows directly (the cluster app and its observed models sit beneath the queues)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
-from portal.scope import cluster_id_of
+from django.db.models import Count, F, OuterRef, Subquery, Value, Window
+from django.db.models.expressions import OrderBy
+from django.db.models.functions import Coalesce, NullIf, RowNumber
+
+from cluster.decode import quota_refusal
+from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
+from portal.vocabulary.quantity import QuantityError, parse_quantity
+from queues.models import LocalQueue
 from queues.whatif import Refusal, Workload
 
 
@@ -25,16 +32,95 @@ class ObservedKueue:
     known: bool = True
 
 
-Provider = Callable[[int], ObservedKueue]
-_provider: list[Provider] = []
+def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[ObservedWorkload]]:
+    """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
+    place from the visibility API, then the oldest first), in one query whatever the
+    number of queues and workloads. A waiting workload names no ClusterQueue yet: its
+    LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
+    ``cluster_id``: the cluster whose queues these are."""
+    via_local_queue = LocalQueue.objects.filter(
+        namespace__cluster_id=OuterRef("cluster_id"),
+        namespace__name=OuterRef("namespace"),
+        name=OuterRef("queue_name"),
+    ).values("cluster_queue__name")[:1]
+    waiting = (
+        ObservedWorkload.objects.on(cluster_id)
+        .filter(admitted=False, finished=False)
+        .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
+        .exclude(queue=None)
+    )
+    order: list[OrderBy | str] = [
+        F("position").asc(nulls_last=True),
+        "queued_at",
+        "created_at",
+        "name",
+    ]
+    ranked = waiting.annotate(
+        place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
+        waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
+    ).filter(place__lte=per_queue)
+    out: dict[str, list[ObservedWorkload]] = {}
+    for workload in ranked.order_by("queue", "place"):
+        out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
+    return out
 
 
-def provide(provider: Provider) -> None:
-    _provider[:] = [provider]
+def observed_kueue(cluster_id: int) -> ObservedKueue:
+    """What the quota what-if starts from (five queries whatever the number of workloads):
+    every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
+    admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
+    sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses, on
+    cluster ``cluster_id``."""
+    local_queues = {
+        (ns, name): cq
+        for ns, name, cq in LocalQueue.objects.filter(namespace__cluster_id=cluster_id).values_list(
+            "namespace__name", "name", "cluster_queue__name"
+        )
+    }
+    workloads = []
+    for row in (
+        ObservedWorkload.objects.on(cluster_id).filter(finished=False).order_by("namespace", "name")
+    ):
+        holds = bool(row.cluster_queue)
+        workloads.append(
+            Workload(
+                key=f"{row.namespace}/{row.name}",
+                queue=row.cluster_queue or local_queues.get((row.namespace, row.queue_name), ""),
+                requests={k: Fraction(v) for k, v in (row.requests or {}).items()},
+                priority=row.priority,
+                created=row.created_at.timestamp() if row.created_at else 0.0,
+                admitted=holds,
+                flavors=dict(row.flavors or {}) if holds else {},
+                admitted_at=row.admitted_at.timestamp() if row.admitted_at else 0.0,
+            )
+        )
+    observed = ObservedObject.objects.on(cluster_id)
+    fair = observed.filter(kind="ClusterQueue", status__has_key="fairSharing").exists()
+    used: dict[str, dict[str, str]] = {}
+    for namespace, status in observed.filter(kind="ResourceQuota").values_list(
+        "namespace", "status"
+    ):
+        used.setdefault(namespace, {}).update((status or {}).get("used") or {})
+    return ObservedKueue(
+        workloads=tuple(workloads),
+        fair_sharing=fair,
+        quota_used=used,
+        refused=_refused(cluster_id),
+    )
 
 
-def observed_kueue(cluster_id: int | None) -> ObservedKueue:
-    """What the loop observed on cluster ``cluster_id`` (a row's key: None is refused)."""
-    if not _provider:
-        return ObservedKueue(known=False)
-    return _provider[0](cluster_id_of(cluster_id))
+def _refused(cluster_id: int) -> tuple[Refusal, ...]:
+    refused = []
+    for failure in ObservedCreateFailure.objects.on(cluster_id):
+        refusal = quota_refusal(failure.message)
+        if refusal is None:
+            continue
+        asks = {}
+        for item, text in refusal.requested.items():
+            try:
+                asks[item] = parse_quantity(text)
+            except QuantityError:
+                continue
+        what = f"{failure.kind} {failure.namespace}/{failure.name}"
+        refused.append(Refusal(failure.namespace, what, asks))
+    return tuple(refused)
