@@ -7,9 +7,6 @@ one), each item naming its ``cluster``; a flat detail by name answers the one ob
 that name, and a 409 naming the clusters and their nested URLs when several clusters have
 one; a flat create takes ``cluster`` (needed when there is more than one). The ``cluster``
 of an object is never changed by a write.
-
-The ground floor imports no app: the ``Cluster`` model is found through the app registry,
-as ``cluster.scope`` does for the foreign key.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db.models import Model, QuerySet
 from django.shortcuts import get_object_or_404
@@ -28,18 +24,12 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
+from cluster.models import Cluster
 from portal.access.permissions import is_platform_admin
 from portal.api.safety import StrictQuery
+from portal.api.schema import CLUSTER_NAME
 from portal.vocabulary.errors import DomainError
 
-CLUSTER_NAME = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-CLUSTER_PATH = OpenApiParameter(
-    "cluster",
-    {"type": "string", "pattern": CLUSTER_NAME, "maxLength": 63},
-    OpenApiParameter.PATH,
-    description="The cluster's name (`GET /api/v1/clusters/`); another name is a 404 whose "
-    "`clusters` are the names there are (platform admins; an empty list for others).",
-)
 CLUSTER_QUERY = OpenApiParameter(
     "cluster",
     {"type": "string", "pattern": CLUSTER_NAME, "maxLength": 63},
@@ -49,9 +39,9 @@ CLUSTER_QUERY = OpenApiParameter(
 CLUSTER_FIELD_HELP = "The name of the cluster it is on (`/api/v1/clusters/<cluster>/…`)."
 
 
-def clusters() -> QuerySet[Any]:
+def clusters() -> QuerySet[Cluster]:
     """Every cluster, by name: only what a name check needs."""
-    return apps.get_model("cluster", "Cluster").objects.only("pk", "name").order_by("name")
+    return Cluster.objects.only("pk", "name").order_by("name")
 
 
 def cluster_names() -> list[str]:

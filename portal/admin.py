@@ -15,7 +15,6 @@ from django.forms import BaseModelFormSet, ModelForm, Textarea
 from django.forms import JSONField as JSONFormField
 from django.http import HttpRequest, HttpResponse
 
-from cluster.scope import cluster_choice
 from portal.audit.record import record_audit
 from portal.audit_events import admin_event
 from portal.models import AuditEvent, PlatformRole
@@ -222,34 +221,3 @@ class AuditEventAdmin(ReadOnlyAdmin):
 admin.site.site_header = "Quartermaster administration"
 admin.site.site_title = "Quartermaster admin"
 admin.site.index_title = "Teams, quotas and queues"
-
-
-class ClusterScopedForm(ModelForm):  # type: ignore[type-arg]
-    """A cluster-scoped object's form: a name the chosen cluster already has is an error on
-    the name (the same name on another cluster is another object)."""
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        cluster, name = data.get("cluster"), data.get("name")
-        if cluster is not None and name:
-            model = self._meta.model
-            taken = model._default_manager.filter(cluster=cluster, name=name)  # type: ignore[union-attr]
-            if taken.exclude(pk=self.instance.pk).exists():
-                kind = model._meta.verbose_name  # type: ignore[union-attr]
-                self.add_error("name", f"The cluster {cluster.name} already has a {kind} {name}.")
-        return data
-
-
-class ClusterScopedAdmin(ServiceAdmin):
-    """An object of one cluster: its form asks which (at first the one the pages show, or
-    the only one) and refuses a name taken on that cluster, on the name field; once made,
-    it stays there (the service refuses a move)."""
-
-    form = ClusterScopedForm
-
-    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
-        initial = dict(super().get_changeform_initial_data(request))
-        chosen = cluster_choice(request).chosen
-        if chosen is not None and "cluster" not in initial:
-            initial["cluster"] = chosen.pk
-        return initial

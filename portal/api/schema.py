@@ -8,10 +8,20 @@ from typing import Any
 
 from drf_spectacular import openapi
 from drf_spectacular.plumbing import get_doc
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from portal.api.safety import StrictInput
 from portal.api.schema import CLUSTER_PATH
+
+CLUSTER_NAME = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+CLUSTER_PATH = OpenApiParameter(
+    "cluster",
+    {"type": "string", "pattern": CLUSTER_NAME, "maxLength": 63},
+    OpenApiParameter.PATH,
+    description="The cluster's name (`GET /api/v1/clusters/`); another name is a 404 whose "
+    "`clusters` are the names there are (platform admins; an empty list for others).",
+)
 
 ERROR = {
     "type": "object",

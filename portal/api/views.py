@@ -11,12 +11,11 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from cluster.api_scope import NoSuchCluster
 from portal.access.permissions import user_id
 from portal.access.selectors import audit_events_for_user, pod_names_for
 from portal.access.tokens import create_token, revoke_token
@@ -50,9 +49,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             {"detail": str(exc) or "Not allowed.", "code": "permission_denied"},
             status=status.HTTP_403_FORBIDDEN,
         )
-    if isinstance(exc, NoSuchCluster):
+    clusters = getattr(exc, "clusters", None)
+    if isinstance(exc, NotFound) and isinstance(clusters, list):
+        # a nested route's unknown cluster (cluster.api_scope.NoSuchCluster) names those there are
         return Response(
-            {"detail": str(exc.detail), "code": "not_found", "clusters": exc.clusters},
+            {"detail": str(exc.detail), "code": "not_found", "clusters": clusters},
             status=status.HTTP_404_NOT_FOUND,
         )
     if isinstance(exc, Http404):
