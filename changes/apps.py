@@ -7,8 +7,9 @@ class ChangesConfig(AppConfig):
 
     def ready(self) -> None:
         # lazy: models import only once the app registry is ready.
-        from changes import facts, metrics, quota
+        from changes import drain, facts, metrics, quota
         from fleet import capacity
+        from health import services as health
         from portal import removal
         from portal.infra import metrics as portal_metrics
 
@@ -16,3 +17,4 @@ class ChangesConfig(AppConfig):
         capacity.provide(facts.capacity_for)
         removal.explains(quota.quota_history_about)
         removal.closes(quota.void_quota_requests_about)
+        health.suggests(drain.suggest_drains)

@@ -3,13 +3,13 @@ suggested cordon-and-drain requests that go through the normal approval flow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from changes.drain import suggest_drains
 from cluster.models import Cluster
 from cluster.scope import settings_cluster_id
 from cluster.services import settings_cluster
@@ -19,6 +19,25 @@ from health.findings import assess as findings_of
 from health.findings import worst
 from health.models import NodeHealth
 from kube import Gateway
+
+# GPU health is observation: it sits beneath the reviewed changes, which read it (the
+# planner) and suggest drains from it. The changes app subscribes its suggester when Django
+# starts (``changes/apps.py``); nothing subscribed (a script without that app): nothing is
+# suggested. The one dependency here that points up, so it is a hook and not an import.
+Suggester = Callable[[list[NodeHealth]], list[int]]
+_suggesters: list[Suggester] = []
+
+
+def suggests(suggester: Suggester) -> None:
+    """Call ``suggester(rows)`` with each collection's stored readings; it answers the ids
+    of the requests it suggested."""
+    if suggester not in _suggesters:
+        _suggesters.append(suggester)
+
+
+def suggest_drains(rows: list[NodeHealth]) -> list[int]:
+    """The drains suggested from ``rows``, by every subscribed suggester."""
+    return [pk for suggester in _suggesters for pk in suggester(rows)]
 
 
 def store(collected: Collected, *, cluster_id: int | None = None) -> list[NodeHealth]:

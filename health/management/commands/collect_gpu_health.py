@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cluster.connection import cluster_configured, gateway_for
 from cluster.credentials import CredentialKeyError
+from cluster.management.cluster_option import named_cluster
 from cluster.models import Cluster
 from health.collect import PrometheusError
 from health.services import collect_gpu_health

@@ -9,22 +9,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cluster.connection import gateway_for
 from cluster.credentials import CredentialKeyError
-from cluster.models import Cluster
-from cluster.services import settings_cluster
+from cluster.management.cluster_option import named_cluster
 from kube import KubeError
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
-
-
-def named_cluster(name: str | None) -> Cluster:
-    """The cluster named ``name`` (none: the settings' one); CommandError when there is none."""
-    if not name:
-        return settings_cluster()
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        known = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
-        raise CommandError(f"No cluster named {name!r} (registered: {known}).")
-    return cluster
 
 
 class Command(BaseCommand):
