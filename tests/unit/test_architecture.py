@@ -5,6 +5,7 @@ comment says why one must wait, and no function is longer than a screen."""
 from __future__ import annotations
 
 import ast
+import copy
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +27,13 @@ def graph() -> grimp.ImportGraph:
     return grimp.build_graph(*CONFIG["root_packages"], cache_dir=None)
 
 
-def layers_contract() -> LayersContract:
-    (options,) = [c for c in CONFIG["contracts"] if c["type"] == "layers"]
+def layers_contract(container: str = "") -> LayersContract:
+    """The layers contract of the product's packages, or of one package's (``portal``)."""
+    (options,) = [
+        c
+        for c in CONFIG["contracts"]
+        if c["type"] == "layers" and c.get("containers", [""]) == [container]
+    ]
     return LayersContract(
         name=options["name"],
         session_options={"root_packages": CONFIG["root_packages"]},
@@ -42,7 +48,10 @@ def test_every_import_points_down_the_layers(graph: grimp.ImportGraph) -> None:
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        ("tenants.models", "cluster.models"),  # desired state reading the loop
+        ("cluster.models", "tenants.models"),  # observation reading intent
+        ("fleet.models", "queues.models"),  # the fleet reading the queues it backs
+        ("tenants.services", "loop.tasks"),  # intent calling the loop (it announces instead)
+        ("health.models", "changes.models"),  # observed GPU health reading reviewed changes
         ("portal.views", "tenants.selectors"),  # the ground floor reading an app
         ("loop.poll", "changes.models"),  # the loop reading reviewed changes
         ("gpus.catalog", "portal.vocabulary.quantity"),  # pure knowledge importing the portal
@@ -56,6 +65,46 @@ def test_an_upward_import_breaks_the_layers(
         assert not layers_contract().check(graph, verbose=False).kept
     finally:
         graph.remove_import(importer=importer, imported=imported)
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("portal.vocabulary.quantity", "portal.infra.round_trips"),  # vocabulary using infra
+        ("portal.infra.outbox", "portal.access.permissions"),  # infra asking who may
+        ("portal.audit.record", "portal.notifications.send"),  # the audit log notifying
+    ],
+)
+def test_an_upward_import_breaks_the_ground_floors_rooms(
+    graph: grimp.ImportGraph, importer: str, imported: str
+) -> None:
+    contract = layers_contract("portal")
+    assert contract.check(copy.deepcopy(graph), verbose=False).kept  # (it drops ignored imports)
+    graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="")
+    try:
+        assert not contract.check(copy.deepcopy(graph), verbose=False).kept
+    finally:
+        graph.remove_import(importer=importer, imported=imported)
+
+
+def test_imports_inside_functions_are_in_the_graph(graph: grimp.ImportGraph) -> None:
+    """A lazy import (inside a function) is an import all the same: the layers and the
+    circles are checked on a graph that holds every one of them."""
+    lazy = []
+    for path in product_files():
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if importer not in graph.modules:
+            continue  # dev.py, manage.py
+        for function in functions(ast.parse(path.read_text())):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    for alias in node.names:
+                        module = f"{node.module}.{alias.name}"
+                        lazy.append((importer, module if module in graph.modules else node.module))
+    ours = [(a, b) for a, b in lazy if b.split(".")[0] in PRODUCT]
+    assert len(ours) > 10  # AppConfig.ready's subscriptions, at least
+    assert [(a, b) for a, b in ours if not graph.direct_import_exists(importer=a, imported=b)] == []
 
 
 def test_no_module_imports_itself_in_a_circle(graph: grimp.ImportGraph) -> None:
