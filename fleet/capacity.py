@@ -1,5 +1,6 @@
-"""What the fleet offers behind each ResourceFlavor, for pages that sit below the fleet's
-layer (the queue editor): the changes app provides it when Django starts
+"""What the fleet offers behind each ResourceFlavor, for the intent services' ceilings and
+the queue editor: the changes app computes it with its assessment's fleet facts (above the
+intent apps, so a hook, not an import) and provides it when Django starts
 (``changes/apps.py``). Nothing provided (a script without that app): nothing is known, and
 the pages say so instead of guessing.
 """

@@ -2,12 +2,13 @@
 the applier removes what the portal put in the cluster for it, requests about it stay in the
 history under its name, and the open ones can no longer be applied.
 
-The apps that own such objects (tenants, queues) sit below the apps that know those
-consequences (the cluster loop, the changes app) and never import them: a delete asks
-:func:`explain` what it means (the confirmation page and the API say it) and calls
-:func:`removing` in its transaction before the row goes; the apps above subscribe when Django
-starts (``cluster/apps.py``, ``changes/apps.py``). Nothing subscribed (a script without
-those apps): nothing is explained and nothing closed.
+The apps that own such objects (tenants, queues) sit below the changes app, which knows the
+open requests, and never import it: a delete asks :func:`explain` what it means (the
+confirmation page and the API say it) and calls :func:`removing` in its transaction before
+the row goes; the changes app subscribes when Django starts (``changes/apps.py``). The
+cluster app says what leaves the cluster through the same hook (``cluster/apps.py``),
+although it sits beneath the tenants now, so that one call gathers every consequence.
+Nothing subscribed (a script without those apps): nothing is explained and nothing closed.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from portal.api.safety import StrictInput
-from portal.api.schema import CLUSTER_PATH
 
 CLUSTER_NAME = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 CLUSTER_PATH = OpenApiParameter(

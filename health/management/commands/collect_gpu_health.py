@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.management.cluster_option import named_cluster
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from cluster.connection import cluster_configured, gateway_for
