@@ -305,8 +305,8 @@ def custom_configs() -> CustomConfigs:
 
 def capacity_for(resources: Iterable[str], cluster_id: int | None = None) -> FleetCapacity:
     """What the observed fleet offers behind each flavor now, and the most it could ever
-    offer of each of ``resources`` (the portal's capacity hook), on the cluster (by default
-    the settings' one)."""
+    offer of each of ``resources`` (the fleet's capacity hook, fleet/capacity.py), on the
+    cluster (by default the settings' one)."""
     # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
     cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
     fleet = Fleet(nodes=_node_facts(cid), flavors=_flavors(cid))
