@@ -1,9 +1,9 @@
 """The foreign key every cluster-scoped row carries, and its default.
 
 Namespaces, queues, node pools, observed objects, changes and usage belong to one cluster
-(``cluster.Cluster``). The models sit below the loop's ``cluster`` app, so they name it by
-string, and the default is found through the app registry rather than an import: the one
-dependency that points up is the database's, never the code's. The default is the cluster
+(``cluster.Cluster``). The cluster app's own models carry this key too (``cluster.models``
+imports this module), so the model is named by string and found through the app registry
+here rather than imported, which would be a circle. The default is the cluster
 the settings connect to, so an installation from before there were several clusters, and
 code that has not chosen one, keep meaning the one cluster they always meant.
 """
