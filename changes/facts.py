@@ -40,14 +40,13 @@ from cluster.connection import cluster_configured, gateway_for
 from cluster.credentials import CredentialKeyError
 from cluster.decode import pod_gpu_requests
 from cluster.models import Cluster, ObservedNode, ObservedPod
-from cluster.scope import settings_cluster_id
+from cluster.scope import cluster_id_of, settings_cluster_id
 from cluster.selectors import amount_sql
 from fleet.capacity import FleetCapacity
 from fleet.models import MigConfig, NodePool
 from gpus.catalog import CustomConfigs, model_for_product
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.infra.round_trips import Read, read_together
-from portal.scope import cluster_id_of
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from tenants.models import Namespace, QuotaItem, Team
 

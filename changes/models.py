@@ -11,8 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from changes.impact import Assessment, verdict_label
-from cluster.scope import cluster_key
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key
 
 
 class MigChangeRequest(models.Model):

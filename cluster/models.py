@@ -18,8 +18,7 @@ from django.db import models
 
 from cluster.decode import gpu_offer
 from cluster.discovery import Discovered
-from cluster.scope import cluster_key
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key
 from portal.vocabulary.validators import validate_dns1123_label
 
 # The seed's section 8.1: three kinds of cluster, each with its own priorities.

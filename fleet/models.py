@@ -7,9 +7,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from cluster.scope import cluster_key, unique_per_cluster
+from cluster.scope import ScopedManager, cluster_key, unique_per_cluster
 from gpus.catalog import gpu_models, placement_errors, standard_configs
-from portal.scope import ScopedManager
 from portal.vocabulary.names import label_value_errors
 from portal.vocabulary.validators import validate_dns1123_label
 

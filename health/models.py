@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster.scope import cluster_key
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key
 
 
 class NodeHealth(models.Model):

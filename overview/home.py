@@ -21,14 +21,13 @@ from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
-from cluster.scope import cluster_choice
+from cluster.scope import cluster_choice, cluster_id_of
 from cluster.selectors import ApiStatus, first_reads
 from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
 from portal.access.permissions import user_id
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
-from portal.scope import cluster_id_of
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team

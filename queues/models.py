@@ -13,8 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from cluster.scope import cluster_key, unique_per_cluster
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key, unique_per_cluster
 from queues import rules
 from tenants.models import Namespace, validate_dns1123_label, validate_dns1123_subdomain
 

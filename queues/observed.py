@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from cluster.decode import quota_refusal
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
+from cluster.scope import cluster_id_of
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import LocalQueue
 from queues.whatif import Refusal, Workload
@@ -65,12 +66,13 @@ def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[Obse
     return out
 
 
-def observed_kueue(cluster_id: int) -> ObservedKueue:
+def observed_kueue(of: int | None) -> ObservedKueue:
     """What the quota what-if starts from (five queries whatever the number of workloads):
     every unfinished workload with the ClusterQueue it holds quota in (a reservation counts,
     admission checks or not) or the one its LocalQueue points at, whether Kueue reports fair
     sharing, each namespace's ResourceQuota use, and the pods a ResourceQuota refuses, on
-    cluster ``cluster_id``."""
+    cluster ``of`` (a row's key: None is refused)."""
+    cluster_id = cluster_id_of(of)
     local_queues = {
         (ns, name): cq
         for ns, name, cq in LocalQueue.objects.filter(namespace__cluster_id=cluster_id).values_list(

@@ -7,8 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from cluster.scope import cluster_key, unique_per_cluster
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key, unique_per_cluster
 from portal.vocabulary.validators import validate_dns1123_label, validate_dns1123_subdomain
 from tenants.rules import (
     LIMIT_TYPES,

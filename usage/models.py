@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from cluster.scope import cluster_key
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager, cluster_key
 
 
 class Sample(models.Model):

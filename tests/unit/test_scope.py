@@ -17,7 +17,7 @@ import ast
 import pytest
 
 from cluster.models import ObservedNode
-from portal.scope import ScopedManager
+from cluster.scope import ScopedManager
 from tests.unit.test_architecture import ROOT, product_files
 
 # The loop writes and compares the observed rows of the cluster it polls; the admin lists
