@@ -25,6 +25,12 @@ from tests.support import wait_for
 pytestmark = pytest.mark.django_db
 
 GPU = "nvidia.com/gpu"
+# These raises go past the demo fleet's H100s on purpose (what Kueue does with a promise the
+# nodes cannot keep): the admin confirms it as the Queues page asks, with the reason.
+BEYOND_THE_FLEET: dict[str, Any] = {
+    "promise_more_than_exists": True,
+    "override_reason": "what-if checked against Kueue",
+}
 
 
 def holding(gateway: Gateway) -> dict[str, dict[str, str]]:
@@ -104,7 +110,7 @@ def test_what_the_what_if_admits_after_a_nominal_increase_kueue_admits(
     assert [a["workload"] for a in shown["admitted"]] == admits
     expected = predicted(before, shown)
 
-    save_cluster_queue(actor=admin, cluster_queue=edited, source="web")
+    save_cluster_queue(actor=admin, cluster_queue=edited, source="web", **BEYOND_THE_FLEET)
     apply_desired_state(gateway=portal_cluster)
 
     now = after_kueue_acted(portal_cluster, waited_with, expected)
@@ -158,7 +164,10 @@ def test_what_the_what_if_preempts_to_reclaim_nominal_quota_kueue_preempts(
     )
     train = ClusterQueue.objects.get(name="cq-train")
     save_cluster_queue(
-        actor=admin, cluster_queue=with_nominal(train, "h100-80gb", GPU, "20"), source="web"
+        actor=admin,
+        cluster_queue=with_nominal(train, "h100-80gb", GPU, "20"),
+        source="web",
+        **BEYOND_THE_FLEET,
     )
     infer = ClusterQueue.objects.select_related("cohort").get(name="cq-infer")
     infer.preemption_reclaim_within_cohort = "Any"
@@ -190,7 +199,10 @@ def test_what_the_what_if_preempts_to_reclaim_nominal_quota_kueue_preempts(
     expected = predicted(before, shown)
 
     save_cluster_queue(
-        actor=admin, cluster_queue=with_nominal(infer, "h100-80gb", GPU, "8"), source="web"
+        actor=admin,
+        cluster_queue=with_nominal(infer, "h100-80gb", GPU, "8"),
+        source="web",
+        **BEYOND_THE_FLEET,
     )
     apply_desired_state(gateway=portal_cluster)
     now = wait_for(
@@ -254,7 +266,10 @@ def test_fair_sharing_weights_decide_what_a_raise_reclaims_as_in_kueue(
     expected = predicted(before, shown)
 
     save_cluster_queue(
-        actor=admin, cluster_queue=with_nominal(train, "h100-80gb", GPU, "20"), source="web"
+        actor=admin,
+        cluster_queue=with_nominal(train, "h100-80gb", GPU, "20"),
+        source="web",
+        **BEYOND_THE_FLEET,
     )
     apply_desired_state(gateway=portal_cluster)
 

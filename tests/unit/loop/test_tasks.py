@@ -15,6 +15,7 @@ from cluster.services import settings_cluster
 from loop import tasks
 from portal.audit.record import SYSTEM
 from portal.models import OutboxMessage
+from portal.services import move_to_cluster
 from queues.services import save_cluster_queue
 from tenants.models import Namespace
 from tenants.services import delete_namespace, save_team, set_namespace_quota
@@ -46,11 +47,11 @@ def test_a_namespace_quota_queues_the_apply_of_its_cluster_only(other: Cluster) 
 
 
 def test_a_cluster_queue_moved_queues_both_clusters_once_each(other: Cluster) -> None:
+    """The one move there is (the demo loader's re-homing; no door edits a cluster away)."""
     home = settings_cluster()
     queue = ClusterQueueFactory(cluster=home)
     with transaction.atomic():
-        queue.cluster = other
-        save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
+        move_to_cluster(queue, cluster=other, actor=SYSTEM, source="cli")
         queue.namespace_selector = {"matchLabels": {"team": "a"}}
         save_cluster_queue(actor=SYSTEM, cluster_queue=queue, source="cli")
     assert sorted(args[0] for _, args in queued()) == sorted([home.pk, other.pk])
