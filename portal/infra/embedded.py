@@ -30,7 +30,7 @@ DATABASE_NAME = os.environ.get("QM_EMBEDDED_DB_NAME", "quartermaster")
 
 
 def data_dir() -> Path:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout (portal/infra/embedded.py)
     path = Path(os.environ.get("QM_DATA_DIR", root / ".data")).resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
