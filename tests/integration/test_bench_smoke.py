@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 
 from tests.support import ROOT, database_url
 
@@ -48,21 +48,38 @@ def test_every_benchmark_has_a_smoke() -> None:
     assert scripts == set(BENCHES)
 
 
-@pytest.fixture
-def bench_database(django_db_setup: Any, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database of the bench's own: a copy of this process's test database (migrated, its
-    rows rolled back), so the bench's ``migrate`` has nothing to do; dropped after."""
-    template = connection.settings_dict["NAME"]
-    name = f"{template}_bench_{request.node.callspec.id}"
-    connections.close_all()  # a template is copied only while nobody is connected to it
+@pytest.fixture(scope="session")
+def bench_template(django_db_setup: Any) -> Iterator[str]:
+    """A migrated database the benches' databases are copied from, made once per test
+    process by ``manage.py migrate`` (a copy of the test database itself would need every
+    connection to it ended, the session's own among them)."""
+    name = f"{connection.settings_dict['NAME']}_bench_template"
     with _server() as server:
-        server.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            [template],
-        )
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        server.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        server.execute(f'CREATE DATABASE "{name}"')
+    env = {**os.environ, "DATABASE_URL": database_url(name), "REDIS_URL": settings.REDIS_URL}
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+    yield name
+    with _server() as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def bench_database(bench_template: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of the bench's own: a copy of the migrated template, so the bench's
+    ``migrate`` has nothing to do; dropped after."""
+    name = f"{connection.settings_dict['NAME']}_bench_{request.node.callspec.id}"
+    with _server() as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        server.execute(f'CREATE DATABASE "{name}" TEMPLATE "{bench_template}"')
     yield database_url(name)
     with _server() as server:
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
