@@ -60,10 +60,12 @@ def fuzz(
     seed: int | None = None,
     workers: int = 1,
     phases: str = PHASES,
+    operations: tuple[str, ...] = (),
 ) -> FuzzRun:
     """Run schemathesis against ``base_url`` with ``token``; never raises on failures.
 
-    One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
+    ``operations``: schemathesis's filter options (``--include-method GET``), to test a part
+    of the operations. One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
     (``SystemError: AST constructor recursion depth mismatch``, hypothesis describing a
     lambda in two threads at once)."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -92,6 +94,7 @@ def fuzz(
             "--generation-database",
             "none",
             *(["--seed", str(seed)] if seed is not None else []),
+            *operations,
         ]
         started = time.monotonic()
         done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=False)
