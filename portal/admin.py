@@ -15,8 +15,8 @@ from django.forms import BaseModelFormSet, ModelForm, Textarea
 from django.forms import JSONField as JSONFormField
 from django.http import HttpRequest, HttpResponse
 
+from portal.audit.events import admin_event
 from portal.audit.record import record_audit
-from portal.audit_events import admin_event
 from portal.models import AuditEvent, PlatformRole
 from portal.services import snapshot
 

@@ -32,8 +32,8 @@ from portal.access.selectors import (
 )
 from portal.access.tokens import create_token, revoke_token
 from portal.api.filters import AuditEventFilter
+from portal.audit.events import Event
 from portal.audit.rows import audit_row, csv_lines
-from portal.audit_events import Event
 from portal.infra.metrics import exposition
 from portal.infra.observability import request_id
 from portal.infra.readiness import readiness

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from portal.access.permissions import sees_every_team
-from portal.audit_events import Event
+from portal.audit.events import Event
 from portal.models import AuditEvent
 from portal.vocabulary.names import PodNames
 

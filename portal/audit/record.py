@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 
-from portal.audit_events import AdminEvent, Event, admin_event
+from portal.audit.events import AdminEvent, Event, admin_event
 from portal.infra.observability import request_id as current_request_id
 from portal.models import AuditEvent
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from portal.audit_events import Event
+from portal.audit.events import Event
 
 ARROW = "→"
 NOT_SET = "not set"

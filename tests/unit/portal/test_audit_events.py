@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import escape
 
+from portal.audit.events import Event, admin_event
 from portal.audit.text import EVENT_LABELS, event_label
-from portal.audit_events import Event, admin_event
 from tests.unit.test_architecture import product_files
 
 # Calls that record an audit event (the audit row's ``event``).
