@@ -57,14 +57,20 @@ def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> 
     equal run of the list (a process that runs out takes the second half of the busiest
     one's rest): the slow tests are dealt round-robin, so each run holds its share of them
     (two long tests side by side in the collection go to two processes, not one after the
-    other), and the fast ones fill each run up. Each run keeps the order the items had
+    other; the tests of a module-scoped fixture go to one, see ``_unit``), and the fast ones
+    fill each run up. Each run keeps the order the items had
     (pytest-django's: transactional tests after the others). No module list kept by hand."""
     if processes < 2:
         return items
     place = {id(item): index for index, item in enumerate(items)}
-    slow_ones = [item for item in items if slow(item)]
+    units: dict[Any, list[Any]] = {}  # the slow tests, those of a shared fixture together
+    for item in items:
+        if slow(item):
+            units.setdefault(_unit(item), []).append(item)
     fast_ones = [item for item in items if not slow(item)]
-    runs: list[list[Any]] = [slow_ones[index::processes] for index in range(processes)]
+    runs: list[list[Any]] = [[] for _ in range(processes)]
+    for index, unit in enumerate(units.values()):
+        runs[index % processes].extend(unit)
     left, start = len(items), 0
     for index, run in enumerate(runs):
         size = left // (processes - index)  # what the scheduler sends this process
@@ -74,6 +80,15 @@ def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> 
         left -= size
     runs[-1].extend(fast_ones[start:])
     return [item for run in runs for item in sorted(run, key=lambda i: place[id(i)])]
+
+
+def _unit(item: Any) -> Any:
+    """What is dealt as one: the tests of a module that share a module-scoped fixture (the
+    image test's built venv: dealt apart, three processes would wait for the one building
+    it), else the test alone."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    shared = any(d.scope in {"module", "package"} for ds in definitions.values() for d in ds)
+    return str(item.fspath) if shared else id(item)
 
 
 @pytest.fixture(scope="session", autouse=True)

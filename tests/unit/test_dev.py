@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import dev
 from demo.data import DEMO_PASSWORD, USERS
@@ -103,3 +104,24 @@ def test_the_slow_tests_are_dealt_evenly_to_the_test_processes() -> None:
     assert first == [item for item in items if item in first]
     assert second == [item for item in items if item in second]
     assert spread(items, 1, slow=lambda item: True) == items
+
+
+def test_the_tests_of_a_module_scoped_fixture_go_to_one_test_process() -> None:
+    """The image test's tests share the venv a module-scoped fixture builds: dealt to four
+    processes, three would wait for the one building it; they go to one, and the other slow
+    tests are dealt to the others."""
+
+    def test(module: str, name: str, scope: str) -> SimpleNamespace:
+        fixtures = {"fixture": [SimpleNamespace(scope=scope)]}
+        return SimpleNamespace(
+            fspath=module, name=name, _fixtureinfo=SimpleNamespace(name2fixturedefs=fixtures)
+        )
+
+    image = [test("deploy/test_image.py", f"image-{i}", "module") for i in range(4)]
+    stories = [test("e2e/test_story.py", f"story-{i}", "function") for i in range(3)]
+    units = [test("unit/test_x.py", f"unit-{i:02d}", "function") for i in range(20)]
+    items = [*units[:10], *image, *stories, *units[10:]]
+    order = spread(items, 4, slow=lambda item: item in image or item in stories)
+    first = order[: len(order) // 4]  # the run work-stealing hands the first process
+    assert all(item in first for item in image)
+    assert not any(item in first for item in stories)
