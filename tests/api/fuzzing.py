@@ -18,6 +18,7 @@ from typing import Any
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 PHASES = "examples,coverage,fuzzing,stateful"
+NO_UNEXPECTED_METHODS = "\n[phases.coverage]\nunexpected-methods = []\n"
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,26 @@ def fuzz(
     workers: int = 1,
     phases: str = PHASES,
     operations: tuple[str, ...] = (),
+    unexpected_methods: bool = True,
 ) -> FuzzRun:
     """Run schemathesis against ``base_url`` with ``token``; never raises on failures.
 
-    ``operations``: schemathesis's filter options (``--include-method GET``), to test a part
-    of the operations. One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
-    (``SystemError: AST constructor recursion depth mismatch``, hypothesis describing a
-    lambda in two threads at once)."""
+        ``operations``: schemathesis's filter options (``--include-method GET``), to test a part
+        of the operations. ``unexpected_methods``: whether the coverage phase also sends each
+    operation the methods its path does not take (a 405 whoever asks: one user's run is enough).
+    One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
+        (``SystemError: AST constructor recursion depth mismatch``, hypothesis describing a
+        lambda in two threads at once)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
+        config = CONFIG
+        if not unexpected_methods:
+            config = Path(scratch) / CONFIG.name
+            config.write_text(CONFIG.read_text() + NO_UNEXPECTED_METHODS)
         command = [
             str(Path(sys.executable).with_name("schemathesis")),
             "--config-file",
-            str(CONFIG),
+            str(config),
             "--no-color",
             "run",
             f"{base_url}/api/schema/?format=json",
