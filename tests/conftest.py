@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from django.conf import settings
 from django.db import connection, transaction
 
 import devcluster
@@ -25,7 +28,7 @@ from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
-from tests.support import Worker
+from tests.support import Worker, database_url, maintenance_connection
 
 TESTS = Path(__file__).resolve().parent
 MARKS = {"integration": "integration", "deploy": "integration", "api": "integration", "e2e": "e2e"}
@@ -37,6 +40,65 @@ FAST = Options(
     kubelet_stop_seconds=0.1,
     tick=0.03,
 )
+
+
+# ------------------------------------------------------------------ the migrated template
+
+# One migration per run: the first process (pytest-xdist's controller, or the only one)
+# migrates a template database, and every test process's database is a copy of it (Django's
+# TEST["TEMPLATE"]), whose migrate then has nothing to do: four processes had each migrated
+# from scratch (about 6 CPU-seconds and as many of the server's, each).
+TEMPLATE_KEY = "qm_template_database"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts the test processes
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    name = f"test_{settings.DATABASES['default']['NAME']}_template_{os.getpid()}"
+    with maintenance_connection() as server:
+        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        server.execute(f'CREATE DATABASE "{name}"')
+    migrated = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=TESTS.parent,
+        env={**os.environ, "DATABASE_URL": database_url(name)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if migrated.returncode:
+        raise pytest.UsageError(f"the template database did not migrate:\n{migrated.stderr}")
+    config.stash[TEMPLATE] = name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: each test process is told the template's name."""
+    node.workerinput[TEMPLATE_KEY] = node.config.stash.get(TEMPLATE, "")
+
+
+@pytest.hookimpl(trylast=True)  # after the test processes (and their databases) are gone
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    name = session.config.stash.get(TEMPLATE, "")
+    if name:
+        with maintenance_connection() as server:
+            server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, request: pytest.FixtureRequest
+) -> None:
+    """The test database is made as a copy of the run's migrated template."""
+    config = request.config
+    name = getattr(config, "workerinput", {}).get(TEMPLATE_KEY) or config.stash.get(TEMPLATE, "")
+    if name:
+        settings.DATABASES["default"].setdefault("TEST", {})["TEMPLATE"] = name
+
+
+TEMPLATE = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-django's own ordering

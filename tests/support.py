@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import psycopg
 from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -61,6 +62,20 @@ def scratch_database(
         del connections.databases[alias]
         with default.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def maintenance_connection() -> psycopg.Connection[Any]:
+    """A connection to the test server's maintenance database (to create and drop
+    databases)."""
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname="postgres",
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or None,
+        user=db["USER"] or None,
+        password=db["PASSWORD"] or None,
+        autocommit=True,
+    )
 
 
 def database_url(name: str | None = None) -> str:

@@ -12,12 +12,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.support import ROOT, database_url
+from tests.support import ROOT, database_url, maintenance_connection
 
 # Each benchmark's command (from the repository's root); the database ones get a database.
 BENCHES = {
@@ -49,27 +48,12 @@ def test_every_benchmark_has_a_smoke() -> None:
 
 
 @pytest.fixture(scope="session")
-def bench_template(django_db_setup: Any) -> Iterator[str]:
-    """A migrated database the benches' databases are copied from, made once per test
-    process by ``manage.py migrate`` (a copy of the test database itself would need every
-    connection to it ended, the session's own among them)."""
-    name = f"{connection.settings_dict['NAME']}_bench_template"
-    with _server() as server:
-        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        server.execute(f'CREATE DATABASE "{name}"')
-    env = {**os.environ, "DATABASE_URL": database_url(name), "REDIS_URL": settings.REDIS_URL}
-    migrated = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
-    yield name
-    with _server() as server:
-        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def bench_template(django_db_setup: Any) -> str:
+    """The migrated database the benches' databases are copied from: the run's template,
+    which the test databases are copies of too (tests/conftest.py; a copy of the test
+    database itself would need every connection to it ended, the session's own among them)."""
+    template: str = settings.DATABASES["default"]["TEST"]["TEMPLATE"]
+    return template
 
 
 @pytest.fixture
@@ -77,25 +61,12 @@ def bench_database(bench_template: str, request: pytest.FixtureRequest) -> Itera
     """A database of the bench's own: a copy of the migrated template, so the bench's
     ``migrate`` has nothing to do; dropped after."""
     name = f"{connection.settings_dict['NAME']}_bench_{request.node.callspec.id}"
-    with _server() as server:
+    with maintenance_connection() as server:
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         server.execute(f'CREATE DATABASE "{name}" TEMPLATE "{bench_template}"')
     yield database_url(name)
-    with _server() as server:
+    with maintenance_connection() as server:
         server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _server() -> psycopg.Connection[Any]:
-    """A connection to the server's maintenance database (to create and drop databases)."""
-    db = connection.settings_dict
-    return psycopg.connect(
-        dbname="postgres",
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or None,
-        user=db["USER"] or None,
-        password=db["PASSWORD"] or None,
-        autocommit=True,
-    )
 
 
 @pytest.mark.parametrize("bench", sorted(BENCHES))
