@@ -6,6 +6,7 @@ Every variable is documented in the README ("Configuration").
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
@@ -391,6 +392,14 @@ QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
 # subscription's URL must be https (on in production settings).
 QM_NOTIFY_TIMEOUT_SECONDS = float(env_int("QM_NOTIFY_TIMEOUT_SECONDS", 10))
 QM_NOTIFY_HTTPS_ONLY = env_bool("QM_NOTIFY_HTTPS_ONLY", False)
+# Networks the portal may send notifications to although they are not public (an internal
+# relay or chat server, e.g. "10.20.0.0/16,fd12::/64"): every other loopback, private,
+# link-local, multicast or reserved address is refused (portal/infra/egress.py). Set by the
+# operator only; a bad network stops the start.
+QM_EGRESS_ALLOWED_NETWORKS = [
+    str(ipaddress.ip_network(net, strict=False))
+    for net in env_list("QM_EGRESS_ALLOWED_NETWORKS", [])
+]
 # The members of the teams a change hits (pods evicted, quotas losing backing) are told by
 # e-mail at the address on their account; the portal's own URL makes the link in it.
 # Each poll first asks the API server its version, with this timeout (a hung server fails
