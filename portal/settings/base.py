@@ -355,6 +355,10 @@ QM_CLUSTER_NAME = env_str("QM_CLUSTER_NAME", "default")
 # rotate_cluster_credentials`, then drop the old one). Make one with `python -c "from
 # cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
 QM_CREDENTIALS_KEY = env_secret("QM_CREDENTIALS_KEY")
+# The exec credential plugins a registered cluster's kubeconfig may run (exact command
+# texts, e.g. "aws,gke-gcloud-auth-plugin"); none by default. Set by the operator only: a
+# kubeconfig is otherwise inline data only (cluster/kubeconfig.py).
+QM_KUBECONFIG_EXEC_ALLOWED = env_list("QM_KUBECONFIG_EXEC_ALLOWED", [])
 # Seconds between polls of the cluster, and between full re-applies of desired state.
 QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
