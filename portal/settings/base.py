@@ -463,7 +463,10 @@ LOGGING = {
     "filters": {"request_id": {"()": "portal.infra.observability.RequestIdFilter"}},
     "formatters": {
         "json": {"()": "portal.infra.observability.JsonFormatter"},
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "text": {
+            "()": "portal.infra.observability.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
+        },
     },
     "handlers": {
         "console": {
