@@ -23,6 +23,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from portal.audit.record import Event, record_audit
 from portal.models import PlatformRole
+from portal.vocabulary.text import neutralised
 from tenants.models import Membership, SsoIdentity, Team
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     @staticmethod
     def _details(user: User, claims: dict[str, Any]) -> None:
-        user.email = str(claims.get("email") or "")[:254]
-        user.first_name = str(claims.get("given_name") or "")[:150]
-        user.last_name = str(claims.get("family_name") or "")[:150]
+        # An IdP's words are text nobody typed here: neutralised, not refused.
+        user.email = neutralised(str(claims.get("email") or ""))[:254]
+        user.first_name = neutralised(str(claims.get("given_name") or ""))[:150]
+        user.last_name = neutralised(str(claims.get("family_name") or ""))[:150]

@@ -325,6 +325,7 @@ SPECTACULAR_SETTINGS = {
         "portal.api.schema.add_error_responses",
         "portal.api.schema.query_values_are_not_empty",
         "portal.api.schema.nested_routes_name_the_cluster_once",
+        "portal.api.schema.free_text_is_plain",
     ],
 }
 
