@@ -101,9 +101,34 @@ MIDDLEWARE = [
     "portal.access.permissions.RoleCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy on every answer (django-csp): scripts, styles, images and
+# requests from the portal itself only; no inline script or style element, no eval (htmx
+# runs with allowEval off), style attributes only as the CSSOM sets them; no framing; forms
+# post to the portal (and the IdP's sign-in page, where single sign-on is on).
+CSP_FORM_TARGETS = ["'self'"] + [
+    f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+    for url in [env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")]
+    if url.startswith(("https://", "http://"))
+]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": CSP_FORM_TARGETS,
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
