@@ -147,9 +147,7 @@ def test_a_subgroup_ending_in_a_granting_group_grants_nothing(client: Client, id
     assert not Membership.objects.filter(user=user).exists()
 
 
-def test_accounts_are_keyed_by_issuer_and_subject_not_by_username(
-    client: Client, idp: IdP
-) -> None:
+def test_accounts_are_keyed_by_issuer_and_subject_not_by_username(client: Client, idp: IdP) -> None:
     idp.user = {"sub": "u-1", "preferred_username": "jdoe", "groups": ["platform-admins"]}
     sign_in(client, idp)
     jdoe = User.objects.get(username="jdoe")
