@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -598,3 +599,11 @@ def test_a_lead_is_told_only_the_clusters_of_their_teams_and_no_address(
     full = client.get(f"{V1}/sync-status/", headers=admin).json()
     assert [c["cluster"] for c in full["clusters"]] == [a, b]
     assert full["last_sync"]["error"] == error
+    # the pages likewise: why an API is unreachable is the admins' to read
+    for name, shown in (("lead-a", False), ("admin", True)):
+        page_client = Client()
+        page_client.force_login(User.objects.get(username=name))
+        for page in ("/", "/fleet/"):
+            body = page_client.get(page).content.decode()
+            assert "unreachable since" in body, (name, page)
+            assert ("10.9.8.7" in body) is shown, (name, page)
