@@ -18,6 +18,7 @@ from changes.decisions import Asked, decide
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
+from cluster.api_scope import known_cluster_names, no_such_cluster
 from cluster.models import Cluster
 from portal.access.selectors import pod_names_for
 from portal.api.safety import (
@@ -38,15 +39,14 @@ CLUSTER_HELP = (
 )
 
 
-def cluster_named(name: str) -> Cluster | None:
+def cluster_named(name: str, user: Any) -> Cluster | None:
     """The cluster called ``name`` (None for no name); a field error naming the clusters
-    that would do for any other."""
+    that would do, of those ``user`` may know of, for any other."""
     if not name:
         return None
     found = Cluster.objects.filter(name=name).first()
     if found is None:
-        names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
-        raise ValidationError({"cluster": [f"No such cluster: use one of {names}."]})
+        raise ValidationError({"cluster": [no_such_cluster(known_cluster_names(user))]})
     return found
 
 
@@ -226,7 +226,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
         created = mig.request_mig_change(
             actor=request.user,
             team=team,
-            cluster=cluster_named(data.validated_data["cluster"]),
+            cluster=cluster_named(data.validated_data["cluster"], request.user),
             nodes=data.validated_data["nodes"],
             target_config=data.validated_data["target_config"],
             reason=data.validated_data["reason"],
@@ -251,7 +251,9 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
                 viewer=request.user,
                 nodes=data.validated_data["nodes"],
                 config=data.validated_data["target_config"],
-                cluster=mig.change_cluster(None, cluster_named(data.validated_data["cluster"])),
+                cluster=mig.change_cluster(
+                    None, cluster_named(data.validated_data["cluster"], request.user)
+                ),
             )
         )
 
@@ -431,7 +433,7 @@ class QuotaRequestViewSet(
         data.is_valid(raise_exception=True)
         values = data.validated_data
         team = team_to_ask_for(request.user, values["team"], "quota")
-        cluster = cluster_named(values["cluster"])
+        cluster = cluster_named(values["cluster"], request.user)
         created = quota.request_quota_change(
             actor=request.user,
             team=team,

@@ -25,7 +25,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from cluster.models import Cluster
-from portal.access.permissions import is_platform_admin
+from portal.access.permissions import is_platform_admin, sees_every_team
 from portal.api.safety import StrictQuery
 from portal.api.schema import CLUSTER_NAME
 from portal.vocabulary.errors import DomainError
@@ -48,9 +48,21 @@ def cluster_names() -> list[str]:
     return list(clusters().values_list("name", flat=True))
 
 
+def known_cluster_names(user: Any) -> list[str]:
+    """The clusters ``user`` may be told of by name: every one for platform admins and
+    approvers (who decide every team's changes); the clusters their teams' namespaces are
+    on for anyone else (the cluster list itself is the admins')."""
+    if user is None or not user.is_authenticated:
+        return []
+    if sees_every_team(user):
+        return cluster_names()
+    mine = clusters().filter(namespaces__team__memberships__user_id=user.pk)
+    return sorted(set(mine.values_list("name", flat=True)))
+
+
 def no_such_cluster(names: list[str]) -> str:
     """The one answer to a cluster name that no cluster has."""
-    return f"No such cluster: use one of {', '.join(names)}." if names else "No cluster exists."
+    return f"No such cluster: use one of {', '.join(names)}." if names else "No such cluster."
 
 
 class NoSuchCluster(NotFound):
@@ -64,13 +76,17 @@ class NoSuchCluster(NotFound):
 
 
 class ClusterChoiceField(forms.ModelChoiceField):  # type: ignore[type-arg]
-    """A cluster's name; another is an error naming the clusters that would do."""
+    """A cluster's name; another is an error naming the clusters that would do (those the
+    asking ``user`` may know of)."""
+
+    user: Any = None
 
     def to_python(self, value: Any) -> Any:
         try:
             return super().to_python(value)
         except ValidationError:
-            raise ValidationError(no_such_cluster(cluster_names()), code="invalid_choice") from None
+            names = known_cluster_names(self.user)
+            raise ValidationError(no_such_cluster(names), code="invalid_choice") from None
 
 
 @extend_schema_field(
@@ -95,6 +111,12 @@ class ClusterFilter(django_filters.ModelChoiceFilter):
             **kwargs,
         )
 
+    @property
+    def field(self) -> Any:
+        field = super().field
+        field.user = getattr(getattr(self.parent, "request", None), "user", None)
+        return field
+
 
 class ClusterQuery(StrictQuery):
     """``?cluster=<name>`` of a list that is no FilterSet's: the cluster, or a field error."""
@@ -104,7 +126,8 @@ class ClusterQuery(StrictQuery):
     def validate_cluster(self, value: str) -> Any:
         found = clusters().filter(name=value).first()
         if found is None:
-            raise serializers.ValidationError(no_such_cluster(cluster_names()))
+            names = known_cluster_names(self.context.get("user"))
+            raise serializers.ValidationError(no_such_cluster(names))
         return found
 
 
@@ -223,14 +246,17 @@ class ClusterScoped:
                     {"cluster": [f"The path says cluster {nested.name}; leave cluster out."]}
                 )
             return nested
-        names = cluster_names()
         if name is None:
-            if len(names) == 1:
+            if clusters().count() == 1:
                 return clusters().get()
-            raise ValidationError({"cluster": [f"Choose the cluster: {', '.join(names)}."]})
+            names = known_cluster_names(self.request.user)
+            listed = f": {', '.join(names)}" if names else ""
+            raise ValidationError({"cluster": [f"Choose the cluster{listed}."]})
         found = clusters().filter(name=name).first()
         if found is None:
-            raise ValidationError({"cluster": [no_such_cluster(names)]})
+            raise ValidationError(
+                {"cluster": [no_such_cluster(known_cluster_names(self.request.user))]}
+            )
         return found
 
 

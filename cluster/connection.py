@@ -12,7 +12,7 @@ import yaml
 from django.conf import settings
 from django.db import connection as db
 
-from cluster import credentials
+from cluster import credentials, kubeconfig
 from cluster.discovery import RuleCheck, compare_rules
 from kube import Gateway, KubeError, PermanentKubeError, connect
 from portal.infra import readiness as health
@@ -100,12 +100,13 @@ def _cluster_gateway(
     if kind == "kubeconfig":
         if not secret:
             return connect(kubeconfig=settings.KUBECONFIG, context=context, field_manager=manager)
-        try:
-            data = yaml.safe_load(secret)
-        except yaml.YAMLError as exc:
-            raise PermanentKubeError(f"the stored kubeconfig is not YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise PermanentKubeError("the stored kubeconfig is not a kubeconfig")
+        data, unusable = kubeconfig.parse(secret)
+        if data is None:
+            raise PermanentKubeError(f"the stored kubeconfig cannot be used: {unusable}")
+        # Checked again at every use: a kubeconfig stored before the rule never runs either.
+        refused = kubeconfig.refusals(data, allowed_exec=settings.QM_KUBECONFIG_EXEC_ALLOWED)
+        if refused:
+            raise PermanentKubeError("the stored kubeconfig is refused: " + " ".join(refused))
         return connect(kubeconfig_data=data, context=context, field_manager=manager)
     return connect(url=url, token=secret, verify_tls=verify, ca_data=ca, field_manager=manager)
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from cluster import credentials
+from cluster import credentials, kubeconfig
 from cluster import scope as clusters
 from cluster.discovery import Discovered
 from cluster.models import Cluster
@@ -34,6 +35,15 @@ EDITABLE = (
     "verify_tls",
     "ca_certificate",
 )
+
+# What a stored credential is bound to: changing one needs the credential entered again.
+BOUND = {
+    "connection": "the connection",
+    "api_url": "the API server URL",
+    "ca_certificate": "the CA certificate",
+    "verify_tls": "TLS verification",
+    "kubeconfig_context": "the kubeconfig context",
+}
 
 
 def settings_cluster() -> Cluster:
@@ -69,12 +79,15 @@ def save_cluster(
             {"credential": f"A connection by {cluster.get_connection_display()} takes none."}
         )
     if credential is not None and credential.strip():
+        _check_credential(cluster, credential.strip())
         cluster.credential = credentials.encrypt(credential.strip())
         cluster.credential_set_at = timezone.now()
     elif cluster.connection == Cluster.Connection.TOKEN and not cluster.credential:
         raise ValidationError({"credential": "A token connection needs the bearer token."})
     after = _snapshot(cluster)
     changed = {k: v for k, v in after.items() if before is None or before[k] != v}
+    if before is not None and cluster.credential and not (credential and credential.strip()):
+        _check_still_bound(cluster, changed)
     if before is not None and not changed and not credential:
         return cluster
     cluster.save()
@@ -89,6 +102,38 @@ def save_cluster(
         new=changed,
     )
     return cluster
+
+
+def _check_credential(cluster: Cluster, secret: str) -> None:
+    """A kubeconfig carries inline data only (cluster/kubeconfig.py): field errors say why."""
+    if cluster.connection != Cluster.Connection.KUBECONFIG:
+        return
+    data, unusable = kubeconfig.parse(secret)
+    if data is None:
+        raise ValidationError({"credential": unusable})
+    refused = kubeconfig.refusals(data, allowed_exec=settings.QM_KUBECONFIG_EXEC_ALLOWED)
+    if refused:
+        raise ValidationError({"credential": refused})
+
+
+def _check_still_bound(cluster: Cluster, changed: dict[str, Any]) -> None:
+    """A stored credential goes only to the endpoint it was given for: changing where or how
+    the portal connects needs it entered again (or the old server's token would be sent to
+    the new one)."""
+    if cluster.connection not in (Cluster.Connection.TOKEN, Cluster.Connection.KUBECONFIG):
+        return
+    moved = [field for field in BOUND if field in changed]
+    if not moved:
+        return
+    labels = ", ".join(BOUND[field] for field in moved)
+    again = (
+        f"Enter the credential again: the stored one is bound to the endpoint it was given for "
+        f"({labels} changed)."
+    )
+    errors = {
+        field: "Changed without a new credential: enter the credential too." for field in moved
+    }
+    raise ValidationError({**errors, "credential": again})
 
 
 @transaction.atomic

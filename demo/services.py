@@ -110,10 +110,12 @@ def _clusters(inference: data.Endpoint | None) -> Clusters:
     training.display_name, training.purpose = data.TRAINING_CLUSTER
     save_cluster(actor=SYSTEM, cluster=training, source=SOURCE)
     second = second or Cluster(name=name)
+    moved = (second.connection, second.api_url) != (Cluster.Connection.TOKEN, inference.url)
     second.display_name, second.purpose = display_name, purpose
     second.connection, second.api_url = Cluster.Connection.TOKEN, inference.url
     stored = credentials.decrypt(second.credential, cluster=name) if second.credential else ""
-    token = inference.token if inference.token != stored else None
+    # A token is bound to its endpoint: a demo cluster on another port gets it again.
+    token = inference.token if inference.token != stored or moved else None
     save_cluster(actor=SYSTEM, cluster=second, credential=token, source=SOURCE)
     return Clusters(training, second)
 

@@ -247,7 +247,7 @@ class DriftView(ClusterScoped, APIView):
 
     @extend_schema(parameters=[CLUSTER_QUERY], responses={200: DriftSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        query = ClusterQuery(data=request.query_params)
+        query = ClusterQuery(data=request.query_params, context={"user": request.user})
         query.is_valid(raise_exception=True)
         drift = open_drift().select_related("cluster")
         cluster = self.asked_cluster(query)

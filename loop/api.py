@@ -14,7 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_field
+from cluster.api_scope import (
+    CLUSTER_QUERY,
+    ClusterQuery,
+    ClusterScoped,
+    cluster_field,
+    known_cluster_names,
+)
 from cluster.filters import NodeFilter
 from cluster.models import Cluster, ObservedNode
 from cluster.selectors import (
@@ -223,7 +229,7 @@ class SyncStatusView(ClusterScoped, APIView):
 
     @extend_schema(parameters=[CLUSTER_QUERY], responses={200: SyncStatusSerializer})
     def get(self, request: Request) -> Response:
-        query = ClusterQuery(data=request.query_params)
+        query = ClusterQuery(data=request.query_params, context={"user": request.user})
         query.is_valid(raise_exception=True)
         cluster = self.asked_cluster(query)
         polls: list[tuple[Cluster | None, ApiStatus]]
@@ -236,13 +242,18 @@ class SyncStatusView(ClusterScoped, APIView):
             warnings = apply_warnings().filter(cluster=cluster)
         settings_one = (p for p in polls if p[0] and p[0].connection == Cluster.Connection.SETTINGS)
         shown = next(settings_one, polls[0] if polls else (None, api_status()))
+        admin = is_platform_admin(request.user)
+        known: set[str] | None = None
+        if not admin:  # the clusters they may know of, without addresses or raw errors
+            known = set(known_cluster_names(request.user))
+            polls = [p for p in polls if p[0] is not None and p[0].name in known]
         names = pod_names_for(request.user)
         problems_shown, others_problems = notices_for(names, _notices(problems))
         warnings_shown, others_warned = notices_for(names, _notices(warnings))
         return Response(
             {
-                **_poll(*shown),
-                "clusters": [_poll(*poll) for poll in polls],
+                **_poll(*shown, admin=admin, known=known),
+                "clusters": [_poll(*poll, admin=admin) for poll in polls],
                 "not_applied": [
                     {
                         "cluster": p.cluster.name,
@@ -277,16 +288,31 @@ def _notices(rows: Any) -> list[Any]:
     return list(rows.select_related("cluster").only("cluster", "cluster__name", *NOTICE))
 
 
-def _poll(cluster: Cluster | None, api: ApiStatus) -> dict[str, Any]:
-    """A cluster's name, what its polls tell of its API, and its newest poll."""
+# What anyone but a platform admin reads of a poll that failed: the errors name the API
+# server's address and say what answered there.
+WITHHELD = "not reachable (platform admins see why)"
+
+
+def _poll(
+    cluster: Cluster | None,
+    api: ApiStatus,
+    *,
+    admin: bool = True,
+    known: set[str] | None = None,
+) -> dict[str, Any]:
+    """A cluster's name, what its polls tell of its API, and its newest poll (for anyone but
+    a platform admin without the error texts, and the name only where ``known``)."""
     run = api.latest
+    name = "" if cluster is None else cluster.name
+    if known is not None and name not in known:
+        name = ""
     return {
-        "cluster": "" if cluster is None else cluster.name,
+        "cluster": name,
         "api": {
             "state": api.state,
             "since": api.since,
             "last_ok": api.last_ok,
-            "message": api.message,
+            "message": api.message if admin or api.state == "ok" else WITHHELD,
         },
         "last_sync": None
         if run is None
@@ -296,7 +322,7 @@ def _poll(cluster: Cluster | None, api: ApiStatus) -> dict[str, Any]:
             "nodes": run.nodes,
             "pods": run.pods,
             "ok": run.ok,
-            "error": run.error,
+            "error": run.error if admin or not run.error else WITHHELD,
         },
     }
 

@@ -45,7 +45,7 @@ class MigPlanView(ClusterScoped, APIView):
     def get(self, request: Request) -> Response:
         if not may_see_planner(request.user):
             raise PermissionDenied("The planner is for platform admins, approvers and team leads.")
-        query = ClusterQuery(data=request.query_params)
+        query = ClusterQuery(data=request.query_params, context={"user": request.user})
         query.is_valid(raise_exception=True)
         cluster = self.asked_cluster(query) or self.chosen_cluster(None)
         body = plan_for(request.user, make_plan(cluster))

@@ -23,7 +23,7 @@ from django.utils import timezone
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from portal.access.permissions import sees_every_team, user_id
+from portal.access.permissions import is_platform_admin, sees_every_team, user_id
 from portal.access.selectors import (
     audit_events_for_user,
     demo_sign_in,
@@ -121,11 +121,22 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: PostgreSQL and Redis answer (503 otherwise); the Kubernetes API is reported."""
+    """Readiness: PostgreSQL answers (503 otherwise). Anyone learns ready or not; what each
+    check said (clusters' names, addresses, errors) only a platform admin, or whoever holds
+    the metrics' bearer token (QM_METRICS_TOKEN)."""
     ready, checks = readiness()
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
-    )
+    answer: dict[str, Any] = {"status": "ok" if ready else "unavailable"}
+    if _may_read_details(request):
+        answer["checks"] = checks
+    return JsonResponse(answer, status=200 if ready else 503)
+
+
+def _may_read_details(request: HttpRequest) -> bool:
+    token = settings.QM_METRICS_TOKEN
+    offered = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if token and hmac.compare_digest(offered.encode(), token.encode()):
+        return True
+    return is_platform_admin(request.user)
 
 
 @login_required

@@ -131,6 +131,27 @@ class Membership(models.Model):
         return f"{self.user} ({self.role} of {self.team})"
 
 
+class SsoIdentity(models.Model):
+    """Who a single sign-on account is: the IdP (its issuer) and its subject, the one claim
+    an IdP never reuses or lets a user change. ``preferred_username`` only names a new
+    account; matching on it would hand an account to whoever renames themselves at the IdP."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_account_per_identity")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
 class Namespace(models.Model):
     """A Kubernetes namespace owned by exactly one team."""
 

@@ -1,9 +1,10 @@
 """Single sign-on with OpenID Connect (Keycloak, Dex, a cloud IdP) through mozilla-django-oidc.
 
-The IdP says who someone is and which groups they are in; the portal maps groups to platform
-roles and team memberships at every sign-in. What the IdP granted it also takes away (a group
-removed at the IdP is a role removed at the next sign-in); roles an admin granted by hand in
-the portal stay. Local accounts keep working next to it (QM_LOCAL_LOGIN).
+The IdP says who someone is (its issuer and subject key the account, ``SsoIdentity``) and
+which groups they are in (matched by their exact, whole value); the portal maps groups to
+platform roles and team memberships at every sign-in. What the IdP granted it also takes
+away (a group removed at the IdP is a role removed at the next sign-in); roles an admin
+granted by hand in the portal stay. Local accounts keep working next to it (QM_LOCAL_LOGIN).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from portal.audit.record import Event, record_audit
 from portal.models import PlatformRole
-from tenants.models import Membership, Team
+from portal.vocabulary.text import neutralised
+from tenants.models import Membership, SsoIdentity, Team
 
 log = logging.getLogger(__name__)
 RANK = {Membership.Role.VIEWER: 0, Membership.Role.MEMBER: 1, Membership.Role.LEAD: 2}
@@ -67,11 +69,13 @@ def platform_roles(groups: Iterable[str]) -> set[str]:
 
 
 def groups_of(claims: dict[str, Any]) -> list[str]:
+    """The groups as the IdP sent them. A group matches by its exact, whole value, path
+    included: Keycloak's full paths are configured as such ("/gpu/platform-admins"), since
+    a user who may make subgroups could otherwise make ``/users/me/platform-admins``."""
     value = claims.get(settings.QM_OIDC_GROUPS_CLAIM) or []
     if isinstance(value, str):
         value = [value]
-    # Keycloak's full group paths ("/gpu/platform-admins") match by their last part too.
-    return sorted({g for item in value for g in (str(item), str(item).rsplit("/", 1)[-1])})
+    return sorted({str(item) for item in value})
 
 
 @transaction.atomic
@@ -150,8 +154,30 @@ def sync_roles(user: AbstractBaseUser, claims: dict[str, Any]) -> None:
             )
 
 
+def identity_of(claims: dict[str, Any]) -> tuple[str, str]:
+    """The issuer and subject that key an account (from the signed ID token)."""
+    issuer, subject = str(claims.get("iss") or ""), str(claims.get("sub") or "")
+    if not issuer or not subject:
+        raise SignInRefused("The identity provider sent no issuer or subject: sign-in refused.")
+    return issuer[:500], subject[:255]
+
+
+def free_username(wanted: str) -> str:
+    """``wanted``, or ``wanted-2``, ``wanted-3``… when another account has it (a username
+    only names an account: two people of one name at the IdP are two accounts here)."""
+    taken = set(
+        User.objects.filter(username__startswith=wanted[:140]).values_list("username", flat=True)
+    )
+    name, number = wanted, 1
+    while name in taken:
+        number += 1
+        name = f"{wanted[:140]}-{number}"
+    return name
+
+
 class PortalOIDCBackend(OIDCAuthenticationBackend):
-    """Users by their IdP username; roles from their groups at every sign-in."""
+    """Accounts keyed by the IdP's issuer and subject; roles from their groups at every
+    sign-in. ``preferred_username`` names a new account and nothing else."""
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         try:
@@ -162,8 +188,13 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
         claims = dict(super().get_userinfo(access_token, id_token, payload))
+        if "sub" in claims and payload.get("sub") and claims["sub"] != payload["sub"]:
+            raise SignInRefused("The identity provider's user info is of another subject.")
         for key, value in payload.items():  # e.g. groups only in the ID token (Dex)
             claims.setdefault(key, value)
+        for key in ("iss", "sub"):  # who it is comes from the signed ID token
+            if payload.get(key):
+                claims[key] = payload[key]
         return claims
 
     @staticmethod
@@ -179,22 +210,33 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         self.username_of(claims)
+        identity_of(claims)
         return True
 
     def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
-        return User.objects.filter(username=self.username_of(claims))
+        """The account of this issuer and subject; before it has one, an account of the
+        same name that no identity holds yet (a local one is refused in ``update_user``;
+        one made by single sign-on before accounts were keyed by subject is linked once,
+        at its first sign-in since)."""
+        issuer, subject = identity_of(claims)
+        linked = User.objects.filter(sso_identities__issuer=issuer, sso_identities__subject=subject)
+        if linked.exists():
+            return linked
+        return User.objects.filter(username=self.username_of(claims), sso_identities=None)
 
     def create_user(self, claims: dict[str, Any]) -> User:
-        user = User(username=self.username_of(claims))
+        user = User(username=free_username(self.username_of(claims)))
         user.set_unusable_password()
         self._details(user, claims)
         user.save()
+        issuer, subject = identity_of(claims)
+        SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
         record_audit(
             actor=user,
             event=Event.USER_CREATED,
             source="sso",
             target=user,
-            new={"username": user.username, "email": user.email},
+            new={"username": user.username, "email": user.email, "issuer": issuer},
         )
         sync_roles(user, claims)
         return user
@@ -209,6 +251,16 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             )
         if not user.is_active:
             raise SignInRefused(f"The account {user.username!r} is deactivated in the portal.")
+        issuer, subject = identity_of(claims)
+        if not SsoIdentity.objects.filter(user=user).exists():
+            SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+            record_audit(
+                actor=user,
+                event=Event.SSO_IDENTITY_LINKED,
+                source="sso",
+                target=user,
+                new={"issuer": issuer},
+            )
         self._details(user, claims)
         user.save(update_fields=["email", "first_name", "last_name"])
         sync_roles(user, claims)
@@ -216,6 +268,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     @staticmethod
     def _details(user: User, claims: dict[str, Any]) -> None:
-        user.email = str(claims.get("email") or "")[:254]
-        user.first_name = str(claims.get("given_name") or "")[:150]
-        user.last_name = str(claims.get("family_name") or "")[:150]
+        # An IdP's words are text nobody typed here: neutralised, not refused.
+        user.email = neutralised(str(claims.get("email") or ""))[:254]
+        user.first_name = neutralised(str(claims.get("given_name") or ""))[:150]
+        user.last_name = neutralised(str(claims.get("family_name") or ""))[:150]

@@ -44,13 +44,13 @@ def _drawn(gpus: tuple[Drawing, ...]) -> SafeString:
 
 def _gpu(label: str, lost: bool, slices: Slices) -> SafeString:
     if lost:
-        inner = format_html('<span class="slice {}" style="flex:1">✕</span>', "lost")
+        inner = format_html('<span class="slice {}">✕</span>', "lost")
     else:
         inner = format_html_join(
             "",
-            '<span class="slice {} p{}" style="flex:{}"></span>',
+            '<span class="slice {} p{}"></span>',  # pN: N compute slices wide (portal.css)
             (
-                ("busy" if busy else "unknown" if busy is None else "free", width, width)
+                ("busy" if busy else "unknown" if busy is None else "free", width)
                 for busy, width in slices
             ),
         )
@@ -77,7 +77,7 @@ def _bars(resources: tuple[tuple[str, int, int], ...]) -> SafeString:
         "",
         '<div class="bar" role="img" aria-label="{0}: {1} of {2} allocated">'
         '<span class="bar-label"><code>{0}</code> {1} / {2}</span>'
-        '<span class="bar-track"><span class="bar-fill" style="width: {3}%"></span></span></div>',
+        '<span class="bar-track"><span class="bar-fill fill-{3}"></span></span></div>',
         (
             (name, used, total, min(100, round(100 * used / total)) if total else 0)
             for name, total, used in resources

@@ -10,6 +10,8 @@ from django.conf import settings
 from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser
 
+from portal.vocabulary.text import text_problem
+
 # No request body of this API nests deeper than a ClusterQueue's resource groups (about 6).
 MAX_DEPTH = 32
 DEEP = f"The body nests deeper than {MAX_DEPTH} levels."
@@ -52,4 +54,28 @@ class BoundedJSONParser(JSONParser):
             raise exceptions.ParseError(f"The body is not valid JSON: {exc}") from exc
         if too_deep(data):
             raise exceptions.ParseError(DEEP)
+        refused = unsafe_text(data)
+        if refused:
+            raise exceptions.ValidationError(refused)
         return data
+
+
+def unsafe_text(value: Any) -> dict[str, list[str]]:
+    """The fields of a body holding text free text may not hold (portal/vocabulary/text.py),
+    by their path (``reason``, ``groups.0.name``), with why."""
+    refused: dict[str, list[str]] = {}
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                where = f"{path}.{key}" if path else str(key)
+                problem = text_problem(str(key))
+                if problem:
+                    refused[where] = [problem]
+                stack.append((where, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{index}", child) for index, child in enumerate(item))
+        elif isinstance(item, str) and text_problem(item):
+            refused[path or "body"] = [text_problem(item)]
+    return dict(sorted(refused.items()))

@@ -154,6 +154,47 @@ def query_values_are_not_empty(
     return result
 
 
+# What a free string of a request may hold (portal/vocabulary/text.py): no control
+# character but line breaks and tabs, no bidi override or isolate.
+PLAIN_TEXT = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\u202a-\\u202e\\u2066-\\u2069]*$"
+
+
+def _plain(schema: Any) -> None:
+    """Give every free string in ``schema`` (no enum, pattern or format) the plain-text
+    pattern, through objects, arrays and combinations."""
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and not ({"enum", "pattern", "format"} & set(schema)):
+        schema["pattern"] = PLAIN_TEXT
+    for key in ("properties", "patternProperties"):
+        for child in (schema.get(key) or {}).values():
+            _plain(child)
+    for key in ("items", "additionalProperties", "not"):
+        _plain(schema.get(key))
+    for key in ("allOf", "anyOf", "oneOf"):
+        for child in schema.get(key) or []:
+            _plain(child)
+
+
+def free_text_is_plain(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """Every free string a request sends (query parameters, request bodies) says it holds no
+    control character or bidi override: each is a 400 naming the field
+    (portal/infra/middleware.py, portal/api/parsers.py)."""
+    for methods in result.get("paths", {}).values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query":
+                    _plain(parameter.get("schema"))
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _plain(media.get("schema"))
+    for name, schema in result.get("components", {}).get("schemas", {}).items():
+        if name.endswith("Request"):
+            _plain(schema)
+    return result
+
+
 def nested_routes_name_the_cluster_once(
     result: dict[str, Any], generator: Any, request: Any, public: bool
 ) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.views import SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 from rest_framework.routers import APIRootView
 
 from portal.api.routers import app_router
@@ -75,7 +75,7 @@ urlpatterns = [
         include([route for app in API_APPS for route in in_cluster(app)]),
     ),
     path("schema/", SchemaView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
 ]
 
 

@@ -115,6 +115,7 @@ class Event(StrEnum):
     )
     # people and access (tenants/oidc.py, portal/access/tokens.py)
     USER_CREATED = "user.created", "User created at first sign-in"
+    SSO_IDENTITY_LINKED = "sso_identity.linked", "Single sign-on identity linked"
     PLATFORM_ROLE_GRANTED = "platform_role.granted", "Platform role granted"
     PLATFORM_ROLE_REVOKED = "platform_role.revoked", "Platform role revoked"
     MEMBERSHIP_GRANTED = "membership.granted", "Team membership granted"

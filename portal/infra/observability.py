@@ -37,6 +37,37 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+# Characters that forge a line (CR, LF), drive a terminal (ESC and the other C0/C1
+# controls) or reorder what a reader sees (bidi overrides and isolates): written as escapes.
+_UNSAFE = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+    **{code: f"\\u{code:04x}" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+_BIDI = {code: escape for code, escape in _UNSAFE.items() if code > 0xFF}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line, with what a terminal or a reader would act on made visible."""
+    return text.translate(_UNSAFE)
+
+
+class TextFormatter(logging.Formatter):
+    """The text logs' lines: a message carries no line break nor terminal control (an
+    anonymous ``%0A`` in a path cannot forge an access-log line). Tracebacks stay as they
+    are, after the line."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request_id, extras, exception."""
 
@@ -55,7 +86,8 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        # JSON escapes the controls; bidi overrides are written as escapes too (same text).
+        return json.dumps(entry, default=str, ensure_ascii=False).translate(_BIDI)
 
 
 class RequestIdMiddleware:

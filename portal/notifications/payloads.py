@@ -9,6 +9,7 @@ to at most one kind (``decision``); events of no kind reach only the generic hoo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,13 +194,30 @@ def slack_payload(message: Message) -> dict[str, Any]:
     return {"text": _clip(title, SLACK_FALLBACK_TEXT), "blocks": blocks}
 
 
+# What Teams' Markdown makes something of in a TextBlock or a fact: link labels ([…]),
+# emphasis, code, strike-through and angle-bracket links; and, at the start, a heading,
+# a list or a quote. A backslash keeps each as it is.
+TEAMS_MARKUP = re.compile(r"([\\\[\]*_~`<>])")
+TEAMS_LEADING = re.compile(r"^([#>+-]|\d+(?=\.))")
+
+
+def teams_escape(text: str) -> str:
+    """``text`` shown as typed on a Teams card: a lead's reason cannot become a link with
+    a label of its choosing in the approvers' channel (one line: newlines start lists)."""
+    one_line = " ".join(text.split())
+    escaped = TEAMS_MARKUP.sub(r"\\\1", one_line)
+    if escaped[:1].isdigit():  # "2." starts a list: "2\." does not
+        return TEAMS_LEADING.sub(r"\1\\", escaped)
+    return TEAMS_LEADING.sub(r"\\\1", escaped)
+
+
 def teams_payload(message: Message) -> dict[str, Any]:
     """A Microsoft Teams message carrying one Adaptive Card (version 1.4): the title, the
     facts as a FactSet, and an Action.OpenUrl to the page."""
     body: list[dict[str, Any]] = [
         {
             "type": "TextBlock",
-            "text": message.title,
+            "text": teams_escape(message.title),
             "weight": "Bolder",
             "size": "Medium",
             "wrap": True,
@@ -209,7 +227,10 @@ def teams_payload(message: Message) -> dict[str, Any]:
         body.append(
             {
                 "type": "FactSet",
-                "facts": [{"title": label, "value": value} for label, value in message.facts],
+                "facts": [
+                    {"title": teams_escape(label), "value": teams_escape(value)}
+                    for label, value in message.facts
+                ],
             }
         )
     card = {

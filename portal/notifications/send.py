@@ -5,9 +5,12 @@ Slack, Microsoft Teams or a generic webhook.
 
 Sends are Celery tasks queued through the outbox (portal/infra/outbox.py), so a slow endpoint
 never slows a page down and a broker outage loses nothing. A webhook gets a timeout
-(``QM_NOTIFY_TIMEOUT_SECONDS``); an unreachable one, a 429 or a 5xx is retried with backoff,
-another answer is given up at once; the last failure is kept on the subscription for its
-owner to read. A failure never undoes what it reports. Nothing configured: nothing sent.
+(``QM_NOTIFY_TIMEOUT_SECONDS``) and goes out through the egress rule
+(portal/infra/egress.py: public addresses only, the checked address, no redirects); an
+unreachable one, a 429 or a 5xx is retried with backoff, another answer is given up at once;
+the last failure is kept on the subscription for its owner to read, as a short sentence
+("HTTP 500", "could not deliver: no connection"), never what the endpoint answered. A
+failure never undoes what it reports. Nothing configured: nothing sent.
 The task carries the subscription's id, never its URL (a secret, read when sending).
 """
 
@@ -15,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.error
-import urllib.request
 from typing import Any
 
 from celery import shared_task
@@ -26,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.infra import outbox
+from portal.infra.egress import SendFailed, post_json
 from portal.models import Notification, NotificationSubscription
 from portal.notifications.payloads import (
     RENDERERS,
@@ -40,15 +42,6 @@ log = logging.getLogger(__name__)
 
 Channel = NotificationSubscription.Channel
 MAX_TRIES = 6
-THROTTLED = b"Microsoft Teams endpoint returned HTTP error 429"
-
-
-class SendFailed(Exception):
-    """A webhook did not take the message: ``retry`` says whether trying later may help."""
-
-    def __init__(self, message: str, *, retry: bool) -> None:
-        super().__init__(message)
-        self.retry = retry
 
 
 def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
@@ -95,31 +88,6 @@ def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
         post_json(settings.QM_NOTIFY_WEBHOOK_URL, data)
     if settings.QM_NOTIFY_EMAILS:
         send_mail(subject, json.dumps(data, indent=2), None, settings.QM_NOTIFY_EMAILS)
-
-
-def post_json(url: str, body: dict[str, Any]) -> None:
-    """POST ``body``; ``SendFailed`` when the endpoint does not take it (the URL is set by
-    an admin or the subscription's owner, validated when it was saved)."""
-    http = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "Quartermaster"},
-    )
-    try:
-        with urllib.request.urlopen(http, timeout=settings.QM_NOTIFY_TIMEOUT_SECONDS) as answer:
-            said = answer.read(65536)
-    except urllib.error.HTTPError as exc:
-        said = exc.read(300).decode(errors="replace").strip()
-        raise SendFailed(
-            f"HTTP {exc.code}" + (f": {said}" if said else ""),
-            retry=exc.code == 429 or exc.code >= 500,
-        ) from exc
-    except (OSError, ValueError) as exc:  # unreachable, refused, timed out
-        reason = getattr(exc, "reason", exc)
-        raise SendFailed(f"could not reach the endpoint: {reason}", retry=True) from exc
-    if THROTTLED in said:  # Teams connectors answer their rate limit with a 200 saying so
-        raise SendFailed("throttled: " + said.decode(errors="replace")[:200], retry=True)
 
 
 def deliver(subscription_id: int, message: Message) -> None:

@@ -3,7 +3,8 @@ their in-portal notifications.
 
 A team lead subscribes for their own teams; platform admins and approvers (who see every
 team's requests) for any team or for every team. Webhook URLs are secrets: validated
-(https only where ``QM_NOTIFY_HTTPS_ONLY``), stored, and shown back as their host and last
+(https only where ``QM_NOTIFY_HTTPS_ONLY``; public addresses only, portal/infra/egress.py),
+stored, and shown back as their host and last
 characters only. The team model is reached through the subscription's relation: the ground
 floor does not import the tenants app.
 """
@@ -24,6 +25,7 @@ from django.utils import timezone
 
 from portal.access.permissions import User, sees_every_team, unread_notifications, user_id
 from portal.audit.record import Event, record_audit
+from portal.infra.egress import check_url
 from portal.models import Notification, NotificationSubscription
 from portal.notifications.payloads import KINDS
 
@@ -86,7 +88,8 @@ def _target_errors(user: User, channel: str, target: str) -> list[str]:
         if settings.QM_NOTIFY_HTTPS_ONLY and target.startswith("http://"):
             return ["An https:// URL: webhook URLs are secrets and travel encrypted only."]
         return ["A webhook URL, e.g. https://hooks.slack.com/services/…"]
-    return []
+    refused = check_url(target)
+    return [refused] if refused else []
 
 
 def _clean(

@@ -6,6 +6,7 @@ Every variable is documented in the README ("Configuration").
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
@@ -100,9 +101,34 @@ MIDDLEWARE = [
     "portal.access.permissions.RoleCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy on every answer (django-csp): scripts, styles, images and
+# requests from the portal itself only; no inline script or style element, no eval (htmx
+# runs with allowEval off), style attributes only as the CSSOM sets them; no framing; forms
+# post to the portal (and the IdP's sign-in page, where single sign-on is on).
+CSP_FORM_TARGETS = ["'self'"] + [
+    f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+    for url in [env_str("OIDC_OP_AUTHORIZATION_ENDPOINT")]
+    if url.startswith(("https://", "http://"))
+]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": CSP_FORM_TARGETS,
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -324,6 +350,7 @@ SPECTACULAR_SETTINGS = {
         "portal.api.schema.add_error_responses",
         "portal.api.schema.query_values_are_not_empty",
         "portal.api.schema.nested_routes_name_the_cluster_once",
+        "portal.api.schema.free_text_is_plain",
     ],
 }
 
@@ -354,6 +381,10 @@ QM_CLUSTER_NAME = env_str("QM_CLUSTER_NAME", "default")
 # rotate_cluster_credentials`, then drop the old one). Make one with `python -c "from
 # cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
 QM_CREDENTIALS_KEY = env_secret("QM_CREDENTIALS_KEY")
+# The exec credential plugins a registered cluster's kubeconfig may run (exact command
+# texts, e.g. "aws,gke-gcloud-auth-plugin"); none by default. Set by the operator only: a
+# kubeconfig is otherwise inline data only (cluster/kubeconfig.py).
+QM_KUBECONFIG_EXEC_ALLOWED = env_list("QM_KUBECONFIG_EXEC_ALLOWED", [])
 # Seconds between polls of the cluster, and between full re-applies of desired state.
 QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
@@ -391,6 +422,14 @@ QM_NOTIFY_EMAILS = env_list("QM_NOTIFY_EMAILS", [])
 # subscription's URL must be https (on in production settings).
 QM_NOTIFY_TIMEOUT_SECONDS = float(env_int("QM_NOTIFY_TIMEOUT_SECONDS", 10))
 QM_NOTIFY_HTTPS_ONLY = env_bool("QM_NOTIFY_HTTPS_ONLY", False)
+# Networks the portal may send notifications to although they are not public (an internal
+# relay or chat server, e.g. "10.20.0.0/16,fd12::/64"): every other loopback, private,
+# link-local, multicast or reserved address is refused (portal/infra/egress.py). Set by the
+# operator only; a bad network stops the start.
+QM_EGRESS_ALLOWED_NETWORKS = [
+    str(ipaddress.ip_network(net, strict=False))
+    for net in env_list("QM_EGRESS_ALLOWED_NETWORKS", [])
+]
 # The members of the teams a change hits (pods evicted, quotas losing backing) are told by
 # e-mail at the address on their account; the portal's own URL makes the link in it.
 # Each poll first asks the API server its version, with this timeout (a hung server fails
@@ -450,7 +489,10 @@ LOGGING = {
     "filters": {"request_id": {"()": "portal.infra.observability.RequestIdFilter"}},
     "formatters": {
         "json": {"()": "portal.infra.observability.JsonFormatter"},
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "text": {
+            "()": "portal.infra.observability.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
+        },
     },
     "handlers": {
         "console": {

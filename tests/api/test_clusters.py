@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -564,3 +565,45 @@ def test_the_schema_describes_the_nested_routes_and_the_cluster_field_and_filter
         "$ref": "#/components/schemas/Error"
     }
     assert components["Error"]["properties"]["clusters"]["type"] == "array"
+
+
+def test_a_lead_is_told_only_the_clusters_of_their_teams_and_no_address(
+    client: Client, two: dict[str, Any]
+) -> None:
+    """Field errors name the clusters the caller may know of (a lead: those of their
+    teams' namespaces; the cluster list itself is the admins'), and the sync status keeps
+    the API server's address and raw error for platform admins."""
+    a, b = two["a"], two["b"]
+    lead, admin = bearer("lead-a"), bearer("admin")
+    for path in ("nodes/", "sync-status/", "mig-changes/"):
+        refused = client.get(f"{V1}/{path}?cluster=nope", headers=lead)
+        assert refused.json()["errors"] == {"cluster": [f"No such cluster: use one of {a}."]}
+        refused = client.get(f"{V1}/{path}?cluster=nope", headers=admin)
+        assert refused.json()["errors"] == {"cluster": [f"No such cluster: use one of {a}, {b}."]}
+    preview = client.post(
+        f"{V1}/mig-changes/preview/",
+        {"nodes": ["gpu-node-1"], "target_config": "all-1g.10gb", "cluster": "nope"},
+        content_type=JSON,
+        headers=lead,
+    )
+    assert preview.json()["errors"] == {"cluster": [f"No such cluster: use one of {a}."]}
+    error = "cannot reach the Kubernetes API at https://10.9.8.7:6443: connection refused"
+    started = timezone.now()
+    for cluster in Cluster.objects.filter(name__in=[a, b]):
+        SyncRun.objects.create(cluster=cluster, started_at=started, error=error)
+    said = client.get(f"{V1}/sync-status/", headers=lead).content.decode()
+    assert "10.9.8.7" not in said and b not in said
+    status = client.get(f"{V1}/sync-status/", headers=lead).json()
+    assert [c["cluster"] for c in status["clusters"]] == [a]
+    assert status["last_sync"]["error"] == "not reachable (platform admins see why)"
+    full = client.get(f"{V1}/sync-status/", headers=admin).json()
+    assert [c["cluster"] for c in full["clusters"]] == [a, b]
+    assert full["last_sync"]["error"] == error
+    # the pages likewise: why an API is unreachable is the admins' to read
+    for name, shown in (("lead-a", False), ("admin", True)):
+        page_client = Client()
+        page_client.force_login(User.objects.get(username=name))
+        for page in ("/", "/fleet/"):
+            body = page_client.get(page).content.decode()
+            assert "unreachable since" in body, (name, page)
+            assert ("10.9.8.7" in body) is shown, (name, page)

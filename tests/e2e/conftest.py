@@ -55,11 +55,21 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
+    """A page of its own; whatever the Content-Security-Policy refused on it (an inline
+    script, style or handler, an eval) fails the test."""
     context = browser.new_context(viewport={"width": 1366, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15_000)
+    refused: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield page
     context.close()
+    assert refused == [], refused
 
 
 def screenshot(page: Any, name: str) -> None:

@@ -148,8 +148,8 @@ def test_a_wrong_token_or_an_unreachable_server_is_said_in_words(
     wrong = registered(platform_admin, demo_cluster.url, "not-the-token")
     result = check_connection(wrong)
     assert not result.ok and "Unauthorized" in result.error
-    wrong.api_url = "http://127.0.0.1:1"
-    save_cluster(actor=platform_admin, cluster=wrong, source="web")
+    wrong.api_url = "http://127.0.0.1:1"  # another endpoint: the token entered again
+    save_cluster(actor=platform_admin, cluster=wrong, credential="not-the-token", source="web")
     result = check_connection(Cluster.objects.get(name="remote"))
     assert not result.ok and "cannot reach the Kubernetes API" in result.error
     client.force_login(platform_admin)
@@ -201,12 +201,16 @@ def test_a_kubeconfig_stored_as_the_credential_connects_with_its_context(
     )
     tested = check_connection(cluster)
     assert tested.ok and tested.version == "v1.36.2" and tested.missing == []
-    cluster.kubeconfig_context = "elsewhere"
-    save_cluster(actor=platform_admin, cluster=cluster, source="web")
+    cluster.kubeconfig_context = "elsewhere"  # another context: the kubeconfig again
+    save_cluster(
+        actor=platform_admin, cluster=cluster, credential=yaml.safe_dump(two_contexts), source="web"
+    )
     tested = check_connection(Cluster.objects.get(name="kc"))
     assert not tested.ok and "Unauthorized" in tested.error
     cluster.kubeconfig_context = "no-such-context"
-    save_cluster(actor=platform_admin, cluster=cluster, source="web")
+    save_cluster(
+        actor=platform_admin, cluster=cluster, credential=yaml.safe_dump(two_contexts), source="web"
+    )
     tested = check_connection(Cluster.objects.get(name="kc"))
     assert not tested.ok and "the kubeconfig cannot be used" in tested.error
 

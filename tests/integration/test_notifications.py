@@ -64,7 +64,10 @@ def worker(settings: Any, demo_cluster: Any) -> Iterator[Worker]:
     settings.KUBE_URL = demo_cluster.url
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     broker.flushdb()
-    process = Worker(demo_cluster.url, CELERY_VISIBILITY_TIMEOUT="60")
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the hooks listen on loopback
+    process = Worker(
+        demo_cluster.url, CELERY_VISIBILITY_TIMEOUT="60", QM_EGRESS_ALLOWED_NETWORKS="127.0.0.0/8"
+    )
     process.start()
     yield process
     process.stop()

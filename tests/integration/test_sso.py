@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from portal.models import AuditEvent, PlatformRole
-from tenants.models import Membership
+from tenants.models import Membership, SsoIdentity
 from tenants.oidc import team_roles
 from tests.factories import MembershipFactory, TeamFactory
 from tests.oidc_idp import IdP
@@ -30,7 +30,7 @@ def idp(settings: Any) -> Iterator[IdP]:
     settings.AUTHENTICATION_BACKENDS = BACKENDS
     settings.QM_OIDC_PROVIDER_NAME = "Keycloak"
     settings.QM_OIDC_ADMIN_GROUPS = ["platform-admins"]
-    settings.QM_OIDC_APPROVER_GROUPS = ["gpu-approvers"]
+    settings.QM_OIDC_APPROVER_GROUPS = ["/gpu/gpu-approvers"]  # a Keycloak full path
     yield provider
     provider.stop()
 
@@ -127,6 +127,56 @@ def test_groups_removed_at_the_idp_are_roles_removed_at_the_next_sign_in(
         "jdoe",
     )
     assert AuditEvent.objects.filter(event="platform_role.revoked").count() == 1
+
+
+def test_a_subgroup_ending_in_a_granting_group_grants_nothing(client: Client, idp: IdP) -> None:
+    TeamFactory(slug="team-a")
+    idp.user = {
+        "sub": "u-2",
+        "preferred_username": "mallory",
+        "groups": [
+            "/users/mallory-sandbox/platform-admins",
+            "/users/mallory-sandbox/gpu-approvers",
+            "/projects/x/quartermaster:team-a:lead",
+            "/gpu/gpu-approvers/sub",
+        ],
+    }
+    assert sign_in(client, idp).status_code == 302
+    user = User.objects.get(username="mallory")
+    assert not PlatformRole.objects.filter(user=user).exists()
+    assert not Membership.objects.filter(user=user).exists()
+
+
+def test_accounts_are_keyed_by_issuer_and_subject_not_by_username(client: Client, idp: IdP) -> None:
+    idp.user = {"sub": "u-1", "preferred_username": "jdoe", "groups": ["platform-admins"]}
+    sign_in(client, idp)
+    jdoe = User.objects.get(username="jdoe")
+    assert SsoIdentity.objects.get(user=jdoe).subject == "u-1"
+    client.logout()
+    # another person at the IdP takes the name "jdoe": a new account of its own, no roles
+    idp.user = {"sub": "u-666", "preferred_username": "jdoe", "groups": []}
+    sign_in(client, idp)
+    other = User.objects.get(sso_identities__subject="u-666")
+    assert other != jdoe and other.username == "jdoe-2"
+    assert int(client.session["_auth_user_id"]) == other.pk
+    assert not PlatformRole.objects.filter(user=other).exists()
+    client.logout()
+    # the first one renamed at the IdP: still their account, under its first name
+    idp.user = {"sub": "u-1", "preferred_username": "john", "groups": ["platform-admins"]}
+    sign_in(client, idp)
+    assert int(client.session["_auth_user_id"]) == jdoe.pk
+    assert not User.objects.filter(username="john").exists()
+
+
+def test_an_account_made_by_sso_before_subjects_is_linked_at_its_next_sign_in(
+    client: Client, idp: IdP
+) -> None:
+    legacy = User.objects.create_user("jdoe")  # no password: made by single sign-on
+    idp.user = {"sub": "u-1", "preferred_username": "jdoe"}
+    sign_in(client, idp)
+    assert int(client.session["_auth_user_id"]) == legacy.pk
+    assert SsoIdentity.objects.get(user=legacy).subject == "u-1"
+    assert AuditEvent.objects.filter(event="sso_identity.linked", target_id=str(legacy.pk)).exists()
 
 
 def test_the_idp_cannot_take_over_a_local_account(client: Client, idp: IdP) -> None:

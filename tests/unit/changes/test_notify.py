@@ -62,6 +62,7 @@ def test_webhook_receives_the_event(settings: Any, change: MigChangeRequest) -> 
 
     server = HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.handle_request, daemon=True).start()
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.QM_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_address[1]}/hook"
     settings.QM_NOTIFY_EMAILS = []
     notify("requested", change)

@@ -16,6 +16,11 @@ from cluster.models import Cluster, SyncRun
 pytestmark = pytest.mark.django_db(transaction=True)  # the check reads in a thread of its own
 
 
+@pytest.fixture(autouse=True)
+def _operator_token(settings: Any) -> None:
+    settings.QM_METRICS_TOKEN = "operator"
+
+
 def polled(seconds_ago: float, *, cluster: Cluster | None = None, error: str = "") -> SyncRun:
     started = timezone.now() - dt.timedelta(seconds=seconds_ago)
     return SyncRun.objects.create(
@@ -27,7 +32,8 @@ def polled(seconds_ago: float, *, cluster: Cluster | None = None, error: str = "
 
 
 def kubernetes(client: Client) -> dict[str, Any]:
-    response = client.get("/readyz")
+    """What /readyz says of the clusters to an operator (the metrics' bearer token)."""
+    response = client.get("/readyz", headers={"Authorization": "Bearer operator"})
     assert response.status_code == 200  # never required
     return response.json()["checks"]["kubernetes"]  # type: ignore[no-any-return]
 

@@ -114,6 +114,11 @@ def test_given_the_second_demo_cluster_the_demo_registers_it_once(demo: None) ->
     inference.refresh_from_db()
     assert credentials.decrypt(inference.credential, cluster="inference") == "second-token"
     assert Cluster.objects.count() == 2
+    # A new address with the same token: the token is entered again (bound to its endpoint).
+    load_demo(Endpoint("http://127.0.0.1:7003", "second-token"))
+    change = audited.order_by("-id").first()
+    assert change is not None
+    assert change.new == {"api_url": "http://127.0.0.1:7003", "credential": "replaced"}
 
 
 def test_without_a_second_cluster_the_settings_cluster_is_left_as_it_is(demo: None) -> None:

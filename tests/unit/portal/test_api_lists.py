@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from portal.api.schema import PLAIN_TEXT
 from tests.support import bearer, served_schema
 
 pytestmark = pytest.mark.django_db
@@ -156,5 +157,5 @@ def test_a_query_parameter_sent_empty_or_twice_is_refused_everywhere(
 def test_the_schema_says_a_query_parameter_takes_a_value(client: Client, fleet: None) -> None:
     paths = served_schema(client)["paths"]
     nodes = {p["name"]: p["schema"] for p in paths["/api/v1/nodes/"]["get"]["parameters"]}
-    assert nodes["gpu_product"] == {"type": "string", "minLength": 1}
+    assert nodes["gpu_product"] == {"type": "string", "minLength": 1, "pattern": PLAIN_TEXT}
     assert "minLength" not in nodes["ordering"]  # its pattern says it

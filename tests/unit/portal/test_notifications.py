@@ -116,6 +116,7 @@ def test_plain_http_is_allowed_outside_production(
     settings: Any, team_a_admin: Any, team_a: Any
 ) -> None:
     settings.QM_NOTIFY_HTTPS_ONLY = False
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # an operator's internal relay
     sub = subscribe(team_a_admin, team_a, channel="webhook", target="http://127.0.0.1:9/hook")
     assert sub.target == "http://127.0.0.1:9/hook"
 
@@ -210,18 +211,20 @@ def answering(status: int, said: bytes = b"no_team") -> tuple[HTTPServer, str]:
 
 
 def test_a_refused_send_is_kept_on_the_subscription_and_not_retried(
-    team_a_admin: Any, team_a: Any
+    settings: Any, team_a_admin: Any, team_a: Any
 ) -> None:
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     server, url = answering(404)
     sub = subscribe(team_a_admin, team_a, channel="slack", target=url)
     message = message_for("quota_change.requested", "Quota #7", PAYLOAD, "https://x.org")
     deliver_task(sub.pk, message.as_json())  # returns: a 404 will not get better
     server.server_close()
     sub.refresh_from_db()
-    assert (sub.last_error, sub.last_sent_at) == ("HTTP 404: no_team", None)
+    assert (sub.last_error, sub.last_sent_at) == ("HTTP 404", None)  # never what it said
 
 
-def test_a_busy_endpoint_is_tried_again(team_a_admin: Any, team_a: Any) -> None:
+def test_a_busy_endpoint_is_tried_again(settings: Any, team_a_admin: Any, team_a: Any) -> None:
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     server, url = answering(503)
     sub = subscribe(team_a_admin, team_a, channel="teams", target=url)
     message = message_for("quota_change.requested", "Quota #7", PAYLOAD, "https://x.org")
@@ -229,7 +232,7 @@ def test_a_busy_endpoint_is_tried_again(team_a_admin: Any, team_a: Any) -> None:
         deliver_task(sub.pk, message.as_json())
     server.server_close()
     sub.refresh_from_db()
-    assert sub.last_error == "HTTP 503: no_team"
+    assert sub.last_error == "HTTP 503"
 
 
 # ----------------------------------------------------------------------------- pages
@@ -354,8 +357,9 @@ def test_reading_marks_one_or_all_and_another_users_item_is_left_alone(
 
 
 def test_a_teams_connector_that_says_it_throttles_is_tried_again(
-    team_a_admin: Any, team_a: Any
+    settings: Any, team_a_admin: Any, team_a: Any
 ) -> None:
+    settings.QM_EGRESS_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     server, url = answering(200, b"Microsoft Teams endpoint returned HTTP error 429 ...")
     sub = subscribe(team_a_admin, team_a, channel="teams", target=url)
     message = message_for("quota_change.requested", "Quota #7", PAYLOAD, "https://x.org")
@@ -364,4 +368,4 @@ def test_a_teams_connector_that_says_it_throttles_is_tried_again(
     server.server_close()
     sub.refresh_from_db()
     assert sub.last_sent_at is None
-    assert sub.last_error.startswith("throttled: Microsoft Teams endpoint returned HTTP error 429")
+    assert sub.last_error == "throttled: the endpoint said HTTP 429"

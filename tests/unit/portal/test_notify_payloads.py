@@ -32,6 +32,7 @@ from portal.notifications.payloads import (
     message_for,
     message_from_json,
     slack_payload,
+    teams_escape,
     teams_payload,
     webhook_payload,
 )
@@ -287,6 +288,21 @@ def test_the_teams_body_is_one_adaptive_card_with_an_open_url_action() -> None:
             "url": "https://gpu.example.org/quota/7/",
         }
     ]
+
+
+def test_a_leads_text_cannot_become_markdown_on_a_teams_card() -> None:
+    reason = "urgent: [Approve here](https://evil.example/login) **now**\n- see <b>x</b>"
+    body = teams_payload(quota_message(reason=reason))
+    jsonschema.validate(body, TEAMS, format_checker=CHECKER)
+    facts = dict(
+        (f["title"], f["value"]) for f in body["attachments"][0]["content"]["body"][1]["facts"]
+    )
+    assert facts["Reason"] == (
+        r"urgent: \[Approve here\](https://evil.example/login) \*\*now\*\* - see \<b\>x\</b\>"
+    )
+    assert teams_escape("# 1. heading") == r"\# 1. heading"
+    assert teams_escape("2. item") == r"2\. item"
+    assert teams_escape("team-a_b") == r"team-a\_b"
 
 
 def test_a_mig_change_links_its_change_page_and_lists_its_nodes() -> None:

@@ -13,7 +13,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from portal.infra import metrics
-from portal.infra.observability import JsonFormatter, RequestIdFilter, request_id
+from portal.infra.observability import JsonFormatter, RequestIdFilter, TextFormatter, request_id
 from tests.factories import UserFactory
 
 
@@ -62,6 +62,22 @@ def test_the_access_line_is_json_with_the_request_id(
     )
     assert line["level"] == "INFO" and line["logger"] == "quartermaster.access"
     assert isinstance(line["duration_ms"], float)
+
+
+def test_a_path_cannot_forge_a_text_access_line(
+    client: Client, caplog: pytest.LogCaptureFixture, settings: Any
+) -> None:
+    forged = "/x%0D%0A2026-01-01 00:00:00,000 INFO quartermaster.access [-] GET /admin/ 200%1B[2J%E2%80%AE"
+    with caplog.at_level(logging.INFO, logger="quartermaster.access"):
+        client.get(forged)
+    (record,) = [r for r in caplog.records if r.name == "quartermaster.access"]
+    RequestIdFilter().filter(record)
+    text = TextFormatter(settings.LOGGING["formatters"]["text"]["format"]).format(record)
+    assert "\n" not in text and "\r" not in text and "\x1b" not in text
+    assert "\u202e" not in text
+    assert "/x\\r\\n2026-01-01 00:00:00,000 INFO" in text and "\\x1b[2J\\u202e" in text
+    line = JsonFormatter().format(record)
+    assert "\u202e" not in line and json.loads(line)["path"].endswith("\u202e")
 
 
 def test_log_lines_inside_a_request_or_task_carry_its_id() -> None:

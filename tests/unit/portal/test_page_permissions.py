@@ -3,6 +3,9 @@ the lead, an approver and a platform admin; reads and the state-changing POSTs."
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -215,6 +218,20 @@ def test_every_page_is_in_the_matrix() -> None:
     assert routes == covered
 
 
+# What a page may not carry under its Content-Security-Policy (no inline script, style or
+# event handler: each would be refused by the browser).
+INLINE = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=", re.I)
+
+
+def assert_under_csp(response: Any, url: str) -> None:
+    policy = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "style-src 'self'" in policy, url
+    assert "unsafe" not in policy and "frame-ancestors 'none'" in policy, url
+    if response.headers["Content-Type"].startswith("text/html"):
+        found = INLINE.search(response.content.decode())
+        assert found is None, (url, found and found.group(0))
+
+
 @pytest.mark.parametrize("url", list(READS))
 def test_reads(objects: dict[str, int], url: str) -> None:
     for user, wanted in zip(USERS, READS[url], strict=True):
@@ -222,6 +239,7 @@ def test_reads(objects: dict[str, int], url: str) -> None:
         assert response.status_code == wanted, (url, user, response.status_code)
         if wanted == LOGIN:
             assert response.headers["Location"].startswith("/login/")
+        assert_under_csp(response, url)
 
 
 @pytest.mark.parametrize("url", list(REFUSED_POSTS))

@@ -162,9 +162,11 @@ def test_healthz(client: Client) -> None:
 
 
 @pytest.mark.django_db
-def test_readyz_checks_the_database_redis_and_kubernetes(client: Client, settings: Any) -> None:
+def test_readyz_checks_the_database_redis_and_kubernetes(
+    admin_client: Client, settings: Any
+) -> None:
     settings.KUBE_URL = ""
-    response = client.get("/readyz")
+    response = admin_client.get("/readyz")
     assert response.status_code == 200
     checks = response.json()["checks"]
     assert {name: c["status"] for name, c in checks.items()} == {
@@ -178,10 +180,10 @@ def test_readyz_checks_the_database_redis_and_kubernetes(client: Client, setting
 
 
 @pytest.mark.django_db
-def test_readyz_stays_ready_without_redis_and_says_why(client: Client, settings: Any) -> None:
+def test_readyz_stays_ready_without_redis_and_says_why(admin_client: Client, settings: Any) -> None:
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     settings.KUBE_URL = "http://127.0.0.1:1"
-    response = client.get("/readyz")
+    response = admin_client.get("/readyz")
     assert response.status_code == 200  # the pages and the API serve without Redis
     body = response.json()
     assert body["status"] == "ok"
@@ -196,8 +198,24 @@ def test_readyz_stays_ready_without_redis_and_says_why(client: Client, settings:
 
 
 @pytest.mark.django_db
+def test_readyz_tells_anyone_else_ready_or_not_and_nothing_more(
+    client: Client, settings: Any, team_a_admin: Any
+) -> None:
+    settings.KUBE_URL = "http://10.1.2.3:6443"
+    settings.QM_METRICS_TOKEN = "scraper-token"
+    assert client.get("/readyz").json() == {"status": "ok"}
+    client.force_login(team_a_admin)
+    assert client.get("/readyz").json() == {"status": "ok"}
+    client.logout()
+    wrong = client.get("/readyz", headers={"Authorization": "Bearer guess"})
+    assert wrong.json() == {"status": "ok"}
+    operator = client.get("/readyz", headers={"Authorization": "Bearer scraper-token"})
+    assert set(operator.json()["checks"]) >= {"database", "kubernetes"}
+
+
+@pytest.mark.django_db
 def test_readyz_answers_within_its_deadline_whatever_hangs(
-    client: Client, monkeypatch: pytest.MonkeyPatch
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
@@ -206,7 +224,7 @@ def test_readyz_answers_within_its_deadline_whatever_hangs(
     release = threading.Event()
     monkeypatch.setitem(health.REPORTED, "stuck", lambda: str(release.wait(30)))
     try:
-        body = client.get("/readyz").json()
+        body = admin_client.get("/readyz").json()
     finally:
         release.set()
     assert body["status"] == "ok"
