@@ -371,6 +371,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "auto_rule_name",
             "decision_comment",
             "decided_at",
+            "end_note",
+            "end_held",
             "created_at",
         ]
 
