@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.contrib.auth.models import User
 
-from portal.access.tokens import TokenRateThrottle, create_token
+from portal.access.tokens import TokenRateThrottle, UserRateThrottle, create_token
 from tests.api.fuzzing import fuzz
 
 # A few cases per operation and phase find each class of contract gap this test was built
@@ -34,6 +34,7 @@ def served(
     access log out of the way (the fuzz measures the contract); the broker emptied of what
     it queued."""
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "100000000/minute"})
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"user": "100000000/minute"})
     access = logging.getLogger("quartermaster.access")  # thousands of lines; errors still log
     monkeypatch.setattr(access, "level", logging.WARNING)
     yield live_server.url
