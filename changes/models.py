@@ -367,6 +367,13 @@ class QuotaChangeRequest(models.Model):
         return ("+" if delta >= 0 else "-") + format_quantity(abs(delta))
 
     @property
+    def end_phrase(self) -> str:
+        """What the grant's end does, in words ("its +8 is taken back")."""
+        if self.delta < 0:
+            return f"the {format_quantity(-self.delta)} it cut is given back"
+        return f"its {self.granted_delta} is taken back"
+
+    @property
     def delta(self) -> Fraction:
         """The change its approval made (the value it replaced is ``previous``: an approval
         applies only while the quota still is that value)."""

@@ -124,9 +124,9 @@ def body(request: MigChangeRequest, team: str) -> str:
     evicted = [f"{e.namespace}/{e.pod} on {e.node}" for e in impact.evictions if e.team == team]
     # The one redaction rule, for the members of ``team``: their own pods named, others'
     # (the asking team's, a third team's) and their budgets not.
-    names = PodNames(
-        False, frozenset(Namespace.objects.filter(team__slug=team).values_list("name", flat=True))
-    )
+    own = set(Namespace.objects.filter(team__slug=team).values_list("name", flat=True))
+    own |= {e.namespace for e in impact.evictions if e.team == team}  # as the assessment saw
+    names = PodNames(False, frozenset(own))
     lines = [
         f"{request} ({request.get_state_display().lower()}) affects team {team}.",
         f"Asked by {request.team.slug if request.team else 'the portal'}: {request.reason}",

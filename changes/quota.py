@@ -136,7 +136,7 @@ def _grant_notes(grants: list[QuotaChangeRequest], requested: str) -> list[str]:
         return []
     notes = [
         f"Grant #{g.pk} ({g.granted_delta} until {_when(g.grant_until)}) is open on this "
-        f"quota: its end takes back its own {g.granted_delta}, whatever else changed."
+        f"quota: at its end {g.end_phrase}, whatever else changed."
         for g in grants
         if g.grant_until is not None
     ]
