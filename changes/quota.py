@@ -917,7 +917,7 @@ def _take_back(request: QuotaChangeRequest, current: str) -> tuple[Event, dict[s
     the sentence the request shows."""
     delta = request.granted_delta
     if request.target_deleted:  # nothing left to take it back from
-        note = f"{request.target_name} was deleted; nothing to take back."
+        note = f"{request.target_name} was deleted; nothing to put back"
         return Event.QUOTA_CHANGE_REVERT_SKIPPED, {"note": note}, note
     back = _amount(current) - request.delta
     if not current or back < 0:
