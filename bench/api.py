@@ -28,6 +28,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "api_settings"
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 # The rate limit is checked on every request, but never reached here.
 os.environ["QM_API_RATE"] = "100000000/minute"
+os.environ["QM_API_USER_RATE"] = "100000000/minute"
 
 LISTS = {
     "nodes": ("/api/v1/nodes/", "/baseline/nodes/"),

@@ -29,6 +29,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 os.environ["DJANGO_SETTINGS_MODULE"] = "fuzz_settings"
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_fuzz")
 os.environ["QM_API_RATE"] = "100000000/minute"  # the fuzz measures the contract, not the limit
+os.environ["QM_API_USER_RATE"] = "100000000/minute"
 
 from loadkit import free_port, serve, wait_until_serving  # noqa: E402
 from smoke import parse  # noqa: E402

@@ -19,11 +19,12 @@ from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
 from cluster.api_scope import known_cluster_names, no_such_cluster
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedNode
 from portal.access.selectors import pod_names_for
 from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
+    BoundedList,
     StrictInput,
     check_if_match,
     etag_of,
@@ -161,12 +162,24 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         return data
 
 
+def fleet_node_count() -> int:
+    """The nodes of every cluster: no change names more (each cluster's own count is the
+    service's check)."""
+    return ObservedNode.objects.on_every_cluster().filter(gone_since__isnull=True).count()
+
+
 class MigChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
     cluster = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=63, help_text=CLUSTER_HELP
     )
     team = serializers.SlugField()
-    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=True)
+    nodes = BoundedList(
+        most=fleet_node_count,
+        noun="node name",
+        checked=mig.NAMES_CHECKED,
+        child=serializers.CharField(max_length=253),
+        allow_empty=True,
+    )
     target_config = serializers.CharField(max_length=63)
     reason = serializers.CharField(allow_blank=True)
     window_start = serializers.DateTimeField(
@@ -178,7 +191,13 @@ class PreviewSerializer(StrictInput, serializers.Serializer[Any]):
     cluster = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=63, help_text=CLUSTER_HELP
     )
-    nodes = serializers.ListField(child=serializers.CharField(max_length=253), allow_empty=False)
+    nodes = BoundedList(
+        most=fleet_node_count,
+        noun="node name",
+        checked=mig.NAMES_CHECKED,
+        child=serializers.CharField(max_length=253),
+        allow_empty=False,
+    )
     target_config = serializers.CharField(max_length=63)
 
 
@@ -373,6 +392,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "auto_rule_name",
             "decision_comment",
             "decided_at",
+            "end_note",
+            "end_held",
             "created_at",
         ]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -137,10 +138,14 @@ def _held(namespace: str, pod: str, exc: EvictionBlocked) -> str:
     violate the pod's disruption budget.", the cause naming the budget)."""
     if not exc.budget:
         return f"{namespace}/{pod}: {exc.message}"
-    return (
-        f"{namespace}/{pod} is held by PodDisruptionBudget {namespace}/{exc.budget} "
-        f"({exc.budget_says})"
+    # The server's sentence names the budget bare ("The disruption budget keep needs…"):
+    # qualified, the one redaction rule (portal.vocabulary.names) can hide it from others.
+    says = re.sub(
+        rf"(?<![\w./-]){re.escape(exc.budget)}(?![\w./-])",
+        f"{namespace}/{exc.budget}",
+        exc.budget_says,
     )
+    return f"{namespace}/{pod} is held by PodDisruptionBudget {namespace}/{exc.budget} ({says})"
 
 
 def request_layout(step: Step) -> Outcome:

@@ -50,6 +50,7 @@ def preview(
     """The assessment on ``cluster`` without saving anything
     (for the live preview), as ``viewer`` may read it: other teams' pods counted, never
     named."""
+    nodes = checked_nodes(cluster, nodes)
     assessed = impact.assess(
         fleet_facts(cluster=cluster, exclude_request=request_id, nodes=nodes),
         targets=nodes,
@@ -88,6 +89,7 @@ def request_mig_change(
                 NodePool.objects.on(cluster),
             ).values_list("name", flat=True)
         )
+    nodes = bounded_nodes(cluster, nodes)
     _check_request(cluster, nodes, target_config, reason)
     assessment = impact.assess(
         fleet_facts(cluster=cluster, nodes=nodes), targets=nodes, config=target_config
@@ -203,9 +205,44 @@ def change_cluster(pool: NodePool | None, cluster: Cluster | None) -> Cluster:
     )
 
 
+# Up to this many node names are looked up one by one (one query, milliseconds), so an
+# error names the wrong ones; more than the cluster has nodes beyond it are refused by count.
+NAMES_CHECKED = 100
+
+
+def bounded_nodes(cluster: Cluster, nodes: list[str]) -> list[str]:
+    """``nodes`` once each, in their order; refused with a field error, before any work,
+    when there are more names than the cluster has nodes (one count: a request naming
+    60,000 nodes costs milliseconds, not a minute of assessing)."""
+    names = list(dict.fromkeys(nodes))
+    if len(names) <= NAMES_CHECKED:  # few: the name check says which one is wrong
+        return names
+    most = ObservedNode.objects.on(cluster).filter(gone_since__isnull=True).count()
+    if len(names) > most:
+        raise ValidationError(
+            {
+                "nodes": [
+                    f"{len(names)} node names, but cluster {cluster.name} has {most} "
+                    f"node{'' if most == 1 else 's'}: name each node once."
+                ]
+            }
+        )
+    return names
+
+
+def checked_nodes(cluster: Cluster, nodes: list[str]) -> list[str]:
+    """:func:`bounded_nodes`, and a name that is no node of the cluster refused too, before
+    the assessment reads the fleet."""
+    names = bounded_nodes(cluster, nodes)
+    errors = _node_errors(cluster, names)
+    if errors:
+        raise ValidationError(errors)
+    return names
+
+
 def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
     """A node that is not on ``cluster`` but on another one is a field error naming where
-    it is (a node known nowhere is left to the assessment, which blocks it)."""
+    it is; a node known nowhere is one too (at most five named)."""
     here = set(
         ObservedNode.objects.on(cluster)
         .filter(name__in=nodes, gone_since__isnull=True)
@@ -220,15 +257,18 @@ def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
         .values_list("name", "cluster__name")
     ):
         elsewhere.setdefault(name, []).append(where)
-    if not elsewhere:
-        return {}
-    return {
-        "nodes": [
-            f"{name} is not on cluster {cluster.name}: it is on {', '.join(others)}. A change "
-            "is on one cluster: ask on the cluster the node is on."
-            for name, others in sorted(elsewhere.items())
-        ]
-    }
+    unknown = [n for n in nodes if n not in here and n not in elsewhere]
+    said = [
+        f"{name} is not on cluster {cluster.name}: it is on {', '.join(others)}. A change "
+        "is on one cluster: ask on the cluster the node is on."
+        for name, others in sorted(elsewhere.items())
+    ]
+    if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        said.append(
+            f"No such node on cluster {cluster.name} (or gone): {', '.join(unknown[:5])}{more}."
+        )
+    return {"nodes": said} if said else {}
 
 
 def approve_mig_change(

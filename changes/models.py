@@ -7,11 +7,14 @@ an upgrade moves no data.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from django.conf import settings
 from django.db import models
 
 from changes.impact import Assessment, verdict_label
 from cluster.scope import ScopedManager, cluster_key
+from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
 
 
 class MigChangeRequest(models.Model):
@@ -293,6 +296,13 @@ class QuotaChangeRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     warned_at = models.DateTimeField(null=True, blank=True)
     reverted_at = models.DateTimeField(null=True, blank=True)
+    end_note = models.TextField(
+        blank=True, help_text="What the end of the grant did to the quota, in words."
+    )
+    end_held = models.BooleanField(
+        default=False,
+        help_text="The grant's end could not take back its own change: a person decides.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = ScopedManager["QuotaChangeRequest"]()
@@ -351,6 +361,33 @@ class QuotaChangeRequest(models.Model):
         return name if self.kind == self.Kind.NAMESPACE else f"{name} / {self.flavor}"
 
     @property
+    def granted_delta(self) -> str:
+        """The grant's own change (``+8``, ``-2``): what its end takes back."""
+        delta = self.delta
+        return ("+" if delta >= 0 else "-") + format_quantity(abs(delta))
+
+    @property
+    def end_phrase(self) -> str:
+        """What the grant's end does, in words ("its +8 is taken back")."""
+        if self.delta < 0:
+            return f"the {format_quantity(-self.delta)} it cut is given back"
+        return f"its {self.granted_delta} is taken back"
+
+    @property
+    def delta(self) -> Fraction:
+        """The change its approval made (the value it replaced is ``previous``: an approval
+        applies only while the quota still is that value)."""
+        return _amount(self.requested) - _amount(self.previous)
+
+    @property
     def rule_name(self) -> str:
         """The auto-approval rule that granted it, also once the rule is deleted."""
         return self.auto_rule.name if self.auto_rule else self.auto_rule_name
+
+
+def _amount(text: str) -> Fraction:
+    """A stored quota value as a number (none is 0)."""
+    try:
+        return parse_quantity(text) if text else Fraction(0)
+    except QuantityError:
+        return Fraction(0)

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 
 from changes.models import MigChangeRequest, MigChangeStep
 from portal.notifications.send import notify_event, notify_people
+from portal.vocabulary.names import PodNames
 from tenants.models import Namespace
 
 SUBJECTS = {
@@ -121,6 +122,11 @@ def body(request: MigChangeRequest, team: str) -> str:
     """The mail to a team a change hits."""
     impact = request.impact
     evicted = [f"{e.namespace}/{e.pod} on {e.node}" for e in impact.evictions if e.team == team]
+    # The one redaction rule, for the members of ``team``: their own pods named, others'
+    # (the asking team's, a third team's) and their budgets not.
+    own = set(Namespace.objects.filter(team__slug=team).values_list("name", flat=True))
+    own |= {e.namespace for e in impact.evictions if e.team == team}  # as the assessment saw
+    names = PodNames(False, frozenset(own))
     lines = [
         f"{request} ({request.get_state_display().lower()}) affects team {team}.",
         f"Asked by {request.team.slug if request.team else 'the portal'}: {request.reason}",
@@ -128,5 +134,6 @@ def body(request: MigChangeRequest, team: str) -> str:
     if evicted:
         lines.append("Your pods it evicts: " + "; ".join(evicted) + ".")
     lines.extend(impact.reasons)
+    lines = [names.redact(line) for line in lines]
     lines.append(f"Read it: {settings.QM_PUBLIC_URL.rstrip('/')}/changes/{request.pk}/")
     return "\n".join(lines)

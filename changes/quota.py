@@ -1,8 +1,10 @@
 """Self-service quota requests: a team lead asks, an approver (or an auto-approval rule)
 decides, the desired state changes and the cluster loop applies it. A grant may end: at its
-expiry the previous value comes back through the same path, and the team hears of it a day
-before. A request is on the cluster of its namespace or ClusterQueue: assessed on that
-cluster's fleet and quotas, applied to that cluster's desired state."""
+expiry its own change is taken back through the same path (what was decided since stays),
+and the team hears of it a day before. An auto-approval rule bounds the sum of a team's
+open grants on a quota item, and every assessment says what the open grants' ends will do.
+A request is on the cluster of its namespace or ClusterQueue: assessed on that cluster's
+fleet and quotas, applied to that cluster's desired state."""
 
 from __future__ import annotations
 
@@ -100,6 +102,7 @@ def assess_quota_change(
             "Beyond what the fleet could ever back; a platform admin asked for it: "
             f"“{override_reason}”."
         )
+    notes.extend(_grant_notes(open_grants(kind, namespace, cq, flavor, resource), requested))
     return QuotaAssessment(
         previous=previous,
         requested=requested,
@@ -109,6 +112,47 @@ def assess_quota_change(
         fits=fits,
         notes=notes,
     )
+
+
+def open_grants(
+    kind: str, namespace: Namespace | None, cq: ClusterQueue | None, flavor: str, resource: str
+) -> list[QuotaChangeRequest]:
+    """The approved time-limited grants on one quota item that have not ended, the first to
+    end first: each end takes back its own change."""
+    grants = QuotaChangeRequest.objects.filter(
+        state=State.APPROVED, grant_until__isnull=False, kind=kind, resource=resource
+    )
+    if kind == Kind.NAMESPACE:
+        grants = grants.filter(namespace=namespace) if namespace is not None else grants.none()
+    else:
+        grants = grants.filter(cluster_queue=cq, flavor=flavor) if cq is not None else grants.none()
+    return list(grants.order_by("grant_until", "pk"))
+
+
+def _grant_notes(grants: list[QuotaChangeRequest], requested: str) -> list[str]:
+    """What the ends of the open grants will do to the value this request sets (the team
+    of another's grant on a shared ClusterQueue is not named)."""
+    if not grants:
+        return []
+    notes = [
+        f"Grant #{g.pk} ({g.granted_delta} until {_when(g.grant_until)}) is open on this "
+        f"quota: at its end {g.end_phrase}, whatever else changed."
+        for g in grants
+        if g.grant_until is not None
+    ]
+    after = _amount(requested) - sum((g.delta for g in grants), Fraction(0))
+    ended = "it has ended" if len(grants) == 1 else "they have all ended"
+    if after < 0:
+        notes.append(
+            f"With this request the quota is {requested}; once {ended} it would be "
+            f"{format_quantity(after)}, below zero: a person will decide then."
+        )
+    else:
+        notes.append(
+            f"With this request the quota is {requested} until then and "
+            f"{format_quantity(after)} once {ended}."
+        )
+    return notes
 
 
 # The stored quota assessment's shape: 1 had no "version" (and, before fingerprints, no
@@ -261,15 +305,28 @@ def _notify(event: str, request: QuotaChangeRequest, *, where: str = "") -> None
     transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload))
 
 
-def _matching_rule(
-    kind: str, resource: str, delta: Fraction, grant_until: dt.datetime | None, fits: bool
-) -> AutoApprovalRule | None:
-    if delta <= 0 or grant_until is None:
+def _matching_rule(request: QuotaChangeRequest, fits: bool) -> AutoApprovalRule | None:
+    """The rule that grants ``request`` without an approver: a time-limited increase that,
+    with the team's open grants on the same quota item, stays within the rule's most (a
+    rule bounds what a team holds on loan, not each request alone)."""
+    delta, until = request.delta, request.grant_until
+    if delta <= 0 or until is None:
         return None
-    days = (grant_until - timezone.now()).total_seconds() / 86400
-    for rule in AutoApprovalRule.objects.filter(active=True, kind=kind, resource=resource):
+    days = (until - timezone.now()).total_seconds() / 86400
+    where = (request.kind, request.namespace, request.cluster_queue, request.flavor)
+    held = sum(
+        (
+            g.delta
+            for g in open_grants(*where, request.resource)
+            if g.team_id == request.team_id and g.pk != request.pk and g.delta > 0
+        ),
+        Fraction(0),
+    )
+    for rule in AutoApprovalRule.objects.filter(
+        active=True, kind=request.kind, resource=request.resource
+    ):
         if (
-            delta <= rule.max_increase
+            held + delta <= rule.max_increase
             and days <= rule.max_days
             and (fits or not rule.requires_capacity)
         ):
@@ -548,13 +605,8 @@ def _create_request(
         },
     )
     _notify("requested", request)
-    rule = _matching_rule(
-        request.kind,
-        request.resource,
-        _amount(request.requested) - _amount(previous),
-        request.grant_until,
-        assessment.fits,
-    )
+    _lock_target(request)  # the team's open grants are read and added to under one lock
+    rule = _matching_rule(request, assessment.fits)
     if rule is not None and not request.override_reason:
         comment = f"Approved by rule “{rule.name}”."
         robot = System(f"auto-approval rule “{rule.name}”"[:150])
@@ -794,8 +846,8 @@ def reject_quota_change(
 
 
 def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
-    """Warn a day before a grant ends; at the end, put the previous value back (unless
-    someone changed it since, which is then left alone and said in the audit log)."""
+    """Warn a day before a grant ends; at the end, take back its own change (or, where
+    that cannot be right, leave the value, say so on the request and tell a person)."""
     now = now or timezone.now()
     for request in QuotaChangeRequest.objects.filter(
         state=State.APPROVED,
@@ -825,7 +877,10 @@ def expire_quota_grants(*, now: dt.datetime | None = None) -> list[int]:
 
 @transaction.atomic
 def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
-    """End one grant (once: a conditional UPDATE claims it)."""
+    """End one grant (once: a conditional UPDATE claims it): take back exactly its own
+    change from the value there now, so what was decided since (a later grant, an admin's
+    edit) stays. Where that cannot be right (the quota item is gone, or taking back would go
+    below zero) the value is left, the request says so and a person is told."""
     if not QuotaChangeRequest.objects.filter(pk=request.pk, state=State.APPROVED).update(
         state=State.EXPIRED, reverted_at=now
     ):
@@ -834,19 +889,10 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
     current = _current(
         request.kind, request.namespace, request.cluster_queue, request.flavor, request.resource
     )
-    if request.target_deleted:  # nothing left to put the previous value back into
-        event, new = (
-            Event.QUOTA_CHANGE_REVERT_SKIPPED,
-            {"note": f"{request.target_name} was deleted; nothing to put back"},
-        )
-    elif _amount(current) == _amount(request.requested):
-        _apply_value(request, request.previous, actor=SYSTEM, source="task")
-        event, new = Event.QUOTA_CHANGE_REVERTED, {"value": request.previous}
-    else:
-        event, new = (
-            Event.QUOTA_CHANGE_REVERT_SKIPPED,
-            {"value": current, "note": "changed since the grant; left as it is"},
-        )
+    event, new, note = _take_back(request, current)
+    held = event == Event.QUOTA_CHANGE_REVERT_HELD
+    QuotaChangeRequest.objects.filter(pk=request.pk).update(end_note=note, end_held=held)
+    request.end_note, request.end_held = note, held
     record_audit(
         actor=SYSTEM,
         event=event,
@@ -856,8 +902,40 @@ def _revert(request: QuotaChangeRequest, *, now: dt.datetime) -> bool:
         old={"value": current},
         new=new,
     )
-    _notify("reverted" if event == Event.QUOTA_CHANGE_REVERTED else "revert_skipped", request)
+    _notify(
+        {
+            Event.QUOTA_CHANGE_REVERTED: "reverted",
+            Event.QUOTA_CHANGE_REVERT_HELD: "revert_held",
+        }.get(event, "revert_skipped"),
+        request,
+    )
     return True
+
+
+def _take_back(request: QuotaChangeRequest, current: str) -> tuple[Event, dict[str, str], str]:
+    """Apply the end of one grant (its target locked): the event, the audit's new value and
+    the sentence the request shows."""
+    delta = request.granted_delta
+    if request.target_deleted:  # nothing left to take it back from
+        note = f"{request.target_name} was deleted; nothing to put back"
+        return Event.QUOTA_CHANGE_REVERT_SKIPPED, {"note": note}, note
+    back = _amount(current) - request.delta
+    if not current or back < 0:
+        note = (
+            f"Its end would take back {delta} from {current or 'no quota'}"
+            + (" (the quota item was removed since)" if not current else ", below zero")
+            + ": the quota is left as it is and a person decides what it should be."
+        )
+        return Event.QUOTA_CHANGE_REVERT_HELD, {"value": current, "note": note}, note
+    # Back to no quota item when it had none and nothing else was added since.
+    value = "" if back == 0 and not request.previous else _spelled(request.resource, back)
+    _apply_value(request, value, actor=SYSTEM, source="task")
+    note = f"Its end took back {delta}: {current} → {value or 'none'}."
+    return Event.QUOTA_CHANGE_REVERTED, {"value": value, "note": note}, note
+
+
+def _spelled(resource: str, amount: Fraction) -> str:
+    return spelled_quantity(resource, format_quantity(amount))
 
 
 # ----------------------------------------------------------------------------- deleted targets

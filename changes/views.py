@@ -169,7 +169,9 @@ def change_preview(request: HttpRequest) -> HttpResponse:
     if not may_preview(request.user):
         raise PermissionDenied("Only team leads, approvers and platform admins preview changes.")
     form = MigChangeForm(request.POST, user=request.user)
-    nodes = request.POST.getlist("nodes")
+    # Only the nodes the form offers (the cluster's GPU nodes): bounded, and known.
+    offered = {name for name, _ in form.fields["nodes"].choices}  # type: ignore[attr-defined]
+    nodes = [name for name in dict.fromkeys(request.POST.getlist("nodes")) if name in offered]
     config = request.POST.get("target_config", "")
     assessment = (
         mig.preview(viewer=request.user, nodes=nodes, config=config, cluster=form.chosen_cluster)

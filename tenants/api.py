@@ -26,6 +26,7 @@ from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
     IF_MATCH_REQUIRED,
+    BoundedList,
     StrictInput,
     etag_of,
     guarded_write,
@@ -61,12 +62,21 @@ def team_etag(team: Team) -> str:
     )
 
 
+def priority_class_count() -> int:
+    """No team is allowed more priority classes than the catalogue holds."""
+    return PriorityClass.objects.count()
+
+
 class TeamWriteSerializer(StrictInput, serializers.Serializer[Any]):
     slug = serializers.CharField(max_length=63)
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(required=False, allow_blank=True, default="")
-    allowed_priority_classes = serializers.ListField(
-        child=serializers.CharField(max_length=253), required=False, default=list
+    allowed_priority_classes = BoundedList(
+        most=priority_class_count,
+        noun="priority class",
+        child=serializers.CharField(max_length=253),
+        required=False,
+        default=list,
     )
 
 
@@ -74,8 +84,11 @@ class TeamPatchSerializer(TeamWriteSerializer):
     slug = None  # type: ignore[assignment]
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(required=False, allow_blank=True)
-    allowed_priority_classes = serializers.ListField(
-        child=serializers.CharField(max_length=253), required=False
+    allowed_priority_classes = BoundedList(
+        most=priority_class_count,
+        noun="priority class",
+        child=serializers.CharField(max_length=253),
+        required=False,
     )
 
 

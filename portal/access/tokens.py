@@ -9,9 +9,11 @@ import secrets
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import authentication, exceptions, throttling
@@ -41,6 +43,7 @@ def create_token(
         errors["days"] = ["Between 1 and 366 days (or no expiry)."]
     if errors:
         raise ValidationError(errors)
+    _refuse_beyond_the_cap(user)
     prefix = secrets.token_hex(4)
     text = f"qm_{prefix}_{secrets.token_urlsafe(32)}"
     token = ApiToken.objects.create(
@@ -58,6 +61,25 @@ def create_token(
         new={"name": token.name, "expires_at": str(token.expires_at or "")},
     )
     return token, text
+
+
+def _refuse_beyond_the_cap(user: User) -> None:
+    """At most ``QM_API_TOKENS_PER_USER`` live tokens (neither revoked nor expired) per
+    person; the user's row is locked so two creations at once cannot both pass."""
+    get_user_model().objects.select_for_update().filter(pk=user_id(user)).first()
+    live = ApiToken.objects.filter(user_id=user_id(user), revoked_at__isnull=True).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    )
+    most = settings.QM_API_TOKENS_PER_USER
+    if live.count() >= most:
+        raise ValidationError(
+            {
+                "name": [
+                    f"You have {most} live tokens, the most one person may hold: revoke one "
+                    "you no longer use, then create this one."
+                ]
+            }
+        )
 
 
 @transaction.atomic
@@ -118,14 +140,10 @@ except ImportError:  # pragma: no cover - drf-spectacular is a dependency
     pass
 
 
-class TokenRateThrottle(throttling.SimpleRateThrottle):
-    """Rate limit per API token (each token its own budget), per user for browser sessions.
+class _SharedRateThrottle(throttling.SimpleRateThrottle):
+    """A DRF throttle counted atomically in Redis (``portal.access.ratelimit``); with Redis
+    down requests go through, logged."""
 
-    Anonymous callers are keyed by address. The rate is ``QM_API_RATE``. Counted atomically
-    in Redis (``portal.access.ratelimit``); with Redis down requests go through, logged.
-    """
-
-    scope = "token"
     retry_after = 0
 
     def allow_request(self, request: Any, view: Any) -> bool:
@@ -145,6 +163,15 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
     def wait(self) -> float | None:
         return self.retry_after or None
 
+
+class TokenRateThrottle(_SharedRateThrottle):
+    """Rate limit per API token (each token its own budget), per user for browser sessions.
+
+    Anonymous callers are keyed by address. The rate is ``QM_API_RATE``.
+    """
+
+    scope = "token"
+
     def get_cache_key(self, request: Any, view: Any) -> str | None:
         if isinstance(request.auth, ApiToken):
             ident = f"token-{request.auth.pk}"
@@ -153,3 +180,16 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
         else:
             ident = f"anon-{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class UserRateThrottle(_SharedRateThrottle):
+    """One budget per person over all their tokens and their browser session together
+    (``QM_API_USER_RATE``): more tokens buy no more requests. Anonymous callers have the
+    per-address budget of :class:`TokenRateThrottle` only."""
+
+    scope = "user"
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        if request.user is None or not request.user.is_authenticated:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": f"user-{request.user.pk}"}

@@ -85,7 +85,11 @@ class Event(StrEnum):
     QUOTA_CHANGE_REVERTED = "quota_change.reverted", "Quota grant ended, previous quota restored"
     QUOTA_CHANGE_REVERT_SKIPPED = (
         "quota_change.revert_skipped",
-        "Quota grant ended, quota left as changed since",
+        "Quota grant ended, nothing left to take it back from",
+    )
+    QUOTA_CHANGE_REVERT_HELD = (
+        "quota_change.revert_held",
+        "Quota grant ended, taking it back needs a person",
     )
     # desired state (tenants/, queues/, fleet/ services)
     TEAM_CREATED = "team.created", "Team created"

@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal.api.safety import StrictInput
+from portal.api.safety import BoundedList, StrictInput
 from portal.models import Notification, NotificationSubscription
 from portal.notifications.payloads import KINDS
 from portal.notifications.subscriptions import (
@@ -29,7 +29,9 @@ class SubscriptionSerializer(serializers.ModelSerializer[NotificationSubscriptio
     team: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True, allow_null=True
     )
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=list(KINDS)))
+    kinds = BoundedList(
+        most=lambda: len(KINDS), noun="kind", child=serializers.ChoiceField(choices=list(KINDS))
+    )
     target = serializers.SerializerMethodField(
         help_text="An e-mail address in full; a webhook URL as its host and last characters."
     )
@@ -55,7 +57,9 @@ class SubscriptionCreateSerializer(StrictInput, serializers.Serializer[Any]):
     team = serializers.CharField(
         required=False, allow_null=True, help_text="A team's slug; null: every team (admins)."
     )
-    kinds = serializers.ListField(child=serializers.ChoiceField(choices=list(KINDS)))
+    kinds = BoundedList(
+        most=lambda: len(KINDS), noun="kind", child=serializers.ChoiceField(choices=list(KINDS))
+    )
     channel = serializers.ChoiceField(choices=NotificationSubscription.Channel.choices)
     target = serializers.CharField(
         required=False,

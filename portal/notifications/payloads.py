@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from portal.vocabulary.names import PodNames
+
 KINDS: dict[str, str] = {
     "request": "New request",
     "decision": "Decision (approved, rejected, cancelled)",
@@ -39,6 +41,7 @@ EVENT_KINDS: dict[str, str] = {
     "quota_change.expiring": "expiring",
     "quota_change.reverted": "expiring",
     "quota_change.revert_skipped": "expiring",
+    "quota_change.revert_held": "expiring",
     "mig_change.pods_evicted": "evicted",
 }
 
@@ -81,6 +84,22 @@ class Message:
     team: str | None
     facts: tuple[tuple[str, str], ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
+
+    def seen_by(self, names: PodNames) -> Message:
+        """The message as one recipient may read it: the one redaction rule
+        (:class:`portal.vocabulary.names.PodNames`) on its title, facts and data, so another
+        team's pods and budgets are never named to a lead on any channel."""
+        if names.everyone:
+            return self
+        return Message(
+            event=self.event,
+            kind=self.kind,
+            title=names.redact(self.title),
+            url=self.url,
+            team=self.team,
+            facts=tuple((label, names.redact(value)) for label, value in self.facts),
+            data=names.redact_value(dict(self.data)),
+        )
 
     def as_json(self) -> dict[str, Any]:
         """For a task's arguments (JSON only); :func:`message_from_json` reads it back."""

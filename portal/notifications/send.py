@@ -26,6 +26,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from portal.access.selectors import pod_names_of
 from portal.infra import outbox
 from portal.infra.egress import SendFailed, post_json
 from portal.models import Notification, NotificationSubscription
@@ -59,27 +60,30 @@ def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
 
 def tell_subscribers(message: Message) -> None:
     """1. One line in the notifications list of each person reached (once, however many
-    of their subscriptions match); 2. one send per subscription with a channel."""
+    of their subscriptions match); 2. one send per subscription with a channel. Each
+    person's line and sends carry the message as that person may read it (the one
+    redaction rule: another team's pods and budgets are never named to a lead)."""
     subs = subscribers(message.kind, message.team)
     if not subs:
         return
-    text = "\n".join(f"{label}: {value}" for label, value in message.facts)
+    names = pod_names_of({sub.user_id for sub in subs})
+    seen = {person: message.seen_by(names[person]) for person in names}
     with transaction.atomic():
         Notification.objects.bulk_create(
             Notification(
                 user_id=person,
                 event=message.event,
                 kind=message.kind,
-                title=message.title[:300],
-                text=text,
+                title=seen[person].title[:300],
+                text="\n".join(f"{label}: {value}" for label, value in seen[person].facts),
                 url=message.url[:500],
                 team=message.team or "",
             )
-            for person in sorted({sub.user_id for sub in subs})
+            for person in sorted(seen)
         )
         for sub in subs:
             if sub.channel != Channel.PORTAL:
-                outbox.send_later("portal.notify.deliver_task", sub.pk, message.as_json())
+                outbox.send_later("portal.notify.deliver_task", sub.pk, seen[sub.user_id].as_json())
 
 
 def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:

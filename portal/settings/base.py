@@ -328,9 +328,19 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "portal.api.views.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "portal.api.schema.AutoSchema",
     "URL_FORMAT_OVERRIDE": None,
-    "DEFAULT_THROTTLE_CLASSES": ["portal.access.tokens.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"token": env_str("QM_API_RATE", "1200/minute")},
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.access.tokens.TokenRateThrottle",
+        "portal.access.tokens.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env_str("QM_API_RATE", "1200/minute"),
+        # one person over all their tokens and their session
+        "user": env_str("QM_API_USER_RATE", "2400/minute"),
+    },
 }
+# A person's live API tokens (neither revoked nor expired): creating one more is refused.
+QM_API_TOKENS_PER_USER = env_int("QM_API_TOKENS_PER_USER", 10)
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quartermaster API",
     "DESCRIPTION": (

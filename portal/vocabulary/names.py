@@ -84,14 +84,22 @@ def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> 
     return all(labels.get(key) == value for key, value in selector.items())
 
 
-POD_REF = re.compile(r"(?<![\w./-])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9][-.a-z0-9]*)")
+# A reference as texts write it: ``team-b/worker-0`` (a pod) or ``PodDisruptionBudget
+# team-b/keep`` (any kind named before it).
+OBJECT_REF = re.compile(
+    r"(?:\b([A-Z][A-Za-z]+) )?"
+    r"(?<![\w./-])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9][-.a-z0-9]*)"
+)
+OTHER_TEAMS_POD = "another team's pod"
 
 
 @dataclass(frozen=True)
 class PodNames:
-    """Whose pods a user may see by name: their own teams' (every team's for approvers and
-    platform admins). Others' pods are counted, never named: the one rule of every page and
-    of the API (node pages, impact assessments, execution steps)."""
+    """Whose objects a user may see by name: their own teams' (every team's for approvers
+    and platform admins). Others' pods, PodDisruptionBudgets and anything else named in
+    another team's namespace are said as "another team's pod" (or counted), never named:
+    the one rule of every output channel (pages, the API, in-portal notifications, e-mail,
+    Slack, Teams, webhooks, audit rows, CSV, failure texts)."""
 
     everyone: bool
     namespaces: frozenset[str]
@@ -100,21 +108,29 @@ class PodNames:
         return self.everyone or namespace in self.namespaces
 
     def redact(self, text: str) -> str:
-        """``text`` with every ``namespace/pod`` the user may not name said as "a pod in
-        namespace"."""
+        """``text`` with every ``namespace/name`` the user may not name said as "another
+        team's pod" (or "another team's PodDisruptionBudget" where the kind is written
+        before it)."""
         if self.everyone or "/" not in text:
             return text
-        return POD_REF.sub(
-            lambda m: m.group(0) if self.named(m.group(1)) else f"a pod in {m.group(1)}", text
-        )
+        return OBJECT_REF.sub(self._said, text)
+
+    def _said(self, match: re.Match[str]) -> str:
+        kind, namespace = match.group(1), match.group(2)
+        if self.named(namespace):
+            return match.group(0)
+        if kind and kind != "Pod":
+            return f"another team's {kind}"
+        return OTHER_TEAMS_POD
 
     def redact_value(self, value: Any) -> Any:
-        """:meth:`redact` on every string inside a JSON value (an audit row's old/new)."""
+        """:meth:`redact` on every string inside a JSON value (an audit row's old/new, a
+        notification's payload)."""
         if self.everyone:
             return value
         if isinstance(value, str):
             return self.redact(value)
-        if isinstance(value, list):
+        if isinstance(value, list | tuple):
             return [self.redact_value(v) for v in value]
         if isinstance(value, dict):
             return {k: self.redact_value(v) for k, v in value.items()}

@@ -18,7 +18,7 @@ import pytest
 import redis
 from django.contrib.auth.models import User
 
-from portal.access.tokens import TokenRateThrottle, create_token
+from portal.access.tokens import TokenRateThrottle, UserRateThrottle, create_token
 from tests.api.fuzzing import fuzz
 
 # A few cases per operation and phase find each class of contract gap this test was built
@@ -34,6 +34,7 @@ def served(
     access log out of the way (the fuzz measures the contract); the broker emptied of what
     it queued."""
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "100000000/minute"})
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"user": "100000000/minute"})
     # Thousands of lines; errors still log. setLevel, not the attribute: the logger caches
     # what each level gives, and setting ``level`` alone kept every line (each kept again by
     # pytest's capture).

@@ -340,11 +340,12 @@ def test_evictions_blocked_by_a_budget_give_up_with_a_clear_state(
     assert (evicted["budget"], evicted["budget_allows"]) == ("team-b/dev", 0)
     changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
     assert run_until_settled(request, gateway) == "failed"
-    # The failed step names the budget, in the API server's words.
+    # The failed step names the budget, in the API server's words (the budget qualified by
+    # its namespace, so the one redaction rule hides it from other teams).
     assert request.failure.startswith("gpu-a100-03: evict failed: Gave up after ")
     assert request.failure.endswith(
         "team-b/dev-test-1g is held by PodDisruptionBudget team-b/dev (The disruption budget "
-        "dev needs 1 healthy pods and has 1 currently)."
+        "team-b/dev needs 1 healthy pods and has 1 currently)."
     )
 
 

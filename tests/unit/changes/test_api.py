@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -340,3 +342,46 @@ def test_a_mig_approval_acts_only_on_the_assessment_that_was_read(
         headers={**bearer("approver"), "If-Match": reread.headers["ETag"]},
     )
     assert ok.status_code == 200 and ok.json()["state"] == "approved"
+
+
+def test_a_preview_naming_more_nodes_than_the_fleet_has_is_refused_before_any_work(
+    client: Client, fleet: None
+) -> None:
+    """60,000 names (a 476 KB body took 44 CPU-seconds to assess): refused at once, with
+    the count in the error; repeated names count once; an unknown name is refused before
+    the assessment, as is a change asking for one."""
+    lead = bearer("lead-a")
+    names = [f"node-{n}" for n in range(60_000)]
+    started = time.monotonic()
+    refused = client.post(
+        "/api/v1/mig-changes/preview/",
+        {"nodes": names, "target_config": "all-3g.40gb"},
+        content_type="application/json",
+        headers=lead,
+    )
+    assert time.monotonic() - started < 10  # a sanity bound: speed is the bench's business
+    assert refused.status_code == 400
+    (said,) = refused.json()["errors"]["nodes"]
+    assert said.startswith("60000 node names, but there are at most ")
+    repeated = client.post(
+        "/api/v1/mig-changes/preview/",
+        {"nodes": ["gpu-a100-03"] * 5_000, "target_config": "all-3g.40gb"},
+        content_type="application/json",
+        headers=lead,
+    )
+    assert repeated.status_code == 200
+    for url, extra in (
+        ("/api/v1/mig-changes/preview/", {}),
+        ("/api/v1/mig-changes/", {"team": "team-a", "reason": "more 3g"}),
+    ):
+        unknown = client.post(
+            url,
+            {"nodes": ["gpu-a100-03", "no-such-node"], "target_config": "all-3g.40gb", **extra},
+            content_type="application/json",
+            headers=lead,
+        )
+        assert unknown.status_code == 400
+        assert unknown.json()["errors"]["nodes"] == [
+            "No such node on cluster default (or gone): no-such-node."
+        ], unknown.json()
+    assert not MigChangeRequest.objects.exists()

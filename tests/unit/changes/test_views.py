@@ -415,7 +415,7 @@ def test_home_tells_the_team_when_a_grant_ends(client: Client, observed: None) -
     )
     login(client, "member-a")
     page = client.get("/").content.decode()
-    assert "Time-limited quota" in page and "then back to 16" in page
+    assert "Time-limited quota" in page and "then the 4 it cut is given back" in page
 
 
 def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed: None) -> None:

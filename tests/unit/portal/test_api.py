@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.utils import timezone
 
 from changes.models import MigChangeRequest
-from portal.access.tokens import create_token
+from portal.access.tokens import create_token, revoke_token
 from portal.models import ApiToken
 from tests.support import bearer
 
@@ -267,3 +269,46 @@ def test_a_token_cannot_mint_tokens_and_bad_ids_are_404(client: Client, fleet: N
         assert (answer.status_code, answer.json()["code"]) == (404, "not_found"), url
     nul = client.get("/api/v1/nodes/a%00/", headers=auth)
     assert nul.status_code == 400 and list(nul.json()["errors"]) == ["path"]
+
+
+def test_a_persons_tokens_share_one_budget(
+    client: Client, fleet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tokens had two budgets (1,200 + 1,234 a minute); the person's budget holds over
+    all of them."""
+    from django.core.cache import cache
+
+    from portal.access.tokens import TokenRateThrottle, UserRateThrottle
+
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"user": "5/minute"})
+    first, second = bearer("lead-a"), bearer("lead-a")
+    for _ in range(3):
+        assert client.get("/api/v1/teams/", headers=first).status_code == 200
+    for _ in range(2):
+        assert client.get("/api/v1/teams/", headers=second).status_code == 200
+    refused = client.get("/api/v1/teams/", headers=bearer("lead-a"))
+    assert refused.status_code == 429 and "Retry-After" in refused.headers
+    assert client.get("/api/v1/teams/", headers=bearer("lead-b")).status_code == 200
+    cache.clear()
+
+
+def test_a_person_holds_at_most_the_cap_of_live_tokens(fleet: None, settings: Any) -> None:
+    settings.QM_API_TOKENS_PER_USER = 2
+    lead = User.objects.get(username="lead-a")
+    first, _ = create_token(user=lead, name="ci")
+    create_token(user=lead, name="laptop")
+    with pytest.raises(ValidationError) as refused:
+        create_token(user=lead, name="third")
+    assert refused.value.message_dict == {
+        "name": [
+            "You have 2 live tokens, the most one person may hold: revoke one you no longer "
+            "use, then create this one."
+        ]
+    }
+    revoke_token(user=lead, token_id=first.pk)
+    expired, _ = create_token(user=lead, name="third")
+    ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now())
+    create_token(user=lead, name="fourth")  # revoked and expired ones are not live
+    assert ApiToken.objects.filter(user=lead).count() == 4
