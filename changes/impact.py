@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cluster.disruption import Budget, Owner, PodWork
-from fleet.membership import pool_of
+from fleet.membership import in_order, pool_of
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, most_per_gpu, promised_resources
 from portal.vocabulary.names import selector_matches
@@ -783,8 +783,10 @@ def _pool_notes(
 ) -> list[str]:
     """Pool consistency (seed advice: do not mix MIG layouts in one pool) and intent."""
     notes = []
+    ordered = in_order(fleet.pools)
+    holder = {name: pool_of(n.labels, ordered) for name, n in by_name.items()}
     for pool in fleet.pools:
-        members = [n for n in by_name.values() if pool_of(n.labels, fleet.pools) is pool]
+        members = [n for n in by_name.values() if holder[n.name] is pool]
         touched = [n for n in members if n.name in after_of]
         if not touched:
             continue

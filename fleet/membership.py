@@ -48,7 +48,7 @@ def in_order(pools: Iterable[P]) -> list[P]:
 def carries(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     """Whether a node with ``labels`` carries every label of a pool's ``selector`` (an empty
     selector selects nothing)."""
-    return bool(selector) and selector_matches(dict(selector), dict(labels))
+    return bool(selector) and selector_matches(selector, labels)
 
 
 def pool_of(labels: Mapping[str, str], pools: Iterable[P]) -> P | None:
