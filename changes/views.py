@@ -19,8 +19,8 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from changes import mig, quota, selectors
 from changes.approval import may_preview, may_request, teams_user_may_request_for
-from changes.effects import CONFIRMED, effects_of
 from changes.decisions import MIG_VERBS, QUOTA_VERBS, Asked, decide, verb_of
+from changes.effects import CONFIRMED, effects_of
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest

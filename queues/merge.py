@@ -3,9 +3,9 @@ this person sent (``mine``) and what is stored now (``theirs``, someone else's s
 
 A field this person did not touch takes the stored value (the other save stands); a field
 only this person changed keeps their edit; a field both changed to different values is a
-conflict: this person's value, flagged beside the stored one. The edit pages refuse a save whose base is not the
-stored version, and offer the merge to read and save again, as the API's ``If-Match``
-refuses a PUT on a changed object."""
+conflict: this person's value, flagged beside the stored one. The edit pages refuse a save
+whose base is not the stored version, and offer the merge to read and save again, as the
+API's ``If-Match`` refuses a PUT on a changed object."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def three_way(base: dict[str, str], mine: dict[str, str], theirs: dict[str, str]
             changed.append((name, shown, now))
         if sent == shown:  # untouched here: the stored value stands
             values[name] = now
-        elif now == shown or now == sent:  # changed here only (or the same way)
+        elif now in (shown, sent):  # changed here only (or the same way)
             values[name] = sent
         else:  # changed here and there, differently: this person's value, flagged
             values[name] = sent

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.core import signing
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -109,7 +109,8 @@ def _changed_since(cq: ClusterQueue, merge: Merge) -> list[str]:
             lines.append(f"{what}: {shown or gone} → {now or gone}")
             continue
         gone = unset.get(part, "none")
-        line = f"{words[part]} of {row['resource']} in {row['flavor']}: {shown or gone} → {now or gone}"
+        line = f"{words[part]} of {row['resource']} in {row['flavor']}: "
+        line += f"{shown or gone} → {now or gone}"
         if name in merge.conflicts:
             line += " (you changed it too: yours is in the form)"
         lines.append(line)

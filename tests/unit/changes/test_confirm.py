@@ -71,9 +71,7 @@ def test_rolling_back_an_abort_before_the_label_step_says_it_only_uncordons(
     page = client.get(f"/changes/{change.pk}/rollback/")
     shown = text(page.content)
     assert "Roll back this change?" in shown
-    assert (
-        f"{NODE}: uncordoned (its MIG config was never changed); no pod is evicted." in shown
-    )
+    assert f"{NODE}: uncordoned (its MIG config was never changed); no pod is evicted." in shown
     assert "No pod is evicted and no MIG config is set." in shown and "filler" not in shown
     assert '<button type="submit" class="destructive">Roll back</button>' in page.content.decode()
     # A form sent without the confirm shows the same page and changes nothing.
@@ -95,9 +93,7 @@ def test_rolling_back_a_change_that_relabelled_names_the_pods_and_the_config(
         "from": 16,
         "to": 0,
     }
-    change = change_that_ran(
-        "succeeded", dict.fromkeys(STEPS, "done"), queues_moved=[moved]
-    )
+    change = change_that_ran("succeeded", dict.fromkeys(STEPS, "done"), queues_moved=[moved])
     client.force_login(User.objects.get(username="admin"))
     shown = text(client.get(f"/changes/{change.pk}/rollback/").content)
     assert (

@@ -325,9 +325,7 @@ def test_a_second_admins_save_on_a_changed_queue_is_refused_and_merged(
     previewed = client.post(url, {**second, "action": "preview"}).content.decode()
     hashes = {k: hidden(previewed, k) for k in ("before_hash", "after_hash")}
     shown = client.post(url, {**first, "action": "preview"}).content.decode()
-    saved = client.post(
-        url, {**first, **{k: hidden(shown, k) for k in hashes}, "action": "save"}
-    )
+    saved = client.post(url, {**first, **{k: hidden(shown, k) for k in hashes}, "action": "save"})
     assert saved.status_code == 302
     refused = client.post(url, {**second, **hashes, "action": "save"})
     assert refused.status_code == 409
