@@ -251,7 +251,11 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
                 viewer=request.user,
                 nodes=data.validated_data["nodes"],
                 config=data.validated_data["target_config"],
-                cluster=mig.change_cluster(None, cluster_named(data.validated_data["cluster"])),
+                cluster=mig.change_cluster(
+                    None,
+                    cluster_named(data.validated_data["cluster"]),
+                    data.validated_data["nodes"],
+                ),
             )
         )
 
