@@ -229,7 +229,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         "rows": quota_rows(cq, {}),
         "errors": {},
         "diff": None,
-        "stop_policies": list(StopPolicy.values),
+        "stop_policies": list(StopPolicy.choices),
     }
     if request.method != "POST":
         context.update(weight=cq.fair_sharing_weight, stop_policy=cq.stop_policy)
