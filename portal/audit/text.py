@@ -70,6 +70,28 @@ SKIPPED_FIELDS = frozenset({"id"})
 # Keys that name an item of a list of mappings (a LimitRange item is its type and resource).
 IDENTITY_KEYS = ("limit_type", "type", "name", "resource")
 
+# Coded values a person reads in words, by the field that holds them (the verdicts of
+# ``changes.impact``, Kueue's stop policies, the requests' states).
+CODED_VALUES: dict[str, dict[str, str]] = {
+    "verdict": {
+        "safe": "Safe",
+        "needs_drain": "Needs a drain",
+        "breaks_quota": "Breaks quota",
+        "blocked": "Blocked",
+    },
+    "stop_policy": {
+        "None": "None (admitting)",
+        "Hold": "Hold (admit nothing new)",
+        "HoldAndDrain": "Hold and drain (also evict admitted)",
+    },
+    "state": {
+        "pending": "Pending approval",
+        "rolling_back": "Rolling back",
+        "rolled_back": "Rolled back",
+    },
+}
+CODED_VALUES["stopPolicy"] = CODED_VALUES["stop_policy"]
+
 Kind = Literal["changed", "added", "removed", "fact"]
 
 
@@ -167,7 +189,10 @@ def _leaves(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...]
         for name, rest in named:
             yield from _leaves(rest, (*path, name))
         return
-    yield path, scalar_text(value)
+    worded = ""
+    if path and isinstance(value, str):
+        worded = CODED_VALUES.get(path[-1], {}).get(value, "")
+    yield path, worded or scalar_text(value)
 
 
 def _is_resource_groups(value: Any) -> bool:
