@@ -53,7 +53,7 @@ def effects_of(action: str, change: MigChangeRequest) -> Effects:
 def _cancel(change: MigChangeRequest, title: str, button: str) -> Effects:
     approved = change.state in (State.APPROVED, State.SCHEDULED)
     lines = ["The request is withdrawn; it will never run."]
-    if approved and change.decided_by_id:
+    if approved and change.decided_by is not None:
         lines.append(f"Its approval by {change.decided_by.get_username()} is void.")
     return Effects(
         title,
