@@ -38,7 +38,7 @@ def quota_moves(obj: Any) -> list[str]:
     cohort (the queues that borrow from it lose them)."""
     if not isinstance(obj, ClusterQueue):
         return []
-    where = f" and leaves cohort {obj.cohort.name}" if obj.cohort_id else ""
+    where = f" and leaves cohort {obj.cohort.name}" if obj.cohort is not None else ""
     return [
         f"{flavor} {resource}: the nominal quota of {format_quantity(value)} goes{where}."
         for (flavor, resource), value in obj.quota().items()
