@@ -138,3 +138,30 @@ def test_the_api_rolls_back_at_once(client: Client, demo: None) -> None:
     assert answer.status_code == 200, answer.content
     change.refresh_from_db()
     assert change.state == "rolling_back"
+
+
+def test_returning_a_drained_node_to_service_says_it_only_uncordons(
+    client: Client, demo: None
+) -> None:
+    drain = MigChangeRequestFactory(
+        kind="drain",
+        team=None,
+        requested_by=None,
+        nodes=[NODE],
+        target_config="",
+        state="succeeded",
+    )
+    for name in ("cordon", "evict"):
+        MigChangeStep.objects.create(
+            request=drain, node=NODE, step=name, status="done", started_at=timezone.now()
+        )
+    client.force_login(User.objects.get(username="admin"))
+    detail = client.get(f"/changes/{drain.pk}/").content.decode()
+    assert "Return the node to service…</a>" in detail
+    page = client.get(f"/changes/{drain.pk}/rollback/")
+    shown = text(page.content)
+    assert "Return the node to service?" in shown
+    assert f"{NODE}: uncordoned (its GPUs return to the fleet); no pod is evicted." in shown
+    assert '<button type="submit" class="destructive">Return to service</button>' in (
+        page.content.decode()
+    )
