@@ -248,3 +248,9 @@ def test_coded_values_read_in_words() -> None:
     assert [c.text for c in changed] == [
         "stop_policy: None (admitting) → Hold and drain (also evict admitted)"
     ]
+
+
+def test_a_recorded_moment_reads_as_a_date_and_time() -> None:
+    """A grant's end was shown as 2026-12-07T00:00:00+00:00."""
+    facts = audit_changes("quota_change.approved", None, {"until": "2026-12-07T01:30:00+01:00"})
+    assert [c.text for c in facts] == ["until: 2026-12-07 00:30 UTC"]
