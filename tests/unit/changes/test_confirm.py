@@ -81,6 +81,8 @@ def test_rolling_back_an_abort_before_the_label_step_says_it_only_uncordons(
     client.post(f"/changes/{change.pk}/rollback/", {"confirm": "yes"})
     change.refresh_from_db()
     assert change.state == "rolling_back"
+    # The page names who rolled it back, as the audit recorded (not the approver).
+    assert "Rollback asked by admin on" in text(client.get(f"/changes/{change.pk}/").content)
 
 
 def test_rolling_back_a_change_that_relabelled_names_the_pods_and_the_config(
