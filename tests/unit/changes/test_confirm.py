@@ -107,6 +107,10 @@ def test_rolling_back_a_change_that_relabelled_names_the_pods_and_the_config(
         "set back from 0 to 16" in shown
     )
     assert "No pod is evicted" not in shown
+    # A finished change's assessment is history, not a warning.
+    detail = client.get(f"/changes/{change.pk}/").content.decode()
+    assert 'class="card assessment verdict-past"' in detail
+    assert "Impact as assessed before the decision" in detail
 
 
 def test_cancel_and_abort_say_what_they_do_and_only_those_who_may_see_them(
