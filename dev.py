@@ -131,9 +131,9 @@ def first_look(clusters: list[str]) -> list[list[str]]:
     (a new demo cluster starts empty) and its GPU health read (the Fleet page's health at
     once), then the usage history backfilled from what they all hold (charts on the Usage
     page at once: a cluster not yet polled would have no pool, so no fleet history)."""
-    steps = [["sync_cluster", "--full", "--cluster", name] for name in clusters]
-    steps += [["collect_gpu_health", "--cluster", name] for name in clusters]
-    return [*steps, ["backfill_usage", "--days", "14"]]
+    steps = [["sync_cluster", "--full", f"--cluster={name}"] for name in clusters]
+    steps += [["collect_gpu_health", f"--cluster={name}"] for name in clusters]
+    return [*steps, ["backfill_usage", "--days=14"]]
 
 
 def demo_logins(env: dict[str, str]) -> list[tuple[str, str]]:
@@ -205,7 +205,7 @@ def start_demo_clusters(
         processes["devcluster-inference"], url = start_demo_cluster(
             data / "devcluster-inference.kubeconfig",
             os.environ.get("QM_DEVCLUSTER_INFERENCE_PORT", "0"),
-            ["--scenario", "inference", "--token", token],
+            inference_cluster_options(token),
         )
     except RuntimeError as exc:
         for process in processes.values():
@@ -224,10 +224,7 @@ def start_demo_cluster(
     """One demo cluster process (Kueue with fair sharing, a kubeconfig for kubectl written
     beside the data) and the URL it listens on; RuntimeError when it does not start."""
     demo = subprocess.Popen(
-        [
-            *(str(PYTHON), "-m", "devcluster", "--port", port),
-            *("--kubeconfig", str(kubeconfig), "--fair-sharing", *extra),
-        ],
+        demo_cluster_command(kubeconfig, port, extra),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         start_new_session=True,
@@ -242,19 +239,30 @@ def start_demo_cluster(
     return demo, url
 
 
+def inference_cluster_options(token: str) -> list[str]:
+    """The inference demo cluster's own options: its scenario and the run's token (random,
+    so it may begin with ``-``: it rides inside its option)."""
+    return ["--scenario=inference", f"--token={token}"]
+
+
+def demo_cluster_command(kubeconfig: Path, port: str, extra: list[str]) -> list[str]:
+    """The command line of one demo cluster. Every value rides in its option as
+    ``--name=value``: a value made from random or user text (the token, a path, a port from
+    the environment) may begin with ``-``, and argparse reads a separate ``-x…`` as an
+    option, so ``--token -x…`` stopped the run about one start in 64."""
+    return [
+        *(str(PYTHON), "-m", "devcluster", f"--port={port}"),
+        *(f"--kubeconfig={kubeconfig}", "--fair-sharing", *extra),
+    ]
+
+
 def portal_commands(host: str, port: str, data: Path) -> dict[str, list[str]]:
     celery = [str(PYTHON), "-m", "celery", "-A", "portal"]
     return {
-        "web": [str(PYTHON), "manage.py", "runserver", f"{host}:{port}", "--noreload"],
-        "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
-        "beat": [
-            *celery,
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(data / "celerybeat-schedule"),
-        ],
+        # the address is a positional argument: after ``--`` it cannot be read as an option
+        "web": [str(PYTHON), "manage.py", "runserver", "--noreload", "--", f"{host}:{port}"],
+        "worker": [*celery, "worker", "--loglevel=INFO", "--concurrency=2"],
+        "beat": [*celery, "beat", "--loglevel=INFO", f"--schedule={data / 'celerybeat-schedule'}"],
     }
 
 

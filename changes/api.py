@@ -271,7 +271,9 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
                 nodes=data.validated_data["nodes"],
                 config=data.validated_data["target_config"],
                 cluster=mig.change_cluster(
-                    None, cluster_named(data.validated_data["cluster"], request.user)
+                    None,
+                    cluster_named(data.validated_data["cluster"], request.user),
+                    data.validated_data["nodes"],
                 ),
             )
         )
@@ -311,6 +313,8 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
+        """The requester or a platform admin: withdraw a request that has not started. It
+        acts at once: the call is its own confirmation (the pages ask first)."""
         return self._decide(request, pk, "cancel")
 
     @extend_schema(
@@ -318,6 +322,10 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     )
     @action(detail=True, methods=["post"])
     def rollback(self, request: Request, pk: str) -> Response:
+        """Platform admins: undo exactly the steps that ran (a node whose config was asked
+        for goes back through every step; one only cordoned is uncordoned, no pod evicted;
+        a drain's node returns to service), then the quotas the change moved. It acts at
+        once: the call is its own confirmation (the pages ask first)."""
         return self._decide(request, pk, "rollback")
 
     @extend_schema(
@@ -325,7 +333,8 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
     )
     @action(detail=True, methods=["post"])
     def abort(self, request: Request, pk: str) -> Response:
-        """Platform admins: stop a running change or rollback at its next step boundary."""
+        """Platform admins: stop a running change or rollback at its next step boundary. It
+        acts at once: the call is its own confirmation (the pages ask first)."""
         return self._decide(request, pk, "abort")
 
 

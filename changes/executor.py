@@ -276,31 +276,36 @@ def _run_node(
     info = next((n for n in request.impact.nodes if n.name == node), None)
     config = request.previous_configs.get(node, "") if rollback else request.target_config
     steps: tuple[str, ...]
-    if request.is_drain:
-        steps, promised = (RETURN_STEPS if rollback else DRAIN_STEPS), None
+    if rollback:
+        steps = rollback_steps(steps_that_ran(request, node), drain=request.is_drain)
+        promised = None if request.is_drain else _promised_by(config, node, info)
+    elif request.is_drain:
+        steps, promised = DRAIN_STEPS, None
     else:
-        steps = STEPS
-        promised = (
-            _promised_by(config, node, info)
-            if rollback
-            else (info.after if info is not None else None)
-        )
+        steps, promised = STEPS, (info.after if info is not None else None)
     actuator = get_actuator()
     for name in steps:
-        record, _ = MigChangeStep.objects.get_or_create(
-            request=request,
-            round=round_name,
-            node=node,
-            step=name,
-            defaults={"started_at": now or timezone.now()},
-        )
-        if record.status == MigChangeStep.Status.DONE:
+        record = MigChangeStep.objects.filter(
+            request=request, round=round_name, node=node, step=name
+        ).first()
+        if record is not None and record.status == MigChangeStep.Status.DONE:
             continue
         aborted = _abort_of(request, node, name)
         if aborted is not None:
-            _finish_step(request, record, aborted)
+            # A step that never started gets no record: the records say what ran, and a
+            # rollback undoes exactly those.
+            if record is not None:
+                _finish_step(request, record, aborted)
             _finish(request, State.FAILED, "aborted", failure=aborted.message)
             return aborted
+        if record is None:
+            record, _ = MigChangeStep.objects.get_or_create(
+                request=request,
+                round=round_name,
+                node=node,
+                step=name,
+                defaults={"started_at": now or timezone.now()},
+            )
         elapsed = ((now or timezone.now()) - record.started_at).total_seconds()
         outcome = HANDLERS[name](Step(gateway, actuator, node, config, promised, elapsed))
         if outcome.evicted:
@@ -316,6 +321,31 @@ def _run_node(
             )
             return outcome
     return None
+
+
+def steps_that_ran(request: MigChangeRequest, node: str) -> set[str]:
+    """The steps of the change's apply round that started on ``node`` (a step is recorded
+    just before its side effect, and a step an abort stopped before it began is not)."""
+    return set(
+        MigChangeStep.objects.filter(request=request, round="apply", node=node).values_list(
+            "step", flat=True
+        )
+    )
+
+
+def rollback_steps(ran: set[str], *, drain: bool = False) -> tuple[str, ...]:
+    """What rolling back does on a node, given the apply round's steps that ran there: it
+    undoes exactly those. A node whose layout was asked for (the label step started) goes
+    back through every step, the previous config asked for again; a node only cordoned (and
+    perhaps drained: an evicted pod does not come back) is uncordoned, no pod touched; a
+    node the change never reached is left alone. A drain's return to service uncordons."""
+    if drain:
+        return RETURN_STEPS
+    if "label" in ran:
+        return STEPS
+    if "cordon" in ran:
+        return RETURN_STEPS
+    return ()
 
 
 def _abort_of(request: MigChangeRequest, node: str, step: str) -> Outcome | None:

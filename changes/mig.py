@@ -75,12 +75,12 @@ def request_mig_change(
     """Ask for a MIG change on one cluster: assessed now on that cluster's facts, stored
     with its assessment, pending approval.
 
-    The cluster is the pool's (pools are per cluster), else ``cluster``; it may be left out
-    only while there is one cluster. A blocked assessment, or a node that is not on the
+    The cluster is the pool's (pools are per cluster), else ``cluster``; left out, the only
+    cluster, or the one every named node is on. A blocked assessment, or a node that is not on the
     cluster, is refused with field errors; nothing is written.
     """
     require_asker(actor, team, "a MIG change")
-    cluster = change_cluster(pool, cluster)
+    cluster = change_cluster(pool, cluster, nodes)
     if pool is not None and not nodes:
         nodes = list(
             holds(
@@ -185,9 +185,12 @@ def _check_request(cluster: Cluster, nodes: list[str], target_config: str, reaso
         raise ValidationError(errors)
 
 
-def change_cluster(pool: NodePool | None, cluster: Cluster | None) -> Cluster:
-    """The cluster a change is on: the pool's, else the one chosen, else the only one (a
-    field error when there are several and none was chosen, or a pool of another one)."""
+def change_cluster(
+    pool: NodePool | None, cluster: Cluster | None, nodes: list[str] | None = None
+) -> Cluster:
+    """The cluster a change is on: the pool's, else the one chosen, else the only one, else
+    the one cluster every named node is on (a field error when that leaves several or none,
+    or for a pool of another one)."""
     if pool is not None:
         if cluster is not None and cluster.pk != pool.cluster_id:
             raise ValidationError(
@@ -199,6 +202,10 @@ def change_cluster(pool: NodePool | None, cluster: Cluster | None) -> Cluster:
     clusters = list(Cluster.objects.order_by("name")[:2])
     if len(clusters) == 1:
         return clusters[0]
+    if nodes:
+        holding = _clusters_holding(set(nodes))
+        if len(holding) == 1:
+            return holding[0]
     names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
     raise ValidationError(
         {"cluster": [f"Choose the cluster the nodes are on ({names or 'none is registered'})."]}
@@ -238,6 +245,19 @@ def checked_nodes(cluster: Cluster, nodes: list[str]) -> list[str]:
     if errors:
         raise ValidationError(errors)
     return names
+
+
+def _clusters_holding(nodes: set[str]) -> list[Cluster]:
+    """The clusters on which every one of ``nodes`` is observed now."""
+    on: dict[int, set[str]] = {}
+    for cluster_id, name in (
+        ObservedNode.objects.on_every_cluster()
+        .filter(name__in=nodes, gone_since__isnull=True)
+        .values_list("cluster_id", "name")
+    ):
+        on.setdefault(cluster_id, set()).add(name)
+    ids = [cluster_id for cluster_id, names in on.items() if names == nodes]
+    return list(Cluster.objects.filter(pk__in=ids).order_by("name"))
 
 
 def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:

@@ -1,8 +1,12 @@
 """The MIG layout planner: which MIG config each node should take so that the fleet covers
 the demand per resource (MIG profiles and whole GPUs). Pure: facts in, a plan out.
 
-What it optimises, in this order (lexicographically):
+What it optimises, in this order (lexicographically), "no change" a candidate whenever it
+keeps the rules below (a plan that does not beat it proposes nothing):
 
+0. the running work left without capacity: what runs now stays servable (a plan never
+   trades running work for waiting work; running work the pool's own layout does not
+   intend, on a node drifted from it, is ordinary demand);
 1. the demand left uncovered (weighted by the memory share of each resource, so one
    missing 3g.40gb counts as much as four 1g.10gb);
 2. the pods evicted (a node whose config changes loses every GPU pod on it: MIG Manager
@@ -12,7 +16,8 @@ What it optimises, in this order (lexicographically):
 
 Rules it keeps: a node takes one of the configs the catalog (or an admin's custom config)
 defines for its GPU model, on its healthy GPUs only; a node under another open request, a
-cordoned node and a node of unknown model are left alone; a pool takes one layout per GPU
+node a MIG change just set (its change succeeded lately), a cordoned node and a node of
+unknown model are left alone; a pool takes one layout per GPU
 model unless it allows mixed layouts and all its nodes run the ``mixed`` MIG strategy; a
 node on the ``single`` strategy takes only configs that offer one kind of device.
 
@@ -63,6 +68,7 @@ class PlanNode:
     cordoned: bool = False
     busy: int | None = None  # the open request that holds it
     strategy: str = "mixed"  # the device plugin's MIG strategy on the node
+    settled: str = ""  # why a change that just succeeded leaves it alone ("" if none did)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,7 @@ class Demand:
     count: int
     pools: tuple[str, ...]  # the pools that may serve it
     source: str = ""  # what asks for it, for people
+    running: bool = False  # work running now: served first (objective 0)
 
 
 @dataclass
@@ -86,6 +93,7 @@ class Problem:
     demand: Sequence[Demand]
     pools: Sequence[PlanPool] = ()
     custom_configs: CustomConfigs = field(default_factory=dict)
+    notes: Sequence[str] = ()  # what the gathering left out, and why (said with the plan)
 
 
 # ----------------------------------------------------------------------------- result
@@ -93,6 +101,7 @@ class Problem:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Score:
+    lost: int  # weighted running work left without capacity
     short: int  # weighted demand left uncovered
     evictions: int
     touched: int
@@ -120,6 +129,8 @@ class Shortfall:
     count: int
     pools: tuple[str, ...]
     sentence: str
+    sources: tuple[str, ...] = ()  # what asks for it (the sentence's "asked by")
+    demand: int = 0  # the demand of its group (``count`` of it is short)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +166,7 @@ class Plan:
             "gap": self.gap,
             "seconds": round(self.seconds, 3),
             "score": {
+                "lost": self.score.lost,
                 "short": self.score.short,
                 "evictions": self.score.evictions,
                 "touched": self.score.touched,
@@ -243,6 +255,7 @@ class _Prepared:
     wanted: dict[str, set[str]]  # pool -> resources its demand asks for
     fixed_nodes: dict[str, str]  # node -> why it is left alone
     demand_total: dict[str, int] = field(default_factory=dict)
+    running: list[bool] = field(default_factory=list)  # per group: running work
 
 
 def _healthy(node: PlanNode) -> int:
@@ -298,6 +311,8 @@ def _stranded(offer: Offer, healthy: int, wanted: set[str]) -> int:
 
 
 def _left_alone(node: PlanNode) -> str:
+    if node.settled:
+        return node.settled
     if node.busy is not None:
         return f"{node.name} is held by open request #{node.busy}."
     if node.cordoned:
@@ -316,7 +331,7 @@ def prepare(problem: Problem, *, prune: bool = True) -> _Prepared:
     """Classes of interchangeable nodes, what left-alone nodes offer, and the demand
     (``prune``: without the options another option of the same nodes beats)."""
     custom = problem.custom_configs
-    groups = _demand_groups(problem.demand)
+    groups, running = _demand_groups(problem.demand)
     wanted: dict[str, set[str]] = defaultdict(set)
     for resource, group_pools, _ in groups:
         for pool in group_pools:
@@ -356,6 +371,7 @@ def prepare(problem: Problem, *, prune: bool = True) -> _Prepared:
             else facts.reason or "the pool takes one layout"
         )
     prep = _Prepared(classes, fixed, groups, single, reasons, dict(wanted), fixed_nodes)
+    prep.running = running
     for resource, _, count in groups:
         prep.demand_total[resource] = prep.demand_total.get(resource, 0) + count
     if prune:
@@ -363,12 +379,16 @@ def prepare(problem: Problem, *, prune: bool = True) -> _Prepared:
     return prep
 
 
-def _demand_groups(demand: Sequence[Demand]) -> list[tuple[str, tuple[str, ...], int]]:
-    counts: dict[tuple[str, tuple[str, ...]], int] = defaultdict(int)
+def _demand_groups(
+    demand: Sequence[Demand],
+) -> tuple[list[tuple[str, tuple[str, ...], int]], list[bool]]:
+    """The demand summed per (resource, pools, running), and which groups are running work."""
+    counts: dict[tuple[str, tuple[str, ...], bool], int] = defaultdict(int)
     for item in demand:
         if item.count > 0 and item.pools:
-            counts[(item.resource, tuple(sorted(set(item.pools))))] += item.count
-    return [(r, pools, n) for (r, pools), n in sorted(counts.items())]
+            counts[(item.resource, tuple(sorted(set(item.pools))), item.running)] += item.count
+    ordered = sorted(counts.items())
+    return [(r, pools, n) for (r, pools, _), n in ordered], [run for (_, _, run), _ in ordered]
 
 
 def _prune(prep: _Prepared) -> None:
@@ -436,19 +456,29 @@ def _served(prep: _Prepared, cap: Mapping[str, Mapping[str, int]]) -> list[int]:
         by_resource[resource].append(index)
     for resource, indexes in by_resource.items():
         left = {p: cap.get(p, {}).get(resource, 0) for i in indexes for p in prep.groups[i][1]}
-        flows = _max_flow([(prep.groups[i][2], prep.groups[i][1]) for i in indexes], left)
+        first = {n for n, i in enumerate(indexes) if prep.running and prep.running[i]}
+        groups = [(prep.groups[i][2], prep.groups[i][1]) for i in indexes]
+        flows = _max_flow(groups, left, first)
         for i, flow in zip(indexes, flows, strict=True):
             served[i] = flow
     return served
 
 
-def _max_flow(groups: list[tuple[int, tuple[str, ...]]], cap: dict[str, int]) -> list[int]:
-    """Bipartite max flow (groups -> pools) by augmenting paths; tiny graphs."""
+def _max_flow(
+    groups: list[tuple[int, tuple[str, ...]]], cap: dict[str, int], first: set[int] | None = None
+) -> list[int]:
+    """Bipartite max flow (groups -> pools) by augmenting paths; tiny graphs. The groups in
+    ``first`` are served first, as far as they can be (an augmenting path never lowers
+    what a group already gets), then the rest."""
     flow: dict[tuple[int, str], int] = defaultdict(int)
     served = [0] * len(groups)
     left = dict(cap)
+    starts = first or None
     while True:
-        path = _augmenting_path(groups, served, flow, left)
+        path = _augmenting_path(groups, served, flow, left, starts)
+        if path is None and starts is not None:
+            starts = None
+            continue
         if path is None:
             return served
         amount, steps = path
@@ -464,11 +494,15 @@ def _augmenting_path(
     served: list[int],
     flow: Mapping[tuple[int, str], int],
     left: Mapping[str, int],
+    starts: set[int] | None = None,
 ) -> tuple[int, list[tuple[int, str, int]]] | None:
-    """A path source -> group -> pool (-> group back over a used edge -> pool)* -> sink."""
+    """A path source -> group -> pool (-> group back over a used edge -> pool)* -> sink,
+    from one of ``starts`` (every group when None)."""
     seen_pools: set[str] = set()
     frontier: list[tuple[int, int, list[tuple[int, str, int]]]] = [
-        (g, groups[g][0] - served[g], []) for g in range(len(groups)) if groups[g][0] > served[g]
+        (g, groups[g][0] - served[g], [])
+        for g in range(len(groups))
+        if groups[g][0] > served[g] and (starts is None or g in starts)
     ]
     seen_groups = {g for g, _, _ in frontier}
     while frontier:
@@ -497,6 +531,13 @@ def _score(prep: _Prepared, counts: Counts) -> Score:
         weight(resource) * (count - got)
         for (resource, _, count), got in zip(prep.groups, served, strict=True)
     )
+    lost = sum(
+        weight(resource) * (count - got)
+        for (resource, _, count), got, running in zip(
+            prep.groups, served, prep.running or [False] * len(served), strict=True
+        )
+        if running
+    )
     touched = sum(cls.size - row[0] for cls, row in zip(prep.classes, counts, strict=True))
     evictions = sum(
         cls.evicts * (cls.size - row[0]) for cls, row in zip(prep.classes, counts, strict=True)
@@ -506,7 +547,7 @@ def _score(prep: _Prepared, counts: Counts) -> Score:
         for cls, row in zip(prep.classes, counts, strict=True)
         for option, taken in zip(cls.options, row, strict=True)
     )
-    return Score(short, evictions, touched, stranded)
+    return Score(lost, short, evictions, touched, stranded)
 
 
 def _consistent(prep: _Prepared, counts: Counts) -> bool:
@@ -604,6 +645,7 @@ class _Model:
                 self.z[index] = [(self._col(0, cls.size, True), 1.0) for _ in cls.options]
                 self.rows.append((cls.size, cls.size, {c: 1.0 for c, _ in self.z[index]}))
         self.short_cost: dict[int, float] = {}
+        self.lost_cost: dict[int, float] = {}
         self._flows()
 
     def _col(self, lower: float, upper: float, integer: bool) -> int:
@@ -637,10 +679,13 @@ class _Model:
     def _flows(self) -> None:
         prep = self.prep
         served_at: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for resource, pools, count in prep.groups:
+        running = prep.running or [False] * len(prep.groups)
+        for (resource, pools, count), runs in zip(prep.groups, running, strict=True):
             flows = [self._col(0, count, False) for _ in pools]
             short = self._col(0, count, False)
             self.short_cost[short] = weight(resource)
+            if runs:
+                self.lost_cost[short] = weight(resource)
             self.rows.append((count, count, dict.fromkeys([*flows, short], 1.0)))
             for pool, flow in zip(pools, flows, strict=True):
                 served_at[(pool, resource)].append(flow)
@@ -655,8 +700,9 @@ class _Model:
             self.rows.append((-math.inf, fixed, {**dict.fromkeys(flows, 1.0), **offered[key]}))
 
     def objectives(self) -> list[dict[int, float]]:
-        """Costs of the three phases: shortfall; evictions, then nodes touched (each node
-        off its present state costs both); stranded capacity."""
+        """Costs of the four phases: running work left without capacity; shortfall;
+        evictions, then nodes touched (each node off its present state costs both);
+        stranded capacity."""
         nodes = sum(cls.size for cls in self.prep.classes)
         touch: dict[int, float] = defaultdict(float)
         strand: dict[int, float] = defaultdict(float)
@@ -665,7 +711,7 @@ class _Model:
                 if not option.keep:
                     touch[col] += factor * (cls.evicts * (nodes + 1) + 1)
                 strand[col] += factor * option.stranded
-        return [self.short_cost, touch, strand]
+        return [self.lost_cost, self.short_cost, touch, strand]
 
     def columns_for(self, counts: Counts) -> dict[int, float]:
         """The integer columns' values for ``counts`` (a start for the solver)."""
@@ -698,9 +744,10 @@ def _add_row(highs: Any, numpy: Any, lower: float, upper: float, coefs: dict[int
 def _solve_exact(
     prep: _Prepared, seconds: float, relax: frozenset[tuple[str, str | None]] = frozenset()
 ) -> tuple[Counts, float, bool] | None:
-    """The lexicographic optimum (shortfall, then evictions and nodes touched, then stranded
-    capacity) by HiGHS, each phase starting from the last one's answer: the counts, the
-    worst gap proved, whether all phases were optimal. None without HiGHS or without a
+    """The lexicographic optimum (running work left without capacity, shortfall, then
+    evictions and nodes touched, then stranded capacity) by HiGHS, each phase starting from
+    the last one's answer: the counts, the worst gap proved, whether all phases were
+    optimal. None without HiGHS or without a
     solution in time."""
     try:
         # lazy: an optional dependency; the greedy search answers without it
@@ -720,7 +767,7 @@ def _solve_exact(
         numpy.array(list(start), dtype=numpy.int32),
         numpy.array(list(start.values()), dtype=numpy.float64),
     )
-    for costs, share in zip(model.objectives(), (0.6, 0.6, 1.0), strict=True):
+    for costs, share in zip(model.objectives(), (0.4, 0.6, 0.6, 1.0), strict=True):
         vector = numpy.zeros(len(columns))
         for column, cost in costs.items():
             vector[column] = cost
@@ -830,7 +877,13 @@ def plan(problem: Problem, *, time_limit: float = 5.0, exact: bool = True) -> Pl
         counts = _solve_greedy(prep, time_limit) if prep.classes else []
         solver, status, proved = "greedy", "greedy", None
     score = _score(prep, counts)
-    notes = sorted(prep.fixed_nodes.values())
+    unchanged: Counts = [[cls.size] + [0] * (len(cls.options) - 1) for cls in prep.classes]
+    if prep.classes and _consistent(prep, unchanged) and _score(prep, unchanged) <= score:
+        # "No change" is a candidate: a plan that does not beat it proposes nothing (when
+        # it keeps the rules: a one-layout pool on two layouts, the seed's incident, is put
+        # back on one).
+        counts, score = unchanged, _score(prep, unchanged)
+    notes = sorted(prep.fixed_nodes.values()) + list(problem.notes)
     shortfalls = _shortfalls(problem, prep, counts)
     if shortfalls and solver == "highs":
         left = max(0.1 * time_limit, time_limit - (time.monotonic() - started))
@@ -904,21 +957,30 @@ def _pools_text(pools: Sequence[str]) -> str:
 
 def _shortfalls(problem: Problem, prep: _Prepared, counts: Counts) -> list[Shortfall]:
     served = _served(prep, _capacity(prep, counts))
-    sources: dict[tuple[str, tuple[str, ...]], list[str]] = defaultdict(list)
+    sources: dict[tuple[str, tuple[str, ...], bool], list[str]] = defaultdict(list)
     for item in problem.demand:
         if item.source:
-            sources[(item.resource, tuple(sorted(set(item.pools))))].append(item.source)
+            key = (item.resource, tuple(sorted(set(item.pools))), item.running)
+            sources[key].append(item.source)
     out = []
-    for (resource, pools, count), got in zip(prep.groups, served, strict=True):
+    running = prep.running or [False] * len(prep.groups)
+    for (resource, pools, count), got, runs in zip(prep.groups, served, running, strict=True):
         if got >= count:
             continue
-        asked = "; ".join(dict.fromkeys(sources.get((resource, pools), [])))
-        sentence = (
-            f"{count - got} of {count} x {resource} cannot be served in {_pools_text(pools)}"
-            + (f" (asked by: {asked})." if asked else ".")
-        )
-        out.append(Shortfall(resource, count - got, pools, sentence))
+        asking = tuple(dict.fromkeys(sources.get((resource, pools, runs), [])))
+        sentence = shortfall_sentence(resource, count, got, pools, asking)
+        out.append(Shortfall(resource, count - got, pools, sentence, asking, count))
     return out
+
+
+def shortfall_sentence(
+    resource: str, count: int, got: int, pools: Sequence[str], asking: Sequence[str]
+) -> str:
+    """What stays short, in words (``asking``: what asks for it, as the reader may see it)."""
+    asked = "; ".join(asking)
+    return f"{count - got} of {count} x {resource} cannot be served in {_pools_text(pools)}" + (
+        f" (asked by: {asked})." if asked else "."
+    )
 
 
 def _one_layout_notes(

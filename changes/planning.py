@@ -5,18 +5,23 @@ approved as any other.
 
 What counts as demand, per resource and the pools that may serve it:
 
-- what runs now (the GPU pods on the pools' nodes);
-- what waits: Pending pods (any pool whose GPU model offers the resource) and Kueue
-  workloads not admitted (the pools behind their ClusterQueue's flavors);
+- what runs now (the GPU pods on the pools' nodes), served before anything else, but for
+  what runs on a node drifted from its pool's intended config (the seed's incident: a test
+  layout left on a training node), which is ordinary demand;
+- what waits: Pending pods (any pool whose GPU model offers the resource; a pod asking more
+  than any one node could ever offer is left out, and said) and Kueue workloads not
+  admitted (the pools behind their ClusterQueue's flavors);
 - what the queues promise: each ClusterQueue's nominal quota per flavor, as far as what runs
   behind that flavor does not already use it, and the increases open quota requests ask for.
 
 A flavor's ``nvidia.com/mig.config`` label is left out when it picks pools: that label is
-what the plan changes.
+what the plan changes. A node a MIG change set lately (succeeded within
+:data:`SETTLING`) is left as it is: the plan never undoes a change that just succeeded.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from collections import defaultdict
@@ -26,13 +31,22 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from changes import impact
 from changes.approval import User, may_request
 from changes.facts import fleet_facts
 from changes.mig import request_mig_change
 from changes.models import MigChangeRequest, QuotaChangeRequest
-from changes.planner import Demand, Plan, PlanNode, PlanPool, Problem, plan
+from changes.planner import (
+    Demand,
+    Plan,
+    PlanNode,
+    PlanPool,
+    Problem,
+    plan,
+    shortfall_sentence,
+)
 from cluster.models import Cluster, ObservedNode, ObservedWorkload
 from fleet import membership
 from fleet.models import NodePool
@@ -47,6 +61,7 @@ from portal.vocabulary.names import selector_matches
 from tenants.models import Team
 
 PAGE_SECONDS = 3.0  # the solver's time limit when a page or the API asks
+SETTLING = dt.timedelta(hours=24)  # a node a MIG change set within this is left alone
 
 
 @dataclass
@@ -93,7 +108,7 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         node.name: getattr(membership.pool_of(node.labels, fleet.pools), "name", "")
         for node in fleet.nodes
     }
-    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy)
+    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy, _settled(cluster))
     pools = [
         PlanPool(
             p.name,
@@ -112,8 +127,28 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
             cluster=cluster, state=QuotaChangeRequest.State.PENDING, kind="queue"
         ).values_list("pk", "cluster_queue_name", "flavor", "resource", "previous", "requested")
     )
-    demand = gather_demand(fleet, pool_of, waiting, asked)
-    return Problem(nodes, demand, pools, fleet.custom_configs), fleet
+    notes: list[str] = []
+    demand = gather_demand(fleet, pool_of, waiting, asked, notes)
+    return Problem(nodes, demand, pools, fleet.custom_configs, notes), fleet
+
+
+def _settled(cluster: Cluster) -> dict[str, str]:
+    """The nodes a MIG change set lately (node -> why it is left alone)."""
+    since = timezone.now() - SETTLING
+    out: dict[str, str] = {}
+    for pk, nodes, config in (
+        MigChangeRequest.objects.filter(
+            cluster=cluster, state=MigChangeRequest.State.SUCCEEDED, updated_at__gte=since
+        )
+        .order_by("updated_at")
+        .values_list("pk", "nodes", "target_config")
+    ):
+        for node in nodes:
+            out[node] = (
+                f"{node} was set to {config} by MIG change #{pk} within the last "
+                f"{int(SETTLING.total_seconds() // 3600)} hours: left as it is."
+            )
+    return out
 
 
 def _plan_nodes(
@@ -121,6 +156,7 @@ def _plan_nodes(
     pool_of: Mapping[str, str],
     observed: Mapping[str, tuple[bool, str]],
     unhealthy: Mapping[str, tuple[int, ...]],
+    settled: Mapping[str, str],
 ) -> list[PlanNode]:
     pods: dict[str, list[str]] = defaultdict(list)
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -143,6 +179,7 @@ def _plan_nodes(
             cordoned=observed.get(node.name, (False, ""))[0],
             busy=fleet.busy.get(node.name),
             strategy=observed.get(node.name, (False, ""))[1] or "mixed",
+            settled=settled.get(node.name, ""),
         )
         for node in fleet.nodes
         if node.model or node.allocatable
@@ -171,24 +208,38 @@ def gather_demand(
     pool_of: Mapping[str, str],
     waiting: Sequence[tuple[str, str, str, Mapping[str, Any]]],
     asked: Sequence[tuple[int, str, str, str, str, str]],
+    notes: list[str] | None = None,
 ) -> list[Demand]:
-    """Demand per resource and the pools that may serve it (see the module's docstring)."""
+    """Demand per resource and the pools that may serve it (see the module's docstring);
+    ``notes`` gets what is left out, and why."""
     behind = _flavor_pools(fleet, pool_of)
+    drifted = _drifted(fleet)
     demand: list[Demand] = []
-    running: dict[tuple[str, str], int] = defaultdict(int)  # (pool, resource)
+    running: dict[tuple[str, str, bool], int] = defaultdict(int)  # (pool, resource, kept)
     for pod in fleet.pods:
         for resource, count in pod.gpu.items():
             if not resource.startswith("nvidia.com/") or int(count) <= 0:
                 continue
             if pod.node and pod.phase == "Running":
-                running[(pool_of.get(pod.node, ""), resource)] += int(count)
+                pool = pool_of.get(pod.node, "")
+                running[(pool, resource, pod.node not in drifted)] += int(count)
             elif pod.phase == "Pending" and not pod.node:
                 pools = _pools_offering(fleet, pool_of, resource)
+                most = _most_on_one_node(fleet, resource)
+                if int(count) > most:  # no layout of any node serves it: no demand
+                    if notes is not None:
+                        notes.append(
+                            f"{pod.namespace}/{pod.name} asks for {count} x {resource} in one "
+                            f"pod; no node can ever offer more than {most}: no layout serves "
+                            "it, so the plan leaves it out."
+                        )
+                    continue
                 demand.append(
                     Demand(resource, int(count), pools, f"Pending {pod.namespace}/{pod.name}")
                 )
-    for (pool, resource), count in sorted(running.items()):
-        demand.append(Demand(resource, count, (pool,), "running pods"))
+    for (pool, resource, kept), count in sorted(running.items()):
+        source = "running pods" if kept else "running pods on a node off its pool's config"
+        demand.append(Demand(resource, count, (pool,), source, running=kept))
     flavors_of: dict[str, list[str]] = defaultdict(list)
     promised: dict[tuple[str, tuple[str, ...]], list[tuple[str, int]]] = defaultdict(list)
     for quota in fleet.queues:
@@ -196,7 +247,9 @@ def gather_demand(
         pools = behind.get(quota.flavor, ())
         promised[(quota.resource, pools)].append((quota.cluster_queue, quota.nominal))
     for (resource, pools), queues in sorted(promised.items()):
-        in_use = sum(running.get((pool, resource), 0) for pool in pools)
+        in_use = sum(
+            running.get((pool, resource, kept), 0) for pool in pools for kept in (True, False)
+        )
         beyond = sum(n for _, n in queues) - in_use
         if beyond > 0 and pools:
             names = ", ".join(sorted({q for q, n in queues if n}))
@@ -213,6 +266,25 @@ def gather_demand(
         if more > 0 and pools and resource.startswith("nvidia.com/"):
             demand.append(Demand(resource, more, pools, f"quota request #{pk} ({cluster_queue})"))
     return demand
+
+
+def _drifted(fleet: impact.Fleet) -> set[str]:
+    """The nodes off their pool's intended config (the pool names one)."""
+    out = set()
+    for node in fleet.nodes:
+        pool = membership.pool_of(node.labels, fleet.pools)
+        intended = getattr(pool, "mig_config", "")
+        if intended and node.mig_config and node.mig_config != intended:
+            out.add(node.name)
+    return out
+
+
+def _most_on_one_node(fleet: impact.Fleet, resource: str) -> int:
+    """The most of ``resource`` any one node of the fleet could ever offer."""
+    return max(
+        (most_per_gpu(n.model, resource) * n.gpu_count for n in fleet.nodes),
+        default=0,
+    )
 
 
 def _pools_offering(
@@ -262,7 +334,8 @@ def make_plan(cluster: Cluster, *, seconds: float = PAGE_SECONDS) -> Planned:
 
 
 def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
-    """The plan as ``viewer`` may read it: other teams' pods counted, never named."""
+    """The plan as ``viewer`` may read it: other teams' pods and workloads counted, never
+    named (in what it evicts, what stays short, its notes and its requests' reasons)."""
     names = pod_names_for(viewer)
     body = planned.plan.as_json()
     for node in body["nodes"]:
@@ -270,10 +343,40 @@ def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
             pod if names.named(pod.split("/", 1)[0]) else "(another team's pod)"
             for pod in node["evicts"]
         ]
+    for shortfall in body["shortfalls"]:
+        asking = counted(shortfall["sources"], names)
+        shortfall["sources"] = asking
+        total = shortfall["demand"]
+        shortfall["sentence"] = shortfall_sentence(
+            shortfall["resource"], total, total - shortfall["count"], shortfall["pools"], asking
+        )
+    body["notes"] = [names.redact(note) for note in body["notes"]]
     body["cluster"] = planned.cluster.name
-    body["batches"] = planned.batches
+    body["batches"] = [
+        {**batch, "reasons": [names.redact(r) for r in batch["reasons"]]}
+        for batch in planned.batches
+    ]
     body["fingerprint"] = planned.fingerprint
     return body
+
+
+def counted(sources: Sequence[str], names: Any) -> list[str]:
+    """What asks for a shortfall as a reader may see it: their own teams' pods and
+    workloads by name, other teams' counted per kind and namespace ("2 Pending pods in
+    team-b"), never named."""
+    shown: list[str] = []
+    hidden: dict[tuple[str, str], int] = defaultdict(int)
+    for source in sources:
+        kind, _, ref = source.partition(" ")
+        namespace = ref.split("/", 1)[0] if "/" in ref else ""
+        if kind in ("Pending", "waiting") and namespace and not names.named(namespace):
+            hidden[(kind, namespace)] += 1
+        else:
+            shown.append(source)
+    for (kind, namespace), n in sorted(hidden.items()):
+        what = "Pending pod" if kind == "Pending" else "waiting workload"
+        shown.append(f"{n} {what}{'' if n == 1 else 's'} in {namespace}")
+    return shown
 
 
 @transaction.atomic

@@ -21,6 +21,8 @@ from changes.impact import verdict_label
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from portal.access.permissions import sees_every_team
 from portal.access.selectors import pod_names_for
+from portal.audit.events import Event
+from portal.models import AuditEvent
 from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError
 from queues.selectors import (
@@ -206,4 +208,27 @@ def change_for(user: User, change: MigChangeRequest, steps: list[MigChangeStep])
         "assessment": assessment_for(names, change.assessment),
         "failure": names.redact(change.failure),
         "steps": steps,
+        "acted": acted_on(change),
     }
+
+
+# What an admin did to a change after its decision, in the page's words.
+ACTED: dict[str, str] = {
+    Event.MIG_CHANGE_ABORT_REQUESTED: "Abort asked",
+    Event.MIG_CHANGE_ROLLBACK: "Rollback asked",
+}
+
+
+def acted_on(change: MigChangeRequest) -> list[dict[str, Any]]:
+    """Who aborted or rolled back ``change`` and when, as the audit recorded it (the pages
+    name the actor recorded, never the approver for them)."""
+    return [
+        {"said": ACTED[event], "actor": actor or "system", "at": at}
+        for event, actor, at in AuditEvent.objects.filter(
+            target_type=MigChangeRequest._meta.label_lower,
+            target_id=str(change.pk),
+            event__in=list(ACTED),
+        )
+        .order_by("time", "id")
+        .values_list("event", "actor_name", "time")
+    ]

@@ -12,14 +12,15 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from changes import mig, quota, selectors
 from changes.approval import may_preview, may_request, teams_user_may_request_for
 from changes.decisions import MIG_VERBS, QUOTA_VERBS, Asked, decide, verb_of
+from changes.effects import CONFIRMED, effects_of
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
@@ -231,10 +232,23 @@ def _asked(request: HttpRequest, pk: int) -> Asked:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def change_action(request: HtmxHttpRequest, pk: int, action: str) -> HttpResponse:
-    verb_of("mig", action)
-    selectors.get_mig_change_for_user(request.user, pk)  # 404 across teams
+    """Do ``action`` to a change. A destructive one (cancel, abort, roll back, return to
+    service) first shows what it will do and asks to confirm (GET, or a POST without
+    ``confirm=yes``); the API acts at once (its call is the confirmation)."""
+    verb = verb_of("mig", action)
+    change, allowed = selectors.get_mig_change_with_actions(request.user, pk)  # 404 across teams
+    if action in CONFIRMED and request.POST.get("confirm") != "yes":
+        if not getattr(allowed, verb.allowed):
+            raise PermissionDenied("You may not do this to this change now.")
+        return render(
+            request,
+            "changes/change_confirm.html",
+            {"change": change, "action": action, "effects": effects_of(action, change)},
+        )
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
     try:
         if action == "approve" and request.POST.get("confirm") != "yes":
             change, allowed = selectors.get_mig_change_with_actions(request.user, pk)

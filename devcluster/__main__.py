@@ -20,6 +20,41 @@ KUEUE_CHOICES = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = command_line().parse_args(argv)
+    options = Options(
+        mig_delay_seconds=args.mig_delay,
+        retry_seconds=args.retry_seconds,
+        fair_sharing=args.fair_sharing,
+    )
+    users = {}
+    for spec in args.user:
+        name, token, verbs = spec.split(":", 2)
+        users[token] = (name, frozenset(verbs.split(",")))
+    demo = start(
+        host=args.host,
+        port=args.port,
+        scenario=args.scenario,
+        nodes=args.nodes,
+        pods=args.pods,
+        token=args.token,
+        users=users,
+        options=options,
+        served=Served(kueue=KUEUE_CHOICES[args.kueue], volcano=not args.no_volcano),
+    )
+    demo.server.verbose = args.verbose
+    if args.kubeconfig:
+        args.kubeconfig.write_text(kubeconfig(demo.url, args.token))
+    print(f"devcluster listening on {demo.url}", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()
+    demo.stop()
+    return 0
+
+
+def command_line() -> argparse.ArgumentParser:
+    """The options of ``python -m devcluster`` (the run command builds its lines for it)."""
     parser = argparse.ArgumentParser(prog="python -m devcluster", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=6443, help="0 picks a free port")
@@ -68,37 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kubeconfig", type=Path, help="write a kubeconfig for kubectl here")
     parser.add_argument("--verbose", action="store_true", help="log every request")
-    args = parser.parse_args(argv)
-    options = Options(
-        mig_delay_seconds=args.mig_delay,
-        retry_seconds=args.retry_seconds,
-        fair_sharing=args.fair_sharing,
-    )
-    users = {}
-    for spec in args.user:
-        name, token, verbs = spec.split(":", 2)
-        users[token] = (name, frozenset(verbs.split(",")))
-    demo = start(
-        host=args.host,
-        port=args.port,
-        scenario=args.scenario,
-        nodes=args.nodes,
-        pods=args.pods,
-        token=args.token,
-        users=users,
-        options=options,
-        served=Served(kueue=KUEUE_CHOICES[args.kueue], volcano=not args.no_volcano),
-    )
-    demo.server.verbose = args.verbose
-    if args.kubeconfig:
-        args.kubeconfig.write_text(kubeconfig(demo.url, args.token))
-    print(f"devcluster listening on {demo.url}", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    demo.stop()
-    return 0
+    return parser
 
 
 def kubeconfig(url: str, token: str) -> str:

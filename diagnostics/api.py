@@ -21,8 +21,9 @@ from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
+from portal.access.permissions import sees_every_team
 from portal.api.filters import allowed, no_such_team
-from tenants.models import Namespace
+from tenants.models import Namespace, Team
 from tenants.selectors import list_teams_for_user
 
 
@@ -111,9 +112,10 @@ class WaitingQuery(ClusterQuery):
 
 
 class WaitingView(ClusterScoped, APIView):
-    """What waits in your teams' namespaces and why, on each cluster: the cause, the next
-    step, an action and the cluster's own words (the same explanations as the home page),
-    and when it could start (a range with its basis, or "no estimate" and why)."""
+    """What waits in your teams' namespaces (every team's for approvers and platform
+    admins) and why, on each cluster: the cause, the next step, an action and the cluster's
+    own words (the same explanations as the home page), and when it could start (a range
+    with its basis, or "no estimate" and why)."""
 
     @extend_schema(
         parameters=[
@@ -134,7 +136,13 @@ class WaitingView(ClusterScoped, APIView):
         responses={200: WaitingSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        teams = list_teams_for_user(request.user).prefetch_related(None)
+        # Approvers and platform admins read every team's (as on the pages); a team's
+        # people, their own teams'.
+        teams = (
+            Team.objects.all()
+            if sees_every_team(request.user)
+            else list_teams_for_user(request.user).prefetch_related(None)
+        )
         namespaces = self.in_cluster(Namespace.objects.filter(team__in=teams))
         query = WaitingQuery(
             data=request.query_params, context={"teams": teams, "namespaces": namespaces}

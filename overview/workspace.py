@@ -16,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q, QuerySet
-from django.db.models.functions import Coalesce
+from django.db.models import CharField, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -28,6 +28,8 @@ from cluster.models import Drift
 from cluster.selectors import cluster_statuses, open_drift
 from health.models import NodeHealth
 from portal.access.permissions import user_id
+from portal.audit.events import Event
+from portal.models import AuditEvent
 from tenants.models import Membership
 
 RECENT = dt.timedelta(days=7)  # outcomes and failures older than this are history
@@ -101,11 +103,14 @@ def start(request: HttpRequest) -> HttpResponse:
 
 @dataclass
 class Outcome:
-    """A decided or finished request, MIG change and quota request alike."""
+    """A decided or finished request, MIG change and quota request alike; ``by``: who brought
+    it to its state, in words, from the actor the audit recorded ("by admin", "aborted by
+    admin", "approved by approver"; "" when no person did)."""
 
     kind: str  # "mig" or "quota"
     request: Any
     at: dt.datetime | None
+    by: str = ""
 
 
 @dataclass
@@ -179,6 +184,10 @@ def _outcomes(since: dt.datetime) -> list[Outcome]:
             updated_at__gte=since,
         )
         .select_related("team", "decided_by")
+        .annotate(
+            rolled_back_by=_last_actor(Event.MIG_CHANGE_ROLLBACK),
+            aborted_by=_last_actor(Event.MIG_CHANGE_ABORT_REQUESTED),
+        )
         .order_by("-updated_at")[:SHOWN]
     )
     quotas = (
@@ -188,10 +197,42 @@ def _outcomes(since: dt.datetime) -> list[Outcome]:
         .select_related("team", "namespace", "cluster_queue", "decided_by", "auto_rule")
         .order_by("-at")[:SHOWN]
     )
-    rows = [Outcome("mig", c, c.updated_at) for c in changes]
-    rows += [Outcome("quota", q, q.at) for q in quotas]  # type: ignore[attr-defined]
+    rows = [Outcome("mig", c, c.updated_at, _mig_by(c)) for c in changes]
+    rows += [Outcome("quota", q, q.at, _quota_by(q)) for q in quotas]  # type: ignore[attr-defined]
     rows.sort(key=lambda o: o.at or since, reverse=True)
     return rows[:SHOWN]
+
+
+def _last_actor(event: Event) -> Subquery:
+    """The name of whoever last did ``event`` to the outer MIG change, as the audit has it."""
+    return Subquery(
+        AuditEvent.objects.filter(
+            event=event,
+            target_type=MigChangeRequest._meta.label_lower,
+            target_id=Cast(OuterRef("pk"), CharField()),
+        )
+        .order_by("-time", "-id")
+        .values("actor_name")[:1]
+    )
+
+
+def _mig_by(change: Any) -> str:
+    """Who brought a MIG change to its state: the rollback's actor for a rolled-back one,
+    the abort's for an aborted one, the approver's for one that ran, the decider's."""
+    decided = change.decided_by.get_username() if change.decided_by_id else ""
+    if change.state == MigState.ROLLED_BACK:
+        return f"by {change.rolled_back_by}" if change.rolled_back_by else ""
+    if change.state == MigState.FAILED:
+        return f"aborted by {change.aborted_by}" if change.aborted_by else ""
+    if change.state == MigState.SUCCEEDED:
+        return f"approved by {decided}" if decided else ""
+    return f"by {decided}" if decided else ""
+
+
+def _quota_by(change: Any) -> str:
+    if change.rule_name:
+        return f"by the rule “{change.rule_name}”"
+    return f"by {change.decided_by.get_username()}" if change.decided_by_id else ""
 
 
 def name_clusters(ws: Workspace, clusters: list[Any]) -> bool:

@@ -8,9 +8,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from cluster.admin import ClusterScopedAdmin, ClusterScopedForm
+from portal import removal
 from portal.admin import ServiceAdmin, save_rows
 from portal.vocabulary.quantity import format_quantity
 from queues import services
@@ -18,10 +19,30 @@ from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 
 
 class QueueObjectAdmin(ClusterScopedAdmin):
-    """A flavor or a cohort: saved by its service, deleted by the queues' one."""
+    """A flavor or a cohort: saved by its service, deleted by the queues' one; its delete
+    page says what the delete does before it asks (``admin/queues/delete_confirmation.html``)."""
 
     def delete(self, request: HttpRequest, obj: Any) -> None:
         services.delete_queue_object(actor=request.user, obj=obj, source="admin")
+
+    def render_delete_form(self, request: HttpRequest, context: dict[str, Any]) -> HttpResponse:
+        obj = context.get("object")
+        if obj is not None:
+            context["removal"] = removal.explain(obj)
+            context["quota_moves"] = quota_moves(obj)
+        return super().render_delete_form(request, context)
+
+
+def quota_moves(obj: Any) -> list[str]:
+    """What deleting a ClusterQueue does to quota: its nominal quotas go, and leave its
+    cohort (the queues that borrow from it lose them)."""
+    if not isinstance(obj, ClusterQueue):
+        return []
+    where = f" and leaves cohort {obj.cohort.name}" if obj.cohort is not None else ""
+    return [
+        f"{flavor} {resource}: the nominal quota of {format_quantity(value)} goes{where}."
+        for (flavor, resource), value in obj.quota().items()
+    ]
 
 
 @admin.register(ResourceFlavor)

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,6 +21,7 @@ from django.urls import reverse
 from cluster.scope import chosen_cluster
 from portal.access.permissions import is_platform_admin
 from queues import preview
+from queues.merge import Merge, three_way
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
 from queues.selectors import cluster_queue_what_if, quota_rows, simulates_kueue
@@ -50,6 +52,69 @@ def _edited_cluster_queue(cq: ClusterQueue, data: Any) -> ClusterQueue:
     edited.fair_sharing_weight = data.get("fair_sharing_weight", "").strip()
     edited.stop_policy = data.get("stop_policy", cq.stop_policy)
     return edited
+
+
+BASE_SALT = "queues.cluster_queue_edit.base"
+
+
+def form_values(cq: ClusterQueue) -> dict[str, str]:
+    """The edit form's inputs as they show ``cq`` (what a three-way merge compares)."""
+    values = {
+        f"{row['key']}_{name}": row[name]
+        for row in quota_rows(cq, {})
+        for name in ("nominal", "borrowing", "lending")
+    }
+    values["fair_sharing_weight"] = str(cq.fair_sharing_weight or "")
+    values["stop_policy"] = str(cq.stop_policy)
+    return values
+
+
+def _shown_base(data: Any) -> dict[str, str] | None:
+    """The values the form showed when it was opened (signed in the form: ``base``), or
+    None when the form carries none (or a forged one)."""
+    try:
+        base = signing.loads(data.get("base", ""), salt=BASE_SALT)
+    except signing.BadSignature:
+        return None
+    return base if isinstance(base, dict) else None
+
+
+def _merged(cq: ClusterQueue, data: Any) -> tuple[Any, Merge | None]:
+    """The values to edit with: the form's own, or, when the queue was saved by someone
+    else since the form was opened, the three-way merge of the form over the stored queue
+    (their fields kept where this admin touched nothing). The merge is None when nothing
+    changed in between (or the form carries no base: it is taken as sent)."""
+    base, theirs = _shown_base(data), form_values(cq)
+    if base is None or base == theirs:
+        return data, None
+    mine = {
+        name: str(data[name]).strip() if name in data else shown for name, shown in base.items()
+    }
+    merge = three_way(base, mine, theirs)
+    return merge.values, merge
+
+
+def _changed_since(cq: ClusterQueue, merge: Merge) -> list[str]:
+    """What another save changed since the form was opened, in words."""
+    rows = {row["key"]: row for row in quota_rows(cq, {})}
+    words = {"nominal": "nominal quota", "borrowing": "borrowing limit", "lending": "lending limit"}
+    unset = {"borrowing": "unlimited", "lending": "all of it"}
+    lines = []
+    for name, shown, now in merge.changed:
+        key, _, part = name.rpartition("_")
+        row = rows.get(key)
+        if row is None:
+            what = {"fair_sharing_weight": "fair-sharing weight"}.get(name, name.replace("_", " "))
+            gone = "1" if name == "fair_sharing_weight" else "none"
+            lines.append(f"{what}: {shown or gone} → {now or gone}")
+            continue
+        gone = unset.get(part, "none")
+        line = f"{words[part]} of {row['resource']} in {row['flavor']}: "
+        line += f"{shown or gone} → {now or gone}"
+        if name in merge.conflicts:
+            line += " (you changed it too: yours is in the form)"
+        lines.append(line)
+    return lines
 
 
 _QUOTA_PATH = re.compile(
@@ -108,11 +173,14 @@ def _preview_or_save(
     saved: str,
     inputs: dict[str, str],
     shown: Callable[[], dict[str, Any]] | None = None,
+    refused: bool = False,
 ) -> HttpResponse:
     """Validate the edited object (field errors, 422), show its YAML diff (and what else
     ``shown`` adds to a valid edit's page), and save only what was shown: the hashes of the
-    diff the admin saw must still match (409 otherwise). What the service still refuses
-    (a promise beyond the fleet without its confirmation) is said at the top, 422."""
+    diff the admin saw must still match (409 otherwise). ``refused``: the object was saved by
+    someone else since the form was opened: the merged edit is shown, not saved (409). What
+    the service still refuses (a promise beyond the fleet without its confirmation) is said
+    at the top, 422."""
     try:
         edited.full_clean()
     except ValidationError as exc:
@@ -127,6 +195,8 @@ def _preview_or_save(
     context.update(_diff_context(before(), after()))
     if shown is not None:
         context.update(shown())
+    if refused:
+        return render(request, template, context, status=409)
     if request.POST.get("action") != "save":
         return render(request, template, context)
     seen = (request.POST.get("before_hash"), request.POST.get("after_hash"))
@@ -159,13 +229,19 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         "rows": quota_rows(cq, {}),
         "errors": {},
         "diff": None,
-        "stop_policies": list(StopPolicy.values),
+        "stop_policies": list(StopPolicy.choices),
     }
     if request.method != "POST":
         context.update(weight=cq.fair_sharing_weight, stop_policy=cq.stop_policy)
+        context["base"] = signing.dumps(form_values(cq), salt=BASE_SALT)
         _with_capacity(context, cq, cq)
         return render(request, "queues/cluster_queue_edit.html", context)
-    edited = _edited_cluster_queue(cq, request.POST)
+    values, merge = _merged(cq, request.POST)
+    # The form now stands on the stored queue: a merge is shown, and saved on the next post.
+    context["base"] = signing.dumps(form_values(cq), salt=BASE_SALT)
+    if merge is not None:
+        context["changed_since"] = _changed_since(cq, merge)
+    edited = _edited_cluster_queue(cq, values)
     context.update(
         rows=quota_rows(edited, {}),
         weight=edited.fair_sharing_weight,
@@ -193,6 +269,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         shown=(lambda: {"what_if": cluster_queue_what_if(request.user, edited)})
         if simulates_kueue()
         else None,
+        refused=merge is not None,
     )
 
 

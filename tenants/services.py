@@ -46,17 +46,20 @@ def save_team(
     require_platform_admin(actor)
     created = team.pk is None
     before = [] if created else sorted(team.allowed_priority_classes.values_list("name", flat=True))
+    classes = None if allowed_priority_classes is None else list(allowed_priority_classes)
+    after = before if classes is None else sorted(pc.name for pc in classes)
     save_validated(
         team,
         actor=actor,
         source=source,
         team=team,
         event=Event.TEAM_CREATED if created else Event.TEAM_CHANGED,
+        # The team's row is saved before its classes are set: its audit row says the
+        # classes it gets, not the empty (or previous) set the row alone would show.
+        noted={"allowed_priority_classes": after},
     )
-    if allowed_priority_classes is None:
+    if classes is None:
         return team
-    classes = list(allowed_priority_classes)
-    after = sorted(pc.name for pc in classes)
     if after != before:
         team.allowed_priority_classes.set(classes)
         record_audit(

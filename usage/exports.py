@@ -61,11 +61,24 @@ def flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def cell(value: Any) -> Any:
+    """A value as a spreadsheet reader reads it: yes/no for a flag (not ``False``), a whole
+    number without ``.0`` (``20``, not ``20.0``), a fraction to four places at most."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
+    if value is None:
+        return ""
+    return value
+
+
 def as_csv(rows: list[dict[str, Any]]) -> str:
-    """The rows as CSV: every row's columns (a cluster a team has no part on counts 0)."""
+    """The rows as CSV: every row's columns (a cluster a team has no part on counts 0), each
+    value as a person reads it (:func:`cell`)."""
     out = io.StringIO()
     if rows:
-        flats = [flat(row) for row in rows]
+        flats = [{k: cell(v) for k, v in flat(row).items()} for row in rows]
         columns = list(dict.fromkeys(key for row in flats for key in row))
         writer = csv.DictWriter(out, fieldnames=columns, restval=0)
         writer.writeheader()

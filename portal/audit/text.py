@@ -9,6 +9,8 @@ about a decision (a comment, a verdict, the requested value) list those facts.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -69,6 +71,31 @@ SKIPPED_FIELDS = frozenset({"id"})
 
 # Keys that name an item of a list of mappings (a LimitRange item is its type and resource).
 IDENTITY_KEYS = ("limit_type", "type", "name", "resource")
+
+# Coded values a person reads in words, by the field that holds them (the verdicts of
+# ``changes.impact``, Kueue's stop policies, the requests' states).
+CODED_VALUES: dict[str, dict[str, str]] = {
+    "verdict": {
+        "safe": "Safe",
+        "needs_drain": "Needs a drain",
+        "breaks_quota": "Breaks quota",
+        "blocked": "Blocked",
+    },
+    "stop_policy": {
+        "None": "None (admitting)",
+        "Hold": "Hold (admit nothing new)",
+        "HoldAndDrain": "Hold and drain (also evict admitted)",
+    },
+    "state": {
+        "pending": "Pending approval",
+        "rolling_back": "Rolling back",
+        "rolled_back": "Rolled back",
+    },
+}
+CODED_VALUES["stopPolicy"] = CODED_VALUES["stop_policy"]
+
+# A moment as services record it (``datetime.isoformat()``).
+ISO_MOMENT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$")
 
 Kind = Literal["changed", "added", "removed", "fact"]
 
@@ -167,7 +194,10 @@ def _leaves(value: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple[str, ...]
         for name, rest in named:
             yield from _leaves(rest, (*path, name))
         return
-    yield path, scalar_text(value)
+    worded = ""
+    if path and isinstance(value, str):
+        worded = CODED_VALUES.get(path[-1], {}).get(value, "")
+    yield path, worded or scalar_text(value)
 
 
 def _is_resource_groups(value: Any) -> bool:
@@ -217,9 +247,12 @@ def _named_items(value: Any) -> list[tuple[str, Any]] | None:
 
 
 def scalar_text(value: Any) -> str:
-    """One value as a person reads it: lists compactly, empty values as "not set"."""
+    """One value as a person reads it: lists compactly, empty values as "not set", a moment
+    recorded in ISO 8601 as "2026-12-07 00:00 UTC"."""
     if value is None or value == "":
         return NOT_SET
+    if isinstance(value, str) and ISO_MOMENT.match(value):
+        return _moment_text(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, Mapping):
@@ -233,6 +266,17 @@ def scalar_text(value: Any) -> str:
         more = len(value) - MAX_LIST_ITEMS
         return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
     return str(value)
+
+
+def _moment_text(value: str) -> str:
+    """An ISO 8601 moment in UTC as a person reads it (the value itself when it is none)."""
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    if moment.tzinfo is None:
+        return f"{moment:%Y-%m-%d %H:%M}"
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
 
 
 # The pages an audited object is shown on, by its target type (``app_label.model_name``):

@@ -1,9 +1,11 @@
-"""Settings for the local run command: debug on, a fixed development secret."""
+"""Settings for the local run command: a fixed development secret, and the portal's own
+error pages (debug off unless ``DEBUG=1``: Django's debug 404 lists every URL pattern,
+and the run command's logs keep each 500's traceback)."""
 
 from .base import *  # noqa: F403
 from .base import env_bool, env_secret
 
-DEBUG = env_bool("DEBUG", True)
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
 # A fixed development key for the clusters' stored credentials (never for production).
 QM_CREDENTIALS_KEY = env_secret(

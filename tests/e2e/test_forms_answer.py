@@ -57,27 +57,41 @@ def test_a_refused_queue_edit_shows_its_error_next_to_the_field(
     )
 
 
-def test_a_queue_save_after_someone_elses_change_shows_the_new_diff(
+def test_a_queue_save_after_someone_elses_change_is_refused_and_merged(
     live_server: Any, demo: None, page: Any
 ) -> None:
+    """Two admins on one ClusterQueue: the second's save is refused with what the first
+    changed, the form keeps the first's field beside the second's edit, and saved again
+    both stand (the second's save used to say saved and put the first's value back)."""
     sign_in(page, live_server.url, "admin")
     page.goto(f"{live_server.url}/queues/cluster-queues/cq-train/edit/")
     page.locator(TRAIN_H100).fill("14")
     page.get_by_role("button", name="Show the YAML diff").click()
     htmx_idle(page)
     expect(page.get_by_role("button", name="Save")).to_be_enabled()
-    cq = ClusterQueue.objects.get(name="cq-train")  # another admin changes it meanwhile
+    cq = ClusterQueue.objects.get(name="cq-train")  # another admin saves it meanwhile
     cq.fair_sharing_weight = "60"
     cq.save()
     page.get_by_role("button", name="Save").click()
     htmx_idle(page)
-    expect(page.get_by_role("alert").first).to_contain_text(
-        "the queue or your values changed since the diff you saw"
-    )
-    expect(page.locator(".diff, pre").first).to_contain_text("60")
+    changed = page.locator("#changed-since")
+    expect(changed).to_contain_text("someone saved this ClusterQueue since you opened the form")
+    expect(changed).to_contain_text("fair-sharing weight: 80 → 60")
+    expect(page.locator("#id_weight")).to_have_value("60")  # theirs: not touched here
+    expect(page.locator(TRAIN_H100)).to_have_value("14")  # this admin's edit
     screenshot(page, "queue-edit-stale")
     cq.refresh_from_db()
-    assert cq.nominal_quota("h100-80gb", "nvidia.com/gpu") == "12"
+    assert (cq.nominal_quota("h100-80gb", "nvidia.com/gpu"), cq.fair_sharing_weight) == (
+        "12",
+        "60",
+    )
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_url(f"{live_server.url}/queues/")
+    cq.refresh_from_db()
+    assert (cq.nominal_quota("h100-80gb", "nvidia.com/gpu"), cq.fair_sharing_weight) == (
+        "14",
+        "60",
+    )
 
 
 def test_a_refused_priority_class_edit_shows_its_error(

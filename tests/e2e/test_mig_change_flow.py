@@ -344,12 +344,35 @@ def test_an_admin_aborts_a_running_change_in_the_page(
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, base, "admin")
     page.goto(f"{base}/changes/{change.pk}/")
+    page.get_by_role("link", name="Abort at the next step…").click()
+    # The abort says what it does before it does it.
+    effects = page.locator("#confirm-effects")
+    expect(effects).to_contain_text("The change stops before its next step")
+    expect(effects).to_contain_text("A node it has cordoned stays cordoned")
+    screenshot(page, "confirm-abort")
     page.get_by_role("button", name="Abort at the next step").click()
     timeline = page.locator(f"#change-{change.pk}-timeline")
     expect(timeline).to_contain_text("Aborted by admin before evict", timeout=30_000)
     expect(page.locator("#change-state")).to_have_text("Failed")
-    expect(page.get_by_role("button", name="Roll back to the previous configs")).to_be_visible()
     screenshot(page, "change-aborted")
     node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
     assert node["spec"].get("unschedulable") is True
     assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    # Rolling back undoes what ran (the cordon): it says so, and does only that, the
+    # budget still holding team-b's pod.
+    page.get_by_role("link", name="Roll back…").click()
+    expect(effects).to_contain_text(
+        "gpu-a100-03: uncordoned (its MIG config was never changed); no pod is evicted."
+    )
+    expect(page.locator("#confirm-unchanged")).to_contain_text(
+        "No pod is evicted and no MIG config is set."
+    )
+    screenshot(page, "confirm-rollback")
+    page.get_by_role("button", name="Roll back", exact=True).click()
+    expect(page.locator("#change-state")).to_have_text("Rolled back", timeout=30_000)
+    node = gateway.get(ObjectRef("v1", "Node", "gpu-a100-03"))
+    assert not node["spec"].get("unschedulable")
+    assert node["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    pod = gateway.get(ObjectRef("v1", "Pod", "dev-test-1g", "team-b"))
+    assert "deletionTimestamp" not in pod["metadata"]
+    assert not change.steps.exclude(pods=[]).exists()

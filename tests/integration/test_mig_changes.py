@@ -522,6 +522,59 @@ def test_an_admin_aborts_a_running_change_at_the_next_step(gateway: Gateway) -> 
     assert not node(gateway)["spec"].get("unschedulable")
 
 
+def test_rolling_back_a_change_aborted_before_its_label_step_only_uncordons(
+    gateway: Gateway,
+) -> None:
+    """The issue's case: team-b's pods under a budget that allows no disruption, lead-b asks
+    gpu-a100-01 -> all-2g.20gb, approved, it waits at evict; an admin aborts, then rolls
+    back. The rollback undoes what ran (the cordon): no pod evicted, the node uncordoned,
+    its config untouched. It used to run every step again and evict team-b's fillers once
+    the budget went."""
+    _, approver, admin = users()
+    gateway.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "fillers", "namespace": "team-b"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "filler"}}},
+        }
+    )
+    budget = ObjectRef("policy/v1", "PodDisruptionBudget", "fillers", "team-b")
+    wait_for(
+        lambda: "disruptionsAllowed" in (gateway.get(budget).get("status") or {}),
+        timeout=10,
+        what="the status of PodDisruptionBudget fillers",
+    )
+    target = "gpu-a100-01"
+    before = gateway.get(ObjectRef("v1", "Node", target))["metadata"]["labels"]
+    request = ask(
+        User.objects.get(username="lead-b"),
+        team=Team.objects.get(slug="team-b"),
+        nodes=[target],
+        target_config="all-2g.20gb",
+        reason="team-b's dev tests want 2g slices.",
+    )
+    changes.approve_mig_change(request_id=request.pk, approver=approver, comment="ok")
+    assert advance(request.pk, gateway=gateway).kind == "wait"  # evict, held by the budget
+    changes.abort_mig_change(request_id=request.pk, actor=admin)
+    assert advance(request.pk, gateway=gateway).kind == "failed"
+    assert executor.steps_that_ran(request, target) == {"cordon", "evict"}
+    changes.rollback_mig_change(request_id=request.pk, actor=admin)
+    # One run, nothing to wait for: the budget still stands, and nothing asks it.
+    assert advance(request.pk, gateway=gateway).kind == "done"
+    request.refresh_from_db()
+    assert request.state == "rolled_back"
+    rollback = MigChangeStep.objects.filter(request=request, round="rollback")
+    assert list(rollback.values_list("node", "step", "status")) == [(target, "uncordon", "done")]
+    assert not MigChangeStep.objects.filter(request=request).exclude(pods=[]).exists()
+    live = gateway.get(ObjectRef("v1", "Node", target))
+    assert not live["spec"].get("unschedulable")
+    assert live["metadata"]["labels"]["nvidia.com/mig.config"] == before["nvidia.com/mig.config"]
+    for name in ("filler-3g-0", "filler-3g-1"):
+        pod = gateway.get(ObjectRef("v1", "Pod", name, "team-b"))
+        assert "deletionTimestamp" not in pod["metadata"] and pod["spec"]["nodeName"] == target
+
+
 class WorkerKilled(BaseException):
     """The worker process ends here (nothing after this line of the task runs)."""
 

@@ -5,12 +5,14 @@ command: its test processes and their distribution, and the static checks beside
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import dev
 from demo.data import DEMO_PASSWORD, USERS
+from devcluster.__main__ import command_line as devcluster_command_line
 from tests.conftest import spread
 
 ROOT = Path(dev.__file__).resolve().parent
@@ -64,11 +66,34 @@ def test_the_banner_names_both_demo_clusters_and_their_addresses() -> None:
 
 def test_every_demo_cluster_is_synced_and_read_before_the_usage_history_is_backfilled() -> None:
     steps = dev.first_look(["default", "inference"])
-    backfill = steps.index(["backfill_usage", "--days", "14"])
+    backfill = steps.index(["backfill_usage", "--days=14"])
     assert backfill == len(steps) - 1
     for name in ("default", "inference"):
-        assert steps.index(["sync_cluster", "--full", "--cluster", name]) < backfill
-        assert steps.index(["collect_gpu_health", "--cluster", name]) < backfill
+        assert steps.index(["sync_cluster", "--full", f"--cluster={name}"]) < backfill
+        assert steps.index(["collect_gpu_health", f"--cluster={name}"]) < backfill
+
+
+def test_a_demo_cluster_starts_with_a_token_that_looks_like_an_option(tmp_path: Path) -> None:
+    """A random token begins with ``-`` about one time in 64: the run command's line for the
+    inference cluster still parses, the token whole (it used to stop the run with
+    "argument --token: expected one argument")."""
+    for token in ("-x" + secrets.token_urlsafe(24), "--help", "-"):
+        command = dev.demo_cluster_command(
+            tmp_path / "-inference.kubeconfig", "-1", dev.inference_cluster_options(token)
+        )
+        assert command[1:3] == ["-m", "devcluster"]
+        args = devcluster_command_line().parse_args(command[3:])
+        assert (args.token, args.scenario, args.fair_sharing) == (token, "inference", True)
+        assert args.kubeconfig == tmp_path / "-inference.kubeconfig" and args.port == -1
+
+
+def test_the_portals_processes_take_values_that_look_like_options(tmp_path: Path) -> None:
+    """Each value from the environment or a path rides inside its option (or after ``--``)."""
+    commands = dev.portal_commands("-host", "8000", tmp_path / "-data")
+    assert commands["web"][-2:] == ["--", "-host:8000"]
+    assert f"--schedule={tmp_path / '-data' / 'celerybeat-schedule'}" in commands["beat"]
+    steps = dev.first_look(["-cluster"])
+    assert ["sync_cluster", "--full", "--cluster=-cluster"] in steps
 
 
 def test_the_static_checks_run_at_the_lowest_priority() -> None:

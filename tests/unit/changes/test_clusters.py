@@ -95,6 +95,15 @@ def test_with_several_clusters_a_change_names_its_cluster(
     assert not MigChangeRequest.objects.exists()
 
 
+def test_with_several_clusters_a_change_of_nodes_on_one_of_them_is_on_that_one(
+    two_clusters: tuple[Cluster, Cluster],
+) -> None:
+    """The README's example names only nodes: they are on one cluster, so the change is
+    there (it was a 400 "Choose the cluster" on the two-cluster demo)."""
+    _, b = two_clusters
+    assert ask(None, ["gpu-b-only"]).cluster_id == b.pk
+
+
 def test_a_node_of_another_cluster_is_a_field_error_naming_it(
     two_clusters: tuple[Cluster, Cluster],
 ) -> None:

@@ -103,7 +103,7 @@ def test_seed_incident_puts_the_balanced_node_back_on_3g_and_says_the_dev_demand
         "nodes and all-balanced on 1 node), but it takes one layout: its intended config is "
         "all-3g.40gb. Allow mixed layouts in the pool, or give that demand a pool of its own."
     ]
-    assert result.score == Score(short=32, evictions=1, touched=1, stranded=0)
+    assert result.score == Score(lost=0, short=32, evictions=1, touched=1, stranded=0)
     assert (result.solver, result.status, result.gap) == ("highs", "optimal", 0.0)
 
 
@@ -181,7 +181,7 @@ def test_the_node_without_pods_is_changed_rather_than_evicting() -> None:
     demand = [Demand(G3, 16, ("p",)), Demand(GPU, 8, ("p",))]
     result = plan(Problem(nodes, demand, [PlanPool("p", mixed=True)]))
     assert changed(result) == {"idle": "all-3g.40gb"}
-    assert result.score == Score(short=0, evictions=0, touched=1, stranded=0)
+    assert result.score == Score(lost=0, short=0, evictions=0, touched=1, stranded=0)
 
 
 def test_the_least_stranding_config_is_chosen_among_equal_ones() -> None:
@@ -259,3 +259,65 @@ def test_a_gpu_without_mig_keeps_what_it_offers_and_says_so() -> None:
         "l40s-01 keeps what it offers: its GPU model has no MIG profiles in the catalog (a GPU "
         "without MIG, or one the catalog does not know)."
     ]
+
+
+def fixed_fleet() -> list[PlanNode]:
+    """The seed's fleet after the fix: the three A100s on all-3g.40gb, team-a's train-3g
+    running on gpu-a100-03, team-b's fillers on the other two."""
+    nodes = [n for n in seed_fleet() if n.name != "gpu-a100-03"]
+    nodes.append(
+        PlanNode(
+            "gpu-a100-03",
+            "train",
+            A100,
+            8,
+            "all-3g.40gb",
+            {G3: 16},
+            pods=("team-a/train-3g",),
+            used={G3: 1},
+        )
+    )
+    return nodes
+
+
+def test_nothing_needed_proposes_no_change() -> None:
+    """Every demand is covered as the fleet stands: no node is touched, though another
+    layout would strand less."""
+    demand = [
+        Demand(G3, 33, ("train",), "running pods", running=True),
+        Demand(GPU, 8, ("h100",), "running pods", running=True),
+    ]
+    result = plan(Problem(fixed_fleet(), demand, SEED_POOLS))
+    assert changed(result) == {} and result.shortfalls == []
+    assert result.score == Score(lost=0, short=0, evictions=0, touched=0, stranded=0)
+
+
+def test_after_the_fix_waiting_whole_gpus_never_un_serve_running_slices() -> None:
+    """The issue's case: after the fix, with whole-GPU work waiting and cq-train promising
+    40 slices, the planner proposed every A100 -> all-disabled (evicting the pods the fix
+    had just started, 40 of 40 slices unserved). Running work is served first: no change."""
+    demand = [
+        Demand(G3, 33, ("train",), "running pods", running=True),
+        Demand(GPU, 8, ("h100",), "running pods", running=True),
+        Demand(G3, 7, ("train",), "nominal quota of cq-train"),
+        Demand(GPU, 4, ("h100", "train"), "Pending team-b/gang-eval-worker-2"),
+        Demand(GPU, 4, ("h100", "train"), "Pending team-b/gang-eval-worker-3"),
+        Demand(GPU, 24, ("h100", "train"), "waiting team-b/job-big-train"),
+    ]
+    result = plan(Problem(fixed_fleet(), demand, SEED_POOLS))
+    assert changed(result) == {}
+    assert result.score.lost == 0
+    # Without running work put first, trading it for the waiting GPUs scored better.
+    flat = [Demand(d.resource, d.count, d.pools, d.source) for d in demand]
+    assert changed(plan(Problem(fixed_fleet(), flat, SEED_POOLS))) != {}
+
+
+def test_a_node_a_change_just_set_is_left_alone() -> None:
+    nodes = [
+        n
+        if n.name != "gpu-a100-03"
+        else PlanNode(n.name, n.pool, n.model, n.gpu_count, n.config, n.offer, settled="set lately")
+        for n in seed_fleet()
+    ]
+    result = plan(Problem(nodes, seed_demand(("train",)), SEED_POOLS))
+    assert "gpu-a100-03" not in changed(result) and "set lately" in result.notes

@@ -140,3 +140,26 @@ def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
     page = client.get("/").content.decode()
     assert "Runs for workload job-train-b1845 in queue team-a-train." in page
     assert "evicted 2 times</span>" in page
+
+
+def test_an_approver_reads_what_waits_in_every_team(
+    client: Client, approver: Any, team_a: Any, team_b: Any
+) -> None:
+    """Approvers see every team on the pages: the API gave them [] (or, asked for a team,
+    400 "you are in no team")."""
+    NamespaceFactory(name="team-a", team=team_a)
+    NamespaceFactory(name="team-b", team=team_b)
+    for namespace in ("team-a", "team-b"):
+        ObservedPodFactory(
+            namespace=namespace,
+            name=f"{namespace}-waits",
+            phase="Pending",
+            pending_reason="Unschedulable",
+            pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+        )
+    client.force_login(approver)
+    rows = client.get("/api/v1/waiting/").json()
+    assert {row["namespace"] for row in rows} == {"team-a", "team-b"}
+    only_b = client.get("/api/v1/waiting/?team=team-b")
+    assert only_b.status_code == 200, only_b.json()
+    assert {row["name"] for row in only_b.json()} == {"team-b-waits"}

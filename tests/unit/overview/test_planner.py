@@ -80,7 +80,7 @@ def test_the_admin_sees_the_seed_incident_planned(
     # team-b's dev test has no other node: the seed's advice, a pool of its own, is said.
     assert (
         "<li>4 of 4 x nvidia.com/mig-1g.10gb cannot be served in pool train (asked by: running "
-        "pods).</li>"
+        "pods on a node off its pool&#x27;s config).</li>"
     ) in page
     assert (
         "Pool train would need two layouts to cover more of its demand (all-3g.40gb on 2 nodes "
@@ -198,10 +198,13 @@ def test_unhealthy_gpus_and_held_nodes_are_left_out(
     assert held["notes"] == [
         f"gpu-a100-03 is held by open request #{MigChangeRequest.objects.get().pk}."
     ]
-    assert held["shortfalls"][0]["sentence"] == (
-        "3 of 33 x nvidia.com/mig-3g.40gb cannot be served in pool train (asked by: Pending "
-        "team-a/train-3g; running pods)."
-    )
+    # What runs is served first: the waiting pod stays short, then what runs beyond the
+    # healthy GPUs.
+    assert [s["sentence"] for s in held["shortfalls"]] == [
+        "1 of 1 x nvidia.com/mig-3g.40gb cannot be served in pool train (asked by: Pending "
+        "team-a/train-3g).",
+        "2 of 32 x nvidia.com/mig-3g.40gb cannot be served in pool train (asked by: running pods).",
+    ]
 
 
 def test_the_api_gives_the_plan_and_asks_for_it_with_if_match(
@@ -375,3 +378,42 @@ def test_the_planner_page_asks_for_a_cluster_when_all_are_chosen(
     assert "No node needs to change." in infer and "gpu-a100-03" not in infer
     train = client.get("/planner/?cluster=default").content.decode()
     assert 'href="/fleet/nodes/gpu-a100-03/?cluster=default"' in train
+
+
+def test_what_stays_short_counts_other_teams_pods_for_a_lead(
+    client: Client, team_a_admin: Any, platform_admin: Any, seed: None
+) -> None:
+    """Signed in as team-a's lead, team-b's waiting pods are counted, never named (they
+    were, in "What stays short"); an admin reads their names."""
+    for i in (2, 3):
+        ObservedPodFactory(
+            namespace="team-b",
+            name=f"gang-eval-worker-{i}",
+            phase="Pending",
+            gpu_requests={"nvidia.com/gpu": 4},
+        )
+    client.force_login(team_a_admin)
+    page = client.get("/planner/").content.decode()
+    assert "gang-eval-worker" not in page
+    assert "2 Pending pods in team-b" in page
+    client.force_login(platform_admin)
+    page = client.get("/planner/").content.decode()
+    assert "Pending team-b/gang-eval-worker-2; Pending team-b/gang-eval-worker-3" in page
+
+
+def test_a_pod_no_node_could_ever_hold_is_said_and_not_planned_for(
+    client: Client, platform_admin: Any, seed: None
+) -> None:
+    ObservedPodFactory(
+        namespace="team-a",
+        name="eval-sweep",
+        phase="Pending",
+        gpu_requests={"nvidia.com/gpu": 12},
+    )
+    client.force_login(platform_admin)
+    body = client.get("/api/v1/mig-plan/").json()
+    assert (
+        "team-a/eval-sweep asks for 12 x nvidia.com/gpu in one pod; no node can ever offer "
+        "more than 8: no layout serves it, so the plan leaves it out."
+    ) in body["notes"]
+    assert not any("eval-sweep" in s["sentence"] for s in body["shortfalls"])

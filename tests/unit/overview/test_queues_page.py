@@ -227,3 +227,16 @@ def test_the_query_count_does_not_grow_with_cohorts_queues_or_waiting_workloads(
     page = page_of(username)
     assert "grown-31-3" not in page  # the fourth in line is counted, not named
     assert "grown-cohort-0 \u203a grown-cohort-1" in page  # the path of a deeply nested one
+
+
+def test_the_queues_page_says_kueues_words_not_its_codes(client: Client, demo: None) -> None:
+    """An unset borrowing limit is unlimited in Kueue (the page said "none"), and a stop
+    policy reads as what it does (the page said "None")."""
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/queues/").content.decode()
+    assert '<td data-label="Borrow limit">unlimited</td>' in page
+    assert '<td data-label="Borrow limit">none</td>' not in page
+    assert '<td data-label="Stop policy">None (admitting)</td>' in page
+    assert '<td data-label="Stop policy">None</td>' not in page
+    edit = client.get("/queues/cluster-queues/cq-train/edit/").content.decode()
+    assert '<option value="None" selected>None (admitting)</option>' in edit

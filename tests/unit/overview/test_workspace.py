@@ -18,6 +18,8 @@ from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import Cluster, Drift
 from cluster.services import settings_cluster
 from health.models import NodeHealth
+from portal.audit.events import Event
+from portal.audit.record import record_audit
 from tests.factories import MembershipFactory, MigChangeRequestFactory, NamespaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -311,3 +313,33 @@ def test_with_two_clusters_the_workspace_query_count_does_not_grow(
     for i in range(1, 8):
         on_both(two_clusters, team_a, team_a_admin, i=i)
     assert queries() == small
+
+
+def test_an_outcome_names_who_brought_it_there_as_the_audit_recorded(
+    client: Client, approver: Any, platform_admin: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    """A rolled-back change is "by" whoever rolled it back (it said the approver), an aborted
+    one is "aborted by" the admin, a succeeded one "approved by" its approver."""
+    rolled = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, state="rolled_back", decided_by=approver
+    )
+    aborted = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, state="failed", decided_by=approver
+    )
+    done = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, state="succeeded", decided_by=approver
+    )
+    acted = ((rolled, Event.MIG_CHANGE_ROLLBACK), (aborted, Event.MIG_CHANGE_ABORT_REQUESTED))
+    for change, event in acted:
+        record_audit(actor=platform_admin, event=event, source="web", target=change, team=team_a)
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    outcomes = page[page.index('id="outcomes"') : page.index('id="drift"')]
+
+    def row(change: Any) -> str:
+        start = outcomes.index(f'href="/changes/{change.pk}/"')
+        return outcomes[start : outcomes.index("</li>", start)]
+
+    assert "by padmin" in row(rolled) and "dana" not in row(rolled)
+    assert "aborted by padmin" in row(aborted)
+    assert "approved by dana" in row(done)

@@ -89,7 +89,7 @@ def test_a_creation_lists_what_was_set_and_a_deletion_what_was_there() -> None:
             "mig_change.requested",
             None,
             {"nodes": ["gpu-a100-01"], "target_config": "all-balanced", "verdict": "safe"},
-            ["nodes: gpu-a100-01", "target_config: all-balanced", "verdict: safe"],
+            ["nodes: gpu-a100-01", "target_config: all-balanced", "verdict: Safe"],
         ),
         (
             "mig_change.abort_requested",
@@ -235,3 +235,22 @@ def test_an_approved_queue_quota_request_reads_as_its_quota_change(demo: None) -
     saved = last("cluster_queue.saved")
     assert readable(saved) == ["a100-80gb-3g / nvidia.com/mig-3g.40gb / nominalQuota: 24 → 40"]
     assert event_label(saved.event) == "ClusterQueue saved"
+
+
+def test_coded_values_read_in_words() -> None:
+    """A verdict or a stop policy in an audit row reads as the pages say it (it read
+    breaks_quota and None)."""
+    facts = audit_changes("mig_change.requested", None, {"verdict": "breaks_quota"})
+    assert [c.text for c in facts] == ["verdict: Breaks quota"]
+    changed = audit_changes(
+        "cluster_queue.saved", {"stop_policy": "None"}, {"stop_policy": "HoldAndDrain"}
+    )
+    assert [c.text for c in changed] == [
+        "stop_policy: None (admitting) → Hold and drain (also evict admitted)"
+    ]
+
+
+def test_a_recorded_moment_reads_as_a_date_and_time() -> None:
+    """A grant's end was shown as 2026-12-07T00:00:00+00:00."""
+    facts = audit_changes("quota_change.approved", None, {"until": "2026-12-07T01:30:00+01:00"})
+    assert [c.text for c in facts] == ["until: 2026-12-07 00:30 UTC"]

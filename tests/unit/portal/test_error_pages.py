@@ -3,6 +3,9 @@ keeps its JSON errors; the 500 page renders without the database (it may be what
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -103,3 +106,17 @@ def test_500_renders_without_the_database() -> None:
     page = answer.content.decode()
     assert reason(page) == SERVER_ERROR
     assert NAV in page and 'href="/changes/">MIG changes</a>' in page
+
+
+def test_the_run_commands_settings_serve_the_portals_error_pages() -> None:
+    """The run command's settings leave debug off (it served Django's yellow debug 404 with
+    the URL patterns): a missing page there is the portal's own 404 above."""
+    env = {k: v for k, v in os.environ.items() if k != "DEBUG"}
+    shown = subprocess.run(
+        [sys.executable, "-c", "import portal.settings.dev as s; print(s.DEBUG)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == "False"

@@ -124,3 +124,11 @@ def test_an_invalid_flavor_is_refused_with_the_rules_message(admin_site: Client)
     flavor.refresh_from_db()
     assert "bad key!" not in flavor.node_labels
     assert audited_since(before) == []
+
+
+def test_a_cluster_queues_delete_page_says_what_the_delete_does(admin_site: Client) -> None:
+    """Before it asks: the quotas that go (and leave the cohort), what leaves the cluster."""
+    cq = ClusterQueue.objects.get(name="cq-train")
+    page = page_text(admin_site.get(f"/admin/queues/clusterqueue/{cq.pk}/delete/"))
+    assert "What the delete does" in page
+    assert "h100-80gb nvidia.com/gpu: the nominal quota of 12 goes and leaves cohort" in page

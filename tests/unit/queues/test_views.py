@@ -301,3 +301,74 @@ def test_a_queues_use_is_kueues_admitted_use_and_its_reservation_beside_it(
         '<td data-label="In use">6</td><td data-label="Reserved">7</td>'
         '<td data-label="Borrowed"><span class="tag warn">2</span></td><td data-label="Lent">0</td>'
     ) in page
+
+
+def hidden(body: str, name: str) -> str:
+    return body.split(f'name="{name}" value="')[1].split('"')[0]
+
+
+def test_a_second_admins_save_on_a_changed_queue_is_refused_and_merged(
+    client: Client, demo: None
+) -> None:
+    """Two admins open cq-train's form at once; the first saves h100's nominal quota 12 ->
+    16; the second, who changed only the borrowing limit (and previewed before the first
+    saved), is refused with what changed, and the form holds the first's 16 beside the
+    second's limit. Saved again, both stand: the second save no longer reverts the first
+    (it said "saved" and put 12 back)."""
+    login(client, "admin")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    opened = client.get(url).content.decode()
+    base = hidden(opened, "base")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    first = {**form_of(cq, g0f0r0_nominal="16"), "base": base}
+    second = {**form_of(cq, g0f0r0_borrowing="4"), "base": base}
+    previewed = client.post(url, {**second, "action": "preview"}).content.decode()
+    hashes = {k: hidden(previewed, k) for k in ("before_hash", "after_hash")}
+    shown = client.post(url, {**first, "action": "preview"}).content.decode()
+    saved = client.post(url, {**first, **{k: hidden(shown, k) for k in hashes}, "action": "save"})
+    assert saved.status_code == 302
+    refused = client.post(url, {**second, **hashes, "action": "save"})
+    assert refused.status_code == 409
+    body = refused.content.decode()
+    assert "someone saved this ClusterQueue since you opened the form" in body
+    assert "nominal quota of nvidia.com/gpu in h100-80gb: 12 → 16" in body
+    assert 'name="g0f0r0_nominal" value="16"' in body  # theirs: untouched here
+    assert 'name="g0f0r0_borrowing" value="4"' in body  # mine
+    stored = ClusterQueue.objects.get(name="cq-train")
+    assert stored.quota()[("h100-80gb", "nvidia.com/gpu")] == 16
+    assert "borrowingLimit" not in stored.resource_groups[0]["flavors"][0]["resources"][0]
+    # Saved again from the merged form (its base is now the stored queue): both stand.
+    again = {**form_of(stored, g0f0r0_borrowing="4"), "base": hidden(body, "base")}
+    again.update({k: hidden(body, k) for k in hashes}, action="save")
+    assert client.post(url, again).status_code == 302
+    stored = ClusterQueue.objects.get(name="cq-train")
+    resource = stored.resource_groups[0]["flavors"][0]["resources"][0]
+    assert (stored.quota()[("h100-80gb", "nvidia.com/gpu")], resource["borrowingLimit"]) == (
+        16,
+        "4",
+    )
+    event = AuditEvent.objects.filter(event="cluster_queue.saved").latest("id")
+    old = event.old["resource_groups"][0]["flavors"][0]["resources"][0]
+    new = event.new["resource_groups"][0]["flavors"][0]["resources"][0]
+    assert (old["nominalQuota"], new["nominalQuota"]) == ("16", "16")
+
+
+def test_a_field_both_admins_changed_is_flagged_with_the_stored_value(
+    client: Client, demo: None
+) -> None:
+    login(client, "admin")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    base = hidden(client.get(url).content.decode(), "base")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    first = {**form_of(cq, g0f0r0_nominal="16"), "base": base}
+    shown = client.post(url, {**first, "action": "preview"}).content.decode()
+    hashes = {k: hidden(shown, k) for k in ("before_hash", "after_hash")}
+    assert client.post(url, {**first, **hashes, "action": "save"}).status_code == 302
+    refused = client.post(
+        url, {**form_of(cq, g0f0r0_nominal="14"), "base": base, "action": "preview"}
+    )
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert "12 → 16 (you changed it too: yours is in the form)" in body
+    assert 'name="g0f0r0_nominal" value="14"' in body
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 16

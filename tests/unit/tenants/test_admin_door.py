@@ -242,3 +242,63 @@ def test_a_membership_removed_on_the_teams_page_is_audited(admin_site: Client) -
     assert audited_since(before) == [("membership.deleted", "admin", "admin")]
     assert AuditEvent.objects.latest("pk").old["user"] == "lead-b"
     assert not Membership.objects.filter(pk=lead.pk).exists()
+
+
+def test_a_teams_priority_classes_are_in_its_audit_row_as_chosen(admin_site: Client) -> None:
+    """The team's row is saved before its classes are set: its audit row said "none" where
+    training-critical was chosen (team-a in the demo too)."""
+    demo = AuditEvent.objects.get(event="team.created", team_name="team-a")
+    assert demo.new["allowed_priority_classes"] == ["training-critical"]
+    critical = PriorityClass.objects.get(name="training-critical")
+    data = form_data(admin_site, "/admin/tenants/team/add/")
+    before = last_audit()
+    saved = admin_site.post(
+        "/admin/tenants/team/add/",
+        {**data, "slug": "team-new", "name": "New", "allowed_priority_classes": [critical.pk]},
+    )
+    assert saved.status_code == 302, page_text(saved)[-1500:]
+    assert audited_since(before) == [
+        ("team.created", "admin", "admin"),
+        ("team.priority_classes_changed", "admin", "admin"),
+    ]
+    created = AuditEvent.objects.get(event="team.created", team_name="team-new")
+    assert created.new["allowed_priority_classes"] == ["training-critical"]
+    team = Team.objects.get(slug="team-new")
+    assert [pc.name for pc in team.allowed_priority_classes.all()] == ["training-critical"]
+
+
+def test_a_namespace_created_and_a_lead_granted_on_the_teams_page_are_audited(
+    admin_site: Client,
+) -> None:
+    team = Team.objects.get(slug="team-b")
+    member = Membership.objects.create(
+        team=team, user=User.objects.create_user("erin"), role="member"
+    )
+    data = form_data(admin_site, change_url(team))
+    row = inline_row(data, "memberships", "id", str(member.pk))
+    assert row is not None
+    total = int(data["namespaces-TOTAL_FORMS"])
+    before = last_audit()
+    saved = admin_site.post(
+        change_url(team),
+        {
+            **data,
+            f"{row}-role": "lead",
+            "namespaces-TOTAL_FORMS": str(total + 1),
+            f"namespaces-{total}-name": "team-b-vision",
+            f"namespaces-{total}-team": str(team.pk),
+            f"namespaces-{total}-cluster": data["namespaces-0-cluster"],
+        },
+    )
+    assert saved.status_code == 302, page_text(saved)[-1500:]
+    assert sorted(audited_since(before)) == [
+        ("membership.changed", "admin", "admin"),
+        ("namespace.created", "admin", "admin"),
+    ]
+    granted = AuditEvent.objects.get(pk__gt=before, event="membership.changed")
+    assert (granted.old["role"], granted.new["role"], granted.team_name) == (
+        "member",
+        "lead",
+        "team-b",
+    )
+    assert Namespace.objects.get(name="team-b-vision").team == team

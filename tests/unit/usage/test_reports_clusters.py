@@ -263,8 +263,8 @@ def test_the_api_and_csv_give_one_cluster_or_all_and_refuse_an_unknown_one(
             "train gpu_hours",
             "train device_hours",
         ],
-        ["team-a", "7.0", "13.0", "3.0", "9.0", "4.0", "4.0"],
-        ["team-b", "1.0", "1.0", "0", "0", "1.0", "1.0"],
+        ["team-a", "7", "13", "3", "9", "4", "4"],
+        ["team-b", "1", "1", "0", "0", "1", "1"],
     ]
     refused = client.get("/api/v1/reports/gpu-hours/?cluster=nowhere")
     assert refused.status_code == 400
@@ -292,6 +292,14 @@ def test_the_api_and_csv_give_one_cluster_or_all_and_refuse_an_unknown_one(
     ]
     every = client.get("/api/v1/reports/idle-capacity/?days=7&format=csv").content.decode()
     assert every.splitlines()[1:] == [
-        "serve,a100,nvidia.com/mig-1g.10gb,7.0,7.0,0.0,0.0",
-        "train,a100,nvidia.com/mig-1g.10gb,14.0,2.0,0.8571,288.0",
+        "serve,a100,nvidia.com/mig-1g.10gb,7,7,0,0",
+        "train,a100,nvidia.com/mig-1g.10gb,14,2,0.8571,288",
+    ]
+
+
+def test_the_csv_says_flags_and_numbers_as_people_read_them() -> None:
+    """A spreadsheet read "False" and "20.0": it reads no and 20."""
+    text = as_csv([{"team": "team-a", "borrowing": False, "gpu_hours": 20.0, "share": 0.123456}])
+    assert list(csv.DictReader(io.StringIO(text))) == [
+        {"team": "team-a", "borrowing": "no", "gpu_hours": "20", "share": "0.1235"}
     ]

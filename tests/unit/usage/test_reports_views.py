@@ -119,10 +119,10 @@ def test_the_csv_is_the_table(history: None) -> None:
     assert rows == [
         {
             "team": "team-a",
-            "gpu_hours": "288.0",
-            "device_hours": "288.0",
-            "default gpu_hours": "288.0",  # its part on each cluster
-            "default device_hours": "288.0",
+            "gpu_hours": "288",
+            "device_hours": "288",
+            "default gpu_hours": "288",  # its part on each cluster
+            "default device_hours": "288",
         }
     ]
     assert login("lead-a").get("/reports/nope.csv").status_code == 404
@@ -166,7 +166,7 @@ def test_a_team_page_and_its_chart_data(history: None) -> None:
         )
     )
     assert len(rows) == 3 and {r["team"] for r in rows} == {"team-a"}
-    assert (rows[0]["average_used"], rows[0]["quota"]) == ("4.0", "16.0")
+    assert (rows[0]["average_used"], rows[0]["quota"]) == ("4", "16")
 
 
 def test_suggestions_for_unused_quota_and_idle_profiles(settings: Any, demo: None) -> None:
@@ -294,11 +294,11 @@ def test_each_chart_has_its_own_data_as_csv_and_json(history: None) -> None:
         ("team-a", "nvidia.com/gpu")
     }
     assert (rows[0]["average_used"], rows[0]["quota"], rows[0]["covered_hours"]) == (
-        "4.0",
-        "16.0",
-        "24.0",
+        "4",
+        "16",
+        "24",
     )
-    assert rows[0]["partial"] == "False"
+    assert rows[0]["partial"] == "no"
     data = client.get(json_link).json()
     assert [r["start"] for r in data] == [r["start"] for r in rows]
     assert data[0]["average_used"] == 4.0 and data[0]["partial"] is False
