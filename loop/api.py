@@ -171,6 +171,9 @@ class LastSyncSerializer(serializers.Serializer[Any]):
     nodes = serializers.IntegerField()
     pods = serializers.IntegerField()
     ok = serializers.BooleanField()
+    running = serializers.BooleanField(
+        help_text="The poll is still under way (neither ok nor failed yet)."
+    )
     error = serializers.CharField(allow_blank=True)
 
 
@@ -296,6 +299,7 @@ def _poll(cluster: Cluster | None, api: ApiStatus) -> dict[str, Any]:
             "nodes": run.nodes,
             "pods": run.pods,
             "ok": run.ok,
+            "running": run.running,
             "error": run.error,
         },
     }

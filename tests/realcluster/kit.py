@@ -132,13 +132,13 @@ class RealCluster:
 
     def stop(self) -> None:
         """Every recorded process told to end at once (the kit's stop.sh ends them one after
-        the other), killed if one is still there after ten seconds; then stop.sh, which
+        the other), killed if one is still there after three seconds (its state is wiped at the next start anyway); then stop.sh, which
         finds none alive and clears the PID files."""
         started = [pid for pid in self.pids() if _ours(pid, self.root)]
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 3
         while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in started:

@@ -1,0 +1,184 @@
+"""What trying the portal on a real control plane found (the issue's numbers), each held here
+against real Kubernetes and real Kueue."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from cluster.models import AppliedObject, Cluster
+from cluster.scope import settings_cluster_id
+from diagnostics.operator_check import check_gpu_operator
+from kube import Gateway, ObjectRef
+from loop import poll
+from loop.poll import poll_cluster
+from loop.tasks import poll_cluster_task
+from tests.realcluster.kit import RealCluster, need_kit
+from tests.realcluster.player import Kubelet
+from tests.realcluster.test_loop import hands as admin
+from tests.realcluster.test_loop import job
+from tests.support import wait_for
+from usage.models import WorkloadRecord
+from usage.sampling import record_workloads
+
+need_kit()
+pytestmark = pytest.mark.django_db
+
+
+def test_13_a_poll_under_way_is_not_a_failed_sync(
+    real_portal: Gateway, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll commits its SyncRun when it starts; the home page read meanwhile said "the last
+    sync failed"."""
+    client.force_login(User.objects.get(username="lead-a"))
+    pages: list[str] = []
+    fetch = poll.fetch
+
+    def read_the_home_page_meanwhile(gateway: Gateway, cluster: Any) -> Any:
+        pages.append(client.get("/").content.decode())
+        return fetch(gateway, cluster)
+
+    monkeypatch.setattr(poll, "fetch", read_the_home_page_meanwhile)
+    assert poll_cluster(gateway=real_portal).ok
+    (during,) = pages
+    assert "the last sync failed" not in during
+    assert "a sync is running" in during
+    after = client.get("/").content.decode()
+    assert "a sync is running" not in after and "the last sync failed" not in after
+
+
+def test_15_a_refused_jobs_waiting_entry_names_its_queue(
+    real_portal: Gateway, real_cluster: RealCluster, client: Client
+) -> None:
+    """A Job whose pods a ResourceQuota refuses is listed by /api/v1/waiting/ with the
+    LocalQueue its kueue.x-k8s.io/queue-name label names (it was "")."""
+    hands = admin(real_cluster)
+    no_pods = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "rc-no-pods", "namespace": "team-a"},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    hands.apply(no_pods)
+    hands.apply(job("rc-refused", "team-a", "team-a-train", 1))
+    try:
+        wait_for(
+            lambda: any(
+                e["involvedObject"].get("name") == "rc-refused"
+                for e in hands.list(
+                    "v1", "Event", namespace="team-a", field_selector="reason=FailedCreate"
+                )
+            ),
+            timeout=30,
+            what="the Job controller's FailedCreate event",
+        )
+        poll_cluster(gateway=real_portal)
+        client.force_login(User.objects.get(username="lead-a"))
+        rows = client.get("/api/v1/waiting/").json()
+        (entry,) = [r for r in rows if r["name"] == "rc-refused"]
+        assert (entry["kind"], entry["queue"]) == ("Job", "team-a-train"), entry
+    finally:
+        hands.delete(ObjectRef("batch/v1", "Job", "rc-refused", "team-a"))
+        hands.delete(ObjectRef("v1", "ResourceQuota", "rc-no-pods", "team-a"))
+
+
+def test_4_a_run_time_is_kueues_finished_time_not_the_samples(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The usage sample records a workload's end at Kueue's Finished time (it recorded the
+    sample's time: runs of about a minute were stored as up to seven)."""
+    hands = admin(real_cluster)
+    hands.apply(job("rc-short", "team-a", "team-a-train", 1))
+    try:
+        (pod,) = kubelet.pods_of_job("team-a", "rc-short")
+        kubelet.run("team-a", pod.metadata.name)
+        kubelet.finish("team-a", pod.metadata.name)
+
+        def finished() -> dict[str, Any] | None:
+            for w in hands.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="team-a"):
+                if w["metadata"]["name"].startswith("job-rc-short-"):
+                    for c in (w.get("status") or {}).get("conditions") or []:
+                        if c["type"] == "Finished" and c["status"] == "True":
+                            return w
+            return None
+
+        wait_for(lambda: finished() is not None, timeout=30, what="Kueue to mark it Finished")
+        workload = finished()
+        assert workload is not None
+        (ended,) = [
+            c["lastTransitionTime"]
+            for c in workload["status"]["conditions"]
+            if c["type"] == "Finished"
+        ]
+        poll_cluster(gateway=real_portal)
+        sample = timezone.now() + dt.timedelta(minutes=5)  # the next sample, minutes later
+        record_workloads(sample, settings_cluster_id())
+        record = WorkloadRecord.objects.on_every_cluster().get(name=workload["metadata"]["name"])
+        assert record.finished_at == dt.datetime.fromisoformat(ended)
+    finally:
+        hands.delete(ObjectRef("batch/v1", "Job", "rc-short", "team-a"))
+
+
+def test_12_a_deleted_managed_object_is_back_after_the_next_poll(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """The poll that finds a managed object deleted puts it back (it waited for the next
+    full re-apply, minutes later)."""
+    hands = admin(real_cluster, "kubectl")
+    lq = ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev")
+    hands.delete(lq)
+    poll_cluster_task(settings_cluster_id())  # as beat queues it, run here in the test
+    assert hands.get(lq)["spec"]["clusterQueue"] == "cq-dev"
+    assert AppliedObject.objects.on_every_cluster().get(name="dev-test").outcome == "applied"
+
+
+def test_14_the_clusters_page_and_the_gpu_operator_check_agree(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet, settings: Any
+) -> None:
+    """The nodes carry the GPU Operator's deploy labels but none of its pods runs: the
+    Clusters page said "its operands on 5 node(s)" while the check said 0 of 5."""
+
+    def device_plugin_count() -> str:
+        (item,) = [
+            i
+            for i in check_gpu_operator(real_portal, namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+            if i.name == "device plugin runs on every GPU node"
+        ]
+        return item.detail
+
+    cluster = Cluster.objects.get(pk=settings_cluster_id())
+    assert device_plugin_count().startswith("Running on 0 of 5 nodes.")
+    assert not cluster.gpu_operator
+    assert "runs on none" in cluster.gpu_operator_detail
+    hands = admin(real_cluster)
+    namespace = settings.QM_GPU_OPERATOR_NAMESPACE
+    hands.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "nvidia-device-plugin-daemonset-rc",
+            "namespace": namespace,
+            "labels": {"app": "nvidia-device-plugin-daemonset"},
+        },
+        "spec": {
+            "nodeName": "gpu-h100-01",  # as a DaemonSet's pod: placed, not scheduled
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17"}],
+        },
+    }
+    hands.apply(pod)
+    try:
+        kubelet.run(namespace, pod["metadata"]["name"])
+        poll_cluster(gateway=real_portal)
+        cluster.refresh_from_db()
+        assert device_plugin_count().startswith("Running on 1 of 5 nodes.")
+        assert cluster.gpu_operator
+        assert "its device plugin runs on 1 of 5 labelled node(s)" in cluster.gpu_operator_detail
+    finally:
+        real_cluster.kube("delete", "pod", "-n", namespace, "--all", "--grace-period=0", "--force")
