@@ -16,8 +16,15 @@ from cluster.scope import settings_cluster_id
 from diagnostics.operator_check import check_gpu_operator
 from kube import Gateway, ObjectRef
 from loop import poll
+from loop.apply import apply_desired_state
+from loop.desired import collect_manifests
 from loop.poll import poll_cluster
+from loop.services import take_back_fields
 from loop.tasks import poll_cluster_task
+from portal.audit.events import Event
+from portal.models import AuditEvent
+from tenants.models import Namespace
+from tenants.services import set_namespace_quota
 from tests.realcluster.kit import RealCluster, need_kit
 from tests.realcluster.player import Kubelet
 from tests.realcluster.test_loop import hands as admin
@@ -182,3 +189,52 @@ def test_14_the_clusters_page_and_the_gpu_operator_check_agree(
         assert "its device plugin runs on 1 of 5 labelled node(s)" in cluster.gpu_operator_detail
     finally:
         real_cluster.kube("delete", "pod", "-n", namespace, "--all", "--grace-period=0", "--force")
+
+
+def test_2_after_a_hand_edit_the_home_shows_the_enforced_limit_and_an_admin_takes_it_back(
+    real_portal: Gateway, real_cluster: RealCluster, client: Client
+) -> None:
+    """kubectl patch team-a's quota to 20, the portal sets 18: every apply conflicts and the
+    cluster keeps 20. The lead's home said "Hard limit 18"; it shows the 20 the cluster
+    enforces and that the portal's 18 is not applied; a platform admin takes the field
+    back (a forced apply, audited)."""
+    quota = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+    gpu = "requests.nvidia.com/gpu"
+    hands = admin(real_cluster, "kubectl-patch")
+    hands.merge_patch(quota, {"spec": {"hard": {gpu: "20"}}})
+    platform_admin = User.objects.get(username="admin")
+    namespace = Namespace.objects.get(name="team-a")
+    hard = {i.resource: i.hard for i in namespace.quota_items.all()}
+    set_namespace_quota(
+        actor=platform_admin, namespace=namespace, hard={**hard, gpu: "18"}, source="api"
+    )
+    try:
+        report = apply_desired_state(gateway=real_portal)
+        assert report.conflicts == ["ResourceQuota team-a/team-a-gpu-quota"], report
+        wait_for(
+            lambda: (hands.get(quota).get("status") or {}).get("hard", {}).get(gpu) == "20",
+            timeout=20,
+            what="the quota controller to enforce 20",
+        )
+        poll_cluster(gateway=real_portal)
+        client.force_login(User.objects.get(username="lead-a"))
+        home = client.get("/").content.decode()
+        assert "the portal's 18 is not applied" in home
+        assert "of 20" in home and "of 18" not in home
+
+        take_back_fields(
+            actor=platform_admin,
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+            kind="ResourceQuota",
+            namespace="team-a",
+            name="team-a-gpu-quota",
+            source="command",
+        )
+        assert hands.get(quota)["spec"]["hard"][gpu] == "18"
+        audit = AuditEvent.objects.get(event=Event.MANAGED_FIELDS_TAKEN_BACK)
+        assert audit.actor_name == "admin"
+        assert audit.old["outcome"] == "conflict"
+        assert apply_desired_state(gateway=real_portal, full=True).conflicts == []
+    finally:
+        (manifest,) = [m for m in collect_manifests() if ObjectRef.of(m) == quota]
+        real_portal.apply(manifest, force=True)
