@@ -238,3 +238,27 @@ def test_2_after_a_hand_edit_the_home_shows_the_enforced_limit_and_an_admin_take
     finally:
         (manifest,) = [m for m in collect_manifests() if ObjectRef.of(m) == quota]
         real_portal.apply(manifest, force=True)
+
+
+def test_1_team_infer_runs_a_kueue_job_and_a_cpu_quota_beside_gpu_only_queues_is_warned(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The demo's team-infer quota tracked requests.cpu/memory while cq-infer covers GPUs
+    only: the API server refused every pod without them, Kueue every Job with them. The
+    demo's quota tracks GPUs and pods; setting CPU on it is warned about."""
+    hands = admin(real_cluster)
+    hands.apply(job("rc-infer", "team-infer", "online-infer", 1))
+    try:
+        (pod,) = kubelet.pods_of_job("team-infer", "rc-infer")
+        assert pod.spec.node_name.startswith("gpu-h100-")
+    finally:
+        hands.delete(ObjectRef("batch/v1", "Job", "rc-infer", "team-infer"))
+    namespace = Namespace.objects.get(name="team-infer")
+    hard = {i.resource: i.hard for i in namespace.quota_items.all()}
+    warnings = set_namespace_quota(
+        actor=User.objects.get(username="admin"),
+        namespace=namespace,
+        hard={**hard, "requests.cpu": "256"},
+        source="api",
+    )
+    assert any("cq-infer does not cover cpu" in w for w in warnings), warnings
