@@ -10,7 +10,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
+from kubernetes import client as kube_client
 
+from changes.mig import preview
 from cluster.models import AppliedObject, Cluster
 from cluster.scope import settings_cluster_id
 from diagnostics.operator_check import check_gpu_operator
@@ -262,3 +264,53 @@ def test_1_team_infer_runs_a_kueue_job_and_a_cpu_quota_beside_gpu_only_queues_is
         source="api",
     )
     assert any("cq-infer does not cover cpu" in w for w in warnings), warnings
+
+
+def test_9_a_disruption_budget_does_not_hold_a_pending_pod(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The MIG impact said a PodDisruptionBudget would block evicting a pod still Pending;
+    the real Eviction API ignores budgets for Pending pods (a dryRun eviction: 201)."""
+    hands = admin(real_cluster)
+    mig_job = job("rc-pending", "team-dev", "dev-test", 0)
+    container = mig_job["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {
+        "requests": {"nvidia.com/mig-1g.10gb": "1"},
+        "limits": {"nvidia.com/mig-1g.10gb": "1"},
+    }
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "rc-pending-pdb", "namespace": "team-dev"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"job-name": "rc-pending"}}},
+    }
+    hands.apply(budget)
+    hands.apply(mig_job)
+    try:
+        (pod,) = kubelet.pods_of_job("team-dev", "rc-pending")
+        assert pod.spec.node_name == "gpu-a100-03"
+        wait_for(
+            lambda: "disruptionsAllowed" in (hands.get(ObjectRef.of(budget)).get("status") or {}),
+            timeout=20,
+            what="the disruption controller to count the budget",
+        )
+        assert hands.get(ObjectRef.of(budget))["status"]["disruptionsAllowed"] == 0
+        eviction = kube_client.V1Eviction(
+            metadata=kube_client.V1ObjectMeta(name=pod.metadata.name, namespace="team-dev"),
+            delete_options=kube_client.V1DeleteOptions(dry_run=["All"]),
+        )
+        kubelet.api.create_namespaced_pod_eviction(pod.metadata.name, "team-dev", eviction)
+        poll_cluster(gateway=real_portal)
+        assessed = preview(
+            viewer=User.objects.get(username="admin"),
+            nodes=["gpu-a100-03"],
+            config="all-1g.10gb",
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+        )
+        # evicted, as the change needs, and held by no budget
+        (evicted,) = [e for e in assessed["evictions"] if e["pod"] == pod.metadata.name]
+        assert (evicted["budget"], evicted["budget_allows"]) == ("", None), evicted
+        assert not any("will be blocked" in r for r in assessed["reasons"]), assessed["reasons"]
+    finally:
+        hands.delete(ObjectRef("batch/v1", "Job", "rc-pending", "team-dev"))
+        hands.delete(ObjectRef.of(budget))

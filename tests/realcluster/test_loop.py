@@ -132,7 +132,9 @@ def test_the_poll_reads_nodes_queues_workloads_and_positions(
         ]
         rows = {
             w.name.rsplit("-", 1)[0].removeprefix("job-"): w
-            for w in ObservedWorkload.objects.on_every_cluster().filter(namespace="team-a")
+            for w in ObservedWorkload.objects.on_every_cluster().filter(
+                namespace="team-a", name__startswith="job-rc-poll-"
+            )
         }
         # cq-train lends 16 H100 GPUs: two of the 8-GPU Jobs are admitted, the third waits
         # first in line, with Kueue's own words
