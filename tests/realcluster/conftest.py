@@ -5,6 +5,7 @@ here is skipped with one line saying how to get it."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -14,12 +15,13 @@ import pytest
 from kube import Gateway, connect
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
-from tests.realcluster.kit import ROOT, RealCluster, kit_folder, running
+from tests.realcluster.kit import LOCK, ROOT, RealCluster, kit_folder, running
 from tests.realcluster.player import Kubelet, MigManager, admin_api
 
 RBAC = ROOT / "deploy" / "base" / "rbac.yaml"
 PORTAL_NAMESPACE = "quartermaster"
 KIT = kit_folder()
+SERIAL = LOCK.with_suffix(".test")
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +30,19 @@ def real_cluster() -> Iterator[RealCluster]:
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
     with running(KIT, ROOT / ".data" / "realcluster", run_id) as cluster:
         yield cluster
+
+
+@pytest.fixture(autouse=True)
+def _one_test_at_a_time(real_cluster: RealCluster) -> Iterator[None]:
+    """The tier's tests share one cluster: when work-stealing hands some of them to another
+    test process, they still run one after the other (each leaves the cluster as it found
+    it)."""
+    with SERIAL.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -118,6 +118,22 @@ class RealCluster:
             raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
+    def remove_job(self, namespace: str, name: str) -> None:
+        """A test's Job gone with its pods: with no kubelet a bound pod never finishes its
+        termination (and the scheduler counts its GPUs as taken), so they are removed at once."""
+        self.kube("delete", "job", name, "-n", namespace, "--ignore-not-found", "--wait=false")
+        self.kube(
+            "delete",
+            "pods",
+            "-n",
+            namespace,
+            "-l",
+            f"job-name={name}",
+            "--ignore-not-found",
+            "--grace-period=0",
+            "--force",
+        )
+
     def pids(self) -> list[int]:
         folder = self.root / "run" / "pids"
         return [int(p.read_text()) for p in folder.glob("*.pid")] if folder.is_dir() else []

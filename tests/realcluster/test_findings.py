@@ -92,7 +92,7 @@ def test_15_a_refused_jobs_waiting_entry_names_its_queue(
         (entry,) = [r for r in rows if r["name"] == "rc-refused"]
         assert (entry["kind"], entry["queue"]) == ("Job", "team-a-train"), entry
     finally:
-        hands.delete(ObjectRef("batch/v1", "Job", "rc-refused", "team-a"))
+        real_cluster.remove_job("team-a", "rc-refused")
         hands.delete(ObjectRef("v1", "ResourceQuota", "rc-no-pods", "team-a"))
 
 
@@ -130,7 +130,7 @@ def test_4_a_run_time_is_kueues_finished_time_not_the_samples(
         record = WorkloadRecord.objects.on_every_cluster().get(name=workload["metadata"]["name"])
         assert record.finished_at == dt.datetime.fromisoformat(ended)
     finally:
-        hands.delete(ObjectRef("batch/v1", "Job", "rc-short", "team-a"))
+        real_cluster.remove_job("team-a", "rc-short")
 
 
 def test_12_a_deleted_managed_object_is_back_after_the_next_poll(
@@ -254,7 +254,7 @@ def test_1_team_infer_runs_a_kueue_job_and_a_cpu_quota_beside_gpu_only_queues_is
         (pod,) = kubelet.pods_of_job("team-infer", "rc-infer")
         assert pod.spec.node_name.startswith("gpu-h100-")
     finally:
-        hands.delete(ObjectRef("batch/v1", "Job", "rc-infer", "team-infer"))
+        real_cluster.remove_job("team-infer", "rc-infer")
     namespace = Namespace.objects.get(name="team-infer")
     hard = {i.resource: i.hard for i in namespace.quota_items.all()}
     warnings = set_namespace_quota(
@@ -312,5 +312,5 @@ def test_9_a_disruption_budget_does_not_hold_a_pending_pod(
         assert (evicted["budget"], evicted["budget_allows"]) == ("", None), evicted
         assert not any("will be blocked" in r for r in assessed["reasons"]), assessed["reasons"]
     finally:
-        hands.delete(ObjectRef("batch/v1", "Job", "rc-pending", "team-dev"))
+        real_cluster.remove_job("team-dev", "rc-pending")
         hands.delete(ObjectRef.of(budget))

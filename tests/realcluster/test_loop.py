@@ -149,9 +149,7 @@ def test_the_poll_reads_nodes_queues_workloads_and_positions(
         assert ClusterQueue.objects.filter(name="cq-train").exists()
     finally:
         for name in ("rc-poll-run", "rc-poll-wait-1", "rc-poll-wait-2"):
-            real_cluster.kube(
-                "delete", "job", name, "-n", "team-a", "--cascade=foreground", "--wait=false"
-            )
+            real_cluster.remove_job("team-a", name)
 
 
 def test_a_hand_edit_and_a_deleted_object_are_drift(
