@@ -672,9 +672,12 @@ def _evictions(fleet: Fleet, after_of: Mapping[str, Resources]) -> list[Eviction
             out.append(Eviction(p.namespace, p.name, p.node, p.team, dict(p.gpu)))
             continue
         ends, outcome = eviction_outcome(work.owner)
-        budget = next(
-            (b for b in budgets if b.covers(p.namespace, work.labels)),
-            None,
+        # The Eviction API holds a Running pod to its budget; a Pending one (bound, not
+        # started) is evicted whatever the budget says, as Succeeded and Failed ones are.
+        budget = (
+            None
+            if p.phase == "Pending"
+            else next((b for b in budgets if b.covers(p.namespace, work.labels)), None)
         )
         out.append(
             Eviction(

@@ -312,6 +312,7 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     reserved = conditions.get("QuotaReserved") or {}
     admitted = conditions.get("Admitted") or {}
+    finished = conditions.get("Finished") or {}
     is_admitted = admitted.get("status") == "True"
     created = parse_time(meta.get("creationTimestamp"))
     return {
@@ -320,7 +321,13 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "queue_name": spec.get("queueName", ""),
         "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
         "admitted": is_admitted,
-        "finished": (conditions.get("Finished") or {}).get("status") == "True",
+        "finished": finished.get("status") == "True",
+        # Kueue's own time: a sample minutes later is not when the work ended.
+        "finished_at": (
+            parse_time(finished.get("lastTransitionTime"))
+            if finished.get("status") == "True"
+            else None
+        ),
         "reason": "" if is_admitted else reserved.get("reason", ""),
         "message": "" if is_admitted else reserved.get("message", ""),
         "requests": charged_requests(status) or workload_requests(spec),
@@ -414,6 +421,10 @@ def eviction_values(
     }
 
 
+# The LocalQueue of the Job an event names, which the poll adds to the event (it reads the Job).
+QUEUE_OF_INVOLVED = "quartermaster.io/queue-of-involved-object"
+
+
 def create_failure_values(
     events: Sequence[dict[str, Any]], *, now: dt.datetime
 ) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -435,6 +446,7 @@ def create_failure_values(
             or (event.get("metadata") or {}).get("creationTimestamp")
         )
         values = {
+            "queue_name": event.get(QUEUE_OF_INVOLVED, ""),
             "message": event.get("message", ""),
             "count": as_int(event.get("count")) or 1,
             "last_seen": parse_time(stamp) or now,

@@ -57,12 +57,18 @@ def decode_discovery(
     *,
     cluster_policies: Sequence[Mapping[str, Any]] | None,
     node_labels: Iterable[Mapping[str, str]],
+    device_plugin_nodes: int | None = None,
 ) -> Discovered:
     """The facts of one cluster. ``cluster_policies`` is None when they were not read (the
-    group is not served, or the portal may not list them): the nodes' labels tell then."""
+    group is not served, or the portal may not list them): the nodes' labels tell then,
+    with the nodes the operator's device plugin pod runs on (``device_plugin_nodes``; None:
+    not known) as the GPU Operator check counts them."""
     labels = list(node_labels)
     operator, detail, strategy = _gpu_operator(
-        bool(served_versions(groups, GPU_OPERATOR_GROUP)), cluster_policies, labels
+        bool(served_versions(groups, GPU_OPERATOR_GROUP)),
+        cluster_policies,
+        labels,
+        device_plugin_nodes,
     )
     return Discovered(
         kubernetes_version=str(version.get("gitVersion") or ""),
@@ -78,8 +84,11 @@ def _gpu_operator(
     served: bool,
     policies: Sequence[Mapping[str, Any]] | None,
     labels: list[Mapping[str, str]],
+    running: int | None = None,
 ) -> tuple[bool, str, str]:
-    """(runs, in words, MIG strategy): the ClusterPolicy first, else the nodes' labels."""
+    """(runs, in words, MIG strategy): the ClusterPolicy first, else the nodes' labels and
+    the device plugin pods that run (a label says where the operator is to deploy its
+    operands, not that they run there)."""
     strategies = Counter(
         node[MIG_STRATEGY_LABEL] for node in labels if node.get(MIG_STRATEGY_LABEL)
     )
@@ -95,7 +104,21 @@ def _gpu_operator(
         return False, "the ClusterPolicy CRD is installed but there is no ClusterPolicy", ""
     if managed:
         read = "not readable" if served else "not served"
-        return True, f"its operands on {managed} node(s) (ClusterPolicy {read})", from_nodes
+        if running is None:
+            return True, f"its operands on {managed} node(s) (ClusterPolicy {read})", from_nodes
+        if not running:
+            return (
+                False,
+                f"its labels on {managed} node(s), but its device plugin runs on none "
+                f"(ClusterPolicy {read})",
+                from_nodes,
+            )
+        return (
+            True,
+            f"its device plugin runs on {running} of {managed} labelled node(s) "
+            f"(ClusterPolicy {read})",
+            from_nodes,
+        )
     return False, "no ClusterPolicy and no node labelled by the GPU Operator", from_nodes
 
 

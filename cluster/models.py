@@ -259,6 +259,12 @@ class SyncRun(models.Model):
     def ok(self) -> bool:
         return self.finished_at is not None and not self.error
 
+    @property
+    def running(self) -> bool:
+        """Still under way: a poll commits its row when it starts (a hung one is told by
+        ``status_of`` once a poll interval has passed)."""
+        return self.finished_at is None and not self.error
+
 
 class ObservedNode(models.Model):
     """A node as the last poll saw it (GPU facts pulled out of labels and status)."""
@@ -409,6 +415,9 @@ class ObservedWorkload(models.Model):
     admitted_at = models.DateTimeField(
         null=True, blank=True, help_text="The latest admission (after the last eviction)."
     )
+    finished_at = models.DateTimeField(
+        null=True, blank=True, help_text="When Kueue marked it Finished (its condition's time)."
+    )
     queued_at = models.DateTimeField(
         null=True, blank=True, help_text="Since when it waits: its latest requeue, or its creation."
     )
@@ -483,6 +492,9 @@ class ObservedCreateFailure(models.Model):
     namespace = models.CharField(max_length=63)
     kind = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
+    queue_name = models.CharField(
+        max_length=63, blank=True, help_text="The Kueue LocalQueue its label names (a Job's)."
+    )
     message = models.TextField()
     count = models.PositiveIntegerField(default=1)
     last_seen = models.DateTimeField()

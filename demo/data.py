@@ -201,11 +201,12 @@ OTHER_QUOTAS = {
         "requests.nvidia.com/mig-3g.40gb": "8",
         "pods": "50",
     },
+    # GPUs and pods only: cq-infer covers GPUs alone, so a quota on CPU or memory would make
+    # every pod ask for them and Kueue refuse each workload that does (a real control plane
+    # refused all of team-infer's Jobs one way or the other).
     "team-infer": {
         "requests.nvidia.com/gpu": "4",
         "requests.nvidia.com/mig-3g.40gb": "8",
-        "requests.cpu": "256",
-        "requests.memory": "1Ti",
         "pods": "200",
     },
     "team-dev": {
@@ -231,11 +232,9 @@ L40S = "NVIDIA-L40S"
 L40S_SHARED = "NVIDIA-L40S-SHARED"
 INFERENCE_NAMESPACES = (("team-infer", "team-infer"), ("team-a-serve", "team-a"))
 INFERENCE_QUOTAS = {
-    "team-infer": {
+    "team-infer": {  # GPUs and pods only, as on the training cluster
         "requests.nvidia.com/gpu": "32",
         "requests.nvidia.com/mig-1g.10gb": "64",
-        "requests.cpu": "256",
-        "requests.memory": "1Ti",
         "pods": "200",
     },
     "team-a-serve": {"requests.nvidia.com/gpu": "4", "pods": "20"},

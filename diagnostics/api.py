@@ -212,7 +212,7 @@ def _queue_of(kind: str, item: Any) -> dict[str, str]:
         return {"queue": item.queue_name, "workload": item.name}
     if kind == "Pod":
         return {"queue": item.queue_name, "workload": item.workload_name}
-    return {"queue": "", "workload": ""}
+    return {"queue": getattr(item, "queue_name", ""), "workload": ""}
 
 
 def _estimate(estimate: Estimate | None) -> dict[str, Any] | None:

@@ -13,12 +13,12 @@ from django.conf import settings
 
 from cluster.decode import gpu_offer
 from gpus import dcgm
-from gpus.labels import GPU_PRODUCT, MIG_CONFIG_STATE
+from gpus.labels import DEVICE_PLUGIN_APP, GPU_PRODUCT, MIG_CONFIG_STATE
 from health.collect import PrometheusError, read_from_prometheus, running_exporters, scrape_exporter
 from kube import Gateway, KubeError
 
 OPERATOR_PODS = {
-    "nvidia-device-plugin-daemonset": ("device plugin", "nvidia.com/gpu.deploy.device-plugin"),
+    DEVICE_PLUGIN_APP: ("device plugin", "nvidia.com/gpu.deploy.device-plugin"),
     "gpu-feature-discovery": (
         "GPU Feature Discovery",
         "nvidia.com/gpu.deploy.gpu-feature-discovery",

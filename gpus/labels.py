@@ -13,5 +13,7 @@ MIG_STRATEGY = "nvidia.com/mig.strategy"
 # label is never cleared: remove it in the same patch that sets the config.
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+# The app label of the GPU Operator's device plugin pods (one per GPU node where it runs).
+DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
 # Every GPU resource the device plugin advertises (whole GPUs and MIG profiles).
 GPU_RESOURCE_PREFIX = "nvidia.com/"

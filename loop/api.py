@@ -177,6 +177,9 @@ class LastSyncSerializer(serializers.Serializer[Any]):
     nodes = serializers.IntegerField()
     pods = serializers.IntegerField()
     ok = serializers.BooleanField()
+    running = serializers.BooleanField(
+        help_text="The poll is still under way (neither ok nor failed yet)."
+    )
     error = serializers.CharField(allow_blank=True)
 
 
@@ -322,6 +325,7 @@ def _poll(
             "nodes": run.nodes,
             "pods": run.pods,
             "ok": run.ok,
+            "running": run.running,
             "error": run.error if admin or not run.error else WITHHELD,
         },
     }

@@ -8,10 +8,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.decode import as_int
+from django.conf import settings
+
+from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue
 from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
 from cluster.models import Cluster
 from cluster.selectors import rendering_for
+from gpus.labels import DEVICE_PLUGIN_APP
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
@@ -59,7 +62,11 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
 
 
 def discover(
-    gateway: Gateway, nodes: Objects, *, version: dict[str, Any] | None = None
+    gateway: Gateway,
+    nodes: Objects,
+    *,
+    version: dict[str, Any] | None = None,
+    pods: Objects | None = None,
 ) -> Discovered:
     """What the cluster runs (``cluster.discovery``): its version, its group discovery and,
     where the GPU Operator's group is served, its ClusterPolicies (a refusal: the nodes'
@@ -74,7 +81,28 @@ def discover(
         except KubeError as exc:
             log.info("ClusterPolicies not read: %s", exc.message)
     labels = [(node.get("metadata") or {}).get("labels") or {} for node in nodes]
-    return decode_discovery(version, groups, cluster_policies=policies, node_labels=labels)
+    return decode_discovery(
+        version,
+        groups,
+        cluster_policies=policies,
+        node_labels=labels,
+        device_plugin_nodes=None if pods is None else device_plugin_nodes(pods),
+    )
+
+
+def device_plugin_nodes(pods: Objects) -> int:
+    """The nodes a running device plugin pod of the GPU Operator is on (its namespace's pods
+    with the operand's app label), as the GPU Operator check counts them."""
+    return len(
+        {
+            (pod.get("spec") or {}).get("nodeName")
+            for pod in pods
+            if (pod.get("metadata") or {}).get("namespace") == settings.QM_GPU_OPERATOR_NAMESPACE
+            and ((pod.get("metadata") or {}).get("labels") or {}).get("app") == DEVICE_PLUGIN_APP
+            and (pod.get("status") or {}).get("phase") == "Running"
+            and (pod.get("spec") or {}).get("nodeName")
+        }
+    )
 
 
 MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands
@@ -86,6 +114,7 @@ def live_failures(gateway: Gateway, events: Objects) -> Objects:
     Kinds other than Job, and Jobs beyond the first MAX_JOB_CHECKS, are kept as they are;
     a refused GET (an older ClusterRole without it) ends the checks."""
     uids: dict[tuple[str, str], str | None] = {}
+    queues: dict[tuple[str, str], str] = {}
     checking = True
     kept = []
     for event in events:
@@ -98,6 +127,7 @@ def live_failures(gateway: Gateway, events: Objects) -> Objects:
                 try:
                     job = gateway.get(ObjectRef("batch/v1", "Job", key[1], key[0]))
                     uids[key] = (job.get("metadata") or {}).get("uid", "")
+                    queues[key] = pod_queue((job.get("metadata") or {}).get("labels") or {})
                 except NotFound:
                     uids[key] = None
                 except KubeError as exc:
@@ -107,6 +137,8 @@ def live_failures(gateway: Gateway, events: Objects) -> Objects:
             uid = uids[key]
             if uid is None or (involved.get("uid") and uid and involved["uid"] != uid):
                 continue  # the Job is gone (or was replaced): its refusals are history
+            if queues.get(key):
+                event = {**event, QUEUE_OF_INVOLVED: queues[key]}
         kept.append(event)
     return kept
 

@@ -108,7 +108,7 @@ def _discover(
     """Discovery is a part of the poll that may fail alone (an API server that refuses its
     group discovery still has its fleet read): the error is kept on the cluster's row."""
     try:
-        found = discover(gateway, listing.nodes, version=version)
+        found = discover(gateway, listing.nodes, version=version, pods=listing.pods)
     except KubeError as exc:
         record_discovery(cluster, None, now=now, error=exc.message)
         return

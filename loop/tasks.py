@@ -20,9 +20,9 @@ from django.conf import settings
 
 from cluster.connection import cluster_configured, gateway_for, probed
 from cluster.credentials import CredentialKeyError
-from cluster.models import Cluster
+from cluster.models import Cluster, Drift
 from cluster.services import settings_cluster
-from kube import KubeError, RetryableKubeError
+from kube import Gateway, KubeError, RetryableKubeError
 from loop.apply import ApplierBusy, apply_desired_state
 from loop.poll import PollerBusy, poll_cluster, poller_lock, record_failed_poll
 from portal.infra import outbox
@@ -79,9 +79,34 @@ def poll_cluster_task(cluster_id: int | None = None) -> None:
         return
     try:
         with poller_lock(cluster.pk):
-            poll_cluster(gateway=gateway, cluster=cluster)
+            run = poll_cluster(gateway=gateway, cluster=cluster)
     except PollerBusy:
         log.info("poll of %s skipped: the previous one is still running", cluster.name)
+        return
+    if run.ok and missing_objects(cluster):
+        put_back(gateway, cluster)
+
+
+def missing_objects(cluster: Cluster) -> bool:
+    """The poll found objects the portal applied gone from the cluster."""
+    return (
+        Drift.objects.on(cluster).filter(resolved_at__isnull=True, kind=Drift.Kind.MISSING).exists()
+    )
+
+
+def put_back(gateway: Gateway, cluster: Cluster) -> None:
+    """Objects deleted in the cluster are applied again at once (the apply takes them from
+    the drift rows), not at the periodic full re-apply minutes later; an apply already
+    running takes them too, and one that fails is the next poll's to try again."""
+    try:
+        report = apply_desired_state(gateway=gateway, cluster=cluster)
+    except ApplierBusy:
+        return
+    except KubeError as exc:
+        log.info("objects missing from %s not applied again yet: %s", cluster.name, exc.message)
+        return
+    if report.applied:
+        log.info("%s: applied again what was deleted there: %s", cluster.name, report.applied)
 
 
 @shared_task(name="cluster.tasks.apply_all_clusters_task", ignore_result=True)

@@ -374,9 +374,27 @@ def _quota_use(namespaces: list[Any], statuses: Statuses) -> None:
     for ns in namespaces:
         status = statuses.get((ns.cluster_id, "ResourceQuota", ns.name, ns.quota_name))
         used = None if status is None else status.get("used") or {}
+        enforced = {} if status is None else status.get("hard") or {}
         for item in ns.quota_items.all():
             item.used = None if used is None else used.get(item.resource, "0")
-            item.fill, item.over = (0, False) if item.used is None else _share(item.used, item.hard)
+            # What the cluster enforces, when it is not the portal's value (a hand edit in
+            # the cluster the portal's apply could not take back): the bar and the limit
+            # show the cluster's, with the portal's named as not applied.
+            item.enforced = _other_value(enforced.get(item.resource), item.hard)
+            item.limit = item.enforced or item.hard
+            item.fill, item.over = (
+                (0, False) if item.used is None else _share(item.used, item.limit)
+            )
+
+
+def _other_value(enforced: str | None, wanted: str) -> str:
+    """``enforced`` when it is another amount than ``wanted`` (spelled either way), else ""."""
+    if enforced is None:
+        return ""
+    try:
+        return "" if parse_quantity(enforced) == parse_quantity(wanted) else enforced
+    except QuantityError:
+        return "" if enforced == wanted else enforced
 
 
 def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:

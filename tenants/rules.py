@@ -8,6 +8,7 @@ models and services turn them into field errors (refused) or warnings (accepted,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -93,6 +94,35 @@ def check_quantity(
         return amount, ["must be a whole number: devices and objects are counted in units"]
     too_large = bound_error(amount, whole=whole)
     return amount, [too_large] if too_large else []
+
+
+# Compute resources a ResourceQuota can track: every pod of the namespace must then ask for
+# them, and Kueue charges what the pods ask for.
+_COMPUTE = ("cpu", "memory")
+
+
+def queue_coverage_notes(items: Iterable[str], queues: Mapping[str, Iterable[str]]) -> list[str]:
+    """A quota that tracks CPU or memory in a namespace whose queues cover neither (``queues``:
+    each ClusterQueue behind the namespace's LocalQueues, with its covered resources): the API
+    server refuses a pod that does not ask for them, and Kueue refuses a workload that does
+    ("resource cpu unavailable in ClusterQueue"), so no Kueue workload there can run."""
+    if not queues:
+        return []
+    notes = []
+    for compute in _COMPUTE:
+        tracked = sorted(
+            i for i in items if i in (compute, f"requests.{compute}", f"limits.{compute}")
+        )
+        blind = sorted(name for name, covered in queues.items() if compute not in set(covered))
+        if tracked and blind:
+            notes.append(
+                f"{', '.join(tracked)}: every pod of this namespace must then ask for {compute}, "
+                f"and {', '.join(blind)} does not cover {compute}, so Kueue refuses every "
+                f"workload whose pods do (resource {compute} unavailable in ClusterQueue): no "
+                "Kueue workload of this namespace can run. Track GPUs alone in this quota, or "
+                f"cover {compute} in the ClusterQueue."
+            )
+    return notes
 
 
 def check_quota_item(resource: str, hard: str) -> Check:

@@ -28,6 +28,7 @@ from tenants.rules import (
     check_limit,
     check_quota_item,
     limit_range_pitfalls,
+    queue_coverage_notes,
     spelled_quantity,
 )
 from tenants.selectors import namespace_etag
@@ -157,6 +158,19 @@ def save_priority_class(
 
 
 @transaction.atomic
+def _queues_covering(namespace: Namespace) -> dict[str, list[str]]:
+    """The ClusterQueues behind the namespace's LocalQueues and the resources each covers
+    (read through the LocalQueues' relation: tenants sit below queues)."""
+    return {
+        lq.cluster_queue.name: [
+            str(r)
+            for group in lq.cluster_queue.resource_groups or []
+            for r in group.get("coveredResources") or []
+        ]
+        for lq in namespace.local_queues.select_related("cluster_queue")
+    }
+
+
 def set_namespace_quota(
     *,
     actor: Actor,
@@ -186,6 +200,7 @@ def set_namespace_quota(
         warnings.extend(check.warnings)
     if errors:
         raise ValidationError(errors)
+    warnings.extend(queue_coverage_notes(hard, _queues_covering(namespace)))
     hard = {resource: spelled_quantity(resource, str(value)) for resource, value in hard.items()}
     old = dict(namespace.quota_items.values_list("resource", "hard"))
     if old == hard:

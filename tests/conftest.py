@@ -31,7 +31,13 @@ from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.support import Worker, database_url, maintenance_connection
 
 TESTS = Path(__file__).resolve().parent
-MARKS = {"integration": "integration", "deploy": "integration", "api": "integration", "e2e": "e2e"}
+MARKS = {
+    "integration": "integration",
+    "deploy": "integration",
+    "api": "integration",
+    "e2e": "e2e",
+    "realcluster": "realcluster",
+}
 # Controllers of the demo cluster at test speed (a MIG change takes a fraction of a second).
 FAST = Options(
     mig_delay_seconds=0.2,
@@ -145,9 +151,13 @@ def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> 
 
 
 def _unit(item: Any) -> Any:
-    """What is dealt as one: the tests of a module that share a module-scoped fixture (the
-    image test's built venv: dealt apart, three processes would wait for the one building
-    it), else the test alone."""
+    """What is dealt as one: the real-control-plane tier (one real cluster per machine: its
+    tests share the process that starts it), the tests of a module that share a module-scoped
+    fixture (the image test's built venv: dealt apart, three processes would wait for the one
+    building it), else the test alone."""
+    path = Path(str(getattr(item, "fspath", "")))
+    if (path.relative_to(TESTS) if path.is_absolute() else path).parts[:1] == ("realcluster",):
+        return "realcluster"
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     shared = any(d.scope in {"module", "package"} for ds in definitions.values() for d in ds)
     return str(item.fspath) if shared else id(item)

@@ -244,7 +244,7 @@ def record_workloads(now: dt.datetime, cluster_id: int) -> int:
                     "cluster_queue": w.cluster_queue or cq_of.get((w.namespace, w.queue_name), ""),
                     "queued_at": queued,
                     "admitted_at": w.admitted_at,
-                    "finished_at": now if w.finished else None,
+                    "finished_at": (w.finished_at or now) if w.finished else None,
                     "gpu_share": share,
                 },
             )
@@ -259,7 +259,7 @@ def record_workloads(now: dt.datetime, cluster_id: int) -> int:
         if w.admitted_at and record.admitted_at != w.admitted_at:
             updates["admitted_at"] = w.admitted_at
         if w.finished and record.finished_at is None:
-            updates["finished_at"] = now
+            updates["finished_at"] = w.finished_at or now  # Kueue's time, not the sample's
         if updates:
             WorkloadRecord.objects.filter(pk=record.pk).update(**updates)
             changed += 1

@@ -98,6 +98,11 @@ class Event(StrEnum):
     NAMESPACE_CHANGED = "namespace.changed", "Namespace changed"
     NAMESPACE_DELETED = "namespace.deleted", "Namespace deleted"
     QUOTA_CHANGED = "quota.changed", "Namespace quota changed"
+    # the portal's fields of a managed object taken back from another writer (loop/services.py)
+    MANAGED_FIELDS_TAKEN_BACK = (
+        "managed_object.taken_back",
+        "Fields of a managed object taken back from a change in the cluster",
+    )
     CLUSTER_REGISTERED = "cluster.registered", "Cluster registered"
     CLUSTER_CHANGED = "cluster.changed", "Cluster changed"
     CLUSTER_CREDENTIALS_ROTATED = (

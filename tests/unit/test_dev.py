@@ -150,3 +150,25 @@ def test_the_tests_of_a_module_scoped_fixture_go_to_one_test_process() -> None:
     first = order[: len(order) // 4]  # the run work-stealing hands the first process
     assert all(item in first for item in image)
     assert not any(item in first for item in stories)
+
+
+def test_the_real_control_plane_tier_goes_to_one_test_process() -> None:
+    """One real cluster runs on a machine at a time: the tier's tests, in any of its modules,
+    are dealt as one to the process that starts it."""
+
+    def test(module: str, name: str) -> SimpleNamespace:
+        fixtures = {"real_cluster": [SimpleNamespace(scope="session")]}
+        return SimpleNamespace(
+            fspath=module, name=name, _fixtureinfo=SimpleNamespace(name2fixturedefs=fixtures)
+        )
+
+    tier = [test(f"realcluster/test_{m}.py", f"real-{m}-{i}") for m in "ab" for i in range(3)]
+    stories = [test("e2e/test_story.py", f"story-{i}") for i in range(3)]
+    units = [test("unit/test_x.py", f"unit-{i:02d}") for i in range(20)]
+    order = spread([*units, *tier, *stories], 4, slow=lambda item: item in tier or item in stories)
+    runs, left, start = [], len(order), 0
+    for index in range(4):  # the runs work-stealing hands the four processes
+        size = left // (4 - index)
+        runs.append(order[start : start + size])
+        start, left = start + size, left - size
+    assert sum(1 for run in runs if any(item in run for item in tier)) == 1

@@ -232,6 +232,7 @@ def test_failed_create_events_are_keyed_by_their_job() -> None:
     }
     assert create_failure_values([event], now=dt.datetime.now(UTC)) == {
         ("team-a", "Job", "job-3"): {
+            "queue_name": "",  # the poll adds the Job's queue when it reads the Job
             "message": event["message"],
             "count": 3,
             "last_seen": dt.datetime(2026, 11, 30, 10, 42, tzinfo=UTC),

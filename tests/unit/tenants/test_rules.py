@@ -8,6 +8,7 @@ from tenants.rules import (
     check_limit,
     check_quota_item,
     limit_range_pitfalls,
+    queue_coverage_notes,
     stored_limit,
 )
 
@@ -265,3 +266,14 @@ def test_a_gpu_default_is_warned_in_one_sentence() -> None:
         "Every container that does not set nvidia.com/gpu gets 1 of it, sidecars, init "
         "containers and CPU-only containers included, and waits for one."
     )
+
+
+def test_a_cpu_quota_beside_queues_that_cover_gpus_only_is_warned() -> None:
+    gpu_only = {"cq-infer": ["nvidia.com/gpu", "nvidia.com/mig-3g.40gb"]}
+    (note,) = queue_coverage_notes(["requests.cpu", "pods"], gpu_only)
+    assert note.startswith("requests.cpu: every pod of this namespace must then ask for cpu")
+    assert "cq-infer does not cover cpu" in note
+    assert len(queue_coverage_notes(["cpu", "limits.memory"], gpu_only)) == 2
+    assert queue_coverage_notes(["requests.cpu"], {"cq": ["cpu", "nvidia.com/gpu"]}) == []
+    assert queue_coverage_notes(["requests.cpu"], {}) == []  # no Kueue queue: nothing to say
+    assert queue_coverage_notes(["requests.nvidia.com/gpu", "pods"], gpu_only) == []

@@ -1,0 +1,268 @@
+"""The real control plane a test tier runs against: a kit of upstream binaries (kube-apiserver,
+etcd, controller-manager, scheduler, kubectl and Kueue's manager) with its ``start.sh`` and
+``stop.sh``, started on loopback ports of its own and stopped by the PIDs it recorded.
+
+Kueue reads its certificates from two fixed paths, so one such cluster runs on a machine at a
+time: a lock file (in the temp folder, for every checkout) is held while it runs. The test
+processes of one run share it: the first to need it starts it, each one using it registers,
+and the one that started it waits for the others before stopping it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT_VARIABLE = "QM_REALCLUSTER"
+HOW_TO_GET_IT = (
+    "no real-control-plane kit (set QM_REALCLUSTER to a folder with start.sh, stop.sh and bin/: "
+    "upstream's envtest assets for kube-apiserver and etcd, and Kueue's release; see README.md)"
+)
+# Ports of the tier's own, away from the kit's defaults (a cluster started by hand stays up).
+PORTS = {
+    "APISERVER_PORT": "26443",
+    "ETCD_CLIENT": "127.0.0.1:22379",
+    "ETCD_PEER": "127.0.0.1:22380",
+    "KCM_PORT": "30257",
+    "SCHED_PORT": "30259",
+    "KUEUE_WEBHOOK_PORT": "29443",
+    "KUEUE_HEALTH": "127.0.0.1:28081",
+    "KUEUE_METRICS": "127.0.0.1:28443",
+    "KUEUE_VISIBILITY_PORT": "28082",
+}
+LOCK = Path(tempfile.gettempdir()) / "qm-realcluster-tier.lock"
+START_SECONDS = 240
+LOCK_SECONDS = 600
+
+
+def kit_folder() -> Path | None:
+    """The kit named by ``QM_REALCLUSTER`` (default: ``../shared/realcluster`` beside the
+    checkout), or None when there is none."""
+    named = os.environ.get(KIT_VARIABLE)
+    folder = Path(named) if named else ROOT.parent / "shared" / "realcluster"
+    if (folder / "start.sh").is_file() and (folder / "stop.sh").is_file():
+        return folder.resolve()
+    return None
+
+
+def need_kit() -> None:
+    """At the top of each of the tier's modules: without the kit the module is skipped, from
+    this line, so the run's summary has one line for the whole tier."""
+    if kit_folder() is None:
+        pytest.skip(HOW_TO_GET_IT, allow_module_level=True)
+
+
+@dataclass(frozen=True)
+class RealCluster:
+    kit: Path
+    root: Path  # QM_RC_ROOT: binaries, PKI, etcd data, logs
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{PORTS['APISERVER_PORT']}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "run" / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.root / "run" / "pki" / "ca.crt"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.root / "bin" / "kubectl"
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **PORTS,
+            "QM_RC_ROOT": str(self.root),
+            "QM_RC_PYTHON": shutil.which("python3") or "python3",
+        }
+
+    def run(self, script: str, *args: str, timeout: float = START_SECONDS) -> str:
+        done = subprocess.run(
+            [str(self.kit / script), *args],
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode:
+            raise RuntimeError(f"{script} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        return done.stdout
+
+    def kube(self, *args: str, stdin: str = "") -> str:
+        """kubectl as the cluster's administrator (the test's own hands, not the portal's)."""
+        done = subprocess.run(
+            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def remove_job(self, namespace: str, name: str) -> None:
+        """A test's Job gone with its pods: with no kubelet a bound pod never finishes its
+        termination (and the scheduler counts its GPUs as taken), so they are removed at once."""
+        self.kube("delete", "job", name, "-n", namespace, "--ignore-not-found", "--wait=false")
+        self.kube(
+            "delete",
+            "pods",
+            "-n",
+            namespace,
+            "-l",
+            f"job-name={name}",
+            "--ignore-not-found",
+            "--grace-period=0",
+            "--force",
+        )
+
+    def pids(self) -> list[int]:
+        folder = self.root / "run" / "pids"
+        return [int(p.read_text()) for p in folder.glob("*.pid")] if folder.is_dir() else []
+
+    def start(self) -> None:
+        """Stop what a killed run may have left (by its recorded PIDs), wipe the cluster's
+        state (the unpacked binaries and the PKI are kept: the next start is quicker), start."""
+        self.run("stop.sh")
+        shutil.rmtree(self.root / "run" / "data", ignore_errors=True)
+        shutil.rmtree(self.root / "run" / "logs", ignore_errors=True)
+        self.run("start.sh", "--nodes")
+
+    def stop(self) -> None:
+        """Every recorded process told to end at once (the kit's stop.sh ends them one after
+        the other), killed if one is still there after three seconds (its state is wiped at the next start anyway); then stop.sh, which
+        finds none alive and clears the PID files."""
+        started = [pid for pid in self.pids() if _ours(pid, self.root)]
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.run("stop.sh", timeout=60)
+
+
+def _ours(pid: int, root: Path) -> bool:
+    """The PID is still one of the kit's processes under ``root`` (not a reused PID)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return f"{root}/bin/" in command
+
+
+def _users(root: Path) -> Path:
+    folder = root / "users"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (an ended one not yet reaped counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _take_lock(run_id: str) -> IO[str] | None:
+    """The machine's lock, taken (an open file), or None when this run already holds it."""
+    LOCK.touch(exist_ok=True)
+    handle = LOCK.open("r+")
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if LOCK.with_suffix(".owner").exists() and (
+                LOCK.with_suffix(".owner").read_text().strip() == run_id
+            ):
+                handle.close()
+                return None  # another process of this test run started it: share it
+            if time.monotonic() > deadline:
+                handle.close()
+                raise RuntimeError(
+                    f"another real cluster held {LOCK} for {LOCK_SECONDS} s"
+                ) from None
+            time.sleep(1)
+    LOCK.with_suffix(".owner").write_text(run_id)
+    return handle
+
+
+def _wait_started(cluster: RealCluster) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while not (cluster.root / "run" / "started").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the real cluster another test process starts did not come up")
+        time.sleep(1)
+
+
+@contextlib.contextmanager
+def running(kit: Path, root: Path, run_id: str) -> Iterator[RealCluster]:
+    """The real cluster, started for this test run (or shared with the process of this run
+    that started it), stopped by PID when the last process using it is done, also when a
+    test or the start failed."""
+    cluster = RealCluster(kit=kit, root=root)
+    lock = _take_lock(run_id)
+    me = _users(root) / str(os.getpid())
+    if lock is None:
+        _wait_started(cluster)
+        me.touch()
+        try:
+            yield cluster
+        finally:
+            me.unlink(missing_ok=True)
+        return
+    try:
+        (root / "run").mkdir(parents=True, exist_ok=True)
+        (root / "run" / "started").unlink(missing_ok=True)
+        for stale in _users(root).iterdir():
+            stale.unlink()
+        me.touch()
+        try:
+            cluster.start()
+            (root / "run" / "started").touch()
+            yield cluster
+        finally:
+            me.unlink(missing_ok=True)
+            _wait_for_others(root)
+            (root / "run" / "started").unlink(missing_ok=True)
+            cluster.stop()
+    finally:
+        LOCK.with_suffix(".owner").unlink(missing_ok=True)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _wait_for_others(root: Path) -> None:
+    """The other test processes of this run that use the cluster finish first (the run ends
+    when all of them have; waiting costs the run nothing)."""
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        others = [p for p in _users(root).iterdir() if _alive(int(p.name))]
+        if not others:
+            return
+        time.sleep(1)

@@ -1,0 +1,316 @@
+"""What trying the portal on a real control plane found (the issue's numbers), each held here
+against real Kubernetes and real Kueue."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+from kubernetes import client as kube_client
+
+from changes.mig import preview
+from cluster.models import AppliedObject, Cluster
+from cluster.scope import settings_cluster_id
+from diagnostics.operator_check import check_gpu_operator
+from kube import Gateway, ObjectRef
+from loop import poll
+from loop.apply import apply_desired_state
+from loop.desired import collect_manifests
+from loop.poll import poll_cluster
+from loop.services import take_back_fields
+from loop.tasks import poll_cluster_task
+from portal.audit.events import Event
+from portal.models import AuditEvent
+from tenants.models import Namespace
+from tenants.services import set_namespace_quota
+from tests.realcluster.kit import RealCluster, need_kit
+from tests.realcluster.player import Kubelet
+from tests.realcluster.test_loop import hands as admin
+from tests.realcluster.test_loop import job
+from tests.support import wait_for
+from usage.models import WorkloadRecord
+from usage.sampling import record_workloads
+
+need_kit()
+pytestmark = pytest.mark.django_db
+
+
+def test_13_a_poll_under_way_is_not_a_failed_sync(
+    real_portal: Gateway, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll commits its SyncRun when it starts; the home page read meanwhile said "the last
+    sync failed"."""
+    client.force_login(User.objects.get(username="lead-a"))
+    pages: list[str] = []
+    fetch = poll.fetch
+
+    def read_the_home_page_meanwhile(gateway: Gateway, cluster: Any) -> Any:
+        pages.append(client.get("/").content.decode())
+        return fetch(gateway, cluster)
+
+    monkeypatch.setattr(poll, "fetch", read_the_home_page_meanwhile)
+    assert poll_cluster(gateway=real_portal).ok
+    (during,) = pages
+    assert "the last sync failed" not in during
+    assert "a sync is running" in during
+    after = client.get("/").content.decode()
+    assert "a sync is running" not in after and "the last sync failed" not in after
+
+
+def test_15_a_refused_jobs_waiting_entry_names_its_queue(
+    real_portal: Gateway, real_cluster: RealCluster, client: Client
+) -> None:
+    """A Job whose pods a ResourceQuota refuses is listed by /api/v1/waiting/ with the
+    LocalQueue its kueue.x-k8s.io/queue-name label names (it was "")."""
+    hands = admin(real_cluster)
+    no_pods = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "rc-no-pods", "namespace": "team-a"},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    hands.apply(no_pods)
+    hands.apply(job("rc-refused", "team-a", "team-a-train", 1))
+    try:
+        wait_for(
+            lambda: any(
+                e["involvedObject"].get("name") == "rc-refused"
+                for e in hands.list(
+                    "v1", "Event", namespace="team-a", field_selector="reason=FailedCreate"
+                )
+            ),
+            timeout=30,
+            what="the Job controller's FailedCreate event",
+        )
+        poll_cluster(gateway=real_portal)
+        client.force_login(User.objects.get(username="lead-a"))
+        rows = client.get("/api/v1/waiting/").json()
+        (entry,) = [r for r in rows if r["name"] == "rc-refused"]
+        assert (entry["kind"], entry["queue"]) == ("Job", "team-a-train"), entry
+    finally:
+        real_cluster.remove_job("team-a", "rc-refused")
+        hands.delete(ObjectRef("v1", "ResourceQuota", "rc-no-pods", "team-a"))
+
+
+def test_4_a_run_time_is_kueues_finished_time_not_the_samples(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The usage sample records a workload's end at Kueue's Finished time (it recorded the
+    sample's time: runs of about a minute were stored as up to seven)."""
+    hands = admin(real_cluster)
+    hands.apply(job("rc-short", "team-a", "team-a-train", 1))
+    try:
+        (pod,) = kubelet.pods_of_job("team-a", "rc-short")
+        kubelet.run("team-a", pod.metadata.name)
+        kubelet.finish("team-a", pod.metadata.name)
+
+        def finished() -> dict[str, Any] | None:
+            for w in hands.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="team-a"):
+                if w["metadata"]["name"].startswith("job-rc-short-"):
+                    for c in (w.get("status") or {}).get("conditions") or []:
+                        if c["type"] == "Finished" and c["status"] == "True":
+                            return w
+            return None
+
+        wait_for(lambda: finished() is not None, timeout=30, what="Kueue to mark it Finished")
+        workload = finished()
+        assert workload is not None
+        (ended,) = [
+            c["lastTransitionTime"]
+            for c in workload["status"]["conditions"]
+            if c["type"] == "Finished"
+        ]
+        poll_cluster(gateway=real_portal)
+        sample = timezone.now() + dt.timedelta(minutes=5)  # the next sample, minutes later
+        record_workloads(sample, settings_cluster_id())
+        record = WorkloadRecord.objects.on_every_cluster().get(name=workload["metadata"]["name"])
+        assert record.finished_at == dt.datetime.fromisoformat(ended)
+    finally:
+        real_cluster.remove_job("team-a", "rc-short")
+
+
+def test_12_a_deleted_managed_object_is_back_after_the_next_poll(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """The poll that finds a managed object deleted puts it back (it waited for the next
+    full re-apply, minutes later)."""
+    hands = admin(real_cluster, "kubectl")
+    lq = ObjectRef("kueue.x-k8s.io/v1beta2", "LocalQueue", "dev-test", "team-dev")
+    hands.delete(lq)
+    poll_cluster_task(settings_cluster_id())  # as beat queues it, run here in the test
+    assert hands.get(lq)["spec"]["clusterQueue"] == "cq-dev"
+    assert AppliedObject.objects.on_every_cluster().get(name="dev-test").outcome == "applied"
+
+
+def test_14_the_clusters_page_and_the_gpu_operator_check_agree(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet, settings: Any
+) -> None:
+    """The nodes carry the GPU Operator's deploy labels but none of its pods runs: the
+    Clusters page said "its operands on 5 node(s)" while the check said 0 of 5."""
+
+    def device_plugin_count() -> str:
+        (item,) = [
+            i
+            for i in check_gpu_operator(real_portal, namespace=settings.QM_GPU_OPERATOR_NAMESPACE)
+            if i.name == "device plugin runs on every GPU node"
+        ]
+        return item.detail
+
+    cluster = Cluster.objects.get(pk=settings_cluster_id())
+    assert device_plugin_count().startswith("Running on 0 of 5 nodes.")
+    assert not cluster.gpu_operator
+    assert "runs on none" in cluster.gpu_operator_detail
+    hands = admin(real_cluster)
+    namespace = settings.QM_GPU_OPERATOR_NAMESPACE
+    hands.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "nvidia-device-plugin-daemonset-rc",
+            "namespace": namespace,
+            "labels": {"app": "nvidia-device-plugin-daemonset"},
+        },
+        "spec": {
+            "nodeName": "gpu-h100-01",  # as a DaemonSet's pod: placed, not scheduled
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17"}],
+        },
+    }
+    hands.apply(pod)
+    try:
+        kubelet.run(namespace, pod["metadata"]["name"])
+        poll_cluster(gateway=real_portal)
+        cluster.refresh_from_db()
+        assert device_plugin_count().startswith("Running on 1 of 5 nodes.")
+        assert cluster.gpu_operator
+        assert "its device plugin runs on 1 of 5 labelled node(s)" in cluster.gpu_operator_detail
+    finally:
+        real_cluster.kube("delete", "pod", "-n", namespace, "--all", "--grace-period=0", "--force")
+
+
+def test_2_after_a_hand_edit_the_home_shows_the_enforced_limit_and_an_admin_takes_it_back(
+    real_portal: Gateway, real_cluster: RealCluster, client: Client
+) -> None:
+    """kubectl patch team-a's quota to 20, the portal sets 18: every apply conflicts and the
+    cluster keeps 20. The lead's home said "Hard limit 18"; it shows the 20 the cluster
+    enforces and that the portal's 18 is not applied; a platform admin takes the field
+    back (a forced apply, audited)."""
+    quota = ObjectRef("v1", "ResourceQuota", "team-a-gpu-quota", "team-a")
+    gpu = "requests.nvidia.com/gpu"
+    hands = admin(real_cluster, "kubectl-patch")
+    hands.merge_patch(quota, {"spec": {"hard": {gpu: "20"}}})
+    platform_admin = User.objects.get(username="admin")
+    namespace = Namespace.objects.get(name="team-a")
+    hard = {i.resource: i.hard for i in namespace.quota_items.all()}
+    set_namespace_quota(
+        actor=platform_admin, namespace=namespace, hard={**hard, gpu: "18"}, source="api"
+    )
+    try:
+        report = apply_desired_state(gateway=real_portal)
+        assert report.conflicts == ["ResourceQuota team-a/team-a-gpu-quota"], report
+        wait_for(
+            lambda: (hands.get(quota).get("status") or {}).get("hard", {}).get(gpu) == "20",
+            timeout=20,
+            what="the quota controller to enforce 20",
+        )
+        poll_cluster(gateway=real_portal)
+        client.force_login(User.objects.get(username="lead-a"))
+        home = client.get("/").content.decode()
+        assert "the portal's 18 is not applied" in home
+        assert "of 20" in home and "of 18" not in home
+
+        take_back_fields(
+            actor=platform_admin,
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+            kind="ResourceQuota",
+            namespace="team-a",
+            name="team-a-gpu-quota",
+            source="command",
+        )
+        assert hands.get(quota)["spec"]["hard"][gpu] == "18"
+        audit = AuditEvent.objects.get(event=Event.MANAGED_FIELDS_TAKEN_BACK)
+        assert audit.actor_name == "admin"
+        assert audit.old["outcome"] == "conflict"
+        assert apply_desired_state(gateway=real_portal, full=True).conflicts == []
+    finally:
+        (manifest,) = [m for m in collect_manifests() if ObjectRef.of(m) == quota]
+        real_portal.apply(manifest, force=True)
+
+
+def test_1_team_infer_runs_a_kueue_job_and_a_cpu_quota_beside_gpu_only_queues_is_warned(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The demo's team-infer quota tracked requests.cpu/memory while cq-infer covers GPUs
+    only: the API server refused every pod without them, Kueue every Job with them. The
+    demo's quota tracks GPUs and pods; setting CPU on it is warned about."""
+    hands = admin(real_cluster)
+    hands.apply(job("rc-infer", "team-infer", "online-infer", 1))
+    try:
+        (pod,) = kubelet.pods_of_job("team-infer", "rc-infer")
+        assert pod.spec.node_name.startswith("gpu-h100-")
+    finally:
+        real_cluster.remove_job("team-infer", "rc-infer")
+    namespace = Namespace.objects.get(name="team-infer")
+    hard = {i.resource: i.hard for i in namespace.quota_items.all()}
+    warnings = set_namespace_quota(
+        actor=User.objects.get(username="admin"),
+        namespace=namespace,
+        hard={**hard, "requests.cpu": "256"},
+        source="api",
+    )
+    assert any("cq-infer does not cover cpu" in w for w in warnings), warnings
+
+
+def test_9_a_disruption_budget_does_not_hold_a_pending_pod(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """The MIG impact said a PodDisruptionBudget would block evicting a pod still Pending;
+    the real Eviction API ignores budgets for Pending pods (a dryRun eviction: 201)."""
+    hands = admin(real_cluster)
+    mig_job = job("rc-pending", "team-dev", "dev-test", 0)
+    container = mig_job["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {
+        "requests": {"nvidia.com/mig-1g.10gb": "1"},
+        "limits": {"nvidia.com/mig-1g.10gb": "1"},
+    }
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "rc-pending-pdb", "namespace": "team-dev"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"job-name": "rc-pending"}}},
+    }
+    hands.apply(budget)
+    hands.apply(mig_job)
+    try:
+        (pod,) = kubelet.pods_of_job("team-dev", "rc-pending")
+        assert pod.spec.node_name == "gpu-a100-03"
+        wait_for(
+            lambda: "disruptionsAllowed" in (hands.get(ObjectRef.of(budget)).get("status") or {}),
+            timeout=20,
+            what="the disruption controller to count the budget",
+        )
+        assert hands.get(ObjectRef.of(budget))["status"]["disruptionsAllowed"] == 0
+        eviction = kube_client.V1Eviction(
+            metadata=kube_client.V1ObjectMeta(name=pod.metadata.name, namespace="team-dev"),
+            delete_options=kube_client.V1DeleteOptions(dry_run=["All"]),
+        )
+        kubelet.api.create_namespaced_pod_eviction(pod.metadata.name, "team-dev", eviction)
+        poll_cluster(gateway=real_portal)
+        assessed = preview(
+            viewer=User.objects.get(username="admin"),
+            nodes=["gpu-a100-03"],
+            config="all-1g.10gb",
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+        )
+        # evicted, as the change needs, and held by no budget
+        (evicted,) = [e for e in assessed["evictions"] if e["pod"] == pod.metadata.name]
+        assert (evicted["budget"], evicted["budget_allows"]) == ("", None), evicted
+        assert not any("will be blocked" in r for r in assessed["reasons"]), assessed["reasons"]
+    finally:
+        real_cluster.remove_job("team-dev", "rc-pending")
+        hands.delete(ObjectRef.of(budget))
