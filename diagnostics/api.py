@@ -21,7 +21,9 @@ from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
+from portal.access.selectors import pod_names_for
 from portal.api.filters import allowed, no_such_team
+from portal.vocabulary.names import PodNames
 from tenants.models import Namespace
 from tenants.selectors import list_teams_for_user
 
@@ -147,24 +149,27 @@ class WaitingView(ClusterScoped, APIView):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
-        return Response(WaitingSerializer(waiting_rows(namespaces), many=True).data)
+        rows = waiting_rows(namespaces, pod_names_for(request.user))
+        return Response(WaitingSerializer(rows, many=True).data)
 
 
-def waiting_rows(namespaces: QuerySet[Namespace]) -> list[dict[str, Any]]:
+def waiting_rows(namespaces: QuerySet[Namespace], names: PodNames) -> list[dict[str, Any]]:
     """What waits in ``namespaces``, each row naming its cluster: each cluster's namespaces
-    explained on that cluster (a name another cluster has too may be another team's there,
-    and its nodes and queues are not this one's)."""
+    as that cluster's poll explained them (a name another cluster has too may be another
+    team's there, and its nodes and queues are not this one's), redacted for ``names``."""
     on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
     for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
         on_cluster[(cid, on)].append(name)
     # Every cluster's rows in one round trip, however many clusters there are.
     read, pods = read_waiting(
-        sorted((cid, n) for (cid, _), names in on_cluster.items() for n in names)
+        sorted((cid, n) for (cid, _), names_on in on_cluster.items() for n in names_on)
     )
     rows: list[dict[str, Any]] = []
-    for (cid, on), names in sorted(on_cluster.items(), key=lambda item: item[0][1]):
+    for (cid, on), names_on in sorted(on_cluster.items(), key=lambda item: item[0][1]):
         here = [p for p in pods if p.cluster_id == cid]
-        found = explain_waiting(sorted(names), cluster_id=cid, pods=here, read=read.on(cid))
+        found = explain_waiting(
+            sorted(names_on), cluster_id=cid, names=names, pods=here, read=read.on(cid)
+        )
         rows += _rows(on, *found)
     return rows
 

@@ -2,7 +2,8 @@
 
 1. fetch (LIST with pagination, decoded to plain dicts: ``loop.fetch``);
 2. write the rows that changed (``loop.write``, pure decoding in ``cluster.decode``);
-3. record drift (``loop.drift``); 4. record the run (``SyncRun``).
+3. record drift (``loop.drift``); 4. what is computed from the rows (why work waits:
+``loop.written``, filled by diagnostics); 5. record the run (``SyncRun``).
 
 Writes only observed state; desired state is never touched.
 """
@@ -24,7 +25,7 @@ from django.utils import timezone
 from cluster.models import Cluster, SyncRun
 from cluster.services import record_discovery, settings_cluster
 from kube import Gateway, KubeError
-from loop import write
+from loop import write, written
 from loop.drift import record_drift
 from loop.fetch import Listing, discover, fetch
 
@@ -72,6 +73,9 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
             with transaction.atomic():
                 changed = write_listing(listing, cluster_id=cluster.pk, now=started)
                 record_drift(cluster, now=started)
+                # what is computed from the rows (why work waits), with them: a page never
+                # reads rows of one poll with explanations of another
+                written.cluster_written(cluster.pk, now=timezone.now())
             run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
             del listing  # freed before the collector is back, or its first pass walks it all
     except KubeError as exc:

@@ -26,8 +26,9 @@ from cluster.selectors import ApiStatus, first_reads
 from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
 from overview.freshness import settings_api_status
 from overview.models import HomeVisit
-from portal.access.permissions import user_id
+from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
@@ -127,9 +128,12 @@ def home(request: HttpRequest) -> HttpResponse:
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
+    # the user's own teams' pods are named, another's only to those who see every team
+    names = PodNames(sees_every_team(request.user), frozenset(ns.name for ns in namespaces))
     for cluster_id, group in on_cluster.items():
         here = [p for p in pods if p.cluster_id == cluster_id]
-        _observe(cluster_id, group, statuses, here, waiting.on(cluster_id), last_visit)
+        read = waiting.on(cluster_id)
+        _observe(cluster_id, group, (here, read, names), last_visit)
     for ns in namespaces:  # each one's cluster, read once for all (links name it)
         if ns.cluster_id in clusters:
             ns.cluster = clusters[ns.cluster_id]
@@ -155,22 +159,17 @@ def home(request: HttpRequest) -> HttpResponse:
 def _observe(
     cluster_id: int,
     namespaces: list[Any],
-    statuses: Statuses,
-    pods: list[ObservedPod],
-    read: WaitingRead,
+    observed: tuple[list[ObservedPod], WaitingRead, PodNames],
     last_visit: dt.datetime | None,
 ) -> None:
-    """Each namespace of one cluster with ``observed``: what runs there and what waits."""
-    names = [ns.name for ns in namespaces]
-    quotas = {
-        (ns, name): s
-        for (cid, kind, ns, name), s in statuses.items()
-        if cid == cluster_id and kind == "ResourceQuota"
-    }
+    """Each namespace of one cluster with ``observed``: what runs there and what waits
+    (``observed``: the cluster's pods and what waits there as read, and whose pods the
+    user may see by name)."""
+    pods, read, names = observed
     running = [p for p in pods if p.phase == "Running"]
     waiting = [p for p in pods if p.phase == "Pending"]
     workloads, pending, failures = explain_waiting(
-        names, cluster_id=cluster_id, quotas=quotas, pods=waiting, read=read
+        [ns.name for ns in namespaces], cluster_id=cluster_id, names=names, pods=waiting, read=read
     )
     per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
     for ns in namespaces:
@@ -248,7 +247,7 @@ def _observed_from(rows: list[list[Any]]) -> tuple[Statuses, list[ObservedPod], 
     """The rows of ``_observed_reads``: the statuses by (cluster id, kind, namespace, name),
     the pods, and what waits."""
     if not rows:
-        return {}, [], WaitingRead([], [], [])
+        return {}, [], WaitingRead([], [])
     statuses, pods, *waiting = rows
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
     observed = {
