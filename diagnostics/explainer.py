@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -83,24 +83,25 @@ def explain_cluster(cluster_id: int, now: dt.datetime) -> int:
         .order_by("namespace", "kind", "name")
     )
     explain(workloads, pods, failures, cluster_id=cluster_id, now=now)
-    written = 0
-    for model, rows, out in (
-        (ObservedWorkload, workloads, Q(finished=True)),
-        (ObservedPod, pods, ~Q(phase="Pending")),
-        (ObservedCreateFailure, failures, Q(last_seen__lt=now - REFUSALS_KEPT)),
-    ):
-        changed = []
-        for row in rows:
-            stored = to_json(row)
-            if stored != row.explained:
-                row.explained = stored
-                changed.append(row)
-        written += len(changed)
-        model.objects.bulk_update(changed, ["explained"], batch_size=500)
-        written += (
-            model.objects.on(cluster_id).filter(out, explained__isnull=False).update(explained=None)
-        )
-    return written
+    return (
+        _store(ObservedWorkload, workloads, Q(finished=True), cluster_id)
+        + _store(ObservedPod, pods, ~Q(phase="Pending"), cluster_id)
+        + _store(ObservedCreateFailure, failures, Q(last_seen__lt=now - REFUSALS_KEPT), cluster_id)
+    )
+
+
+def _store(model: Any, rows: Sequence[Any], done: Q, cluster_id: int) -> int:
+    """Each explained row's ``explained``, written where it changed (one statement per 500),
+    and the explanation of the cluster's rows that no longer wait (``done``) dropped."""
+    changed = []
+    for row in rows:
+        stored = to_json(row)
+        if stored != row.explained:
+            row.explained = stored
+            changed.append(row)
+    model.objects.bulk_update(changed, ["explained"], batch_size=500)
+    gone = model.objects.on(cluster_id).filter(done, explained__isnull=False)
+    return len(changed) + int(gone.update(explained=None))
 
 
 def to_json(item: ObservedWorkload | ObservedPod | ObservedCreateFailure) -> dict[str, Any]:

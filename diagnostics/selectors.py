@@ -105,8 +105,10 @@ def explain_waiting(
         queue = (workload.explained or {}).get("cluster_queue")
         if queue and not workload.cluster_queue:
             workload.cluster_queue = queue
-    for item in [*pods, *read.failures]:
-        _shown(item, names)
+    for pod in pods:
+        _shown(pod, names)
+    for failure in read.failures:
+        _shown(failure, names)
     return read.workloads, pods, read.failures
 
 

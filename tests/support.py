@@ -226,8 +226,9 @@ def run_job_on_node(cluster: Any, name: str, namespace: str, node: str) -> str:
 def written(*clusters: Any) -> None:
     """What a poll does after writing a cluster's rows (``loop.written``: why its work waits
     is explained and stored), for rows a test wrote itself; no cluster: every cluster."""
-    for cluster in clusters or Cluster.objects.order_by("pk"):
-        cluster_written(getattr(cluster, "pk", cluster), now=timezone.now())
+    ids = [c if isinstance(c, int) else c.pk for c in clusters]
+    for cluster_id in ids or Cluster.objects.order_by("pk").values_list("pk", flat=True):
+        cluster_written(cluster_id, now=timezone.now())
 
 
 def explained(namespaces: list[str], cluster_id: int) -> tuple[list[Any], list[Any], list[Any]]:
