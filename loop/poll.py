@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from cluster.models import Cluster, SyncRun
@@ -28,6 +28,7 @@ from kube import Gateway, KubeError
 from loop import write, written
 from loop.drift import record_drift
 from loop.fetch import Listing, discover, fetch
+from portal.infra.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 POLL_LOCK = 0x5155_504C  # advisory lock id: one poll of a cluster at a time
@@ -42,15 +43,10 @@ def poller_lock(cluster_id: int) -> Iterator[None]:
     """A PostgreSQL advisory lock per cluster: a poll that outlasts the poll interval (a slow
     API server, a big fleet) is not joined by the next one, which would only double the
     load there and take a worker from the other clusters."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [POLL_LOCK, cluster_id])
-        if not cursor.fetchone()[0]:
+    with advisory_lock(POLL_LOCK, cluster_id) as taken:
+        if not taken:
             raise PollerBusy("another poll of this cluster is running")
-    try:
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [POLL_LOCK, cluster_id])
 
 
 def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun:
