@@ -21,7 +21,7 @@ from diagnostics.estimate import Estimate
 from diagnostics.operator_check import CheckItem, check_gpu_operator
 from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
-from portal.access.selectors import pod_names_for
+from portal.access.permissions import sees_every_team
 from portal.api.filters import allowed, no_such_team
 from portal.vocabulary.names import PodNames
 from tenants.models import Namespace
@@ -149,17 +149,20 @@ class WaitingView(ClusterScoped, APIView):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
-        rows = waiting_rows(namespaces, pod_names_for(request.user))
+        rows = waiting_rows(namespaces, everyone=sees_every_team(request.user))
         return Response(WaitingSerializer(rows, many=True).data)
 
 
-def waiting_rows(namespaces: QuerySet[Namespace], names: PodNames) -> list[dict[str, Any]]:
-    """What waits in ``namespaces``, each row naming its cluster: each cluster's namespaces
-    as that cluster's poll explained them (a name another cluster has too may be another
-    team's there, and its nodes and queues are not this one's), redacted for ``names``."""
+def waiting_rows(namespaces: QuerySet[Namespace], *, everyone: bool) -> list[dict[str, Any]]:
+    """What waits in ``namespaces`` (the user's), each row naming its cluster: each cluster's
+    namespaces as that cluster's poll explained them (a name another cluster has too may be
+    another team's there, and its nodes and queues are not this one's), another team's pods
+    named only to a user who sees ``everyone``'s (the pods of the namespaces shown are the
+    user's own: no query more to know whose pods they may name)."""
     on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
     for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
         on_cluster[(cid, on)].append(name)
+    names = PodNames(everyone, frozenset(n for shown in on_cluster.values() for n in shown))
     # Every cluster's rows in one round trip, however many clusters there are.
     read, pods = read_waiting(
         sorted((cid, n) for (cid, _), names_on in on_cluster.items() for n in names_on)

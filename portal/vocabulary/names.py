@@ -101,11 +101,16 @@ class PodNames:
 
     def redact(self, text: str) -> str:
         """``text`` with every ``namespace/pod`` the user may not name said as "a pod in
-        namespace"."""
+        namespace". A count such as the scheduler's "0/5 nodes are available" is no pod."""
         if self.everyone or "/" not in text:
             return text
         return POD_REF.sub(
-            lambda m: m.group(0) if self.named(m.group(1)) else f"a pod in {m.group(1)}", text
+            lambda m: (
+                m.group(0)
+                if self.named(m.group(1)) or (m.group(1).isdigit() and m.group(2).isdigit())
+                else f"a pod in {m.group(1)}"
+            ),
+            text,
         )
 
     def redact_value(self, value: Any) -> Any:

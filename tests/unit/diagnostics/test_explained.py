@@ -17,6 +17,7 @@ from cluster.scope import settings_cluster_id
 from diagnostics.explainer import explain_cluster
 from diagnostics.selectors import NOT_YET, explain_waiting
 from loop import written as loop_written
+from portal.vocabulary.names import PodNames
 from tests.factories import NamespaceFactory, ObservedNodeFactory, ObservedPodFactory
 from tests.support import EVERY_NAME, explained, written
 
@@ -85,3 +86,11 @@ def test_another_teams_pod_in_the_clusters_words_is_not_named_to_a_lead(
     (row,) = client.get("/api/v1/waiting/").json()
     assert row["evidence"] == ["Exceeded the PodsReady timeout a pod in team-b"]
     assert "job-of-b" not in client.get("/").content.decode()
+
+
+def test_the_schedulers_counts_are_not_taken_for_pods() -> None:
+    lead = PodNames(False, frozenset({"team-a"}))
+    said = "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; team-b/job-x waits."
+    assert lead.redact(said) == (
+        "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; a pod in team-b waits."
+    )
