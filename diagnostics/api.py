@@ -38,12 +38,14 @@ class EstimateSerializer(serializers.Serializer[Any]):
         "or why there is no estimate."
     )
     low_s = serializers.IntegerField(
-        allow_null=True, help_text="Seconds from now until it could start at the earliest."
+        allow_null=True,
+        help_text="Seconds from the cluster's last poll (which estimated it) until it could "
+        "start at the earliest.",
     )
     high_s = serializers.IntegerField(
         allow_null=True,
-        help_text="Seconds from now until it should have started; null with low_s set: after a "
-        "change of unknown length.",
+        help_text="Seconds from the cluster's last poll until it should have started; null with "
+        "low_s set: after a change of unknown length.",
     )
     earliest = serializers.DateTimeField(
         allow_null=True, help_text="The moment low_s is, rounded down to 5 minutes."
