@@ -19,7 +19,8 @@ over the same rows (its own bare baseline).
 3. ``--clients`` threads, each on a kept-alive connection of its own (spread evenly over the
    server's processes), send ``--requests`` requests to each page and its baseline in
    alternating rounds: the lead's home, the Fleet page (the pools summed up), one pool's
-   node list (random pages of 50), the approver's MIG change inbox. A thousand a side, so
+   node list (random pages of 50), the approver's MIG change inbox, the lead's
+   ``/api/v1/waiting/`` (against the home's baseline). A thousand a side, so
    that a p99 is the tenth slowest request, not the second of 200.
 
 Prints each page's p50 and p99 against its own baseline's; the p99 ratio over all pages
@@ -52,6 +53,7 @@ PAGES = {  # name -> (who, portal, baseline, pages)
     "fleet": ("lead", "/fleet/", "/baseline/fleet/", 1),
     "fleet-nodes": ("lead", "/fleet/nodes/?pool=pool-3", "/baseline/nodes/?pool=pool-3", 0),
     "inbox": ("approver", "/changes/", "/baseline/inbox/", 1),
+    "waiting": ("lead", "/api/v1/waiting/", "/baseline/home/", 1),
 }
 
 
@@ -152,6 +154,17 @@ class Polls:
                 answered_poll(timezone.now() - dt.timedelta(seconds=2)).save()
         finally:
             connection.close()
+
+
+def explain_what_waits() -> None:
+    """What the poll does after writing the cluster's rows: why its Pending pods wait,
+    explained and stored with them (the filled rows were written without a poll)."""
+    from django.utils import timezone
+
+    from cluster.scope import settings_cluster_id
+    from loop.written import cluster_written
+
+    cluster_written(settings_cluster_id(), now=timezone.now())
 
 
 def settle() -> None:
@@ -259,6 +272,7 @@ def main() -> int:
     add_poll_history()
     settle()
     cookies = add_people_and_requests(args.changes)
+    explain_what_waits()
     node_pages = max(1, -(-args.nodes // POOLS // 50))
     port = free_port()
     server = serve(port, "pages_settings")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from changes.actuator import FAILED, SUCCESS, MigActuator, get_actuator
@@ -43,6 +43,7 @@ from cluster.decode import gpu_offer, pod_gpu_requests
 from gpus.catalog import promised_resources
 from kube import EvictionBlocked, Gateway, ObjectRef
 from portal.audit.record import Event, record_audit
+from portal.infra.locks import advisory_lock
 from queues.models import ClusterQueue
 from queues.services import save_cluster_queue
 
@@ -214,15 +215,8 @@ def _describe(resources: dict[str, int]) -> str:
 @contextmanager
 def request_lock(request_id: int) -> Iterator[bool]:
     """One executor per request (a redelivered task and a scheduled recheck may overlap)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_BASE + request_id])
-        acquired = bool(cursor.fetchone()[0])
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_BASE + request_id])
+    with advisory_lock(LOCK_BASE + request_id) as taken:
+        yield taken
 
 
 def advance(

@@ -377,6 +377,13 @@ class ObservedPod(models.Model):
         "decoder's fingerprint: a pod listed again at the same version is not decoded again.",
     )
     last_changed = models.DateTimeField()
+    explained = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Why it waits and when it could start, as the poll that wrote it explained "
+        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
+        "viewer. Null: nothing in its way, or not explained yet.",
+    )
 
     objects = ScopedManager["ObservedPod"]()
 
@@ -439,6 +446,13 @@ class ObservedWorkload(models.Model):
     )
     position_in_local_queue = models.IntegerField(null=True, blank=True)
     last_changed = models.DateTimeField()
+    explained = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Why it waits and when it could start, as the poll that wrote it explained "
+        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
+        "viewer. Null: nothing in its way, or not explained yet.",
+    )
 
     objects = ScopedManager["ObservedWorkload"]()
 
@@ -498,6 +512,13 @@ class ObservedCreateFailure(models.Model):
     message = models.TextField()
     count = models.PositiveIntegerField(default=1)
     last_seen = models.DateTimeField()
+    explained = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Why it waits and when it could start, as the poll that wrote it explained "
+        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
+        "viewer. Null: nothing in its way, or not explained yet.",
+    )
 
     objects = ScopedManager["ObservedCreateFailure"]()
 

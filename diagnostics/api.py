@@ -23,6 +23,7 @@ from diagnostics.selectors import explain_waiting, read_waiting
 from kube import KubeError
 from portal.access.permissions import sees_every_team
 from portal.api.filters import allowed, no_such_team
+from portal.vocabulary.names import PodNames
 from tenants.models import Namespace, Team
 from tenants.selectors import list_teams_for_user
 
@@ -37,12 +38,14 @@ class EstimateSerializer(serializers.Serializer[Any]):
         "or why there is no estimate."
     )
     low_s = serializers.IntegerField(
-        allow_null=True, help_text="Seconds from now until it could start at the earliest."
+        allow_null=True,
+        help_text="Seconds from the cluster's last poll (which estimated it) until it could "
+        "start at the earliest.",
     )
     high_s = serializers.IntegerField(
         allow_null=True,
-        help_text="Seconds from now until it should have started; null with low_s set: after a "
-        "change of unknown length.",
+        help_text="Seconds from the cluster's last poll until it should have started; null with "
+        "low_s set: after a change of unknown length.",
     )
     earliest = serializers.DateTimeField(
         allow_null=True, help_text="The moment low_s is, rounded down to 5 minutes."
@@ -155,24 +158,30 @@ class WaitingView(ClusterScoped, APIView):
             namespaces = namespaces.filter(team__slug=query.validated_data["team"])
         if query.validated_data.get("namespace"):
             namespaces = namespaces.filter(name=query.validated_data["namespace"])
-        return Response(WaitingSerializer(waiting_rows(namespaces), many=True).data)
+        rows = waiting_rows(namespaces, everyone=sees_every_team(request.user))
+        return Response(WaitingSerializer(rows, many=True).data)
 
 
-def waiting_rows(namespaces: QuerySet[Namespace]) -> list[dict[str, Any]]:
-    """What waits in ``namespaces``, each row naming its cluster: each cluster's namespaces
-    explained on that cluster (a name another cluster has too may be another team's there,
-    and its nodes and queues are not this one's)."""
+def waiting_rows(namespaces: QuerySet[Namespace], *, everyone: bool) -> list[dict[str, Any]]:
+    """What waits in ``namespaces`` (the user's), each row naming its cluster: each cluster's
+    namespaces as that cluster's poll explained them (a name another cluster has too may be
+    another team's there, and its nodes and queues are not this one's), another team's pods
+    named only to a user who sees ``everyone``'s (the pods of the namespaces shown are the
+    user's own: no query more to know whose pods they may name)."""
     on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
     for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
         on_cluster[(cid, on)].append(name)
+    names = PodNames(everyone, frozenset(n for shown in on_cluster.values() for n in shown))
     # Every cluster's rows in one round trip, however many clusters there are.
     read, pods = read_waiting(
-        sorted((cid, n) for (cid, _), names in on_cluster.items() for n in names)
+        sorted((cid, n) for (cid, _), names_on in on_cluster.items() for n in names_on)
     )
     rows: list[dict[str, Any]] = []
-    for (cid, on), names in sorted(on_cluster.items(), key=lambda item: item[0][1]):
+    for (cid, on), names_on in sorted(on_cluster.items(), key=lambda item: item[0][1]):
         here = [p for p in pods if p.cluster_id == cid]
-        found = explain_waiting(sorted(names), cluster_id=cid, pods=here, read=read.on(cid))
+        found = explain_waiting(
+            sorted(names_on), cluster_id=cid, names=names, pods=here, read=read.on(cid)
+        )
         rows += _rows(on, *found)
     return rows
 

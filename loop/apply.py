@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from django.db import connection
 from django.utils import timezone
 
 from cluster.models import AppliedObject, Cluster, Drift
@@ -25,6 +24,7 @@ from kube import (
     RetryableKubeError,
 )
 from loop.desired import collect_manifests
+from portal.infra.locks import advisory_lock
 from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 
 log = logging.getLogger(__name__)
@@ -57,15 +57,10 @@ class ApplierBusy(Exception):
 def applier_lock(cluster_id: int) -> Iterator[None]:
     """A PostgreSQL advisory lock per cluster (one applier at a time there, any number of
     clusters at once): released on exit or when a killed worker's session ends."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [APPLY_LOCK, cluster_id])
-        if not cursor.fetchone()[0]:
+    with advisory_lock(APPLY_LOCK, cluster_id) as taken:
+        if not taken:
             raise ApplierBusy("another apply to this cluster is running")
-    try:
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [APPLY_LOCK, cluster_id])
 
 
 def _record(cluster_id: int, ref: ObjectRef, **values: Any) -> None:

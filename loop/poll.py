@@ -2,7 +2,8 @@
 
 1. fetch (LIST with pagination, decoded to plain dicts: ``loop.fetch``);
 2. write the rows that changed (``loop.write``, pure decoding in ``cluster.decode``);
-3. record drift (``loop.drift``); 4. record the run (``SyncRun``).
+3. record drift (``loop.drift``); 4. what is computed from the rows (why work waits:
+``loop.written``, filled by diagnostics); 5. record the run (``SyncRun``).
 
 Writes only observed state; desired state is never touched.
 """
@@ -18,15 +19,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from cluster.models import Cluster, SyncRun
 from cluster.services import record_discovery, settings_cluster
 from kube import Gateway, KubeError
-from loop import write
+from loop import write, written
 from loop.drift import record_drift
 from loop.fetch import Listing, discover, fetch
+from portal.infra.locks import advisory_lock
 
 log = logging.getLogger(__name__)
 POLL_LOCK = 0x5155_504C  # advisory lock id: one poll of a cluster at a time
@@ -41,15 +43,10 @@ def poller_lock(cluster_id: int) -> Iterator[None]:
     """A PostgreSQL advisory lock per cluster: a poll that outlasts the poll interval (a slow
     API server, a big fleet) is not joined by the next one, which would only double the
     load there and take a worker from the other clusters."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [POLL_LOCK, cluster_id])
-        if not cursor.fetchone()[0]:
+    with advisory_lock(POLL_LOCK, cluster_id) as taken:
+        if not taken:
             raise PollerBusy("another poll of this cluster is running")
-    try:
         yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [POLL_LOCK, cluster_id])
 
 
 def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun:
@@ -72,6 +69,9 @@ def poll_cluster(*, gateway: Gateway, cluster: Cluster | None = None) -> SyncRun
             with transaction.atomic():
                 changed = write_listing(listing, cluster_id=cluster.pk, now=started)
                 record_drift(cluster, now=started)
+                # what is computed from the rows (why work waits), with them: a page never
+                # reads rows of one poll with explanations of another
+                written.cluster_written(cluster.pk, now=timezone.now())
             run.nodes, run.pods, run.changed = len(listing.nodes), len(listing.pods), changed
             del listing  # freed before the collector is back, or its first pass walks it all
     except KubeError as exc:

@@ -7,7 +7,6 @@ observed objects, so the sentences and the bars count from the same poll."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,36 +19,26 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
-from cluster.models import ObservedCreateFailure, ObservedObject, ObservedPod, ObservedWorkload
+from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.scope import cluster_choice, cluster_id_of
-from cluster.selectors import ApiStatus, first_reads
-from diagnostics.selectors import WaitingRead, explain_waiting, waiting_reads
+from cluster.selectors import first_reads
+from diagnostics.selectors import WaitingRead, explain_waiting
 from overview.freshness import settings_api_status
-from overview.models import HomeVisit
-from portal.access.permissions import user_id
-from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from overview.selectors import (
+    HIT_RECENTLY,
+    Statuses,
+    home_observed_from,
+    home_observed_reads,
+    home_visit_read,
+)
+from portal.access.permissions import sees_every_team, user_id
+from portal.infra.round_trips import read_together
+from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
 
 GPU_PREFIX = "nvidia.com/"
-# The namespaces' Pending pods and running GPU pods. Written out: the ORM took longer to
-# build these few reads than the database to answer them.
-PODS_SQL = (
-    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {PAIRS} "
-    "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
-    "ORDER BY namespace, name"
-)
-# The status of namespaces' ResourceQuotas and LocalQueues, and of ClusterQueues, each of
-# (cluster id, name) pairs.
-STATUSES_SQL = (
-    f"SELECT cluster_id, kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
-    f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {PAIRS}) "
-    f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {PAIRS})"
-)
-HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
-# (cluster id, kind, namespace, name) -> status
-Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
 
 
 @dataclass
@@ -120,16 +109,19 @@ def home(request: HttpRequest) -> HttpResponse:
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     visit, *observed = read_together(
-        _visit_read(user_id(request.user), api, teams), *_observed_reads(namespaces)
+        home_visit_read(user_id(request.user), api, teams), *home_observed_reads(namespaces)
     )
     last_visit, any_grant, any_hit = visit[0]
-    statuses, pods, waiting = _observed_from(observed)
+    statuses, pods, waiting = home_observed_from(observed)
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
+    # the user's own teams' pods are named, another's only to those who see every team
+    names = PodNames(sees_every_team(request.user), frozenset(ns.name for ns in namespaces))
     for cluster_id, group in on_cluster.items():
         here = [p for p in pods if p.cluster_id == cluster_id]
-        _observe(cluster_id, group, statuses, here, waiting.on(cluster_id), last_visit)
+        read = waiting.on(cluster_id)
+        _observe(cluster_id, group, (here, read, names), last_visit)
     for ns in namespaces:  # each one's cluster, read once for all (links name it)
         if ns.cluster_id in clusters:
             ns.cluster = clusters[ns.cluster_id]
@@ -155,22 +147,17 @@ def home(request: HttpRequest) -> HttpResponse:
 def _observe(
     cluster_id: int,
     namespaces: list[Any],
-    statuses: Statuses,
-    pods: list[ObservedPod],
-    read: WaitingRead,
+    observed: tuple[list[ObservedPod], WaitingRead, PodNames],
     last_visit: dt.datetime | None,
 ) -> None:
-    """Each namespace of one cluster with ``observed``: what runs there and what waits."""
-    names = [ns.name for ns in namespaces]
-    quotas = {
-        (ns, name): s
-        for (cid, kind, ns, name), s in statuses.items()
-        if cid == cluster_id and kind == "ResourceQuota"
-    }
+    """Each namespace of one cluster with ``observed``: what runs there and what waits
+    (``observed``: the cluster's pods and what waits there as read, and whose pods the
+    user may see by name)."""
+    pods, read, names = observed
     running = [p for p in pods if p.phase == "Running"]
     waiting = [p for p in pods if p.phase == "Pending"]
     workloads, pending, failures = explain_waiting(
-        names, cluster_id=cluster_id, quotas=quotas, pods=waiting, read=read
+        [ns.name for ns in namespaces], cluster_id=cluster_id, names=names, pods=waiting, read=read
     )
     per_namespace = _sorted_out(workloads, pending, failures, running, last_visit)
     for ns in namespaces:
@@ -184,78 +171,6 @@ def _by_cluster(team: Team, clusters: dict[Any, Any]) -> list[tuple[Any, list[An
         groups[ns.cluster_id].append(ns)
     named = sorted(groups, key=lambda pk: clusters[pk].name if pk in clusters else "")
     return [(clusters.get(pk), groups[pk]) for pk in named]
-
-
-def _visit_read(user_pk: int, api: ApiStatus, teams: Sequence[Team]) -> Read:
-    """The user's last visit (None on the first), then this one recorded: as of the poll the
-    page shows, so work the next poll finds started after it is new next time (safe with two
-    tabs at once). With it, in the same statement, whether any of the teams may have a
-    time-limited grant, and whether another team's MIG change may hit one of them (a
-    superset of what ``_grants`` and ``_changes_hitting`` show, so that on most visits
-    neither of theirs runs). One row: (last visit, any grant, any hit)."""
-    table = HomeVisit._meta.db_table
-    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
-    hit = MigChangeRequest.teams_hit.through._meta.db_table
-    seen, team_pks = api.last_ok or timezone.now(), [team.pk for team in teams]
-    # Both parts of the visit see the table as it was: the first reads the last visit, the
-    # second records this one (never moving it back). When the page shows the same poll as
-    # the last visit did, it proposes no row at all: an upsert whose update is filtered out
-    # still locks the row, and so writes and flushes a transaction.
-    return Read(
-        f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
-        f"visit AS (INSERT INTO {table} (user_id, seen_at) SELECT %s, %s "
-        "WHERE NOT EXISTS (SELECT 1 FROM before WHERE seen_at >= %s) "
-        f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
-        f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
-        "SELECT (SELECT seen_at FROM before), "
-        f"EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%s) "
-        "AND state = %s AND grant_until IS NOT NULL), "
-        f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
-        "WHERE h.team_id = ANY(%s) AND c.team_id IS DISTINCT FROM h.team_id "
-        "AND (c.state = ANY(%s) OR c.updated_at >= %s) "
-        "AND c.state NOT IN ('rejected', 'cancelled'))",
-        [
-            *(user_pk, user_pk, seen, seen),
-            *(team_pks, QuotaChangeRequest.State.APPROVED),
-            *(team_pks, sorted(OPEN_STATES), timezone.now() - HIT_RECENTLY),
-        ],
-    )
-
-
-def _observed_reads(namespaces: list[Any]) -> list[Read]:
-    """What the page shows of the namespaces as last polled, each on its own cluster, read
-    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
-    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; and
-    what ``explain_waiting`` reads of them. Nothing without a namespace."""
-    if not namespaces:
-        return []
-    queues = sorted(
-        {
-            (ns.cluster_id, lq.cluster_queue.name)
-            for ns in namespaces
-            for lq in ns.local_queues.all()
-        }
-    )
-    pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
-    return [
-        Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
-        Read(PODS_SQL, pairs_params(pairs), ObservedPod),
-        *waiting_reads(pairs, timezone.now()),
-    ]
-
-
-def _observed_from(rows: list[list[Any]]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
-    """The rows of ``_observed_reads``: the statuses by (cluster id, kind, namespace, name),
-    the pods, and what waits."""
-    if not rows:
-        return {}, [], WaitingRead([], [], [])
-    statuses, pods, *waiting = rows
-    # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
-    observed = {
-        (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
-        for cluster_id, kind, ns, name, status in statuses
-    }
-    return observed, pods, WaitingRead(*waiting)
 
 
 def _gpu_part(requests: dict[str, Any]) -> dict[str, int]:

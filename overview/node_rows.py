@@ -5,7 +5,8 @@ them is most of the page's time, and between two polls a row shows what it showe
 Each row's HTML is kept in this process under everything it is drawn from (the node's
 shown fields, its health, the pool's intended config, the columns, the time zone and the
 day its times are written against), so a row whose facts moved is drawn again and one
-whose facts did not is never stale. The cache is bounded (least recently used first out).
+whose facts did not is never stale (``portal.infra.process_cache``, bounded: the least
+recently used first out).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from django.utils.safestring import SafeString, mark_safe
 from cluster.models import ObservedNode
 from health.models import NodeHealth
 from health.selectors import attach_health, health_of
-from overview.html_cache import Drawings
+from portal.infra.process_cache import ProcessCache
 
 ROWS_KEPT = 20_000  # rows kept per process: four fleets of 5,000 nodes
-_ROWS = Drawings(ROWS_KEPT)
+_ROWS: ProcessCache[tuple[Any, ...], str] = ProcessCache("node rows", ROWS_KEPT)
 
 
 def node_rows(

@@ -1,10 +1,14 @@
-"""Reads of the Fleet page: each pool summed up in the database (capacity and allocation per
-GPU resource, the MIG layouts in use, the nodes needing attention, drift and GPU health), a
-fixed number of queries whatever the fleet's size; and the nodes of one pool (or of the
-whole fleet) a page at a time, those needing attention first, found by name or label."""
+"""Reads of the overview's pages. The Fleet page: each pool summed up in the database
+(capacity and allocation per GPU resource, the MIG layouts in use, the nodes needing
+attention, drift and GPU health), a fixed number of queries whatever the fleet's size; and
+the nodes of one pool (or of the whole fleet) a page at a time, those needing attention
+first, found by name or label. The home: the user's last visit (recorded as it is read) and
+the namespaces' observed rows, in one round trip."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,13 +16,38 @@ from typing import Any
 from django.db import connection
 from django.db.models import BooleanField, IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
-from cluster.models import Cluster, ObservedNode
-from cluster.selectors import amount_sql
+from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
+from cluster.models import Cluster, ObservedNode, ObservedObject, ObservedPod
+from cluster.selectors import ApiStatus, amount_sql
+from diagnostics.selectors import WaitingRead, waiting_reads
 from fleet.membership import case_sql, holds, holds_none
 from fleet.models import NodePool
 from health.models import NodeHealth
-from portal.infra.round_trips import Read, read_together
+from overview.models import HomeVisit
+from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from tenants.models import Team
+
+# The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
+# GPU pods. Written out: the ORM took longer to build these few reads than the database to
+# answer them.
+PODS_SQL = (
+    f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {PAIRS} "
+    "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
+    "ORDER BY namespace, name"
+)
+# The status of namespaces' ResourceQuotas and LocalQueues, and of ClusterQueues, each of
+# (cluster id, name) pairs.
+STATUSES_SQL = (
+    f"SELECT cluster_id, kind, namespace, name, status FROM {ObservedObject._meta.db_table} "
+    f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {PAIRS}) "
+    f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {PAIRS})"
+)
+HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
+# (cluster id, kind, namespace, name) -> status
+Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
+
 
 NO_POOL = "(no pool)"  # the nodes no pool selects (a pool name is a DNS label: never this)
 NODES = ObservedNode._meta.db_table
@@ -383,3 +412,75 @@ def _in_pool(nodes: QuerySet[ObservedNode], pools: Pools, index: int) -> QuerySe
     own = pools.rows[index]
     theirs = [p for p in pools.rows if p.cluster_id == own.cluster_id]
     return holds(nodes.filter(cluster=own.cluster), own, theirs)
+
+
+def home_visit_read(user_pk: int, api: ApiStatus, teams: Sequence[Team]) -> Read:
+    """The user's last visit (None on the first), then this one recorded: as of the poll the
+    page shows, so work the next poll finds started after it is new next time (safe with two
+    tabs at once). With it, in the same statement, whether any of the teams may have a
+    time-limited grant, and whether another team's MIG change may hit one of them (a
+    superset of what ``_grants`` and ``_changes_hitting`` show, so that on most visits
+    neither of theirs runs). One row: (last visit, any grant, any hit)."""
+    table = HomeVisit._meta.db_table
+    grants, changes = QuotaChangeRequest._meta.db_table, MigChangeRequest._meta.db_table
+    hit = MigChangeRequest.teams_hit.through._meta.db_table
+    seen, team_pks = api.last_ok or timezone.now(), [team.pk for team in teams]
+    # Both parts of the visit see the table as it was: the first reads the last visit, the
+    # second records this one (never moving it back). When the page shows the same poll as
+    # the last visit did, it proposes no row at all: an upsert whose update is filtered out
+    # still locks the row, and so writes and flushes a transaction.
+    return Read(
+        f"WITH before AS (SELECT seen_at FROM {table} WHERE user_id = %s), "
+        f"visit AS (INSERT INTO {table} (user_id, seen_at) SELECT %s, %s "
+        "WHERE NOT EXISTS (SELECT 1 FROM before WHERE seen_at >= %s) "
+        f"ON CONFLICT (user_id) DO UPDATE SET seen_at = EXCLUDED.seen_at "
+        f"WHERE {table}.seen_at < EXCLUDED.seen_at) "
+        "SELECT (SELECT seen_at FROM before), "
+        f"EXISTS (SELECT 1 FROM {grants} WHERE team_id = ANY(%s) "
+        "AND state = %s AND grant_until IS NOT NULL), "
+        f"EXISTS (SELECT 1 FROM {hit} h JOIN {changes} c ON c.id = h.migchangerequest_id "
+        "WHERE h.team_id = ANY(%s) AND c.team_id IS DISTINCT FROM h.team_id "
+        "AND (c.state = ANY(%s) OR c.updated_at >= %s) "
+        "AND c.state NOT IN ('rejected', 'cancelled'))",
+        [
+            *(user_pk, user_pk, seen, seen),
+            *(team_pks, QuotaChangeRequest.State.APPROVED),
+            *(team_pks, sorted(OPEN_STATES), timezone.now() - HIT_RECENTLY),
+        ],
+    )
+
+
+def home_observed_reads(namespaces: list[Any]) -> list[Read]:
+    """What the page shows of the namespaces as last polled, each on its own cluster, read
+    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
+    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; and
+    what ``explain_waiting`` reads of them. Nothing without a namespace."""
+    if not namespaces:
+        return []
+    queues = sorted(
+        {
+            (ns.cluster_id, lq.cluster_queue.name)
+            for ns in namespaces
+            for lq in ns.local_queues.all()
+        }
+    )
+    pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
+    return [
+        Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
+        Read(PODS_SQL, pairs_params(pairs), ObservedPod),
+        *waiting_reads(pairs, timezone.now()),
+    ]
+
+
+def home_observed_from(rows: list[list[Any]]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
+    """The rows of ``home_observed_reads``: the statuses by (cluster id, kind, namespace, name),
+    the pods, and what waits."""
+    if not rows:
+        return {}, [], WaitingRead([], [])
+    statuses, pods, *waiting = rows
+    # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
+    observed = {
+        (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
+        for cluster_id, kind, ns, name, status in statuses
+    }
+    return observed, pods, WaitingRead(*waiting)

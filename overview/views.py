@@ -47,6 +47,7 @@ from overview.node_rows import node_rows
 from portal.access.permissions import is_platform_admin, sees_every_team, user_id
 from portal.access.selectors import pod_names_for
 from portal.infra.htmx import HtmxHttpRequest
+from portal.infra.process_cache import ProcessCache
 from portal.infra.round_trips import Read, page_together, read_together
 from portal.vocabulary.names import PodNames
 from queues import fairness
@@ -154,8 +155,8 @@ def _fleet_section(
     }
 
 
-# this process's pool cards per cluster, with what they were summed from
-_CARDS: dict[int, tuple[tuple[Any, ...], str]] = {}
+# this process's pool cards, under the cluster and what they were summed from
+_CARDS: ProcessCache[tuple[Any, ...], str] = ProcessCache("pool cards", 64)
 
 
 def _pool_cards(
@@ -165,16 +166,15 @@ def _pool_cards(
     only when the nodes, their health or the pools changed since this process last did (one
     small query tells, ``stamps``: the rows of ``selectors.stamps_read``; the poll and the
     health collection change them every minute or so, the pages are read far more often)."""
-    version = (several, cluster.name, selectors.summed_from(pools, stamps))
-    kept = _CARDS.get(cluster.pk)
-    if kept is None or kept[0] != version:
-        summaries = selectors.sum_pools(pools)
-        html = render_to_string(
+    key = (cluster.pk, several, cluster.name, selectors.summed_from(pools, stamps))
+    html = _CARDS.get(
+        key,
+        lambda: render_to_string(
             "overview/fleet.html#pool-cards",
-            {"pools": summaries, "cluster": cluster, "several": several},
-        )
-        kept = _CARDS[cluster.pk] = (version, html)  # one tuple: no thread sees half of it
-    return mark_safe(kept[1])
+            {"pools": selectors.sum_pools(pools), "cluster": cluster, "several": several},
+        ),
+    )
+    return mark_safe(html)
 
 
 @login_required

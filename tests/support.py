@@ -19,11 +19,17 @@ import psycopg
 from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
+from cluster.models import Cluster
+from diagnostics.selectors import explain_waiting
 from kube import NotFound, ObjectRef
+from loop.written import cluster_written
 from portal.access.tokens import create_token
+from portal.vocabulary.names import PodNames
 
 ROOT = Path(__file__).resolve().parents[1]
+EVERY_NAME = PodNames(True, frozenset())  # whose pods a viewer who sees every team may name
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
@@ -230,3 +236,18 @@ def run_job_on_node(cluster: Any, name: str, namespace: str, node: str) -> str:
 
     wait_for(lambda: bool(running()), timeout=10, what=f"the pod of Job {name} to run")
     return running()
+
+
+def written(*clusters: Any) -> None:
+    """What a poll does after writing a cluster's rows (``loop.written``: why its work waits
+    is explained and stored), for rows a test wrote itself; no cluster: every cluster."""
+    ids = [c if isinstance(c, int) else c.pk for c in clusters]
+    for cluster_id in ids or Cluster.objects.order_by("pk").values_list("pk", flat=True):
+        cluster_written(cluster_id, now=timezone.now())
+
+
+def explained(namespaces: list[str], cluster_id: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """What waits in these namespaces of the cluster, as its poll explains it now and a
+    viewer who sees every team is shown it."""
+    written(cluster_id)
+    return explain_waiting(namespaces, cluster_id=cluster_id, names=EVERY_NAME)

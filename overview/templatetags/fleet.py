@@ -4,7 +4,6 @@ once per node by the template engine."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from gpus.strips import GpuStrip
+from portal.infra.process_cache import kept
 from portal.templatetags.qm import when
 
 register = template.Library()
@@ -37,7 +37,7 @@ def gpu_strips(node_name: str, strips: Sequence[GpuStrip]) -> SafeString:
     )
 
 
-@functools.lru_cache(maxsize=2048)
+@kept("GPU strips", 2048)
 def _drawn(gpus: tuple[Drawing, ...]) -> SafeString:
     return format_html_join("", "{}", ((_gpu(*gpu),) for gpu in gpus))
 
@@ -69,7 +69,7 @@ def gpu_bars(resources: Sequence[tuple[str, int, int]]) -> SafeString:
     return _bars(tuple(resources))
 
 
-@functools.lru_cache(maxsize=2048)
+@kept("GPU bars", 2048)
 def _bars(resources: tuple[tuple[str, int, int], ...]) -> SafeString:
     if not resources:
         return format_html('<span class="muted">{}</span>', "no GPU resources offered")
@@ -103,7 +103,7 @@ def health_cell(health: Any, util: int | None) -> SafeString:
     return _health(health.worst, util, titles, health.error, since)
 
 
-@functools.lru_cache(maxsize=2048)
+@kept("health cells", 2048)
 def _health(
     worst: str, util: int | None, titles: tuple[str, ...], error: str, since: str
 ) -> SafeString:

@@ -3,7 +3,7 @@ and a team's priority classes, each drawn once per what it shows.
 
 Between two polls a namespace's tables and pending pods show what they showed before: each
 item's resource, hard limit and use, the LimitRange's items, the pods and what their cards
-say. The HTML is kept in this process under those values (``overview.html_cache``; the
+say. The HTML is kept in this process under those values (``portal.infra.process_cache``; the
 warnings, bars and units are pure functions of them)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from overview.html_cache import Drawings
+from portal.infra.process_cache import ProcessCache
 
 register = template.Library()
 
-_DRAWN = Drawings()
+_DRAWN: ProcessCache[tuple[Any, ...], str] = ProcessCache("home tables")
 
 
 def _key(kind: str, ns: Any) -> tuple[Any, ...]:
@@ -70,8 +70,5 @@ def priority_classes(team: Any) -> SafeString:
 
 def _kept(key: tuple[Any, ...], partial: str, context: dict[str, Any]) -> SafeString:
     """The partial drawn with ``context``, once per ``key`` in this process."""
-    html = _DRAWN.found([key]).get(key)
-    if html is None:
-        html = render_to_string(partial, context)
-        _DRAWN.keep({key: html})
+    html = _DRAWN.get(key, lambda: render_to_string(partial, context))
     return mark_safe(html)  # the template's own output, escaped as it was drawn

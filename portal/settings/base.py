@@ -400,8 +400,6 @@ QM_POLL_SECONDS = env_int("QM_POLL_SECONDS", 30)
 QM_REAPPLY_SECONDS = env_int("QM_REAPPLY_SECONDS", 300)
 QM_POOL_LABEL = env_str("QM_POOL_LABEL", "quartermaster.io/pool")
 QM_GPU_OPERATOR_NAMESPACE = env_str("QM_GPU_OPERATOR_NAMESPACE", "gpu-operator")
-# How often a web process asks whether the fleet view behind "why is it waiting" changed.
-QM_EXPLAINER_RECHECK_SECONDS = float(env_str("QM_EXPLAINER_RECHECK_SECONDS", "2"))
 # GPU health from the DCGM exporter: "proxy" reads each exporter pod's /metrics through the
 # API server (pods/proxy), "prometheus" asks QM_PROMETHEUS_URL (better for large fleets),
 # "off" reads nothing.

@@ -38,7 +38,6 @@ STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 QM_METRICS_REDIS_URL = redis_db(REDIS_URL, 13 - 3 * _PROCESS)
-QM_EXPLAINER_RECHECK_SECONDS = 0.0  # every test sees the fleet it just wrote
 # Tests mint a token wherever they need one (tests/support.py bearer): the cap of a
 # person's live tokens has a test of its own, with its own value.
 QM_API_TOKENS_PER_USER = 10_000

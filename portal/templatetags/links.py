@@ -6,11 +6,12 @@ with ``page`` made ``n`` (a pager's link keeps the list's filters)."""
 
 from __future__ import annotations
 
-import functools
 from urllib.parse import quote
 
 from django import template
 from django.urls import get_script_prefix, reverse
+
+from portal.infra.process_cache import kept
 
 register = template.Library()
 
@@ -35,7 +36,7 @@ def page_query(context: template.Context, number: int) -> str:
     return "?" + query.urlencode()
 
 
-@functools.lru_cache(maxsize=256)
+@kept("route pieces", 256)
 def _route(name: str, count: int, prefix: str) -> tuple[str, ...]:
     """The route's path around its arguments: ``count + 1`` pieces."""
     if count > len(_MARKS):

@@ -5,12 +5,12 @@ good part of a small page's time."""
 
 from __future__ import annotations
 
-import functools
-
 from django import template
 from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+
+from portal.infra.process_cache import kept
 
 register = template.Library()
 
@@ -48,7 +48,7 @@ def main_nav(context: template.Context) -> SafeString:
     )
 
 
-@functools.lru_cache(maxsize=1024)
+@kept("navigation", 1024)
 def _drawn(
     current: str, admin: bool, decider: bool, waiting: int, unread: int, name: str, prefix: str
 ) -> SafeString:

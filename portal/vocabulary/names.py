@@ -110,14 +110,14 @@ class PodNames:
     def redact(self, text: str) -> str:
         """``text`` with every ``namespace/name`` the user may not name said as "another
         team's pod" (or "another team's PodDisruptionBudget" where the kind is written
-        before it)."""
+        before it). A count such as the scheduler's "0/5 nodes are available" is no pod."""
         if self.everyone or "/" not in text:
             return text
         return OBJECT_REF.sub(self._said, text)
 
     def _said(self, match: re.Match[str]) -> str:
-        kind, namespace = match.group(1), match.group(2)
-        if self.named(namespace):
+        kind, namespace, name = match.group(1), match.group(2), match.group(3)
+        if self.named(namespace) or (namespace.isdigit() and name.isdigit()):
             return match.group(0)
         if kind and kind != "Pod":
             return f"another team's {kind}"

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import sign_in
 from tests.factories import ObservedPodFactory, demo_fleet_nodes
+from tests.support import written
 from tests.unit.diagnostics.test_waiting_estimate import history, short_of, workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,6 +43,7 @@ def test_a_team_lead_reads_when_a_workload_could_start(
         pending_message="0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) "
         "didn't match Pod's node affinity/selector.",
     )
+    written()  # what the poll does after writing the rows
     base = live_server.url
     sign_in(page, base, "lead-a")
     for width in (1366, 390):

@@ -18,6 +18,7 @@ from diagnostics.selectors import explain_waiting
 from kube import Gateway, ObjectRef
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
+from tests.support import EVERY_NAME
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +52,7 @@ def waiting(
     while True:
         poll_cluster(gateway=gateway)
         workloads, pods, failures = explain_waiting(
-            ["team-a", "team-b"], cluster_id=settings_cluster_id()
+            ["team-a", "team-b"], cluster_id=settings_cluster_id(), names=EVERY_NAME
         )
         found = {
             **{
@@ -135,5 +136,5 @@ def test_a_refused_creation_goes_with_its_job(waiting: dict[str, Any], gateway: 
     assert gateway.list("v1", "Event", field_selector="reason=FailedCreate")  # still there
     poll_cluster(gateway=gateway)
     assert not ObservedCreateFailure.objects.filter(name="eval-sweep").exists()
-    _, _, failures = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
+    _, _, failures = explain_waiting(["team-a"], cluster_id=settings_cluster_id(), names=EVERY_NAME)
     assert failures == []

@@ -18,6 +18,7 @@ from diagnostics.selectors import explain_waiting
 from kube import Gateway
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
+from tests.support import EVERY_NAME
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,7 @@ def test_a_mig_pod_given_a_whole_gpu_by_the_seed_limit_range(
     deadline = time.monotonic() + 10
     while True:
         poll_cluster(gateway=gateway)
-        _, pods, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
+        _, pods, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id(), names=EVERY_NAME)
         why = next((p.why for p in pods if p.name == "vision-3g"), None)
         if (why is not None and why.cause == CAUSE) or time.monotonic() > deadline:
             break

@@ -1,11 +1,13 @@
 """The house's rules, checked on the code itself: every import points down the loop's
 layers, no module imports itself in a circle, imports sit at the module's top unless a
-comment says why one must wait, and no function is longer than a screen."""
+comment says why one must wait, no function is longer than a screen, and SQL written by hand
+sits only behind a selector (or the loop's writer)."""
 
 from __future__ import annotations
 
 import ast
 import copy
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +208,46 @@ def test_no_function_is_longer_than_a_screen() -> None:
             if length > LONGEST:
                 long.append(f"{path.relative_to(ROOT)}:{function.name} ({length} lines)")
     assert long == []
+
+
+# Where SQL written by hand may sit besides an app's ``selectors.py``, each with why
+# (docs/architecture.md, "Hand-written SQL"). Pages and services reach it through these.
+SQL_KEPT = {
+    "loop/write.py": "the loop's writer: COPY and one upsert per poll",
+    "changes/facts.py": "the changes' selector of an assessment's facts (reads only)",
+    "usage/reports.py": "the usage app's reports: its selectors, named for what they read",
+    "cluster/scope.py": "the clusters' read of the cluster choice, beside the choice it feeds",
+    "portal/access/permissions.py": "a request's first question (roles, unread count), which "
+    "the permission checks themselves ask: the access selectors import them",
+    "portal/infra/round_trips.py": "the machinery that sends the selectors' reads together",
+    "portal/infra/readiness.py": "SELECT 1: whether the database answers",
+    "portal/infra/locks.py": "advisory locks, not rows",
+    "portal/infra/embedded.py": "the embedded server's database made (psql), not rows",
+}
+_SQL = re.compile(r"""\.cursor\(|\bRawSQL\(|\.raw\(|["']\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\s""")
+
+
+def sql_by_hand(source: str) -> bool:
+    return bool(_SQL.search(source))
+
+
+def test_hand_written_sql_sits_behind_selectors() -> None:
+    """A statement written out (a cursor, RawSQL, ``.raw``, a ``Read`` of SQL text) is in
+    an app's ``selectors.py`` or in one of the modules ``SQL_KEPT`` names, so a page or a
+    service reaches it through a selector."""
+    outside = [
+        str(path.relative_to(ROOT))
+        for path in product_files()
+        if path.name != "selectors.py"
+        and str(path.relative_to(ROOT)) not in SQL_KEPT
+        and sql_by_hand(path.read_text())
+    ]
+    assert outside == []
+    assert all(sql_by_hand((ROOT / kept).read_text()) for kept in SQL_KEPT)  # none stale
+
+
+def test_sql_written_in_a_page_would_be_found() -> None:
+    assert sql_by_hand('PODS_SQL = f"SELECT * FROM {table} WHERE phase = %s"')
+    assert sql_by_hand("with connection.cursor() as cursor:")
+    assert sql_by_hand("ObservedPod.objects.raw(sql, params)")
+    assert not sql_by_hand('help_text="Select the nodes a pool holds"')

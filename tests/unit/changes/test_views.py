@@ -12,6 +12,7 @@ from django.utils import timezone
 from changes.models import MigChangeRequest
 from cluster.models import ObservedNode
 from tests.factories import MigChangeRequestFactory, ObservedNodeFactory, ObservedPodFactory
+from tests.support import written
 
 pytestmark = pytest.mark.django_db
 
@@ -441,6 +442,7 @@ def test_home_explains_the_incident_and_offers_the_fix(client: Client, observed:
         "nvidia.com/mig-3g.40gb. no new claims to deallocate, preemption: …",
         last_changed=now,
     )
+    written()  # what the poll does after writing the rows
     login(client, "lead-a")
     page = client.get("/").content.decode()
     assert (

@@ -23,11 +23,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-import diagnostics.selectors as selectors
 from changes.planning import gather
 from cluster.models import Cluster, Drift, ObservedObject, ObservedPodGroup, ObservedWorkload
 from cluster.scope import settings_cluster
-from diagnostics.selectors import explain_waiting
 from fleet.models import NodePool
 from tests.factories import (
     ClusterQueueFactory,
@@ -37,19 +35,12 @@ from tests.factories import (
     ObservedPodFactory,
     ResourceFlavorFactory,
 )
+from tests.support import explained, written
 from usage.models import WorkloadRecord
 
 pytestmark = pytest.mark.django_db
 G3, G1, GPU = "nvidia.com/mig-3g.40gb", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu"
 SHORT = f"0/1 nodes are available: 1 Insufficient {G3}."
-
-
-@pytest.fixture(autouse=True)
-def _fresh_explainer() -> Any:
-    """No view of a fleet kept from another test."""
-    selectors._EXPLAINER.clear()
-    yield
-    selectors._EXPLAINER.clear()
 
 
 def _one_cluster(cluster: Any, team: Any, facts: dict[str, Any]) -> None:
@@ -190,7 +181,7 @@ def clusters(team_a: Any) -> tuple[Any, Any]:
 
 def _explained(cluster: Any) -> dict[str, Any]:
     """Each waiting item's name -> the item, explained on ``cluster``."""
-    workloads, pods, _ = explain_waiting(["team-a"], cluster_id=cluster.pk)
+    workloads, pods, _ = explained(["team-a"], cluster.pk)
     return {item.name: item for item in [*workloads, *pods]}
 
 
@@ -247,11 +238,13 @@ def test_the_api_explains_each_namespace_on_its_cluster(
     client: Client, team_a_admin: Any, clusters: tuple[Any, Any]
 ) -> None:
     client.force_login(team_a_admin)
+    written()
     rows = client.get("/api/v1/waiting/").json()
     pods = {r["cluster"]: r for r in rows if r["name"] == "train-0"}
     assert set(pods) == {"default", "inference"}
     assert pods["default"]["action"]["url"].startswith("/changes/new/?cluster=default&")
     assert pods["inference"]["action"] is None
+    written()
     only = client.get("/api/v1/waiting/?cluster=inference").json()
     assert {r["cluster"] for r in only} == {"inference"}
 

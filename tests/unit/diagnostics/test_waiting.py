@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from cluster.models import ObservedObject, ObservedWorkload
 from cluster.scope import settings_cluster_id
-from diagnostics.selectors import explain_waiting
 from tests.factories import NamespaceFactory, ObservedPodFactory
+from tests.support import explained, written
 
 pytestmark = pytest.mark.django_db
 PLACED = (
@@ -51,7 +51,7 @@ def test_an_admitted_workload_shows_its_stuck_pod_and_the_pod_its_workload() -> 
         queue_name="team-a-train",
         workload_name="job-train-b1845",
     )
-    workloads, pods, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
+    workloads, pods, _ = explained(["team-a"], settings_cluster_id())
     why = {w.name: w.why for w in workloads}  # type: ignore[attr-defined]
     assert why["job-fine"] is None
     assert why["job-train-b1845"].cause == (
@@ -87,7 +87,7 @@ def test_a_workload_kueue_says_nothing_about_says_how_long_and_behind_whom() -> 
         created_at=now - dt.timedelta(seconds=5),
         last_changed=now,
     )
-    workloads, _, _ = explain_waiting(["team-a"], cluster_id=settings_cluster_id())
+    workloads, _, _ = explained(["team-a"], settings_cluster_id())
     causes = {w.name: w.why.cause for w in workloads}  # type: ignore[attr-defined]
     assert causes == {
         "job-quiet": "Kueue wrote no reason for it; it has waited 11 min, one of 3 pending "
@@ -123,6 +123,7 @@ def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
         last_changed=now,
     )
     client.force_login(team_a_admin)
+    written()
     evicted, row = client.get("/api/v1/waiting/").json()
     assert (evicted["kind"], evicted["workload"]) == ("Workload", "job-slow-start")
     assert evicted["cause"].startswith(
@@ -137,6 +138,7 @@ def test_the_api_says_which_workload_and_queue_a_pod_belongs_to(
         "workload": "job-train-b1845",
         "cause": PLACED,
     }
+    written()
     page = client.get("/").content.decode()
     assert "Runs for workload job-train-b1845 in queue team-a-train." in page
     assert "evicted 2 times</span>" in page

@@ -26,6 +26,7 @@ from tests.factories import (
     ObservedNodeFactory,
     ObservedPodFactory,
 )
+from tests.support import written
 from usage.models import WorkloadRecord
 
 pytestmark = pytest.mark.django_db
@@ -129,6 +130,7 @@ def test_the_api_gives_each_waiting_workload_its_estimate(
     client: Client, team_a_admin: Any, line: None
 ) -> None:
     client.force_login(team_a_admin)
+    written()
     rows = {r["name"]: r for r in client.get("/api/v1/waiting/").json()}
     assert set(rows) == {"job-a-second", "job-mine"}  # team-b's are counted, not shown
     mine = rows["job-mine"]["estimate"]
@@ -163,6 +165,7 @@ def test_the_home_page_shows_the_estimate_in_each_waiting_item(
     client: Client, team_a_admin: Any, line: None
 ) -> None:
     client.force_login(team_a_admin)
+    written()
     page = client.get("/").content.decode()
     shown = [
         re.sub(r"<[^>]+>", "", p) for p in re.findall(r'<p class="small estimate".*?</p>', page)
@@ -183,6 +186,7 @@ def test_too_little_history_and_a_stopped_queue_say_so(
     WorkloadRecord.objects.all().delete()
     history("cq-train", [50, 60])
     client.force_login(team_a_admin)
+    written()
     rows = {r["name"]: r["estimate"] for r in client.get("/api/v1/waiting/").json()}
     assert rows["job-mine"] == {
         "summary": "no estimate",
@@ -194,6 +198,7 @@ def test_too_little_history_and_a_stopped_queue_say_so(
         "latest": None,
     }
     ClusterQueue.objects.filter(name="cq-train").update(stop_policy="Hold")
+    written()
     rows = {r["name"]: r["estimate"] for r in client.get("/api/v1/waiting/").json()}
     assert rows["job-mine"]["basis"] == (
         "ClusterQueue cq-train is stopped (Hold): it admits nothing until a platform admin "
@@ -217,6 +222,7 @@ def test_a_workload_that_can_never_fit_says_why(client: Client, team_a_admin: An
         "in flavor h100, request > maximum capacity (12 > 8)",
     )
     client.force_login(team_a_admin)
+    written()
     (row,) = client.get("/api/v1/waiting/").json()
     assert row["estimate"]["basis"] == (
         "it can never fit because it asks for more nvidia.com/gpu than queue team-a-train can "
@@ -249,6 +255,7 @@ def test_a_pod_waits_for_the_approved_mig_change_that_adds_its_profile(
         pending_message="0/1 nodes are available: 1 Insufficient nvidia.com/mig-3g.40gb.",
     )
     client.force_login(team_a_admin)
+    written()
     (row,) = client.get("/api/v1/waiting/").json()
     assert row["estimate"]["summary"] == f"after MIG change #{change.pk}"
     assert row["estimate"]["basis"] == (
@@ -269,6 +276,7 @@ def test_a_pod_outside_kueue_gets_no_estimate(client: Client, team_a_admin: Any)
         pending_message="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
     )
     client.force_login(team_a_admin)
+    written()
     page = client.get("/").content.decode()
     assert (
         'no estimate</span> <span class="muted">— it waits for room on the nodes outside any '
@@ -277,9 +285,18 @@ def test_a_pod_outside_kueue_gets_no_estimate(client: Client, team_a_admin: Any)
 
 
 def queries(client: Client, path: str) -> int:
+    written()
     with CaptureQueriesContext(connection) as captured:
         assert client.get(path).status_code == 200
     return len(captured)
+
+
+def explainer_queries() -> int:
+    """The reads of the poll's explanation of what waits (its writes are one statement per
+    500 rows whose words changed: a second more of waiting may change one)."""
+    with CaptureQueriesContext(connection) as captured:
+        written()
+    return sum(q["sql"].lstrip().upper().startswith("SELECT") for q in captured.captured_queries)
 
 
 def test_queries_do_not_grow_with_the_line_or_the_history(
@@ -289,14 +306,13 @@ def test_queries_do_not_grow_with_the_line_or_the_history(
     ObservedNodeFactory(name="gpu-node-000")
     ObservedPodFactory(name="p-0", phase="Pending", gpu_requests={GPU: 1})
     client.force_login(team_a_admin)
-    client.get("/api/v1/waiting/")  # the explainer's view of the fleet, built once
-    small = (queries(client, "/api/v1/waiting/"), queries(client, "/"))
+    small = (queries(client, "/api/v1/waiting/"), queries(client, "/"), explainer_queries())
     for index in range(3, 40):
         waiting("team-a", f"job-more-{index}", index)
         ObservedPodFactory(name=f"p-{index}", phase="Pending", gpu_requests={GPU: 1})
     history("cq-train", list(range(30, 330)), start=100)
     history("cq-other", list(range(30, 90)), start=1000)
-    large = (queries(client, "/api/v1/waiting/"), queries(client, "/"))
+    large = (queries(client, "/api/v1/waiting/"), queries(client, "/"), explainer_queries())
     assert large == small
     rows = client.get("/api/v1/waiting/").json()
     last = next(r for r in rows if r["name"] == "job-more-39")
@@ -316,6 +332,7 @@ def test_an_admitted_workload_has_no_estimate_its_stuck_pod_says_why(
         workload_name="job-placed",
     )
     client.force_login(team_a_admin)
+    written()
     rows = {r["name"]: r for r in client.get("/api/v1/waiting/").json()}
     assert rows["job-placed"]["estimate"] is None
     assert rows["job-placed-pod"]["estimate"]["basis"] == (
@@ -354,6 +371,7 @@ def test_a_queue_borrows_what_its_cohort_lends_and_no_more(
     for gpus in (5, 6, 7):
         ObservedWorkload.objects.filter(namespace="team-a").delete()
         workload("team-a", "job-a", "team-a-train", gpus=gpus, position=0)
+        written()
         (row,) = client.get("/api/v1/waiting/").json()
         answers[gpus] = (row["estimate"]["summary"], row["estimate"]["basis"])
     assert answers[5][0] == "now, once Kueue looks at it"

@@ -17,10 +17,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-import diagnostics.selectors as selectors
 from changes.planning import gather
 from cluster.models import Cluster, ObservedNode
 from cluster.scope import settings_cluster
+from diagnostics.explainer import explainer_view
 from fleet.membership import holds, holds_none, pool_of
 from fleet.models import NodePool
 from loop.drift import mig_layout_drift
@@ -109,8 +109,7 @@ def test_the_fleet_page_lists_each_pools_nodes(fleet: Any) -> None:
 
 def test_drift_the_explainer_usage_and_the_planner_agree(fleet: Any) -> None:
     assert {subject for _, subject, _ in mig_layout_drift(fleet.pk)} == {"n3"}
-    selectors._EXPLAINER.clear()
-    view = selectors._build_explainer_view(fleet.pk)
+    view = explainer_view(fleet.pk)
     assert dict(view.intended) == {"n3": "all-3g.40gb"}
     samples = pool_rows(timezone.now(), fleet.pk)
     assert sorted((s.owner, s.capacity) for s in samples) == [  # 56 slices a node

@@ -31,6 +31,7 @@ from tests.factories import (
     ObservedNodeFactory,
     ObservedPodFactory,
 )
+from tests.support import written
 
 pytestmark = pytest.mark.django_db
 
@@ -457,6 +458,7 @@ def test_a_homes_ask_for_quota_opens_the_form_on_the_namespace_it_is_next_to(
         last_seen=timezone.now(),
     )
     client.force_login(team_a_admin)
+    written()
     page = client.get("/").content.decode()
     link = "/quota/new/?team=team-a&amp;namespace=team-a-serve&amp;cluster=inference"
     assert f'href="{link}">Ask for quota</a>' in page

@@ -24,6 +24,7 @@ from tests.factories import (
     NamespaceFactory,
     ObservedPodFactory,
 )
+from tests.support import written
 
 pytestmark = pytest.mark.django_db
 
@@ -203,6 +204,7 @@ def test_a_job_that_cannot_create_pods_and_its_pending_pod_are_one_card_counted_
         owner_kind="Job",
         owner_name="another-job",
     )
+    written()
     page = client.get("/").content.decode()
     card = card_of(page, 'id="create-failure-')
     assert "Its pod <code>train-2-xyz12</code> was created and waits too" in card
@@ -226,6 +228,7 @@ def test_an_admitted_workloads_stuck_pod_is_told_on_the_workloads_card(
         workload_name="job-llm",
         queue_name="team-a-train",
     )
+    written()
     page = client.get("/").content.decode()
     card = card_of(page, 'id="workload-')
     assert "but its pod job-llm-pod-0 does not run" in card
@@ -343,7 +346,6 @@ def test_namespaces_on_several_clusters_are_read_together_each_on_its_own_cluste
     (another team has a namespace of the same name on a third cluster)."""
     from cluster.models import Cluster
 
-    settings.QM_EXPLAINER_RECHECK_SECONDS = 600  # as a process does between two checks
     team_a = lead.memberships.get().team
 
     def waiting_on(cluster: Any, suffix: str) -> None:
@@ -398,6 +400,7 @@ def test_pending_pods_that_wait_alike_are_one_card_naming_them(client: Client, l
         phase="Pending",
         pending_message="0/5 nodes are available: 5 node(s) didn't match Pod's node affinity.",
     )
+    written()
     page = client.get("/").content.decode()
     assert page.count('id="pending-pod-') == 2
     first = card_of(page, 'id="pending-pod-')
@@ -454,13 +457,16 @@ def test_the_pending_pods_are_drawn_again_when_a_pod_or_its_reason_moves(
     from cluster.models import ObservedPod
 
     pending("sweep-0", gpu_requests={"nvidia.com/gpu": 1})
+    written()
     assert "sweep-0" in client.get("/").content.decode()
     pending("sweep-1", gpu_requests={"nvidia.com/gpu": 1})
+    written()
     page = client.get("/").content.decode()
     assert "2 pods wait for the same reason:" in page and "sweep-1" in page
     ObservedPod.objects.filter(name="sweep-1").update(
         pending_message="0/5 nodes are available: 5 node(s) didn't match Pod's node affinity."
     )
+    written()
     page = client.get("/").content.decode()
     assert "same reason" not in page and page.count('id="pending-pod-') == 2
     assert "node affinity" in page

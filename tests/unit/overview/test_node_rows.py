@@ -13,6 +13,7 @@ from cluster.models import ObservedNode
 from fleet.models import NodePool
 from health.models import NodeHealth
 from overview import node_rows
+from portal.infra.process_cache import ProcessCache
 from tests.unit.overview.test_views import node
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def drawn(monkeypatch: Any) -> list[str]:
     """The nodes whose rows were drawn, in order (a cache of this test's own)."""
-    monkeypatch.setattr(node_rows, "_ROWS", type(node_rows._ROWS)())
+    monkeypatch.setattr(node_rows, "_ROWS", ProcessCache("node rows"))
     names: list[str] = []
     draw = node_rows.render_to_string
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from cluster.models import Drift, ObservedNode, ObservedPod, ObservedWorkload, SyncRun
 from fleet.models import NodePool
 from tests.factories import ObservedNodeFactory, ObservedPodFactory
+from tests.support import written
 
 pytestmark = pytest.mark.django_db
 
@@ -153,12 +154,14 @@ def test_home_explains_what_waits_in_my_namespaces_only(
         last_changed=now,
     )
     client.force_login(team_a_admin)
+    written()
     page = client.get("/").content.decode()
     assert "4 more needed" in page
     assert "3 Insufficient nvidia.com/mig-3g.40gb" in page
     assert "secret-job" not in page
 
     # The API gives the same explanations, scoped the same way.
+    written()
     waiting = client.get("/api/v1/waiting/").json()
     assert [(w["kind"], w["name"]) for w in waiting] == [("Workload", "job-1"), ("Pod", "train-3g")]
     home_causes = [w["cause"] for w in waiting]

@@ -1,0 +1,712 @@
+"""Why is it waiting, computed where it is known: after each poll of a cluster
+(``loop.written``), every waiting workload, Pending pod and refused pod creation of that
+cluster is explained and estimated once, on that cluster's fleet, queues and history, and
+stored with its row (``explained``); the pages and the API read it (``diagnostics.selectors``)
+and redact it per viewer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from django.db.models import Q
+
+from changes.facts import custom_configs
+from changes.models import MigChangeRequest
+from cluster.models import (
+    Cluster,
+    ObservedCreateFailure,
+    ObservedNode,
+    ObservedObject,
+    ObservedPod,
+    ObservedPodGroup,
+    ObservedWorkload,
+)
+from cluster.selectors import open_drift
+from diagnostics.estimate import (
+    Estimate,
+    Line,
+    NodeChange,
+    QueueChange,
+    Running,
+    Runs,
+    dated,
+    estimate_pod,
+    estimate_refused,
+    estimate_workload,
+)
+from diagnostics.explain import (
+    Explanation,
+    FleetView,
+    Gang,
+    Waiting,
+    explain_admitted,
+    explain_create_failure,
+    explain_gang,
+    explain_pod,
+    explain_workload,
+    fleet_view,
+)
+from fleet.membership import pool_of
+from fleet.models import NodePool
+from gpus.catalog import model_for_product, promised_resources
+from portal.vocabulary.quantity import QuantityError, parse_quantity
+from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.rules import quota_entries
+from usage.runs import run_times
+
+_QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
+CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
+REFUSALS_KEPT = dt.timedelta(minutes=15)  # a refused creation older than this is history
+
+
+def explain_cluster(cluster_id: int, now: dt.datetime) -> int:
+    """Why each waiting workload, Pending pod and recent refused creation of cluster
+    ``cluster_id`` waits, and when it could start, as of ``now``: computed once per poll,
+    right after the poll wrote the cluster's rows (``loop.written``), and stored with them
+    (``explained``), as Kueue writes its reason into a Workload's status. A row that no
+    longer waits loses its explanation. Returns how many rows were written."""
+    workloads = list(
+        ObservedWorkload.objects.on(cluster_id)
+        .filter(finished=False)
+        .order_by("admitted", "namespace", "created_at")
+    )
+    pods = list(
+        ObservedPod.objects.on(cluster_id).filter(phase="Pending").order_by("namespace", "name")
+    )
+    failures = list(
+        ObservedCreateFailure.objects.on(cluster_id)
+        .filter(last_seen__gte=now - REFUSALS_KEPT)
+        .order_by("namespace", "kind", "name")
+    )
+    explain(workloads, pods, failures, cluster_id=cluster_id, now=now)
+    return (
+        _store(ObservedWorkload, workloads, Q(finished=True), cluster_id)
+        + _store(ObservedPod, pods, ~Q(phase="Pending"), cluster_id)
+        + _store(ObservedCreateFailure, failures, Q(last_seen__lt=now - REFUSALS_KEPT), cluster_id)
+    )
+
+
+def _store(model: Any, rows: Sequence[Any], done: Q, cluster_id: int) -> int:
+    """Each explained row's ``explained``, written where it changed (one statement per 500),
+    and the explanation of the cluster's rows that no longer wait (``done``) dropped."""
+    changed = []
+    for row in rows:
+        stored = to_json(row)
+        if stored != row.explained:
+            row.explained = stored
+            changed.append(row)
+    model.objects.bulk_update(changed, ["explained"], batch_size=500)
+    gone = model.objects.on(cluster_id).filter(done, explained__isnull=False)
+    return len(changed) + int(gone.update(explained=None))
+
+
+def to_json(item: ObservedWorkload | ObservedPod | ObservedCreateFailure) -> dict[str, Any]:
+    """What is stored of an explained row: ``why`` (None: nothing in its way), ``estimate``
+    (its moments as ISO text) and, for a workload, the ClusterQueue its LocalQueue points
+    to (Kueue names it only once it is admitted)."""
+    why = getattr(item, "why", None)
+    estimate = getattr(item, "estimate", None)
+    return {
+        "why": None if why is None else asdict(why),
+        "estimate": None
+        if estimate is None
+        else {
+            **asdict(estimate),
+            "earliest": _iso(estimate.earliest),
+            "latest": _iso(estimate.latest),
+        },
+        **({"cluster_queue": item.cluster_queue} if isinstance(item, ObservedWorkload) else {}),
+    }
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def from_json(stored: Mapping[str, Any]) -> tuple[Explanation | None, Estimate | None]:
+    """The explanation and the estimate of a row's ``explained``."""
+    why, estimate = stored.get("why"), stored.get("estimate")
+    return (
+        None if why is None else Explanation(**why),
+        None
+        if estimate is None
+        else Estimate(
+            **{
+                **estimate,
+                "earliest": _moment(estimate.get("earliest")),
+                "latest": _moment(estimate.get("latest")),
+            }
+        ),
+    )
+
+
+def _moment(text: str | None) -> dt.datetime | None:
+    return None if text is None else dt.datetime.fromisoformat(text)
+
+
+def explainer_view(cluster_id: int) -> FleetView:
+    """Cluster ``cluster_id``'s fleet as the explainer sees it: its nodes, pools, open drift
+    and changes under way (another cluster's node of the same name is another node), built
+    once per explanation of the cluster."""
+    nodes = list(ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True))
+    pools = list(NodePool.objects.on(cluster_id))
+    custom = custom_configs()
+    cache: dict[tuple[str, str | None, int], dict[str, int] | None] = {}
+    promised: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        pool = pool_of(node.labels, pools)
+        if pool is None or not pool.mig_config:
+            continue
+        model = model_for_product(node.gpu_product) if node.gpu_product else None
+        key = (pool.mig_config, model, node.gpu_count)
+        if key not in cache:
+            cache[key] = promised_resources(
+                pool.mig_config,
+                node=node.name,
+                model=model,
+                gpu_count=node.gpu_count,
+                custom=custom,
+            )[0]
+        if cache[key]:
+            promised[node.name] = dict(cache[key] or {})
+    changing = {}
+    for pk, held in (
+        MigChangeRequest.objects.on(cluster_id)
+        .filter(state__in=CHANGING)
+        .values_list("pk", "nodes")
+    ):
+        for name in held:
+            changing[name] = pk
+    drift = list(open_drift().filter(cluster_id=cluster_id))
+    name = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True).first() or ""
+    return fleet_view(nodes, [], pools, drift, changing, promised, cluster=name)
+
+
+def gangs_of(pods: list[ObservedPod], cluster_id: int) -> dict[tuple[str, str], Gang]:
+    """The gangs these pods of cluster ``cluster_id`` belong to, with where their members
+    are (two queries)."""
+    keys = {(p.namespace, p.group_name) for p in pods}
+    if not keys:
+        return {}
+    namespaces = {k[0] for k in keys}
+    names = {k[1] for k in keys}
+    groups = {
+        (g.namespace, g.name): g
+        for g in ObservedPodGroup.objects.on(cluster_id).filter(
+            namespace__in=namespaces, name__in=names
+        )
+    }
+    members: dict[tuple[str, str], list[ObservedPod]] = {}
+    for member in ObservedPod.objects.on(cluster_id).filter(
+        namespace__in=namespaces, group_name__in=names
+    ):
+        members.setdefault((member.namespace, member.group_name), []).append(member)
+    out = {}
+    for key, group in groups.items():
+        if key not in keys:
+            continue
+        running = [m for m in members.get(key, []) if m.phase == "Running"]
+        held: dict[str, int] = {}
+        for member in running:
+            for resource, count in member.gpu_requests.items():
+                held[resource] = held.get(resource, 0) + int(count)
+        out[key] = Gang(
+            name=group.name,
+            queue=group.queue,
+            min_member=group.min_member,
+            running=len(running),
+            pending=sum(1 for m in members.get(key, []) if m.phase == "Pending"),
+            held=held,
+            min_resources=group.min_resources,
+            message=group.message,
+        )
+    return out
+
+
+def _waiting(workload: ObservedWorkload, now: dt.datetime, pending: dict[str, int]) -> Waiting:
+    since = workload.queued_at or workload.created_at
+    requeue = workload.requeue_at
+    return Waiting(
+        waited_s=int((now - since).total_seconds()) if since else None,
+        pending=pending.get(workload.cluster_queue),
+        evictions=workload.evictions,
+        evicted_reason=workload.evicted_reason,
+        evicted=workload.evicted_at is not None,
+        requeue_in_s=int((requeue - now).total_seconds()) if requeue and requeue > now else None,
+    )
+
+
+def _pending_per_cluster_queue(
+    workloads: list[ObservedWorkload], cluster_id: int
+) -> dict[str, int]:
+    """ClusterQueue of cluster ``cluster_id`` -> its status.pendingWorkloads, read (one
+    query) only when a workload waits without a word from Kueue and without a place in line."""
+    if not any(not w.admitted and not w.message and w.position is None for w in workloads):
+        return {}
+    return {
+        name: int(status.get("pendingWorkloads") or 0)
+        for name, status in ObservedObject.objects.on(cluster_id)
+        .filter(kind="ClusterQueue")
+        .values_list("name", "status")
+    }
+
+
+def _explain_pods(pods: list[ObservedPod], cluster_id: int) -> None:
+    gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
+    view = explainer_view(cluster_id)
+    for pod in pods:
+        gang = gangs.get((pod.namespace, pod.group_name))
+        if gang is not None:
+            pod.why = explain_gang(  # type: ignore[attr-defined]
+                namespace=pod.namespace, name=pod.name, gang=gang
+            )
+        else:
+            pod.why = explain_pod(  # type: ignore[attr-defined]
+                namespace=pod.namespace,
+                name=pod.name,
+                requests=pod.gpu_requests,
+                message=pod.pending_message,
+                fleet=view,
+                node_name=pod.node_name,
+                defaulted=pod.limit_defaulted,
+            )
+        if pod.workload_name:
+            where = f" in queue {pod.queue_name}" if pod.queue_name else ""
+            pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
+        elif pod.queue_name:
+            pod.why.belongs_to = f"queue {pod.queue_name}"  # type: ignore[attr-defined]
+
+
+def explain(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    *,
+    cluster_id: int,
+    now: dt.datetime,
+) -> None:
+    """Each of these rows of cluster ``cluster_id`` (its workloads not finished, its Pending
+    pods ordered by namespace and name, its recent refused creations) with ``.why`` (an
+    ``Explanation``; None for an admitted workload with nothing in its way) and
+    ``.estimate`` (an ``Estimate``; None for an admitted workload), as of ``now``. An
+    admitted workload whose pod is stuck gets the pod's explanation (Kueue names the
+    workload on its pods). Everything the explanations and estimates count is read on that
+    cluster: its fleet (built once), gangs, queues, quotas, run times and changes."""
+    cq_of: dict[tuple[str, str], str] = {}
+    if any(not w.cluster_queue for w in workloads):
+        cq_of = {
+            (ns, lq): cq
+            for ns, lq, cq in LocalQueue.objects.filter(
+                namespace__name__in={w.namespace for w in workloads},
+                namespace__cluster_id=cluster_id,
+            ).values_list("namespace__name", "name", "cluster_queue__name")
+        }
+    if pods:
+        _explain_pods(pods, cluster_id)
+    stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
+    pending = _pending_per_cluster_queue(workloads, cluster_id)
+    for workload in workloads:
+        cluster_queue = workload.cluster_queue or cq_of.get(
+            (workload.namespace, workload.queue_name), ""
+        )
+        pod = stuck.get((workload.namespace, workload.name))
+        if workload.admitted:
+            since = workload.admitted_at
+            workload.why = explain_admitted(  # type: ignore[attr-defined]
+                cluster_queue=cluster_queue,
+                pod=pod.name if pod is not None else "",
+                pod_why=getattr(pod, "why", None),
+                pods_ready=workload.pods_ready,
+                admitted_s=int((now - since).total_seconds()) if since else None,
+            )
+            continue
+        workload.cluster_queue = cluster_queue
+        workload.why = explain_workload(  # type: ignore[attr-defined]
+            namespace=workload.namespace,
+            name=workload.name,
+            queue=workload.queue_name,
+            reason=workload.reason,
+            message=workload.message,
+            position=workload.position,
+            cluster_queue=cluster_queue,
+            waiting=_waiting(workload, now, pending),
+        )
+    _explain_failures(failures, cluster_id)
+    attach_estimates(workloads, pods, failures, now, cluster_id)
+
+
+def observed_quotas(
+    namespaces: list[str], cluster_id: int
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """(namespace, ResourceQuota) -> its status as last polled on cluster ``cluster_id``
+    (``hard``, ``used``)."""
+    return {
+        (ns, name): status or {}
+        for ns, name, status in ObservedObject.objects.on(cluster_id)
+        .filter(kind="ResourceQuota", namespace__in=namespaces)
+        .values_list("namespace", "name", "status")
+    }
+
+
+def _explain_failures(failures: list[ObservedCreateFailure], cluster_id: int) -> None:
+    """Controllers whose pods the API server refuses, counted against the quotas as last
+    polled (one query, when there is a refusal)."""
+    if not failures:
+        return
+    quotas = observed_quotas(sorted({f.namespace for f in failures}), cluster_id)
+    for failure in failures:
+        failure.why = explain_create_failure(  # type: ignore[attr-defined]
+            namespace=failure.namespace,
+            kind=failure.kind,
+            name=failure.name,
+            message=failure.message,
+            observed=_refusing_quota(failure, quotas),
+        )
+
+
+def _refusing_quota(
+    failure: ObservedCreateFailure, quotas: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The observed status of the ResourceQuota a refusal names, if the poll saw it."""
+    named = _QUOTA_NAMED.search(failure.message)
+    return quotas.get((failure.namespace, named[1])) if named else None
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(parse_quantity(str(value)))
+    except QuantityError:
+        return 0.0
+
+
+def _quotas(cq: ClusterQueue) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Per resource (all flavors together): nominal quota, what it may lend, the most it may
+    borrow (no entry: no limit)."""
+    nominal: dict[str, float] = {}
+    lend: dict[str, float] = {}
+    borrow: dict[str, float] = {}
+    unlimited: set[str] = set()
+    for _, _, quota in quota_entries(cq.resource_groups):
+        name = quota["name"]
+        amount = _amount(quota.get("nominalQuota", 0))
+        nominal[name] = nominal.get(name, 0) + amount
+        lent = quota.get("lendingLimit")
+        lend[name] = lend.get(name, 0) + (amount if lent is None else _amount(lent))
+        if quota.get("borrowingLimit") is None:
+            unlimited.add(name)
+        else:
+            borrow[name] = borrow.get(name, 0) + _amount(quota["borrowingLimit"])
+    return nominal, lend, {r: n for r, n in borrow.items() if r not in unlimited}
+
+
+def _used(held: list[ObservedWorkload]) -> dict[str, float]:
+    used: dict[str, float] = {}
+    for workload in held:
+        for resource, amount in (workload.requests or {}).items():
+            used[resource] = used.get(resource, 0) + _amount(amount)
+    return used
+
+
+def _root(cohort_id: int | None, cohorts: dict[int, Cohort]) -> int | None:
+    """The top of the cohort tree a cohort is in (a cycle, which Kueue refuses, stops it)."""
+    seen: set[int] = set()
+    while cohort_id is not None and cohort_id not in seen and cohort_id in cohorts:
+        seen.add(cohort_id)
+        parent = cohorts[cohort_id].parent_id
+        if parent is None:
+            return cohort_id
+        cohort_id = parent
+    return cohort_id
+
+
+def _capacity(
+    cq: ClusterQueue,
+    queues: dict[str, ClusterQueue],
+    admitted: dict[str, list[ObservedWorkload]],
+    cohorts: dict[int, Cohort],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What ``cq`` can admit now and at the most: its nominal quota plus what it could
+    borrow in its cohort tree (the other queues' lendable quota they do not use now, or all
+    of it, and the cohorts' own), up to its borrowing limits (the limits of the cohorts in
+    between are not counted)."""
+    nominal, _, limits = _quotas(cq)
+    root = _root(cq.cohort_id, cohorts)
+    if root is None:
+        return nominal, nominal
+    spare: dict[str, float] = {}
+    most: dict[str, float] = {}
+    for peer in queues.values():
+        if peer.pk == cq.pk or _root(peer.cohort_id, cohorts) != root:
+            continue
+        own, lend, _ = _quotas(peer)
+        used = _used(admitted.get(peer.name, []))
+        for resource, amount in lend.items():  # what it does not use, up to its lending limit
+            unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
+            spare[resource] = spare.get(resource, 0) + min(amount, unused)
+            most[resource] = most.get(resource, 0) + amount
+    tree = [c for pk, c in cohorts.items() if _root(pk, cohorts) == root]
+    for _, _, quota in (e for c in tree for e in quota_entries(c.resource_groups)):
+        name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
+        spare[name] = spare.get(name, 0) + amount
+        most[name] = most.get(name, 0) + amount
+
+    def plus(extra: dict[str, float]) -> dict[str, float]:
+        return {
+            r: n + min(extra.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()
+        }
+
+    return plus(spare), plus(most)
+
+
+def _queue_changes(
+    changes: list[MigChangeRequest], now: dt.datetime
+) -> dict[str, list[QueueChange]]:
+    """ClusterQueue -> the approved MIG changes not done yet that raise its quota."""
+    out: dict[str, list[QueueChange]] = {}
+    for change in changes:
+        adds: dict[str, dict[str, float]] = {}
+        for item in change.queue_changes or []:
+            more = _amount(item.get("to", 0)) - _amount(item.get("from", 0))
+            if more > 0:
+                per = adds.setdefault(item.get("cluster_queue", ""), {})
+                per[item.get("resource", "")] = per.get(item.get("resource", ""), 0) + more
+        for queue, added in adds.items():
+            out.setdefault(queue, []).append(
+                QueueChange(change.pk, list(change.nodes), added, *_timing(change, now))
+            )
+    return out
+
+
+def _timing(change: MigChangeRequest, now: dt.datetime) -> tuple[int | None, bool]:
+    start = change.window_start
+    starts_in = int((start - now).total_seconds()) if start and start > now else None
+    return starts_in, change.state == MigChangeRequest.State.RUNNING
+
+
+def _node_changes(
+    changes: list[MigChangeRequest], now: dt.datetime, cluster_id: int
+) -> list[NodeChange]:
+    """What each node of an approved MIG change on cluster ``cluster_id`` not done yet offers
+    after it (two queries, only when there is such a change)."""
+    changes = [
+        c
+        for c in changes
+        if c.kind == MigChangeRequest.Kind.MIG and c.target_config and c.cluster_id == cluster_id
+    ]
+    if not changes:
+        return []
+    names = {n for c in changes for n in c.nodes}
+    nodes = {n.name: n for n in ObservedNode.objects.on(cluster_id).filter(name__in=names)}
+    custom = custom_configs()
+    out = []
+    for change in changes:
+        for name in change.nodes:
+            node = nodes.get(name)
+            if node is None:
+                continue
+            model = model_for_product(node.gpu_product) if node.gpu_product else None
+            offers, _ = promised_resources(
+                change.target_config,
+                node=name,
+                model=model,
+                gpu_count=node.gpu_count,
+                custom=custom,
+            )
+            if offers:
+                out.append(
+                    NodeChange(change.pk, name, change.target_config, offers, *_timing(change, now))
+                )
+    return out
+
+
+LINE_FIELDS = [  # what a line needs of every workload in it (not Kueue's long messages)
+    "namespace",
+    "name",
+    "queue_name",
+    "cluster_queue",
+    "admitted",
+    "requests",
+    "priority",
+    "position",
+    "created_at",
+    "queued_at",
+    "admitted_at",
+]
+
+
+class _Queues:
+    """The ClusterQueues that waiting workloads wait in, with everything in them (waiting
+    and admitted, every team's: their places and quota count, never their names), read in a
+    fixed number of queries."""
+
+    def __init__(self, waiting: list[ObservedWorkload], now: dt.datetime, cluster_id: int) -> None:
+        self.now = now
+        self.queues = {cq.name: cq for cq in ClusterQueue.objects.on(cluster_id)}
+        self.cohorts = {c.pk: c for c in Cohort.objects.on(cluster_id)}
+        wanted = {w.cluster_queue for w in waiting if w.cluster_queue}
+        tree_of = {q: _root(cq.cohort_id, self.cohorts) for q, cq in self.queues.items()}
+        trees = {tree_of[q] for q in wanted if q in tree_of} - {None}
+        self.names = wanted | {q for q, tree in tree_of.items() if tree in trees}
+        self.local: dict[tuple[str, str], tuple[str, str]] = {
+            (ns, lq): (cq, stop)
+            for ns, lq, cq, stop in LocalQueue.objects.filter(
+                Q(cluster_queue__name__in=self.names)
+                | Q(namespace__name__in={w.namespace for w in waiting}),
+                namespace__cluster_id=cluster_id,
+            ).values_list("namespace__name", "name", "cluster_queue__name", "stop_policy")
+        }
+        self.lines: dict[str, Line] = {}
+        self.order: dict[str, dict[tuple[str, str], int]] = {}
+        self.admitted: dict[str, list[ObservedWorkload]] = {}
+        self.in_line: dict[str, list[ObservedWorkload]] = {}
+        for other in (
+            ObservedWorkload.objects.on(cluster_id)
+            .filter(finished=False)
+            .filter(
+                Q(cluster_queue__in=self.names)
+                | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
+            )
+            .only(*LINE_FIELDS)
+        ):
+            queue = (
+                other.cluster_queue or self.local.get((other.namespace, other.queue_name), ("",))[0]
+            )
+            if queue in self.names:
+                into = self.admitted if other.admitted else self.in_line
+                into.setdefault(queue, []).append(other)
+
+    def place(
+        self, workload: ObservedWorkload, changes: dict[str, list[QueueChange]]
+    ) -> tuple[Line | None, int | None, str]:
+        """The line ``workload`` waits in (built once per ClusterQueue), its place in it, and
+        what stops its LocalQueue ("" when nothing does)."""
+        stop = self.local.get((workload.namespace, workload.queue_name), ("", "None"))[1]
+        held = f"LocalQueue {workload.queue_name} is stopped ({stop})" if stop != "None" else ""
+        cq = self.queues.get(workload.cluster_queue)
+        if cq is None:
+            return None, 0, held
+        if cq.name not in self.lines:
+            self.lines[cq.name] = self._line(cq, changes)
+        order = self.order[cq.name]
+        return self.lines[cq.name], order.get((workload.namespace, workload.name)), held
+
+    def _line(self, cq: ClusterQueue, changes: dict[str, list[QueueChange]]) -> Line:
+        others = sorted(self.in_line.get(cq.name, []), key=_order)
+        self.order[cq.name] = {(o.namespace, o.name): i for i, o in enumerate(others)}
+        now, most = _capacity(cq, self.queues, self.admitted, self.cohorts)
+        return Line(
+            cluster_queue=cq.name,
+            capacity=now,
+            most=most,
+            running=[
+                Running(o.requests or {}, (self.now - (o.admitted_at or self.now)).total_seconds())
+                for o in self.admitted.get(cq.name, [])
+            ],
+            waiting=[o.requests or {} for o in others],
+            strict=cq.queueing_strategy == ClusterQueue.QueueingStrategy.STRICT_FIFO,
+            stopped=f"ClusterQueue {cq.name} is stopped ({cq.stop_policy})"
+            if cq.stop_policy != "None"
+            else "",
+            changes=changes.get(cq.name, []),
+        )
+
+
+def _order(workload: ObservedWorkload) -> tuple[int, int, dt.datetime, str]:
+    """The order of a ClusterQueue's line: Kueue's (its visibility API), and for those it
+    gives no place, Kueue's rule after them: priority, then age."""
+    since = workload.queued_at or workload.created_at or dt.datetime.max.replace(tzinfo=dt.UTC)
+    if workload.position is not None:
+        return (0, workload.position, since, f"{workload.namespace}/{workload.name}")
+    return (1, -workload.priority, since, f"{workload.namespace}/{workload.name}")
+
+
+def attach_estimates(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+    cluster_id: int,
+) -> None:
+    """``.estimate`` on each waiting workload, Pending pod and refused creation of cluster
+    ``cluster_id`` (None on an admitted workload), dated from ``now``: a fixed number of
+    queries however much waits or ran before, each line counted on that cluster."""
+    _estimate_all(workloads, pods, failures, now, cluster_id)
+    for item in [*workloads, *pods, *failures]:
+        if item.estimate is not None:  # type: ignore[attr-defined]
+            item.estimate = dated(item.estimate, now)  # type: ignore[attr-defined]
+
+
+def _estimate_all(
+    workloads: list[ObservedWorkload],
+    pods: list[ObservedPod],
+    failures: list[ObservedCreateFailure],
+    now: dt.datetime,
+    cluster_id: int,
+) -> None:
+    waiting = [w for w in workloads if not w.admitted]
+    for workload in workloads:
+        workload.estimate = None  # type: ignore[attr-defined]
+    changes: list[MigChangeRequest] = []
+    if waiting or pods:
+        changes = list(
+            MigChangeRequest.objects.on(cluster_id)
+            .filter(state__in=CHANGING)
+            .order_by("-created_at")
+        )
+    if waiting:
+        queues = _Queues(waiting, now, cluster_id)
+        raised = _queue_changes(changes, now)
+        by_queue, by_namespace = run_times(
+            cluster_id=cluster_id,
+            cluster_queues=[w.cluster_queue for w in waiting],
+            namespaces=[w.namespace for w in waiting],
+            now=now,
+        )
+        for workload in waiting:
+            requeue = workload.requeue_at
+            back = int((requeue - now).total_seconds()) if requeue and requeue > now else None
+            line, place, held = queues.place(workload, raised)
+            workload.estimate = estimate_workload(  # type: ignore[attr-defined]
+                requests=workload.requests or {},
+                line=line,
+                place=place,
+                exact=workload.position is not None,
+                held=held,
+                histories=[
+                    Runs(by_queue.get(workload.cluster_queue, []), workload.cluster_queue),
+                    Runs(
+                        by_namespace.get(workload.namespace, []), f"namespace {workload.namespace}"
+                    ),
+                ],
+                never=workload.why.never,  # type: ignore[attr-defined]
+                requeue_in_s=back,
+            )
+    _estimate_pods(workloads, pods, _node_changes(changes, now, cluster_id) if pods else [])
+    for failure in failures:
+        failure.estimate = estimate_refused(never=failure.why.never)  # type: ignore[attr-defined]
+
+
+def _estimate_pods(
+    workloads: list[ObservedWorkload], pods: list[ObservedPod], changes: list[NodeChange]
+) -> None:
+    """A pod of a waiting workload waits as its workload does; any other, for the nodes."""
+    of = {(w.namespace, w.name): w for w in workloads}
+    for pod in pods:
+        workload = of.get((pod.namespace, pod.workload_name)) if pod.workload_name else None
+        mine: Estimate | None = getattr(workload, "estimate", None)
+        if mine is not None:
+            pod.estimate = mine  # type: ignore[attr-defined]
+            continue
+        why = pod.why  # type: ignore[attr-defined]
+        pod.estimate = estimate_pod(  # type: ignore[attr-defined]
+            wanted=pod.gpu_requests or {},
+            never=why.never,
+            topic=why.topic,
+            changes=changes,
+            gang=bool(pod.group_name),
+            admitted_workload=pod.workload_name if workload is not None else "",
+        )
