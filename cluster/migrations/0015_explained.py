@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cluster", "0013_node_stamp_index"),
+        ("cluster", "0014_workload_finished_at_and_failure_queue"),
     ]
 
     operations = [
