@@ -22,15 +22,18 @@ from django.db import transaction
 
 from cluster.models import Cluster
 from loop.desired import collect_manifests, to_yaml_stream
+from portal.api.safety import etag_of
 from portal.audit.record import Actor
 from portal.infra.observability import request_id
 from portal.models import AuditEvent
 from portal.services import require_platform_admin
+from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue, LocalQueue
 from queues.preview import yaml_diff
 from queues.services import delete_queue_object, save_local_queue
 from tenants.models import Membership, Namespace, Team
 from tenants.rules import LimitSpec
+from tenants.selectors import NamespaceDeletion, namespace_deletion, namespace_etag
 from tenants.services import (
     delete_namespace,
     delete_tenant_object,
@@ -226,19 +229,42 @@ class Offboarding:
     members: list[Membership]
     audit_rows: int
     usage_rows: int
+    deletions: list[NamespaceDeletion]  # each namespace's own delete page, said again
+    version: str  # what was read: the namespaces' versions, queues and members
+
+
+def offboarding_version(team: Team) -> str:
+    """The team's version as offboarding reads it: each namespace's (the namespace delete's
+    If-Match), its LocalQueues and its members."""
+    return etag_of(
+        team.slug,
+        sorted(
+            namespace_etag(ns)
+            for ns in Namespace.objects.on_every_cluster()
+            .filter(team=team)
+            .prefetch_related("quota_items", "limit_items")
+        ),
+        sorted(
+            LocalQueue.objects.filter(namespace__team=team).values_list(
+                "pk", "name", "cluster_queue_id"
+            )
+        ),
+        sorted(team.memberships.values_list("user_id", "role")),
+    )
 
 
 def offboarding_of(team: Team) -> Offboarding:
     """What leaves the cluster (namespaces and what the portal applied in them, LocalQueues)
     and what stays (the audit log, usage history, requests under the team's name)."""
+    namespaces = list(
+        Namespace.objects.on_every_cluster()
+        .filter(team=team)
+        .select_related("cluster")
+        .prefetch_related("quota_items", "limit_items")
+    )
     return Offboarding(
         team=team,
-        namespaces=list(
-            Namespace.objects.on_every_cluster()
-            .filter(team=team)
-            .select_related("cluster")
-            .prefetch_related("quota_items", "limit_items")
-        ),
+        namespaces=namespaces,
         local_queues=list(
             LocalQueue.objects.filter(namespace__team=team).select_related(
                 "namespace", "cluster_queue"
@@ -249,15 +275,18 @@ def offboarding_of(team: Team) -> Offboarding:
         usage_rows=Rollup.objects.on_every_cluster()
         .filter(kind=Sample.Kind.TEAM, owner=team.slug)
         .count(),
+        deletions=[namespace_deletion(ns) for ns in namespaces],
+        version=offboarding_version(team),
     )
 
 
 @transaction.atomic
-def offboard_team(*, actor: Actor, team_id: int, typed_slug: str, source: str) -> str:
+def offboard_team(*, actor: Actor, team_id: int, typed_slug: str, version: str, source: str) -> str:
     """Remove a team: its LocalQueues, namespaces (and what the portal applied in them) and
     memberships, then the team, each through its service, audited as one story; the audit
     log and usage history stay. Refused, changing nothing, unless the person typed the
-    team's slug. Returns the story's request id."""
+    team's slug and the team is still the ``version`` the page showed (as a namespace's
+    delete). Returns the story's request id."""
     require_platform_admin(actor)
     team = Team.objects.select_for_update().filter(pk=team_id).first()
     if team is None:
@@ -265,6 +294,12 @@ def offboard_team(*, actor: Actor, team_id: int, typed_slug: str, source: str) -
     if typed_slug.strip() != team.slug:
         raise ValidationError(
             {"confirm_slug": [f"Type the team's slug, {team.slug}, to offboard it."]}
+        )
+    if version != offboarding_version(team):
+        raise DomainError(
+            "The team changed since this page was opened (its namespaces, quotas, limits, "
+            "queues or members): read what offboarding does now and confirm again.",
+            code="precondition_failed",
         )
     with _story() as story:
         for lq in LocalQueue.objects.filter(namespace__team=team).select_related("namespace"):

@@ -168,10 +168,13 @@ def offboard(request: HttpRequest, slug: str) -> HttpResponse:
                 actor=request.user,
                 team_id=team.pk,
                 typed_slug=request.POST.get("confirm_slug", ""),
+                version=request.POST.get("version", ""),
                 source="web",
             )
         except ValidationError as error:
             errors = _named(error)
+        except DomainError as error:
+            errors = {"general": [str(error)]}
         else:
             messages.success(request, f"Team {slug} offboarded; its history stays.")
             return redirect(f"{reverse('audit')}?{urlencode({'request': story})}")

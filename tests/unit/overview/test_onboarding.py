@@ -120,7 +120,15 @@ def test_offboarding_is_refused_without_the_typed_slug(client: Client, demo: Non
     refused = client.post(f"/teams/{team.slug}/offboard/", {"confirm_slug": "team-de"})
     assert refused.status_code == 422
     assert _counts() == before
-    done = client.post(f"/teams/{team.slug}/offboard/", {"confirm_slug": team.slug})
+    version = page.context["what"].version
+    stale = client.post(
+        f"/teams/{team.slug}/offboard/", {"confirm_slug": team.slug, "version": "old"}
+    )
+    assert stale.status_code == 422 and b"changed since this page was opened" in stale.content
+    assert _counts() == before
+    done = client.post(
+        f"/teams/{team.slug}/offboard/", {"confirm_slug": team.slug, "version": version}
+    )
     assert done.status_code == 302
     assert not Team.objects.filter(slug="team-dev").exists()
     assert AuditEvent.objects.filter(team_name="team-dev").exists()  # history stays
