@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,10 +22,10 @@ from overview.onboarding import (
     offboarding_of,
     onboard_team,
 )
-from portal.access.permissions import is_platform_admin, user_id
+from portal.access.permissions import is_platform_admin, sees_every_team, user_id
 from portal.vocabulary.errors import DomainError
 from queues.models import ClusterQueue
-from tenants.models import Membership, Team
+from tenants.models import Membership, Namespace, Team
 from tenants.rules import LimitSpec
 from tenants.services import remove_team_member, require_team_lead, set_team_member
 
@@ -78,8 +78,30 @@ def _limits(text: str, errors: dict[str, list[str]]) -> list[LimitSpec]:
     return specs
 
 
-def _plan(form: dict[str, str]) -> tuple[OnboardingPlan, dict[str, list[str]]]:
+def _checked(form: dict[str, str], clusters: list[Cluster]) -> dict[str, list[str]]:
+    """Each one-line field against its model field (length, DNS label), and the cluster
+    against the clusters there are, so that every wrong field is named at once."""
     errors: dict[str, list[str]] = {}
+    for name, model_field in (
+        ("slug", Team._meta.get_field("slug")),
+        ("name", Team._meta.get_field("name")),
+        ("namespace", Namespace._meta.get_field("name")),
+    ):
+        if name == "namespace" and not form[name]:
+            continue
+        try:
+            model_field.clean(form[name], None)
+        except ValidationError as error:
+            errors[name] = list(error.messages)
+    if form["cluster"] not in {c.name for c in clusters}:
+        errors["cluster"] = ["Choose one of the clusters listed."]
+    return errors
+
+
+def _plan(
+    form: dict[str, str], clusters: list[Cluster]
+) -> tuple[OnboardingPlan, dict[str, list[str]]]:
+    errors = _checked(form, clusters)
     namespace = NamespacePlan(
         name=form["namespace"],
         hard=_pairs(form["hard"], "hard", errors),
@@ -138,7 +160,7 @@ def onboard(request: HttpRequest) -> HttpResponse:
     )
     if request.method != "POST":
         return render(request, "overview/onboard.html", context)
-    plan, errors = _plan(form)
+    plan, errors = _plan(form, clusters)
     dry = request.POST.get("action") != "onboard"
     if not errors:
         try:
@@ -191,9 +213,11 @@ def members(request: HttpRequest, slug: str) -> HttpResponse:
     """A team's members: its leads (and platform admins) add people, change their team role
     and remove them; everyone else in the team reads the list."""
     team = get_object_or_404(Team, slug=slug)
-    admin = is_platform_admin(request.user)
-    if not admin and not team.memberships.filter(user_id=user_id(request.user)).exists():
-        raise PermissionDenied("You are not in this team.")
+    if (
+        not sees_every_team(request.user)
+        and not team.memberships.filter(user_id=user_id(request.user)).exists()
+    ):
+        raise Http404("No such team.")  # another team's members: as if it did not exist
     try:
         require_team_lead(request.user, team)
         manages = True

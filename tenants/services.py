@@ -121,10 +121,13 @@ def set_team_member(
     the last lead stays a lead; memberships single sign-on grants follow the IdP."""
     require_team_lead(actor, team)
     user = get_user_model().objects.filter(username=username.strip()).first()
+    errors = {}
     if user is None:
-        raise ValidationError({"username": [f"No user named {username.strip()!r}."]})
+        errors["username"] = [f"No user named {username.strip()!r}."]
     if role not in Membership.Role.values:
-        raise ValidationError({"role": ["Choose lead, member or viewer."]})
+        errors["role"] = ["Choose lead, member or viewer."]
+    if errors or user is None:
+        raise ValidationError(errors)
     membership = Membership.objects.select_for_update().filter(
         team=team, user=user
     ).first() or Membership(team=team, user=user)
