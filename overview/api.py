@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,8 +15,10 @@ from rest_framework.views import APIView
 from changes.api import MigChangeSerializer
 from changes.planning import make_plan, may_see_planner, plan_for, request_planned_changes
 from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_input
+from overview.onboarding import NamespacePlan, OnboardingPlan, onboard_team
 from portal.api.safety import IDEMPOTENCY_KEY, IF_MATCH, StrictInput, idempotent
 from tenants.models import Team
+from tenants.rules import LimitSpec
 
 
 class PlanRequestSerializer(StrictInput, serializers.Serializer[Any]):
@@ -87,3 +89,114 @@ class MigPlanView(ClusterScoped, APIView):
             MigChangeSerializer(created, many=True, context={"request": request}).data,
             status=status.HTTP_201_CREATED,
         )
+
+
+class LimitInput(StrictInput, serializers.Serializer[Any]):
+    limit_type = serializers.ChoiceField(choices=["Container", "Pod"])
+    resource = serializers.CharField()
+    default = serializers.CharField(required=False, allow_blank=True, default="")
+    default_request = serializers.CharField(required=False, allow_blank=True, default="")
+    max = serializers.CharField(required=False, allow_blank=True, default="")
+    min = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class NamespaceInput(StrictInput, serializers.Serializer[Any]):
+    name = serializers.CharField()
+    hard = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        default=dict,
+        help_text='ResourceQuota hard items, e.g. {"requests.nvidia.com/gpu": "4"}.',
+    )
+    limits = LimitInput(many=True, required=False, default=list)
+    local_queues = serializers.DictField(
+        child=serializers.CharField(),
+        required=False,
+        default=dict,
+        help_text="LocalQueue name -> the existing ClusterQueue it points at.",
+    )
+
+
+class OnboardingInput(StrictInput, serializers.Serializer[Any]):
+    slug = serializers.CharField(help_text="The team's slug (a DNS label).")
+    name = serializers.CharField()
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    cluster = serializers.CharField(help_text="The cluster its namespaces live on.")
+    namespaces = NamespaceInput(many=True, required=False, default=list)
+    members = serializers.DictField(
+        child=serializers.ChoiceField(choices=["lead", "member", "viewer"]),
+        required=False,
+        default=dict,
+        help_text="Username -> team role.",
+    )
+
+
+class OnboardedSerializer(serializers.Serializer[Any]):
+    team = serializers.CharField(source="team.slug")
+    dry_run = serializers.BooleanField()
+    story = serializers.CharField(help_text="The request id the onboarding's audit rows share.")
+    warnings = serializers.ListField(child=serializers.CharField())
+    manifests = serializers.ListField(child=serializers.DictField())
+    yaml = serializers.CharField()
+
+
+def plan_from(data: dict[str, Any]) -> OnboardingPlan:
+    """An onboarding plan from validated input (the API's and the page's)."""
+    return OnboardingPlan(
+        slug=data["slug"],
+        name=data["name"],
+        description=data.get("description", ""),
+        cluster=data["cluster"],
+        namespaces=[
+            NamespacePlan(
+                name=ns["name"],
+                hard=dict(ns.get("hard") or {}),
+                limits=[LimitSpec(**item) for item in ns.get("limits") or []],
+                local_queues=dict(ns.get("local_queues") or {}),
+            )
+            for ns in data.get("namespaces") or []
+        ],
+        members=dict(data.get("members") or {}),
+    )
+
+
+DRY_RUN = OpenApiParameter(
+    "dry_run",
+    bool,
+    description="true: check every step and render the objects, write nothing.",
+    required=False,
+)
+
+
+class OnboardingView(APIView):
+    """Onboard a team in one request (platform admins): the team, its namespaces on one
+    cluster with their ResourceQuota, LimitRange and LocalQueues (on existing
+    ClusterQueues), and its members. All or nothing; each refused field named where it was
+    given (``namespaces[0].hard[requests.nvidia.com/gpu]``). ``?dry_run=true`` answers the
+    objects the cluster loop would apply and the rules' warnings, writing nothing. The
+    audit rows of one onboarding share its request id (``story``)."""
+
+    @extend_schema(
+        request=OnboardingInput,
+        responses={200: OnboardedSerializer, 201: OnboardedSerializer},
+        parameters=[DRY_RUN],
+    )
+    def post(self, request: Request) -> Response:
+        dry = DryRunQuery(data=request.query_params)
+        dry.is_valid(raise_exception=True)
+        data = OnboardingInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        done = onboard_team(
+            actor=request.user,
+            plan=plan_from(data.validated_data),
+            source="api",
+            dry_run=dry.validated_data["dry_run"],
+        )
+        return Response(
+            OnboardedSerializer(done).data,
+            status=status.HTTP_200_OK if done.dry_run else status.HTTP_201_CREATED,
+        )
+
+
+class DryRunQuery(serializers.Serializer[Any]):
+    dry_run = serializers.BooleanField(required=False, default=False)

@@ -1,8 +1,11 @@
 from django.urls import path
 
-from overview.api import MigPlanView
+from overview.api import MigPlanView, OnboardingView
 
-urlpatterns = [path("mig-plan/", MigPlanView.as_view(), name="mig-plan")]
+urlpatterns = [
+    path("mig-plan/", MigPlanView.as_view(), name="mig-plan"),
+    path("onboarding/", OnboardingView.as_view(), name="onboarding"),
+]
 
 # Under /api/v1/clusters/<cluster>/ (portal/api/urls.py): one cluster's plan.
 cluster_urlpatterns = [path("mig-plan/", MigPlanView.as_view(), name="cluster-mig-plan")]

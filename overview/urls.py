@@ -1,6 +1,6 @@
 from django.urls import path
 
-from overview import home, planner_views, views, workspace
+from overview import home, onboarding_views, planner_views, views, workspace
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -11,4 +11,7 @@ urlpatterns = [
     path("workspace/", workspace.workspace, name="workspace"),
     path("start/", workspace.start, name="start"),
     path("planner/", planner_views.planner, name="planner"),
+    path("teams/onboard/", onboarding_views.onboard, name="team-onboard"),
+    path("teams/<slug:slug>/offboard/", onboarding_views.offboard, name="team-offboard"),
+    path("teams/<slug:slug>/members/", onboarding_views.members, name="team-members"),
 ]

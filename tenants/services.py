@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 
 from fleet.capacity import fleet_capacity
 from portal import desired, removal
-from portal.audit.record import Event, admin_event, record_audit
+from portal.access.permissions import is_platform_admin
+from portal.audit.record import Event, System, admin_event, record_audit
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
 from portal.vocabulary.errors import DomainError
@@ -89,6 +91,94 @@ def save_membership(*, actor: Actor, membership: Membership, source: str) -> Mem
         event=Event.MEMBERSHIP_CREATED if created else Event.MEMBERSHIP_CHANGED,
     )
     return membership
+
+
+def require_team_lead(actor: Actor, team: Team) -> None:
+    """Platform admins and the system may; otherwise only a lead of ``team``."""
+    if isinstance(actor, System) or is_platform_admin(actor):
+        return
+    if not (
+        actor.is_authenticated
+        and Membership.objects.filter(
+            team=team, user_id=actor.pk, role=Membership.Role.LEAD
+        ).exists()
+    ):
+        raise PermissionDenied(
+            "Only a lead of this team or a platform admin can change its members."
+        )
+
+
+def _keeps_a_lead(team: Team, *, without: Membership) -> bool:
+    return (
+        Membership.objects.filter(team=team, role=Membership.Role.LEAD)
+        .exclude(pk=without.pk)
+        .exists()
+    )
+
+
+@transaction.atomic
+def set_team_member(
+    *, actor: Actor, team: Team, username: str, role: str, source: str
+) -> Membership:
+    """Add a person to a team or change their role there: a lead of the team, or a platform
+    admin. Team roles only (lead, member, viewer: platform roles are granted elsewhere);
+    the last lead stays a lead; memberships single sign-on grants follow the IdP."""
+    require_team_lead(actor, team)
+    user = get_user_model().objects.filter(username=username.strip()).first()
+    errors = {}
+    if user is None:
+        errors["username"] = [f"No user named {username.strip()!r}."]
+    if role not in Membership.Role.values:
+        errors["role"] = ["Choose lead, member or viewer."]
+    if errors or user is None:
+        raise ValidationError(errors)
+    membership = Membership.objects.select_for_update().filter(
+        team=team, user=user
+    ).first() or Membership(team=team, user=user)
+    if membership.pk is not None and membership.granted_by == "sso":
+        raise ValidationError(
+            {"username": ["Single sign-on grants this membership: change it in the IdP's groups."]}
+        )
+    if (
+        membership.role == Membership.Role.LEAD
+        and role != Membership.Role.LEAD
+        and not _keeps_a_lead(team, without=membership)
+    ):
+        raise ValidationError(
+            {"role": ["This is the team's last lead: make someone else lead first."]}
+        )
+    membership.role = role
+    save_validated(
+        membership,
+        actor=actor,
+        source=source,
+        team=team,
+        event=Event.MEMBERSHIP_CREATED if membership.pk is None else Event.MEMBERSHIP_CHANGED,
+    )
+    return membership
+
+
+@transaction.atomic
+def remove_team_member(*, actor: Actor, membership_id: int, team: Team, source: str) -> None:
+    """Take a person out of a team: a lead of the team, or a platform admin; never the last
+    lead, never a membership single sign-on grants."""
+    require_team_lead(actor, team)
+    membership = Membership.objects.select_for_update().filter(pk=membership_id, team=team).first()
+    if membership is None:
+        raise DomainError("This person is no longer in the team.", code="gone")
+    if membership.granted_by == "sso":
+        raise DomainError("Single sign-on grants this membership: change it in the IdP's groups.")
+    if membership.role == Membership.Role.LEAD and not _keeps_a_lead(team, without=membership):
+        raise DomainError("This is the team's last lead: make someone else lead first.")
+    record_audit(
+        actor=actor,
+        event=Event.MEMBERSHIP_REVOKED,
+        source=source,
+        target=membership,
+        team=team,
+        old={"user": membership.user.get_username(), "role": membership.role},
+    )
+    membership.delete()
 
 
 @transaction.atomic

@@ -40,6 +40,8 @@ PAGES_WITH_ARGUMENTS = {
     "changes/<int:pk>/": "/changes/{mc}/",
     "clusters/<str:name>/": "/clusters/default/",
     "clusters/<str:name>/edit/": "/clusters/default/edit/",
+    "teams/<slug:slug>/offboard/": "/teams/team-dev/offboard/",
+    "teams/<slug:slug>/members/": "/teams/team-a/members/",
 }
 # Routes not walked as pages, and why. Their forms are still posted where a page shows them.
 NOT_WALKED = {

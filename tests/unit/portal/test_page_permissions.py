@@ -62,6 +62,10 @@ READS = {
     # The planner: team leads and approvers read it, admins ask for its changes.
     "/planner/": (LOGIN, DENIED, DENIED, OK, OK, OK, OK),
     "/tokens/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/teams/onboard/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    "/teams/team-a/offboard/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
+    # another team's members are hidden; approvers see every team
+    "/teams/team-a/members/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/notifications/": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -198,6 +202,9 @@ def test_every_page_is_in_the_matrix() -> None:
         "workspace/",
         "start/",  # a redirect: tests/unit/overview/test_workspace.py
         "tokens/",
+        "teams/onboard/",
+        "teams/<slug:slug>/offboard/",
+        "teams/<slug:slug>/members/",
         "notifications/",
         "notifications/settings/",
         "audit/",
