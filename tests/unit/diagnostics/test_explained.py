@@ -84,7 +84,7 @@ def test_another_teams_pod_in_the_clusters_words_is_not_named_to_a_lead(
     assert "team-b/job-of-b" in stored["why"]["evidence"][0]  # stored as the cluster said it
     client.force_login(team_a_admin)
     (row,) = client.get("/api/v1/waiting/").json()
-    assert row["evidence"] == ["Exceeded the PodsReady timeout a pod in team-b"]
+    assert row["evidence"] == ["Exceeded the PodsReady timeout another team's pod"]
     assert "job-of-b" not in client.get("/").content.decode()
 
 
@@ -92,5 +92,5 @@ def test_the_schedulers_counts_are_not_taken_for_pods() -> None:
     lead = PodNames(False, frozenset({"team-a"}))
     said = "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; team-b/job-x waits."
     assert lead.redact(said) == (
-        "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; a pod in team-b waits."
+        "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; another team's pod waits."
     )
