@@ -25,7 +25,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from cluster.models import Cluster
-from portal.access.permissions import is_platform_admin, sees_every_team
+from cluster.scope import visible_clusters
+from portal.access.permissions import is_platform_admin
 from portal.api.safety import StrictQuery
 from portal.api.schema import CLUSTER_NAME
 from portal.vocabulary.errors import DomainError
@@ -52,12 +53,7 @@ def known_cluster_names(user: Any) -> list[str]:
     """The clusters ``user`` may be told of by name: every one for platform admins and
     approvers (who decide every team's changes); the clusters their teams' namespaces are
     on for anyone else (the cluster list itself is the admins')."""
-    if user is None or not user.is_authenticated:
-        return []
-    if sees_every_team(user):
-        return cluster_names()
-    mine = clusters().filter(namespaces__team__memberships__user_id=user.pk)
-    return sorted(set(mine.values_list("name", flat=True)))
+    return list(visible_clusters(user).values_list("name", flat=True))
 
 
 def no_such_cluster(names: list[str]) -> str:
@@ -66,9 +62,10 @@ def no_such_cluster(names: list[str]) -> str:
 
 
 class NoSuchCluster(NotFound):
-    """A nested route's cluster that no cluster is: a 404 naming the clusters the caller
-    may know of (``clusters``: what ``GET /api/v1/clusters/`` shows them, platform admins
-    every one, others none)."""
+    """A nested route's cluster that no cluster is, or one the caller may not see
+    (``cluster.scope.visible_clusters``: answered the same, so that names cannot be
+    probed): a 404 naming the clusters the caller may know of (``clusters``: what
+    ``GET /api/v1/clusters/`` shows them, platform admins every one, others none)."""
 
     def __init__(self, name: str, user: Any) -> None:
         super().__init__(f"No cluster named '{name[:63]}'.")
@@ -184,11 +181,12 @@ class ClusterScoped:
 
     def path_cluster(self) -> Any:
         """The nested route's cluster (None on a flat route; :class:`NoSuchCluster` when
-        no cluster has the path's name)."""
+        no cluster the caller may see has the path's name)."""
         if self.path_cluster_name is None:
             return None
         if not hasattr(self, "_path_cluster"):
-            found = clusters().filter(name=self.path_cluster_name).first()
+            seen = visible_clusters(self.request.user).only("pk", "name")
+            found = seen.filter(name=self.path_cluster_name).first()
             if found is None:
                 raise NoSuchCluster(self.path_cluster_name, self.request.user)
             self._path_cluster = found

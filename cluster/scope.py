@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import models
 from django.http import HttpRequest
 
-from portal.infra.round_trips import Read
+from portal.infra.round_trips import Read, queryset_read, read_together
 
 
 def settings_cluster_of(clusters: Any) -> Any:
@@ -84,7 +84,7 @@ class ClusterChoice:
     the session keeps it. ``chosen`` is None for every cluster; with one cluster it is
     always that one. ``error`` says why a name asked for was not taken."""
 
-    clusters: tuple[Any, ...]  # every cluster (``cluster.Cluster``), by name
+    clusters: tuple[Any, ...]  # every cluster the user may see (``cluster.Cluster``), by name
     chosen: Any | None
     error: str = ""
 
@@ -95,7 +95,7 @@ class ClusterChoice:
 
     @property
     def shown(self) -> list[Any]:
-        """The clusters a page shows: the chosen one, or every one."""
+        """The clusters a page shows: the chosen one, or every one the user may see."""
         return [self.chosen] if self.chosen is not None else list(self.clusters)
 
     @property
@@ -104,29 +104,48 @@ class ClusterChoice:
         return self.chosen.name if self.chosen is not None else EVERY_CLUSTER
 
 
-def clusters_read() -> Read:
-    """Every cluster by name, its credential left out, as ``cluster_choice`` reads them: for a
-    page that reads them with others in one round trip (``cluster_choice(request, rows)``)."""
+def visible_clusters(user: Any) -> models.QuerySet[Any]:
+    """The clusters ``user`` may see, by name: every one for platform admins and approvers
+    (who see every team), the clusters their teams' namespaces are on for anyone else, none
+    for an anonymous user. One query (the roles asked in it, unless the request knows
+    them). A cluster left out is answered as one that does not exist."""
+    # lazy: the permissions load the auth models, and ``cluster.apps`` imports this module
+    # before the app registry is ready.
+    from portal.access.permissions import sees_every_team_known, sees_every_team_sql
+
     model = apps.get_model("cluster", "Cluster")
-    columns = ", ".join(
-        f'"{field.column}"' for field in model._meta.concrete_fields if field.name != "credential"
+    rows = model.objects.order_by("name")
+    if user is None or not user.is_authenticated:
+        return rows.filter(pk__isnull=True)
+    everyone = sees_every_team_known(user)
+    if everyone:
+        return rows
+    theirs = models.Q(
+        pk__in=model.objects.filter(namespaces__team__memberships__user_id=user.pk).values("pk")
     )
-    return Read(f'SELECT {columns} FROM "{model._meta.db_table}" ORDER BY name', (), model)
+    if everyone is None:
+        theirs |= models.Q(sees_every_team_sql(user))
+    return rows.filter(theirs)
+
+
+def clusters_read(user: Any) -> Read:
+    """The clusters ``user`` may see (``visible_clusters``), their credential left out, as
+    ``cluster_choice`` reads them: for a page that reads them with others in one round trip
+    (``cluster_choice(request, rows)``)."""
+    return queryset_read(visible_clusters(user).defer("credential"))
 
 
 def cluster_choice(request: HttpRequest, read: Sequence[Any] | None = None) -> ClusterChoice:
-    """The request's cluster choice (one query, once per request; none when the page read
-    the clusters already: ``read``, the rows of ``clusters_read``): a known name in
-    ``?cluster=`` is taken and kept in the session; an unknown one changes nothing and is
-    told in ``error``."""
+    """The request's cluster choice among the clusters its user may see (one query, once
+    per request; none when the page read the clusters already: ``read``, the rows of
+    ``clusters_read``): a known name in ``?cluster=`` is taken and kept in the session; an
+    unknown one, or one the user may not see, changes nothing and is told in ``error``
+    (the same words for both)."""
     found = getattr(request, "_cluster_choice", None)
     if isinstance(found, ClusterChoice):
         return found
-    clusters = tuple(
-        apps.get_model("cluster", "Cluster").objects.defer("credential").order_by("name")
-        if read is None
-        else read
-    )
+    user = getattr(request, "user", None)
+    clusters = tuple(read_together(clusters_read(user))[0] if read is None else read)
     by_name = {c.name: c for c in clusters}
     session = getattr(request, "session", None)
     kept = session.get(SESSION_KEY, "") if session is not None else ""

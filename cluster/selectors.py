@@ -231,12 +231,16 @@ def statuses_of(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> 
 
 
 def first_reads(request: HttpRequest, *also: Read) -> list[list[Any]]:
-    """A page's first round trip: what every page shows (the clusters for the switcher's
-    choice, their polls for the header's freshness, the user's roles and unread count),
-    kept for the rest of the request, with the reads ``also``; returns their rows."""
+    """A page's first round trip: what every page shows (the clusters the user may see for
+    the switcher's choice, their polls for the header's freshness, the user's roles and
+    unread count), kept for the rest of the request, with the reads ``also``; returns their
+    rows."""
     facts = request_facts_read(request.user)
     cluster_rows, runs, *more = read_together(
-        clusters_read(), recent_runs_read(), *also, *([facts] if facts is not None else [])
+        clusters_read(request.user),
+        recent_runs_read(),
+        *also,
+        *([facts] if facts is not None else []),
     )
     if facts is not None:
         request_facts_from(request.user, more.pop())

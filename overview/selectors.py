@@ -86,10 +86,15 @@ class Pools:
     def among(
         cls, rows: Sequence[NodePool], clusters: Sequence[Any], cluster_id: int | None
     ) -> Pools:
-        """The pools of ``cluster_id`` (None: of every cluster) from the rows of
-        ``read_every``, each with its cluster (``clusters``: every cluster)."""
+        """The pools of ``cluster_id`` (None: of every cluster in ``clusters``) from the rows
+        of ``read_every``, each with its cluster (``clusters``: those the user may see; the
+        pools of another are left out)."""
         by_pk = {cluster.pk: cluster for cluster in clusters}
-        mine = [p for p in rows if cluster_id is None or p.cluster_id == cluster_id]
+        mine = [
+            p
+            for p in rows
+            if p.cluster_id in by_pk and (cluster_id is None or p.cluster_id == cluster_id)
+        ]
         for pool in mine:
             pool.cluster = by_pk[pool.cluster_id]
         return cls(mine, cluster_id)

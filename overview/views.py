@@ -195,6 +195,8 @@ def fleet_nodes(request: HtmxHttpRequest) -> HttpResponse:
         if valid
         else ObservedNode.objects.none()
     )
+    if choice.chosen is None:  # every cluster the user may see, not another's nodes
+        found = found.filter(cluster_id__in=[c.pk for c in choice.clusters])
     page = page_together(found, NODES_PAGE, request.GET.get("page"))
     nodes = list(page.object_list)
     clusters = {c.pk: c for c in choice.clusters}

@@ -27,7 +27,7 @@ from kube import Gateway, connect
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
 from portal.models import PlatformRole
-from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from tests.factories import MembershipFactory, NamespaceFactory, TeamFactory, UserFactory
 from tests.support import Worker, database_url, maintenance_connection
 
 TESTS = Path(__file__).resolve().parent
@@ -294,6 +294,13 @@ def demo(db: Any, demo_snapshot: Snapshot) -> None:
 @pytest.fixture
 def team_a(db: Any) -> Any:
     return TeamFactory(slug="team-a", name="Team A")
+
+
+@pytest.fixture
+def team_a_on_the_cluster(team_a: Any) -> Any:
+    """A namespace of team-a on the settings' cluster: the clusters a user may see are those
+    their teams' namespaces are on (platform admins and approvers: every one)."""
+    return NamespaceFactory(name="team-a-work", team=team_a)
 
 
 @pytest.fixture

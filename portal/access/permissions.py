@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists
 
 from portal.infra.round_trips import Read, read_together
 from portal.models import Notification, PlatformRole
@@ -108,3 +109,27 @@ def sees_every_team(user: User) -> bool:
     """Platform admins and approvers see every team's requests, pods, events and usage;
     everyone else sees their own teams'."""
     return is_platform_admin(user) or is_approver(user)
+
+
+# The platform roles that see every team (``sees_every_team``).
+EVERY_TEAM_ROLES = (PlatformRole.Role.ADMIN, PlatformRole.Role.APPROVER)
+
+
+def sees_every_team_known(user: User) -> bool | None:
+    """``sees_every_team(user)`` when it is known without a query (a superuser, or a page
+    request that has read the user's roles), None otherwise: a read that depends on it may
+    then ask it itself (``sees_every_team_sql``)."""
+    if not user.is_authenticated:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    cached: Any = getattr(user, "_qm_roles", False)
+    if isinstance(cached, set):
+        return bool(cached.intersection(EVERY_TEAM_ROLES))
+    return None
+
+
+def sees_every_team_sql(user: User) -> Exists:
+    """SQL: whether ``user`` holds a role that sees every team (the superuser aside), for a
+    read that asks it with its own question."""
+    return Exists(PlatformRole.objects.filter(user_id=user_id(user), role__in=EVERY_TEAM_ROLES))

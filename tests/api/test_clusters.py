@@ -228,15 +228,16 @@ def test_waiting_is_answered_per_cluster_and_in_the_teams_scope(
     # namespace of the same name that is another team's there.
     assert waiting(client, f"{V1}/waiting/", "lead-a") == every[:1]
     assert waiting(client, f"{V1}/clusters/{a}/waiting/", "lead-a") == every[:1]
-    assert waiting(client, f"{V1}/clusters/{b}/waiting/", "lead-a") == []
+    assert client.get(f"{V1}/clusters/{b}/waiting/", headers=bearer("lead-a")).json() == {
+        "detail": f"No cluster named '{b}'.",  # no team of lead-a's is on b: none to them
+        "code": "not_found",
+        "clusters": [],
+    }
     assert waiting(client, f"{V1}/waiting/", "lead-b") == every[1:]
     assert waiting(client, f"{V1}/clusters/{a}/waiting/", "lead-b") == every[1:2]
     assert waiting(client, f"{V1}/clusters/{b}/waiting/", "lead-b") == on_b
     # A namespace of theirs, but not on the cluster asked for: a 400 naming `namespace`.
-    for path in (
-        f"clusters/{b}/waiting/?namespace=team-a",
-        f"waiting/?cluster={b}&namespace=team-a",
-    ):
+    for path in (f"waiting/?cluster={b}&namespace=team-a",):
         refused = client.get(f"{V1}/{path}", headers=bearer("lead-a"))
         assert refused.status_code == 400, path
         assert refused.json()["errors"] == {
@@ -410,14 +411,20 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
     client: Client, two: dict[str, Any]
 ) -> None:
     """lead-a's team-a has namespaces on the demo's cluster only; lead-b's team-b on both.
-    Team-scoped rows: the other cluster's are not found (404), lists empty; what every
-    signed-in user reads (ClusterQueues) stays readable, writes stay the admins' (403)."""
+    The other cluster's nested routes answer lead-a as a cluster that does not exist (its
+    name is not theirs to learn); flat, its team-scoped rows are not found (404), lists
+    empty; writes stay the admins' (403)."""
     lead_a, lead_b = bearer("lead-a"), bearer("lead-b")
     a, b = two["a"], two["b"]
     nested_b = f"{V1}/clusters/{b}"
-    # Reads: nested and flat.
-    assert results(client.get(f"{nested_b}/namespaces/", headers=lead_a)) == []
-    assert results(client.get(f"{nested_b}/local-queues/", headers=lead_a)) == []
+    # Reads: nested (no such cluster) and flat.
+    for path in ("namespaces/", "local-queues/", "cluster-queues/cq-train/", "nodes/"):
+        for cluster in (b, "nope"):
+            answer = client.get(f"{V1}/clusters/{cluster}/{path}", headers=lead_a)
+            assert (answer.status_code, answer.json()) == (
+                404,
+                {"detail": f"No cluster named '{cluster}'.", "code": "not_found", "clusters": []},
+            ), (path, cluster)
     assert results(client.get(f"{V1}/namespaces/?cluster={b}", headers=lead_a)) == []
     assert results(client.get(f"{V1}/local-queues/?cluster={b}", headers=lead_a)) == []
     assert client.get(f"{nested_b}/namespaces/team-b/", headers=lead_a).status_code == 404
@@ -430,7 +437,7 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
     assert [
         n["cluster"] for n in results(client.get(f"{nested_b}/namespaces/", headers=lead_b))
     ] == [b]
-    assert client.get(f"{nested_b}/cluster-queues/cq-train/", headers=lead_a).status_code == 200
+    assert client.get(f"{nested_b}/cluster-queues/cq-train/", headers=lead_b).status_code == 200
     # Writes: another team's namespace is not found; a lead's own is refused (admins only).
     for lead, status in ((lead_a, 404), (lead_b, 403)):
         assert (
@@ -472,23 +479,25 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
     for lead, status in ((lead_a, 404), (lead_b, 409)):
         answer = client.put(flat_quota, {"hard": {"pods": "5"}}, content_type=JSON, headers=lead)
         assert answer.status_code == status
-    created = client.post(
-        f"{nested_b}/namespaces/",
-        {"name": "mine", "team": "team-a"},
-        content_type=JSON,
-        headers=lead_a,
-    )
-    assert created.status_code == 403
-    assert (
-        client.put(
-            f"{nested_b}/cluster-queues/cq-train/quotas/",
-            {"resource_groups": []},
+    for lead, status in ((lead_a, 404), (lead_b, 403)):
+        created = client.post(
+            f"{nested_b}/namespaces/",
+            {"name": "mine", "team": "team-a"},
             content_type=JSON,
-            headers=lead_a,
-        ).status_code
-        == 403
-    )
-    assert client.get(f"{nested_b}/manifests/?team=team-a", headers=lead_a).json() == {"items": []}
+            headers=lead,
+        )
+        assert created.status_code == status
+        assert (
+            client.put(
+                f"{nested_b}/cluster-queues/cq-train/quotas/",
+                {"resource_groups": []},
+                content_type=JSON,
+                headers=lead,
+            ).status_code
+            == status
+        )
+    assert client.get(f"{nested_b}/manifests/?team=team-a", headers=lead_a).status_code == 404
+    assert client.get(f"{nested_b}/manifests/?team=team-b", headers=lead_b).status_code == 200
     assert Namespace.objects.get(cluster__name=b, name="team-b").description == "on b"
     assert not Namespace.objects.filter(name="mine").exists()
 

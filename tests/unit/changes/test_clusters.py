@@ -343,6 +343,10 @@ def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
 def test_the_form_starts_on_the_cluster_the_switcher_remembers(
     client: Client, two_clusters: tuple[Cluster, Cluster]
 ) -> None:
+    # team-a works on cluster-b too: its lead is offered that cluster
+    Namespace.objects.create(
+        name="team-a-on-b", team=Team.objects.get(slug="team-a"), cluster=two_clusters[1]
+    )
     client.force_login(User.objects.get(username="lead-a"))
     client.get("/fleet/?cluster=cluster-b")  # the switcher's choice, kept in the session
     page = client.get("/changes/new/").content.decode()

@@ -295,6 +295,10 @@ def test_every_page_tells_each_clusters_freshness(
     client: Client, team_a_admin: Any, platform_admin: Any, clusters: tuple[Cluster, Cluster]
 ) -> None:
     train, infer = clusters
+    for cluster in clusters:  # team-a works on both: its lead may see both
+        NamespaceFactory(
+            name=f"team-a-{cluster.name}", team=team_a_admin.memberships.get().team, cluster=cluster
+        )
     now = timezone.now()
     SyncRun.objects.create(cluster=train, started_at=now, finished_at=now)
     SyncRun.objects.create(cluster=infer, started_at=now - dt.timedelta(minutes=9), finished_at=now)
@@ -469,3 +473,27 @@ def test_a_homes_ask_for_quota_opens_the_form_on_the_namespace_it_is_next_to(
     # without the cluster the name is two namespaces: none is chosen for you
     unsure = client.get("/quota/new/?team=team-a&namespace=team-a-serve").content.decode()
     assert "selected>team-a-serve" not in unsure
+
+
+def test_a_lead_is_offered_only_the_clusters_their_teams_are_on(
+    client: Client, team_a_admin: Any, approver: Any, platform_admin: Any
+) -> None:
+    """team-a works on the settings' cluster only: its lead's pages name no other cluster
+    (no switcher, no section, no freshness line), and ``?cluster=`` of the other is answered
+    as a name no cluster has; approvers and platform admins are offered both."""
+    NamespaceFactory(name="team-a-work", team=team_a_admin.memberships.get().team)
+    Cluster.objects.create(name="hidden-gpu", display_name="Hidden GPU", connection="in_cluster")
+    for url in ("/", "/fleet/", "/queues/"):
+        client.force_login(team_a_admin)
+        page = client.get(url).content.decode()
+        assert "hidden-gpu" not in page and "Hidden GPU" not in page, url
+        assert 'id="cluster-switcher"' not in page, url
+        for user in (approver, platform_admin) if url != "/" else ():  # their home: no team
+            client.force_login(user)
+            page = client.get(url).content.decode()
+            assert 'value="hidden-gpu"' in page and "Hidden GPU" in page, (url, user)
+    client.force_login(team_a_admin)
+    for asked in ("hidden-gpu", "no-such-gpu"):
+        page = text(client.get(f"/fleet/?cluster={asked}").content.decode())
+        assert f"There is no cluster named “{asked}”. Showing Default." in page, asked
+    assert client.session.get("qm_cluster", "") == ""

@@ -171,7 +171,7 @@ def test_a_layout_other_than_the_pools_is_marked_drift() -> None:
 
 
 def test_the_summaries_follow_the_poll_the_health_collection_and_the_pools(
-    client: Client, team_a_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
 ) -> None:
     """The pools are summed and drawn again only when something they are made of changed;
     each such change shows on the next page."""
@@ -229,7 +229,9 @@ def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_py
     assert [s.flavor for s in found] == ["h100-a"]
 
 
-def test_nodes_are_found_by_name_words_and_labels(client: Client, team_a_member: Any) -> None:
+def test_nodes_are_found_by_name_words_and_labels(
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
+) -> None:
     pools()
     ObservedNodeFactory(name="gpu-a100-01", labels={"pool": "a", "rack": "r1"})
     ObservedNodeFactory(name="gpu-a100-02", labels={"pool": "a", "rack": "r2"})
@@ -278,7 +280,7 @@ def test_a_bad_search_is_refused_next_to_its_field(
 
 
 def test_htmx_gets_a_pools_list_alone_to_open_it_in_place(
-    client: Client, team_a_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
 ) -> None:
     (a, *_) = pools()
     ObservedNodeFactory(name="gpu-a100-01", labels={"pool": "a"})
@@ -294,7 +296,7 @@ def test_htmx_gets_a_pools_list_alone_to_open_it_in_place(
 
 
 def test_the_fleet_page_shows_the_first_drift_rows_and_counts_the_rest(
-    client: Client, team_a_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
 ) -> None:
     now = timezone.now()
     Drift.objects.bulk_create(

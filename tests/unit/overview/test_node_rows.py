@@ -39,7 +39,7 @@ def rows_of(page: str) -> str:
 
 
 def test_unchanged_rows_are_not_drawn_again_and_changed_ones_are(
-    client: Client, team_a_member: Any, drawn: list[str]
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any, drawn: list[str]
 ) -> None:
     NodePool.objects.create(name="train", node_selector={"quartermaster.io/pool": "train"})
     for name in ("n1", "n2", "n3"):

@@ -370,6 +370,15 @@ def test_each_cluster_is_planned_on_its_own_nodes_and_asked_for_there(
 def test_the_planner_page_asks_for_a_cluster_when_all_are_chosen(
     client: Client, team_a_admin: Any, two_clusters: Any
 ) -> None:
+    # team-a works on both clusters (a lead is offered the clusters their teams are on)
+    team = team_a_admin.memberships.get().team
+    NamespaceFactory(
+        name="team-a-infer",
+        team=team,
+        cluster=ObservedNode.objects.on_every_cluster()
+        .get(name="gpu-a100-03", cluster__name="inference")
+        .cluster,
+    )
     client.force_login(team_a_admin)
     every = client.get("/planner/?cluster=all").content.decode()
     assert 'id="plan-choose-cluster"' in every and 'id="plan-summary"' not in every

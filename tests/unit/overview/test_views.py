@@ -43,7 +43,9 @@ def node(
     )
 
 
-def test_fleet_groups_nodes_by_pool_and_shows_drift(client: Client, team_a_member: Any) -> None:
+def test_fleet_groups_nodes_by_pool_and_shows_drift(
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
+) -> None:
     NodePool.objects.create(
         name="train", node_selector={"quartermaster.io/pool": "train"}, mig_config="all-3g.40gb"
     )
@@ -91,7 +93,9 @@ def test_fleet_partial_for_htmx_polling(client: Client, team_a_member: Any) -> N
     assert "<html" not in body
 
 
-def test_fleet_query_count_does_not_grow_with_nodes(client: Client, team_a_member: Any) -> None:
+def test_fleet_query_count_does_not_grow_with_nodes(
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
+) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -186,7 +190,7 @@ def test_operator_check_page_says_when_no_cluster_is_configured(
 
 
 def test_a_large_pool_lists_problem_nodes_first_a_page_at_a_time(
-    client: Client, team_a_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
 ) -> None:
     from overview import views
 
@@ -284,7 +288,7 @@ def health(node_name: str, *, pod_namespace: str, pod: str, xid: int = 0) -> Any
 
 
 def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
-    client: Client, team_a_member: Any, team_b_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any, team_b_member: Any
 ) -> None:
     node(
         "gpu-a100-07",
@@ -304,6 +308,7 @@ def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
     from tests.factories import NamespaceFactory
 
     NamespaceFactory(name="team-a-train", team=team_a_member.memberships.get().team)
+    NamespaceFactory(name="team-b-work", team=team_b_member.memberships.get().team)
     client.force_login(team_a_member)
     page = client.get("/fleet/nodes/gpu-a100-07/").content.decode()
     assert "team-a-train/trainer-0" in page
