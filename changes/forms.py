@@ -12,6 +12,7 @@ from changes.facts import fleet_facts
 from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
 from cluster.models import Cluster
+from cluster.scope import visible_clusters
 from gpus.catalog import valid_configs
 from portal.vocabulary.validators import validate_not_past
 from queues.models import ClusterQueue
@@ -52,6 +53,12 @@ class MigChangeForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The clusters the user may see (a lead: those their teams are on); another is
+        # answered as one there is not.
+        seen = visible_clusters(user)
+        if not seen.exists():  # nobody to ask for here: the settings' cluster, named by none
+            seen = Cluster.objects.filter(connection="settings")
+        self.fields["cluster"].queryset = seen  # type: ignore[attr-defined]
         self.chosen_cluster = self._cluster()
         self.fields["cluster"].label_from_instance = cluster_label  # type: ignore[attr-defined]
         if self.fields["cluster"].queryset.count() < 2:  # type: ignore[attr-defined]
@@ -104,7 +111,7 @@ class MigChangeForm(forms.Form):
         name = self.data.get("cluster") if self.is_bound else self.initial.get("cluster")
         if isinstance(name, Cluster):
             return name
-        clusters = Cluster.objects.order_by("name")
+        clusters = self.fields["cluster"].queryset.order_by("name")  # type: ignore[attr-defined]
         found = clusters.filter(name=name).first() if name else None
         found = found or clusters.filter(connection="settings").first() or clusters.first()
         if found is None:

@@ -104,7 +104,8 @@ class ClusterFilter(django_filters.ModelChoiceFilter):
         super().__init__(
             field_name=field_name,
             to_field_name="name",
-            queryset=lambda request: clusters(),
+            # A cluster the caller may not see is answered as one there is not.
+            queryset=lambda request: visible_clusters(getattr(request, "user", None)),
             **kwargs,
         )
 
@@ -121,7 +122,7 @@ class ClusterQuery(StrictQuery):
     cluster = serializers.CharField(required=False, max_length=63)
 
     def validate_cluster(self, value: str) -> Any:
-        found = clusters().filter(name=value).first()
+        found = visible_clusters(self.context.get("user")).filter(name=value).first()
         if found is None:
             names = known_cluster_names(self.context.get("user"))
             raise serializers.ValidationError(no_such_cluster(names))
@@ -193,10 +194,12 @@ class ClusterScoped:
         return self._path_cluster
 
     def in_cluster(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """The rows of the path's cluster (every row on a flat route)."""
+        """The rows of the path's cluster (on a flat route, of every cluster the caller may
+        see: a subquery of the same statement, no round trip more)."""
         cluster = self.path_cluster()
         if cluster is None:
-            return queryset
+            seen = visible_clusters(self.request.user).values("pk")
+            return queryset.filter(**{f"{self.cluster_path}__in": seen})
         return queryset.filter(**{self.cluster_path: cluster})
 
     def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:

@@ -148,7 +148,8 @@ class WaitingView(ClusterScoped, APIView):
         )
         namespaces = self.in_cluster(Namespace.objects.filter(team__in=teams))
         query = WaitingQuery(
-            data=request.query_params, context={"teams": teams, "namespaces": namespaces}
+            data=request.query_params,
+            context={"teams": teams, "namespaces": namespaces, "user": request.user},
         )
         query.is_valid(raise_exception=True)
         cluster = self.asked_cluster(query)
@@ -268,8 +269,7 @@ class DriftView(ClusterScoped, APIView):
         query.is_valid(raise_exception=True)
         drift = open_drift().select_related("cluster")
         cluster = self.asked_cluster(query)
-        if cluster is not None:
-            drift = drift.filter(cluster=cluster)
+        drift = drift.filter(cluster=cluster) if cluster is not None else self.in_cluster(drift)
         return Response(
             [
                 {

@@ -52,7 +52,7 @@ class GpuHealthView(ClusterScoped, APIView):
         responses={200: NodeHealthSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        query = HealthQuery(data=request.query_params)
+        query = HealthQuery(data=request.query_params, context={"user": request.user})
         query.is_valid(raise_exception=True)
         rows = health_for_user(
             request.user,

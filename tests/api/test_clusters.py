@@ -236,13 +236,11 @@ def test_waiting_is_answered_per_cluster_and_in_the_teams_scope(
     assert waiting(client, f"{V1}/waiting/", "lead-b") == every[1:]
     assert waiting(client, f"{V1}/clusters/{a}/waiting/", "lead-b") == every[1:2]
     assert waiting(client, f"{V1}/clusters/{b}/waiting/", "lead-b") == on_b
-    # A namespace of theirs, but not on the cluster asked for: a 400 naming `namespace`.
+    # A cluster none of their teams is on: a 400 naming `cluster` and only the ones they see.
     for path in (f"waiting/?cluster={b}&namespace=team-a",):
         refused = client.get(f"{V1}/{path}", headers=bearer("lead-a"))
         assert refused.status_code == 400, path
-        assert refused.json()["errors"] == {
-            "namespace": ["No such namespace: your teams have none."]
-        }
+        assert refused.json()["errors"] == {"cluster": [f"No such cluster: use one of {a}."]}
     assert client.get(f"{V1}/clusters/{b}/waiting/").status_code == 401
 
 
@@ -413,7 +411,8 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
     """lead-a's team-a has namespaces on the demo's cluster only; lead-b's team-b on both.
     The other cluster's nested routes answer lead-a as a cluster that does not exist (its
     name is not theirs to learn); flat, its team-scoped rows are not found (404), lists
-    empty; writes stay the admins' (403)."""
+    empty, and the flat lists across clusters hold the clusters they see only; writes stay the
+    admins' (403)."""
     lead_a, lead_b = bearer("lead-a"), bearer("lead-b")
     a, b = two["a"], two["b"]
     nested_b = f"{V1}/clusters/{b}"
@@ -425,8 +424,15 @@ def test_a_lead_whose_team_is_on_one_cluster_sees_nothing_of_the_other(
                 404,
                 {"detail": f"No cluster named '{cluster}'.", "code": "not_found", "clusters": []},
             ), (path, cluster)
-    assert results(client.get(f"{V1}/namespaces/?cluster={b}", headers=lead_a)) == []
-    assert results(client.get(f"{V1}/local-queues/?cluster={b}", headers=lead_a)) == []
+    # Flat, ?cluster= of the cluster they may not see is answered as one there is not, and
+    # the lists across clusters hold the clusters they see only.
+    for path in ("namespaces/", "local-queues/", "nodes/", "drift/", "waiting/"):
+        hidden = client.get(f"{V1}/{path}?cluster={b}", headers=lead_a)
+        unknown = client.get(f"{V1}/{path}?cluster=nope", headers=lead_a)
+        assert hidden.status_code == unknown.status_code == 400, (path, hidden.content)
+        assert b not in hidden.content.decode(), path
+    every = client.get(f"{V1}/nodes/", headers=lead_a)
+    assert every.status_code == 200 and b not in every.content.decode()
     assert client.get(f"{nested_b}/namespaces/team-b/", headers=lead_a).status_code == 404
     assert client.get(f"{V1}/clusters/{a}/namespaces/team-a/", headers=lead_a).status_code == 200
     # The flat name is on two clusters, but only one of them is lead-a's to see: a 404 (no

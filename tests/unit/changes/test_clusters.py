@@ -320,6 +320,11 @@ def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
 ) -> None:
     _, b = two_clusters
     client.force_login(User.objects.get(username="lead-a"))
+    hidden = client.get("/changes/new/?cluster=cluster-b").content.decode()
+    assert "cluster-b" not in hidden and "Cluster B" not in hidden  # no team of theirs there
+    # team-a runs on cluster-b too: a lead is offered the clusters their teams are on.
+    Namespace.objects.create(name="team-a-b", team=Team.objects.get(slug="team-a"), cluster=b)
+    client.force_login(User.objects.get(username="lead-a"))
     page = client.get("/changes/new/").content.decode()
     assert 'name="cluster"' in page and "gpu-b-only" not in page  # the settings' one first
     assert '<option value="cluster-b">Cluster B</option>' in page  # named as every page names it
