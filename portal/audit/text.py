@@ -111,13 +111,25 @@ class Change:
 
     @property
     def text(self) -> str:
+        field = field_words(self.field)
         if self.kind == "changed":
-            return f"{self.field}: {self.old} {ARROW} {self.new}"
+            return f"{field}: {self.old} {ARROW} {self.new}"
         if self.kind == "added":
-            return f"{self.field}: {self.new} (added)"
+            return f"{field}: {self.new} (added)"
         if self.kind == "removed":
-            return f"{self.field}: {self.old} (removed)"
-        return f"{self.field}: {self.new or self.old}"
+            return f"{field}: {self.old} (removed)"
+        return f"{field}: {self.new or self.old}"
+
+
+SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+def field_words(field: str) -> str:
+    """A recorded field's path as words: the portal's own ``stop_policy`` reads "stop policy";
+    Kubernetes' names (``nominalQuota``, ``nvidia.com/mig.config``) stay as they are typed."""
+    return " / ".join(
+        part.replace("_", " ") if SNAKE.fullmatch(part) else part for part in field.split(" / ")
+    )
 
 
 @dataclass(frozen=True)

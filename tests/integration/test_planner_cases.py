@@ -29,6 +29,12 @@ def proposed(seconds: float = 1.0) -> list[tuple[str, str]]:
 
 def test_the_seed_incident_is_planned_as_its_fix_and_nothing_after_it(gateway: Gateway) -> None:
     assert proposed() == [("gpu-a100-03", "all-3g.40gb")]
+    fix_the_seed_incident(gateway)
+    assert proposed() == []
+
+
+def fix_the_seed_incident(gateway: Gateway) -> None:
+    """The fix run (approved, executed, polled), then cq-train edited as the issue's admins do."""
     request = mig.request_mig_change(
         actor=User.objects.get(username="lead-a"),
         team=Team.objects.get(slug="team-a"),
@@ -64,4 +70,3 @@ def test_the_seed_incident_is_planned_as_its_fix_and_nothing_after_it(gateway: G
         promise_more_than_exists=True,
         override_reason="Room for the spring training runs.",
     )
-    assert proposed() == []

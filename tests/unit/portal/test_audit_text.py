@@ -57,7 +57,7 @@ def test_nested_values_flatten_into_paths_and_lists_stay_compact() -> None:
     old = {"namespace_selector": {"matchLabels": {"team": "a"}}, "teams": [1, 2], "on": True}
     new = {"namespace_selector": {"matchLabels": {"team": "b"}}, "teams": [1, 3], "on": False}
     assert texts("priorityclass.changed", old, new) == [
-        "namespace_selector / matchLabels / team: a → b",
+        "namespace selector / matchLabels / team: a → b",
         "teams: 1, 2 → 1, 3",
         "on: yes → no",
     ]
@@ -89,7 +89,7 @@ def test_a_creation_lists_what_was_set_and_a_deletion_what_was_there() -> None:
             "mig_change.requested",
             None,
             {"nodes": ["gpu-a100-01"], "target_config": "all-balanced", "verdict": "safe"},
-            ["nodes: gpu-a100-01", "target_config: all-balanced", "verdict: Safe"],
+            ["nodes: gpu-a100-01", "target config: all-balanced", "verdict: Safe"],
         ),
         (
             "mig_change.abort_requested",
@@ -131,7 +131,7 @@ def test_a_creation_lists_what_was_set_and_a_deletion_what_was_there() -> None:
             "membership.changed",
             {"team": "team-a", "role": "member", "granted_by": "manual"},
             {"team": "team-a", "role": "lead"},
-            ["role: member → lead", "granted_by: manual (removed)"],
+            ["role: member → lead", "granted by: manual (removed)"],
         ),
     ],
 )
@@ -209,7 +209,7 @@ def test_recorded_limits_read_by_type_and_resource(demo: None) -> None:
     )
     assert readable(last("limits.changed")) == [
         "Container nvidia.com/gpu / max: not set → 4",
-        "Container nvidia.com/gpu / default_request: 1 → not set",
+        "Container nvidia.com/gpu / default request: 1 → not set",
     ]
 
 
@@ -246,7 +246,7 @@ def test_coded_values_read_in_words() -> None:
         "cluster_queue.saved", {"stop_policy": "None"}, {"stop_policy": "HoldAndDrain"}
     )
     assert [c.text for c in changed] == [
-        "stop_policy: None (admitting) → Hold and drain (also evict admitted)"
+        "stop policy: None (admitting) → Hold and drain (also evict admitted)"
     ]
 
 
