@@ -240,8 +240,15 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     each have a node of this name: the chosen cluster's, else the first cluster's (by name),
     the page linking the others. A node the chosen cluster lacks is another cluster's (a
     link that names no cluster, from a page of every cluster, still finds it)."""
-    chosen = cluster_choice(request).chosen
-    found = ObservedNode.objects.on_every_cluster().filter(name=name).select_related("cluster")
+    choice = cluster_choice(request)
+    chosen = choice.chosen
+    # Only the clusters the user may see: a node of another one is no node to them.
+    seen = [c.pk for c in choice.clusters]
+    found = (
+        ObservedNode.objects.on_every_cluster()
+        .filter(name=name, cluster_id__in=seen)
+        .select_related("cluster")
+    )
     same_name = sorted(
         found.order_by("cluster__name"),
         key=lambda n: chosen is not None and n.cluster_id != chosen.pk,

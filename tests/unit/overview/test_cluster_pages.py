@@ -497,3 +497,13 @@ def test_a_lead_is_offered_only_the_clusters_their_teams_are_on(
         page = text(client.get(f"/fleet/?cluster={asked}").content.decode())
         assert f"There is no cluster named “{asked}”. Showing Default." in page, asked
     assert client.session.get("qm_cluster", "") == ""
+    # A node of the hidden cluster is no node to them; beside one of theirs it goes unnamed.
+    hidden = Cluster.objects.get(name="hidden-gpu")
+    ObservedNodeFactory(cluster=hidden, name="only-on-hidden")
+    ObservedNodeFactory(cluster=hidden, name="gpu-twin")
+    ObservedNodeFactory(cluster=Cluster.objects.get(name="default"), name="gpu-twin")
+    assert client.get("/fleet/nodes/only-on-hidden/").status_code == 404
+    twin = client.get("/fleet/nodes/gpu-twin/").content.decode()
+    assert "hidden-gpu" not in twin and "Hidden GPU" not in twin
+    client.force_login(platform_admin)
+    assert "Hidden GPU" in client.get("/fleet/nodes/gpu-twin/").content.decode()
