@@ -336,7 +336,7 @@ def test_the_node_page_draws_the_gpus_and_names_only_my_teams_pods(
 
 
 def test_without_dcgm_data_the_layout_comes_from_the_config(
-    client: Client, team_a_member: Any
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
 ) -> None:
     node("gpu-a100-08", config="all-3g.40gb", allocated={"nvidia.com/mig-3g.40gb": 3})
     client.force_login(team_a_member)
@@ -346,7 +346,9 @@ def test_without_dcgm_data_the_layout_comes_from_the_config(
     assert "Drawn from the MIG config and the allocated counts (no DCGM data yet)." in page
 
 
-def test_node_page_queries_do_not_grow_with_pods(client: Client, team_a_member: Any) -> None:
+def test_node_page_queries_do_not_grow_with_pods(
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
+) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
