@@ -21,6 +21,19 @@ from cluster.discovery import Discovered
 from cluster.scope import ScopedManager, cluster_key
 from portal.vocabulary.validators import validate_dns1123_label
 
+
+def explained_field() -> models.JSONField:  # type: ignore[type-arg]
+    """Why a row waits and when it could start, as the poll that wrote it explained it (one
+    definition for the three observed tables that wait: pods, workloads, refused creations)."""
+    return models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Why it waits and when it could start, as the poll that wrote it explained "
+        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
+        "viewer. Null: nothing in its way, or not explained yet.",
+    )
+
+
 # The seed's section 8.1: three kinds of cluster, each with its own priorities.
 PURPOSE_MEANING = {
     "training": "Training cluster: large multi-GPU jobs and gang scheduling; high utilisation "
@@ -377,13 +390,7 @@ class ObservedPod(models.Model):
         "decoder's fingerprint: a pod listed again at the same version is not decoded again.",
     )
     last_changed = models.DateTimeField()
-    explained = models.JSONField(
-        null=True,
-        blank=True,
-        help_text="Why it waits and when it could start, as the poll that wrote it explained "
-        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
-        "viewer. Null: nothing in its way, or not explained yet.",
-    )
+    explained = explained_field()
 
     objects = ScopedManager["ObservedPod"]()
 
@@ -446,13 +453,7 @@ class ObservedWorkload(models.Model):
     )
     position_in_local_queue = models.IntegerField(null=True, blank=True)
     last_changed = models.DateTimeField()
-    explained = models.JSONField(
-        null=True,
-        blank=True,
-        help_text="Why it waits and when it could start, as the poll that wrote it explained "
-        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
-        "viewer. Null: nothing in its way, or not explained yet.",
-    )
+    explained = explained_field()
 
     objects = ScopedManager["ObservedWorkload"]()
 
@@ -512,13 +513,7 @@ class ObservedCreateFailure(models.Model):
     message = models.TextField()
     count = models.PositiveIntegerField(default=1)
     last_seen = models.DateTimeField()
-    explained = models.JSONField(
-        null=True,
-        blank=True,
-        help_text="Why it waits and when it could start, as the poll that wrote it explained "
-        "it (diagnostics, through loop.written): the pages and the API show it, redacted per "
-        "viewer. Null: nothing in its way, or not explained yet.",
-    )
+    explained = explained_field()
 
     objects = ScopedManager["ObservedCreateFailure"]()
 
