@@ -274,6 +274,7 @@ class MigChangeViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Mi
                     None,
                     cluster_named(data.validated_data["cluster"], request.user),
                     data.validated_data["nodes"],
+                    viewer=request.user,
                 ),
             )
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from changes import impact
@@ -28,6 +29,7 @@ from changes.notify import notify
 from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
 from cluster.models import Cluster, ObservedNode
+from cluster.scope import visible_clusters
 from fleet.membership import holds
 from fleet.models import NodePool
 from portal.access.permissions import is_platform_admin, user_id
@@ -50,7 +52,7 @@ def preview(
     """The assessment on ``cluster`` without saving anything
     (for the live preview), as ``viewer`` may read it: other teams' pods counted, never
     named."""
-    nodes = checked_nodes(cluster, nodes)
+    nodes = checked_nodes(cluster, nodes, viewer=viewer)
     assessed = impact.assess(
         fleet_facts(cluster=cluster, exclude_request=request_id, nodes=nodes),
         targets=nodes,
@@ -80,7 +82,7 @@ def request_mig_change(
     cluster, is refused with field errors; nothing is written.
     """
     require_asker(actor, team, "a MIG change")
-    cluster = change_cluster(pool, cluster, nodes)
+    cluster = change_cluster(pool, cluster, nodes, viewer=actor)
     if pool is not None and not nodes:
         nodes = list(
             holds(
@@ -90,7 +92,7 @@ def request_mig_change(
             ).values_list("name", flat=True)
         )
     nodes = bounded_nodes(cluster, nodes)
-    _check_request(cluster, nodes, target_config, reason)
+    _check_request(cluster, nodes, target_config, reason, viewer=actor)
     assessment = impact.assess(
         fleet_facts(cluster=cluster, nodes=nodes), targets=nodes, config=target_config
     )
@@ -172,9 +174,11 @@ def _create_request(
     return request
 
 
-def _check_request(cluster: Cluster, nodes: list[str], target_config: str, reason: str) -> None:
+def _check_request(
+    cluster: Cluster, nodes: list[str], target_config: str, reason: str, *, viewer: User
+) -> None:
     """Field errors for what a request must say (nodes of its cluster, a config, why)."""
-    errors = _node_errors(cluster, nodes)
+    errors = _node_errors(cluster, nodes, viewer=viewer)
     if not reason.strip():
         errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
     if not nodes:
@@ -186,11 +190,16 @@ def _check_request(cluster: Cluster, nodes: list[str], target_config: str, reaso
 
 
 def change_cluster(
-    pool: NodePool | None, cluster: Cluster | None, nodes: list[str] | None = None
+    pool: NodePool | None,
+    cluster: Cluster | None,
+    nodes: list[str] | None = None,
+    *,
+    viewer: User,
 ) -> Cluster:
-    """The cluster a change is on: the pool's, else the one chosen, else the only one, else
-    the one cluster every named node is on (a field error when that leaves several or none,
-    or for a pool of another one)."""
+    """The cluster a change is on: the pool's, else the one chosen, else the only one there
+    is, else the only one ``viewer`` may see, else the one cluster they may see that every
+    named node is on (a field error when that leaves several or none, or for a pool of
+    another one). The error names only the clusters ``viewer`` may see."""
     if pool is not None:
         if cluster is not None and cluster.pk != pool.cluster_id:
             raise ValidationError(
@@ -199,16 +208,20 @@ def change_cluster(
         return pool.cluster
     if cluster is not None:
         return cluster
-    clusters = list(Cluster.objects.order_by("name")[:2])
-    if len(clusters) == 1:
-        return clusters[0]
+    every = list(Cluster.objects.order_by("name")[:2])
+    if len(every) == 1:
+        return every[0]
+    visible = visible_clusters(viewer)
+    mine = list(visible[:2])
+    if len(mine) == 1:
+        return mine[0]
     if nodes:
-        holding = _clusters_holding(set(nodes))
+        holding = _clusters_holding(set(nodes), visible)
         if len(holding) == 1:
             return holding[0]
-    names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+    names = ", ".join(cluster.name for cluster in visible)
     raise ValidationError(
-        {"cluster": [f"Choose the cluster the nodes are on ({names or 'none is registered'})."]}
+        {"cluster": [f"Choose the cluster the nodes are on ({names or 'none of yours'})."]}
     )
 
 
@@ -237,32 +250,33 @@ def bounded_nodes(cluster: Cluster, nodes: list[str]) -> list[str]:
     return names
 
 
-def checked_nodes(cluster: Cluster, nodes: list[str]) -> list[str]:
+def checked_nodes(cluster: Cluster, nodes: list[str], *, viewer: User) -> list[str]:
     """:func:`bounded_nodes`, and a name that is no node of the cluster refused too, before
     the assessment reads the fleet."""
     names = bounded_nodes(cluster, nodes)
-    errors = _node_errors(cluster, names)
+    errors = _node_errors(cluster, names, viewer=viewer)
     if errors:
         raise ValidationError(errors)
     return names
 
 
-def _clusters_holding(nodes: set[str]) -> list[Cluster]:
-    """The clusters on which every one of ``nodes`` is observed now."""
+def _clusters_holding(nodes: set[str], among: QuerySet[Cluster]) -> list[Cluster]:
+    """The clusters of ``among`` on which every one of ``nodes`` is observed now."""
     on: dict[int, set[str]] = {}
     for cluster_id, name in (
         ObservedNode.objects.on_every_cluster()
-        .filter(name__in=nodes, gone_since__isnull=True)
+        .filter(name__in=nodes, gone_since__isnull=True, cluster__in=among)
         .values_list("cluster_id", "name")
     ):
         on.setdefault(cluster_id, set()).add(name)
     ids = [cluster_id for cluster_id, names in on.items() if names == nodes]
-    return list(Cluster.objects.filter(pk__in=ids).order_by("name"))
+    return list(among.filter(pk__in=ids))
 
 
-def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
-    """A node that is not on ``cluster`` but on another one is a field error naming where
-    it is; a node known nowhere is one too (at most five named)."""
+def _node_errors(cluster: Cluster, nodes: list[str], *, viewer: User) -> dict[str, list[str]]:
+    """A node that is not on ``cluster`` but on another one ``viewer`` may see is a field
+    error naming where it is; a node known nowhere else they may see is one too (at most
+    five named): a cluster they may not see is never named, nor its nodes told apart."""
     here = set(
         ObservedNode.objects.on(cluster)
         .filter(name__in=nodes, gone_since__isnull=True)
@@ -273,6 +287,7 @@ def _node_errors(cluster: Cluster, nodes: list[str]) -> dict[str, list[str]]:
         ObservedNode.objects.on_every_cluster()
         .filter(name__in=set(nodes) - here, gone_since__isnull=True)
         .exclude(cluster=cluster)
+        .filter(cluster__in=visible_clusters(viewer))
         .order_by("name", "cluster__name")
         .values_list("name", "cluster__name")
     ):

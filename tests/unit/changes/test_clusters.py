@@ -59,6 +59,15 @@ def two_clusters(fleet: None) -> tuple[Cluster, Cluster]:
     return a, b
 
 
+@pytest.fixture
+def team_a_on_b(two_clusters: tuple[Cluster, Cluster]) -> tuple[Cluster, Cluster]:
+    """team-a has a namespace on cluster-b too: lead-a may see both clusters."""
+    Namespace.objects.create(
+        name="team-a-b", team=Team.objects.get(slug="team-a"), cluster=two_clusters[1]
+    )
+    return two_clusters
+
+
 def ask(cluster: Cluster | None, nodes: list[str], **extra: Any) -> MigChangeRequest:
     return mig.request_mig_change(
         actor=User.objects.get(username="lead-a"),
@@ -84,11 +93,11 @@ def test_the_facts_are_one_clusters(two_clusters: tuple[Cluster, Cluster]) -> No
 
 
 def test_with_several_clusters_a_change_names_its_cluster(
-    two_clusters: tuple[Cluster, Cluster],
+    team_a_on_b: tuple[Cluster, Cluster],
 ) -> None:
     with pytest.raises(ValidationError) as refused:
         ask(None, [NODE])
-    names = ", ".join(sorted([two_clusters[0].name, "cluster-b"]))
+    names = ", ".join(sorted([team_a_on_b[0].name, "cluster-b"]))
     assert refused.value.message_dict == {
         "cluster": [f"Choose the cluster the nodes are on ({names})."]
     }
@@ -96,18 +105,18 @@ def test_with_several_clusters_a_change_names_its_cluster(
 
 
 def test_with_several_clusters_a_change_of_nodes_on_one_of_them_is_on_that_one(
-    two_clusters: tuple[Cluster, Cluster],
+    team_a_on_b: tuple[Cluster, Cluster],
 ) -> None:
     """The README's example names only nodes: they are on one cluster, so the change is
     there (it was a 400 "Choose the cluster" on the two-cluster demo)."""
-    _, b = two_clusters
+    _, b = team_a_on_b
     assert ask(None, ["gpu-b-only"]).cluster_id == b.pk
 
 
 def test_a_node_of_another_cluster_is_a_field_error_naming_it(
-    two_clusters: tuple[Cluster, Cluster],
+    team_a_on_b: tuple[Cluster, Cluster],
 ) -> None:
-    a, _ = two_clusters
+    a, _ = team_a_on_b
     with pytest.raises(ValidationError) as refused:
         ask(a, [NODE, "gpu-b-only"])
     assert refused.value.message_dict == {
@@ -117,6 +126,23 @@ def test_a_node_of_another_cluster_is_a_field_error_naming_it(
         ]
     }
     assert not MigChangeRequest.objects.exists() and not NodeClaim.objects.exists()
+
+
+def test_a_lead_is_never_told_of_a_cluster_none_of_their_teams_is_on(
+    two_clusters: tuple[Cluster, Cluster],
+) -> None:
+    """lead-a's teams are on the settings' cluster only: a change naming only nodes is on
+    that one, and a node of cluster-b is "no such node" there, cluster-b never named (it
+    used to say "it is on cluster-b", and the choice listed every cluster's name)."""
+    a, _ = two_clusters
+    assert ask(None, [NODE]).cluster_id == a.pk
+    with pytest.raises(ValidationError) as refused:
+        ask(None, ["gpu-b-only"])
+    assert refused.value.message_dict == {
+        "nodes": [f"No such node on cluster {a.name} (or gone): gpu-b-only."]
+    }
+    assert "cluster-b" not in str(refused.value)
+    assert MigChangeRequest.objects.count() == 1
 
 
 def test_same_named_nodes_are_claimed_per_cluster(
@@ -160,9 +186,9 @@ def test_a_pools_change_is_on_the_pools_cluster(two_clusters: tuple[Cluster, Clu
 
 
 def test_the_api_names_takes_and_filters_the_cluster(
-    client: Client, two_clusters: tuple[Cluster, Cluster]
+    client: Client, team_a_on_b: tuple[Cluster, Cluster]
 ) -> None:
-    a, _ = two_clusters
+    a, _ = team_a_on_b
     body = {"team": "team-a", "nodes": [NODE], "target_config": "all-3g.40gb", "reason": "3g"}
     post = {"content_type": "application/json", "headers": bearer("lead-a")}
     missing = client.post("/api/v1/mig-changes/", body, **post)  # type: ignore[arg-type]
