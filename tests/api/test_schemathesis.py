@@ -1,7 +1,7 @@
 """Property tests of the served OpenAPI schema (schemathesis): every operation, every check
-(positive-data acceptance included) in every phase (examples, coverage, fuzzing, stateful),
-as a platform admin and as a team lead, against the portal served on the demo cluster.
-0 server errors, 0 schema violations.
+(positive-data acceptance included) in every phase (examples, coverage, fuzzing, stateful)
+as a platform admin, and in every phase but coverage as a team lead (``phases_of``),
+against the portal served on the demo cluster. 0 server errors, 0 schema violations.
 
 The demo is freshly loaded, applied and polled; tasks the fuzz queues are never run (no
 worker), so nothing reaches the cluster. ``tests/api/schemathesis.toml`` says
@@ -56,6 +56,17 @@ HALVES = {
 }
 
 
+def phases_of(user: str, phases: str) -> str:
+    """The coverage phase (every boundary of every parameter the schema states: most of the
+    cases, and of the run's time) as the admin only, who reaches every view: the portal
+    checks input the same whoever sends it, and what a lead may not do is answered before
+    the input is read (a 403 or 404, tested per route and user in tests/api and the
+    permission matrix). The lead takes every other phase, where who asks matters."""
+    if user == "admin":
+        return phases
+    return ",".join(phase for phase in phases.split(",") if phase != "coverage")
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("half", sorted(HALVES))
 def test_every_operation_keeps_its_schema_as_an_admin_and_as_a_lead(served: str, half: str) -> None:
@@ -78,7 +89,7 @@ def test_every_operation_keeps_its_schema_as_an_admin_and_as_a_lead(served: str,
                     user=user,
                     max_examples=EXAMPLES,
                     seed=20261201,
-                    phases=phases,
+                    phases=phases_of(user, phases),
                     operations=operations,
                     unexpected_methods=user == "admin",
                 ),
