@@ -182,13 +182,17 @@ def test_the_teams_whose_pods_a_change_evicted_are_told(
         started_at=timezone.now(),
     )
     notify("succeeded", change)
-    note = Notification.objects.get()
+    note = Notification.objects.get(user=lead_b)  # subscribed and told by default: once
     assert (note.user, note.kind, note.title) == (
         lead_b,
         "evicted",
         f"MIG change #{change.pk} evicted 1 pod of team team-b",
     )
     assert "Pods: team-b-train/job-1" in note.text
+    # the asker hears of the end, without subscribing
+    assert list(Notification.objects.filter(user=team_a_admin).values_list("title", flat=True)) == [
+        f"MIG change #{change.pk} succeeded"
+    ]
 
 
 # ----------------------------------------------------------------------------- sending
@@ -282,6 +286,24 @@ def test_subscriptions_are_removed_by_their_owner_only(
     assert client.post("/notifications/settings/", {"delete": str(mine.pk)}).status_code == 302
     assert list(NotificationSubscription.objects.all()) == [theirs]
     assert AuditEvent.objects.filter(event="notification_subscription.deleted").count() == 1
+
+
+def test_anyone_turns_their_default_notifications_off_and_on_again_audited(
+    client: Client, team_a_member: Any, team_a: Any
+) -> None:
+    client.force_login(team_a_member)  # a member who leads nothing: no subscription
+    page = client.get("/notifications/settings/").content.decode()
+    assert "These notifications are <strong>on</strong>." in page
+    assert client.post("/notifications/settings/", {"told_by_default": "off"}).status_code == 302
+    page = client.get("/notifications/settings/").content.decode()
+    assert "These notifications are <strong>off</strong>" in page
+    client.post("/notifications/settings/", {"told_by_default": "off"})  # already off
+    client.post("/notifications/settings/", {"told_by_default": "on"})
+    changed = AuditEvent.objects.filter(event="notification_preference.changed").order_by("id")
+    assert [(e.actor_id, e.old, e.new) for e in changed] == [
+        (team_a_member.pk, {"told_by_default": True}, {"told_by_default": False}),
+        (team_a_member.pk, {"told_by_default": False}, {"told_by_default": True}),
+    ]
 
 
 def test_the_settings_page_needs_the_csrf_token(team_a_admin: Any, team_a: Any) -> None:
