@@ -18,7 +18,7 @@ from changes.models import MigChangeStep
 from changes.notify import notify
 from portal.models import AuditEvent, Notification, NotificationSubscription, OutboxMessage
 from portal.notifications.payloads import message_for
-from portal.notifications.send import deliver_task, notify_event
+from portal.notifications.send import Audience, deliver_task, notify_event
 from portal.notifications.subscriptions import create_subscription, mask, subscribers
 from tenants.models import Membership, Namespace
 from tests.factories import MigChangeRequestFactory
@@ -192,6 +192,46 @@ def test_the_teams_whose_pods_a_change_evicted_are_told(
     # the asker hears of the end, without subscribing
     assert list(Notification.objects.filter(user=team_a_admin).values_list("title", flat=True)) == [
         f"MIG change #{change.pk} succeeded"
+    ]
+
+
+def test_a_person_subscribed_by_e_mail_gets_that_mail_and_not_the_default_one_too(
+    team_a_admin: Any, team_a: Any, team_b: Any
+) -> None:
+    user_model = team_a_admin.__class__
+    lead_b = user_model.objects.create(username="lead-b", email="lead-b@example.com")
+    Membership.objects.create(user=lead_b, team=team_b, role="lead")
+    other_b = user_model.objects.create(username="other-b", email="other-b@example.com")
+    Membership.objects.create(user=other_b, team=team_b, role="member")
+    subscribe(lead_b, team_b, kinds=["evicted"], channel="email")
+    Namespace.objects.create(name="team-b-train", team=team_b)
+    change = MigChangeRequestFactory(team=team_a, requested_by=team_a_admin, nodes=["gpu-1"])
+    MigChangeStep.objects.create(
+        request=change,
+        node="gpu-1",
+        step="evict",
+        pods=["team-b-train/job-1"],
+        started_at=timezone.now(),
+    )
+    OutboxMessage.objects.all().delete()
+    notify_event(
+        "mig_change.pods_evicted",
+        f"MIG change #{change.pk} evicted 1 pod of team team-b",
+        {"change_id": change.pk, "team": "team-b", "pods": ["team-b-train/job-1"]},
+        Audience.of(teams=["team-b"]),
+    )
+    assert sorted(Notification.objects.values_list("user__username", flat=True)) == [
+        "lead-b",
+        "other-b",
+    ]
+    sent = sorted(
+        (row.task, row.args[-1] if row.task.endswith("mail_task") else row.args[0])
+        for row in OutboxMessage.objects.all()
+    )
+    subscription = NotificationSubscription.objects.get(user=lead_b).pk
+    assert sent == [
+        ("portal.notify.deliver_task", subscription),  # lead-b: their subscription's mail
+        ("portal.notify.mail_task", ["other-b@example.com"]),  # other-b: the default one
     ]
 
 
