@@ -99,6 +99,9 @@ def run() -> int:
     port = os.environ.get("QM_PORT", "8000")
     data = ROOT / ".data"
     data.mkdir(exist_ok=True)
+    mail = data / "mail"  # the dev settings' file-based outbox
+    mail.mkdir(exist_ok=True)
+    env.setdefault("QM_MAIL_DIR", str(mail))
     already_up = embedded_running()
     processes: dict[str, subprocess.Popen[bytes]] = {}
     clusters: list[tuple[str, str]] = []
@@ -119,7 +122,7 @@ def run() -> int:
                 cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=log
             )
     wait_until_serving(f"http://{host}:{port}/healthz", processes["web"])
-    print(banner(f"http://{host}:{port}/", demo_logins(env), logs, clusters), flush=True)
+    print(banner(f"http://{host}:{port}/", demo_logins(env), logs, clusters, mail=mail), flush=True)
     status = supervise(processes)
     if not any(already_up.values()):
         stop_embedded()  # leave servers that another session (tests, a shell) started
@@ -151,12 +154,14 @@ def banner(
     logins: list[tuple[str, str]],
     logs: Path,
     clusters: list[tuple[str, str]] | None = None,
+    *,
+    mail: Path | None = None,
 ) -> str:
     """What the run command prints once everything is up: the address, every demo login,
-    the demo clusters (name, URL) it started, and where the processes write (their logs go
-    to files, so the banner stays on screen)."""
+    the demo clusters (name, URL) it started, where the processes write (their logs go
+    to files, so the banner stays on screen) and where the mail the portal sends lands."""
     width = max(len(name) for name, _ in logins)
-    where = logs.relative_to(ROOT) if logs.is_relative_to(ROOT) else logs
+    where = _shown(logs)
     clusters = clusters or []
     named = max((len(name) for name, _ in clusters), default=0)
     lines = [
@@ -170,10 +175,15 @@ def banner(
         *(["Demo clusters (a kubeconfig of each in .data/):"] if clusters else []),
         *(f"  {name:<{named}}  {address}" for name, address in clusters),
         f"Logs of web, worker and beat: {where}/ (e.g. tail -f {where}/worker.log)",
+        *([f"Mail the portal sends (one file a message): {_shown(mail)}/"] if mail else []),
         "Ctrl-C stops web, worker and beat" + (" and the demo clusters." if clusters else "."),
     ]
     rule = "=" * max(map(len, lines))
     return "\n".join(["", rule, *lines, rule, ""])
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
 def log_tail(path: Path, lines: int = LOGS_SHOWN) -> str:

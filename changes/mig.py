@@ -489,6 +489,7 @@ def cancel_mig_change(*, request_id: int, actor: User, source: str = "web") -> M
         target=request,
         team=request.team,
     )
+    transaction.on_commit(lambda: notify("cancelled", request, actor=actor.pk))
     return request
 
 

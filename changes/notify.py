@@ -1,21 +1,18 @@
 """Notifications of MIG change and drain requests (new, decided, succeeded, failed,
-rolled back, and the pods they evicted, per team), through the portal's hooks and people's
-subscriptions."""
+rolled back, and the pods they evicted, per team), through the portal's hooks, people's
+subscriptions and the people each one concerns (told without subscribing)."""
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
-
 from changes.models import MigChangeRequest, MigChangeStep
-from portal.notifications.send import notify_event, notify_people
-from portal.vocabulary.names import PodNames
+from portal.notifications.send import Audience, notify_event
 from tenants.models import Namespace
 
 SUBJECTS = {
     "requested": "MIG change #{id} requested: {nodes} -> {config}",
     "approved": "MIG change #{id} approved",
     "rejected": "MIG change #{id} rejected",
+    "cancelled": "MIG change #{id} cancelled",
     "succeeded": "MIG change #{id} succeeded",
     "failed": "MIG change #{id} failed",
     "aborted": "MIG change #{id} aborted",
@@ -24,9 +21,20 @@ SUBJECTS = {
 # The events that end a run: the pods it evicted are told then, to each team they belong to
 # (a rollback follows a failure, which told them already).
 ENDS = ("succeeded", "failed", "aborted")
+# Who is told without subscribing: the person who asked, of the decision and of the end;
+# the members of every team the change hits, of the approval and of the end, and (when it
+# is not the asking team) of the request and its other decisions too, so a team hears of a
+# change against its pods before it runs.
+DECIDED = ("approved", "rejected", "cancelled")
+ENDED = ("succeeded", "failed", "aborted", "rolled_back")
+BEFORE_THE_RUN = ("requested", "approved", "rejected", "cancelled")
 
 
-def payload(request: MigChangeRequest) -> dict[str, object]:
+def payload(request: MigChangeRequest, event: str = "") -> dict[str, object]:
+    """What an event says (before the run, ``evictions``: the pods the assessment names,
+    ``impact``: what it does to the queues, in its words)."""
+    impact = request.impact if event in BEFORE_THE_RUN else None
+    evictions = [f"{e.namespace}/{e.pod} on {e.node}" for e in impact.evictions] if impact else []
     return {
         "id": request.pk,
         "kind": request.kind,
@@ -41,6 +49,8 @@ def payload(request: MigChangeRequest) -> dict[str, object]:
         "requested_by": request.requested_by.get_username() if request.requested_by else None,
         "decided_by": request.decided_by.get_username() if request.decided_by else None,
         "teams_hit": sorted(t.slug for t in request.teams_hit.all()),
+        "evictions": evictions,
+        "impact": list(impact.reasons) if impact else [],
     }
 
 
@@ -55,9 +65,31 @@ def subject(event: str, request: MigChangeRequest) -> str:
     )
 
 
-def notify(event: str, request: MigChangeRequest) -> None:
-    notify_event(f"mig_change.{event}", subject(event, request), payload(request))
-    tell_teams_hit(event, request)
+def audience(event: str, request: MigChangeRequest, actor: int | None = None) -> Audience:
+    """The people ``event`` concerns (see above); ``actor``: who did it, else the decider
+    of a decision, the asker of a request."""
+    if actor is None:
+        actor = {"requested": request.requested_by_id}.get(
+            event, request.decided_by_id if event in ("approved", "rejected") else None
+        )
+    hit = [team.slug for team in request.teams_hit.all()]
+    asking = request.team.slug if request.team else None
+    if event not in ("approved", *ENDED):
+        hit = [slug for slug in hit if slug != asking]
+    return Audience.of(
+        people=[request.requested_by_id] if event in (*DECIDED, *ENDED) else [],
+        teams=hit,
+        actor=actor,
+    )
+
+
+def notify(event: str, request: MigChangeRequest, *, actor: int | None = None) -> None:
+    notify_event(
+        f"mig_change.{event}",
+        subject(event, request),
+        payload(request, event),
+        audience(event, request, actor),
+    )
     if event in ENDS:
         tell_evictions(request)
 
@@ -86,7 +118,8 @@ def evicted_by_team(request: MigChangeRequest) -> dict[str, list[str]]:
 
 
 def tell_evictions(request: MigChangeRequest) -> None:
-    """One ``mig_change.pods_evicted`` event per team whose pods the request evicted."""
+    """One ``mig_change.pods_evicted`` event per team whose pods the request evicted, told
+    to that team's members without subscribing."""
     what = "Drain" if request.is_drain else "MIG change"
     for team, pods in evicted_by_team(request).items():
         notify_event(
@@ -100,40 +133,5 @@ def tell_evictions(request: MigChangeRequest) -> None:
                 "state": request.state,
                 "pods": pods,
             },
+            Audience.of(teams=[team]),
         )
-
-
-def tell_teams_hit(event: str, request: MigChangeRequest) -> None:
-    """Each member of a team the change hits, by e-mail: what it does to their team and
-    where to read it (the names of their own pods included)."""
-    for team in request.teams_hit.all():
-        if request.team_id == team.pk:
-            continue  # the asking team follows its own request
-        people = list(
-            get_user_model()
-            .objects.filter(memberships__team=team, is_active=True)
-            .exclude(email="")
-            .values_list("email", flat=True)
-        )
-        notify_people(subject(event, request), body(request, team.slug), people)
-
-
-def body(request: MigChangeRequest, team: str) -> str:
-    """The mail to a team a change hits."""
-    impact = request.impact
-    evicted = [f"{e.namespace}/{e.pod} on {e.node}" for e in impact.evictions if e.team == team]
-    # The one redaction rule, for the members of ``team``: their own pods named, others'
-    # (the asking team's, a third team's) and their budgets not.
-    own = set(Namespace.objects.filter(team__slug=team).values_list("name", flat=True))
-    own |= {e.namespace for e in impact.evictions if e.team == team}  # as the assessment saw
-    names = PodNames(False, frozenset(own))
-    lines = [
-        f"{request} ({request.get_state_display().lower()}) affects team {team}.",
-        f"Asked by {request.team.slug if request.team else 'the portal'}: {request.reason}",
-    ]
-    if evicted:
-        lines.append("Your pods it evicts: " + "; ".join(evicted) + ".")
-    lines.extend(impact.reasons)
-    lines = [names.redact(line) for line in lines]
-    lines.append(f"Read it: {settings.QM_PUBLIC_URL.rstrip('/')}/changes/{request.pk}/")
-    return "\n".join(lines)

@@ -30,7 +30,7 @@ from changes.selectors import get_quota_request_for_user
 from cluster.scope import settings_cluster
 from portal.access.permissions import is_platform_admin, user_id
 from portal.audit.record import SYSTEM, Actor, Event, System, record_audit
-from portal.notifications.send import notify_event
+from portal.notifications.send import Audience, notify_event
 from portal.removal import Consequences
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import MAX_QUANTITY, QuantityError, format_quantity, parse_quantity
@@ -285,7 +285,33 @@ def _queue_capacity(
 # ----------------------------------------------------------------------------- writes
 
 
-def _notify(event: str, request: QuotaChangeRequest, *, where: str = "") -> None:
+# Who a quota request's events reach without subscribing: the person who asked, when it is
+# decided and when the grant ends; the members of its team (whose quota moves), when it is
+# approved and when the grant ends.
+TOLD_REQUESTER = frozenset(
+    {
+        "approved",
+        "rejected",
+        "cancelled",
+        "voided",
+        "expiring",
+        "reverted",
+        "revert_skipped",
+        "revert_held",
+    }
+)
+TOLD_TEAM = frozenset({"approved", "expiring", "reverted", "revert_skipped", "revert_held"})
+
+
+def _notify(
+    event: str, request: QuotaChangeRequest, *, where: str = "", actor: Actor | None = None
+) -> None:
+    """Tell of ``event`` (on commit); ``actor``: who did it (not told of their own act)."""
+    audience = Audience.of(
+        people=[request.requested_by_id] if event in TOLD_REQUESTER else [],
+        teams=[request.team.slug] if event in TOLD_TEAM else [],
+        actor=None if actor is None or isinstance(actor, System) else actor.pk,
+    )
     payload = {
         "id": request.pk,
         "team": request.team.slug,
@@ -302,7 +328,7 @@ def _notify(event: str, request: QuotaChangeRequest, *, where: str = "") -> None
         what = "namespace" if request.kind == Kind.NAMESPACE else "ClusterQueue"
         said = f"cancelled (its {what} was deleted)"
     subject = f"Quota request #{request.pk} ({request.team.slug}): {said.replace('_', ' ')}"
-    transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload))
+    transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload, audience))
 
 
 def _matching_rule(request: QuotaChangeRequest, fits: bool) -> AutoApprovalRule | None:
@@ -657,7 +683,7 @@ def _approve(
         raise DomainError("This request was already decided.", code="conflict")
     request.refresh_from_db()
     _apply_value(request, request.requested, actor=approver, source=source)
-    _notify("approved", request)
+    _notify("approved", request, actor=approver)
     record_audit(
         actor=approver,
         event=Event.QUOTA_CHANGE_AUTO_APPROVED if rule else Event.QUOTA_CHANGE_APPROVED,
@@ -798,7 +824,7 @@ def cancel_quota_change(*, request_id: int, actor: User, source: str = "web") ->
     ):
         raise DomainError("Only a pending request can be cancelled.", code="conflict")
     request.refresh_from_db()
-    _notify("cancelled", request)
+    _notify("cancelled", request, actor=actor)
     record_audit(
         actor=actor,
         event=Event.QUOTA_CHANGE_CANCELLED,
@@ -829,7 +855,7 @@ def reject_quota_change(
         decided_at=timezone.now(),
     ):
         raise DomainError("This request was already decided.", code="conflict")
-    _notify("rejected", request)
+    _notify("rejected", request, actor=approver)
     record_audit(
         actor=approver,
         event=Event.QUOTA_CHANGE_REJECTED,
@@ -1007,7 +1033,7 @@ def void_quota_requests_about(obj: Model, *, actor: Actor, source: str) -> None:
             new={"requested": request.requested, "reason": reason},
         )
         gone = f"{name} (deleted)" + (f" / {request.flavor}" if what != "namespace" else "")
-        _notify("voided", request, where=gone)
+        _notify("voided", request, where=gone, actor=actor)
 
 
 def _name_field(what: str) -> str:

@@ -50,6 +50,12 @@ class DemoUser:
     roles: tuple[str, ...] = ()
     teams: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def email(self) -> str:
+        """An address at example.com (reserved: mail to it reaches nobody), so the demo's
+        notifications by e-mail land in the run's local outbox."""
+        return f"{self.username}@example.com"
+
 
 USERS = (
     DemoUser("admin", "platform admin", superuser=True, roles=("admin",)),

@@ -238,6 +238,7 @@ def _users(teams: dict[str, Team]) -> None:
         )
         user.is_staff = user.is_superuser = demo.superuser
         user.first_name = demo.description
+        user.email = demo.email
         user.set_password(data.DEMO_PASSWORD)
         user.save()
         for role in demo.roles:

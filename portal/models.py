@@ -194,6 +194,27 @@ class NotificationSubscription(models.Model):
         return f"{self.user} via {self.channel} ({self.team or 'every team'})"
 
 
+class NotificationPreference(models.Model):
+    """Whether a person is told of the events that concern them without a subscription
+    (their own requests decided and ended, the changes that hit their teams): on unless
+    they turned it off. No row: on."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="notification_preference",
+    )
+    told_by_default = models.BooleanField(
+        default=True,
+        help_text="Off: only the person's own subscriptions reach them.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {'told' if self.told_by_default else 'not told'} by default"
+
+
 class Notification(models.Model):
     """One event as one person reads it in the portal (their notifications list)."""
 

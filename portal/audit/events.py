@@ -141,5 +141,9 @@ class Event(StrEnum):
         "notification_subscription.deleted",
         "Notification subscription removed",
     )
+    NOTIFICATION_PREFERENCE_CHANGED = (
+        "notification_preference.changed",
+        "Default notifications turned on or off",
+    )
     # the demo loader (demo/services.py): its logins, for the sign-in page
     DEMO_LOADED = "demo.loaded", "Demo data loaded"

@@ -47,6 +47,8 @@ NOUNS: dict[str, str] = {
     "autoapprovalrule": "Auto-approval rule",
     "api_token": "API token",
     "notification_subscription": "Notification subscription",
+    "notificationpreference": "Notification preference",
+    "notification_preference": "Notification preference",
 }
 
 # Events that record facts about a decision or a step rather than an object's state: a key
@@ -61,6 +63,7 @@ FACT_EVENTS = (
     "user.",
     "api_token.",
     "notification_subscription.",
+    "notification_preference.",
 )
 
 # Field names a person reads instead of the recorded key, per event prefix.

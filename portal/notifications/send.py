@@ -12,18 +12,30 @@ the last failure is kept on the subscription for its owner to read, as a short s
 ("HTTP 500", "could not deliver: no connection"), never what the endpoint answered. A
 failure never undoes what it reports. Nothing configured: nothing sent.
 The task carries the subscription's id, never its URL (a secret, read when sending).
+
+Without subscribing, the people an event concerns are told too (its ``Audience``: the
+person who asked for a change when it is decided and when it ends, the members of the
+teams it hits): a line in their notifications list and, where their account has an
+address, an e-mail. A person reached by their own subscriptions as well is told once
+(one line; their subscription's e-mail or webhook instead of the default e-mail); a person
+who turned the default notifications off (``NotificationPreference``) hears only what they
+subscribed to; nobody is told of their own act.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.access.selectors import pod_names_of
@@ -45,29 +57,75 @@ Channel = NotificationSubscription.Channel
 MAX_TRIES = 6
 
 
-def notify_event(event: str, subject: str, payload: dict[str, Any]) -> None:
-    """Tell the installation's hooks and the people subscribed to this kind of event."""
+@dataclass(frozen=True)
+class Audience:
+    """Who an event concerns, told without subscribing: ``people`` (user ids: the person
+    who asked), the members of ``teams`` (slugs: every member, lead, member or viewer), but
+    never ``actor`` (the person whose act it is)."""
+
+    people: frozenset[int] = frozenset()
+    teams: frozenset[str] = frozenset()
+    actor: int | None = None
+
+    @classmethod
+    def of(
+        cls, people: Iterable[int | None] = (), teams: Iterable[str] = (), actor: int | None = None
+    ) -> Audience:
+        return cls(
+            frozenset(p for p in people if p is not None), frozenset(t for t in teams if t), actor
+        )
+
+
+NOBODY = Audience()
+
+
+def notify_event(
+    event: str, subject: str, payload: dict[str, Any], audience: Audience = NOBODY
+) -> None:
+    """Tell the installation's hooks, the people subscribed to this kind of event and the
+    people it concerns (``audience``)."""
     if settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS:
         outbox.send_later("portal.notify.notify_task", event, subject, payload)
     message = message_for(event, subject, payload, settings.QM_PUBLIC_URL)
     if not message.kind:
         return
     try:
-        tell_subscribers(message)
+        tell_people(message, audience)
     except Exception:  # what it reports is done: a page must not fail after its commit
-        log.exception("could not tell the subscribers of %s", event)
+        log.exception("could not tell the people concerned by %s", event)
 
 
-def tell_subscribers(message: Message) -> None:
+def told_by_default(audience: Audience) -> dict[int, str]:
+    """The people of ``audience`` who are told (active, not the actor, not opted out),
+    with their e-mail address ("" without one). One query."""
+    if not settings.QM_NOTIFY_TEAMS or not (audience.people or audience.teams):
+        return {}
+    people = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(pk__in=audience.people) | Q(memberships__team__slug__in=audience.teams))
+        .exclude(notification_preference__told_by_default=False)
+    )
+    if audience.actor is not None:
+        people = people.exclude(pk=audience.actor)
+    return dict(people.values_list("pk", "email").distinct())
+
+
+def tell_people(message: Message, audience: Audience = NOBODY) -> None:
     """1. One line in the notifications list of each person reached (once, however many
-    of their subscriptions match); 2. one send per subscription with a channel. Each
-    person's line and sends carry the message as that person may read it (the one
-    redaction rule: another team's pods and budgets are never named to a lead)."""
+    of their subscriptions match and whether or not the event concerns them); 2. one send
+    per subscription with a channel; 3. one e-mail to each person the event concerns who
+    has an address and no such subscription. Each person's line and sends carry the message
+    as that person may read it (the one redaction rule: another team's pods and budgets are
+    never named to a lead)."""
     subs = subscribers(message.kind, message.team)
-    if not subs:
+    default = told_by_default(audience)
+    persons = {sub.user_id for sub in subs} | set(default)
+    if not persons:
         return
-    names = pod_names_of({sub.user_id for sub in subs})
+    names = pod_names_of(persons)
     seen = {person: message.seen_by(names[person]) for person in names}
+    sent_otherwise = {sub.user_id for sub in subs if sub.channel != Channel.PORTAL}
     with transaction.atomic():
         Notification.objects.bulk_create(
             Notification(
@@ -84,6 +142,12 @@ def tell_subscribers(message: Message) -> None:
         for sub in subs:
             if sub.channel != Channel.PORTAL:
                 outbox.send_later("portal.notify.deliver_task", sub.pk, seen[sub.user_id].as_json())
+        for person in sorted(set(default) - sent_otherwise):
+            if default[person] and person in seen:
+                said = seen[person]
+                outbox.send_later(
+                    "portal.notify.mail_task", said.title, email_text(said), [default[person]]
+                )
 
 
 def send_event(event: str, subject: str, payload: dict[str, Any]) -> None:
@@ -149,13 +213,6 @@ def notify_task(event: str, subject: str, payload: dict[str, Any]) -> None:
         log.warning("notification %s not taken by QM_NOTIFY_WEBHOOK_URL: %s", event, exc)
 
 
-def notify_people(subject: str, body: str, recipients: list[str]) -> None:
-    """Tell people directly (the members of a team a change hits), by e-mail."""
-    if not (settings.QM_NOTIFY_TEAMS and recipients):
-        return
-    outbox.send_later("portal.notify.mail_task", subject, body, sorted(set(recipients)))
-
-
 @shared_task(
     name="portal.notify.mail_task",
     autoretry_for=(OSError,),
@@ -164,4 +221,5 @@ def notify_people(subject: str, body: str, recipients: list[str]) -> None:
     ignore_result=True,
 )
 def mail_task(subject: str, body: str, recipients: list[str]) -> None:
+    """One e-mail (the default notification of a person with an address)."""
     send_mail(subject, body, None, recipients)

@@ -26,7 +26,7 @@ from django.utils import timezone
 from portal.access.permissions import User, sees_every_team, unread_notifications, user_id
 from portal.audit.record import Event, record_audit
 from portal.infra.egress import check_url
-from portal.models import Notification, NotificationSubscription
+from portal.models import Notification, NotificationPreference, NotificationSubscription
 from portal.notifications.payloads import KINDS
 
 Channel = NotificationSubscription.Channel
@@ -168,6 +168,38 @@ def delete_subscription(*, user: User, subscription_id: int, source: str = "web"
         old=_snapshot(sub),
     )
     sub.delete()
+
+
+# ----------------------------------------------------------------------------- told by default
+
+
+def is_told_by_default(user: User) -> bool:
+    """Whether ``user`` is told of the events that concern them without subscribing (on
+    unless they turned it off)."""
+    return not NotificationPreference.objects.filter(
+        user_id=user_id(user), told_by_default=False
+    ).exists()
+
+
+@transaction.atomic
+def set_told_by_default(*, user: User, on: bool, source: str = "web") -> bool:
+    """Turn the user's own default notifications on or off, audited (once per change:
+    setting what is already set records nothing). Whether it changed."""
+    was = is_told_by_default(user)
+    if was == on:
+        return False
+    pref, _ = NotificationPreference.objects.update_or_create(
+        user_id=user_id(user), defaults={"told_by_default": on}
+    )
+    record_audit(
+        actor=user,
+        event=Event.NOTIFICATION_PREFERENCE_CHANGED,
+        source=source,
+        target=pref,
+        old={"told_by_default": was},
+        new={"told_by_default": on},
+    )
+    return True
 
 
 # ----------------------------------------------------------------------------- who is told

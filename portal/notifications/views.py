@@ -16,9 +16,11 @@ from portal.notifications.subscriptions import (
     LATEST,
     create_subscription,
     delete_subscription,
+    is_told_by_default,
     mark_read,
     mask,
     notifications_for_user,
+    set_told_by_default,
     subscriptions_for_user,
     teams_user_may_subscribe_for,
     unread_count,
@@ -83,6 +85,9 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     """Which events reach you, and how: add or remove subscriptions (field errors: 422)."""
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
+        if "told_by_default" in request.POST:
+            set_told_by_default(user=request.user, on=request.POST["told_by_default"] == "on")
+            return redirect("notification-settings")
         if "delete" in request.POST:
             delete_subscription(user=request.user, subscription_id=_int(request.POST["delete"]))
             return redirect("notification-settings")
@@ -102,6 +107,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         "portal/notification_settings.html",
         {
             "subscriptions": subs,
+            "told_by_default": is_told_by_default(request.user),
             "teams": list(teams_user_may_subscribe_for(request.user)),
             "every_team": sees_every_team(request.user),
             "kinds": KINDS,

@@ -438,13 +438,16 @@ QM_EGRESS_ALLOWED_NETWORKS = [
     str(ipaddress.ip_network(net, strict=False))
     for net in env_list("QM_EGRESS_ALLOWED_NETWORKS", [])
 ]
-# The members of the teams a change hits (pods evicted, quotas losing backing) are told by
-# e-mail at the address on their account; the portal's own URL makes the link in it.
 # Each poll first asks the API server its version, with this timeout (a hung server fails
 # the poll quickly instead of at the 60-second read timeout of the lists).
 QM_API_PROBE_SECONDS = float(env_int("QM_API_PROBE_SECONDS", 5))
 # Seconds between relays of tasks the broker could not take when they were queued.
 QM_OUTBOX_SECONDS = env_int("QM_OUTBOX_SECONDS", 15)
+# The people a change concerns are told without subscribing (in the portal, and by e-mail
+# at the address on their account): the person who asked, when it is decided and when it
+# ends, and the members of the teams it hits (pods evicted, quotas moved). Each person may
+# turn it off for themselves; off here: only subscriptions. The portal's own URL makes the
+# link in each.
 QM_NOTIFY_TEAMS = env_bool("QM_NOTIFY_TEAMS", True)
 QM_PUBLIC_URL = env_str("QM_PUBLIC_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -3,7 +3,7 @@ error pages (debug off unless ``DEBUG=1``: Django's debug 404 lists every URL pa
 and the run command's logs keep each 500's traceback)."""
 
 from .base import *  # noqa: F403
-from .base import env_bool, env_secret
+from .base import BASE_DIR, env_bool, env_secret, env_str
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_secret("SECRET_KEY", "dev-only-insecure-key-change-me")
@@ -20,3 +20,8 @@ WHITENOISE_AUTOREFRESH = True
 # The sign-in page lists the demo logins once `load_demo` has run.
 QM_DEMO_LOGINS = env_bool("QM_DEMO_LOGINS", True)
 QM_DEMO_PASSWORD = "quartermaster-demo"  # demo/data.py's (tests/unit/portal/test_demo_logins.py)
+
+# Mail goes to a local outbox, one file per message (the run command prints where): the
+# demo users' addresses are at example.com, and nothing leaves the machine.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = env_str("QM_MAIL_DIR", str(BASE_DIR / ".data" / "mail"))

@@ -166,6 +166,19 @@ def test_lead_asks_approver_approves_timeline_succeeds(
     expect(timeline.locator("li", has_text="evict")).to_contain_text("evicted team-b/dev-test-1g")
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     screenshot(page, "change-seen-by-the-team-it-hit")
+    # ... and was told without subscribing: the request, its approval, its end and the
+    # eviction, each naming team-b's own pod and no other team's.
+    page.goto(f"{base}/notifications/")
+    told = page.locator("#notification-list")
+    evicted = told.locator("tr", has_text=f"MIG change #{change.pk} evicted 1 pod of team team-b")
+    expect(evicted).to_contain_text("team-b/dev-test-1g")
+    expect(evicted).to_contain_text("unread")
+    for said in ("requested", "approved", "succeeded"):
+        expect(
+            told.get_by_role("link", name=re.compile(rf"MIG change #{change.pk} {said}"))
+        ).to_be_visible()
+    expect(told).not_to_contain_text("team-a/")
+    screenshot(page, "notifications-of-the-team-it-hit")
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, base, "approver")
 

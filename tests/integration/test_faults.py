@@ -152,7 +152,12 @@ def test_with_redis_stopped_the_portal_serves_and_an_approval_runs_once_after(
         assert ready.status_code == 200  # the web pods stay in their Service
         checks = ready.json()["checks"]
         assert (checks["redis"]["ok"], checks["redis"]["required"]) == (False, False)
-        assert checks["outbox"]["status"].startswith("1 tasks waiting for the broker since")
+        # the execution and the approval's mails to the people it concerns wait together
+        mails = OutboxMessage.objects.filter(sent_at=None, task="portal.notify.mail_task")
+        assert mails.exists()
+        assert checks["outbox"]["status"].startswith(
+            f"{1 + mails.count()} tasks waiting for the broker since"
+        )
         assert outbox.relay(now=timezone.now() + dt.timedelta(minutes=1)) == 0  # still away
 
         own_redis.start()  # the same port; this process's broker connections are stale

@@ -4,6 +4,7 @@ command: its test processes and their distribution, and the static checks beside
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
 import sys
@@ -30,6 +31,27 @@ def test_the_banner_lists_every_demo_login_and_where_the_logs_are() -> None:
         assert any(line.startswith(f"  {user.username} ") for line in lines), user.username
     assert "Logs of web, worker and beat: .data/logs/ (e.g. tail -f .data/logs/worker.log)" in lines
     assert lines[1] == lines[-1] == "=" * max(len(line) for line in lines[2:-1])
+    assert not any(line.startswith("Mail ") for line in lines)
+
+
+def test_the_banner_says_where_the_mail_lands_in_one_line() -> None:
+    logins = [(user.username, user.description) for user in USERS]
+    text = dev.banner(
+        "http://127.0.0.1:8000/", logins, ROOT / ".data" / "logs", mail=ROOT / ".data" / "mail"
+    )
+    mail = [line for line in text.splitlines() if "mail" in line.lower()]
+    assert mail == ["Mail the portal sends (one file a message): .data/mail/"]
+
+
+def test_the_dev_settings_send_mail_to_the_runs_outbox() -> None:
+    """The run command's settings write each mail to a file in .data/mail/ (or where
+    ``QM_MAIL_DIR`` says); nothing leaves the machine."""
+    dev_settings = vars(importlib.import_module("portal.settings.dev"))
+    assert dev_settings["EMAIL_BACKEND"] == "django.core.mail.backends.filebased.EmailBackend"
+    assert dev_settings["EMAIL_FILE_PATH"] in (
+        str(ROOT / ".data" / "mail"),
+        os.environ.get("QM_MAIL_DIR"),
+    )
 
 
 def test_the_banners_password_is_the_demos() -> None:

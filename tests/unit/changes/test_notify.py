@@ -14,6 +14,7 @@ from django.core import mail
 from changes.models import MigChangeRequest
 from changes.notify import notify
 from portal.infra import outbox
+from portal.models import Notification
 from portal.notifications.send import mail_task, notify_task
 from tenants.models import Team
 from tests.factories import MigChangeRequestFactory
@@ -83,6 +84,8 @@ def test_webhook_receives_the_event(settings: Any, change: MigChangeRequest) -> 
             "requested_by": "lead",
             "decided_by": None,
             "teams_hit": [],
+            "evictions": [],
+            "impact": [],
         }
     ]
 
@@ -99,11 +102,13 @@ def test_email_goes_to_the_configured_addresses(settings: Any, change: MigChange
 def test_the_members_of_a_team_the_change_hits_are_told_by_mail(
     settings: Any, change: MigChangeRequest
 ) -> None:
-    from tenants.models import Membership
+    from tenants.models import Membership, Namespace
 
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     settings.QM_NOTIFY_WEBHOOK_URL, settings.QM_NOTIFY_EMAILS = "", []
     settings.QM_PUBLIC_URL = "https://gpu.example.org"
     team_b = Team.objects.create(slug="team-b", name="B")
+    Namespace.objects.create(name="team-b", team=team_b)
     for name, email in (("lead-b", "lead-b@example.org"), ("quiet-b", "")):
         Membership.objects.create(
             team=team_b, user=User.objects.create(username=name, email=email), role="lead"
@@ -118,9 +123,25 @@ def test_the_members_of_a_team_the_change_hits_are_told_by_mail(
     change.save()
     change.teams_hit.set([team_b, change.team])
     notify("approved", change)
-    assert [m.to for m in mail.outbox] == [["lead-b@example.org"]]  # not the asking team
+    assert [m.to for m in mail.outbox] == [["lead-b@example.org"]]  # the asker has no address
     text = mail.outbox[0].body
-    assert "affects team team-b" in text
-    assert "Your pods it evicts: team-b/dev-test-1g on gpu-a100-03." in text
+    assert mail.outbox[0].subject == f"MIG change #{change.pk} approved"
+    assert "Pods it evicts: team-b/dev-test-1g on gpu-a100-03" in text
     assert "team-c/other" not in text  # another team's pod is not named to team-b
+    assert "another team's pod on gpu-a100-03" in text
+    assert "Impact: 2 GPU pods of team-b, team-c must be evicted first." in text
     assert f"https://gpu.example.org/changes/{change.pk}/" in text
+    # in the portal too: lead-b, quiet-b (no address) and the asker, once each
+    assert sorted(Notification.objects.values_list("user__username", flat=True)) == [
+        "lead",
+        "lead-b",
+        "quiet-b",
+    ]
+
+
+def test_nobody_is_told_by_default_when_the_installation_turned_it_off(
+    settings: Any, change: MigChangeRequest
+) -> None:
+    settings.QM_NOTIFY_TEAMS = False
+    notify("approved", change)
+    assert not Notification.objects.exists()

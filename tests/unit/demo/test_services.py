@@ -3,6 +3,7 @@
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
 from cluster import credentials
 from cluster.models import Cluster
@@ -53,6 +54,14 @@ def test_demo_holds_the_seed_scenario(demo: None) -> None:
         "offline-batch": "cq-infer",
         "dev-test": "cq-dev",
     }
+
+
+def test_every_demo_login_has_an_address_at_example_com(demo: None) -> None:
+    """So the demo's notifications by e-mail land in the run's outbox (reserved: a mail
+    that left the machine would reach nobody)."""
+    addresses = dict(User.objects.values_list("username", "email"))
+    assert addresses["lead-b"] == "lead-b@example.com"
+    assert all(address.endswith("@example.com") for address in addresses.values())
 
 
 def test_demo_warns_about_the_risky_seed_values(db: Any) -> None:

@@ -18,7 +18,7 @@ from changes.models import MigChangeStep
 from changes.notify import notify
 from portal.models import AuditEvent, Notification, NotificationSubscription, OutboxMessage
 from portal.notifications.payloads import message_for
-from portal.notifications.send import deliver_task, notify_event
+from portal.notifications.send import Audience, deliver_task, notify_event
 from portal.notifications.subscriptions import create_subscription, mask, subscribers
 from tenants.models import Membership, Namespace
 from tests.factories import MigChangeRequestFactory
@@ -182,13 +182,57 @@ def test_the_teams_whose_pods_a_change_evicted_are_told(
         started_at=timezone.now(),
     )
     notify("succeeded", change)
-    note = Notification.objects.get()
+    note = Notification.objects.get(user=lead_b)  # subscribed and told by default: once
     assert (note.user, note.kind, note.title) == (
         lead_b,
         "evicted",
         f"MIG change #{change.pk} evicted 1 pod of team team-b",
     )
     assert "Pods: team-b-train/job-1" in note.text
+    # the asker hears of the end, without subscribing
+    assert list(Notification.objects.filter(user=team_a_admin).values_list("title", flat=True)) == [
+        f"MIG change #{change.pk} succeeded"
+    ]
+
+
+def test_a_person_subscribed_by_e_mail_gets_that_mail_and_not_the_default_one_too(
+    team_a_admin: Any, team_a: Any, team_b: Any
+) -> None:
+    user_model = team_a_admin.__class__
+    lead_b = user_model.objects.create(username="lead-b", email="lead-b@example.com")
+    Membership.objects.create(user=lead_b, team=team_b, role="lead")
+    other_b = user_model.objects.create(username="other-b", email="other-b@example.com")
+    Membership.objects.create(user=other_b, team=team_b, role="member")
+    subscribe(lead_b, team_b, kinds=["evicted"], channel="email")
+    Namespace.objects.create(name="team-b-train", team=team_b)
+    change = MigChangeRequestFactory(team=team_a, requested_by=team_a_admin, nodes=["gpu-1"])
+    MigChangeStep.objects.create(
+        request=change,
+        node="gpu-1",
+        step="evict",
+        pods=["team-b-train/job-1"],
+        started_at=timezone.now(),
+    )
+    OutboxMessage.objects.all().delete()
+    notify_event(
+        "mig_change.pods_evicted",
+        f"MIG change #{change.pk} evicted 1 pod of team team-b",
+        {"change_id": change.pk, "team": "team-b", "pods": ["team-b-train/job-1"]},
+        Audience.of(teams=["team-b"]),
+    )
+    assert sorted(Notification.objects.values_list("user__username", flat=True)) == [
+        "lead-b",
+        "other-b",
+    ]
+    sent = sorted(
+        (row.task, row.args[-1] if row.task.endswith("mail_task") else row.args[0])
+        for row in OutboxMessage.objects.all()
+    )
+    subscription = NotificationSubscription.objects.get(user=lead_b).pk
+    assert sent == [
+        ("portal.notify.deliver_task", subscription),  # lead-b: their subscription's mail
+        ("portal.notify.mail_task", ["other-b@example.com"]),  # other-b: the default one
+    ]
 
 
 # ----------------------------------------------------------------------------- sending
@@ -282,6 +326,24 @@ def test_subscriptions_are_removed_by_their_owner_only(
     assert client.post("/notifications/settings/", {"delete": str(mine.pk)}).status_code == 302
     assert list(NotificationSubscription.objects.all()) == [theirs]
     assert AuditEvent.objects.filter(event="notification_subscription.deleted").count() == 1
+
+
+def test_anyone_turns_their_default_notifications_off_and_on_again_audited(
+    client: Client, team_a_member: Any, team_a: Any
+) -> None:
+    client.force_login(team_a_member)  # a member who leads nothing: no subscription
+    page = client.get("/notifications/settings/").content.decode()
+    assert "These notifications are <strong>on</strong>." in page
+    assert client.post("/notifications/settings/", {"told_by_default": "off"}).status_code == 302
+    page = client.get("/notifications/settings/").content.decode()
+    assert "These notifications are <strong>off</strong>" in page
+    client.post("/notifications/settings/", {"told_by_default": "off"})  # already off
+    client.post("/notifications/settings/", {"told_by_default": "on"})
+    changed = AuditEvent.objects.filter(event="notification_preference.changed").order_by("id")
+    assert [(e.actor_id, e.old, e.new) for e in changed] == [
+        (team_a_member.pk, {"told_by_default": True}, {"told_by_default": False}),
+        (team_a_member.pk, {"told_by_default": False}, {"told_by_default": True}),
+    ]
 
 
 def test_the_settings_page_needs_the_csrf_token(team_a_admin: Any, team_a: Any) -> None:
