@@ -1,6 +1,7 @@
 """Scenarios the demo cluster plays, played by the real control plane: the seed's MIG incident
-explained from the real scheduler's words, Kueue's borrowing and places in line as the poll
-reads them, and the quota what-if held against what real Kueue then admits and preempts."""
+explained from the real scheduler's words, Kueue's borrowing, places in line and (with Kueue
+started again with fair sharing on) weights and shares as the poll reads them, and the quota
+what-if held against what real Kueue then admits and preempts."""
 
 from __future__ import annotations
 
