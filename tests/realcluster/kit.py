@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,17 @@ PORTS = {
     "KUEUE_VISIBILITY_PORT": "28082",
 }
 LOCK = Path(tempfile.gettempdir()) / "qm-realcluster-tier.lock"
+# Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) turns fair sharing on with this block;
+# start.sh writes none (fair sharing off, as Kueue's default). These are Kueue's default
+# strategies, written out.
+FAIR_SHARING = """
+fairSharing:
+  preemptionStrategies:
+  - LessThanOrEqualToFinalShare
+  - LessThanInitialShare
+"""
 START_SECONDS = 240
+_RESTARTED: list[subprocess.Popen[bytes]] = []
 LOCK_SECONDS = 600
 
 
@@ -133,6 +144,70 @@ class RealCluster:
             "--grace-period=0",
             "--force",
         )
+
+    def restart_kueue(self, *, fair_sharing: bool) -> None:
+        """Kueue's manager alone stopped (by its recorded PID) and started again with the
+        same command ``start.sh`` gave it, on its Configuration with fair sharing on or off
+        (the control plane and everything in it stay); back once it is ready and its
+        visibility API is served again."""
+        run = self.root / "run"
+        config = run / "kueue-config.yaml"
+        written = config.read_text().split(FAIR_SHARING)[0]
+        config.write_text(written + FAIR_SHARING if fair_sharing else written)
+        pid_file = run / "pids" / "kueue.pid"
+        old = int(pid_file.read_text())
+        if _ours(old, self.root):
+            os.kill(old, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while _alive(old) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(old, signal.SIGKILL)
+        command = [
+            str(self.root / "bin" / "kueue-manager"),
+            f"--config={config}",
+            f"--kubeconfig={run / 'kueue.kubeconfig'}",
+            "--zap-log-level=2",
+        ]
+        with (run / "logs" / "kueue.log").open("a") as log:
+            log.write(f"=== restarted, fair sharing {'on' if fair_sharing else 'off'}\n")
+            log.flush()
+            started = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+            )
+        _RESTARTED.append(started)  # kept: stop() ends it by its PID, as the others
+        pid_file.write_text(f"{started.pid}\n")
+        self._wait_for_kueue(started)
+
+    def _wait_for_kueue(self, started: subprocess.Popen[bytes]) -> None:
+        health = f"http://{PORTS['KUEUE_HEALTH']}/readyz"
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            if started.poll() is not None:
+                raise RuntimeError(f"Kueue ended at its restart ({started.returncode})")
+            if time.monotonic() > deadline:
+                raise RuntimeError("Kueue was not ready again after its restart")
+            try:
+                with urllib.request.urlopen(health, timeout=2) as answer:
+                    ready = answer.status == 200
+            except OSError:
+                ready = False
+            if ready:
+                available = self.kube(
+                    "get",
+                    "apiservice",
+                    "v1beta2.visibility.kueue.x-k8s.io",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Available')].status}",
+                )
+                if available == "True":
+                    return
+            time.sleep(0.5)
 
     def pids(self) -> list[int]:
         folder = self.root / "run" / "pids"

@@ -112,6 +112,21 @@ class Kubelet:
         }
         self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
 
+    def end_deleted(self, node: str) -> list[str]:
+        """The node's pods a graceful deletion (an eviction) marked, their containers
+        stopped and the pods removed, as the kubelet ends them (``namespace/name`` of each)."""
+        ended = []
+        for pod in self.api.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node}"
+        ).items:
+            if pod.metadata.deletion_timestamp is None:
+                continue
+            self.api.delete_namespaced_pod(
+                pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+            )
+            ended.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+        return ended
+
     def pods_of_job(
         self, namespace: str, job: str, *, bound: bool = True, timeout: float = 30
     ) -> list[Any]:
@@ -147,6 +162,25 @@ class Kubelet:
         self.api.patch_node_status(node, {"status": status})
 
 
+# The operands MIG Manager pauses while it re-slices (``paused-for-mig-change``), then sets
+# back to ``true`` before it writes ``success``.
+OPERANDS = (
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+    "nvidia.com/gpu.deploy.dcgm",
+)
+# MIG devices per A100-80GB GPU of the standard configs (mig-parted's config file).
+A100_80GB_LAYOUTS = {
+    "all-disabled": {},
+    "all-1g.10gb": {"1g.10gb": 7},
+    "all-2g.20gb": {"2g.20gb": 3},
+    "all-3g.40gb": {"3g.40gb": 2},
+    "all-7g.80gb": {"7g.80gb": 1},
+    "all-balanced": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+}
+
+
 class MigManager:
     """The GPU Operator's MIG Manager on one node: it sees ``nvidia.com/mig.config`` change,
     marks the state pending, re-slices the GPUs, then marks success (with the new allocatable
@@ -154,6 +188,50 @@ class MigManager:
 
     def __init__(self, api: client.CoreV1Api) -> None:
         self.api = api
+        self.seen: dict[str, str] = {}  # node: the config value it last acted on
+        self.working: dict[str, str] = {}  # node: the config it is applying (state pending)
+
+    def watch(self, node: str) -> None:
+        """Start on ``node``: its current ``nvidia.com/mig.config`` is the one in place."""
+        self.seen[node] = self.api.read_node(node).metadata.labels.get(CONFIG, "")
+
+    def answer(self, node: str) -> str:
+        """One look at the node, as the manager's label watch sees it: a new config value is
+        taken (state ``pending``, operands paused, GPU allocatable 0 while the device plugin
+        is down); at the next look the GPUs carry its layout (the new allocatable, operands
+        back, ``success``), or ``failed`` for a name mig-parted's file does not have. Returns
+        the state it wrote ("" when nothing changed)."""
+        labels = self.api.read_node(node).metadata.labels
+        config = labels.get(CONFIG, "")
+        if node in self.working:
+            config = self.working.pop(node)
+            per_gpu = A100_80GB_LAYOUTS[config]
+            gpus = int(labels["nvidia.com/gpu.count"])
+            self._allocatable(node, {f"nvidia.com/mig-{p}": n * gpus for p, n in per_gpu.items()})
+            self._labels(node, {**dict.fromkeys(OPERANDS, "true"), STATE: "success"})
+            return "success"
+        if config == self.seen.get(node):
+            return ""  # the same value again: MIG Manager does nothing
+        self.seen[node] = config
+        if config not in A100_80GB_LAYOUTS:  # refused at validation, nothing disrupted
+            self._labels(node, {STATE: "failed"})
+            return "failed"
+        self._labels(node, {STATE: "pending", **dict.fromkeys(OPERANDS, "paused-for-mig-change")})
+        self._allocatable(node, {})
+        self.working[node] = config
+        return "pending"
+
+    def _labels(self, node: str, labels: dict[str, str]) -> None:
+        self.api.patch_node(node, {"metadata": {"labels": labels}})
+
+    def _allocatable(self, node: str, resources: dict[str, int]) -> None:
+        """The device plugin's report: ``resources``, every other GPU resource at 0 (the
+        kubelet keeps a removed resource's key)."""
+        current = self.api.read_node(node).status.allocatable
+        new = {k: v for k, v in current.items() if not k.startswith("nvidia.com/")}
+        new.update({k: "0" for k in current if k.startswith("nvidia.com/")})
+        new.update({k: str(v) for k, v in resources.items()})
+        self.api.patch_node_status(node, {"status": {"capacity": new, "allocatable": new}})
 
     def reconfigure(self, node: str, resources: dict[str, int], *, ok: bool = True) -> None:
         self.api.patch_node(node, {"metadata": {"labels": {STATE: "pending"}}})
