@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from portal.models import AuditEvent
+from portal.models import AuditEvent, PlatformRole
 from queues.models import LocalQueue
 from tenants.models import Membership, Namespace, Team
 from tests.support import bearer
@@ -100,3 +100,118 @@ def test_offboarding_over_the_api_is_for_platform_admins(client: Client, demo: N
         assert answer.status_code == 403
     assert _counts() == before
     assert _post(client, OFFBOARD.format("no-such-team"), {}, **bearer("admin")).status_code == 404
+
+
+MEMBERS = "/api/v1/teams/{}/members/"
+
+
+def test_a_lead_manages_their_team_s_members_over_the_api(client: Client, demo: None) -> None:
+    lead = bearer("lead-a")
+    listed = client.get(MEMBERS.format("team-a"), headers=lead)
+    assert listed.status_code == 200
+    assert {(m["user"], m["role"]) for m in listed.json()} == set(
+        Membership.objects.filter(team__slug="team-a").values_list("user__username", "role")
+    )
+
+    added = _post(
+        client, MEMBERS.format("team-a"), {"username": "lead-b", "role": "viewer"}, **lead
+    )
+    assert added.status_code == 201, added.content
+    assert added.json()["user"] == "lead-b" and added.json()["role"] == "viewer"
+    created = AuditEvent.objects.filter(event="membership.created").latest("time")
+    assert (created.actor_name, created.source) == ("lead-a", "api")
+
+    changed = client.patch(
+        MEMBERS.format("team-a") + "lead-b/",
+        {"role": "member"},
+        content_type="application/json",
+        headers=lead,
+    )
+    assert changed.status_code == 200 and changed.json()["role"] == "member"
+    assert Membership.objects.get(team__slug="team-a", user__username="lead-b").role == "member"
+
+    unknown = _post(
+        client, MEMBERS.format("team-a"), {"username": "nobody", "role": "member"}, **lead
+    )
+    assert unknown.status_code == 400 and "username" in unknown.json()["errors"]
+
+    removed = client.delete(MEMBERS.format("team-a") + "lead-b/", headers=lead)
+    assert removed.status_code == 204
+    assert not Membership.objects.filter(team__slug="team-a", user__username="lead-b").exists()
+    revoked = AuditEvent.objects.filter(event="membership.revoked").latest("time")
+    assert (revoked.actor_name, revoked.source) == ("lead-a", "api")
+
+    last_lead = client.delete(MEMBERS.format("team-a") + "lead-a/", headers=lead)
+    assert last_lead.status_code == 409 and "last lead" in last_lead.json()["detail"]
+    assert client.delete(MEMBERS.format("team-a") + "nobody/", headers=lead).status_code == 404
+
+
+def test_a_lead_is_answered_not_found_on_another_team_s_members(client: Client, demo: None) -> None:
+    lead = bearer("lead-a")
+    before = list(Membership.objects.order_by("pk").values_list("pk", "role"))
+    for answer in (
+        client.get(MEMBERS.format("team-b"), headers=lead),
+        _post(client, MEMBERS.format("team-b"), {"username": "lead-a", "role": "lead"}, **lead),
+        client.patch(
+            MEMBERS.format("team-b") + "lead-b/",
+            {"role": "viewer"},
+            content_type="application/json",
+            headers=lead,
+        ),
+        client.delete(MEMBERS.format("team-b") + "lead-b/", headers=lead),
+    ):
+        assert answer.status_code == 404, answer.content
+        assert answer.json() == {"detail": "Not found.", "code": "not_found"}
+    # the same answer as a team that does not exist, and as the team route itself
+    assert client.get(MEMBERS.format("no-such-team"), headers=lead).status_code == 404
+    assert client.get("/api/v1/teams/team-b/", headers=lead).status_code == 404
+    assert list(Membership.objects.order_by("pk").values_list("pk", "role")) == before
+
+
+def test_no_one_escalates_beyond_their_role_over_the_members_api(
+    client: Client, demo: None
+) -> None:
+    roles_before = PlatformRole.objects.count()
+    before = list(Membership.objects.order_by("pk").values_list("pk", "role"))
+    lead = bearer("lead-a")
+    for role in ("admin", "approver", "owner"):  # platform roles are not a team role
+        answer = _post(
+            client, MEMBERS.format("team-a"), {"username": "lead-b", "role": role}, **lead
+        )
+        assert answer.status_code == 400 and "role" in answer.json()["errors"]
+        answer = client.patch(
+            MEMBERS.format("team-a") + "member-a/",
+            {"role": role},
+            content_type="application/json",
+            headers=lead,
+        )
+        assert answer.status_code == 400 and "role" in answer.json()["errors"]
+    # a member reads the list but may not make themselves (or anyone) lead
+    member = bearer("member-a")
+    assert client.get(MEMBERS.format("team-a"), headers=member).status_code == 200
+    promoted = client.patch(
+        MEMBERS.format("team-a") + "member-a/",
+        {"role": "lead"},
+        content_type="application/json",
+        headers=member,
+    )
+    assert promoted.status_code == 403 and promoted.json()["code"] == "permission_denied"
+    added = _post(
+        client, MEMBERS.format("team-a"), {"username": "lead-b", "role": "lead"}, **member
+    )
+    assert added.status_code == 403
+    assert client.delete(MEMBERS.format("team-a") + "lead-a/", headers=member).status_code == 403
+    assert PlatformRole.objects.count() == roles_before
+    assert list(Membership.objects.order_by("pk").values_list("pk", "role")) == before
+
+
+def test_an_admin_manages_any_team_s_members(client: Client, demo: None) -> None:
+    admin = bearer("admin")
+    added = _post(
+        client, MEMBERS.format("team-b"), {"username": "lead-a", "role": "viewer"}, **admin
+    )
+    assert added.status_code == 201
+    again = _post(
+        client, MEMBERS.format("team-b"), {"username": "lead-a", "role": "member"}, **admin
+    )
+    assert again.status_code == 200 and again.json()["role"] == "member"
