@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,8 +16,17 @@ from rest_framework.views import APIView
 from changes.api import MigChangeSerializer
 from changes.planning import make_plan, may_see_planner, plan_for, request_planned_changes
 from cluster.api_scope import CLUSTER_QUERY, ClusterQuery, ClusterScoped, cluster_input
-from overview.onboarding import NamespacePlan, OnboardingPlan, onboard_team
+from overview.onboarding import (
+    NamespacePlan,
+    Offboarding,
+    OnboardingPlan,
+    offboard_team,
+    offboarding_of,
+    onboard_team,
+)
 from portal.api.safety import IDEMPOTENCY_KEY, IF_MATCH, StrictInput, idempotent
+from portal.services import require_platform_admin
+from portal.vocabulary.errors import DomainError
 from tenants.models import Team
 from tenants.rules import LimitSpec
 
@@ -200,3 +210,115 @@ class OnboardingView(APIView):
 
 class DryRunQuery(serializers.Serializer[Any]):
     dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class OffboardInput(StrictInput, serializers.Serializer[Any]):
+    confirm_slug = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The team's slug, typed again: required to offboard (not for a dry run).",
+    )
+    version = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The version a dry run answered (or send it as If-Match, its ETag).",
+    )
+
+
+def offboarding_body(what: Offboarding) -> dict[str, Any]:
+    """What offboarding removes from the clusters and what history stays, in the words of
+    the offboarding page, and the objects by name."""
+    return {
+        "team": what.team.slug,
+        "version": what.version,
+        "removes": {
+            "namespaces": [
+                {
+                    "name": ns.name,
+                    "cluster": ns.cluster.name,
+                    "quota": {q.resource: q.hard for q in ns.quota_items.all()},
+                    "limits": len(ns.limit_items.all()),
+                }
+                for ns in what.namespaces
+            ],
+            "local_queues": [
+                {
+                    "name": lq.name,
+                    "namespace": lq.namespace.name,
+                    "cluster_queue": lq.cluster_queue.name,
+                }
+                for lq in what.local_queues
+            ],
+            "members": [{"user": m.user.get_username(), "role": m.role} for m in what.members],
+            "said": [line for d in what.deletions for line in d.cluster],
+        },
+        "keeps": {
+            "audit_rows": what.audit_rows,
+            "usage_rows": what.usage_rows,
+            "said": [
+                f"The audit log: {what.audit_rows} rows about this team, under its name.",
+                f"Usage history: {what.usage_rows} hourly and daily totals.",
+                "Requests about it, under its name (pending ones are cancelled).",
+                *(f"{d.name}: {line}" for d in what.deletions for line in d.history),
+            ],
+        },
+    }
+
+
+class OffboardView(APIView):
+    """Offboard a team (platform admins), as the offboarding page does:
+    ``?dry_run=true`` answers what would leave the clusters (its namespaces and what the
+    portal applied in them, its LocalQueues and memberships) and what history stays (the
+    audit log, usage history, requests under its name), with the ``version`` read (also the
+    ``ETag``). Without it, ``confirm_slug`` must be the team's slug (a 400 naming the field
+    otherwise) and the version that dry run answered is sent back (``version`` or
+    ``If-Match``): without one the answer is 428, for a team changed since it was read 412.
+    The audit rows of one offboarding share its request id (``story``)."""
+
+    @extend_schema(
+        request=OffboardInput,
+        responses={200: dict},
+        parameters=[DRY_RUN, IF_MATCH],
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        require_platform_admin(request.user)  # first: a lead learns nothing of others' slugs
+        dry = DryRunQuery(data=request.query_params)
+        dry.is_valid(raise_exception=True)
+        data = OffboardInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        team = get_object_or_404(Team, slug=slug)
+        if dry.validated_data["dry_run"]:
+            what = offboarding_of(team)
+            response = Response({"dry_run": True, **offboarding_body(what)})
+            response["ETag"] = what.version
+            return response
+        version = data.validated_data["version"] or request.headers.get("If-Match", "")
+        what = offboarding_of(team)
+        try:
+            story = offboard_team(
+                actor=request.user,
+                team_id=team.pk,
+                typed_slug=data.validated_data["confirm_slug"],
+                version=version.strip(),
+                source="api",
+            )
+        except DomainError as error:
+            if error.code != "precondition_failed":
+                raise
+            if not version.strip():
+                return Response(
+                    {
+                        "detail": "Offboarding needs the version a dry run answered "
+                        "(version or If-Match).",
+                        "code": "precondition_required",
+                        **offboarding_body(what),
+                    },
+                    status=status.HTTP_428_PRECONDITION_REQUIRED,
+                )
+            return Response(
+                {"detail": error.message, "code": error.code},
+                status=status.HTTP_412_PRECONDITION_FAILED,
+            )
+        return Response({"dry_run": False, "story": story, **offboarding_body(what)})

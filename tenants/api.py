@@ -8,11 +8,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Prefetch
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from cluster.api_scope import (
     ClusterScoped,
@@ -22,6 +24,7 @@ from cluster.api_scope import (
     keep_cluster,
     unchanged_cluster,
 )
+from portal.access.permissions import sees_every_team, user_id
 from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
@@ -441,6 +444,116 @@ class MembershipViewSet(viewsets.ReadOnlyModelViewSet[Any]):
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)
         return Membership.objects.filter(team__in=teams).select_related("team", "user")
+
+
+class TeamMemberSerializer(serializers.ModelSerializer[Any]):
+    user = serializers.CharField(source="user.get_username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user", "role", "granted_by"]
+
+
+class TeamMemberInput(StrictInput, serializers.Serializer[Any]):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(
+        choices=Membership.Role.choices,
+        help_text="A team role: lead, member or viewer (platform roles are granted elsewhere).",
+    )
+
+
+class TeamRoleInput(StrictInput, serializers.Serializer[Any]):
+    role = serializers.ChoiceField(choices=Membership.Role.choices)
+
+
+def team_of_members_page(request: Request, slug: str, *, manage: bool) -> Team:
+    """The team whose members ``request`` reads (its members, and those who see every team;
+    any other team is answered as one there is not) and, to ``manage``, changes (its leads
+    and platform admins: a 403 for its other members): the members page's rule."""
+    team = Team.objects.filter(slug=slug).first()
+    if team is None or (
+        not sees_every_team(request.user)
+        and not team.memberships.filter(user_id=user_id(request.user)).exists()
+    ):
+        raise Http404("No such team.")
+    if manage:
+        tenant_services.require_team_lead(request.user, team)
+    return team
+
+
+class TeamMembersView(APIView):
+    """A team's members (``/api/v1/teams/<slug>/members/``): its members and those who see
+    every team read them; its leads and platform admins add a person or change their team
+    role (POST: lead, member or viewer; platform roles are granted elsewhere). The last lead
+    stays a lead; memberships single sign-on grants follow the IdP. Another team is a 404,
+    as every team-scoped route answers."""
+
+    @extend_schema(responses={200: TeamMemberSerializer(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        team = team_of_members_page(request, slug, manage=False)
+        rows = team.memberships.select_related("user").order_by("role", "user__username")
+        return Response(TeamMemberSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request=TeamMemberInput,
+        responses={200: TeamMemberSerializer, 201: TeamMemberSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def post(self, request: Request, slug: str) -> Response:
+        team = team_of_members_page(request, slug, manage=True)
+        data = TeamMemberInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        existed = team.memberships.filter(
+            user__username=data.validated_data["username"].strip()
+        ).exists()
+        membership = tenant_services.set_team_member(
+            actor=request.user,
+            team=team,
+            username=data.validated_data["username"],
+            role=data.validated_data["role"],
+            source="api",
+        )
+        return Response(
+            TeamMemberSerializer(membership).data,
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+        )
+
+
+class TeamMemberView(APIView):
+    """One member of a team: change their team role (PATCH) or take them out of the team
+    (DELETE), by the team's leads and platform admins, as on the members page."""
+
+    def _membership(self, request: Request, slug: str, username: str) -> Membership:
+        team = team_of_members_page(request, slug, manage=True)
+        membership = (
+            team.memberships.select_related("user", "team").filter(user__username=username).first()
+        )
+        if membership is None:
+            raise Http404("No such member.")
+        return membership
+
+    @extend_schema(request=TeamRoleInput, responses={200: TeamMemberSerializer})
+    def patch(self, request: Request, slug: str, username: str) -> Response:
+        membership = self._membership(request, slug, username)
+        data = TeamRoleInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        changed = tenant_services.set_team_member(
+            actor=request.user,
+            team=membership.team,
+            username=membership.user.get_username(),
+            role=data.validated_data["role"],
+            source="api",
+        )
+        return Response(TeamMemberSerializer(changed).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, slug: str, username: str) -> Response:
+        membership = self._membership(request, slug, username)
+        tenant_services.remove_team_member(
+            actor=request.user, membership_id=membership.pk, team=membership.team, source="api"
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class PriorityClassSerializer(serializers.ModelSerializer[Any]):

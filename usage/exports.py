@@ -5,7 +5,9 @@ part on each cluster becomes a column per cluster)."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
+import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -61,11 +63,23 @@ def flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+ISO_MOMENT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:\d{2}|Z)?")
+
+
 def cell(value: Any) -> Any:
     """A value as a spreadsheet reader reads it: yes/no for a flag (not ``False``), a whole
-    number without ``.0`` (``20``, not ``20.0``), a fraction to four places at most."""
+    number without ``.0`` (``20``, not ``20.0``), a fraction to four places at most, a
+    bucket's start as its day (``2026-12-05``) or, within a day, its hour in UTC
+    (``2026-12-05 10:00 UTC``), not ISO 8601's ``T`` and offset."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, str) and ISO_MOMENT.fullmatch(value):
+        value = dt.datetime.fromisoformat(value)  # a bucket's start as the API gives it
+    if isinstance(value, dt.datetime):
+        moment = value.astimezone(dt.UTC) if value.tzinfo else value
+        if (moment.hour, moment.minute, moment.second) == (0, 0, 0):
+            return f"{moment:%Y-%m-%d}"
+        return f"{moment:%Y-%m-%d %H:%M} UTC"
     if isinstance(value, float):
         return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
     if value is None:

@@ -165,6 +165,10 @@ def audit_changes(event: str, old: Any, new: Any) -> list[Change]:
     changes = []
     for field in [*before, *(f for f in after if f not in before)]:
         was, now = before.get(field), after.get(field)
+        if (was is None or now is None) and _kueue_limit_of_kept_quota(field, before, after):
+            # Kueue's absent borrowing or lending limit is no limit, not a removed value.
+            changes.append(Change(field, "changed", was or NO_LIMIT, now or NO_LIMIT))
+            continue
         if was is not None and now is not None:
             if was != now:
                 changes.append(Change(field, "changed", was, now))
@@ -176,6 +180,20 @@ def audit_changes(event: str, old: Any, new: Any) -> list[Change]:
         else:
             changes.append(Change(field, "added", new=now))
     return changes
+
+
+KUEUE_LIMITS = ("borrowingLimit", "lendingLimit")
+NO_LIMIT = "no limit"
+
+
+def _kueue_limit_of_kept_quota(
+    field: str, before: Mapping[str, str], after: Mapping[str, str]
+) -> bool:
+    """A ClusterQueue's (or Cohort's) borrowing or lending limit set or cleared on a quota
+    that is there before and after (its nominal quota recorded on both sides)."""
+    where, _, key = field.rpartition(" / ")
+    nominal = f"{where} / nominalQuota"
+    return key in KUEUE_LIMITS and nominal in before and nominal in after
 
 
 def changes_text(changes: Iterable[Change]) -> str:

@@ -77,3 +77,46 @@
     }
   });
 })();
+
+// A form answered with errors brings them into view: the first refused field (the one
+// marked aria-invalid) is focused and scrolled to the middle of the window; a refusal of
+// no field (an alert in the form) is focused instead. After an htmx swap of a form, and
+// on a page loaded with a refused field (a POST answered without htmx), unless the page
+// put the focus somewhere itself (autofocus).
+(function () {
+  "use strict";
+  function firstError(root, fieldsOnly) {
+    var field = root.querySelector('[aria-invalid="true"]');
+    if (field || fieldsOnly) return field;
+    var alert = root.querySelector(".error[role=alert], [role=alert].error");
+    if (alert && !alert.hasAttribute("tabindex")) alert.setAttribute("tabindex", "-1");
+    return alert;
+  }
+  function bringIntoView(form, fieldsOnly) {
+    var target = firstError(form, fieldsOnly === true);
+    if (!target) return false;
+    // A checkbox list is one field: its box is what is shown, its first box what is focused.
+    if (target.matches("div, fieldset") && !target.hasAttribute("tabindex")) {
+      var inner = target.querySelector("input, select, textarea");
+      if (inner) target = inner;
+    }
+    target.focus({ preventScroll: true });
+    (target.closest(".field") || target).scrollIntoView({ block: "center" });
+    return true;
+  }
+  function formsIn(root) {
+    if (root.matches && root.matches("form")) return [root];
+    return Array.prototype.slice.call(root.querySelectorAll ? root.querySelectorAll("form") : []);
+  }
+  var submitted = false;  // only an answer to a sent form moves the focus, not a preview
+  document.addEventListener("submit", function () { submitted = true; }, true);
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.activeElement && document.activeElement !== document.body) return;
+    formsIn(document).some(function (form) { return bringIntoView(form, true); });
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!submitted) return;
+    submitted = false;
+    formsIn(event.target).some(function (form) { return bringIntoView(form, false); });
+  });
+})();

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TRAIN_H100 = "#g0f0r0_nominal"
 TRAIN_A100 = "#g1f0r0_nominal"
+IN_VIEW = """(node) => { const box = node.getBoundingClientRect();
+  return box.top >= 0 && box.bottom <= window.innerHeight && box.height > 0; }"""
 
 
 @pytest.mark.parametrize(
@@ -118,6 +120,9 @@ def test_an_absurd_quota_request_is_refused_in_the_page(
     expect(page.get_by_role("alert").first).to_contain_text(
         "The fleet could never offer more than 40 nvidia.com/gpu"
     )
+    # the refused field is focused and in view (the same helper as every form's)
+    expect(page.get_by_label("New value")).to_be_focused()
+    assert page.get_by_label("New value").evaluate(IN_VIEW)
     assert not QuotaChangeRequest.objects.exists()
 
 
@@ -248,3 +253,27 @@ def test_a_usage_period_the_page_does_not_offer_is_refused_next_to_it(
     expect(page).to_have_url(re.compile(r"days=30"))
     expect(page.locator("#gpuh-title")).to_be_visible()
     expect(page.locator("#f-days-error")).to_have_count(0)
+
+
+def test_a_mig_change_sent_without_a_reason_brings_the_error_into_view(
+    live_server: Any, demo: None, page: Any
+) -> None:
+    """The button is below the impact, far under the reason field: the answer focuses the
+    refused field and scrolls it (and its error) into view, not the top of a long form."""
+    demo_fleet_nodes()
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/changes/new/?nodes=gpu-a100-03&target_config=all-balanced")
+    expect(page.locator("#assessment")).to_be_visible()
+    send = page.get_by_role("button", name="Send for approval")
+    send.scroll_into_view_if_needed()
+    reason = page.get_by_label("Reason")
+    assert not reason.evaluate(IN_VIEW)  # the reason field is out of view when sending
+    send.click()
+    htmx_idle(page)
+    error = page.locator("#id_reason_error")
+    expect(error).to_be_visible()
+    expect(reason).to_have_attribute("aria-invalid", "true")
+    expect(reason).to_be_focused()
+    assert reason.evaluate(IN_VIEW)
+    assert error.evaluate(IN_VIEW)
+    assert not MigChangeRequest.objects.exists()

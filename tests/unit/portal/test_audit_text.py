@@ -254,3 +254,25 @@ def test_a_recorded_moment_reads_as_a_date_and_time() -> None:
     """A grant's end was shown as 2026-12-07T00:00:00+00:00."""
     facts = audit_changes("quota_change.approved", None, {"until": "2026-12-07T01:30:00+01:00"})
     assert [c.text for c in facts] == ["until: 2026-12-07 00:30 UTC"]
+
+
+def _cq(**limits: str) -> dict[str, Any]:
+    quota = {"name": "nvidia.com/gpu", "nominalQuota": "12", **limits}
+    flavors = [{"name": "h100-80gb", "resources": [quota]}]
+    return {"resource_groups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": flavors}]}
+
+
+def test_a_kueue_limit_set_or_cleared_reads_as_no_limit_not_removed() -> None:
+    """Kueue's absent borrowingLimit is no limit (and an absent lendingLimit lends all): a
+    limit set or cleared reads "no limit → 4" and "4 → no limit", never "(removed)"."""
+    where = "h100-80gb / nvidia.com/gpu / "
+    assert texts("cluster_queue.saved", _cq(), _cq(borrowingLimit="4")) == [
+        f"{where}borrowingLimit: no limit → 4"
+    ]
+    assert texts("cluster_queue.saved", _cq(lendingLimit="2"), _cq()) == [
+        f"{where}lendingLimit: 2 → no limit"
+    ]
+    # a quota that is new has its limit as a fact of it, not a change from no limit
+    added = texts("cluster_queue.saved", {"resource_groups": []}, _cq(borrowingLimit="4"))
+    assert f"{where}borrowingLimit: 4 (added)" in added
+    assert not [line for line in added if "no limit" in line]

@@ -297,6 +297,17 @@ def test_the_api_and_csv_give_one_cluster_or_all_and_refuse_an_unknown_one(
     ]
 
 
+def test_the_csv_says_a_bucket_s_start_as_its_day_or_hour() -> None:
+    """A bucket's start read "2026-11-02T00:00:00+00:00": it reads its day, or its hour."""
+    rows = [{"start": T0.replace(hour=0)}, {"start": T0.isoformat()}, {"start": None}]
+    text = as_csv(rows)
+    assert [row["start"] for row in csv.DictReader(io.StringIO(text))] == [
+        "2026-11-02",
+        "2026-11-02 10:00 UTC",
+        "",
+    ]
+
+
 def test_the_csv_says_flags_and_numbers_as_people_read_them() -> None:
     """A spreadsheet read "False" and "20.0": it reads no and 20."""
     text = as_csv([{"team": "team-a", "borrowing": False, "gpu_hours": 20.0, "share": 0.123456}])
