@@ -41,3 +41,9 @@ QM_METRICS_REDIS_URL = redis_db(REDIS_URL, 13 - 3 * _PROCESS)
 # Tests mint a token wherever they need one (tests/support.py bearer): the cap of a
 # person's live tokens has a test of its own, with its own value.
 QM_API_TOKENS_PER_USER = 10_000
+# The suite's databases are thrown away after the run: a commit need not wait for its WAL to
+# reach the disk (about a millisecond each, and the suite commits tens of thousands of times:
+# every transactional test's flush and demo restore, every request of a live server). A
+# crash loses only the last moments of a database nobody keeps.
+_OPTIONS = DATABASES["default"].setdefault("OPTIONS", {})  # noqa: F405
+_OPTIONS["options"] = f"{_OPTIONS.get('options', '')} -c synchronous_commit=off".strip()
