@@ -266,17 +266,26 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
         key=lambda w: (shares.get(("cq", cluster_queue_of(w, lqs)), 0), _waiting_order(w)),
     )
     pending = _this_cycle(pending, cqs, lqs)
-    # As Kueue's scheduler, first what fits without borrowing, then the rest in order.
-    admitted = set()
+    # What Kueue may preempt this cycle: what it admitted before it (its snapshot), never a
+    # workload it admits in the same cycle, which has not run.
+    held = {w["metadata"]["uid"] for w in workloads if admitted_to(w)}
+    # As Kueue's scheduler, first what fits without borrowing, then the rest in order; a
+    # ClusterQueue's workloads in its own order (priority, then time): one that waits for
+    # borrowing keeps those behind it in its queue from going first.
+    admitted, passed = set(), set()
     for workload in pending:
         requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
         if _queue_problem(cluster, workload, cqs, lqs, flavors) is None:
             cq = cqs[cluster_queue_of(workload, lqs)]
+            if cq["metadata"]["name"] in passed:
+                continue
             assignments, problems = _assign(cq, cqs, usage, workload, requests, flavors, False)
             if not problems:
                 _take(usage, cq["metadata"]["name"], assignments)
                 _admit(cluster, workload, cq["metadata"]["name"], assignments, requests)
                 admitted.add(workload["metadata"]["uid"])
+            else:
+                passed.add(cq["metadata"]["name"])
     for workload in (w for w in pending if w["metadata"]["uid"] not in admitted):
         requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
         problem = _queue_problem(cluster, workload, cqs, lqs, flavors)
@@ -288,7 +297,15 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
         if problems:
             message = "; ".join(problems)
             victims = preemption.targets(
-                cluster, workload, cq, cqs, usage, requests, flavors, fair_sharing=fair_sharing
+                cluster,
+                workload,
+                cq,
+                cqs,
+                usage,
+                requests,
+                flavors,
+                fair_sharing=fair_sharing,
+                held=held,
             )
             if victims:
                 preemption.issue(cluster, workload, victims)
