@@ -528,7 +528,10 @@ def _assign(
     borrowing: bool = True,
 ) -> tuple[list[Assignment], list[str]]:
     """Flavors per pod set: every resource group takes the first flavor where all of its
-    requested resources fit (Kueue's order), else the reasons, as Kueue words them."""
+    requested resources fit (Kueue's order), else the reason, as Kueue words it. As Kueue,
+    the resources are taken one by one (a requested zero too: it gets its group's flavor)
+    and the first one that cannot be assigned ends the search: the message names that one
+    alone (Kueue goes through a Go map, in no fixed order; here by name)."""
     cq_name = cq["metadata"]["name"]
     groups = cq["spec"].get("resourceGroups") or []
     templates = {
@@ -540,42 +543,56 @@ def _assign(
         pod_spec = templates.get(pod_set, {}).get("spec") or {}
         flavor_of: dict[str, str] = {}
         reasons: list[str] = []
-        asked = {r: a for r, a in wanted.items() if a}
-        for resource in sorted(
-            r for r in asked if not any(r in g.get("coveredResources", []) for g in groups)
-        ):
-            reasons.append(f"resource {resource} unavailable in ClusterQueue")
-        for group in groups:
-            needed = [r for r in group.get("coveredResources", []) if r in asked]
-            if not needed:
+        for resource in sorted(wanted):
+            if resource in flavor_of:
                 continue
-            group_reasons = []
-            for flavor in group.get("flavors") or []:
-                mismatch = _flavor_mismatch(flavors.get(flavor["name"]), flavor["name"], pod_spec)
-                short = (
-                    [mismatch]
-                    if mismatch
-                    else [
-                        s
-                        for r in needed
-                        if (
-                            s := _shortage(
-                                cq_name, cqs, usage, flavor["name"], r, asked[r], borrowing
-                            )
-                        )
-                    ]
-                )
-                if not short:
-                    flavor_of.update({r: flavor["name"] for r in needed})
-                    break
-                group_reasons.extend(short)
-            else:
-                reasons.extend(group_reasons)
+            group = next((g for g in groups if resource in g.get("coveredResources", [])), None)
+            if group is None:
+                reasons = [f"resource {resource} unavailable in ClusterQueue"]
+                break
+            needed = [r for r in group.get("coveredResources", []) if r in wanted]
+            found, reasons = _group_flavor(
+                cq_name, cqs, usage, group, needed, wanted, flavors, pod_spec, borrowing
+            )
+            if found is None:
+                break
+            flavor_of.update({r: found for r in needed})
         if reasons:
             problems.append(f"couldn't assign flavors to pod set {pod_set}: {', '.join(reasons)}")
         else:
-            assignments.append((pod_set, flavor_of, asked))
+            assignments.append((pod_set, flavor_of, dict(wanted)))
     return assignments, problems
+
+
+def _group_flavor(
+    cq_name: str,
+    cqs: dict[str, Obj],
+    usage: dict[str, Usage],
+    group: Obj,
+    needed: list[str],
+    wanted: dict[str, Fraction],
+    flavors: dict[str, Obj],
+    pod_spec: Obj,
+    borrowing: bool,
+) -> tuple[str | None, list[str]]:
+    """The first flavor of a resource group where all of ``needed`` fit, or None and why
+    each flavor does not."""
+    reasons: list[str] = []
+    for flavor in group.get("flavors") or []:
+        mismatch = _flavor_mismatch(flavors.get(flavor["name"]), flavor["name"], pod_spec)
+        short = (
+            [mismatch]
+            if mismatch
+            else [
+                s
+                for r in needed
+                if (s := _shortage(cq_name, cqs, usage, flavor["name"], r, wanted[r], borrowing))
+            ]
+        )
+        if not short:
+            return flavor["name"], []
+        reasons.extend(short)
+    return None, reasons
 
 
 def _resource_requests(requests: list[tuple[str, int, dict[str, Fraction]]]) -> list[Obj]:

@@ -291,3 +291,28 @@ def test_a_workload_admitted_ahead_of_its_queues_head_is_never_preempted_unrun()
     assert not admitted(demo, "b", "low-2")
     assert "Evicted" not in conditions(low) and "Preempted" not in conditions(low)
     assert "schedulingStats" not in low["status"]
+
+
+def test_kueue_names_the_first_resource_it_cannot_assign_alone() -> None:
+    """Finding 7: Kueue assigns a pod set's resources one by one and stops at the first it
+    cannot (a Go map's order; here by name): its message names that one alone. The demo's
+    said "resource cpu unavailable in ClusterQueue" and the GPU shortage together."""
+    demo = KueueDemo()
+    setup(demo)
+    spec = spec_of("clusterqueue-empty")
+    group = spec["resourceGroups"][0]
+    group["coveredResources"] = ["nvidia.com/gpu"]
+    group["flavors"][0]["resources"] = [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]
+    demo.ok(
+        "PUT",
+        f"{KUEUE}/clusterqueues/rc-cq-team-a",
+        {**demo.get(f"{KUEUE}/clusterqueues/rc-cq-team-a"), "spec": spec},
+    )
+    submit(demo, "a", "gpu-7", 7, "low")
+    unavailable = (
+        "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
+    )
+    for name, gpus in (("cpu-2", 2), ("cpu-1", 1)):
+        submit(demo, "a", name, gpus, "low")
+        waiting = conditions(demo.workload_of("rc-team-a", name))["QuotaReserved"]
+        assert waiting == ("False", "Pending", unavailable)
