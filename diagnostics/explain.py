@@ -24,6 +24,13 @@ from portal.vocabulary.quantity import QuantityError, parse_quantity
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
 _GROUP = re.compile(r"(\d+) (.+)")
 _KUEUE_SHORT = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
+
+
+def kueue_short(message: str) -> bool:
+    """Kueue's message says the workload's queue lacks unused quota for it now."""
+    return bool(_KUEUE_SHORT.search(message))
+
+
 _KUEUE_MAX = re.compile(
     r"insufficient quota for (\S+) in flavor (\S+)(?:, previously considered podsets requests \((\S+)\) "
     r"\+ current podset request \((\S+)\) > maximum capacity \((\S+)\)|, request > maximum capacity "
@@ -194,14 +201,16 @@ def explain_pod(
     fleet: FleetView,
     quota: Mapping[str, tuple[int, int]] | None = None,
     node_name: str = "",
-    defaulted: Sequence[str] = (),
+    defaulted: Sequence[str | Mapping[str, Any]] = (),
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
     namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
     too few of a GPU resource, then taints, the node selector, cordoned nodes. A pod the
     scheduler already bound to a node waits on that node, not on the scheduler. ``defaulted``
-    names the GPU resources the namespace's LimitRange added (the pod did not ask): when the
-    pod waits for one of those, that is the cause."""
+    names the GPU resources the namespace's LimitRange added (the pod did not ask), per
+    container (``{"container", "resource", "amount"}``, as the poll keeps them; a bare
+    resource name: the whole pod's): when the pod waits for one of those, that is the
+    cause."""
     evidence = [message] if message else []
     if node_name:
         return Explanation(
@@ -221,7 +230,7 @@ def explain_pod(
             None,
             evidence,
         )
-    if any(resource in verdict.insufficient for resource in defaulted):
+    if any(_resource_of(d) in verdict.insufficient for d in defaulted):
         return _limit_range_added(namespace, requests, defaulted, evidence)
     return _short_of(verdict, requests, fleet, evidence) or _placement(
         verdict, fleet, evidence, quota, requests
@@ -283,12 +292,22 @@ def _offered_together(
     )
 
 
+def _resource_of(defaulted: str | Mapping[str, Any]) -> str:
+    return defaulted if isinstance(defaulted, str) else str(defaulted.get("resource", ""))
+
+
 def _limit_range_added(
-    namespace: str, requests: Mapping[str, int], defaulted: Sequence[str], evidence: list[str]
+    namespace: str,
+    requests: Mapping[str, int],
+    defaulted: Sequence[str | Mapping[str, Any]],
+    evidence: list[str],
 ) -> Explanation:
     """A pod that waits for a device the namespace's LimitRange gave it (a default, or a
     ``max`` the API server stored as the default)."""
-    added = {r: requests.get(r, 0) for r in defaulted if requests.get(r, 0)}
+    per_container = [d for d in defaulted if not isinstance(d, str) and d.get("amount")]
+    if any(not d.get("only") for d in per_container):
+        return _limit_range_added_to(namespace, requests, per_container, evidence)
+    added = {r: requests.get(r, 0) for r in map(_resource_of, defaulted) if requests.get(r, 0)}
     asked = {r: n for r, n in requests.items() if r not in added}
     whole_for_mig = "nvidia.com/gpu" in added and any(
         r.startswith("nvidia.com/mig-") for r in asked
@@ -305,6 +324,54 @@ def _limit_range_added(
         f"({wants}), and no node has that free.{also}",
         f"Set {optout} in the pod's container limits, or ask a platform admin to take the "
         f"default out of {namespace}'s LimitRange (a max alone becomes the default too).",
+        None,
+        evidence,
+        topic="pod-pending",
+    )
+
+
+def _limit_range_added_to(
+    namespace: str,
+    requests: Mapping[str, int],
+    defaulted: Sequence[Mapping[str, Any]],
+    evidence: list[str],
+) -> Explanation:
+    """As :func:`_limit_range_added`, said of the containers the LimitRange defaulted (the
+    API server's annotation names them): the others ask for what they ask, and the opt-out
+    goes into the defaulted containers alone."""
+    by_container: dict[str, dict[str, int]] = {}
+    for item in defaulted:
+        kind = "init container" if item.get("init") else "container"
+        mine = by_container.setdefault(f"{kind} {item['container']}", {})
+        mine[str(item["resource"])] = int(item["amount"])
+    added: dict[str, int] = {}
+    for mine in by_container.values():
+        for resource, amount in mine.items():
+            added[resource] = added.get(resource, 0) + amount
+    asked = {r: n - added.get(r, 0) for r, n in requests.items() if n - added.get(r, 0) > 0}
+    gave = " and ".join(f"{who} {_amounts(mine)}" for who, mine in by_container.items())
+    if asked:
+        total = {r: requests.get(r, 0) for r in added}
+        wants = f"the pod asks for {_amounts(asked)} itself, {_amounts(total)} in all"
+    else:
+        wants = "it asks for no GPU itself"
+    whole_for_mig = "nvidia.com/gpu" in added and any(
+        r.startswith("nvidia.com/mig-") for r in asked
+    )
+    also = (
+        " A MIG change alone will not start it: it needs a whole GPU as well."
+        if whole_for_mig
+        else ""
+    )
+    optout = " and ".join(
+        f"{', '.join(f'{r}: 0' for r in sorted(mine))} in the limits of {who}"
+        for who, mine in by_container.items()
+    )
+    return Explanation(
+        f"The LimitRange of {namespace} gave {gave} it did not ask for ({wants}), and no "
+        f"node has that free.{also}",
+        f"Set {optout}, or ask a platform admin to take the default out of {namespace}'s "
+        "LimitRange (a max alone becomes the default too).",
         None,
         evidence,
         topic="pod-pending",
