@@ -49,6 +49,7 @@ from diagnostics.explain import (
     explain_pod,
     explain_workload,
     fleet_view,
+    kueue_short,
 )
 from fleet.membership import pool_of
 from fleet.models import NodePool
@@ -429,37 +430,43 @@ def _capacity(
     admitted: dict[str, list[ObservedWorkload]],
     cohorts: dict[int, Cohort],
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """What ``cq`` can admit now and at the most: its nominal quota plus what it could
-    borrow in its cohort tree (the other queues' lendable quota they do not use now, or all
-    of it, and the cohorts' own), up to its borrowing limits (the limits of the cohorts in
+    """What ``cq`` can hold now and at the most, as Kueue counts it: what it uses, what is
+    left of its own guaranteed part (nominal minus what it lends), and what is left of its
+    cohort tree's pool of lendable quota (every member's lending limit, or its nominal
+    quota, and the cohorts' own), less what every member uses of the pool (another queue
+    borrowing takes from it too), up to its borrowing limits (the limits of the cohorts in
     between are not counted)."""
-    nominal, _, limits = _quotas(cq)
+    nominal, lend_here, limits = _quotas(cq)
     root = _root(cq.cohort_id, cohorts)
     if root is None:
         return nominal, nominal
-    spare: dict[str, float] = {}
-    most: dict[str, float] = {}
+    pool: dict[str, float] = {}
+    pool_used: dict[str, float] = {}
     for peer in queues.values():
-        if peer.pk == cq.pk or _root(peer.cohort_id, cohorts) != root:
+        if _root(peer.cohort_id, cohorts) != root:
             continue
         own, lend, _ = _quotas(peer)
         used = _used(admitted.get(peer.name, []))
-        for resource, amount in lend.items():  # what it does not use, up to its lending limit
-            unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
-            spare[resource] = spare.get(resource, 0) + min(amount, unused)
-            most[resource] = most.get(resource, 0) + amount
+        for resource, amount in own.items():
+            lendable = lend.get(resource, amount)
+            pool[resource] = pool.get(resource, 0) + lendable
+            beyond = max(0.0, used.get(resource, 0) - (amount - lendable))
+            pool_used[resource] = pool_used.get(resource, 0) + beyond
     tree = [c for pk, c in cohorts.items() if _root(pk, cohorts) == root]
     for _, _, quota in (e for c in tree for e in quota_entries(c.resource_groups)):
         name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
-        spare[name] = spare.get(name, 0) + amount
-        most[name] = most.get(name, 0) + amount
-
-    def plus(extra: dict[str, float]) -> dict[str, float]:
-        return {
-            r: n + min(extra.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()
-        }
-
-    return plus(spare), plus(most)
+        pool[name] = pool.get(name, 0) + amount
+    here = _used(admitted.get(cq.name, []))
+    now: dict[str, float] = {}
+    most: dict[str, float] = {}
+    for resource, amount in nominal.items():
+        guaranteed = amount - lend_here.get(resource, amount)
+        holds = here.get(resource, 0)
+        free = max(0.0, guaranteed - holds) + max(0.0, pool[resource] - pool_used[resource])
+        cap = amount + limits.get(resource, float("inf"))
+        now[resource] = min(holds + free, cap)
+        most[resource] = min(guaranteed + pool[resource], cap)
+    return now, most
 
 
 def _queue_changes(
@@ -684,6 +691,7 @@ def _estimate_all(
                 ],
                 never=workload.why.never,  # type: ignore[attr-defined]
                 requeue_in_s=back,
+                short_now=kueue_short(workload.message or ""),
             )
     _estimate_pods(workloads, pods, _node_changes(changes, now, cluster_id) if pods else [])
     for failure in failures:
