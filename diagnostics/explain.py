@@ -10,6 +10,7 @@ the raw message is always kept as evidence.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1039,3 +1040,66 @@ def fleet_view(
         cordoned=sorted(n.name for n in nodes if getattr(n, "unschedulable", False)),
         cluster=cluster,
     )
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """What Kueue's admission of a pod's workload pins it to: the flavor of each resource
+    (``status.admission``), what it charged of each, and the flavors' node labels."""
+
+    flavors: Mapping[str, str]  # resource -> flavor
+    charged: Mapping[str, int]  # resource -> amount (a requested zero is 0)
+    node_labels: Mapping[str, Mapping[str, str]]  # flavor -> its nodeLabels
+
+
+def explain_pinned(
+    *,
+    requests: Mapping[str, int],
+    pinned: Pinned,
+    nodes: Sequence[tuple[Mapping[str, str], Mapping[str, Any]]],
+    evidence: Sequence[str] = (),
+) -> Explanation | None:
+    """A pod Kueue pinned where it can never run: Kueue gives a requested zero a flavor too
+    (``nvidia.com/mig-3g.40gb: "0"`` beside a whole GPU), and the Job's pods get the node
+    labels of every flavor assigned (the first flavor's label where two disagree, in an
+    order Kueue does not fix), which no node carrying them offers what the pod asks for.
+    None when some node, in some such order, would do. ``nodes``: (labels, allocatable)."""
+    zeros = sorted(r for r in pinned.flavors if not pinned.charged.get(r, 0))
+    wanted = sorted(r for r, n in requests.items() if n > 0)
+    order = list(dict.fromkeys(pinned.flavors[r] for r in sorted(pinned.flavors)))
+    if not zeros or not wanted or len(order) < 2 or len(order) > 4:
+        return None
+    for flavors in itertools.permutations(order):
+        selector: dict[str, str] = {}
+        for flavor in flavors:
+            for key, value in (pinned.node_labels.get(flavor) or {}).items():
+                selector.setdefault(key, value)
+        for labels, allocatable in nodes:
+            if all(labels.get(k) == v for k, v in selector.items()) and all(
+                _count(allocatable.get(r)) > 0 for r in wanted
+            ):
+                return None
+    zero = zeros[0]
+    by = pinned.flavors[zero]
+    others = sorted({pinned.flavors[r] for r in wanted if r in pinned.flavors} - {by})
+    beside = f", beside flavor {', '.join(others)} for its {', '.join(wanted)}" if others else ""
+    asks = " and ".join(f"{requests[r]} {_short(r)}" for r in wanted)
+    return Explanation(
+        f"Kueue assigned flavor {by} for its {zero}: 0 request{beside}: its pods must go to "
+        f"nodes with the labels of both, and no such node offers {asks}. It can never run "
+        "there.",
+        f'Take {zero}: "0" out of the workload\'s containers (Kueue gives a requested zero a '
+        "flavor, with that flavor's node labels), then submit it again.",
+        None,
+        list(evidence),
+        topic="pod-pending",
+        never=f"it can never run because its {zero}: 0 request pins it to the nodes of "
+        f"flavor {by}, which offer no {', '.join(_short(r) for r in wanted)}",
+    )
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0

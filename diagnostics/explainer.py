@@ -42,10 +42,12 @@ from diagnostics.explain import (
     Explanation,
     FleetView,
     Gang,
+    Pinned,
     Waiting,
     explain_admitted,
     explain_create_failure,
     explain_gang,
+    explain_pinned,
     explain_pod,
     explain_workload,
     fleet_view,
@@ -55,7 +57,7 @@ from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product, promised_resources
 from portal.vocabulary.quantity import QuantityError, parse_quantity
-from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
 from usage.runs import run_times
 
@@ -256,15 +258,63 @@ def _pending_per_cluster_queue(
     }
 
 
-def _explain_pods(pods: list[ObservedPod], cluster_id: int) -> None:
+def _pinned(
+    workloads: list[ObservedWorkload], cluster_id: int
+) -> tuple[dict[tuple[str, str], Pinned], list[tuple[dict[str, str], dict[str, Any]]]]:
+    """The admitted workloads Kueue gave a flavor for a requested zero, beside another
+    flavor (what they are pinned to), and the cluster's nodes (labels, allocatable): two
+    queries, only when there is such a workload."""
+    found = [
+        w
+        for w in workloads
+        if w.admitted
+        and len(set((w.flavors or {}).values())) > 1
+        and any(not (w.requests or {}).get(r) for r in w.flavors or {})
+    ]
+    if not found:
+        return {}, []
+    labels = dict(ResourceFlavor.objects.on(cluster_id).values_list("name", "node_labels"))
+    nodes = list(
+        ObservedNode.objects.on(cluster_id)
+        .filter(gone_since__isnull=True)
+        .values_list("labels", "allocatable")
+    )
+    pinned = {
+        (w.namespace, w.name): Pinned(
+            w.flavors,
+            w.requests or {},
+            {f: labels.get(f) or {} for f in set(w.flavors.values())},
+        )
+        for w in found
+    }
+    return pinned, nodes
+
+
+def _explain_pods(
+    pods: list[ObservedPod], cluster_id: int, workloads: list[ObservedWorkload]
+) -> None:
     gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
     view = explainer_view(cluster_id)
+    pinned, nodes = _pinned(workloads, cluster_id)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
+        held = pinned.get((pod.namespace, pod.workload_name)) if pod.workload_name else None
+        stuck = (
+            explain_pinned(
+                requests=pod.gpu_requests,
+                pinned=held,
+                nodes=nodes,
+                evidence=[pod.pending_message] if pod.pending_message else [],
+            )
+            if held is not None and not pod.node_name
+            else None
+        )
         if gang is not None:
             pod.why = explain_gang(  # type: ignore[attr-defined]
                 namespace=pod.namespace, name=pod.name, gang=gang
             )
+        elif stuck is not None:
+            pod.why = stuck  # type: ignore[attr-defined]
         else:
             pod.why = explain_pod(  # type: ignore[attr-defined]
                 namespace=pod.namespace,
@@ -307,7 +357,7 @@ def explain(
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
     if pods:
-        _explain_pods(pods, cluster_id)
+        _explain_pods(pods, cluster_id, workloads)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
     pending = _pending_per_cluster_queue(workloads, cluster_id)
     for workload in workloads:

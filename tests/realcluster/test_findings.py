@@ -409,19 +409,21 @@ def test_8_a_zero_mig_request_pins_a_job_where_it_can_never_run(
     which no node carries with a whole GPU. The portal said it "starts when running work
     finishes"; it can never run there, because of the zero-valued MIG request."""
     hands = admin(real_cluster)
-    hands.apply(scenarios.job("rc-zero-mig", "team-b", "team-b-train", gpus(1, **{MIG_3G: "0"})))
+    hands.apply(
+        scenarios.job("rc-zero-mig", "team-infer", "online-infer", gpus(1, **{MIG_3G: "0"}))
+    )
     try:
-        workload = wait_reserved(hands, "team-b", "rc-zero-mig")
+        workload = wait_reserved(hands, "team-infer", "rc-zero-mig")
         (assigned,) = workload["status"]["admission"]["podSetAssignments"]
         assert assigned["flavors"] == {GPU: "h100-80gb", MIG_3G: "a100-80gb-3g"}, assigned
-        scenarios.wait_unschedulable(hands, "team-b", job_name="rc-zero-mig")
+        scenarios.wait_unschedulable(hands, "team-infer", job_name="rc-zero-mig")
         poll_cluster(gateway=real_portal)
-        _, pods, _ = explained(["team-b"], settings_cluster_id())
+        _, pods, _ = explained(["team-infer"], settings_cluster_id())
         (row,) = [p for p in pods if p.name.startswith("rc-zero-mig-")]
         assert row.why.cause.startswith(scenarios.ZERO_MIG_CAUSE), row.why
         assert row.why.never and row.estimate.summary == "no estimate", row.estimate
     finally:
-        real_cluster.remove_job("team-b", "rc-zero-mig")
+        real_cluster.remove_job("team-infer", "rc-zero-mig")
 
 
 def test_10_what_kueue_charges_below_what_pods_ask_is_told_without_names(
