@@ -13,7 +13,7 @@ import datetime as dt
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
@@ -1103,3 +1103,75 @@ def _count(value: Any) -> int:
         return int(str(value or "0"))
     except ValueError:
         return 0
+
+
+@dataclass(frozen=True)
+class Undercharged:
+    """An admitted workload Kueue charges less of a GPU resource than its pods ask for (its
+    Workload's podSets carry requests a LimitRange's ``defaultRequest`` set below the
+    limits: Kueue charges requests, the pods ask for their limits as requests)."""
+
+    namespace: str
+    name: str
+    resource: str
+    charged: int
+    asked: int
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def undercharged_note(held: Undercharged) -> str:
+    """What to say on the workload itself (its own team reads it)."""
+    short = _short(held.resource)
+    return (
+        f"Kueue charged it {held.charged} {short} while its pods ask for {held.asked}: its "
+        f"queue counts {held.asked - held.charged} fewer in use than the nodes hold, and other "
+        "work is let in that then waits for nodes."
+    )
+
+
+def explain_undercharged(held: Undercharged, why: Explanation | None) -> Explanation:
+    """An admitted workload charged less than its pods ask: the note, before what else is
+    said of it (a stuck pod's explanation)."""
+    note = undercharged_note(held)
+    fix = (
+        "Set the containers' requests equal to their limits (Kueue charges requests; the "
+        f"LimitRange of {held.namespace} sets a request below the limit when only a limit is "
+        "written), or ask a platform admin to take that default out."
+    )
+    if why is None:
+        return Explanation(note, fix, None, [], topic="pod-pending")
+    return replace(why, cause=f"{note} {why.cause}", next_step=f"{fix} {why.next_step}")
+
+
+def explain_taken(
+    why: Explanation, *, wanted: Mapping[str, int], admitted: bool, held: Sequence[Undercharged]
+) -> Explanation:
+    """A pod waiting for busy GPUs while admitted workloads hold more of them than Kueue
+    charged (the queues' usage is what Kueue charged, so they let in more than the nodes
+    hold): who is never named, only how many, how much charged and how much asked."""
+    for resource in sorted(r for r, n in wanted.items() if n > 0):
+        mine = [h for h in held if h.resource == resource]
+        if not mine:
+            continue
+        charged, asked = sum(h.charged for h in mine), sum(h.asked for h in mine)
+        short = _short(resource)
+        lead = "Kueue admitted it, but" if admitted else "Its queue admitted it, but"
+        workloads = _plural(len(mine), "workload is", "workloads are")
+        their = _plural(len(mine), "its pods ask", "their pods ask")
+        return replace(
+            why,
+            cause=(
+                f"{lead} {len(mine)} admitted {workloads} charged {charged} {short} by Kueue "
+                f"while {their} for {asked}: the queues count {asked - charged} fewer "
+                f"{short} in use than the nodes hold. {why.cause}"
+            ),
+            next_step=(
+                f"{why.next_step} Ask a platform admin about workloads whose requests are below "
+                "their limits: Kueue charges requests, and a LimitRange's defaultRequest sets "
+                "them below the limits when only limits are written."
+            ),
+        )
+    return why

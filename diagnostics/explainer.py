@@ -43,12 +43,15 @@ from diagnostics.explain import (
     FleetView,
     Gang,
     Pinned,
+    Undercharged,
     Waiting,
     explain_admitted,
     explain_create_failure,
     explain_gang,
     explain_pinned,
     explain_pod,
+    explain_taken,
+    explain_undercharged,
     explain_workload,
     fleet_view,
     kueue_short,
@@ -290,8 +293,37 @@ def _pinned(
     return pinned, nodes
 
 
+def _undercharged(workloads: list[ObservedWorkload], cluster_id: int) -> list[Undercharged]:
+    """The admitted workloads of cluster ``cluster_id`` Kueue charges less of a GPU resource
+    than their pods ask for (what Kueue charged, from the Workload's podSets, against the
+    pods that carry its name): one query, only when a workload is admitted."""
+    admitted = {(w.namespace, w.name): w for w in workloads if w.admitted}
+    if not admitted:
+        return []
+    asked: dict[tuple[str, str], dict[str, int]] = {}
+    for namespace, name, requests in (
+        ObservedPod.objects.on(cluster_id)
+        .exclude(workload_name="")
+        .values_list("namespace", "workload_name", "gpu_requests")
+    ):
+        if (namespace, name) in admitted:
+            total = asked.setdefault((namespace, name), {})
+            for resource, amount in (requests or {}).items():
+                total[resource] = total.get(resource, 0) + int(amount)
+    out = []
+    for key, total in sorted(asked.items()):
+        charged = admitted[key].requests or {}
+        for resource, amount in sorted(total.items()):
+            if amount > int(charged.get(resource, 0)):
+                out.append(Undercharged(*key, resource, int(charged.get(resource, 0)), amount))
+    return out
+
+
 def _explain_pods(
-    pods: list[ObservedPod], cluster_id: int, workloads: list[ObservedWorkload]
+    pods: list[ObservedPod],
+    cluster_id: int,
+    workloads: list[ObservedWorkload],
+    charged_less: list[Undercharged],
 ) -> None:
     gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
     view = explainer_view(cluster_id)
@@ -325,6 +357,18 @@ def _explain_pods(
                 node_name=pod.node_name,
                 defaulted=pod.limit_defaulted,
             )
+            why = pod.why  # type: ignore[attr-defined]
+            if charged_less and why.topic == "insufficient-gpu" and not why.never:
+                pod.why = explain_taken(  # type: ignore[attr-defined]
+                    pod.why,  # type: ignore[attr-defined]
+                    wanted=pod.gpu_requests,
+                    admitted=bool(pod.workload_name),
+                    held=[
+                        h
+                        for h in charged_less
+                        if (h.namespace, h.name) != (pod.namespace, pod.workload_name)
+                    ],
+                )
         if pod.workload_name:
             where = f" in queue {pod.queue_name}" if pod.queue_name else ""
             pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
@@ -356,8 +400,9 @@ def explain(
                 namespace__cluster_id=cluster_id,
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
+    held = _undercharged(workloads, cluster_id)
     if pods:
-        _explain_pods(pods, cluster_id, workloads)
+        _explain_pods(pods, cluster_id, workloads, held)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
     pending = _pending_per_cluster_queue(workloads, cluster_id)
     for workload in workloads:
@@ -374,6 +419,13 @@ def explain(
                 pods_ready=workload.pods_ready,
                 admitted_s=int((now - since).total_seconds()) if since else None,
             )
+            for charged in (
+                h for h in held if (h.namespace, h.name) == (workload.namespace, workload.name)
+            ):
+                workload.why = explain_undercharged(  # type: ignore[attr-defined]
+                    charged,
+                    workload.why,  # type: ignore[attr-defined]
+                )
             continue
         workload.cluster_queue = cluster_queue
         workload.why = explain_workload(  # type: ignore[attr-defined]

@@ -181,7 +181,11 @@ SHORT_BY_ONE = (
 )
 CPU_ALONE = "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
 ZERO_MIG_CAUSE = "Kueue assigned flavor a100-80gb-3g for its nvidia.com/mig-3g.40gb: 0 request"
-UNDERCHARGED_CAUSE = "Kueue admitted it, but"
+UNDERCHARGED_CAUSE = (
+    "Kueue admitted it, but 2 admitted workloads are charged 2 gpu by Kueue while their pods "
+    "ask for 16: the queues count 14 fewer gpu in use than the nodes hold."
+)
+CHARGED_NOTE = "Kueue charged it 1 gpu while its pods ask for 8"
 
 
 def run_history(cluster_id: int, cluster_queue: str, *, runs: int = 6, hours: float = 1) -> None:
