@@ -524,3 +524,65 @@ def test_11_a_preemptor_is_admitted_after_what_fits_now(
         train.preemption_within_cluster_queue, train.resource_groups = saved
         save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
         apply_desired_state(gateway=real_portal)
+
+
+def test_6_kueue_preempts_only_a_workload_it_admitted_before(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """cq-train (withinClusterQueue: LowerPriority) runs team-a's 1 GPU; its 12-GPU head
+    waits while team-infer uses cq-infer's 4; one of team-infer's Jobs goes as team-b's
+    best-effort 2-GPU Job arrives. Kueue never marks the newcomer Evicted or Preempted: it
+    preempts only what it admitted before a cycle. The demo's Kueue admitted the newcomer and
+    preempted it in the same pass, then at every pass
+    (``tests/devcluster/test_preemption.py``)."""
+    hands = admin(real_cluster)
+    platform_admin = User.objects.get(username="admin")
+    train = ClusterQueue.objects.get(name="cq-train")
+    saved = train.preemption_within_cluster_queue
+    train.preemption_within_cluster_queue = "LowerPriority"
+    save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+    apply_desired_state(gateway=real_portal)
+    jobs = [
+        ("team-a", "rc-run-1", "team-a-train", 1, "training-critical"),
+        ("team-infer", "rc-lend-1", "online-infer", 1, "inference-serving"),
+        ("team-infer", "rc-lend-3", "online-infer", 3, "inference-serving"),
+        ("team-a", "rc-head-12", "team-a-train", 12, "training-critical"),
+    ]
+    try:
+        for namespace, name, queue, count, priority in jobs:
+            hands.apply(scenarios.job(name, namespace, queue, gpus(count), priority_class=priority))
+            if name == "rc-head-12":
+                wait_pending(hands, namespace, name)
+            else:
+                wait_reserved(hands, namespace, name)
+        real_cluster.remove_job("team-infer", "rc-lend-1")
+        newcomer = scenarios.job(
+            "rc-new-2", "team-b", "team-b-train", gpus(2), priority_class="dev-best-effort"
+        )
+        hands.apply(newcomer)
+        # Kueue looked at both: one holds the quota, the other waits with Kueue's words
+        wait_for(
+            lambda: (
+                {
+                    scenarios.condition(
+                        scenarios.workload_of(hands, ns, name), "QuotaReserved"
+                    ).get("status")
+                    for ns, name in (("team-a", "rc-head-12"), ("team-b", "rc-new-2"))
+                }
+                == {"True", "False"}
+            ),
+            timeout=30,
+            what="Kueue to admit one of them and keep the other waiting",
+        )
+        workload = scenarios.workload_of(hands, "team-b", "rc-new-2")
+        assert workload is not None
+        assert not scenarios.condition(workload, "Evicted"), workload["status"]
+        assert not scenarios.condition(workload, "Preempted"), workload["status"]
+        assert "schedulingStats" not in workload["status"], workload["status"]
+    finally:
+        for namespace, name, *_ in [*jobs, ("team-b", "rc-new-2")]:
+            real_cluster.remove_job(namespace, name)
+        train = ClusterQueue.objects.get(name="cq-train")
+        train.preemption_within_cluster_queue = saved
+        save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+        apply_desired_state(gateway=real_portal)
