@@ -354,8 +354,9 @@ def estimate_workload(
     if short_now and high < 60:
         return Estimate(
             NO_ESTIMATE,
-            f"Kueue finds too little unused quota for it in {line.cluster_queue} now, more "
-            "than the portal counts in use there: it starts when running work frees quota",
+            f"Kueue finds too little unused quota for it in {line.cluster_queue} now, though "
+            "the portal's count of its cohort leaves room: it starts when running work frees "
+            "quota, and the run times do not tell which",
         )
     summary = "now, once Kueue looks at it" if high < 60 else _about(between(low, high))
     return Estimate(
