@@ -231,7 +231,7 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "node_name": spec.get("nodeName") or "",
         "phase": status.get("phase", ""),
         "gpu_requests": gpu,
-        "limit_defaulted": limit_defaulted(meta.get("annotations") or {}),
+        "limit_defaulted": limit_defaulted(meta.get("annotations") or {}, spec),
         "priority": as_int(spec.get("priority")),
         "queue_name": pod_queue(meta.get("labels") or {}),
         "group_name": annotations.get("scheduling.k8s.io/group-name", ""),
@@ -246,22 +246,44 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
 
 
 _LIMIT_RANGER = "kubernetes.io/limit-ranger"
-_LIMIT_RANGER_PART = re.compile(r"^(?P<names>.+) (?:request|limit) for (?:init )?container \S+$")
+_LIMIT_RANGER_PART = re.compile(
+    r"^(?P<names>.+) (?:request|limit) for (?P<kind>init container|container) (?P<container>\S+)$"
+)
 
 
-def limit_defaulted(annotations: Mapping[str, str]) -> list[str]:
-    """The GPU resources the namespace's LimitRange set on a pod that did not ask for them, as
-    the API server's LimitRanger records it (``LimitRanger plugin set: nvidia.com/gpu request
-    for container main; nvidia.com/gpu limit for container main``)."""
+def limit_defaulted(
+    annotations: Mapping[str, str], spec: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The GPU resources the namespace's LimitRange set on a pod's containers that did not
+    ask for them, per container, as the API server's LimitRanger records it (``LimitRanger
+    plugin set: nvidia.com/gpu request for container sidecar; nvidia.com/gpu limit for
+    container sidecar``: only the containers it defaulted are named), each with the amount
+    that container now asks for (from ``spec``, the pod's)."""
     text = annotations.get(_LIMIT_RANGER, "")
     if not text.startswith("LimitRanger plugin set: "):
         return []
-    names: set[str] = set()
+    found: dict[tuple[str, str], bool] = {}
     for part in text.removeprefix("LimitRanger plugin set: ").split("; "):
         match = _LIMIT_RANGER_PART.match(part.strip())
         if match:
-            names.update(n.strip() for n in match["names"].split(",") if n.strip())
-    return sorted(n for n in names if n.startswith(GPU_PREFIX))
+            for name in (n.strip() for n in match["names"].split(",")):
+                if name.startswith(GPU_PREFIX):
+                    found[(match["container"], name)] = match["kind"] == "init container"
+    amounts: dict[str, dict[str, int]] = {}
+    for key in ("containers", "initContainers"):
+        for container in (spec or {}).get(key) or ():
+            asked = dict(_gpu_asked(container))
+            amounts[str(container.get("name", ""))] = {n: as_int(v) for n, v in asked.items()}
+    return [
+        {
+            "container": container,
+            "init": init,
+            "resource": resource,
+            "amount": amounts.get(container, {}).get(resource, 0),
+            "only": len(amounts) == 1,  # the pod's one container: said of the pod
+        }
+        for (container, resource), init in sorted(found.items())
+    ]
 
 
 def pod_queue(labels: dict[str, str]) -> str:

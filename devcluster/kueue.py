@@ -266,17 +266,26 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
         key=lambda w: (shares.get(("cq", cluster_queue_of(w, lqs)), 0), _waiting_order(w)),
     )
     pending = _this_cycle(pending, cqs, lqs)
-    # As Kueue's scheduler, first what fits without borrowing, then the rest in order.
-    admitted = set()
+    # What Kueue may preempt this cycle: what it admitted before it (its snapshot), never a
+    # workload it admits in the same cycle, which has not run.
+    held = {w["metadata"]["uid"] for w in workloads if admitted_to(w)}
+    # As Kueue's scheduler, first what fits without borrowing, then the rest in order; a
+    # ClusterQueue's workloads in its own order (priority, then time): one that waits for
+    # borrowing keeps those behind it in its queue from going first.
+    admitted, passed = set(), set()
     for workload in pending:
         requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
         if _queue_problem(cluster, workload, cqs, lqs, flavors) is None:
             cq = cqs[cluster_queue_of(workload, lqs)]
+            if cq["metadata"]["name"] in passed:
+                continue
             assignments, problems = _assign(cq, cqs, usage, workload, requests, flavors, False)
             if not problems:
                 _take(usage, cq["metadata"]["name"], assignments)
                 _admit(cluster, workload, cq["metadata"]["name"], assignments, requests)
                 admitted.add(workload["metadata"]["uid"])
+            else:
+                passed.add(cq["metadata"]["name"])
     for workload in (w for w in pending if w["metadata"]["uid"] not in admitted):
         requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
         problem = _queue_problem(cluster, workload, cqs, lqs, flavors)
@@ -288,7 +297,15 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
         if problems:
             message = "; ".join(problems)
             victims = preemption.targets(
-                cluster, workload, cq, cqs, usage, requests, flavors, fair_sharing=fair_sharing
+                cluster,
+                workload,
+                cq,
+                cqs,
+                usage,
+                requests,
+                flavors,
+                fair_sharing=fair_sharing,
+                held=held,
             )
             if victims:
                 preemption.issue(cluster, workload, victims)
@@ -511,7 +528,10 @@ def _assign(
     borrowing: bool = True,
 ) -> tuple[list[Assignment], list[str]]:
     """Flavors per pod set: every resource group takes the first flavor where all of its
-    requested resources fit (Kueue's order), else the reasons, as Kueue words them."""
+    requested resources fit (Kueue's order), else the reason, as Kueue words it. As Kueue,
+    the resources are taken one by one (a requested zero too: it gets its group's flavor)
+    and the first one that cannot be assigned ends the search: the message names that one
+    alone (Kueue goes through a Go map, in no fixed order; here by name)."""
     cq_name = cq["metadata"]["name"]
     groups = cq["spec"].get("resourceGroups") or []
     templates = {
@@ -523,42 +543,56 @@ def _assign(
         pod_spec = templates.get(pod_set, {}).get("spec") or {}
         flavor_of: dict[str, str] = {}
         reasons: list[str] = []
-        asked = {r: a for r, a in wanted.items() if a}
-        for resource in sorted(
-            r for r in asked if not any(r in g.get("coveredResources", []) for g in groups)
-        ):
-            reasons.append(f"resource {resource} unavailable in ClusterQueue")
-        for group in groups:
-            needed = [r for r in group.get("coveredResources", []) if r in asked]
-            if not needed:
+        for resource in sorted(wanted):
+            if resource in flavor_of:
                 continue
-            group_reasons = []
-            for flavor in group.get("flavors") or []:
-                mismatch = _flavor_mismatch(flavors.get(flavor["name"]), flavor["name"], pod_spec)
-                short = (
-                    [mismatch]
-                    if mismatch
-                    else [
-                        s
-                        for r in needed
-                        if (
-                            s := _shortage(
-                                cq_name, cqs, usage, flavor["name"], r, asked[r], borrowing
-                            )
-                        )
-                    ]
-                )
-                if not short:
-                    flavor_of.update({r: flavor["name"] for r in needed})
-                    break
-                group_reasons.extend(short)
-            else:
-                reasons.extend(group_reasons)
+            group = next((g for g in groups if resource in g.get("coveredResources", [])), None)
+            if group is None:
+                reasons = [f"resource {resource} unavailable in ClusterQueue"]
+                break
+            needed = [r for r in group.get("coveredResources", []) if r in wanted]
+            found, reasons = _group_flavor(
+                cq_name, cqs, usage, group, needed, wanted, flavors, pod_spec, borrowing
+            )
+            if found is None:
+                break
+            flavor_of.update({r: found for r in needed})
         if reasons:
             problems.append(f"couldn't assign flavors to pod set {pod_set}: {', '.join(reasons)}")
         else:
-            assignments.append((pod_set, flavor_of, asked))
+            assignments.append((pod_set, flavor_of, dict(wanted)))
     return assignments, problems
+
+
+def _group_flavor(
+    cq_name: str,
+    cqs: dict[str, Obj],
+    usage: dict[str, Usage],
+    group: Obj,
+    needed: list[str],
+    wanted: dict[str, Fraction],
+    flavors: dict[str, Obj],
+    pod_spec: Obj,
+    borrowing: bool,
+) -> tuple[str | None, list[str]]:
+    """The first flavor of a resource group where all of ``needed`` fit, or None and why
+    each flavor does not."""
+    reasons: list[str] = []
+    for flavor in group.get("flavors") or []:
+        mismatch = _flavor_mismatch(flavors.get(flavor["name"]), flavor["name"], pod_spec)
+        short = (
+            [mismatch]
+            if mismatch
+            else [
+                s
+                for r in needed
+                if (s := _shortage(cq_name, cqs, usage, flavor["name"], r, wanted[r], borrowing))
+            ]
+        )
+        if not short:
+            return flavor["name"], []
+        reasons.extend(short)
+    return None, reasons
 
 
 def _resource_requests(requests: list[tuple[str, int, dict[str, Fraction]]]) -> list[Obj]:

@@ -198,9 +198,9 @@ def _start(cluster: Cluster, job: Obj, workload: Obj) -> None:
         for name in dict.fromkeys((assignment.get("flavors") or {}).values()):
             flavor = (flavors.get(name) or {}).get("spec") or {}
             if flavor.get("nodeLabels"):
-                tspec["nodeSelector"] = {
-                    **(tspec.get("nodeSelector") or {}),
+                tspec["nodeSelector"] = {  # the first one's label wins (MergeKeepFirst)
                     **flavor["nodeLabels"],
+                    **(tspec.get("nodeSelector") or {}),
                 }
             for toleration in flavor.get("tolerations") or []:
                 if toleration not in (tspec.get("tolerations") or []):

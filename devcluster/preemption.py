@@ -124,8 +124,10 @@ def candidates(
     cqs: dict[str, Obj],
     usage: dict[str, Usage],
     resources: set[str],
+    held: set[str] | None = None,
 ) -> list[Target]:
-    """Admitted workloads this one may preempt, in Kueue's order of preference."""
+    """Admitted workloads this one may preempt, in Kueue's order of preference: of those
+    admitted before this cycle (``held``, their uids; None: every admitted one)."""
     name, cohort = cq["metadata"]["name"], cq["spec"].get("cohortName")
     policy = cq["spec"].get("preemption") or {}
     within = policy.get("withinClusterQueue", "Never")
@@ -137,6 +139,8 @@ def candidates(
         owner = kueue.admitted_to(other)
         theirs = priority(other)
         if not owner or other is workload:
+            continue
+        if held is not None and other["metadata"]["uid"] not in held:
             continue
         if owner == name:
             newer = theirs == mine and kueue._waiting_order(other)[1] > queued
@@ -215,11 +219,13 @@ def targets(
     flavors: dict[str, Obj],
     *,
     fair_sharing: bool,
+    held: set[str] | None = None,
 ) -> list[Target]:
-    """The workloads to preempt so that ``workload`` fits, or [] if it may not or cannot."""
+    """The workloads to preempt so that ``workload`` fits, or [] if it may not or cannot;
+    only workloads admitted before this cycle (``held``) are candidates."""
     fits = _Fit(workload, cq, cqs, usage, requests, flavors)
     resources = {r for _, _, totals in requests for r, a in totals.items() if a}
-    cands = candidates(cluster, workload, cq, cqs, usage, resources)
+    cands = candidates(cluster, workload, cq, cqs, usage, resources, held)
     if not cands:
         return []
     if fair_sharing:

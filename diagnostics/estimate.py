@@ -307,12 +307,15 @@ def estimate_workload(
     never: str = "",
     held: str = "",
     requeue_in_s: int | None = None,
+    short_now: bool = False,
 ) -> Estimate:
     """A Kueue workload not admitted: when it could be, from its ``place`` in ``line``
     (0-based, None when the line does not hold it; ``exact`` when it is Kueue's, from its
     visibility API) and the run times of
     ``histories`` (its queue's first, then its team's); ``never`` is the explainer's reason
-    it can never start as it is (empty: waiting may do), ``held`` what stops its LocalQueue."""
+    it can never start as it is (empty: waiting may do), ``held`` what stops its LocalQueue;
+    ``short_now``: Kueue says its queue lacks unused quota for it now, so "now" is never
+    the answer (the estimate agrees with the cause)."""
     stopped = held or (line.stopped if line is not None else "")
     if stopped:
         return Estimate(
@@ -348,6 +351,13 @@ def estimate_workload(
         )
     back = float(requeue_in_s or 0)
     low, high = max(quick, back), max(slow, back)
+    if short_now and high < 60:
+        return Estimate(
+            NO_ESTIMATE,
+            f"Kueue finds too little unused quota for it in {line.cluster_queue} now, though "
+            "the portal's count of its cohort leaves room: it starts when running work frees "
+            "quota, and the run times do not tell which",
+        )
     summary = "now, once Kueue looks at it" if high < 60 else _about(between(low, high))
     return Estimate(
         summary, _basis(line, place, exact, runs, low), low_s=int(low), high_s=int(high)

@@ -10,9 +10,10 @@ the raw message is always kept as evidence.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
@@ -24,6 +25,13 @@ from portal.vocabulary.quantity import QuantityError, parse_quantity
 _HEAD = re.compile(r"0/(\d+) nodes are available: (.*?)\.(?: no new claims| preemption:|\s*$|$)")
 _GROUP = re.compile(r"(\d+) (.+)")
 _KUEUE_SHORT = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
+
+
+def kueue_short(message: str) -> bool:
+    """Kueue's message says the workload's queue lacks unused quota for it now."""
+    return bool(_KUEUE_SHORT.search(message))
+
+
 _KUEUE_MAX = re.compile(
     r"insufficient quota for (\S+) in flavor (\S+)(?:, previously considered podsets requests \((\S+)\) "
     r"\+ current podset request \((\S+)\) > maximum capacity \((\S+)\)|, request > maximum capacity "
@@ -194,14 +202,16 @@ def explain_pod(
     fleet: FleetView,
     quota: Mapping[str, tuple[int, int]] | None = None,
     node_name: str = "",
-    defaulted: Sequence[str] = (),
+    defaulted: Sequence[str | Mapping[str, Any]] = (),
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
     namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
     too few of a GPU resource, then taints, the node selector, cordoned nodes. A pod the
     scheduler already bound to a node waits on that node, not on the scheduler. ``defaulted``
-    names the GPU resources the namespace's LimitRange added (the pod did not ask): when the
-    pod waits for one of those, that is the cause."""
+    names the GPU resources the namespace's LimitRange added (the pod did not ask), per
+    container (``{"container", "resource", "amount"}``, as the poll keeps them; a bare
+    resource name: the whole pod's): when the pod waits for one of those, that is the
+    cause."""
     evidence = [message] if message else []
     if node_name:
         return Explanation(
@@ -221,7 +231,7 @@ def explain_pod(
             None,
             evidence,
         )
-    if any(resource in verdict.insufficient for resource in defaulted):
+    if any(_resource_of(d) in verdict.insufficient for d in defaulted):
         return _limit_range_added(namespace, requests, defaulted, evidence)
     return _short_of(verdict, requests, fleet, evidence) or _placement(
         verdict, fleet, evidence, quota, requests
@@ -283,12 +293,22 @@ def _offered_together(
     )
 
 
+def _resource_of(defaulted: str | Mapping[str, Any]) -> str:
+    return defaulted if isinstance(defaulted, str) else str(defaulted.get("resource", ""))
+
+
 def _limit_range_added(
-    namespace: str, requests: Mapping[str, int], defaulted: Sequence[str], evidence: list[str]
+    namespace: str,
+    requests: Mapping[str, int],
+    defaulted: Sequence[str | Mapping[str, Any]],
+    evidence: list[str],
 ) -> Explanation:
     """A pod that waits for a device the namespace's LimitRange gave it (a default, or a
     ``max`` the API server stored as the default)."""
-    added = {r: requests.get(r, 0) for r in defaulted if requests.get(r, 0)}
+    per_container = [d for d in defaulted if not isinstance(d, str) and d.get("amount")]
+    if any(not d.get("only") for d in per_container):
+        return _limit_range_added_to(namespace, requests, per_container, evidence)
+    added = {r: requests.get(r, 0) for r in map(_resource_of, defaulted) if requests.get(r, 0)}
     asked = {r: n for r, n in requests.items() if r not in added}
     whole_for_mig = "nvidia.com/gpu" in added and any(
         r.startswith("nvidia.com/mig-") for r in asked
@@ -305,6 +325,54 @@ def _limit_range_added(
         f"({wants}), and no node has that free.{also}",
         f"Set {optout} in the pod's container limits, or ask a platform admin to take the "
         f"default out of {namespace}'s LimitRange (a max alone becomes the default too).",
+        None,
+        evidence,
+        topic="pod-pending",
+    )
+
+
+def _limit_range_added_to(
+    namespace: str,
+    requests: Mapping[str, int],
+    defaulted: Sequence[Mapping[str, Any]],
+    evidence: list[str],
+) -> Explanation:
+    """As :func:`_limit_range_added`, said of the containers the LimitRange defaulted (the
+    API server's annotation names them): the others ask for what they ask, and the opt-out
+    goes into the defaulted containers alone."""
+    by_container: dict[str, dict[str, int]] = {}
+    for item in defaulted:
+        kind = "init container" if item.get("init") else "container"
+        mine = by_container.setdefault(f"{kind} {item['container']}", {})
+        mine[str(item["resource"])] = int(item["amount"])
+    added: dict[str, int] = {}
+    for mine in by_container.values():
+        for resource, amount in mine.items():
+            added[resource] = added.get(resource, 0) + amount
+    asked = {r: n - added.get(r, 0) for r, n in requests.items() if n - added.get(r, 0) > 0}
+    gave = " and ".join(f"{who} {_amounts(mine)}" for who, mine in by_container.items())
+    if asked:
+        total = {r: requests.get(r, 0) for r in added}
+        wants = f"the pod asks for {_amounts(asked)} itself, {_amounts(total)} in all"
+    else:
+        wants = "it asks for no GPU itself"
+    whole_for_mig = "nvidia.com/gpu" in added and any(
+        r.startswith("nvidia.com/mig-") for r in asked
+    )
+    also = (
+        " A MIG change alone will not start it: it needs a whole GPU as well."
+        if whole_for_mig
+        else ""
+    )
+    optout = " and ".join(
+        f"{', '.join(f'{r}: 0' for r in sorted(mine))} in the limits of {who}"
+        for who, mine in by_container.items()
+    )
+    return Explanation(
+        f"The LimitRange of {namespace} gave {gave} it did not ask for ({wants}), and no "
+        f"node has that free.{also}",
+        f"Set {optout}, or ask a platform admin to take the default out of {namespace}'s "
+        "LimitRange (a max alone becomes the default too).",
         None,
         evidence,
         topic="pod-pending",
@@ -972,3 +1040,138 @@ def fleet_view(
         cordoned=sorted(n.name for n in nodes if getattr(n, "unschedulable", False)),
         cluster=cluster,
     )
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """What Kueue's admission of a pod's workload pins it to: the flavor of each resource
+    (``status.admission``), what it charged of each, and the flavors' node labels."""
+
+    flavors: Mapping[str, str]  # resource -> flavor
+    charged: Mapping[str, int]  # resource -> amount (a requested zero is 0)
+    node_labels: Mapping[str, Mapping[str, str]]  # flavor -> its nodeLabels
+
+
+def explain_pinned(
+    *,
+    requests: Mapping[str, int],
+    pinned: Pinned,
+    nodes: Sequence[tuple[Mapping[str, str], Mapping[str, Any]]],
+    evidence: Sequence[str] = (),
+) -> Explanation | None:
+    """A pod Kueue pinned where it can never run: Kueue gives a requested zero a flavor too
+    (``nvidia.com/mig-3g.40gb: "0"`` beside a whole GPU), and the Job's pods get the node
+    labels of every flavor assigned (the first flavor's label where two disagree, in an
+    order Kueue does not fix), which no node carrying them offers what the pod asks for.
+    None when some node, in some such order, would do. ``nodes``: (labels, allocatable)."""
+    zeros = sorted(r for r in pinned.flavors if not pinned.charged.get(r, 0))
+    wanted = sorted(r for r, n in requests.items() if n > 0)
+    order = list(dict.fromkeys(pinned.flavors[r] for r in sorted(pinned.flavors)))
+    if not zeros or not wanted or len(order) < 2 or len(order) > 4:
+        return None
+    for flavors in itertools.permutations(order):
+        selector: dict[str, str] = {}
+        for flavor in flavors:
+            for key, value in (pinned.node_labels.get(flavor) or {}).items():
+                selector.setdefault(key, value)
+        for labels, allocatable in nodes:
+            if all(labels.get(k) == v for k, v in selector.items()) and all(
+                _count(allocatable.get(r)) > 0 for r in wanted
+            ):
+                return None
+    zero = zeros[0]
+    by = pinned.flavors[zero]
+    others = sorted({pinned.flavors[r] for r in wanted if r in pinned.flavors} - {by})
+    beside = f", beside flavor {', '.join(others)} for its {', '.join(wanted)}" if others else ""
+    asks = " and ".join(f"{requests[r]} {_short(r)}" for r in wanted)
+    return Explanation(
+        f"Kueue assigned flavor {by} for its {zero}: 0 request{beside}: its pods must go to "
+        f"nodes with the labels of both, and no such node offers {asks}. It can never run "
+        "there.",
+        f'Take {zero}: "0" out of the workload\'s containers (Kueue gives a requested zero a '
+        "flavor, with that flavor's node labels), then submit it again.",
+        None,
+        list(evidence),
+        topic="pod-pending",
+        never=f"it can never run because its {zero}: 0 request pins it to the nodes of "
+        f"flavor {by}, which offer no {', '.join(_short(r) for r in wanted)}",
+    )
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(str(value or "0"))
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True)
+class Undercharged:
+    """An admitted workload Kueue charges less of a GPU resource than its pods ask for (its
+    Workload's podSets carry requests a LimitRange's ``defaultRequest`` set below the
+    limits: Kueue charges requests, the pods ask for their limits as requests)."""
+
+    namespace: str
+    name: str
+    resource: str
+    charged: int
+    asked: int
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def undercharged_note(held: Undercharged) -> str:
+    """What to say on the workload itself (its own team reads it)."""
+    short = _short(held.resource)
+    return (
+        f"Kueue charged it {held.charged} {short} while its pods ask for {held.asked}: its "
+        f"queue counts {held.asked - held.charged} fewer in use than the nodes hold, and other "
+        "work is let in that then waits for nodes."
+    )
+
+
+def explain_undercharged(held: Undercharged, why: Explanation | None) -> Explanation:
+    """An admitted workload charged less than its pods ask: the note, before what else is
+    said of it (a stuck pod's explanation)."""
+    note = undercharged_note(held)
+    fix = (
+        "Set the containers' requests equal to their limits (Kueue charges requests; the "
+        f"LimitRange of {held.namespace} sets a request below the limit when only a limit is "
+        "written), or ask a platform admin to take that default out."
+    )
+    if why is None:
+        return Explanation(note, fix, None, [], topic="pod-pending")
+    return replace(why, cause=f"{note} {why.cause}", next_step=f"{fix} {why.next_step}")
+
+
+def explain_taken(
+    why: Explanation, *, wanted: Mapping[str, int], admitted: bool, held: Sequence[Undercharged]
+) -> Explanation:
+    """A pod waiting for busy GPUs while admitted workloads hold more of them than Kueue
+    charged (the queues' usage is what Kueue charged, so they let in more than the nodes
+    hold): who is never named, only how many, how much charged and how much asked."""
+    for resource in sorted(r for r, n in wanted.items() if n > 0):
+        mine = [h for h in held if h.resource == resource]
+        if not mine:
+            continue
+        charged, asked = sum(h.charged for h in mine), sum(h.asked for h in mine)
+        short = _short(resource)
+        lead = "Kueue admitted it, but" if admitted else "Its queue admitted it, but"
+        workloads = _plural(len(mine), "workload is", "workloads are")
+        their = _plural(len(mine), "its pods ask", "their pods ask")
+        return replace(
+            why,
+            cause=(
+                f"{lead} {len(mine)} admitted {workloads} charged {charged} {short} by Kueue "
+                f"while {their} for {asked}: the queues count {asked - charged} fewer "
+                f"{short} in use than the nodes hold. {why.cause}"
+            ),
+            next_step=(
+                f"{why.next_step} Ask a platform admin about workloads whose requests are below "
+                "their limits: Kueue charges requests, and a LimitRange's defaultRequest sets "
+                "them below the limits when only limits are written."
+            ),
+        )
+    return why

@@ -42,19 +42,25 @@ from diagnostics.explain import (
     Explanation,
     FleetView,
     Gang,
+    Pinned,
+    Undercharged,
     Waiting,
     explain_admitted,
     explain_create_failure,
     explain_gang,
+    explain_pinned,
     explain_pod,
+    explain_taken,
+    explain_undercharged,
     explain_workload,
     fleet_view,
+    kueue_short,
 )
 from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product, promised_resources
 from portal.vocabulary.quantity import QuantityError, parse_quantity
-from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
 from usage.runs import run_times
 
@@ -255,15 +261,92 @@ def _pending_per_cluster_queue(
     }
 
 
-def _explain_pods(pods: list[ObservedPod], cluster_id: int) -> None:
+def _pinned(
+    workloads: list[ObservedWorkload], cluster_id: int
+) -> tuple[dict[tuple[str, str], Pinned], list[tuple[dict[str, str], dict[str, Any]]]]:
+    """The admitted workloads Kueue gave a flavor for a requested zero, beside another
+    flavor (what they are pinned to), and the cluster's nodes (labels, allocatable): two
+    queries, only when there is such a workload."""
+    found = [
+        w
+        for w in workloads
+        if w.admitted
+        and len(set((w.flavors or {}).values())) > 1
+        and any(not (w.requests or {}).get(r) for r in w.flavors or {})
+    ]
+    if not found:
+        return {}, []
+    labels = dict(ResourceFlavor.objects.on(cluster_id).values_list("name", "node_labels"))
+    nodes = list(
+        ObservedNode.objects.on(cluster_id)
+        .filter(gone_since__isnull=True)
+        .values_list("labels", "allocatable")
+    )
+    pinned = {
+        (w.namespace, w.name): Pinned(
+            w.flavors,
+            w.requests or {},
+            {f: labels.get(f) or {} for f in set(w.flavors.values())},
+        )
+        for w in found
+    }
+    return pinned, nodes
+
+
+def _undercharged(workloads: list[ObservedWorkload], cluster_id: int) -> list[Undercharged]:
+    """The admitted workloads of cluster ``cluster_id`` Kueue charges less of a GPU resource
+    than their pods ask for (what Kueue charged, from the Workload's podSets, against the
+    pods that carry its name): one query, only when a workload is admitted."""
+    admitted = {(w.namespace, w.name): w for w in workloads if w.admitted}
+    if not admitted:
+        return []
+    asked: dict[tuple[str, str], dict[str, int]] = {}
+    for namespace, name, requests in (
+        ObservedPod.objects.on(cluster_id)
+        .exclude(workload_name="")
+        .values_list("namespace", "workload_name", "gpu_requests")
+    ):
+        if (namespace, name) in admitted:
+            total = asked.setdefault((namespace, name), {})
+            for resource, amount in (requests or {}).items():
+                total[resource] = total.get(resource, 0) + int(amount)
+    out = []
+    for key, total in sorted(asked.items()):
+        charged = admitted[key].requests or {}
+        for resource, amount in sorted(total.items()):
+            if amount > int(charged.get(resource, 0)):
+                out.append(Undercharged(*key, resource, int(charged.get(resource, 0)), amount))
+    return out
+
+
+def _explain_pods(
+    pods: list[ObservedPod],
+    cluster_id: int,
+    workloads: list[ObservedWorkload],
+    charged_less: list[Undercharged],
+) -> None:
     gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
     view = explainer_view(cluster_id)
+    pinned, nodes = _pinned(workloads, cluster_id)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
+        held = pinned.get((pod.namespace, pod.workload_name)) if pod.workload_name else None
+        stuck = (
+            explain_pinned(
+                requests=pod.gpu_requests,
+                pinned=held,
+                nodes=nodes,
+                evidence=[pod.pending_message] if pod.pending_message else [],
+            )
+            if held is not None and not pod.node_name
+            else None
+        )
         if gang is not None:
             pod.why = explain_gang(  # type: ignore[attr-defined]
                 namespace=pod.namespace, name=pod.name, gang=gang
             )
+        elif stuck is not None:
+            pod.why = stuck  # type: ignore[attr-defined]
         else:
             pod.why = explain_pod(  # type: ignore[attr-defined]
                 namespace=pod.namespace,
@@ -274,6 +357,18 @@ def _explain_pods(pods: list[ObservedPod], cluster_id: int) -> None:
                 node_name=pod.node_name,
                 defaulted=pod.limit_defaulted,
             )
+            why = pod.why  # type: ignore[attr-defined]
+            if charged_less and why.topic == "insufficient-gpu" and not why.never:
+                pod.why = explain_taken(  # type: ignore[attr-defined]
+                    pod.why,  # type: ignore[attr-defined]
+                    wanted=pod.gpu_requests,
+                    admitted=bool(pod.workload_name),
+                    held=[
+                        h
+                        for h in charged_less
+                        if (h.namespace, h.name) != (pod.namespace, pod.workload_name)
+                    ],
+                )
         if pod.workload_name:
             where = f" in queue {pod.queue_name}" if pod.queue_name else ""
             pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
@@ -305,8 +400,9 @@ def explain(
                 namespace__cluster_id=cluster_id,
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
+    held = _undercharged(workloads, cluster_id)
     if pods:
-        _explain_pods(pods, cluster_id)
+        _explain_pods(pods, cluster_id, workloads, held)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
     pending = _pending_per_cluster_queue(workloads, cluster_id)
     for workload in workloads:
@@ -323,6 +419,13 @@ def explain(
                 pods_ready=workload.pods_ready,
                 admitted_s=int((now - since).total_seconds()) if since else None,
             )
+            for charged in (
+                h for h in held if (h.namespace, h.name) == (workload.namespace, workload.name)
+            ):
+                workload.why = explain_undercharged(  # type: ignore[attr-defined]
+                    charged,
+                    workload.why,  # type: ignore[attr-defined]
+                )
             continue
         workload.cluster_queue = cluster_queue
         workload.why = explain_workload(  # type: ignore[attr-defined]
@@ -429,37 +532,43 @@ def _capacity(
     admitted: dict[str, list[ObservedWorkload]],
     cohorts: dict[int, Cohort],
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """What ``cq`` can admit now and at the most: its nominal quota plus what it could
-    borrow in its cohort tree (the other queues' lendable quota they do not use now, or all
-    of it, and the cohorts' own), up to its borrowing limits (the limits of the cohorts in
+    """What ``cq`` can hold now and at the most, as Kueue counts it: what it uses, what is
+    left of its own guaranteed part (nominal minus what it lends), and what is left of its
+    cohort tree's pool of lendable quota (every member's lending limit, or its nominal
+    quota, and the cohorts' own), less what every member uses of the pool (another queue
+    borrowing takes from it too), up to its borrowing limits (the limits of the cohorts in
     between are not counted)."""
-    nominal, _, limits = _quotas(cq)
+    nominal, lend_here, limits = _quotas(cq)
     root = _root(cq.cohort_id, cohorts)
     if root is None:
         return nominal, nominal
-    spare: dict[str, float] = {}
-    most: dict[str, float] = {}
+    pool: dict[str, float] = {}
+    pool_used: dict[str, float] = {}
     for peer in queues.values():
-        if peer.pk == cq.pk or _root(peer.cohort_id, cohorts) != root:
+        if _root(peer.cohort_id, cohorts) != root:
             continue
         own, lend, _ = _quotas(peer)
         used = _used(admitted.get(peer.name, []))
-        for resource, amount in lend.items():  # what it does not use, up to its lending limit
-            unused = max(0.0, own.get(resource, 0) - used.get(resource, 0))
-            spare[resource] = spare.get(resource, 0) + min(amount, unused)
-            most[resource] = most.get(resource, 0) + amount
+        for resource, amount in own.items():
+            lendable = lend.get(resource, amount)
+            pool[resource] = pool.get(resource, 0) + lendable
+            beyond = max(0.0, used.get(resource, 0) - (amount - lendable))
+            pool_used[resource] = pool_used.get(resource, 0) + beyond
     tree = [c for pk, c in cohorts.items() if _root(pk, cohorts) == root]
     for _, _, quota in (e for c in tree for e in quota_entries(c.resource_groups)):
         name, amount = quota["name"], _amount(quota.get("nominalQuota", 0))
-        spare[name] = spare.get(name, 0) + amount
-        most[name] = most.get(name, 0) + amount
-
-    def plus(extra: dict[str, float]) -> dict[str, float]:
-        return {
-            r: n + min(extra.get(r, 0), limits.get(r, float("inf"))) for r, n in nominal.items()
-        }
-
-    return plus(spare), plus(most)
+        pool[name] = pool.get(name, 0) + amount
+    here = _used(admitted.get(cq.name, []))
+    now: dict[str, float] = {}
+    most: dict[str, float] = {}
+    for resource, amount in nominal.items():
+        guaranteed = amount - lend_here.get(resource, amount)
+        holds = here.get(resource, 0)
+        free = max(0.0, guaranteed - holds) + max(0.0, pool[resource] - pool_used[resource])
+        cap = amount + limits.get(resource, float("inf"))
+        now[resource] = min(holds + free, cap)
+        most[resource] = min(guaranteed + pool[resource], cap)
+    return now, most
 
 
 def _queue_changes(
@@ -684,6 +793,7 @@ def _estimate_all(
                 ],
                 never=workload.why.never,  # type: ignore[attr-defined]
                 requeue_in_s=back,
+                short_now=kueue_short(workload.message or ""),
             )
     _estimate_pods(workloads, pods, _node_changes(changes, now, cluster_id) if pods else [])
     for failure in failures:

@@ -1,7 +1,8 @@
 """Quota what-if: a simulation of Kueue's admission over observed state (pure, no Django).
 
 For a proposed ClusterQueue quota (nominal, borrowing or lending limit) it says which waiting
-workloads Kueue would admit, in which order and on which flavor, which admitted workloads
+workloads Kueue would admit, in which order (what fits now first, then what waits for its
+preemption victims to go) and on which flavor, which admitted workloads
 that preempts under the queues' preemption policies (or fair sharing), and what each cohort
 member borrows before and after. It follows Kueue's documentation (v0.19), not its code:
 
@@ -791,12 +792,19 @@ def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing
     return tuple(sorted(rows, key=lambda r: (r.cohort, r.queue, r.flavor, r.resource)))
 
 
+def _in_kueues_order(admissions: list[Admission]) -> tuple[Admission, ...]:
+    """The order Kueue admits in: a workload that preempts is admitted only once its
+    victims are gone (their pods end first), so what fits now goes before it (a real Kueue
+    0.19 admitted a lower-priority workload of another queue while the preemptor waited)."""
+    return tuple([a for a in admissions if not a.preempts] + [a for a in admissions if a.preempts])
+
+
 def what_if(current: World, proposed: World) -> Outcome:
     """What Kueue would do with ``proposed`` (the current world with a quota changed):
     admissions in order, preemptions, what still waits and why, and borrowing before/after."""
     run, after = simulate(proposed)
     return Outcome(
-        admitted=tuple(run.admissions),
+        admitted=_in_kueues_order(run.admissions),
         preempted=tuple(run.preemptions),
         waiting=tuple(run.waiting),
         borrowing=_borrowing(current, proposed, after),

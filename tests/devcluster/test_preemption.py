@@ -259,3 +259,60 @@ def test_the_run_command_starts_the_demo_with_fair_sharing_on(monkeypatch: Any) 
         with pytest.raises(SystemExit):
             command.main(argv)
     assert [options.fair_sharing for options in started] == [True, False]
+
+
+def test_a_workload_admitted_ahead_of_its_queues_head_is_never_preempted_unrun() -> None:
+    """Finding 6: Kueue takes one head per ClusterQueue, in priority order, and preempts
+    only what it admitted before. team-b (4 GPUs) runs high-1; its high-4 waits while
+    team-c uses all 4 of its own; one of team-c's Jobs goes as team-b's low-2 arrives. Kueue
+    admits high-4, its head (borrowing 1), and low-2 waits behind it. The demo admitted
+    low-2 first (it fits within nominal quota) and had high-4 preempt it in the same pass:
+    a workload that never ran was marked ``Evicted`` ``Preempted``, an eviction counted."""
+    demo = KueueDemo()
+    setup(demo, team_b={"withinClusterQueue": "LowerPriority"})
+    submit(demo, "b", "high-1", 1, "high")
+    submit(demo, "c", "lend-1", 1, "low")
+    submit(demo, "c", "lend-3", 3, "low")
+    submit(demo, "b", "high-4", 4, "high")
+    assert not admitted(demo, "b", "high-4")
+    demo.ok("DELETE", "/apis/batch/v1/namespaces/rc-team-c/jobs/lend-1")
+    body = job_body("rc-train-4gpu", "rc-team-b-queue")
+    body["metadata"]["name"] = "low-2"
+    template = body["spec"]["template"]["spec"]
+    template["priorityClassName"] = "low"
+    template["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
+    demo.ok("POST", "/apis/batch/v1/namespaces/rc-team-b/jobs", body)
+    demo.settle()
+    assert admitted(demo, "b", "high-4")
+    low = demo.workload_of("rc-team-b", "low-2")
+    assert not admitted(demo, "b", "low-2")
+    assert "Evicted" not in conditions(low) and "Preempted" not in conditions(low)
+    assert "schedulingStats" not in low["status"]
+
+
+def test_kueue_names_the_first_resource_it_cannot_assign_alone() -> None:
+    """Finding 7: Kueue assigns a pod set's resources one by one and stops at the first it
+    cannot (a Go map's order; here by name): its message names that one alone. The demo's
+    said "resource cpu unavailable in ClusterQueue" and the GPU shortage together."""
+    demo = KueueDemo()
+    setup(demo)
+    spec = spec_of("clusterqueue-empty")
+    group = spec["resourceGroups"][0]
+    group["coveredResources"] = ["nvidia.com/gpu"]
+    group["flavors"][0]["resources"] = [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]
+    demo.ok(
+        "PUT",
+        f"{KUEUE}/clusterqueues/rc-cq-team-a",
+        {**demo.get(f"{KUEUE}/clusterqueues/rc-cq-team-a"), "spec": spec},
+    )
+    submit(demo, "a", "gpu-7", 7, "low")
+    unavailable = (
+        "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
+    )
+    for name, gpus in (("cpu-2", 2), ("cpu-1", 1)):
+        submit(demo, "a", name, gpus, "low")
+        waiting = conditions(demo.workload_of("rc-team-a", name))["QuotaReserved"]
+        assert waiting == ("False", "Pending", unavailable)

@@ -61,7 +61,15 @@ def test_a_mig_pod_given_a_whole_gpu_by_the_seed_limit_range(
         if (why is not None and why.cause == CAUSE) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert ObservedPod.objects.get(name="vision-3g").limit_defaulted == ["nvidia.com/gpu"]
+    assert ObservedPod.objects.get(name="vision-3g").limit_defaulted == [
+        {
+            "container": "main",
+            "init": False,
+            "resource": "nvidia.com/gpu",
+            "amount": 1,
+            "only": True,
+        }
+    ]
     assert why is not None and why.cause == CAUSE, why and why.evidence
     assert why.next_step == (
         "Set nvidia.com/gpu: 0 in the pod's container limits, or ask a platform admin to take "

@@ -3,6 +3,7 @@ against real Kubernetes and real Kueue."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
@@ -25,13 +26,18 @@ from loop.services import take_back_fields
 from loop.tasks import poll_cluster_task
 from portal.audit.events import Event
 from portal.models import AuditEvent
+from queues.models import ClusterQueue
+from queues.selectors import cluster_queue_what_if, with_nominal
+from queues.services import save_cluster_queue
 from tenants.models import Namespace
 from tenants.services import set_namespace_quota
+from tests.realcluster import scenarios
 from tests.realcluster.kit import RealCluster, need_kit
 from tests.realcluster.player import Kubelet
+from tests.realcluster.scenarios import GPU, MIG_3G, gpus, wait_pending, wait_reserved
 from tests.realcluster.test_loop import hands as admin
 from tests.realcluster.test_loop import job
-from tests.support import wait_for
+from tests.support import explained, wait_for
 from usage.models import WorkloadRecord
 from usage.sampling import record_workloads
 
@@ -314,3 +320,269 @@ def test_9_a_disruption_budget_does_not_hold_a_pending_pod(
     finally:
         real_cluster.remove_job("team-dev", "rc-pending")
         hands.delete(ObjectRef.of(budget))
+
+
+def test_3_a_sidecars_limit_range_gpu_is_advised_about_the_sidecar_alone(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """A pod whose main container asks for 2 GPUs and whose sidecar for none: the API
+    server's LimitRanger names the sidecar alone. The portal said the LimitRange gave "the
+    pod 3 gpu it did not ask for (it asks for no GPU itself)" and to set nvidia.com/gpu: 0,
+    which would take the main container's 2 away."""
+    hands = admin(real_cluster)
+    hands.apply(scenarios.sidecar_pod("team-a", "rc-sidecar"))
+    try:
+        scenarios.wait_unschedulable(hands, "team-a", name="rc-sidecar")
+        pod = hands.get(ObjectRef("v1", "Pod", "rc-sidecar", "team-a"))
+        assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == (
+            scenarios.SIDECAR_ANNOTATION
+        )
+        poll_cluster(gateway=real_portal)
+        _, pods, _ = explained(["team-a"], settings_cluster_id())
+        (row,) = [p for p in pods if p.name == "rc-sidecar"]
+        assert (row.why.cause, row.why.next_step) == scenarios.SIDECAR_ADVICE, row.why
+    finally:
+        real_cluster.kube(
+            "delete", "pod", "rc-sidecar", "-n", "team-a", "--grace-period=0", "--force"
+        )
+
+
+def test_5_an_estimate_agrees_with_kueues_cause(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """cq-dev borrows 4 of the cohort's 16 H100 GPUs, team-a runs 8: Kueue keeps team-a's
+    5-GPU Job waiting, "1 more needed". The estimate said "now, once Kueue looks at it":
+    it counted the cohort's spare quota without what another member borrows."""
+    hands = admin(real_cluster)
+    jobs = [("team-dev", "rc-dev-4"), ("team-a", "rc-est-8"), ("team-a", "rc-est-5")]
+    scenarios.run_history(settings_cluster_id(), "cq-train")
+    try:
+        hands.apply(job("rc-dev-4", "team-dev", "dev-test", 4))
+        wait_reserved(hands, "team-dev", "rc-dev-4")
+        hands.apply(job("rc-est-8", "team-a", "team-a-train", 8))
+        wait_reserved(hands, "team-a", "rc-est-8")
+        hands.apply(job("rc-est-5", "team-a", "team-a-train", 5))
+        assert wait_pending(hands, "team-a", "rc-est-5") == scenarios.SHORT_BY_ONE
+        poll_cluster(gateway=real_portal)
+        workloads, _, _ = explained(["team-a"], settings_cluster_id())
+        (row,) = [w for w in workloads if w.name.startswith("job-rc-est-5-")]
+        assert "1 more needed" in row.why.cause
+        # it starts when team-a's 8-GPU Job ends: in about a typical run (an hour)
+        assert row.estimate.summary != "now, once Kueue looks at it", row.estimate
+        assert row.estimate.low_s and row.estimate.low_s > 0, row.estimate
+    finally:
+        for namespace, name in jobs:
+            real_cluster.remove_job(namespace, name)
+
+
+def test_7_kueue_names_one_resource_it_cannot_assign(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """A Job asking for CPU, which cq-train does not cover, and GPUs: Kueue stops at the
+    first resource it cannot assign and says that one alone (in the order of a Go map, so
+    either), never the CPU and the GPU shortage together as the demo's Kueue did; when the
+    GPUs fit, the CPU alone."""
+    hands = admin(real_cluster)
+    names = ["rc-fill-8", "rc-fill-7", "rc-cpu-2", "rc-cpu-1"]
+    try:
+        hands.apply(job("rc-fill-8", "team-a", "team-a-train", 8))
+        wait_reserved(hands, "team-a", "rc-fill-8")
+        hands.apply(job("rc-fill-7", "team-a", "team-a-train", 7))
+        wait_reserved(hands, "team-a", "rc-fill-7")
+        hands.apply(scenarios.job("rc-cpu-2", "team-b", "team-b-train", gpus(2, cpu="1")))
+        assert wait_pending(hands, "team-b", "rc-cpu-2") in {
+            scenarios.CPU_ALONE,
+            scenarios.SHORT_BY_ONE,
+        }
+        hands.apply(scenarios.job("rc-cpu-1", "team-b", "team-b-train", gpus(1, cpu="1")))
+        assert wait_pending(hands, "team-b", "rc-cpu-1") == scenarios.CPU_ALONE
+    finally:
+        for name in names:
+            real_cluster.remove_job("team-a" if "fill" in name else "team-b", name)
+
+
+def test_8_a_zero_mig_request_pins_a_job_where_it_can_never_run(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """A Job asking for 1 GPU that also lists nvidia.com/mig-3g.40gb: "0": Kueue assigns
+    both flavors (the zero request too) and the Job's pods get both flavors' node labels,
+    which no node carries with a whole GPU. The portal said it "starts when running work
+    finishes"; it can never run there, because of the zero-valued MIG request."""
+    hands = admin(real_cluster)
+    hands.apply(
+        scenarios.job("rc-zero-mig", "team-infer", "online-infer", gpus(1, **{MIG_3G: "0"}))
+    )
+    try:
+        workload = wait_reserved(hands, "team-infer", "rc-zero-mig")
+        (assigned,) = workload["status"]["admission"]["podSetAssignments"]
+        assert assigned["flavors"] == {GPU: "h100-80gb", MIG_3G: "a100-80gb-3g"}, assigned
+        scenarios.wait_unschedulable(hands, "team-infer", job_name="rc-zero-mig")
+        poll_cluster(gateway=real_portal)
+        _, pods, _ = explained(["team-infer"], settings_cluster_id())
+        (row,) = [p for p in pods if p.name.startswith("rc-zero-mig-")]
+        assert row.why.cause.startswith(scenarios.ZERO_MIG_CAUSE), row.why
+        assert row.why.never and row.estimate.summary == "no estimate", row.estimate
+    finally:
+        real_cluster.remove_job("team-infer", "rc-zero-mig")
+
+
+def test_10_what_kueue_charges_below_what_pods_ask_is_told_without_names(
+    real_portal: Gateway, real_cluster: RealCluster, client: Client
+) -> None:
+    """team-a's LimitRange defaults gpu requests to 1: Kueue charges 1 GPU for each of its
+    Jobs whose pods ask for 8 (limits alone), the H100 GPUs fill up while cq-train reads 2 of
+    12 used, and team-b's admitted 2-GPU Job waits for nodes. Its lead was told only that
+    "all 16 gpu in the fleet are in use"; now why, and never whose."""
+    hands = admin(real_cluster)
+    over = ["rc-over-a", "rc-over-b"]
+    try:
+        for name in over:
+            hands.apply(scenarios.job(name, "team-a", "team-a-train", {"limits": {GPU: "8"}}))
+            charged = wait_reserved(hands, "team-a", name)["status"]["admission"]
+            assert charged["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}, charged
+        scenarios.wait_bound(hands, "team-a", over)
+        hands.apply(job("rc-b-2", "team-b", "team-b-train", 2))
+        wait_reserved(hands, "team-b", "rc-b-2")
+        scenarios.wait_unschedulable(hands, "team-b", job_name="rc-b-2")
+        poll_cluster(gateway=real_portal)
+        client.force_login(User.objects.get(username="lead-b"))
+        rows = client.get("/api/v1/waiting/").json()
+        (entry,) = [r for r in rows if r["kind"] == "Pod" and r["name"].startswith("rc-b-2-")]
+        assert entry["cause"].startswith(scenarios.UNDERCHARGED_CAUSE), entry
+        assert "rc-over" not in str(rows) and "team-a" not in str(rows), rows
+        client.force_login(User.objects.get(username="lead-a"))
+        rows = client.get("/api/v1/waiting/").json()
+        mine = [r for r in rows if r["kind"] == "Workload" and "rc-over-" in r["name"]]
+        assert len(mine) == 2, rows
+        assert all(r["cause"].startswith(scenarios.CHARGED_NOTE) for r in mine), mine
+    finally:
+        for name in over:
+            real_cluster.remove_job("team-a", name)
+        real_cluster.remove_job("team-b", "rc-b-2")
+
+
+def test_11_a_preemptor_is_admitted_after_what_fits_now(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """The what-if of cq-train at 18 GPUs: team-a's 8-GPU Job must preempt team-b's
+    best-effort one (withinClusterQueue: LowerPriority), team-dev's 2-GPU Job fits now by
+    borrowing. Real Kueue admits team-dev's first and team-a's once its victim is gone; the
+    what-if listed them the other way round."""
+    hands = admin(real_cluster)
+    platform_admin = User.objects.get(username="admin")
+    train = ClusterQueue.objects.select_related("cohort").get(name="cq-train")
+    saved = (train.preemption_within_cluster_queue, copy.deepcopy(train.resource_groups))
+    train.preemption_within_cluster_queue = "LowerPriority"
+    save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+    apply_desired_state(gateway=real_portal)
+    jobs = [
+        ("team-b", "rc-victim-4", "team-b-train", 4, "dev-best-effort"),
+        ("team-a", "rc-first-8", "team-a-train", 8, "training-critical"),
+        ("team-infer", "rc-infer-4", "online-infer", 4, "inference-serving"),
+        ("team-a", "rc-high-8", "team-a-train", 8, "training-critical"),
+        ("team-dev", "rc-dev-2", "dev-test", 2, "dev-best-effort"),
+    ]
+    try:
+        for namespace, name, queue, count, priority in jobs:
+            hands.apply(scenarios.job(name, namespace, queue, gpus(count), priority_class=priority))
+            if name in ("rc-high-8", "rc-dev-2"):
+                wait_pending(hands, namespace, name)
+            else:
+                wait_reserved(hands, namespace, name)
+        poll_cluster(gateway=real_portal)
+        train = ClusterQueue.objects.select_related("cohort").get(name="cq-train")
+        raised = with_nominal(train, "h100-80gb", GPU, "18")
+        shown = cluster_queue_what_if(platform_admin, raised)
+        predicted = [a["workload"].split("/")[1].rsplit("-", 1)[0] for a in shown["admitted"]]
+        save_cluster_queue(
+            actor=platform_admin,
+            cluster_queue=raised,
+            source="api",
+            promise_more_than_exists=True,
+            override_reason="the what-if held against Kueue",
+        )
+        apply_desired_state(gateway=real_portal)
+        order: list[str] = []
+
+        def both() -> bool:
+            for namespace, name in (("team-a", "rc-high-8"), ("team-dev", "rc-dev-2")):
+                if name not in order and scenarios.reserved(hands, namespace, name):
+                    order.append(name)
+            if order == ["rc-dev-2"]:  # the victim's pods end as a kubelet would end them
+                real_cluster.remove_job("team-b", "rc-victim-4")
+            return len(order) == 2
+
+        wait_for(both, timeout=60, what="Kueue to admit both")
+        assert predicted == [f"job-{name}" for name in order], (predicted, order)
+        assert [p["workload"].split("/")[1].rsplit("-", 1)[0] for p in shown["preempted"]] == [
+            "job-rc-victim-4"
+        ]
+    finally:
+        for namespace, name, *_ in jobs:
+            real_cluster.remove_job(namespace, name)
+        train = ClusterQueue.objects.get(name="cq-train")
+        train.preemption_within_cluster_queue, train.resource_groups = saved
+        save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+        apply_desired_state(gateway=real_portal)
+
+
+def test_6_kueue_preempts_only_a_workload_it_admitted_before(
+    real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """cq-train (withinClusterQueue: LowerPriority) runs team-a's 1 GPU; its 12-GPU head
+    waits while team-infer uses cq-infer's 4; one of team-infer's Jobs goes as team-b's
+    best-effort 2-GPU Job arrives. Kueue never marks the newcomer Evicted or Preempted: it
+    preempts only what it admitted before a cycle. The demo's Kueue admitted the newcomer and
+    preempted it in the same pass, then at every pass
+    (``tests/devcluster/test_preemption.py``)."""
+    hands = admin(real_cluster)
+    platform_admin = User.objects.get(username="admin")
+    train = ClusterQueue.objects.get(name="cq-train")
+    saved = train.preemption_within_cluster_queue
+    train.preemption_within_cluster_queue = "LowerPriority"
+    save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+    apply_desired_state(gateway=real_portal)
+    jobs = [
+        ("team-a", "rc-run-1", "team-a-train", 1, "training-critical"),
+        ("team-infer", "rc-lend-1", "online-infer", 1, "inference-serving"),
+        ("team-infer", "rc-lend-3", "online-infer", 3, "inference-serving"),
+        ("team-a", "rc-head-12", "team-a-train", 12, "training-critical"),
+    ]
+    try:
+        for namespace, name, queue, count, priority in jobs:
+            hands.apply(scenarios.job(name, namespace, queue, gpus(count), priority_class=priority))
+            if name == "rc-head-12":
+                wait_pending(hands, namespace, name)
+            else:
+                wait_reserved(hands, namespace, name)
+        real_cluster.remove_job("team-infer", "rc-lend-1")
+        newcomer = scenarios.job(
+            "rc-new-2", "team-b", "team-b-train", gpus(2), priority_class="dev-best-effort"
+        )
+        hands.apply(newcomer)
+        # Kueue looked at both: one holds the quota, the other waits with Kueue's words
+        wait_for(
+            lambda: (
+                {
+                    scenarios.condition(
+                        scenarios.workload_of(hands, ns, name), "QuotaReserved"
+                    ).get("status")
+                    for ns, name in (("team-a", "rc-head-12"), ("team-b", "rc-new-2"))
+                }
+                == {"True", "False"}
+            ),
+            timeout=30,
+            what="Kueue to admit one of them and keep the other waiting",
+        )
+        workload = scenarios.workload_of(hands, "team-b", "rc-new-2")
+        assert workload is not None
+        assert not scenarios.condition(workload, "Evicted"), workload["status"]
+        assert not scenarios.condition(workload, "Preempted"), workload["status"]
+        assert "schedulingStats" not in workload["status"], workload["status"]
+    finally:
+        for namespace, name, *_ in [*jobs, ("team-b", "rc-new-2")]:
+            real_cluster.remove_job(namespace, name)
+        train = ClusterQueue.objects.get(name="cq-train")
+        train.preemption_within_cluster_queue = saved
+        save_cluster_queue(actor=platform_admin, cluster_queue=train, source="api")
+        apply_desired_state(gateway=real_portal)

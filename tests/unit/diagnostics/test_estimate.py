@@ -102,6 +102,20 @@ def test_first_in_line_with_room_starts_as_soon_as_kueue_looks() -> None:
     assert estimate.summary == "now, once Kueue looks at it"
 
 
+def test_beside_kueues_more_needed_it_is_never_now() -> None:
+    """Finding 5: when Kueue says its queue lacks unused quota for it now, the estimate does
+    not say "now" even where the portal's count of the cohort leaves room."""
+    line = Line(
+        cluster_queue="cq-train",
+        capacity={GPU: 8},
+        running=[Running({GPU: 4}, 0)],
+        waiting=[{GPU: 4}],
+    )
+    estimate = estimate_workload(requests={GPU: 4}, line=line, histories=HISTORY, short_now=True)
+    assert estimate.summary == "no estimate"
+    assert estimate.basis.startswith("Kueue finds too little unused quota for it in cq-train now")
+
+
 def test_a_run_longer_than_any_before_may_end_now_or_run_a_median_run_more() -> None:
     line = Line(
         cluster_queue="cq-train",

@@ -22,14 +22,26 @@ SET_GPU = (
 
 
 def test_the_limit_ranger_annotation_names_what_it_set() -> None:
-    assert limit_defaulted({"kubernetes.io/limit-ranger": SET_GPU}) == ["nvidia.com/gpu"]
+    main = {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    assert limit_defaulted({"kubernetes.io/limit-ranger": SET_GPU}, main) == [
+        {
+            "container": "main",
+            "init": False,
+            "resource": "nvidia.com/gpu",
+            "amount": 1,
+            "only": True,
+        }
+    ]
     assert limit_defaulted(
         {
             "kubernetes.io/limit-ranger": "LimitRanger plugin set: cpu, memory request for "
             "container app; nvidia.com/mig-1g.10gb, nvidia.com/mig-2g.20gb limit for init "
             "container setup"
         }
-    ) == ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"]
+    ) == [
+        {"container": "setup", "init": True, "resource": r, "amount": 0, "only": False}
+        for r in ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb")
+    ]
     assert limit_defaulted({"kubernetes.io/limit-ranger": "something else"}) == []
     assert limit_defaulted({}) == []
 
@@ -44,7 +56,15 @@ def test_a_polled_pod_keeps_what_its_limit_range_set() -> None:
         "spec": {"containers": [{"name": "main"}]},
         "status": {"phase": "Pending"},
     }
-    assert pod_values(pod, {"nvidia.com/gpu": 1})["limit_defaulted"] == ["nvidia.com/gpu"]
+    assert pod_values(pod, {"nvidia.com/gpu": 1})["limit_defaulted"] == [
+        {
+            "container": "main",
+            "init": False,
+            "resource": "nvidia.com/gpu",
+            "amount": 0,
+            "only": True,
+        }
+    ]
 
 
 def test_a_mig_pod_given_a_whole_gpu_is_told_a_mig_change_will_not_start_it() -> None:

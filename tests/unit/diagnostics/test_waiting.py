@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from cluster.models import ObservedObject, ObservedWorkload
 from cluster.scope import settings_cluster_id
-from tests.factories import NamespaceFactory, ObservedPodFactory
+from tests.factories import NamespaceFactory, ObservedNodeFactory, ObservedPodFactory
 from tests.support import explained, written
 
 pytestmark = pytest.mark.django_db
@@ -165,3 +165,77 @@ def test_an_approver_reads_what_waits_in_every_team(
     only_b = client.get("/api/v1/waiting/?team=team-b")
     assert only_b.status_code == 200, only_b.json()
     assert {row["name"] for row in only_b.json()} == {"team-b-waits"}
+
+
+def test_what_kueue_charges_below_what_pods_ask_is_said_and_whose_never(
+    client: Client, team_a_admin: Any, team_b_member: Any
+) -> None:
+    """Finding 10: team-a's two Jobs are charged 1 GPU each by Kueue (a LimitRange's
+    defaultRequest) while their pods ask for 8; the H100s are full, and team-b's admitted
+    pod waits for nodes. Team-b is told why, counted, never whose; team-a reads the charge
+    on its own workloads."""
+    now = timezone.now()
+    NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team)
+    NamespaceFactory(name="team-b", team=team_b_member.memberships.get().team)
+    for node in ("gpu-h100-01", "gpu-h100-02"):
+        ObservedNodeFactory(
+            name=node,
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            mig_config="all-disabled",
+            allocatable={"nvidia.com/gpu": "8"},
+            allocated={"nvidia.com/gpu": 8},
+        )
+    for n, node in enumerate(("gpu-h100-01", "gpu-h100-02")):
+        ObservedWorkload.objects.create(
+            namespace="team-a",
+            name=f"job-over-{n}",
+            queue_name="team-a-train",
+            cluster_queue="cq-train",
+            admitted=True,
+            requests={"nvidia.com/gpu": 1},
+            admitted_at=now - dt.timedelta(minutes=5),
+            last_changed=now,
+        )
+        ObservedPodFactory(
+            name=f"over-{n}",
+            node_name=node,
+            gpu_requests={"nvidia.com/gpu": 8},
+            workload_name=f"job-over-{n}",
+        )
+    ObservedWorkload.objects.create(
+        namespace="team-b",
+        name="job-b-2",
+        queue_name="team-b-train",
+        cluster_queue="cq-train",
+        admitted=True,
+        pods_ready=False,
+        requests={"nvidia.com/gpu": 2},
+        admitted_at=now - dt.timedelta(minutes=5),
+        last_changed=now,
+    )
+    ObservedPodFactory(
+        namespace="team-b",
+        name="b-2-x7k2p",
+        phase="Pending",
+        gpu_requests={"nvidia.com/gpu": 2},
+        workload_name="job-b-2",
+        pending_reason="Unschedulable",
+        pending_message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims "
+        "to deallocate, preemption: 0/2 nodes are available: 2 No preemption victims found "
+        "for incoming pod.",
+    )
+    written()
+    client.force_login(team_b_member)
+    rows = client.get("/api/v1/waiting/").json()
+    (pod,) = [r for r in rows if r["kind"] == "Pod"]
+    assert pod["cause"].startswith(
+        "Kueue admitted it, but 2 admitted workloads are charged 2 gpu by Kueue while their "
+        "pods ask for 16: the queues count 14 fewer gpu in use than the nodes hold. All 16 gpu"
+    ), pod
+    assert "team-a" not in str(rows) and "over-" not in str(rows), rows
+    client.force_login(team_a_admin)
+    mine = [r for r in client.get("/api/v1/waiting/").json() if r["kind"] == "Workload"]
+    assert sorted(r["name"] for r in mine) == ["job-over-0", "job-over-1"]
+    assert all(
+        r["cause"].startswith("Kueue charged it 1 gpu while its pods ask for 8") for r in mine
+    ), mine

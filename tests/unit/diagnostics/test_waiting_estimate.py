@@ -78,7 +78,7 @@ def workload(
     gpus: int,
     position: int | None = None,
     admitted_into: str = "",
-    message: str = "",
+    message: str | None = None,
 ) -> None:
     """An observed Kueue workload asking for ``gpus``: admitted just now into
     ``admitted_into``, or waiting (at ``position``, with Kueue's ``message``)."""
@@ -91,7 +91,7 @@ def workload(
         admitted=bool(admitted_into),
         admitted_at=now if admitted_into else None,
         reason="" if admitted_into else "Pending",
-        message=message or ("" if admitted_into else short_of(gpus)),
+        message=message if message is not None else ("" if admitted_into else short_of(gpus)),
         requests={GPU: gpus},
         position=position,
         created_at=now - dt.timedelta(minutes=30 - (position or 0)),
@@ -370,7 +370,9 @@ def test_a_queue_borrows_what_its_cohort_lends_and_no_more(
     answers = {}
     for gpus in (5, 6, 7):
         ObservedWorkload.objects.filter(namespace="team-a").delete()
-        workload("team-a", "job-a", "team-a-train", gpus=gpus, position=0)
+        # Kueue has not looked at the one that fits yet (it would admit it)
+        message = "" if gpus == 5 else None
+        workload("team-a", "job-a", "team-a-train", gpus=gpus, position=0, message=message)
         written()
         (row,) = client.get("/api/v1/waiting/").json()
         answers[gpus] = (row["estimate"]["summary"], row["estimate"]["basis"])
@@ -385,3 +387,31 @@ def test_a_queue_borrows_what_its_cohort_lends_and_no_more(
         "it can never fit because it asks for 7 nvidia.com/gpu and cq-train can hold at most 6, "
         "borrowing included",
     )
+
+
+def test_what_another_member_borrows_is_not_free_and_the_estimate_agrees_with_kueue(
+    client: Client, team_a_admin: Any
+) -> None:
+    """Finding 5: cq-train (12) and cq-dev (0, borrowing) in one cohort with cq-infer (4,
+    idle): cq-dev borrows 4, team-a runs 8, so the cohort has 4 free and Kueue keeps
+    team-a's 5-GPU workload waiting, "1 more needed". The estimate counted cq-infer's 4
+    idle GPUs as cq-train's to borrow without what cq-dev borrows, and said "now"."""
+    cohort = Cohort.objects.create(name="ai-platform")
+    for name, nominal in (("cq-train", "12"), ("cq-infer", "4"), ("cq-dev", "0")):
+        ClusterQueue.objects.filter(pk=gpu_queue(name, nominal).pk).update(cohort=cohort)
+    LocalQueueFactory(
+        name="team-a-train",
+        namespace=NamespaceFactory(name="team-a", team=team_a_admin.memberships.get().team),
+        cluster_queue=ClusterQueue.objects.get(name="cq-train"),
+    )
+    NamespaceFactory(name="team-dev")
+    workload("team-dev", "job-dev", "dev-test", gpus=4, admitted_into="cq-dev")
+    workload("team-a", "job-run", "team-a-train", gpus=8, admitted_into="cq-train")
+    workload("team-a", "job-a", "team-a-train", gpus=5, position=0, message=short_of(1))
+    history("cq-train", [50, 60, 70, 80, 90])
+    written()
+    client.force_login(team_a_admin)
+    (row,) = client.get("/api/v1/waiting/").json()
+    assert "1 more needed" in row["cause"]
+    assert row["estimate"]["summary"] != "now, once Kueue looks at it", row["estimate"]
+    assert row["estimate"]["low_s"] > 0, row["estimate"]

@@ -385,3 +385,26 @@ def test_a_namespace_quota_counts_waiting_workloads_in_kueues_order() -> None:
         ("team-a/high", False, True),
         ("team-a/low", True, False),
     ]
+
+
+def test_a_workload_that_waits_for_its_victims_is_admitted_after_one_that_fits_now() -> None:
+    """Finding 11, as real Kueue 0.19 did it (tests/realcluster): cq-train at 18 with
+    ``withinClusterQueue: LowerPriority`` in a cohort with cq-infer (4, in use) and cq-dev
+    (0, borrowing). team-a's ``high`` must preempt team-b's ``victim``; team-dev's ``dev``
+    fits now by borrowing. Kueue admits ``dev`` in that cycle and ``high`` once its victim
+    is gone; the what-if said ``high`` first."""
+    train = queue("cq-train", 18, cohort="ai", within_cluster_queue="LowerPriority")
+    infer = queue("cq-infer", 4, cohort="ai")
+    dev = queue("cq-dev", 0, cohort="ai")
+    out = run(
+        [train, infer, dev],
+        [
+            wl("team-b/victim", "cq-train", 4, priority=100, admitted=True, at=1),
+            wl("team-a/first", "cq-train", 8, priority=1000, admitted=True, at=2),
+            wl("team-infer/serve", "cq-infer", 4, priority=500, admitted=True, at=3),
+            wl("team-a/high", "cq-train", 8, priority=1000, created=4),
+            wl("team-dev/dev", "cq-dev", 2, priority=100, created=5),
+        ],
+    )
+    assert admitted(out) == ["team-dev/dev", "team-a/high"]
+    assert preempted(out) == {"team-b/victim": "InClusterQueue"}
