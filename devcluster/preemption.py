@@ -36,6 +36,7 @@ beyond the first flavor that fits, partial admission.
 from __future__ import annotations
 
 import copy
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
@@ -83,28 +84,32 @@ def _borrows(cq: Obj, used: Usage, resources: set[str]) -> bool:
 
 
 def share(cq_name: str, cqs: dict[str, Obj], usage: dict[str, Usage]) -> int:
-    """A ClusterQueue's ``status.fairSharing.weightedShare`` for this usage."""
+    """A ClusterQueue's ``status.fairSharing.weightedShare`` for this usage, as Kueue counts
+    it: per resource, what the queue uses beyond its nominal quota in every flavor, over what
+    the cohort's members may lend of that resource in every flavor; the largest such ratio,
+    times 1000, over the queue's weight, rounded up (real Kueue reported 4 where 3.125 had
+    been truncated to 3)."""
     cq = cqs[cq_name]
     cohort = cq["spec"].get("cohortName")
     if not cohort:
         return 0
-    members = [c for c in cqs.values() if c["spec"].get("cohortName") == cohort]
-    largest = Fraction(0)
+    borrowed: dict[str, Fraction] = {}
     for key, limits in kueue._quota(cq).items():
-        borrowed = usage[cq_name][key] - (limits["nominal"] or 0)
-        lendable = Fraction(0)
-        for member in members:
-            theirs = kueue._quota(member).get(key)
-            if theirs is not None:
-                lendable += (
-                    theirs["lending"] if theirs["lending"] is not None else theirs["nominal"] or 0
-                )
-        if borrowed > 0 and lendable > 0:
-            largest = max(largest, borrowed / lendable)
-    if not largest:
+        over = usage[cq_name][key] - (limits["nominal"] or 0)
+        if over > 0:
+            borrowed[key[1]] = borrowed.get(key[1], Fraction(0)) + over
+    lendable: dict[str, Fraction] = {}
+    for member in cqs.values():
+        if member["spec"].get("cohortName") != cohort:
+            continue
+        for (_, resource), theirs in kueue._quota(member).items():
+            lends = theirs["lending"] if theirs["lending"] is not None else theirs["nominal"]
+            lendable[resource] = lendable.get(resource, Fraction(0)) + (lends or 0)
+    ratios = [over / lendable[r] for r, over in borrowed.items() if lendable.get(r, 0) > 0]
+    if not ratios:
         return 0
     weight = quantity.parse((cq["spec"].get("fairSharing") or {}).get("weight", 1))
-    return MAX_SHARE if weight == 0 else int(largest * 1000 / weight)
+    return MAX_SHARE if weight == 0 else math.ceil(max(ratios) * 1000 / weight)
 
 
 def weighted_shares(

@@ -4,11 +4,13 @@ the recordings: the recorded cluster ran with every policy at ``Never``."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
 from devcluster import __main__ as command
+from devcluster import preemption
 from tests.devcluster.test_kueue_recordings import (
     KUEUE,
     KueueDemo,
@@ -243,6 +245,44 @@ def test_fair_sharing_shares_and_preemption() -> None:
     assert demo.get(f"{KUEUE}/clusterqueues/rc-cq-team-b")["status"]["fairSharing"] == {
         "weightedShare": 0
     }
+
+
+def test_a_share_is_rounded_up_and_counted_per_resource_across_flavors() -> None:
+    """As real Kueue reported on the real tier (cq-train, weight 80, borrowing 4 of the
+    cohort's 16 lendable GPUs: 4 / 16 * 1000 / 80 = 3.125, reported 4): the share is rounded
+    up, and a resource's use beyond nominal and what the cohort lends of it are summed over
+    its flavors."""
+
+    def cq(cohort: str, weight: str, flavors: dict[str, int]) -> dict[str, Any]:
+        resources = [
+            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(n)}]}
+            for name, n in flavors.items()
+        ]
+        return {
+            "spec": {
+                "cohortName": cohort,
+                "fairSharing": {"weight": weight},
+                "resourceGroups": [{"flavors": resources}],
+            }
+        }
+
+    cqs = {
+        "train": cq("fleet", "80", {"h100": 12}),
+        "infer": cq("fleet", "20", {"h100": 4}),
+    }
+    usage = {
+        "train": {("h100", "nvidia.com/gpu"): Fraction(16)},
+        "infer": {("h100", "nvidia.com/gpu"): Fraction(0)},
+    }
+    assert preemption.share("train", cqs, usage) == 4
+    assert preemption.share("infer", cqs, usage) == 0
+    # Two flavors of one resource: 2 over in each is 4 over 16 + 8 lendable, at weight 1.
+    cqs = {"a": cq("fleet", "1", {"h100": 8, "a100": 8}), "b": cq("fleet", "1", {"h100": 8})}
+    usage = {
+        "a": {("h100", "nvidia.com/gpu"): Fraction(10), ("a100", "nvidia.com/gpu"): Fraction(10)},
+        "b": {("h100", "nvidia.com/gpu"): Fraction(0)},
+    }
+    assert preemption.share("a", cqs, usage) == 167  # 4 / 24 * 1000 = 166.67, rounded up
 
 
 def test_the_run_command_starts_the_demo_with_fair_sharing_on(monkeypatch: Any) -> None:
