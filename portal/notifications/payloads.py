@@ -54,7 +54,7 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("target_config", "MIG config"),
     ("where", "Where"),
     ("resource", "Resource"),
-    ("previous", "Before"),
+    ("before", "Before"),
     ("requested", "Asked for"),
     ("until", "Until"),
     ("verdict", "Verdict"),

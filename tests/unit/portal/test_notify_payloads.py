@@ -192,6 +192,7 @@ QUOTA_APPROVED = {
     "where": "namespace team-a",
     "resource": "requests.nvidia.com/gpu",
     "previous": "16",
+    "before": "16",
     "requested": "24",
     "state": "approved",
     "until": "2026-12-08T10:00:00+00:00",
