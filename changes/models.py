@@ -361,6 +361,16 @@ class QuotaChangeRequest(models.Model):
         return name if self.kind == self.Kind.NAMESPACE else f"{name} / {self.flavor}"
 
     @property
+    def unset_means(self) -> str:
+        """What no value means for its quota item: a namespace without it has no limit, a
+        ClusterQueue without the nominal quota has 0 of its own (it may only borrow)."""
+        return "no limit" if self.kind == self.Kind.NAMESPACE else "0"
+
+    def value_text(self, value: str) -> str:
+        """A value of its quota item as messages say it ("" in words)."""
+        return value or self.unset_means
+
+    @property
     def granted_delta(self) -> str:
         """The grant's own change (``+8``, ``-2``): what its end takes back."""
         delta = self.delta

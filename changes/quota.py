@@ -303,6 +303,24 @@ TOLD_REQUESTER = frozenset(
 TOLD_TEAM = frozenset({"approved", "expiring", "reverted", "revert_skipped", "revert_held"})
 
 
+def notice_payload(request: QuotaChangeRequest, *, where: str = "") -> dict[str, object]:
+    """What a quota request's event says: its values as stored (``previous`` "" when the
+    quota item was absent) and ``before`` in words ("no limit" for a namespace, "0" for a
+    ClusterQueue)."""
+    return {
+        "id": request.pk,
+        "team": request.team.slug,
+        "where": where or request.where,
+        "resource": request.resource,
+        "previous": request.previous,
+        "before": request.value_text(request.previous),
+        "requested": request.requested,
+        "state": request.state,
+        "until": request.grant_until.isoformat() if request.grant_until else None,
+        "comment": request.decision_comment,
+    }
+
+
 def _notify(
     event: str, request: QuotaChangeRequest, *, where: str = "", actor: Actor | None = None
 ) -> None:
@@ -312,17 +330,7 @@ def _notify(
         teams=[request.team.slug] if event in TOLD_TEAM else [],
         actor=None if actor is None or isinstance(actor, System) else actor.pk,
     )
-    payload = {
-        "id": request.pk,
-        "team": request.team.slug,
-        "where": where or request.where,
-        "resource": request.resource,
-        "previous": request.previous,
-        "requested": request.requested,
-        "state": request.state,
-        "until": request.grant_until.isoformat() if request.grant_until else None,
-        "comment": request.decision_comment,
-    }
+    payload = notice_payload(request, where=where)
     said = event
     if event == "voided":
         what = "namespace" if request.kind == Kind.NAMESPACE else "ClusterQueue"
@@ -757,8 +765,9 @@ def approve_quota_change(
             return request
     if current != was:
         what = (
-            f"The quota is now {current or 'not set'} (it was {was or 'not set'} when this was "
-            f"asked): approving would change it {current or 'none'} → {request.requested}"
+            f"The quota is now {request.value_text(current)} (it was "
+            f"{request.value_text(was)} when this was asked): approving would change it "
+            f"{request.value_text(current)} → {request.requested}"
             + (", a cut." if _amount(request.requested) < _amount(current) else ".")
         )
         if _amount(current) == _amount(request.requested):
@@ -948,7 +957,7 @@ def _take_back(request: QuotaChangeRequest, current: str) -> tuple[Event, dict[s
     back = _amount(current) - request.delta
     if not current or back < 0:
         note = (
-            f"Its end would take back {delta} from {current or 'no quota'}"
+            f"Its end would take back {delta} from {request.value_text(current)}"
             + (" (the quota item was removed since)" if not current else ", below zero")
             + ": the quota is left as it is and a person decides what it should be."
         )
@@ -956,7 +965,7 @@ def _take_back(request: QuotaChangeRequest, current: str) -> tuple[Event, dict[s
     # Back to no quota item when it had none and nothing else was added since.
     value = "" if back == 0 and not request.previous else _spelled(request.resource, back)
     _apply_value(request, value, actor=SYSTEM, source="task")
-    note = f"Its end took back {delta}: {current} → {value or 'none'}."
+    note = f"Its end took back {delta}: {current} → {request.value_text(value)}."
     return Event.QUOTA_CHANGE_REVERTED, {"value": value, "note": note}, note
 
 

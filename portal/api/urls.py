@@ -17,7 +17,11 @@ from rest_framework.routers import APIRootView
 from portal.api.routers import app_router
 from portal.api.schema_view import SchemaView
 from portal.api.views import AuditEventViewSet, TokenViewSet
-from portal.notifications.api import NotificationViewSet, SubscriptionViewSet
+from portal.notifications.api import (
+    NotificationPreferenceView,
+    NotificationViewSet,
+    SubscriptionViewSet,
+)
 
 router = app_router()
 router.register("tokens", TokenViewSet, basename="token")
@@ -58,6 +62,7 @@ ROOT = {
     "audit": "audit-list",
     "notifications": "notification-list",
     "notification-subscriptions": "notification-subscription-list",
+    "notification-preference": "notification-preference",
 }
 
 
@@ -68,6 +73,11 @@ def in_cluster(app: str) -> list[Any]:
 
 urlpatterns = [
     path("v1/", APIRootView.as_view(api_root_dict=ROOT), name="api-root"),
+    path(
+        "v1/notification-preference/",
+        NotificationPreferenceView.as_view(),
+        name="notification-preference",
+    ),
     path("v1/", include(router.urls)),
     *(path("v1/", include(f"{app}.api_urls")) for app in API_APPS),
     re_path(

@@ -1,5 +1,6 @@
-"""Your notifications and your notification subscriptions over the REST API (the same
-services as the pages: the same scope, the same field errors)."""
+"""Your notifications, your notification subscriptions and whether you are told without
+subscribing, over the REST API (the same services as the pages: the same scope, the same
+field errors, the same audit)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from portal.api.safety import BoundedList, StrictInput
 from portal.models import Notification, NotificationSubscription
@@ -17,9 +19,11 @@ from portal.notifications.payloads import KINDS
 from portal.notifications.subscriptions import (
     create_subscription,
     delete_subscription,
+    is_told_by_default,
     mark_read,
     mask,
     notifications_for_user,
+    set_told_by_default,
     subscriptions_for_user,
     teams_user_may_subscribe_for,
 )
@@ -137,3 +141,31 @@ class NotificationViewSet(viewsets.ReadOnlyModelViewSet[Notification]):
         mark_read(user=request.user, notification_id=note.pk)
         note.refresh_from_db()
         return Response(NotificationSerializer(note).data)
+
+
+class NotificationPreferenceSerializer(StrictInput, serializers.Serializer[Any]):
+    told_by_default = serializers.BooleanField(
+        help_text="Whether you are told, in the portal and by e-mail to your account's "
+        "address, of the events that concern you without subscribing: your own requests "
+        "decided and ended, the changes that hit your teams. Off: only your subscriptions "
+        "reach you."
+    )
+
+
+class NotificationPreferenceView(APIView):
+    """Your own default notifications (see the Notification settings page, "Told without
+    subscribing"): on unless you turned them off. PUT sets it; a change is audited."""
+
+    @extend_schema(responses={200: NotificationPreferenceSerializer})
+    def get(self, request: Request) -> Response:
+        return Response({"told_by_default": is_told_by_default(request.user)})
+
+    @extend_schema(
+        request=NotificationPreferenceSerializer, responses={200: NotificationPreferenceSerializer}
+    )
+    def put(self, request: Request) -> Response:
+        data = NotificationPreferenceSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        on = data.validated_data["told_by_default"]
+        set_told_by_default(user=request.user, on=on, source="api")
+        return Response({"told_by_default": on})

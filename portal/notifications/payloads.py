@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from portal.audit.text import CODED_VALUES, scalar_text
 from portal.vocabulary.names import PodNames
+from portal.vocabulary.words import code_words
 
 KINDS: dict[str, str] = {
     "request": "New request",
@@ -54,7 +56,7 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("target_config", "MIG config"),
     ("where", "Where"),
     ("resource", "Resource"),
-    ("previous", "Before"),
+    ("before", "Before"),
     ("requested", "Asked for"),
     ("until", "Until"),
     ("verdict", "Verdict"),
@@ -129,10 +131,19 @@ def message_from_json(data: Mapping[str, Any]) -> Message:
     )
 
 
-def _said(value: Any) -> str:
+# Payload keys holding a code (``breaks_quota``, ``rolled_back``) a person reads in words
+# (the audit log's words for it, else the code's own).
+CODED = frozenset({"state", "verdict"})
+
+
+def _said(key: str, value: Any) -> str:
+    """A payload value as a person reads it: a code in words, a moment as "2026-12-07
+    14:00 UTC", true or false as yes or no, a list joined."""
     if isinstance(value, list | tuple):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+        return ", ".join(_said(key, v) for v in value)
+    if key in CODED and isinstance(value, str):
+        return CODED_VALUES.get(key, {}).get(value) or code_words(value)
+    return scalar_text(value)
 
 
 def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
@@ -150,7 +161,7 @@ def message_for(event: str, subject: str, payload: Mapping[str, Any], base_url: 
     """The message of one portal event (its subject as the title; each fact that has a
     value, in words)."""
     facts = tuple(
-        (label, _said(payload[key]))
+        (label, _said(key, payload[key]))
         for key, label in FACTS
         if payload.get(key) not in (None, "", [], ())
     )

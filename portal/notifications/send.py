@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import smtplib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -164,7 +165,13 @@ def deliver(subscription_id: int, message: Message) -> None:
     if sub is None:
         return
     if sub.channel == Channel.EMAIL:
-        send_mail(message.title, email_text(message), None, [sub.target or sub.user.email])
+        try:
+            send_mail(message.title, email_text(message), None, [sub.target or sub.user.email])
+        except (smtplib.SMTPException, OSError) as exc:  # refused, unreachable, timed out
+            raise SendFailed(
+                f"The mail server did not take it ({type(exc).__name__}).",
+                retry=not isinstance(exc, smtplib.SMTPRecipientsRefused),
+            ) from exc
     elif sub.channel in RENDERERS:
         post_json(sub.target, RENDERERS[sub.channel](message))
     NotificationSubscription.objects.filter(pk=sub.pk).update(

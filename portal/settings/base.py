@@ -452,6 +452,23 @@ QM_NOTIFY_TEAMS = env_bool("QM_NOTIFY_TEAMS", True)
 QM_PUBLIC_URL = env_str("QM_PUBLIC_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "quartermaster@localhost")
+# The SMTP server (EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend): its password
+# is a secret (EMAIL_HOST_PASSWORD or EMAIL_HOST_PASSWORD_FILE). STARTTLS (EMAIL_USE_TLS,
+# usually port 587) or TLS from the first byte (EMAIL_USE_SSL, usually 465), never both.
+# Each connection may take EMAIL_TIMEOUT seconds: a dead server fails the send (the outbox
+# tries again) instead of holding a worker.
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise RuntimeError(
+        "EMAIL_USE_TLS and EMAIL_USE_SSL are both set: choose one (STARTTLS on the plain port, "
+        "usually 587, or TLS from the start, usually 465)"
+    )
 
 CELERY_BEAT_SCHEDULE = {
     "relay-outbox": {

@@ -31,6 +31,7 @@ from django.utils.safestring import SafeString
 
 from portal.vocabulary import numbers
 from portal.vocabulary.numbers import DASH
+from portal.vocabulary.words import code_words
 
 register = template.Library()
 
@@ -39,18 +40,6 @@ _MIB = 2**20
 _MINUTE, _HOUR, _DAY = 60, 3600, 86400
 _MEMORY = re.compile(r"(^|\.)(memory|ephemeral-storage|storage|hugepages-[^.]+)$")
 _CPU = re.compile(r"(^|\.)cpu$")
-# Codes whose words are not what splitting them gives.
-_WORDS = {
-    "safe": "Safe",
-    "needs_drain": "Needs a drain",
-    "breaks_quota": "Breaks quota",
-    "breaksquota": "Breaks quota",
-    "blocked": "Blocked",
-    "notready": "Not ready",
-    "not_ready": "Not ready",
-}
-_ACRONYMS = {"ok": "OK", "mig": "MIG", "gpu": "GPU", "cpu": "CPU", "pdb": "PDB", "api": "API"}
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 @register.filter
@@ -203,15 +192,7 @@ def words(value: Any) -> str:
     ``mig-reconfiguring`` → MIG reconfiguring."""
     if value in (None, ""):
         return DASH
-    text = str(value).strip()
-    if text.lower() in _WORDS:
-        return _WORDS[text.lower()]
-    if text.lower() in _ACRONYMS:
-        return _ACRONYMS[text.lower()]
-    parts = [p for p in re.split(r"[_\-\s]+", _CAMEL.sub(" ", text)) if p]
-    shown = [_ACRONYMS.get(p.lower(), p.lower()) for p in parts]
-    sentence = " ".join(shown)
-    return sentence[:1].upper() + sentence[1:]
+    return code_words(str(value))
 
 
 _GPU = "nvidia.com/gpu"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from portal.models import Notification, NotificationSubscription
-from portal.notifications.subscriptions import create_subscription
+from portal.models import AuditEvent, Notification, NotificationSubscription
+from portal.notifications.subscriptions import create_subscription, is_told_by_default
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +85,42 @@ def test_another_users_subscription_and_notification_are_not_found(
     answer = client.post(f"/api/v1/notifications/{mine.pk}/read/")
     assert answer.status_code == 200 and answer.json()["read_at"] is not None
     assert NotificationSubscription.objects.filter(pk=theirs.pk).exists()
+
+
+PREFERENCE = "/api/v1/notification-preference/"
+
+
+def test_anyone_reads_and_sets_their_default_notifications_over_the_api_audited(
+    client: Client, team_a_member: Any, team_a_admin: Any, team_a: Any
+) -> None:
+    client.force_login(team_a_member)  # a member who leads nothing
+    assert client.get(PREFERENCE).json() == {"told_by_default": True}
+    answer = client.put(PREFERENCE, {"told_by_default": False}, content_type="application/json")
+    assert (answer.status_code, answer.json()) == (200, {"told_by_default": False})
+    assert client.get(PREFERENCE).json() == {"told_by_default": False}
+    client.put(PREFERENCE, {"told_by_default": False}, content_type="application/json")  # again
+    assert is_told_by_default(team_a_admin)  # someone else's is left alone
+    changed = AuditEvent.objects.filter(event="notification_preference.changed")
+    assert [(e.actor_id, e.source, e.old, e.new) for e in changed] == [
+        (team_a_member.pk, "api", {"told_by_default": True}, {"told_by_default": False})
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"told_by_default": "false"}, {"told_by_default": None}, {}, {"on": True}],
+)
+def test_a_preference_that_is_no_boolean_is_a_field_error(
+    client: Client, team_a_member: Any, body: dict[str, Any]
+) -> None:
+    client.force_login(team_a_member)
+    answer = client.put(PREFERENCE, body, content_type="application/json")
+    assert answer.status_code == 400
+    assert set(answer.json()["errors"]) <= {"told_by_default", "on"}
+    assert client.get(PREFERENCE).json() == {"told_by_default": True}
+
+
+def test_the_preference_needs_a_signed_in_caller(client: Client) -> None:
+    assert client.get(PREFERENCE).status_code in (401, 403)
+    answer = client.put(PREFERENCE, {"told_by_default": False}, content_type="application/json")
+    assert answer.status_code in (401, 403)

@@ -192,6 +192,7 @@ QUOTA_APPROVED = {
     "where": "namespace team-a",
     "resource": "requests.nvidia.com/gpu",
     "previous": "16",
+    "before": "16",
     "requested": "24",
     "state": "approved",
     "until": "2026-12-08T10:00:00+00:00",
@@ -216,12 +217,12 @@ def test_a_quota_decision_becomes_a_message_with_its_facts_and_page() -> None:
     assert message.team == "team-a"
     assert message.facts == (
         ("Team", "team-a"),
-        ("State", "approved"),
+        ("State", "Approved"),
         ("Where", "namespace team-a"),
         ("Resource", "requests.nvidia.com/gpu"),
         ("Before", "16"),
         ("Asked for", "24"),
-        ("Until", "2026-12-08T10:00:00+00:00"),
+        ("Until", "2026-12-08 10:00 UTC"),
         ("Comment", "for the deadline"),
     )
     assert message_from_json(message.as_json()) == message
@@ -279,7 +280,7 @@ def test_the_teams_body_is_one_adaptive_card_with_an_open_url_action() -> None:
     assert card["body"][0]["text"] == "Quota request #7 (team-a): approved"
     assert card["body"][1]["facts"][:2] == [
         {"title": "Team", "value": "team-a"},
-        {"title": "State", "value": "approved"},
+        {"title": "State", "value": "Approved"},
     ]
     assert card["actions"] == [
         {
