@@ -231,7 +231,7 @@ WORKLOAD_FINISHED = {
     "admission kept": True,
     "finalizers": [],  # kueue.x-k8s.io/resource-in-use removed
 }
-QUOTA_RELEASED = {"reservingWorkloads": 0, "admittedWorkloads": 0, "in use": {"0"}}
+QUOTA_RELEASED = {"reservingWorkloads": 0, "admittedWorkloads": 0, "in use": set()}
 FINISHED_EVENTS = [
     ("Job", "Completed", "Job completed", "job-controller"),
     (
@@ -281,14 +281,16 @@ def workload_finished(workload: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def quota_in_use(queue: dict[str, Any]) -> dict[str, Any]:
-    """A ClusterQueue's or LocalQueue's counts and every flavor's reserved and used totals."""
+    """A ClusterQueue's or LocalQueue's counts and the flavors' reserved and used totals
+    above zero (a LocalQueue of the demo lists only the flavors in use, the real one each of
+    its ClusterQueue's, at 0 when unused)."""
     status = queue.get("status") or {}
     totals = {
         r.get("total")
         for key in ("flavorsReservation", "flavorsUsage")
         for f in status.get(key) or []
         for r in f.get("resources") or []
-    }
+    } - {"0"}
     return {
         "reservingWorkloads": status.get("reservingWorkloads"),
         "admittedWorkloads": status.get("admittedWorkloads"),
@@ -297,8 +299,9 @@ def quota_in_use(queue: dict[str, Any]) -> dict[str, Any]:
 
 
 def finished_events(events: Iterable[dict[str, Any]], job_name: str) -> list[tuple[str, ...]]:
-    """The events of the Job's end, in ``FINISHED_EVENTS``' form."""
-    return [
+    """The events of the Job's end, in ``FINISHED_EVENTS``' form and order (by reason: a
+    listing orders events by name)."""
+    return sorted(
         (
             e["involvedObject"]["kind"],
             e["reason"],
@@ -308,7 +311,7 @@ def finished_events(events: Iterable[dict[str, Any]], job_name: str) -> list[tup
         for e in events
         if e["involvedObject"].get("name") == job_name
         and e["reason"] in ("Completed", "FinishedWorkload")
-    ]
+    )
 
 
 def succeed(gateway: Gateway, namespace: str, pod: str) -> None:

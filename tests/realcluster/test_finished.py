@@ -43,7 +43,7 @@ def test_a_job_whose_pod_succeeded_is_complete_and_its_workload_finished(
             timeout=30,
             what="Kueue to see the pod ready",
         )
-        running = {"reservingWorkloads": 1, "admittedWorkloads": 1, "in use": {"0", "2"}}
+        running = {"reservingWorkloads": 1, "admittedWorkloads": 1, "in use": {"2"}}
         wait_for(  # held while it runs
             lambda: all(scenarios.quota_in_use(hands.get(q)) == running for q in (CQ, LQ)),
             timeout=30,
