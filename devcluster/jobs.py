@@ -13,7 +13,13 @@ stays until its kubelet has stopped it (phase Failed) and the controller has cou
 terminating. Once ``failed`` exceeds ``backoffLimit`` (default 6) the Job gets
 ``FailureTarget`` and ``Failed`` (reason ``BackoffLimitExceeded``), its other pods are
 stopped and no new one is created. Pods removed because the Job was suspended (Kueue's
-preemption) are not failures."""
+preemption) are not failures.
+
+Successes are counted the same way: a pod that Succeeded is counted in ``status.succeeded``
+and loses its finalizer; once ``succeeded`` reaches ``completions`` the Job gets
+``SuccessCriteriaMet`` and ``Complete`` (reason ``CompletionsReached``), its
+``completionTime`` and the ``Completed`` event (as kube-controller-manager v1.36 writes
+them)."""
 
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ EVENTS = find("", "v1", "events")
 TERMINAL = ("Succeeded", "Failed")
 TRACKING = "batch.kubernetes.io/job-tracking"
 BACKOFF_EXCEEDED = "Job has reached the specified backoff limit"
+COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
 
 
 def _suffix() -> str:
@@ -87,15 +94,15 @@ def default_job(resource: Resource, job: Obj) -> None:
 def reconcile(cluster: Cluster) -> None:
     """One pass over every Job (called with the cluster's lock held)."""
     everything = cluster.all(PODS)
-    failed = {
+    ended = {
         job["metadata"].get("uid", "")
         for job in cluster.all(JOBS)  # type: ignore[arg-type]
-        if _count_failures(cluster, job, everything)
+        if _count_failures(cluster, job, everything) or _count_successes(cluster, job, everything)
     }
     pods = [p for p in cluster.all(PODS) if "deletionTimestamp" not in p["metadata"]]
     for job in cluster.all(JOBS):  # type: ignore[arg-type]
-        if job["metadata"].get("uid", "") in failed:
-            continue  # failed: nothing more to run
+        if job["metadata"].get("uid", "") in ended:
+            continue  # failed or complete: nothing more to run
         spec = job.get("spec") or {}
         meta = job["metadata"]
         uid = meta.get("uid", "")
@@ -131,10 +138,79 @@ def reconcile(cluster: Cluster) -> None:
 
 
 def _failed(job: Obj) -> bool:
+    return _true(job, "Failed")
+
+
+def _true(job: Obj, kind: str) -> bool:
     return any(
-        c.get("type") == "Failed" and c.get("status") == "True"
+        c.get("type") == kind and c.get("status") == "True"
         for c in (job.get("status") or {}).get("conditions") or []
     )
+
+
+def _owned(job: Obj, pods: list[Obj]) -> list[Obj]:
+    uid = job["metadata"].get("uid", "")
+    return [
+        p
+        for p in pods
+        if p["metadata"]["namespace"] == job["metadata"]["namespace"]
+        and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def _count_successes(cluster: Cluster, job: Obj, pods: list[Obj]) -> bool:
+    """Count the Job's pods that succeeded (removing their tracking finalizer) and complete
+    the Job once ``succeeded`` reaches ``completions`` (``parallelism`` when unset), as the
+    real controller writes it: ``SuccessCriteriaMet``, then ``Complete``, ``completionTime``,
+    no ``active`` left, the ``Completed`` event; whether it is complete."""
+    job = cluster.get(JOBS, job["metadata"]["namespace"], job["metadata"]["name"]) or job  # type: ignore[arg-type]
+    if _true(job, "Complete"):
+        return True
+    if _failed(job):
+        return False
+    mine = _owned(job, pods)
+    counted = 0
+    for pod in mine:
+        if TRACKING in (pod["metadata"].get("finalizers") or []) and (
+            pod.get("status", {}).get("phase") == "Succeeded"
+        ):
+            counted += 1
+            _untrack(cluster, pod)
+    status = dict(job.get("status") or {})
+    if counted:
+        status["succeeded"] = int(status.get("succeeded") or 0) + counted
+    spec = job.get("spec") or {}
+    completions = int(spec.get("completions") or spec.get("parallelism") or 1)
+    if int(status.get("succeeded") or 0) < completions:
+        if counted:
+            cluster._store(JOBS, {**copy.deepcopy(job), "status": status}, job)  # type: ignore[arg-type]
+        return False
+    for pod in mine:  # what still runs is not needed any more
+        if (
+            "deletionTimestamp" not in pod["metadata"]
+            and pod.get("status", {}).get("phase") not in TERMINAL
+        ):
+            _untrack(cluster, cluster.mark_terminating(pod, None))
+    stamp = now()
+    status.pop("active", None)
+    status.update(completionTime=stamp, ready=0, terminating=0, uncountedTerminatedPods={})
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        *(
+            {
+                "type": kind,
+                "status": "True",
+                "lastProbeTime": stamp,
+                "lastTransitionTime": stamp,
+                "reason": "CompletionsReached",
+                "message": COMPLETIONS_REACHED,
+            }
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ),
+    ]
+    cluster._store(JOBS, {**copy.deepcopy(job), "status": status}, job)  # type: ignore[arg-type]
+    _normal_event(cluster, job, "Completed", "Job completed")
+    return True
 
 
 def _count_failures(cluster: Cluster, job: Obj, pods: list[Obj]) -> bool:

@@ -11,6 +11,9 @@
   ``Options.pods_ready_timeout_seconds`` is evicted (``Evicted`` ``PodsReadyTimeout``), counted
   in ``status.schedulingStats.evictions`` and requeued after a backoff of
   ``requeue_backoff_seconds * 2^(n-1)`` (``Requeued`` ``BackoffFinished``).
+* A Job that completed: its Workload is ``Finished`` (``Succeeded``, with the Job's message),
+  loses its finalizer and no longer holds quota (held against Kueue v0.19.2 by
+  ``tests/realcluster/test_finished.py``).
 """
 
 from __future__ import annotations
@@ -167,6 +170,19 @@ def _create_workload(cluster: Cluster, job: Obj) -> Obj:
 
 
 def _sync(cluster: Cluster, job: Obj, workload: Obj, *, timeout: float, backoff: float) -> None:
+    if kueue.is_finished(workload):
+        return  # done: its quota is free, nothing more to do for it
+    complete = next(
+        (
+            c
+            for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Complete" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if complete is not None:
+        _finish(cluster, job, workload, complete.get("message") or "")
+        return
     suspended = bool((job.get("spec") or {}).get("suspend"))
     admitted = bool(kueue.admitted_to(workload))
     if admitted and suspended:
@@ -178,6 +194,35 @@ def _sync(cluster: Cluster, job: Obj, workload: Obj, *, timeout: float, backoff:
     if admitted and _timed_out(workload, timeout):
         workload = _evict(cluster, workload, backoff)
     _finish_backoff(cluster, workload)
+
+
+def _finish(cluster: Cluster, job: Obj, workload: Obj, message: str) -> None:
+    """The Job completed: the Workload gets ``Finished`` (reason ``Succeeded``, the Job's
+    ``Complete`` message) and loses its finalizer; its admission and conditions stay, and
+    the ClusterQueue no longer counts it (``kueue.workloads_now``)."""
+    new = copy.deepcopy(workload)
+    new["metadata"]["finalizers"] = [
+        f for f in new["metadata"].get("finalizers") or [] if f != FINALIZER
+    ]
+    if not new["metadata"]["finalizers"]:
+        del new["metadata"]["finalizers"]
+    status = new.setdefault("status", {})
+    status["conditions"] = kueue.set_condition(
+        status.get("conditions") or [],
+        "Finished",
+        "True",
+        "Succeeded",
+        message,
+        kueue.generation(workload),
+    )
+    cluster._store(kueue.WORKLOADS, new, workload)  # type: ignore[arg-type]
+    meta = workload["metadata"]
+    _event(
+        cluster,
+        job,
+        "FinishedWorkload",
+        f"Workload '{meta['namespace']}/{meta['name']}' is declared finished",
+    )
 
 
 def _start(cluster: Cluster, job: Obj, workload: Obj) -> None:

@@ -204,3 +204,121 @@ def run_history(cluster_id: int, cluster_queue: str, *, runs: int = 6, hours: fl
             admitted_at=admitted,
             finished_at=finished,
         )
+
+
+# A Job of one pod whose pod Succeeded, as kube-controller-manager v1.36.2 and Kueue v0.19.2
+# write it (read on the real control plane by ``test_finished.py``): the Job complete, its
+# Workload Finished with the Job's words, its admission kept and its quota given back.
+COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
+JOB_COMPLETE = {
+    "conditions": [
+        ("Suspended", "False", "JobResumed", "Job resumed"),
+        ("SuccessCriteriaMet", "True", "CompletionsReached", COMPLETIONS_REACHED),
+        ("Complete", "True", "CompletionsReached", COMPLETIONS_REACHED),
+    ],
+    "succeeded": 1,
+    "active": None,  # the key is gone
+    "ready": 0,
+    "terminating": 0,
+    "uncountedTerminatedPods": {},
+    "completionTime": "the Complete condition's time",
+}
+WORKLOAD_FINISHED = {
+    "Finished": ("True", "Succeeded", COMPLETIONS_REACHED),
+    "QuotaReserved": ("True", "QuotaReserved"),  # kept as they were
+    "Admitted": ("True", "Admitted"),
+    "PodsReady": ("True", "Started"),
+    "admission kept": True,
+    "finalizers": [],  # kueue.x-k8s.io/resource-in-use removed
+}
+QUOTA_RELEASED = {"reservingWorkloads": 0, "admittedWorkloads": 0, "in use": set()}
+FINISHED_EVENTS = [
+    ("Job", "Completed", "Job completed", "job-controller"),
+    (
+        "Job",
+        "FinishedWorkload",
+        "Workload '{workload}' is declared finished",
+        "batch/job-kueue-controller",
+    ),
+]
+
+
+def job_complete(job: dict[str, Any]) -> dict[str, Any]:
+    """The facts of ``JOB_COMPLETE`` read from a Job."""
+    status = job.get("status") or {}
+    conditions = status.get("conditions") or []
+    complete = [c.get("lastTransitionTime") for c in conditions if c.get("type") == "Complete"]
+    return {
+        "conditions": [
+            (c["type"], c["status"], c.get("reason"), c.get("message")) for c in conditions
+        ],
+        "succeeded": status.get("succeeded"),
+        "active": status.get("active"),
+        "ready": status.get("ready"),
+        "terminating": status.get("terminating"),
+        "uncountedTerminatedPods": status.get("uncountedTerminatedPods"),
+        "completionTime": (
+            "the Complete condition's time"
+            if complete and status.get("completionTime") == complete[0]
+            else status.get("completionTime")
+        ),
+    }
+
+
+def workload_finished(workload: dict[str, Any] | None) -> dict[str, Any]:
+    """The facts of ``WORKLOAD_FINISHED`` read from a Workload."""
+    finished = condition(workload, "Finished")
+    facts: dict[str, Any] = {
+        "Finished": (finished.get("status"), finished.get("reason"), finished.get("message"))
+    }
+    for kind in ("QuotaReserved", "Admitted", "PodsReady"):
+        found = condition(workload, kind)
+        facts[kind] = (found.get("status"), found.get("reason"))
+    status = (workload or {}).get("status") or {}
+    facts["admission kept"] = bool((status.get("admission") or {}).get("clusterQueue"))
+    facts["finalizers"] = ((workload or {}).get("metadata") or {}).get("finalizers") or []
+    return facts
+
+
+def quota_in_use(queue: dict[str, Any]) -> dict[str, Any]:
+    """A ClusterQueue's or LocalQueue's counts and the flavors' reserved and used totals
+    above zero (a LocalQueue of the demo lists only the flavors in use, the real one each of
+    its ClusterQueue's, at 0 when unused)."""
+    status = queue.get("status") or {}
+    totals = {
+        r.get("total")
+        for key in ("flavorsReservation", "flavorsUsage")
+        for f in status.get(key) or []
+        for r in f.get("resources") or []
+    } - {"0"}
+    return {
+        "reservingWorkloads": status.get("reservingWorkloads"),
+        "admittedWorkloads": status.get("admittedWorkloads"),
+        "in use": totals,
+    }
+
+
+def finished_events(events: Iterable[dict[str, Any]], job_name: str) -> list[tuple[str, ...]]:
+    """The events of the Job's end, in ``FINISHED_EVENTS``' form and order (by reason: a
+    listing orders events by name)."""
+    return sorted(
+        (
+            e["involvedObject"]["kind"],
+            e["reason"],
+            e["message"],
+            e.get("reportingComponent") or (e.get("source") or {}).get("component", ""),
+        )
+        for e in events
+        if e["involvedObject"].get("name") == job_name
+        and e["reason"] in ("Completed", "FinishedWorkload")
+    )
+
+
+def succeed(gateway: Gateway, namespace: str, pod: str) -> None:
+    """The kubelet's last word on a running pod: its containers exited 0."""
+    gateway.request(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}/status",
+        body={"status": {"phase": "Succeeded"}},
+        content_type="application/merge-patch+json",
+    )
