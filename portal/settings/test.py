@@ -47,3 +47,5 @@ QM_API_TOKENS_PER_USER = 10_000
 # crash loses only the last moments of a database nobody keeps.
 _OPTIONS = DATABASES["default"].setdefault("OPTIONS", {})  # noqa: F405
 _OPTIONS["options"] = f"{_OPTIONS.get('options', '')} -c synchronous_commit=off".strip()
+# A flush deletes the rows a test wrote instead of truncating every table (tests/postgres).
+DATABASES["default"]["ENGINE"] = "tests.postgres"  # noqa: F405
