@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from cluster.scope import cluster_id_of
 from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import Read, read_together
 from portal.models import PlatformRole
@@ -225,14 +226,13 @@ def cluster_queue_what_if(
 ) -> dict[str, Any]:
     """What Kueue would do, on the last poll's workloads, with ``edited`` in place of the
     saved ClusterQueue of its name on its cluster (``edited`` passed ``full_clean``)."""
-    observed = observed_kueue(edited.cluster_id)
-    current = kueue_world(observed, edited.cluster_id)
+    cluster_id = cluster_id_of(edited.cluster_id)
+    observed = observed_kueue(cluster_id)
+    current = kueue_world(observed, cluster_id)
     cohort_name = edited.cohort.name if edited.cohort_id and edited.cohort else ""
     names = {edited.cohort_id: cohort_name} if edited.cohort_id else {}
     proposed = current.with_queue(_queue(edited, names))
-    shown = present_outcome(
-        whatif.what_if(current, proposed), _namespaces_seen(user, edited.cluster_id)
-    )
+    shown = present_outcome(whatif.what_if(current, proposed), _namespaces_seen(user, cluster_id))
     shown["known"] = observed.known
     return shown
 
