@@ -416,3 +416,25 @@ def test_the_form_starts_on_the_cluster_the_switcher_remembers(
     page = client.get("/changes/new/").content.decode()
     assert "gpu-b-only" in page
     assert '<option value="cluster-b" selected>Cluster B</option>' in page
+
+
+def test_a_pools_suggestion_takes_the_pool_of_the_remembered_cluster(
+    client: Client, two_clusters: tuple[Cluster, Cluster]
+) -> None:
+    """Two clusters each have a pool ``train``: the suggestion for the pool is the one on the
+    cluster the switcher shows, with that cluster's nodes."""
+    a, b = two_clusters
+    on_a = NodePool.objects.on(a).get(name="train")  # the demo's
+    NodePool.objects.create(
+        cluster=b, name="train", node_selector={"quartermaster.io/pool": "train"}
+    )
+    ObservedNodeFactory(cluster=a, name="gpu-a-only", labels=dict(on_a.node_selector))
+    client.force_login(User.objects.get(username="admin"))
+    for shown, theirs, not_theirs in (
+        (b, "gpu-b-only", "gpu-a-only"),
+        (a, "gpu-a-only", "gpu-b-only"),
+    ):
+        client.get(f"/fleet/?cluster={shown.name}")  # the switcher's choice, kept in the session
+        page = client.get("/changes/new/?pool=train").content.decode()
+        assert f'<option value="{shown.name}" selected>' in page
+        assert theirs in page and not_theirs not in page
