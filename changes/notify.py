@@ -96,7 +96,8 @@ def notify(event: str, request: MigChangeRequest, *, actor: int | None = None) -
 
 def evicted_by_team(request: MigChangeRequest) -> dict[str, list[str]]:
     """The pods (``namespace/name``) the request's steps evicted, by the team owning their
-    namespace (two queries)."""
+    namespace on the request's cluster (two queries: a namespace of the same name on another
+    cluster may be another team's)."""
     pods = sorted(
         {
             pod
@@ -105,9 +106,9 @@ def evicted_by_team(request: MigChangeRequest) -> dict[str, list[str]]:
         }
     )
     owners = dict(
-        Namespace.objects.filter(name__in={pod.split("/")[0] for pod in pods}).values_list(
-            "name", "team__slug"
-        )
+        Namespace.objects.on(request.cluster_id)
+        .filter(name__in={pod.split("/")[0] for pod in pods})
+        .values_list("name", "team__slug")
     )
     teams: dict[str, list[str]] = {}
     for pod in pods:

@@ -111,10 +111,12 @@ def change_new(request: HtmxHttpRequest) -> HttpResponse:
     elif (remembered := chosen_cluster(request)) is not None:
         initial["cluster"] = remembered.name  # the cluster the switcher shows
     if pool_name and not initial["nodes"]:  # a suggestion for a whole pool
-        pools = NodePool.objects.filter(name=pool_name).select_related("cluster")
-        if request.GET.get("cluster"):
-            pools = pools.filter(cluster__name=request.GET["cluster"])
-        pool = pools.first()
+        # the pool of that name on the cluster asked for or shown; with every cluster shown,
+        # the first cluster's by name that has one (the form then starts on it)
+        pools = NodePool.objects.on_every_cluster().filter(name=pool_name)
+        if initial.get("cluster"):
+            pools = pools.filter(cluster__name=initial["cluster"])
+        pool = pools.select_related("cluster").order_by("cluster__name").first()
         if pool is not None and pool.node_selector:
             initial["cluster"] = pool.cluster.name
             initial["nodes"] = list(

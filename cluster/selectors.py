@@ -56,19 +56,14 @@ def open_drift_reads(cluster_id: int, shown: int) -> list[Read]:
     ]
 
 
-def cluster_runs(cluster: Cluster | None = None) -> QuerySet[SyncRun]:
-    """The polls of ``cluster`` (None: the settings' one), the newest first."""
-    if cluster is None:
-        runs = SyncRun.objects.on_every_cluster().filter(
-            cluster__connection=Cluster.Connection.SETTINGS
-        )
-    else:
-        runs = SyncRun.objects.on(cluster)
-    return runs.order_by("-started_at")
+def cluster_runs(cluster: Cluster | int) -> QuerySet[SyncRun]:
+    """The polls of ``cluster`` (a ``Cluster`` or its id: the caller that means the
+    settings' one says so, ``settings_cluster()``), the newest first."""
+    return SyncRun.objects.on(cluster).order_by("-started_at")
 
 
-def last_sync(cluster: Cluster | None = None) -> SyncRun | None:
-    """The newest poll of ``cluster`` (None: the settings' one), whatever its outcome."""
+def last_sync(cluster: Cluster | int) -> SyncRun | None:
+    """The newest poll of ``cluster``, whatever its outcome."""
     return cluster_runs(cluster).first()
 
 
@@ -136,9 +131,8 @@ class ApiStatus:
 RECENT_POLLS = 50
 
 
-def api_status(cluster: Cluster | None = None, *, now: dt.datetime | None = None) -> ApiStatus:
-    """What the recent polls of ``cluster`` (None: the settings' one) tell (never a call to
-    the API; one query)."""
+def api_status(cluster: Cluster | int, *, now: dt.datetime | None = None) -> ApiStatus:
+    """What the recent polls of ``cluster`` tell (never a call to the API; one query)."""
     return status_of(list(cluster_runs(cluster)[:RECENT_POLLS]), now=now or timezone.now())
 
 

@@ -19,6 +19,7 @@ from cluster.services import save_cluster, settings_cluster
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
+from portal.access.roles import grant_platform_role
 from portal.access.selectors import DEMO_LOADED
 from portal.audit.record import SYSTEM, record_audit
 from portal.models import AuditEvent, PlatformRole
@@ -242,7 +243,8 @@ def _users(teams: dict[str, Team]) -> None:
         user.set_password(data.DEMO_PASSWORD)
         user.save()
         for role in demo.roles:
-            PlatformRole.objects.get_or_create(user=user, role=role)
+            if not PlatformRole.objects.filter(user=user, role=role).exists():
+                grant_platform_role(actor=SYSTEM, user=user, role=role, source=SOURCE)
         for slug, role in demo.teams:
             membership = Membership.objects.filter(user=user, team=teams[slug]).first()
             membership = membership or Membership(user=user, team=teams[slug])

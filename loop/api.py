@@ -23,6 +23,7 @@ from cluster.api_scope import (
 )
 from cluster.filters import NodeFilter
 from cluster.models import Cluster, ObservedNode
+from cluster.scope import settings_cluster
 from cluster.selectors import (
     ApiStatus,
     api_status,
@@ -244,7 +245,7 @@ class SyncStatusView(ClusterScoped, APIView):
             problems = apply_problems().filter(cluster=cluster)
             warnings = apply_warnings().filter(cluster=cluster)
         settings_one = (p for p in polls if p[0] and p[0].connection == Cluster.Connection.SETTINGS)
-        shown = next(settings_one, polls[0] if polls else (None, api_status()))
+        shown = next(settings_one, polls[0] if polls else (None, api_status(settings_cluster())))
         admin = is_platform_admin(request.user)
         known: set[str] | None = None
         if not admin:  # the clusters they may know of, without addresses or raw errors

@@ -52,7 +52,7 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     backend, version = rendering_for(cluster)
     managed = list_managed(gateway, backend=backend, version=version)
     workloads = list_workloads(gateway, backend=backend, version=version)
-    positions = queue_positions(gateway) if workloads else {}
+    positions = queue_positions(gateway, cluster) if workloads else {}
     podgroups = list_podgroups(gateway)
     failures = live_failures(
         gateway,
@@ -192,11 +192,14 @@ def list_podgroups(gateway: Gateway) -> Objects | None:
         return None
 
 
-def queue_positions(gateway: Gateway) -> dict[tuple[str, str], tuple[int, int]]:
+def queue_positions(
+    gateway: Gateway, cluster: Cluster | int
+) -> dict[tuple[str, str], tuple[int, int]]:
     """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
-    visibility API; empty where the API is not served or not allowed (one refusal ends it)."""
+    visibility API, asked about the ClusterQueues of ``cluster`` (the one the gateway
+    reaches) only; empty where the API is not served or not allowed (one refusal ends it)."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for name in ClusterQueue.objects.values_list("name", flat=True):
+    for name in ClusterQueue.objects.on(cluster).values_list("name", flat=True):
         try:
             items = gateway.pending_workloads(name)
         except NotFound as exc:

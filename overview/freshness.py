@@ -11,17 +11,18 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from cluster.models import Cluster, SyncRun
-from cluster.scope import cluster_choice
+from cluster.scope import cluster_choice, settings_cluster
 from cluster.selectors import ApiStatus, api_status, statuses_of
 
 
 def settings_api_status(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> ApiStatus:
-    """``api_status()`` (the settings' cluster's) from the request's statuses (``read``: as
+    """``api_status(settings_cluster())`` from the request's statuses (``read``: as
     ``statuses_of``)."""
     for status in statuses_of(request, read):
         if status.cluster.connection == Cluster.Connection.SETTINGS:
             return status.api
-    return api_status()  # no settings' cluster registered: it is made, and never polled
+    # no settings' cluster registered: it is made, and never polled
+    return api_status(settings_cluster())
 
 
 def clusters(request: HttpRequest) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from tenants.services import (
     save_team,
     set_namespace_limits,
     set_namespace_quota,
-    set_team_member,
+    set_team_member_nested,
 )
 from usage.models import Rollup, Sample
 
@@ -191,7 +191,12 @@ def _write(
         _under(
             f"members[{j}]",
             partial(
-                set_team_member, actor=actor, team=team, username=username, role=role, source=source
+                set_team_member_nested,
+                actor=actor,
+                team=team,
+                username=username,
+                role=role,
+                source=source,
             ),
         )
     manifests = _rendered(plan.slug, cluster)

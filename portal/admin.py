@@ -9,16 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.contrib import messages as admin_messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 from django.forms import BaseModelFormSet, ModelForm, Textarea
 from django.forms import JSONField as JSONFormField
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
-from portal.audit.events import admin_event
-from portal.audit.record import record_audit
+from portal.access.roles import grant_platform_role, revoke_platform_role
 from portal.models import AuditEvent, PlatformRole
-from portal.services import snapshot
 
 
 class IndentedJSONField(JSONFormField):
@@ -36,46 +36,6 @@ JSON_AS_TEXT: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
         "widget": Textarea(attrs={"rows": 12, "cols": 80, "class": "vLargeTextField"}),
     }
 }
-
-
-class AuditedAdmin(admin.ModelAdmin):
-    """An admin-only record with no desired-state meaning (a platform role): every admin
-    save and delete audited, in the same transaction."""
-
-    formfield_overrides = JSON_AS_TEXT
-
-    def save_model(
-        self, request: HttpRequest, obj: models.Model, form: ModelForm, change: bool
-    ) -> None:
-        old = None
-        if change:
-            previous = type(obj)._default_manager.filter(pk=obj.pk).first()
-            old = snapshot(previous) if previous is not None else None
-        super().save_model(request, obj, form, change)
-        record_audit(
-            actor=request.user,
-            event=admin_event(str(obj._meta.model_name), "changed" if change else "created"),
-            source="admin",
-            target=obj,
-            old=old,
-            new=snapshot(obj),
-        )
-
-    @transaction.atomic
-    def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
-        record_audit(
-            actor=request.user,
-            event=admin_event(str(obj._meta.model_name), "deleted"),
-            source="admin",
-            target=obj,
-            old=snapshot(obj),
-        )
-        super().delete_model(request, obj)
-
-    @transaction.atomic
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self.delete_model(request, obj)
 
 
 # Where a change form keeps the refusal of its first try while it is shown again.
@@ -202,10 +162,47 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(PlatformRole)
-class PlatformRoleAdmin(AuditedAdmin):
-    list_display = ["user", "role"]
-    list_filter = ["role"]
+class PlatformRoleAdmin(ServiceAdmin):
+    """Roles are granted and revoked through ``portal.access.roles``, never edited: a role
+    is added (granted) or deleted (revoked), one at a time; a refusal is shown with nothing
+    written."""
+
+    list_display = ["user", "role", "granted_by"]
+    list_filter = ["role", "granted_by"]
     search_fields = ["user__username"]
+    fields = ["user", "role"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # one at a time, each checked by the service
+        return actions
+
+    def save(self, request: HttpRequest, obj: Any, form: ModelForm) -> None:
+        if obj.pk is not None:
+            raise PermissionDenied("A platform role is granted or revoked, never edited.")
+        grant_platform_role(
+            actor=request.user, user=getattr(obj, "user", None), role=obj.role, source="admin"
+        )
+
+    def delete(self, request: HttpRequest, obj: Any) -> None:
+        revoke_platform_role(actor=request.user, platform_role=obj, source="admin")
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The delete confirmation; a revoke the service refused (rolled back whole) goes
+        back to the role's page with the service's words."""
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ValidationError as refused:
+            for message in refused.messages:
+                admin_messages.error(request, message)
+            return HttpResponseRedirect(
+                reverse("admin:portal_platformrole_change", args=[object_id])
+            )
 
 
 @admin.register(AuditEvent)

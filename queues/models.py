@@ -104,7 +104,9 @@ class Cohort(models.Model):
                 self.resource_groups,
                 owner="Cohort",
                 has_parent=self.parent_id is not None,
-                known_flavors=ResourceFlavor.objects.values_list("name", flat=True),
+                known_flavors=ResourceFlavor.objects.on(self.cluster_id).values_list(
+                    "name", flat=True
+                ),
             ),
         ]
         if self.pk is not None and self.parent_id is not None:
@@ -227,7 +229,9 @@ class ClusterQueue(models.Model):
                 self.resource_groups,
                 owner="ClusterQueue",
                 has_parent=self.cohort_id is not None,
-                known_flavors=ResourceFlavor.objects.values_list("name", flat=True),
+                known_flavors=ResourceFlavor.objects.on(self.cluster_id).values_list(
+                    "name", flat=True
+                ),
             ),
         ]
         if (

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from cluster.scope import cluster_id_of
 from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import Read, read_together
 from portal.models import PlatformRole
@@ -123,13 +124,13 @@ def _placed(w: whatif.Workload, queues: dict[str, whatif.Queue]) -> whatif.Workl
     return replace(w, flavors=flavors)
 
 
-def kueue_world(observed: ObservedKueue, cluster_id: int | None = None) -> whatif.World:
-    """Every ClusterQueue as saved, each Cohort's own quota, and the observed workloads (two
-    queries whatever the number of queues); of one cluster when ``cluster_id`` is given."""
-    mine = {} if cluster_id is None else {"cluster_id": cluster_id}
-    cohorts = list(Cohort.objects.filter(**mine))
+def kueue_world(observed: ObservedKueue, cluster_id: int) -> whatif.World:
+    """The ClusterQueues of cluster ``cluster_id`` as saved (by name: a name is a queue on
+    one cluster only), each Cohort's own quota, and the observed workloads (two queries
+    whatever the number of queues)."""
+    cohorts = list(Cohort.objects.on(cluster_id))
     names = {c.pk: c.name for c in cohorts}
-    queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.filter(**mine)}
+    queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.on(cluster_id)}
     own = {
         c.name: {
             (flavor, q["name"]): parse_quantity(str(q.get("nominalQuota", "0")))
@@ -146,14 +147,16 @@ def kueue_world(observed: ObservedKueue, cluster_id: int | None = None) -> whati
     )
 
 
-def _namespaces_seen(user: AbstractBaseUser | AnonymousUser) -> set[str] | None:
-    """The namespaces whose workloads the user may see by name (None: every one)."""
+def _namespaces_seen(user: AbstractBaseUser | AnonymousUser, cluster_id: int) -> set[str] | None:
+    """The namespaces of cluster ``cluster_id`` whose workloads the user may see by name
+    (None: every one): a namespace of the same name on another cluster may be another
+    team's."""
     if sees_every_team(user):
         return None
     return set(
-        Namespace.objects.filter(team__memberships__user_id=user_id(user)).values_list(
-            "name", flat=True
-        )
+        Namespace.objects.on(cluster_id)
+        .filter(team__memberships__user_id=user_id(user))
+        .values_list("name", flat=True)
     )
 
 
@@ -223,12 +226,13 @@ def cluster_queue_what_if(
 ) -> dict[str, Any]:
     """What Kueue would do, on the last poll's workloads, with ``edited`` in place of the
     saved ClusterQueue of its name on its cluster (``edited`` passed ``full_clean``)."""
-    observed = observed_kueue(edited.cluster_id)
-    current = kueue_world(observed, edited.cluster_id)
+    cluster_id = cluster_id_of(edited.cluster_id)
+    observed = observed_kueue(cluster_id)
+    current = kueue_world(observed, cluster_id)
     cohort_name = edited.cohort.name if edited.cohort_id and edited.cohort else ""
     names = {edited.cohort_id: cohort_name} if edited.cohort_id else {}
     proposed = current.with_queue(_queue(edited, names))
-    shown = present_outcome(whatif.what_if(current, proposed), _namespaces_seen(user))
+    shown = present_outcome(whatif.what_if(current, proposed), _namespaces_seen(user, cluster_id))
     shown["known"] = observed.known
     return shown
 

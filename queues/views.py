@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -204,7 +205,8 @@ def _preview_or_save(
         context["stale"] = True
         return render(request, template, context, status=409)
     try:
-        save()
+        with transaction.atomic(durable=True):  # the page's entry point: never inside another
+            save()
     except ValidationError as exc:
         context["general_errors"] = [m for ms in exc.message_dict.values() for m in ms]
         return render(request, template, context, status=422)

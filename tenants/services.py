@@ -116,13 +116,25 @@ def _keeps_a_lead(team: Team, *, without: Membership) -> bool:
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def set_team_member(
     *, actor: Actor, team: Team, username: str, role: str, source: str
 ) -> Membership:
     """Add a person to a team or change their role there: a lead of the team, or a platform
     admin. Team roles only (lead, member, viewer: platform roles are granted elsewhere);
-    the last lead stays a lead; memberships single sign-on grants follow the IdP."""
+    the last lead stays a lead; memberships single sign-on grants follow the IdP. The
+    members page's and the API's entry point: a service writing a larger story in its own
+    transaction (the onboarding) calls :func:`set_team_member_nested`."""
+    return set_team_member_nested(
+        actor=actor, team=team, username=username, role=role, source=source
+    )
+
+
+@transaction.atomic
+def set_team_member_nested(
+    *, actor: Actor, team: Team, username: str, role: str, source: str
+) -> Membership:
+    """:func:`set_team_member` inside the caller's transaction."""
     require_team_lead(actor, team)
     user = get_user_model().objects.filter(username=username.strip()).first()
     errors = {}
@@ -158,7 +170,7 @@ def set_team_member(
     return membership
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def remove_team_member(*, actor: Actor, membership_id: int, team: Team, source: str) -> None:
     """Take a person out of a team: a lead of the team, or a platform admin; never the last
     lead, never a membership single sign-on grants."""
@@ -410,7 +422,7 @@ def delete_namespace(*, actor: Actor, namespace: Namespace, source: str) -> None
     desired.changed(namespace)
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)  # an entry point: never inside another
 def delete_namespace_confirmed(
     *, actor: Actor, namespace_id: int, typed_name: str, version: str, source: str
 ) -> Namespace:

@@ -151,8 +151,9 @@ def guarded_write(
     """The object read again under its row lock, in a transaction kept for the write, and
     the 412 its ``If-Match`` earns (None: go ahead). Of concurrent writers sending the same
     ``If-Match`` exactly one gets through: the others wait for the lock, then find the
-    version changed."""
-    with transaction.atomic():
+    version changed. The API view's entry point: the transaction is the outermost (the
+    services it wraps nest inside it)."""
+    with transaction.atomic(durable=True):
         current = queryset.select_for_update(of=("self",)).get(pk=pk)
         yield current, check_if_match(request, etag(current))
 

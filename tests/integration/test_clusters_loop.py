@@ -225,7 +225,7 @@ def test_a_stopped_cluster_holds_nobody_up_says_since_when_and_catches_up(
     assert tasks.apply_desired_state_task(train.pk)["applied"] == 1
     assert nominal(to_train) == "12"
     tasks.poll_cluster_task(train.pk)
-    assert api_status(train).ok and api_status().ok
+    assert api_status(train).ok and api_status(settings_cluster()).ok
 
     first_failed = SyncRun.objects.filter(cluster=infer).exclude(error="").earliest("started_at")
     statuses = {s.cluster.name: s for s in cluster_statuses()}

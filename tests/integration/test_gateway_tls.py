@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from cluster.scope import settings_cluster
 from cluster.selectors import api_status
 from kube import RetryableKubeError, connect
 from loop.poll import poll_cluster
@@ -67,5 +68,5 @@ def test_an_untrusted_certificate_is_unreachable_with_what_to_check(untrusted_se
     )
     run = poll_cluster(gateway=gateway)
     assert run.finished_at is not None and "TLS failed" in run.error
-    status = api_status()
+    status = api_status(settings_cluster())
     assert status.state == "unreachable" and "TLS failed" in status.message

@@ -126,3 +126,55 @@ def test_the_scope_refuses_none() -> None:
     assert isinstance(ObservedNode.objects, ScopedManager)
     with pytest.raises(TypeError, match="no cluster given"):
         ObservedNode.objects.on(None)
+
+
+# Intent rows are named per cluster (a ClusterQueue, a namespace, a pool of the same name may
+# be on two clusters): a read by name says its cluster in the same call, or spans them out
+# loud (``.on_every_cluster()``, ``.on(cluster)``, which this check does not look inside).
+NAMED_PER_CLUSTER = {"Namespace", "ClusterQueue", "Cohort", "ResourceFlavor", "NodePool"}
+
+
+def reads_by_name_without_cluster(source: str, models: set[str]) -> list[int]:
+    """The lines of ``source`` calling ``<Model>.objects.<method>(name=…)`` (or ``name__in``)
+    of one of ``models`` without a ``cluster…`` keyword beside it."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        manager = node.func.value
+        if not (
+            isinstance(manager, ast.Attribute)
+            and manager.attr == "objects"
+            and isinstance(manager.value, ast.Name)
+            and manager.value.id in models
+        ):
+            continue
+        keywords = {k.arg for k in node.keywords if k.arg}
+        if keywords & {"name", "name__in"} and not any(k.startswith("cluster") for k in keywords):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_read_of_an_intent_row_by_name_says_its_cluster() -> None:
+    found = []
+    for path in product_files():
+        relative = path.relative_to(ROOT).as_posix()
+        found += [
+            f"{relative}:{line}"
+            for line in reads_by_name_without_cluster(path.read_text(), NAMED_PER_CLUSTER)
+        ]
+    assert found == []
+
+
+def test_a_read_by_name_without_its_cluster_is_found() -> None:
+    source = (
+        "from queues.models import ClusterQueue\n"
+        "def queue(cluster, name):\n"
+        "    here = ClusterQueue.objects.on(cluster).filter(name=name)\n"
+        "    said = ClusterQueue.objects.filter(cluster=cluster, name=name)\n"
+        "    every = ClusterQueue.objects.on_every_cluster().filter(name=name)\n"
+        "    forgot = ClusterQueue.objects.filter(name=name)\n"
+        "    also = ClusterQueue.objects.get(name__in=[name])\n"
+        "    return here, said, every, forgot, also\n"
+    )
+    assert reads_by_name_without_cluster(source, {"ClusterQueue"}) == [6, 7]

@@ -18,9 +18,9 @@ from changes.models import MigChangeRequest, NodeClaim, QuotaChangeRequest
 from cluster.models import Cluster, ObservedWorkload
 from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
-from queues.models import ClusterQueue, Cohort, LocalQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.observed import observed_kueue
-from queues.selectors import kueue_world
+from queues.selectors import HIDDEN, cluster_queue_what_if, kueue_world
 from tenants.models import Namespace, Team
 from tests.factories import ObservedNodeFactory, ObservedPodFactory
 from tests.support import bearer
@@ -285,6 +285,8 @@ def test_the_executor_moves_the_queues_of_the_changes_cluster(
     on_a = ClusterQueue.objects.filter(cluster=a).exclude(resource_groups=[]).first()
     assert on_a is not None
     cohort = Cohort.objects.create(cluster=b, name=on_a.cohort.name) if on_a.cohort else None
+    for flavor in ResourceFlavor.objects.on(a):  # a queue names its own cluster's flavors
+        ResourceFlavor.objects.create(cluster=b, name=flavor.name, node_labels=flavor.node_labels)
     twin = ClusterQueue.objects.create(
         cluster=b, name=on_a.name, cohort=cohort, resource_groups=on_a.resource_groups
     )
@@ -341,6 +343,37 @@ def test_the_what_if_of_a_queue_request_reads_its_cluster_only(
     assert "team-a/on-b" not in {w.key for w in observed_kueue(a.pk).workloads}
 
 
+def test_the_what_if_names_the_workloads_of_the_readers_namespaces_on_its_cluster(
+    two_clusters: tuple[Cluster, Cluster],
+) -> None:
+    """lead-a's team owns ``team-a`` on the settings' cluster; on cluster-b a namespace of
+    that name is team-b's: its workloads are another team's there, and not named."""
+    a, b = two_clusters
+    on_a = ClusterQueue.objects.filter(cluster=a).exclude(resource_groups=[]).first()
+    assert on_a is not None
+    twin = ClusterQueue.objects.create(
+        cluster=b, name=on_a.name, resource_groups=on_a.resource_groups
+    )
+    (_, resource), _ = next(iter(on_a.quota().items()))
+    theirs = Namespace.objects.create(
+        name="team-a", team=Team.objects.get(slug="team-b"), cluster=b
+    )
+    LocalQueue.objects.create(name="lq-b", namespace=theirs, cluster_queue=twin)
+    ObservedWorkload.objects.create(
+        cluster=b,
+        namespace="team-a",
+        name="b-secret",
+        queue_name="lq-b",
+        requests={resource: "100000"},
+        last_changed=timezone.now(),
+    )
+    lead_a = User.objects.get(username="lead-a")
+    shown = cluster_queue_what_if(lead_a, twin)
+    assert shown["waiting"], shown
+    assert "b-secret" not in str(shown)
+    assert HIDDEN in {w["workload"] for w in shown["waiting"]}
+
+
 def test_the_form_offers_the_chosen_clusters_nodes_and_asks_there(
     client: Client, two_clusters: tuple[Cluster, Cluster]
 ) -> None:
@@ -383,3 +416,25 @@ def test_the_form_starts_on_the_cluster_the_switcher_remembers(
     page = client.get("/changes/new/").content.decode()
     assert "gpu-b-only" in page
     assert '<option value="cluster-b" selected>Cluster B</option>' in page
+
+
+def test_a_pools_suggestion_takes_the_pool_of_the_remembered_cluster(
+    client: Client, two_clusters: tuple[Cluster, Cluster]
+) -> None:
+    """Two clusters each have a pool ``train``: the suggestion for the pool is the one on the
+    cluster the switcher shows, with that cluster's nodes."""
+    a, b = two_clusters
+    on_a = NodePool.objects.on(a).get(name="train")  # the demo's
+    NodePool.objects.create(
+        cluster=b, name="train", node_selector={"quartermaster.io/pool": "train"}
+    )
+    ObservedNodeFactory(cluster=a, name="gpu-a-only", labels=dict(on_a.node_selector))
+    client.force_login(User.objects.get(username="admin"))
+    for shown, theirs, not_theirs in (
+        (b, "gpu-b-only", "gpu-a-only"),
+        (a, "gpu-a-only", "gpu-b-only"),
+    ):
+        client.get(f"/fleet/?cluster={shown.name}")  # the switcher's choice, kept in the session
+        page = client.get("/changes/new/?pool=train").content.decode()
+        assert f'<option value="{shown.name}" selected>' in page
+        assert theirs in page and not_theirs not in page

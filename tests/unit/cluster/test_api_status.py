@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from cluster.models import Cluster, SyncRun
-from cluster.selectors import api_status, cluster_statuses, last_sync
+from cluster.scope import settings_cluster
+from cluster.selectors import api_status, cluster_runs, cluster_statuses, last_sync
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()
@@ -36,12 +37,12 @@ def interval(settings: Any) -> None:
 
 
 def test_never_polled() -> None:
-    assert api_status(now=NOW).state == "never"
+    assert api_status(settings_cluster(), now=NOW).state == "never"
 
 
 def test_a_recent_good_poll_is_ok() -> None:
     run(10)
-    status = api_status(now=NOW)
+    status = api_status(settings_cluster(), now=NOW)
     assert (status.state, status.message) == ("ok", "polled 10 s ago")
 
 
@@ -49,7 +50,7 @@ def test_unreachable_since_the_first_failure_after_the_last_good_poll() -> None:
     run(120)
     first = run(90, error="cannot reach the Kubernetes API: timed out")
     run(60, error="cannot reach the Kubernetes API: refused")
-    status = api_status(now=NOW)
+    status = api_status(settings_cluster(), now=NOW)
     assert status.state == "unreachable"
     assert status.since == first.started_at
     assert status.message == "cannot reach the Kubernetes API: refused"  # the newest words
@@ -59,7 +60,7 @@ def test_unreachable_since_the_first_failure_after_the_last_good_poll() -> None:
 def test_a_poll_without_an_answer_for_a_poll_interval_is_unreachable() -> None:
     run(50)
     hanging = run(31, finished=False)
-    status = api_status(now=NOW)
+    status = api_status(settings_cluster(), now=NOW)
     assert (status.state, status.since) == ("unreachable", hanging.started_at)
     assert status.message == "no answer for 31 s"
 
@@ -67,12 +68,12 @@ def test_a_poll_without_an_answer_for_a_poll_interval_is_unreachable() -> None:
 def test_a_poll_still_running_within_its_interval_is_not_an_outage() -> None:
     run(40)
     run(5, finished=False)
-    assert api_status(now=NOW).state == "ok"
+    assert api_status(settings_cluster(), now=NOW).state == "ok"
 
 
 def test_nobody_polling_is_stale_not_unreachable() -> None:
     run(200)
-    status = api_status(now=NOW)
+    status = api_status(settings_cluster(), now=NOW)
     assert status.state == "stale"
     assert "are the worker and beat running?" in status.message
 
@@ -80,7 +81,7 @@ def test_nobody_polling_is_stale_not_unreachable() -> None:
 def test_a_good_poll_ends_the_outage() -> None:
     run(90, error="refused")
     run(20)
-    assert api_status(now=NOW).state == "ok"
+    assert api_status(settings_cluster(), now=NOW).state == "ok"
 
 
 def cluster(name: str) -> Cluster:
@@ -93,13 +94,21 @@ def test_each_cluster_has_its_own_status() -> None:
     down = run(90, error="cannot reach the Kubernetes API: refused", cluster=infer)
     run(60, error="cannot reach the Kubernetes API: refused", cluster=infer)
     run(10)  # the settings' cluster answers
-    assert api_status(now=NOW).state == "ok"  # the settings' cluster, as before
+    assert api_status(settings_cluster(), now=NOW).state == "ok"  # said by the caller
     away = api_status(infer, now=NOW)
     assert (away.state, away.since) == ("unreachable", down.started_at)
     assert last_sync(infer) is not None and last_sync(infer).started_at == NOW - dt.timedelta(
         seconds=60
     )
     assert last_sync(spare) is None and api_status(spare, now=NOW).state == "never"
+
+
+def test_a_poll_status_names_its_cluster() -> None:
+    """No cluster is no cluster: not read as the settings' one (the caller says so)."""
+    run(10)
+    for read in (cluster_runs, last_sync, api_status):
+        with pytest.raises(TypeError, match="no cluster given"):
+            read(None)  # type: ignore[arg-type]
 
 
 def test_every_clusters_status_in_two_queries_whatever_their_number() -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from cluster.models import Cluster
+from cluster.scope import settings_cluster
 from kube import NotFound, ObjectRef, PermanentKubeError
 from loop.fetch import live_failures, queue_positions
 from tests.factories import ClusterQueueFactory
@@ -42,10 +44,28 @@ def test_the_visibility_apis_answer_gives_the_places_in_line() -> None:
     ClusterQueueFactory(name="rc-cq-team-a")
     ClusterQueueFactory(name="rc-cq-not-applied-yet")
     gateway = Recorded()
-    assert queue_positions(gateway) == {  # type: ignore[arg-type]
+    assert queue_positions(gateway, settings_cluster()) == {  # type: ignore[arg-type]
         ("rc-team-a", "job-rc-train-8gpu-a148b"): (0, 0)
     }
     assert sorted(gateway.asked) == ["rc-cq-not-applied-yet", "rc-cq-team-a"]
+
+
+@pytest.mark.django_db
+def test_the_visibility_api_is_asked_about_the_polled_clusters_queues_only() -> None:
+    """A ClusterQueue of another cluster is not asked about: the gateway reaches one
+    cluster, and a queue of the same name elsewhere is not this one's."""
+    here = settings_cluster()
+    there = Cluster.objects.create(name="other", display_name="Other", connection="token")
+    ClusterQueueFactory(name="rc-cq-team-a", cluster=here)
+    ClusterQueueFactory(name="rc-cq-only-there", cluster=there)
+    gateway = Recorded()
+    assert queue_positions(gateway, here) == {  # type: ignore[arg-type]
+        ("rc-team-a", "job-rc-train-8gpu-a148b"): (0, 0)
+    }
+    assert gateway.asked == ["rc-cq-team-a"]
+    gateway = Recorded()
+    assert queue_positions(gateway, there) == {}  # type: ignore[arg-type]
+    assert gateway.asked == ["rc-cq-only-there"]
 
 
 def failed_create(name: str, uid: str, kind: str = "Job") -> dict[str, Any]:

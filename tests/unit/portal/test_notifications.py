@@ -15,7 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.models import MigChangeStep
-from changes.notify import notify
+from changes.notify import evicted_by_team, notify
+from cluster.models import Cluster
+from cluster.scope import settings_cluster
 from portal.models import AuditEvent, Notification, NotificationSubscription, OutboxMessage
 from portal.notifications.payloads import message_for
 from portal.notifications.send import Audience, deliver_task, notify_event
@@ -193,6 +195,29 @@ def test_the_teams_whose_pods_a_change_evicted_are_told(
     assert list(Notification.objects.filter(user=team_a_admin).values_list("title", flat=True)) == [
         f"MIG change #{change.pk} succeeded"
     ]
+
+
+def test_an_evicted_pod_is_its_namespaces_team_on_the_changes_cluster(
+    team_a_admin: Any, team_a: Any, team_b: Any
+) -> None:
+    """A namespace name belongs to a team on one cluster: the same name on another cluster
+    may be another team's, and a name that is only elsewhere is no one's here."""
+    here = settings_cluster()
+    there = Cluster.objects.create(name="other", display_name="Other", connection="token")
+    Namespace.objects.create(name="shared", team=team_b, cluster=there)
+    Namespace.objects.create(name="shared", team=team_a, cluster=here)
+    Namespace.objects.create(name="only-here", team=team_a, cluster=here)
+    change = MigChangeRequestFactory(
+        team=team_a, requested_by=team_a_admin, nodes=["gpu-1"], cluster=there
+    )
+    MigChangeStep.objects.create(
+        request=change,
+        node="gpu-1",
+        step="evict",
+        pods=["shared/job-1", "only-here/job-2"],
+        started_at=timezone.now(),
+    )
+    assert evicted_by_team(change) == {"team-b": ["shared/job-1"]}
 
 
 def test_a_person_subscribed_by_e_mail_gets_that_mail_and_not_the_default_one_too(

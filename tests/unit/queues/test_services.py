@@ -7,6 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from cluster.models import Cluster
+from cluster.scope import settings_cluster
 from portal.audit.record import SYSTEM
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
@@ -111,6 +113,30 @@ def test_unknown_flavor_is_refused(platform_admin: Any) -> None:
             ),
         )
     assert "no ResourceFlavor named 'h100-80gb'" in caught.value.message_dict["resource_groups"][0]
+
+
+def test_a_flavor_of_another_cluster_is_unknown_here(platform_admin: Any) -> None:
+    """A ClusterQueue refers to the flavors of its own cluster: Kueue there has no other."""
+    there = Cluster.objects.create(name="other", display_name="Other", connection="token")
+    ResourceFlavorFactory(name="h100-80gb", cluster=there)
+    cohort = Cohort.objects.create(name="c")
+    for owner in (
+        ClusterQueue(name="cq", cohort=cohort, resource_groups=GROUPS),
+        Cohort(name="child", parent=cohort, resource_groups=GROUPS),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            owner.full_clean()
+        assert (
+            "no ResourceFlavor named 'h100-80gb'" in caught.value.message_dict["resource_groups"][0]
+        )
+    assert not ClusterQueue.objects.on_every_cluster().exists()
+    assert not AuditEvent.objects.exists()
+    ResourceFlavorFactory(name="h100-80gb", cluster=settings_cluster())
+    save_cluster_queue(
+        actor=platform_admin,
+        source="web",
+        cluster_queue=ClusterQueue(name="cq", cohort=cohort, resource_groups=GROUPS),
+    )
 
 
 def test_invalid_names_are_field_errors(platform_admin: Any) -> None:

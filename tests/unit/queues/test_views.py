@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.test import Client
 
 from portal.models import AuditEvent
@@ -84,6 +85,22 @@ def test_an_edit_shows_the_yaml_diff_then_saves_it(client: Client, demo: None) -
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 10
     event = AuditEvent.objects.filter(event="cluster_queue.saved").latest("id")
     assert (event.source, event.actor_name) == ("web", "admin")
+
+
+def test_the_pages_save_is_an_entry_point_of_its_own(client: Client, demo: None) -> None:
+    """The edit page's save runs in a durable transaction: inside another it refuses before
+    writing (the service stays nestable for the changes' executor and the admin)."""
+    login(client, "admin")
+    cq = ClusterQueue.objects.get(name="cq-train")
+    url = "/queues/cluster-queues/cq-train/edit/"
+    data = form_of(cq, g0f0r0_nominal="14")
+    body = client.post(url, {**data, "action": "preview"}).content.decode()
+    hashes = {
+        k: body.split(f'name="{k}" value="')[1].split('"')[0] for k in ("before_hash", "after_hash")
+    }
+    with pytest.raises(RuntimeError, match="durable"), transaction.atomic():
+        client.post(url, {**data, **hashes, "action": "save"})
+    assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 12
 
 
 def test_saving_what_was_not_previewed_is_refused(client: Client, demo: None) -> None:
