@@ -1,6 +1,7 @@
 """What the loop records: what the applier sent and what the cluster answered, what each
 poll saw (nodes, pods, Kueue workloads, Volcano PodGroups, refused pod creations, the portal's
-own objects, Dynamic Resource Allocation's classes, slices and claims) and where the cluster differs from the portal's intent (drift).
+own objects, Dynamic Resource Allocation's classes, slices and claims) and where the cluster
+differs from the portal's intent (drift).
 
 The poller writes only these tables; desired state lives in the apps that own it. The tables
 keep the names they had before the loop had an app of its own (``db_table``), so an upgrade
