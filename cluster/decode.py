@@ -552,3 +552,167 @@ POD_DECODER = _fingerprint(
     pod_queue,
     _LIMIT_RANGER_PART.pattern,
 )
+
+
+# ---------------------------------------------------------------- Dynamic Resource Allocation
+# resource.k8s.io/v1 as the API server returns it: a device attribute is one of
+# {"string": …}, {"int": …}, {"bool": …}, {"version": …}; a capacity or a counter is
+# {"value": <quantity>} (a capacity may add a requestPolicy). The rows keep the plain values.
+
+_DRIVER_IN_CEL = re.compile(r"""device\.driver\s*==\s*(?:'([^']*)'|"([^"]*)")""")
+_ATTRIBUTE_KINDS = ("string", "int", "bool", "version")
+
+
+def dra_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A device's attributes as name -> value (a version as its text)."""
+    out: dict[str, Any] = {}
+    for name, typed in (attributes or {}).items():
+        if isinstance(typed, dict):
+            for kind in _ATTRIBUTE_KINDS:
+                if kind in typed:
+                    out[str(name)] = typed[kind]
+                    break
+    return out
+
+
+def dra_amounts(amounts: Mapping[str, Any] | None) -> dict[str, str]:
+    """A device's capacity, or a counter set's counters, as name -> quantity text."""
+    return {
+        str(name): str(amount.get("value", "")) if isinstance(amount, dict) else str(amount)
+        for name, amount in (amounts or {}).items()
+    }
+
+
+def _cel_expressions(selectors: Sequence[Any] | None) -> list[str]:
+    return [
+        str((s.get("cel") or {}).get("expression", ""))
+        for s in selectors or ()
+        if isinstance(s, dict) and s.get("cel")
+    ]
+
+
+def device_class_values(item: dict[str, Any]) -> dict[str, Any]:
+    """A DeviceClass: its CEL selectors, the driver they name (``device.driver == '…'``,
+    "" when none does) and the extended resource name it answers for, if any."""
+    spec = item.get("spec") or {}
+    selectors = _cel_expressions(spec.get("selectors"))
+    drivers = [m[0] or m[1] for text in selectors for m in _DRIVER_IN_CEL.findall(text)]
+    return {
+        "name": (item.get("metadata") or {}).get("name", ""),
+        "driver": drivers[0] if drivers else "",
+        "selectors": selectors,
+        "extended_resource": spec.get("extendedResourceName") or "",
+    }
+
+
+def resource_slice_values(item: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice: the node, driver and pool it publishes for, its devices (name,
+    attributes, capacity, the counters each consumes) and the counter sets it shares
+    (KEP-4815 partitionable devices: a MIG-capable GPU's slices count against them)."""
+    spec = item.get("spec") or {}
+    pool = spec.get("pool") or {}
+    devices = [
+        {
+            "name": device.get("name", ""),
+            "attributes": dra_attributes(device.get("attributes")),
+            "capacity": dra_amounts(device.get("capacity")),
+            "consumesCounters": [
+                {
+                    "counterSet": use.get("counterSet", ""),
+                    "counters": dra_amounts(use.get("counters")),
+                }
+                for use in device.get("consumesCounters") or ()
+            ],
+        }
+        for device in spec.get("devices") or ()
+    ]
+    return {
+        "name": (item.get("metadata") or {}).get("name", ""),
+        "node_name": spec.get("nodeName") or "",
+        "driver": spec.get("driver", ""),
+        "pool": pool.get("name", ""),
+        "pool_generation": as_int(pool.get("generation")),
+        "slice_count": as_int(pool.get("resourceSliceCount")),
+        "devices": devices,
+        "shared_counters": [
+            {"name": counters.get("name", ""), "counters": dra_amounts(counters.get("counters"))}
+            for counters in spec.get("sharedCounters") or ()
+        ],
+    }
+
+
+def _device_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """One request (``exactly``) or sub-request of a claim: class, mode, count, selectors."""
+    mode = request.get("allocationMode") or "ExactCount"
+    return {
+        "device_class": request.get("deviceClassName", ""),
+        "mode": mode,
+        "count": as_int(request.get("count") or 1) if mode == "ExactCount" else None,
+        "selectors": _cel_expressions(request.get("selectors")),
+    }
+
+
+def claim_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a ResourceClaim (or a template's claim spec) asks for, request by request: the
+    exact one, or the alternatives of ``firstAvailable`` in their order."""
+    out = []
+    for request in (spec.get("devices") or {}).get("requests") or ():
+        name = request.get("name", "")
+        if request.get("firstAvailable"):
+            out.append(
+                {
+                    "name": name,
+                    "first_available": [
+                        {"name": sub.get("name", ""), **_device_request(sub)}
+                        for sub in request["firstAvailable"]
+                    ],
+                }
+            )
+        else:
+            out.append({"name": name, **_device_request(request.get("exactly") or request)})
+    return out
+
+
+def _allocated_node(allocation: Mapping[str, Any]) -> str:
+    """The node an allocation is bound to, where its node selector names one by name (the
+    scheduler's ``metadata.name In [node]`` for node-local devices)."""
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ():
+        for match in term.get("matchFields") or ():
+            values = match.get("values") or []
+            if match.get("key") == "metadata.name" and match.get("operator") == "In" and values:
+                return str(values[0])
+    return ""
+
+
+def resource_claim_values(item: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim: what it asks for, the devices allocated to it (driver, pool,
+    device: a slice's device), on which node, who it is reserved for, and its state."""
+    meta = item.get("metadata") or {}
+    status = item.get("status") or {}
+    allocation = status.get("allocation") or {}
+    owner: dict[str, Any] = next(
+        (o for o in meta.get("ownerReferences") or () if o.get("controller")), {}
+    )
+    return {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "state": "allocated" if allocation else "pending",
+        "requests": claim_requests(item.get("spec") or {}),
+        "allocated": [
+            {
+                "request": result.get("request", ""),
+                "driver": result.get("driver", ""),
+                "pool": result.get("pool", ""),
+                "device": result.get("device", ""),
+            }
+            for result in (allocation.get("devices") or {}).get("results") or ()
+        ],
+        "node_name": _allocated_node(allocation),
+        "reserved_for": [
+            {"resource": r.get("resource", ""), "name": r.get("name", "")}
+            for r in status.get("reservedFor") or ()
+        ],
+        "owner_kind": owner.get("kind", ""),
+        "owner_name": owner.get("name", ""),
+        "created_at": parse_time(meta.get("creationTimestamp")),
+    }

@@ -1,6 +1,7 @@
 """What the loop records: what the applier sent and what the cluster answered, what each
 poll saw (nodes, pods, Kueue workloads, Volcano PodGroups, refused pod creations, the portal's
-own objects) and where the cluster differs from the portal's intent (drift).
+own objects, Dynamic Resource Allocation's classes, slices and claims) and where the cluster
+differs from the portal's intent (drift).
 
 The poller writes only these tables; desired state lives in the apps that own it. The tables
 keep the names they had before the loop had an app of its own (``db_table``), so an upgrade
@@ -564,3 +565,115 @@ class Drift(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} {self.field}: {self.observed!r} (wanted {self.desired!r})"
+
+
+class ObservedDeviceClass(models.Model):
+    """A DeviceClass (resource.k8s.io/v1) as last polled: a named selection of the devices
+    DRA drivers publish (``gpu.nvidia.com``: whole NVIDIA GPUs)."""
+
+    cluster = cluster_key(related_name="observed_device_classes")
+    name = models.CharField(max_length=253)
+    driver = models.CharField(
+        max_length=253, blank=True, help_text="The driver its selectors name, if one does."
+    )
+    selectors = models.JSONField(default=list, help_text="Its CEL expressions.")
+    extended_resource = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="The extended resource name it answers for (spec.extendedResourceName).",
+    )
+    last_changed = models.DateTimeField()
+
+    objects = ScopedManager["ObservedDeviceClass"]()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="observed_device_class_once")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ObservedResourceSlice(models.Model):
+    """A ResourceSlice as last polled: the devices a DRA driver publishes for a node (or a
+    pool of nodes), and the counters partitionable devices share (a MIG-capable GPU)."""
+
+    cluster = cluster_key(related_name="observed_resource_slices")
+    name = models.CharField(max_length=253)
+    node_name = models.CharField(max_length=253, blank=True)
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    pool_generation = models.PositiveBigIntegerField(default=0)
+    slice_count = models.PositiveIntegerField(
+        default=1, help_text="How many slices make up the pool (resourceSliceCount)."
+    )
+    devices = models.JSONField(
+        default=list,
+        help_text="Each device: name, attributes (name -> value), capacity (name -> quantity), "
+        "consumesCounters (counterSet, counters).",
+    )
+    shared_counters = models.JSONField(
+        default=list, help_text="The counter sets it shares: name, counters (name -> quantity)."
+    )
+    last_changed = models.DateTimeField()
+
+    objects = ScopedManager["ObservedResourceSlice"]()
+
+    class Meta:
+        ordering = ["node_name", "driver", "pool", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="observed_resource_slice_once")
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "node_name"], name="observed_slice_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.driver}, pool {self.pool})"
+
+
+class ObservedResourceClaim(models.Model):
+    """A ResourceClaim as last polled: the devices it asks for, the ones the scheduler
+    allocated (driver, pool, device) and the pods it is reserved for."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ALLOCATED = "allocated", "Allocated"
+
+    cluster = cluster_key(related_name="observed_resource_claims")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    requests = models.JSONField(
+        default=list,
+        help_text="Each request: name, device_class, mode, count, selectors (or first_available: "
+        "its alternatives, in order).",
+    )
+    allocated = models.JSONField(
+        default=list, help_text="The allocated devices: request, driver, pool, device."
+    )
+    node_name = models.CharField(
+        max_length=253, blank=True, help_text="The node its allocation is bound to, if one."
+    )
+    reserved_for = models.JSONField(
+        default=list, help_text="Who may use it (status.reservedFor): resource, name."
+    )
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True)
+    last_changed = models.DateTimeField()
+
+    objects = ScopedManager["ObservedResourceClaim"]()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="observed_resource_claim_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.state})"

@@ -50,6 +50,11 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("scheduling.volcano.sh/v1beta1", "Queue"): ("queues", False),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): ("podgroups", True),
     ("nvidia.com/v1", "ClusterPolicy"): ("clusterpolicies", False),
+    # Dynamic Resource Allocation: devices a DRA driver publishes, the classes that select
+    # them and the claims the scheduler allocates from them.
+    ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
+    ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", False),
+    ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
 }
 for _version in ("v1beta2", "v1beta1"):
     for _kind, _plural, _namespaced in (

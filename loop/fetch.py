@@ -1,6 +1,7 @@
 """What a poll asks the cluster for: the LIST calls (paginated, decoded to plain dicts by
 the gateway), gathered into one :class:`Listing`. Optional APIs (Kueue, Volcano, Kueue's
-visibility API) that the cluster does not serve are skipped, never an error."""
+visibility API, Dynamic Resource Allocation) that the cluster does not serve are skipped,
+never an error."""
 
 from __future__ import annotations
 
@@ -24,10 +25,22 @@ Objects = list[dict[str, Any]]
 PAGE_SIZE = 500
 
 
+DRA = "resource.k8s.io/v1"
+
+
+@dataclass
+class DraListing:
+    """Dynamic Resource Allocation as the cluster serves it (resource.k8s.io/v1)."""
+
+    device_classes: Objects
+    slices: Objects
+    claims: Objects
+
+
 @dataclass
 class Listing:
-    """One poll's view of the cluster. ``workloads``/``podgroups`` are None where the CRDs
-    are not served (their rows are then left as they are)."""
+    """One poll's view of the cluster. ``workloads``/``podgroups``/``dra`` are None where
+    their APIs are not served (their rows are then left as they are)."""
 
     nodes: Objects
     pods: Objects
@@ -36,12 +49,13 @@ class Listing:
     podgroups: Objects | None
     failures: Objects
     positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    dra: DraListing | None = None
 
 
 def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
-    objects, Kueue workloads (and their place in line), Volcano PodGroups and FailedCreate
-    events, in that order."""
+    objects, Kueue workloads (and their place in line), Volcano PodGroups, FailedCreate
+    events and DRA's DeviceClasses, ResourceSlices and ResourceClaims, in that order."""
     nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
     pods = gateway.list(
         "v1",
@@ -58,7 +72,22 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
         gateway,
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
-    return Listing(nodes, pods, managed, workloads, podgroups, failures, positions)
+    return Listing(
+        nodes, pods, managed, workloads, podgroups, failures, positions, list_dra(gateway)
+    )
+
+
+def list_dra(gateway: Gateway) -> DraListing | None:
+    """DeviceClasses, ResourceSlices and ResourceClaims, or None where the API server does
+    not serve resource.k8s.io/v1 (before Kubernetes 1.34, or with DRA turned off)."""
+    try:
+        return DraListing(
+            gateway.list(DRA, "DeviceClass", page_size=PAGE_SIZE),
+            gateway.list(DRA, "ResourceSlice", page_size=PAGE_SIZE),
+            gateway.list(DRA, "ResourceClaim", page_size=PAGE_SIZE),
+        )
+    except NotFound:
+        return None
 
 
 def discover(

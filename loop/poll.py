@@ -132,6 +132,8 @@ def write_listing(listing: Listing, *, cluster_id: int, now: dt.datetime) -> int
     if listing.podgroups is not None:
         changed += write.write_podgroups(listing.podgroups, cluster_id=cluster_id, now=now)
     changed += write.write_create_failures(listing.failures, cluster_id=cluster_id, now=now)
+    if listing.dra is not None:
+        changed += write.write_dra(listing.dra, cluster_id=cluster_id, now=now)
     write.write_managed(listing.managed, cluster_id=cluster_id, now=now)
     return changed
 

@@ -3,8 +3,8 @@
 Rows that did not change since the last poll are not written: each node and pod row carries
 a hash of its content, compared before anything goes to PostgreSQL; changed rows go through
 ``COPY`` into a temporary table and one ``INSERT … ON CONFLICT DO UPDATE``. The smaller
-tables (workloads, PodGroups, refused creations, the portal's objects) are compared row by
-row. Only observed tables are written here.
+tables (workloads, PodGroups, refused creations, the portal's objects, DRA's classes, slices
+and claims) are compared row by row. Only observed tables are written here.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ from django.db import connection
 from cluster import decode
 from cluster.models import (
     ObservedCreateFailure,
+    ObservedDeviceClass,
     ObservedNode,
     ObservedObject,
     ObservedPod,
     ObservedPodGroup,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
     ObservedWorkload,
 )
+from loop.fetch import DraListing
 
 NODE_COLUMNS = (
     "cluster_id",
@@ -324,6 +328,62 @@ def write_workloads(
         same,
         {"last_changed": now},
         cluster_id=cluster_id,
+    )
+
+
+def _replace_in_bulk(
+    model: Any,
+    current: Mapping[tuple[Any, ...], dict[str, Any]],
+    keys: tuple[str, ...],
+    *,
+    cluster_id: int,
+    now: dt.datetime,
+) -> int:
+    """As :func:`_replace_rows`, in a fixed number of statements whatever the number of rows
+    (a ResourceSlice per node and driver: thousands on a big fleet): rows that changed are
+    deleted with those gone and inserted again, stamped ``last_changed=now``; nothing else
+    refers to these rows. The number of rows written or deleted."""
+    existing = {
+        tuple(getattr(row, k) for k in keys): row
+        for row in model.objects.filter(cluster_id=cluster_id)
+    }
+    changed = {
+        key: values
+        for key, values in current.items()
+        if key not in existing or any(getattr(existing[key], k) != v for k, v in values.items())
+    }
+    stale = [row.pk for key, row in existing.items() if key not in current or key in changed]
+    gone = sum(1 for key in existing if key not in current)
+    if stale:
+        model.objects.filter(pk__in=stale).delete()
+    model.objects.bulk_create(
+        [model(cluster_id=cluster_id, last_changed=now, **values) for values in changed.values()],
+        batch_size=1000,
+    )
+    return len(changed) + gone
+
+
+def write_dra(listing: DraListing, *, cluster_id: int, now: dt.datetime) -> int:
+    """Dynamic Resource Allocation's DeviceClasses, ResourceSlices and ResourceClaims
+    (``listing``): rows that changed are written, those gone dropped."""
+    classes = {}
+    for item in listing.device_classes:
+        values = decode.device_class_values(item)
+        classes[(values["name"],)] = values
+    slices = {}
+    for item in listing.slices:
+        values = decode.resource_slice_values(item)
+        slices[(values["name"],)] = values
+    claims = {}
+    for item in listing.claims:
+        values = decode.resource_claim_values(item)
+        claims[(values["namespace"], values["name"])] = values
+    return (
+        _replace_in_bulk(ObservedDeviceClass, classes, ("name",), cluster_id=cluster_id, now=now)
+        + _replace_in_bulk(ObservedResourceSlice, slices, ("name",), cluster_id=cluster_id, now=now)
+        + _replace_in_bulk(
+            ObservedResourceClaim, claims, ("namespace", "name"), cluster_id=cluster_id, now=now
+        )
     )
 
 
