@@ -21,6 +21,7 @@ from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
+FORBIDDEN = 403
 Objects = list[dict[str, Any]]
 PAGE_SIZE = 500
 
@@ -79,7 +80,9 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
 
 def list_dra(gateway: Gateway) -> DraListing | None:
     """DeviceClasses, ResourceSlices and ResourceClaims, or None where the API server does
-    not serve resource.k8s.io/v1 (before Kubernetes 1.34, or with DRA turned off)."""
+    not serve resource.k8s.io/v1 (before Kubernetes 1.34, or with DRA turned off), or where
+    the portal's ClusterRole does not grant their lists yet (an upgrade whose ClusterRole was
+    not applied: the rest of the poll goes on, and the log says what to grant)."""
     try:
         return DraListing(
             gateway.list(DRA, "DeviceClass", page_size=PAGE_SIZE),
@@ -87,6 +90,15 @@ def list_dra(gateway: Gateway) -> DraListing | None:
             gateway.list(DRA, "ResourceClaim", page_size=PAGE_SIZE),
         )
     except NotFound:
+        return None
+    except KubeError as exc:
+        if exc.status != FORBIDDEN:
+            raise
+        log.warning(
+            "DRA objects not read: %s (apply the ClusterRole of this release: it lists "
+            "deviceclasses, resourceslices and resourceclaims)",
+            exc.message,
+        )
         return None
 
 

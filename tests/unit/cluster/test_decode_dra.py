@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from cluster.decode import device_class_values, resource_claim_values, resource_
 from cluster.models import ObservedDeviceClass, ObservedResourceClaim, ObservedResourceSlice
 from cluster.scope import settings_cluster_id
 from kube import NotFound
+from kube.errors import PermanentKubeError
 from loop.fetch import DraListing, list_dra
 from loop.write import write_dra
 
@@ -228,6 +230,34 @@ class NotServed:
 
 def test_a_cluster_without_dra_lists_none() -> None:
     assert list_dra(NotServed()) is None  # type: ignore[arg-type]
+
+
+class NotGranted:
+    """A ClusterRole of an earlier release: no list of the DRA kinds."""
+
+    def list(self, api_version: str, kind: str, **_: Any) -> list[dict[str, Any]]:
+        raise PermanentKubeError(
+            f'{kind.lower()}s.resource.k8s.io is forbidden: User "system:serviceaccount:'
+            'quartermaster:quartermaster" cannot list resource',
+            status=403,
+        )
+
+
+class Broken:
+    def list(self, api_version: str, kind: str, **_: Any) -> list[dict[str, Any]]:
+        raise PermanentKubeError("the server rejected our request", status=400)
+
+
+def test_a_role_without_the_dra_grants_lists_none_and_says_what_to_grant(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An upgrade applied before its ClusterRole: the poll goes on without DRA objects (a
+    403 had failed the whole poll); any other refusal still fails it."""
+    with caplog.at_level(logging.WARNING, logger="loop.fetch"):
+        assert list_dra(NotGranted()) is None  # type: ignore[arg-type]
+    assert "apply the ClusterRole of this release" in caplog.text
+    with pytest.raises(PermanentKubeError):
+        list_dra(Broken())  # type: ignore[arg-type]
 
 
 def listing() -> DraListing:
