@@ -103,3 +103,23 @@ def test_an_inactive_queue_admits_nothing(demo: None) -> None:
         "ClusterQueue cq-dev is inactive: Can't admit new workloads: references missing "
         "ResourceFlavor(s)." in home(inactive)
     )
+
+
+def test_one_who_may_ask_gets_a_quota_request_for_the_queue(demo: None) -> None:
+    set_cq_dev(h100_borrowing="0")
+    ObservedObject.objects.create(
+        api_version="kueue.x-k8s.io/v1beta2",
+        kind="ClusterQueue",
+        name="cq-dev",
+        status={"flavorsUsage": []},
+        last_seen=timezone.now(),
+    )
+    client = Client()
+    client.force_login(User.objects.get(username="admin"))
+    page = html.unescape(client.get("/").content.decode())
+    link = "/quota/new/?team=team-dev&cluster_queue=cq-dev&cluster=default"
+    assert f'only a platform admin can change it: <a href="{link}">ask for quota</a>' in page
+    form = client.get(link).content.decode()
+    cq = ClusterQueue.objects.get(name="cq-dev")
+    assert f'<option value="{cq.pk}" selected>' in form
+    assert '<option value="queue" selected>' in form
