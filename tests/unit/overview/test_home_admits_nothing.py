@@ -59,7 +59,7 @@ def test_after_the_seed_fix_the_slices_admit_none_and_the_h100_borrowing_is_said
     set_cq_dev()
     page = home()
     assert page.count("admits none: a nominal quota of 0 and nothing to borrow") == 3
-    assert "may borrow up to 10 more from its cohort" in page
+    assert "may borrow up to 10 in all from its cohort, of what the others leave unused" in page
     assert WARNING not in page  # it can still borrow H100 GPUs
 
 
