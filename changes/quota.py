@@ -35,6 +35,7 @@ from portal.removal import Consequences
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import MAX_QUANTITY, QuantityError, format_quantity, parse_quantity
 from queues.models import ClusterQueue
+from queues.rules import quota_entries
 from queues.services import save_cluster_queue
 from tenants.models import Namespace, Team
 from tenants.rules import check_quota_item, spelled_quantity, unenforced_quota_note
@@ -269,17 +270,53 @@ def _queue_capacity(
     else:
         notes = [f"Flavor {flavor} has the capacity for it."]
     if cq.cohort_id and delta > 0:
-        members = list(
-            ClusterQueue.objects.filter(cohort_id=cq.cohort_id)
-            .exclude(pk=cq.pk)
-            .values_list("name", flat=True)
-        )
+        members = _may_borrow_it(cq, flavor, resource)
         if members:
+            # Not "they can borrow less": the added quota joins what the cohort lends, so
+            # while it is unused the others may borrow more (the what-if's borrowing table
+            # says so). What changes is who comes first for it.
+            amount = f"{format_quantity(delta)} {resource} on {flavor}"
+            if cq.preemption_reclaim_within_cohort == ClusterQueue.ReclaimWithinCohort.NEVER:
+                back = (
+                    "it gets back what they borrow of it as their workloads end (its "
+                    "reclaimWithinCohort is Never: it preempts none of them)"
+                )
+            else:
+                back = (
+                    f"Kueue may preempt up to {format_quantity(delta)} of what they borrow "
+                    f"to give it back (reclaimWithinCohort: "
+                    f"{cq.preemption_reclaim_within_cohort})"
+                )
             notes.append(
-                f"Cohort {cq.cohort}: {', '.join(members)} can borrow up to "
-                f"{format_quantity(delta)} less of it while {cq.name} uses it."
+                f"Cohort {cq.cohort}: {cq.name}'s nominal quota grows by {amount}. While "
+                f"{cq.name} leaves it unused, {', '.join(members)} may borrow it (the "
+                "borrowing table's room to borrow counts this on the last poll's workloads); "
+                f"once {cq.name} needs it, it comes first: {back}."
             )
     return short is None, notes
+
+
+def _may_borrow_it(cq: ClusterQueue, flavor: str, resource: str) -> list[str]:
+    """The other queues of ``cq``'s cohort that could borrow ``resource`` on ``flavor``:
+    those whose resource groups have it, with a borrowing limit other than 0."""
+    if cq.cohort_id is None:
+        return []
+    names = []
+    others = (
+        ClusterQueue.objects.filter(cohort_id=cq.cohort_id)
+        .exclude(pk=cq.pk)
+        .order_by("name")
+        .values_list("name", "resource_groups")
+    )
+    for name, groups in others:
+        for _, its_flavor, quota in quota_entries(groups or []):
+            if (its_flavor, quota.get("name")) != (flavor, resource):
+                continue
+            limit = quota.get("borrowingLimit")
+            if limit in (None, "") or _amount(str(limit)) > 0:
+                names.append(name)
+                break
+    return names
 
 
 # ----------------------------------------------------------------------------- writes

@@ -31,6 +31,7 @@ from fleet.models import NodePool
 from portal.access.permissions import is_platform_admin
 from portal.infra.htmx import HtmxHttpRequest
 from portal.vocabulary.errors import DomainError, user_message
+from queues.models import ClusterQueue
 
 LIST_PAGE_SIZE = 50
 R = TypeVar("R", bound=Model)
@@ -294,8 +295,9 @@ def quota_list(request: HttpRequest) -> HttpResponse:
 
 def _quota_prefill(request: HttpRequest, teams: QuerySet[Any]) -> dict[str, object]:
     """The form filled in from a link (a usage suggestion, an explanation next to a
-    namespace): ``?team=&namespace=&cluster=&resource=``. A namespace name two clusters
-    share is taken only with its cluster."""
+    namespace, a queue that admits nothing): ``?team=&namespace=&cluster=&resource=``, or
+    ``?team=&cluster_queue=&cluster=`` for a ClusterQueue the team's LocalQueues use. A
+    name two clusters share is taken only with its cluster."""
     initial: dict[str, object] = {}
     wanted = teams.filter(slug=request.GET.get("team", "")).first()
     if wanted is not None:
@@ -306,6 +308,15 @@ def _quota_prefill(request: HttpRequest, teams: QuerySet[Any]) -> dict[str, obje
         found = list(named[:2])
         if len(found) == 1:
             initial.update({"kind": "namespace", "namespace": found[0]})
+        if request.GET.get("cluster_queue"):
+            queues = ClusterQueue.objects.filter(
+                name=request.GET["cluster_queue"], local_queues__namespace__team=wanted
+            ).distinct()
+            if request.GET.get("cluster"):
+                queues = queues.filter(cluster__name=request.GET["cluster"])
+            named_queues = list(queues[:2])
+            if len(named_queues) == 1:
+                initial.update({"kind": "queue", "cluster_queue": named_queues[0]})
     if request.GET.get("resource"):
         initial["resource"] = request.GET["resource"][:100]
     return initial

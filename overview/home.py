@@ -10,6 +10,7 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -26,6 +27,7 @@ from diagnostics.selectors import WaitingRead, explain_waiting
 from overview.freshness import settings_api_status
 from overview.selectors import (
     HIT_RECENTLY,
+    Lenders,
     Statuses,
     home_observed_from,
     home_observed_reads,
@@ -34,7 +36,8 @@ from overview.selectors import (
 from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import read_together
 from portal.vocabulary.names import PodNames
-from portal.vocabulary.quantity import QuantityError, parse_quantity
+from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
+from queues.rules import quota_entries
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
 
@@ -112,7 +115,7 @@ def home(request: HttpRequest) -> HttpResponse:
         home_visit_read(user_id(request.user), api, teams), *home_observed_reads(namespaces)
     )
     last_visit, any_grant, any_hit = visit[0]
-    statuses, pods, waiting = home_observed_from(observed)
+    statuses, pods, lenders, waiting = home_observed_from(observed)
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
@@ -128,7 +131,7 @@ def home(request: HttpRequest) -> HttpResponse:
     for team in teams:
         team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
-    _queue_use(namespaces, statuses)
+    _queue_use(namespaces, statuses, lenders)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     for team in teams:
@@ -312,18 +315,78 @@ def _other_value(enforced: str | None, wanted: str) -> str:
         return "" if enforced == wanted else enforced
 
 
-def _queue_use(namespaces: list[Any], statuses: Statuses) -> None:
+def _queue_use(namespaces: list[Any], statuses: Statuses, lenders: Lenders) -> None:
     """Each LocalQueue's admitted and pending workloads (``lq.seen`` None until polled) and
-    its ClusterQueue's use of each nominal quota, with what it borrows from its cohort."""
+    its ClusterQueue's use of each nominal quota, with what it borrows from its cohort and
+    what it could borrow at most (``row["may_borrow"]``; ``row["admits_none"]``: a nominal
+    quota of 0 and nothing to borrow). ``lq.admits_nothing``: why no workload of the queue
+    can be admitted at all, in words ("" when some can)."""
     for ns in namespaces:
         for lq in ns.local_queues.all():
+            cq = lq.cluster_queue
             lq.seen = statuses.get((ns.cluster_id, "LocalQueue", ns.name, lq.name))
-            cq_status = statuses.get((ns.cluster_id, "ClusterQueue", "", lq.cluster_queue.name), {})
-            lq.cq_rows = quota_rows(lq.cluster_queue, cq_status)
+            cq_status = statuses.get((ns.cluster_id, "ClusterQueue", "", cq.name), {})
+            lq.cq_rows = quota_rows(cq, cq_status)
+            lending = _lendable(lenders.get((ns.cluster_id, cq.name), []))
             for row in lq.cq_rows:
                 seen = row["used"] != "—"
                 row["fill"], row["over"] = _share(row["used"], row["nominal"]) if seen else (0, 0)
                 row["borrows"] = seen and row["borrowed"] not in ("0", "")
+                nominal, may_borrow = _room(row, lending.get((row["flavor"], row["resource"])))
+                row["may_borrow"] = format_quantity(may_borrow)
+                row["admits_none"] = nominal <= 0 and may_borrow <= 0
+            lq.admits_nothing = _admits_nothing(lq, cq_status)
+
+
+def _amount(text: Any) -> Fraction | None:
+    try:
+        return None if text in (None, "") else parse_quantity(str(text))
+    except QuantityError:
+        return None
+
+
+def _lendable(groups: list[Any]) -> dict[tuple[str, str], Fraction]:
+    """Per (flavor, resource): what the other queues and the cohorts of a queue's cohort
+    tree may lend at most (each one's nominal quota, or its lending limit when lower)."""
+    out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for _, flavor, quota in quota_entries(groups):
+        nominal = _amount(quota.get("nominalQuota")) or Fraction(0)
+        limit = _amount(quota.get("lendingLimit"))
+        lends = nominal if limit is None else min(nominal, limit)
+        out[(flavor, str(quota.get("name", "")))] += lends
+    return out
+
+
+def _room(row: dict[str, Any], lendable: Fraction | None) -> tuple[Fraction, Fraction]:
+    """A quota row's nominal quota and what its queue could borrow of it at most: what its
+    cohort tree lends, capped by the row's borrowing limit (nothing in no cohort)."""
+    nominal = _amount(row["nominal"]) or Fraction(0)
+    limit = _amount(row["borrowing"])
+    may_borrow = max(Fraction(0), lendable or Fraction(0))
+    return nominal, may_borrow if limit is None else min(limit, may_borrow)
+
+
+def _admits_nothing(lq: Any, cq_status: dict[str, Any]) -> str:
+    """Why no workload of ``lq`` can be admitted, in words ("" when one can)."""
+    cq = lq.cluster_queue
+    if lq.stop_policy != "None":
+        return f"LocalQueue {lq.name} is stopped ({lq.get_stop_policy_display()})."
+    if cq.stop_policy != "None":
+        return f"ClusterQueue {cq.name} is stopped ({cq.get_stop_policy_display()})."
+    for condition in cq_status.get("conditions") or []:
+        if condition.get("type") == "Active" and condition.get("status") == "False":
+            message = str(condition.get("message") or condition.get("reason") or "").strip()
+            return f"ClusterQueue {cq.name} is inactive" + (f": {message}" if message else ".")
+    if not cq.resource_groups:
+        return f"ClusterQueue {cq.name} has no resource groups: it covers no resource."
+    if all(row["admits_none"] for row in lq.cq_rows):
+        where = (
+            "it is in no cohort, so it has nothing to borrow"
+            if cq.cohort_id is None
+            else "its cohort has none of it to lend (or its borrowing limit is 0)"
+        )
+        return f"ClusterQueue {cq.name} has a nominal quota of 0 of every resource, and {where}."
+    return ""
 
 
 def _grants(teams: Sequence[Team]) -> dict[int, list[QuotaChangeRequest]]:

@@ -27,6 +27,7 @@ from fleet.models import NodePool
 from health.models import NodeHealth
 from overview.models import HomeVisit
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from queues.models import ClusterQueue, Cohort
 from tenants.models import Team
 
 # The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
@@ -44,6 +45,23 @@ STATUSES_SQL = (
     f"WHERE (kind IN ('ResourceQuota', 'LocalQueue') AND (cluster_id, namespace) IN {PAIRS}) "
     f"OR (kind = 'ClusterQueue' AND (cluster_id, name) IN {PAIRS})"
 )
+_CQ, _COHORT = ClusterQueue._meta.db_table, Cohort._meta.db_table
+# What each ClusterQueue of (cluster id, name) pairs could borrow: the resource groups of
+# every other queue of its cohort tree (the cohorts under the root of its own) and of those
+# cohorts themselves. Rows (cluster id, queue name, resource groups); none for a queue in no
+# cohort.
+LENDERS_SQL = (
+    f"WITH RECURSIVE tree(id, root) AS (SELECT id, id FROM {_COHORT} WHERE parent_id IS NULL "
+    f"UNION ALL SELECT c.id, t.root FROM {_COHORT} c JOIN tree t ON c.parent_id = t.id), "
+    f"mine AS (SELECT me.id, me.cluster_id, me.name, t.root FROM {_CQ} me "
+    f"JOIN tree t ON t.id = me.cohort_id WHERE (me.cluster_id, me.name) IN {PAIRS}) "
+    f"SELECT m.cluster_id, m.name, o.resource_groups FROM mine m JOIN tree t ON t.root = m.root "
+    f"JOIN {_CQ} o ON o.cohort_id = t.id AND o.id <> m.id "
+    f"UNION ALL SELECT m.cluster_id, m.name, c.resource_groups FROM mine m "
+    f"JOIN tree t ON t.root = m.root JOIN {_COHORT} c ON c.id = t.id"
+)
+# (cluster id, queue name) -> the resource groups it could borrow from
+Lenders = dict[tuple[int, str], list[Any]]
 HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 # (cluster id, kind, namespace, name) -> status
 Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
@@ -473,19 +491,26 @@ def home_observed_reads(namespaces: list[Any]) -> list[Read]:
     return [
         Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
         Read(PODS_SQL, pairs_params(pairs), ObservedPod),
+        Read(LENDERS_SQL, pairs_params(queues)),
         *waiting_reads(pairs, timezone.now()),
     ]
 
 
-def home_observed_from(rows: list[list[Any]]) -> tuple[Statuses, list[ObservedPod], WaitingRead]:
+def home_observed_from(
+    rows: list[list[Any]],
+) -> tuple[Statuses, list[ObservedPod], Lenders, WaitingRead]:
     """The rows of ``home_observed_reads``: the statuses by (cluster id, kind, namespace, name),
-    the pods, and what waits."""
+    the pods, what each ClusterQueue could borrow from, and what waits."""
     if not rows:
-        return {}, [], WaitingRead([], [])
-    statuses, pods, *waiting = rows
+        return {}, [], {}, WaitingRead([], [])
+    statuses, pods, lending, *waiting = rows
+    lenders: Lenders = {}
+    for cluster_id, name, groups in lending:
+        groups = json.loads(groups) if isinstance(groups, str) else groups
+        lenders.setdefault((cluster_id, name), []).extend(groups or [])
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
     observed = {
         (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}
         for cluster_id, kind, ns, name, status in statuses
     }
-    return observed, pods, WaitingRead(*waiting)
+    return observed, pods, lenders, WaitingRead(*waiting)

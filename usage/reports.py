@@ -275,9 +275,12 @@ def wait_times(
 
 def borrowing(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
     """Per ClusterQueue (of each cluster), flavor and resource: average borrowed from the
-    cohort and lent to it (lent is estimated: Kueue reports who borrows, not who lends)."""
+    cohort and lent to it (lent is estimated: Kueue reports who borrows, not who lends).
+    Only while in a cohort: a queue in none neither borrows nor lends (as the Queues page
+    says), so the hours it spent in none are no row of this report."""
     rows = (
         _rollups(period, Sample.Kind.QUEUE, cluster)
+        .exclude(scope="")
         .values("scope", "owner", "flavor", "resource", "cluster__name")
         .annotate(
             b=Sum("borrowed_seconds"), lent=Sum("lent_seconds"), covered=Sum("covered_seconds")
@@ -287,7 +290,7 @@ def borrowing(period: Period, *, cluster: Cluster | None = None) -> list[dict[st
     return [
         {
             "cluster": row["cluster__name"],
-            "cohort": row["scope"] or "(none)",
+            "cohort": row["scope"],
             "cluster_queue": row["owner"],
             "flavor": row["flavor"],
             "resource": row["resource"],

@@ -147,8 +147,7 @@ def test_a_queue_nominal_quota_request_and_its_assessment(demo: None) -> None:
     )
     assert request.previous == "12"
     assert any(
-        "cq-infer, cq-dev can borrow up to 2 less" in n
-        or "cq-dev, cq-infer can borrow up to 2 less" in n
+        "While cq-train leaves it unused, cq-dev, cq-infer may borrow it" in n
         for n in request.assessment["notes"]
     )
     approve_quota_change(

@@ -70,20 +70,29 @@ def clusters(team_a: Team, team_b: Team) -> tuple[Cluster, Cluster]:
         rows += [
             rollup(train, hour, "team", "team-a", gpu, scope="team-a", used=2, gpu=2, capacity=4),
             rollup(
-                train, hour, "queue", "cq-shared", gpu, flavor="a100", used=3, gpu=3, capacity=8
+                train,
+                hour,
+                "queue",
+                "cq-shared",
+                gpu,
+                scope="fleet",
+                flavor="a100",
+                used=3,
+                gpu=3,
+                capacity=8,
             ),
             rollup(train, hour, "pool", "a100", mig, used=2, capacity=14),
         ]
         # serve: team-a 1 GPU of 4 (and pods waiting for GPUs); cq-shared 1 of 4, borrowing
-        # 1; pool a100 7 of 7 slices.
+        # 1 (each cq-shared is in its cluster's cohort fleet); pool a100 7 of 7 slices.
         rows += [
             rollup(
                 serve, hour, "team", "team-a", gpu, scope="team-a", used=1, gpu=1, capacity=4,
                 pending=1,
             ),
             rollup(
-                serve, hour, "queue", "cq-shared", gpu, flavor="a100", used=1, gpu=1, capacity=4,
-                borrowed=1,
+                serve, hour, "queue", "cq-shared", gpu, scope="fleet", flavor="a100", used=1,
+                gpu=1, capacity=4, borrowed=1,
             ),
             rollup(serve, hour, "pool", "a100", mig, used=7, capacity=7),
         ]  # fmt: skip

@@ -55,6 +55,8 @@ class Command(BaseCommand):
                 top = base.capacity if base.capacity > 0 else max(base.requested, base.used, 1)
                 used = round(top * load) if base.kind != "queue" or base.capacity else base.used
                 share = base.gpu_share / base.used if base.used else _share(base, models)
+                # a queue in no cohort (no scope) neither borrows nor lends
+                in_cohort = base.kind == "queue" and bool(base.scope)
                 rows.append(
                     Sample(
                         cluster_id=base.cluster_id,
@@ -68,8 +70,8 @@ class Command(BaseCommand):
                         requested=used + (1 if load > 0.85 else 0),
                         pending=1 if load > 0.85 else 0,
                         capacity=base.capacity,
-                        borrowed=max(0.0, used - base.capacity) if base.kind == "queue" else 0,
-                        lent=max(0.0, base.capacity - used) * 0.2 if base.kind == "queue" else 0,
+                        borrowed=max(0.0, used - base.capacity) if in_cohort else 0,
+                        lent=max(0.0, base.capacity - used) * 0.2 if in_cohort else 0,
                         gpu_share=used * share,
                     )
                 )
