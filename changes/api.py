@@ -20,6 +20,7 @@ from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from changes.quota import shown_fingerprint
 from cluster.api_scope import known_cluster_names, no_such_cluster
 from cluster.models import Cluster, ObservedNode
+from cluster.scope import cluster_id_of
 from portal.access.selectors import pod_names_for
 from portal.api.safety import (
     IDEMPOTENCY_KEY,
@@ -154,11 +155,12 @@ class MigChangeSerializer(serializers.ModelSerializer[MigChangeRequest]):
         if request is None:
             return data
         names = pod_names_for(request.user)
-        data["assessment"] = selectors.assessment_for(names, data["assessment"])
-        data["failure"] = names.redact(data["failure"])
+        on = cluster_id_of(instance.cluster_id)
+        data["assessment"] = selectors.assessment_for(names, data["assessment"], on)
+        data["failure"] = names.redact(data["failure"], on)
         for step in data.get("steps") or []:
-            step["message"] = names.redact(step["message"])
-            step["pods"] = [names.redact(pod) for pod in step["pods"]]
+            step["message"] = names.redact(step["message"], on)
+            step["pods"] = [names.redact(pod, on) for pod in step["pods"]]
         return data
 
 

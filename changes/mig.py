@@ -59,7 +59,7 @@ def preview(
         config=config,
         request_id=request_id,
     )
-    return assessment_for(pod_names_for(viewer), assessed.as_json())
+    return assessment_for(pod_names_for(viewer), assessed.as_json(), cluster.pk)
 
 
 def request_mig_change(

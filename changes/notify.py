@@ -5,6 +5,7 @@ subscriptions and the people each one concerns (told without subscribing)."""
 from __future__ import annotations
 
 from changes.models import MigChangeRequest, MigChangeStep
+from cluster.scope import cluster_id_of
 from portal.notifications.send import Audience, notify_event
 from tenants.models import Namespace
 
@@ -89,6 +90,7 @@ def notify(event: str, request: MigChangeRequest, *, actor: int | None = None) -
         subject(event, request),
         payload(request, event),
         audience(event, request, actor),
+        cluster=cluster_id_of(request.cluster_id),
     )
     if event in ENDS:
         tell_evictions(request)
@@ -135,4 +137,5 @@ def tell_evictions(request: MigChangeRequest) -> None:
                 "pods": pods,
             },
             Audience.of(teams=[team]),
+            cluster=cluster_id_of(request.cluster_id),
         )

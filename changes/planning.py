@@ -337,31 +337,32 @@ def plan_for(viewer: User, planned: Planned) -> dict[str, Any]:
     """The plan as ``viewer`` may read it: other teams' pods and workloads counted, never
     named (in what it evicts, what stays short, its notes and its requests' reasons)."""
     names = pod_names_for(viewer)
+    on = planned.cluster.pk
     body = planned.plan.as_json()
     for node in body["nodes"]:
         node["evicts"] = [
-            pod if names.named(pod.split("/", 1)[0]) else "(another team's pod)"
+            pod if names.named(on, pod.split("/", 1)[0]) else "(another team's pod)"
             for pod in node["evicts"]
         ]
     for shortfall in body["shortfalls"]:
-        asking = counted(shortfall["sources"], names)
+        asking = counted(shortfall["sources"], names, on)
         shortfall["sources"] = asking
         total = shortfall["demand"]
         shortfall["sentence"] = shortfall_sentence(
             shortfall["resource"], total, total - shortfall["count"], shortfall["pools"], asking
         )
-    body["notes"] = [names.redact(note) for note in body["notes"]]
+    body["notes"] = [names.redact(note, on) for note in body["notes"]]
     body["cluster"] = planned.cluster.name
     body["batches"] = [
-        {**batch, "reasons": [names.redact(r) for r in batch["reasons"]]}
+        {**batch, "reasons": [names.redact(r, on) for r in batch["reasons"]]}
         for batch in planned.batches
     ]
     body["fingerprint"] = planned.fingerprint
     return body
 
 
-def counted(sources: Sequence[str], names: Any) -> list[str]:
-    """What asks for a shortfall as a reader may see it: their own teams' pods and
+def counted(sources: Sequence[str], names: Any, cluster: int) -> list[str]:
+    """What asks for a shortfall on ``cluster`` as a reader may see it: their own teams' pods and
     workloads by name, other teams' counted per kind and namespace ("2 Pending pods in
     team-b"), never named."""
     shown: list[str] = []
@@ -369,7 +370,7 @@ def counted(sources: Sequence[str], names: Any) -> list[str]:
     for source in sources:
         kind, _, ref = source.partition(" ")
         namespace = ref.split("/", 1)[0] if "/" in ref else ""
-        if kind in ("Pending", "waiting") and namespace and not names.named(namespace):
+        if kind in ("Pending", "waiting") and namespace and not names.named(cluster, namespace):
             hidden[(kind, namespace)] += 1
         else:
             shown.append(source)

@@ -27,7 +27,7 @@ from changes.facts import fleet_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
-from cluster.scope import settings_cluster
+from cluster.scope import cluster_id_of, settings_cluster
 from portal.access.permissions import is_platform_admin, user_id
 from portal.audit.record import SYSTEM, Actor, Event, System, record_audit
 from portal.notifications.send import Audience, notify_event
@@ -373,7 +373,16 @@ def _notify(
         what = "namespace" if request.kind == Kind.NAMESPACE else "ClusterQueue"
         said = f"cancelled (its {what} was deleted)"
     subject = f"Quota request #{request.pk} ({request.team.slug}): {said.replace('_', ' ')}"
-    transaction.on_commit(lambda: notify_event(f"quota_change.{event}", subject, payload, audience))
+    on = cluster_id_of(request.cluster_id)
+    transaction.on_commit(
+        lambda: notify_event(
+            f"quota_change.{event}",
+            subject,
+            payload,
+            audience,
+            cluster=on,
+        )
+    )
 
 
 def _matching_rule(request: QuotaChangeRequest, fits: bool) -> AutoApprovalRule | None:

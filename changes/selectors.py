@@ -19,6 +19,7 @@ from changes.approval import (
 )
 from changes.impact import verdict_label
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from cluster.scope import cluster_id_of
 from portal.access.permissions import sees_every_team
 from portal.access.selectors import pod_names_for
 from portal.audit.events import Event
@@ -179,21 +180,22 @@ def _decidable(user: User, visible: QuerySet[R]) -> QuerySet[R] | None:
     return visible.filter(state="pending").exclude(requested_by_id=user.pk)
 
 
-def assessment_for(names: PodNames, assessment: dict[str, Any]) -> dict[str, Any]:
-    """An assessment as a user may read it: pods of teams they are not in are counted per
-    namespace (``evictions_hidden`` / ``schedulable_hidden``), never named."""
+def assessment_for(names: PodNames, assessment: dict[str, Any], cluster: int) -> dict[str, Any]:
+    """An assessment (of a change on ``cluster``) as a user may read it: pods of teams they
+    are not in are counted per namespace (``evictions_hidden`` / ``schedulable_hidden``),
+    never named."""
     if names.everyone or not assessment:
         return assessment
     shown = dict(assessment)
     for key in ("evictions", "schedulable"):
         rows = assessment.get(key) or []
-        shown[key] = [r for r in rows if names.named(r.get("namespace", ""))]
+        shown[key] = [r for r in rows if names.named(cluster, r.get("namespace", ""))]
         hidden = Counter(
-            r.get("namespace", "") for r in rows if not names.named(r.get("namespace", ""))
+            r.get("namespace", "") for r in rows if not names.named(cluster, r.get("namespace", ""))
         )
         shown[f"{key}_hidden"] = [{"namespace": ns, "count": n} for ns, n in sorted(hidden.items())]
-    shown["reasons"] = [names.redact(r) for r in assessment.get("reasons", [])]
-    shown["notes"] = [names.redact(n) for n in assessment.get("notes", [])]
+    shown["reasons"] = [names.redact(r, cluster) for r in assessment.get("reasons", [])]
+    shown["notes"] = [names.redact(n, cluster) for n in assessment.get("notes", [])]
     return shown
 
 
@@ -201,12 +203,13 @@ def change_for(user: User, change: MigChangeRequest, steps: list[MigChangeStep])
     """What a page shows of a change to ``user``: its assessment, step messages, evicted pods
     and failure with other teams' pods counted, never named."""
     names = pod_names_for(user)
+    on = cluster_id_of(change.cluster_id)
     for step in steps:
-        step.message = names.redact(step.message)
-        step.pods = [names.redact(pod) for pod in step.pods]
+        step.message = names.redact(step.message, on)
+        step.pods = [names.redact(pod, on) for pod in step.pods]
     return {
-        "assessment": assessment_for(names, change.assessment),
-        "failure": names.redact(change.failure),
+        "assessment": assessment_for(names, change.assessment, on),
+        "failure": names.redact(change.failure, on),
         "steps": steps,
         "acted": acted_on(change),
     }

@@ -105,10 +105,10 @@ def apply_notices(
 
 def notices_for(names: PodNames, rows: list[AppliedObject]) -> tuple[list[AppliedObject], int]:
     """The apply notices a user may read (``names``: ``pod_names_for(user)``): cluster-wide
-    objects, and the namespaced ones of their own teams' namespaces (platform admins and
-    approvers: every one); and how many of other teams' were left out (counted, never
-    named)."""
-    shown = [row for row in rows if not row.namespace or names.named(row.namespace)]
+    objects, and the namespaced ones of their own teams' namespaces on the row's cluster
+    (platform admins and approvers: every one); and how many of other teams' were left out
+    (counted, never named)."""
+    shown = [row for row in rows if not row.namespace or names.named(row.cluster_id, row.namespace)]
     return shown, len(rows) - len(shown)
 
 

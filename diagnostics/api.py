@@ -172,7 +172,9 @@ def waiting_rows(namespaces: QuerySet[Namespace], *, everyone: bool) -> list[dic
     on_cluster: dict[tuple[int, str], list[str]] = defaultdict(list)
     for cid, name, on in namespaces.values_list("cluster_id", "name", "cluster__name"):
         on_cluster[(cid, on)].append(name)
-    names = PodNames(everyone, frozenset(n for shown in on_cluster.values() for n in shown))
+    names = PodNames(
+        everyone, frozenset((cid, n) for (cid, _), shown in on_cluster.items() for n in shown)
+    )
     # Every cluster's rows in one round trip, however many clusters there are.
     read, pods = read_waiting(
         sorted((cid, n) for (cid, _), names_on in on_cluster.items() for n in names_on)

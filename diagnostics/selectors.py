@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from django.utils import timezone
 
 from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
+from cluster.scope import cluster_id_of
 from diagnostics.estimate import Estimate
 from diagnostics.explain import Explanation
 from diagnostics.explainer import REFUSALS_KEPT, from_json
@@ -119,23 +120,25 @@ def _shown(item: ObservedWorkload | ObservedPod | ObservedCreateFailure, names: 
         why, estimate = (None, None) if admitted else (NOT_YET, NO_ESTIMATE_YET)
     else:
         why, estimate = from_json(item.explained)
-    item.why = why if why is None else _redacted(why, names)  # type: ignore[union-attr]
+    on = cluster_id_of(item.cluster_id)  # the names in its sentences are of its cluster
+    item.why = why if why is None else _redacted(why, names, on)  # type: ignore[union-attr]
     if estimate is not None and not names.everyone:
-        summary, basis = names.redact(estimate.summary), names.redact(estimate.basis)
+        summary, basis = names.redact(estimate.summary, on), names.redact(estimate.basis, on)
         estimate = replace(estimate, summary=summary, basis=basis)
     item.estimate = estimate  # type: ignore[union-attr]
 
 
-def _redacted(why: Explanation, names: PodNames) -> Explanation:
-    """The explanation with every pod another team's the viewer may not name said as "a
-    pod in namespace" (its cause, next step, evidence, what it belongs to, why never)."""
+def _redacted(why: Explanation, names: PodNames, cluster: int) -> Explanation:
+    """The explanation (of a row of ``cluster``) with every pod another team's the viewer
+    may not name said as "a pod in namespace" (its cause, next step, evidence, what it
+    belongs to, why never)."""
     if names.everyone:
         return why
     return replace(
         why,
-        cause=names.redact(why.cause),
-        next_step=names.redact(why.next_step),
-        evidence=[names.redact(line) for line in why.evidence],
-        belongs_to=names.redact(why.belongs_to),
-        never=names.redact(why.never),
+        cause=names.redact(why.cause, cluster),
+        next_step=names.redact(why.next_step, cluster),
+        evidence=[names.redact(line, cluster) for line in why.evidence],
+        belongs_to=names.redact(why.belongs_to, cluster),
+        never=names.redact(why.never, cluster),
     )

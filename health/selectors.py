@@ -60,8 +60,9 @@ def health_for_user(
         rows = rows.filter(worst=worst)
     names = pod_names_for(user)
 
-    def scoped(item: dict[str, Any]) -> dict[str, Any]:
-        if item.get("pod") and not names.named(item.get("namespace") or ""):
+    def scoped(item: dict[str, Any], cluster: int) -> dict[str, Any]:
+        """One GPU or MIG instance of a node of ``cluster``, its pod named or not."""
+        if item.get("pod") and not names.named(cluster, item.get("namespace") or ""):
             return {**item, "namespace": "", "pod": "(another team's pod)"}
         return item
 
@@ -74,7 +75,10 @@ def health_for_user(
             "worst": row.worst,
             "findings": row.findings,
             "gpus": [
-                {**scoped(g), "instances": [scoped(i) for i in g.get("instances", [])]}
+                {
+                    **scoped(g, row.cluster.pk),
+                    "instances": [scoped(i, row.cluster.pk) for i in g.get("instances", [])],
+                }
                 for g in row.gpus
             ],
         }

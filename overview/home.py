@@ -120,7 +120,10 @@ def home(request: HttpRequest) -> HttpResponse:
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
     # the user's own teams' pods are named, another's only to those who see every team
-    names = PodNames(sees_every_team(request.user), frozenset(ns.name for ns in namespaces))
+    names = PodNames(
+        sees_every_team(request.user),
+        frozenset((cluster_id_of(ns.cluster_id), ns.name) for ns in namespaces),
+    )
     for cluster_id, group in on_cluster.items():
         here = [p for p in pods if p.cluster_id == cluster_id]
         read = waiting.on(cluster_id)

@@ -262,7 +262,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     pods = list(
         ObservedPod.objects.on(node.cluster).filter(node_name=name).order_by("namespace", "name")
     )
-    shown = [p for p in pods if names.named(p.namespace)]
+    shown = [p for p in pods if names.named(p.cluster_id, p.namespace)]
     history = list(
         list_mig_changes_for_user(request.user)
         .filter(cluster=node.cluster, nodes__contains=[name])

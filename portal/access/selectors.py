@@ -57,17 +57,17 @@ def teams_seen_by(user: User) -> QuerySet[Any]:
 
 def pod_names_of(user_ids: set[int]) -> dict[int, PodNames]:
     """:func:`pod_names_for` of many users at once (the recipients of one notification):
-    their teams' namespaces in one query."""
+    their teams' namespaces, each with its cluster, in one query."""
     user_model: Any = AuditEvent._meta.get_field("actor").related_model
     team_model: Any = AuditEvent._meta.get_field("team").related_model
     users = {u.pk: u for u in user_model.objects.filter(pk__in=user_ids)}
-    own: dict[int, set[str]] = {pk: set() for pk in users}
+    own: dict[int, set[tuple[int, str]]] = {pk: set() for pk in users}
     rows = team_model.objects.filter(memberships__user_id__in=list(users)).values_list(
-        "memberships__user_id", "namespaces__name"
+        "memberships__user_id", "namespaces__cluster_id", "namespaces__name"
     )
-    for person, namespace in rows:
+    for person, cluster, namespace in rows:
         if namespace:
-            own[person].add(namespace)
+            own[person].add((cluster, namespace))
     return {
         pk: PodNames(True, frozenset())
         if sees_every_team(user)
@@ -78,14 +78,15 @@ def pod_names_of(user_ids: set[int]) -> dict[int, PodNames]:
 
 def pod_names_for(user: User) -> PodNames:
     """Whose pods ``user`` may see by name (see :class:`portal.vocabulary.names.PodNames`): the
-    namespaces of their teams, reached through the audit event's team relation (the ground
+    namespaces of their teams, each on its cluster (a name a team owns on one cluster may be
+    another team's on another), reached through the audit event's team relation (the ground
     floor does not import the tenants app)."""
     if sees_every_team(user):
         return PodNames(True, frozenset())
     if not user.is_authenticated:
         return PodNames(False, frozenset())
     team_model: Any = AuditEvent._meta.get_field("team").related_model
-    names = team_model.objects.filter(memberships__user_id=user.pk).values_list(
-        "namespaces__name", flat=True
+    rows = team_model.objects.filter(memberships__user_id=user.pk).values_list(
+        "namespaces__cluster_id", "namespaces__name"
     )
-    return PodNames(False, frozenset(name for name in names if name))
+    return PodNames(False, frozenset((cluster, name) for cluster, name in rows if name))

@@ -22,10 +22,11 @@ from portal.access.tokens import create_token, revoke_token
 from portal.api.filters import AuditEventFilter
 from portal.api.parsers import BodyTooLarge
 from portal.api.safety import StrictInput
+from portal.audit.rows import redacted_values
 from portal.audit.text import audit_changes, event_label
 from portal.models import ApiToken, AuditEvent
 from portal.vocabulary.errors import DomainError
-from portal.vocabulary.names import PodNames
+from portal.vocabulary.names import CLUSTER_UNKNOWN, PodNames
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -173,16 +174,16 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
         names = self._names()
         return [
             {"field": c.field, "kind": c.kind, "old": c.old, "new": c.new, "text": c.text}
-            for c in audit_changes(
-                event.event, names.redact_value(event.old), names.redact_value(event.new)
-            )
+            for c in audit_changes(event.event, *redacted_values(event, names))
         ]
 
     def to_representation(self, instance: AuditEvent) -> dict[str, Any]:
         """Other teams' pods counted, never named (as on the Audit page)."""
         data: dict[str, Any] = super().to_representation(instance)
         names = self._names()
-        data["old"], data["new"] = names.redact_value(data["old"]), names.redact_value(data["new"])
+        # an audit event records no cluster: see ``redacted_values``
+        data["old"] = names.redact_value(data["old"], CLUSTER_UNKNOWN)
+        data["new"] = names.redact_value(data["new"], CLUSTER_UNKNOWN)
         return data
 
     def _names(self) -> PodNames:

@@ -7,6 +7,7 @@ import csv
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from django.urls import NoReverseMatch, reverse
 
@@ -21,7 +22,7 @@ from portal.audit.text import (
     target_link,
 )
 from portal.models import AuditEvent
-from portal.vocabulary.names import PodNames
+from portal.vocabulary.names import CLUSTER_UNKNOWN, PodNames
 
 CSV_COLUMNS = (
     "time",
@@ -67,15 +68,24 @@ class AuditRow:
 
 def audit_row(event: AuditEvent, names: PodNames) -> AuditRow:
     """The row as ``names`` lets its reader see it: other teams' pods counted, not named."""
+    old, new = redacted_values(event, names)
     return AuditRow(
         event=event,
         label=event_label(event.event),
-        changes=audit_changes(
-            event.event, names.redact_value(event.old), names.redact_value(event.new)
-        ),
+        changes=audit_changes(event.event, old, new),
         target_url=target_url(event),
         cause=cause_text(event.cause),
         cause_url=_url(cause_link(event.cause)),
+    )
+
+
+def redacted_values(event: AuditEvent, names: PodNames) -> tuple[Any, Any]:
+    """The event's old and new values as ``names`` lets its reader see them. An audit event
+    records no cluster (its values are whatever its writer kept): a namespace is named where
+    the reader's teams own one of that name on some cluster (``CLUSTER_UNKNOWN``)."""
+    return (
+        names.redact_value(event.old, CLUSTER_UNKNOWN),
+        names.redact_value(event.new, CLUSTER_UNKNOWN),
     )
 
 
@@ -97,7 +107,7 @@ def _url(link: Link | None) -> str:
 def csv_record(event: AuditEvent, names: PodNames) -> list[str]:
     """The event's cells in :data:`CSV_COLUMNS` order: the readable changes for people, the
     recorded old/new JSON for machines (other teams' pods counted, not named)."""
-    old, new = names.redact_value(event.old), names.redact_value(event.new)
+    old, new = redacted_values(event, names)
     cells = [
         event.time.isoformat(),
         event.actor_name or "system",

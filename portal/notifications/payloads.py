@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from portal.audit.text import CODED_VALUES, scalar_text
-from portal.vocabulary.names import PodNames
+from portal.vocabulary.names import CLUSTER_UNKNOWN, PodNames
 from portal.vocabulary.words import code_words
 
 KINDS: dict[str, str] = {
@@ -80,7 +80,9 @@ SLACK_FALLBACK_TEXT = 3000
 
 @dataclass(frozen=True)
 class Message:
-    """One event as people read it: a title, facts, and the page it is about."""
+    """One event as people read it: a title, facts, and the page it is about; ``cluster``:
+    the id of the cluster whose pods it may name (a request's), ``CLUSTER_UNKNOWN`` for a
+    message built without one."""
 
     event: str
     kind: str
@@ -89,21 +91,25 @@ class Message:
     team: str | None
     facts: tuple[tuple[str, str], ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
+    cluster: int | None = CLUSTER_UNKNOWN
 
     def seen_by(self, names: PodNames) -> Message:
         """The message as one recipient may read it: the one redaction rule
         (:class:`portal.vocabulary.names.PodNames`) on its title, facts and data, so another
-        team's pods and budgets are never named to a lead on any channel."""
+        team's pods and budgets are never named to a lead on any channel (the names being
+        of the message's cluster: the same namespace name may be another team's there)."""
         if names.everyone:
             return self
+        on = self.cluster
         return Message(
             event=self.event,
             kind=self.kind,
-            title=names.redact(self.title),
+            title=names.redact(self.title, on),
             url=self.url,
             team=self.team,
-            facts=tuple((label, names.redact(value)) for label, value in self.facts),
-            data=names.redact_value(dict(self.data)),
+            facts=tuple((label, names.redact(value, on)) for label, value in self.facts),
+            data=names.redact_value(dict(self.data), on),
+            cluster=on,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -116,6 +122,7 @@ class Message:
             "team": self.team,
             "facts": [list(fact) for fact in self.facts],
             "data": dict(self.data),
+            "cluster": self.cluster,
         }
 
 
@@ -128,6 +135,7 @@ def message_from_json(data: Mapping[str, Any]) -> Message:
         team=data.get("team"),
         facts=tuple((str(k), str(v)) for k, v in data.get("facts", [])),
         data=dict(data.get("data", {})),
+        cluster=data.get("cluster", CLUSTER_UNKNOWN),
     )
 
 
@@ -157,9 +165,16 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
     return f"{base}/"
 
 
-def message_for(event: str, subject: str, payload: Mapping[str, Any], base_url: str) -> Message:
+def message_for(
+    event: str,
+    subject: str,
+    payload: Mapping[str, Any],
+    base_url: str,
+    *,
+    cluster: int | None = CLUSTER_UNKNOWN,
+) -> Message:
     """The message of one portal event (its subject as the title; each fact that has a
-    value, in words)."""
+    value, in words) on ``cluster`` (an id: the cluster whose pods it may name)."""
     facts = tuple(
         (label, _said(key, payload[key]))
         for key, label in FACTS
@@ -174,6 +189,7 @@ def message_for(event: str, subject: str, payload: Mapping[str, Any], base_url: 
         team=str(team) if team else None,
         facts=facts,
         data={"event": event, **payload},
+        cluster=cluster,
     )
 
 

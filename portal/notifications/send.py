@@ -81,13 +81,20 @@ NOBODY = Audience()
 
 
 def notify_event(
-    event: str, subject: str, payload: dict[str, Any], audience: Audience = NOBODY
+    event: str,
+    subject: str,
+    payload: dict[str, Any],
+    audience: Audience = NOBODY,
+    *,
+    cluster: int,
 ) -> None:
     """Tell the installation's hooks, the people subscribed to this kind of event and the
-    people it concerns (``audience``)."""
+    people it concerns (``audience``). ``cluster``: the id of the cluster the event is on
+    (its request's): the pods it names are of that cluster, redacted for each person by
+    who owns their namespace there."""
     if settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS:
         outbox.send_later("portal.notify.notify_task", event, subject, payload)
-    message = message_for(event, subject, payload, settings.QM_PUBLIC_URL)
+    message = message_for(event, subject, payload, settings.QM_PUBLIC_URL, cluster=cluster)
     if not message.kind:
         return
     try:

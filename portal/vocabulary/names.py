@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -91,6 +92,10 @@ OBJECT_REF = re.compile(
     r"(?<![\w./-])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9][-.a-z0-9]*)"
 )
 OTHER_TEAMS_POD = "another team's pod"
+# What a caller passes for ``cluster`` where what it names carries no cluster (an audit
+# row's old and new values): the namespace is named when the user's teams own one of that
+# name on some cluster. Every caller that can know the cluster passes it.
+CLUSTER_UNKNOWN = None
 
 
 @dataclass(frozen=True)
@@ -99,39 +104,54 @@ class PodNames:
     and platform admins). Others' pods, PodDisruptionBudgets and anything else named in
     another team's namespace are said as "another team's pod" (or counted), never named:
     the one rule of every output channel (pages, the API, in-portal notifications, e-mail,
-    Slack, Teams, webhooks, audit rows, CSV, failure texts)."""
+    Slack, Teams, webhooks, audit rows, CSV, failure texts).
+
+    A namespace is a cluster's: ``namespaces`` holds ``(cluster id, namespace)`` pairs, and
+    each check takes the cluster of what is named, since a name the user's team owns on one
+    cluster may be another team's on another."""
 
     everyone: bool
-    namespaces: frozenset[str]
+    namespaces: frozenset[tuple[int, str]]
 
-    def named(self, namespace: str) -> bool:
-        return self.everyone or namespace in self.namespaces
+    @cached_property
+    def _on_some_cluster(self) -> frozenset[str]:
+        return frozenset(name for _, name in self.namespaces)
 
-    def redact(self, text: str) -> str:
-        """``text`` with every ``namespace/name`` the user may not name said as "another
-        team's pod" (or "another team's PodDisruptionBudget" where the kind is written
-        before it). A count such as the scheduler's "0/5 nodes are available" is no pod."""
+    def named(self, cluster: int | None, namespace: str) -> bool:
+        """Whether the user may read names in ``namespace`` of ``cluster`` (an id;
+        ``CLUSTER_UNKNOWN`` where what is named carries no cluster)."""
+        if self.everyone:
+            return True
+        if cluster is CLUSTER_UNKNOWN:
+            return namespace in self._on_some_cluster
+        return (cluster, namespace) in self.namespaces
+
+    def redact(self, text: str, cluster: int | None) -> str:
+        """``text`` (about ``cluster``) with every ``namespace/name`` the user may not name
+        said as "another team's pod" (or "another team's PodDisruptionBudget" where the kind
+        is written before it). A count such as the scheduler's "0/5 nodes are available" is
+        no pod."""
         if self.everyone or "/" not in text:
             return text
-        return OBJECT_REF.sub(self._said, text)
+        return OBJECT_REF.sub(lambda match: self._said(match, cluster), text)
 
-    def _said(self, match: re.Match[str]) -> str:
+    def _said(self, match: re.Match[str], cluster: int | None) -> str:
         kind, namespace, name = match.group(1), match.group(2), match.group(3)
-        if self.named(namespace) or (namespace.isdigit() and name.isdigit()):
+        if self.named(cluster, namespace) or (namespace.isdigit() and name.isdigit()):
             return match.group(0)
         if kind and kind != "Pod":
             return f"another team's {kind}"
         return OTHER_TEAMS_POD
 
-    def redact_value(self, value: Any) -> Any:
+    def redact_value(self, value: Any, cluster: int | None) -> Any:
         """:meth:`redact` on every string inside a JSON value (an audit row's old/new, a
-        notification's payload)."""
+        notification's payload) about ``cluster``."""
         if self.everyone:
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return self.redact(value, cluster)
         if isinstance(value, list | tuple):
-            return [self.redact_value(v) for v in value]
+            return [self.redact_value(v, cluster) for v in value]
         if isinstance(value, dict):
-            return {k: self.redact_value(v) for k, v in value.items()}
+            return {k: self.redact_value(v, cluster) for k, v in value.items()}
         return value

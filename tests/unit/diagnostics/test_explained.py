@@ -89,8 +89,8 @@ def test_another_teams_pod_in_the_clusters_words_is_not_named_to_a_lead(
 
 
 def test_the_schedulers_counts_are_not_taken_for_pods() -> None:
-    lead = PodNames(False, frozenset({"team-a"}))
+    lead = PodNames(False, frozenset({(1, "team-a")}))
     said = "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; team-b/job-x waits."
-    assert lead.redact(said) == (
+    assert lead.redact(said, 1) == (
         "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; another team's pod waits."
     )

@@ -15,6 +15,7 @@ from django.utils import timezone
 from changes import notify as mig_notify
 from changes.models import MigChangeStep, QuotaChangeRequest
 from changes.quota import notice_payload
+from cluster.scope import settings_cluster_id
 from portal.models import Notification, OutboxMessage
 from portal.notifications.payloads import EVENT_KINDS, KINDS
 from portal.notifications.send import Audience, notify_event
@@ -108,7 +109,13 @@ def test_every_kind_of_notification_reads_as_words(team_a_admin: Any, team_a: An
     team_a_admin.save()
     events = quota_events(team_a, team_a_admin) + mig_events(team_a, team_a_admin)
     for event, said, payload in events:
-        notify_event(event, said, payload, Audience.of(people=[team_a_admin.pk]))
+        notify_event(
+            event,
+            said,
+            payload,
+            Audience.of(people=[team_a_admin.pk]),
+            cluster=settings_cluster_id(),
+        )
     change = MigChangeRequestFactory(team=team_a, nodes=["gpu-1"], state="succeeded")
     Namespace.objects.create(name="team-a-dev", team=team_a)
     MigChangeStep.objects.create(

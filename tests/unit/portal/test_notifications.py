@@ -17,7 +17,7 @@ from django.utils import timezone
 from changes.models import MigChangeStep
 from changes.notify import evicted_by_team, notify
 from cluster.models import Cluster
-from cluster.scope import settings_cluster
+from cluster.scope import settings_cluster, settings_cluster_id
 from portal.models import AuditEvent, Notification, NotificationSubscription, OutboxMessage
 from portal.notifications.payloads import message_for
 from portal.notifications.send import Audience, deliver_task, notify_event
@@ -141,7 +141,12 @@ def test_an_event_reaches_its_team_lead_and_every_team_admins_once_each(
         user=platform_admin.__class__.objects.create(username="lead-b"), team=team_b, role="lead"
     ).user
     subscribe(lead_b, team_b)
-    notify_event("quota_change.requested", "Quota request #7 (team-a): requested", PAYLOAD)
+    notify_event(
+        "quota_change.requested",
+        "Quota request #7 (team-a): requested",
+        PAYLOAD,
+        cluster=settings_cluster_id(),
+    )
     assert sorted(Notification.objects.values_list("user__username", "kind", "url")) == [
         ("alice", "request", "http://127.0.0.1:8000/quota/7/"),
         ("padmin", "request", "http://127.0.0.1:8000/quota/7/"),
@@ -163,7 +168,9 @@ def test_a_lead_who_left_the_team_is_told_nothing(team_a_admin: Any, team_a: Any
 
 def test_events_of_no_kind_reach_no_subscriber(platform_admin: Any) -> None:
     subscribe(platform_admin, None, kinds=["request"])
-    notify_event("mig_change.weather", "Nothing", {"id": 1, "team": "team-a"})
+    notify_event(
+        "mig_change.weather", "Nothing", {"id": 1, "team": "team-a"}, cluster=settings_cluster_id()
+    )
     assert not Notification.objects.exists()
 
 
@@ -244,6 +251,7 @@ def test_a_person_subscribed_by_e_mail_gets_that_mail_and_not_the_default_one_to
         f"MIG change #{change.pk} evicted 1 pod of team team-b",
         {"change_id": change.pk, "team": "team-b", "pods": ["team-b-train/job-1"]},
         Audience.of(teams=["team-b"]),
+        cluster=change.cluster_id,
     )
     assert sorted(Notification.objects.values_list("user__username", flat=True)) == [
         "lead-b",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils import timezone
 
 from changes.executor import _held
 from changes.models import MigChangeRequest
@@ -19,7 +20,7 @@ from portal.models import Notification, NotificationSubscription, OutboxMessage
 from portal.notifications.payloads import RENDERERS, message_from_json
 from portal.notifications.send import deliver
 from tenants.models import Namespace
-from tests.factories import MigChangeRequestFactory
+from tests.factories import MigChangeRequestFactory, ObservedNodeFactory, ObservedPodFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,67 @@ def test_an_approver_reads_the_names(
     notify("failed", change)
     text = Notification.objects.get(user=approver).text
     assert "team-b/gang-eval-keep" in text and "team-b/gang-eval-worker-0" in text
+
+
+def test_a_namespace_name_the_lead_owns_on_one_cluster_is_another_teams_on_the_other(
+    team_a_admin: Any, team_a: Any, team_b: Any
+) -> None:
+    """Namespaces are per cluster: team-a owns "shared" on the settings' cluster, team-b
+    owns "shared" on the inference cluster. Team-a's lead reads team-b's pods there as
+    another team's, on the node page, the GPU health API and the notification of team-a's
+    own MIG change on that cluster that was held by them."""
+    from cluster.models import Cluster
+    from cluster.scope import settings_cluster
+    from health.models import NodeHealth
+
+    train = settings_cluster()
+    infer = Cluster.objects.create(name="inference", display_name="Inference", connection="token")
+    Namespace.objects.create(cluster=train, name="shared", team=team_a)
+    Namespace.objects.create(cluster=infer, name="a-serve", team=team_a)
+    Namespace.objects.create(cluster=infer, name="shared", team=team_b)
+    ObservedNodeFactory(cluster=infer, name="gpu-b-01")
+    ObservedPodFactory(
+        cluster=infer, namespace="shared", name="their-trainer-0", node_name="gpu-b-01"
+    )
+    ObservedPodFactory(
+        cluster=infer, namespace="a-serve", name="our-server-0", node_name="gpu-b-01"
+    )
+    NodeHealth.objects.create(
+        cluster=infer,
+        node="gpu-b-01",
+        observed_at=timezone.now(),
+        worst="critical",
+        findings=[],
+        gpus=[
+            {
+                "index": 0,
+                "instances": [
+                    {"profile": "1g.10gb", "instance": 1, "namespace": "shared", "pod": "their-x"}
+                ],
+            }
+        ],
+    )
+    client = Client()
+    client.force_login(team_a_admin)
+    page = client.get("/fleet/nodes/gpu-b-01/?cluster=inference").content.decode()
+    assert "our-server-0" in page
+    assert "their-trainer-0" not in page
+    (row,) = client.get("/api/v1/gpu-health/?cluster=inference").json()
+    assert row["gpus"][0]["instances"][0]["pod"] == "(another team's pod)"
+    assert "their-x" not in json.dumps(row)
+
+    change: MigChangeRequest = MigChangeRequestFactory(
+        cluster=infer, team=team_a, requested_by=team_a_admin, nodes=["gpu-b-01"], state="failed"
+    )
+    change.failure = (
+        "Gave up after 900 s: GPU pods still on the node (1). "
+        "shared/their-trainer-0 is held by PodDisruptionBudget shared/keep."
+    )
+    change.save(update_fields=["failure"])
+    NotificationSubscription.objects.create(
+        user=team_a_admin, team=team_a, kinds=["failed"], channel="portal", target=""
+    )
+    notify("failed", change)
+    text = Notification.objects.get(user=team_a_admin).text
+    assert "their-trainer-0" not in text and "shared/keep" not in text, text
+    assert "another team's pod" in text
