@@ -309,9 +309,13 @@ def _quota_prefill(request: HttpRequest, teams: QuerySet[Any]) -> dict[str, obje
         if len(found) == 1:
             initial.update({"kind": "namespace", "namespace": found[0]})
         if request.GET.get("cluster_queue"):
-            queues = ClusterQueue.objects.filter(
-                name=request.GET["cluster_queue"], local_queues__namespace__team=wanted
-            ).distinct()
+            # Any cluster's queue of that name the team uses, then the cluster asked for:
+            # without one, a name two clusters share is left unchosen (below).
+            queues = (
+                ClusterQueue.objects.on_every_cluster()
+                .filter(name=request.GET["cluster_queue"], local_queues__namespace__team=wanted)
+                .distinct()
+            )
             if request.GET.get("cluster"):
                 queues = queues.filter(cluster__name=request.GET["cluster"])
             named_queues = list(queues[:2])
