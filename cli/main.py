@@ -20,7 +20,8 @@ from cli.output import FORMATS, emit, fields, table
 
 OK, ENDED_OTHERWISE, USAGE, API = 0, 1, 2, 3
 
-# Where each kind lives in the API, and the states it does not leave.
+# Where each kind lives in the API, and the states a wait ends at (an approved quota
+# request may still expire later; a wait for it ends at approved).
 KINDS = {"mig-change": "mig-changes", "quota-request": "quota-requests"}
 FINAL = {
     "mig-change": {"succeeded", "failed", "rejected", "cancelled", "rolled_back"},
