@@ -1,0 +1,68 @@
+"""The portal's REST API over HTTP (``/api/v1/``), its errors turned into ``ApiError``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from cli.config import Target
+
+TIMEOUT_S = 30
+
+
+class ApiError(Exception):
+    """The API refused (its own words, field errors included) or could not be reached."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def describe(response: requests.Response) -> str:
+    """The API's error as a person reads it: its detail, then each field's errors."""
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text.strip()[:500]}"
+    if not isinstance(body, dict):
+        return f"HTTP {response.status_code}: {body}"
+    lines = [f"{body.get('detail', 'Error')} (HTTP {response.status_code}, {body.get('code', '')})"]
+    errors = body.get("errors") or {}
+    for field, messages in errors.items() if isinstance(errors, dict) else []:
+        for message in messages if isinstance(messages, list) else [messages]:
+            lines.append(f"  {field}: {message}")
+    if body.get("clusters"):
+        lines.append(f"  clusters: {', '.join(body['clusters'])}")
+    return "\n".join(lines)
+
+
+class Client:
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {target.token}"
+        self.session.headers["Accept"] = "application/json"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> requests.Response:
+        url = f"{self.target.url}/api/v1/{path.lstrip('/')}"
+        try:
+            response = self.session.request(
+                method, url, params=params, json=body, headers=headers, timeout=TIMEOUT_S
+            )
+        except requests.RequestException as exc:
+            raise ApiError(f"cannot reach the portal at {self.target.url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise ApiError(describe(response), response.status_code)
+        return response
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v}).json()

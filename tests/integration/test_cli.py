@@ -1,0 +1,202 @@
+"""``qm``, the installed console script, run as a subprocess against the portal served on
+the demo scenario and cluster: it talks HTTP with a personal API token and nothing else."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import requests
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from changes.executor import advance
+from portal.access.tokens import create_token
+from tests.support import wait_for
+from usage.sampling import roll_up, take_sample
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QM = Path(sys.executable).with_name("qm")
+
+
+@pytest.fixture
+def portal(portal_cluster: Any, live_server: Any, settings: Any) -> Any:
+    """The portal on the demo scenario, served over HTTP; the broker emptied after (nothing
+    runs what a decision queued)."""
+    yield live_server.url
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+def token(username: str) -> str:
+    return create_token(user=User.objects.get(username=username), name="cli")[1]
+
+
+def qm(*args: str, home: Path, url: str = "", token: str = "") -> subprocess.CompletedProcess[str]:
+    """``qm ARGS`` with only ``QM_URL``/``QM_TOKEN`` (when given) and a home of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QM_")}
+    env |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    if url:
+        env |= {"QM_URL": url, "QM_TOKEN": token}
+    return subprocess.run([str(QM), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_why_tells_the_seed_incidents_waiting_workload_for_people_and_scripts(
+    portal: str, tmp_path: Path
+) -> None:
+    lead = token("lead-a")
+    ran = qm("why", "team-a/train-3g", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("Pod team-a/train-3g on ")
+    assert "cause:" in ran.stdout and "estimate:" in ran.stdout
+    ran = qm("why", "team-a/train-3g", "-o", "json", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 0, ran.stderr
+    (row,) = json.loads(ran.stdout)
+    assert (row["kind"], row["namespace"], row["name"]) == ("Pod", "team-a", "train-3g")
+    assert "3g.40gb" in row["cause"] + " ".join(row["evidence"])
+    assert set(row["estimate"]) >= {"summary", "basis"}
+    # Nothing by that name: said on stderr, exit 1.
+    ran = qm("why", "team-a/no-such-pod", home=tmp_path, url=portal, token=lead)
+    assert (ran.returncode, ran.stdout) == (1, "")
+    assert "nothing waits as team-a/no-such-pod" in ran.stderr
+
+
+def test_the_apis_refusal_is_shown_on_stderr_with_its_field_errors(
+    portal: str, tmp_path: Path
+) -> None:
+    lead = token("lead-a")
+    # Another team's namespace: the API's 400 names the field and the namespaces that do.
+    ran = qm("why", "team-b/dev-test-1g", home=tmp_path, url=portal, token=lead)
+    assert (ran.returncode, ran.stdout) == (3, "")
+    assert "Invalid input. (HTTP 400, invalid)" in ran.stderr
+    assert "namespace: No such namespace among your teams'" in ran.stderr
+    ran = qm(
+        "quota", "request", "--team", "team-a", "--kind", "namespace", "--namespace", "team-a",
+        "--resource", "requests.nvidia.com/gpu", "--requested", "lots", "--reason", "more",
+        home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (3, "")
+    assert "requested" in ran.stderr, ran.stderr
+    ran = qm("why", "team-a/train-3g", home=tmp_path, url=portal, token="qm_not-a-token")
+    assert ran.returncode == 3
+    assert "HTTP 401" in ran.stderr
+
+
+def test_a_config_file_others_may_read_is_refused_until_chmod_600(
+    portal: str, tmp_path: Path
+) -> None:
+    config = tmp_path / ".config" / "qm" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "current-context: demo\n"
+        "contexts:\n"
+        f"  - {{name: demo, url: '{portal}', token: '{token('lead-a')}', cluster: default}}\n"
+    )
+    config.chmod(0o644)
+    ran = qm("why", "team-a/train-3g", home=tmp_path)
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert f"chmod 600 {config}" in ran.stderr
+    config.chmod(0o600)
+    ran = qm("why", "team-a/train-3g", "-o", "yaml", home=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "name: train-3g" in ran.stdout
+    # The context's cluster is the one asked about; --cluster names another.
+    ran = qm("why", "team-a/train-3g", "--cluster", "nowhere", home=tmp_path)
+    assert ran.returncode == 3
+    assert "cluster: No such cluster: use one of default." in ran.stderr
+
+
+def test_a_quota_request_approved_with_its_fingerprint_and_reported(
+    portal: str, tmp_path: Path
+) -> None:
+    lead, approver = token("lead-a"), token("approver")
+    ran = qm(
+        "quota", "request", "--team", "team-a", "--kind", "namespace", "--namespace", "team-a",
+        "--resource", "requests.nvidia.com/gpu", "--requested", "9", "--reason", "a sweep",
+        "-o", "json", home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    created = json.loads(ran.stdout)
+    assert (created["state"], created["requested"]) == ("pending", "9")
+    ident, fingerprint = str(created["id"]), created["assessment"]["fingerprint"]
+    # Another fingerprint than the assessment's: the API's 409 on stderr.
+    ran = qm(
+        "approve", "quota-request", ident, "--fingerprint", "0" * 16,
+        home=tmp_path, url=portal, token=approver,
+    )  # fmt: skip
+    assert ran.returncode == 3
+    assert "HTTP 409" in ran.stderr
+    ran = qm(
+        "approve", "quota-request", ident, "--fingerprint", fingerprint,
+        home=tmp_path, url=portal, token=approver,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "state:" in ran.stdout and "approved" in ran.stdout
+    # What runs on the demo cluster, sampled twice a day ago, then rolled up.
+    yesterday = timezone.now() - dt.timedelta(days=1)
+    take_sample(now=yesterday, force=True)
+    take_sample(now=yesterday + dt.timedelta(minutes=5), force=True)
+    roll_up(now=timezone.now())
+    csv = ("report", "gpu-hours", "--days", "30", "-o", "csv")
+    ran = qm(*csv, home=tmp_path, url=portal, token=approver)
+    assert ran.returncode == 0, ran.stderr
+    header, *lines = ran.stdout.splitlines()
+    assert header.startswith("team,gpu_hours,device_hours")
+    assert lines and all(line.split(",")[0].startswith("team-") for line in lines)
+    ran = qm("report", "gpu-hours", "--days", "30", home=tmp_path, url=portal, token=approver)
+    assert ran.stdout.splitlines()[0].startswith("TEAM  ")
+
+
+def test_qm_wait_follows_the_seed_incidents_mig_change_to_succeeded(
+    portal: str, portal_cluster: Any, tmp_path: Path
+) -> None:
+    lead, approver = token("lead-a"), token("approver")
+    created = requests.post(
+        f"{portal}/api/v1/mig-changes/",
+        json={
+            "team": "team-a",
+            "nodes": ["gpu-a100-03"],
+            "target_config": "all-3g.40gb",
+            "reason": "gpu-a100-03 was left on a test layout",
+        },
+        headers={"Authorization": f"Bearer {lead}"},
+        timeout=60,
+    )
+    assert created.status_code == 201, created.text
+    ident = str(created.json()["id"])
+    ran = qm("get", "mig-change", ident, "-o", "json", home=tmp_path, url=portal, token=lead)
+    fingerprint = json.loads(ran.stdout)["assessment"]["fingerprint"]
+    ran = qm(
+        "approve", "mig-change", ident, "--fingerprint", fingerprint, "--comment", "go",
+        home=tmp_path, url=portal, token=approver,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QM_")}
+    waiting = subprocess.Popen(
+        [str(QM), "wait", "mig-change", ident, "--for", "succeeded", "--timeout", "2m",
+         "--interval", "1s", "-o", "json"],
+        env={**env, "HOME": str(tmp_path), "QM_URL": portal, "QM_TOKEN": lead},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    # The executor's steps, run here against the demo cluster (as the worker runs them).
+    wait_for(
+        lambda: advance(int(ident), gateway=portal_cluster).kind != "wait",
+        timeout=60,
+        what="the change to settle",
+    )
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["state"] == "succeeded"
+    assert f"mig-change {ident}: succeeded" in err.splitlines()
+    # Awaiting another final state of a change that ended: exit 1; a state never final: 2.
+    ran = qm("wait", "mig-change", ident, "--for", "failed", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 1
+    ran = qm("wait", "mig-change", ident, "--for", "running", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 2
+    assert "a final state" in ran.stderr
