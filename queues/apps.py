@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class QueuesConfig(AppConfig):
     name = "queues"
+
+    def ready(self) -> None:
+        from portal.infra import metrics as portal_metrics
+        from queues import metrics
+
+        portal_metrics.register(metrics.queue_gauges)
+        portal_metrics.register(metrics.waiting_gauges)
