@@ -6,6 +6,7 @@ class HealthConfig(AppConfig):
     verbose_name = "GPU health"
 
     def ready(self) -> None:
+        # lazy: models import only once the app registry is ready.
         from health import metrics
         from portal.infra import metrics as portal_metrics
 

@@ -5,6 +5,7 @@ class QueuesConfig(AppConfig):
     name = "queues"
 
     def ready(self) -> None:
+        # lazy: models import only once the app registry is ready.
         from portal.infra import metrics as portal_metrics
         from queues import metrics
 

@@ -9,7 +9,18 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, F, FloatField, Func, Min, OuterRef, Q, Subquery, Sum, Value
+from django.db.models import (
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
@@ -84,7 +95,6 @@ def queue_gauges() -> Iterator[GaugeMetricFamily]:
     yield from (nominal, used, borrowed, workloads)
 
 
-EPOCH = "EXTRACT(EPOCH FROM %(expressions)s)"
 # Upper bounds of the waiting workloads' histogram: a minute to a day.
 WAIT_BUCKETS = (60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
 
@@ -119,7 +129,7 @@ def waiting_gauges() -> Iterator[Metric]:
         .annotate(
             n=Count("id"),
             oldest=Min("since"),
-            epochs=Sum(Func(F("since"), template=EPOCH, output_field=FloatField())),
+            waited=Sum(ExpressionWrapper(now - F("since"), output_field=DurationField())),
             **buckets,
         )
         .order_by("cluster__name", "queue")
@@ -138,8 +148,8 @@ def waiting_gauges() -> Iterator[Metric]:
         labels = [row["cluster__name"], row["queue"]]
         per_bucket: dict[str, Any] = dict(row)
         counts = [(str(bound), per_bucket[f"le{i}"]) for i, bound in enumerate(WAIT_BUCKETS)]
-        total = row["n"] * now.timestamp() - float(row["epochs"] or 0)
-        ages.add_metric(labels, [*counts, ("+Inf", row["n"])], max(0.0, total))
+        waited = row["waited"].total_seconds() if row["waited"] else 0.0
+        ages.add_metric(labels, [*counts, ("+Inf", row["n"])], max(0.0, waited))
         if row["oldest"] is not None:
             oldest.add_metric(labels, max(0.0, (now - row["oldest"]).total_seconds()))
     yield from (ages, oldest)
