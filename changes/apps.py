@@ -14,6 +14,7 @@ class ChangesConfig(AppConfig):
         from portal.infra import metrics as portal_metrics
 
         portal_metrics.register(metrics.change_gauges)
+        portal_metrics.register(metrics.mig_change_totals)
         capacity.provide(facts.capacity_for)
         removal.explains(quota.quota_history_about)
         removal.closes(quota.void_quota_requests_about)

@@ -41,3 +41,27 @@ def change_gauges() -> Iterator[GaugeMetricFamily]:
     for state in IN_PROGRESS:
         running.add_metric([state], counts.get(state, 0))
     yield running
+
+
+def mig_change_totals() -> Iterator[GaugeMetricFamily]:
+    """Every MIG change and drain the portal keeps, by cluster, kind and state (its outcome
+    once finished: succeeded, failed, rolled_back, rejected, cancelled); one query. The
+    rise of a state over a time range (``delta``) is how many changes ended so."""
+    total = GaugeMetricFamily(
+        "quartermaster_mig_changes",
+        "MIG changes and drains of GPU nodes, by cluster, kind (mig, drain) and state.",
+        labels=["cluster", "kind", "state"],
+    )
+    counts = {
+        (cluster, kind, state): n
+        for cluster, kind, state, n in MigChangeRequest.objects.on_every_cluster()
+        .values_list("cluster__name", "kind", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    }
+    clusters = sorted({cluster for cluster, _, _ in counts})
+    for cluster in clusters:
+        for kind in MigChangeRequest.Kind.values:
+            for state in MigChangeRequest.State.values:
+                total.add_metric([cluster, kind, state], counts.get((cluster, kind, state), 0))
+    yield total

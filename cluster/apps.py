@@ -32,6 +32,7 @@ class ClusterConfig(AppConfig):
         portal_removal.explains(removal.removed_from_cluster)
         health.report("kubernetes", connection.check_kubernetes)
         portal_metrics.register(metrics.loop_gauges)
+        portal_metrics.register(metrics.fleet_gauges)
 
 
 def the_settings_cluster(sender: Any, using: str = "default", **kwargs: Any) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import OVERLAYS, kustomize
+from tests.deploy.conftest import OVERLAYS, ROOT, kustomize
 from tests.schemas import schema_errors
 
 WORKLOADS = {"Deployment", "Job"}
@@ -143,3 +143,13 @@ def test_the_remote_cluster_base_grants_the_portals_cluster_role_through_a_token
         "kubernetes.io/service-account.name": account["name"]
     }
     assert "data" not in secret  # the token controller fills it in; no token in the repo
+
+
+def test_the_dashboards_render_as_one_configmap_for_grafanas_sidecar() -> None:
+    (config_map,) = kustomize("deploy/grafana")
+    assert config_map["kind"] == "ConfigMap"
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert schema_errors(config_map) == []
+    folder = ROOT / "deploy" / "grafana"
+    shipped = {p.name: p.read_text() for p in folder.glob("*.json")}
+    assert config_map["data"] == shipped  # every dashboard, none left out
