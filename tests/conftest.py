@@ -146,8 +146,11 @@ def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> 
     one's rest): the slow tests are dealt round-robin, so each run holds its share of them
     (two long tests side by side in the collection go to two processes, not one after the
     other; the tests of a module-scoped fixture go to one, see ``_unit``), and the fast ones
-    fill each run up. Each run keeps the order the items had
-    (pytest-django's: transactional tests after the others). No module list kept by hand."""
+    fill each run up. Each run starts with its slow tests (the real-control-plane tier
+    first: one long unit), so that the longest ones start at once instead of at the end of
+    a process's run, where the last of them alone kept the run going on one core; the fast
+    ones follow, the part other processes steal. Otherwise each run keeps the order the
+    items had. No module list kept by hand."""
     if processes < 2:
         return items
     place = {id(item): index for index, item in enumerate(items)}
@@ -167,7 +170,11 @@ def spread(items: list[Any], processes: int, *, slow: Callable[[Any], bool]) -> 
         start += take
         left -= size
     runs[-1].extend(fast_ones[start:])
-    return [item for run in runs for item in sorted(run, key=lambda i: place[id(i)])]
+
+    def first(item: Any) -> tuple[bool, bool, int]:
+        return (not slow(item), _unit(item) != "realcluster", place[id(item)])
+
+    return [item for run in runs for item in sorted(run, key=first)]
 
 
 def _unit(item: Any) -> Any:

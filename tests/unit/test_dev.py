@@ -141,15 +141,15 @@ def test_the_suite_is_spread_by_work_stealing_with_its_slowest_tests_listed() ->
 
 def test_the_slow_tests_are_dealt_evenly_to_the_test_processes() -> None:
     """Two long tests side by side in the collection go to two test processes; each
-    process's run keeps the collection's order."""
+    process's run starts with its long test, then keeps the collection's order."""
     items = [f"unit-{i:02d}" for i in range(10)] + ["story-1", "story-2"]
     items += [f"unit-{i:02d}" for i in range(10, 20)]
     order = spread(items, 2, slow=lambda item: item.startswith("story"))
     assert sorted(order) == sorted(items)
     first, second = order[:11], order[11:]  # what work-stealing hands each process first
-    assert "story-1" in first and "story-2" in second
-    assert first == [item for item in items if item in first]
-    assert second == [item for item in items if item in second]
+    assert first[0] == "story-1" and second[0] == "story-2"
+    assert first[1:] == [item for item in items if item in first[1:]]
+    assert second[1:] == [item for item in items if item in second[1:]]
     assert spread(items, 1, slow=lambda item: True) == items
 
 
@@ -194,3 +194,5 @@ def test_the_real_control_plane_tier_goes_to_one_test_process() -> None:
         runs.append(order[start : start + size])
         start, left = start + size, left - size
     assert sum(1 for run in runs if any(item in run for item in tier)) == 1
+    (holding,) = [run for run in runs if any(item in run for item in tier)]
+    assert holding[: len(tier)] == tier  # the tier first: its start is the longest wait
