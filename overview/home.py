@@ -279,10 +279,13 @@ def _sorted_out(
 
 
 def _share(amount_text: str, whole_text: str) -> tuple[int, bool]:
-    """A bar's fill (at most 100) and whether the amount is over the whole."""
+    """A bar's fill (at most 100) and whether the amount is over the whole: nothing used is
+    an empty bar, of a whole of 0 too (0 of 0 was drawn full); something used of 0 is full."""
     try:
         amount, whole = parse_quantity(amount_text or "0"), parse_quantity(whole_text or "0")
     except QuantityError:
+        return 0, False
+    if amount <= 0:
         return 0, False
     return (100 if whole <= 0 else min(100, round(100 * amount / whole))), amount > whole
 
