@@ -15,20 +15,18 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     Min,
-    OuterRef,
     Q,
-    Subquery,
     Sum,
     Value,
 )
-from django.db.models.functions import Coalesce, NullIf
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from cluster.models import ObservedObject, ObservedWorkload
 from portal.vocabulary.quantity import QuantityError, parse_quantity
-from queues.models import LocalQueue
+from queues.observed import waiting_cluster_queue
 from queues.rules import quota_entries
 
 WORKLOAD_STATES = {
@@ -104,20 +102,12 @@ def waiting_gauges() -> Iterator[Metric]:
     waited (a histogram of the waits so far, taken at scrape time) and the longest wait
     (one query whatever the number of workloads)."""
     now = timezone.now()
-    # A waiting workload names no ClusterQueue yet: its LocalQueue says which.
-    via_local_queue = LocalQueue.objects.filter(
-        namespace__cluster_id=OuterRef("cluster_id"),
-        namespace__name=OuterRef("namespace"),
-        name=OuterRef("queue_name"),
-    ).values("cluster_queue__name")[:1]
     waiting = (
         ObservedWorkload.objects.on_every_cluster()
         .filter(admitted=False, finished=False)
         .annotate(
             since=Coalesce("queued_at", "created_at"),
-            queue=Coalesce(
-                NullIf("cluster_queue", Value("")), Subquery(via_local_queue), Value("")
-            ),
+            queue=waiting_cluster_queue(Value("")),
         )
     )
     buckets = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from django.db.models import Count, F, OuterRef, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
@@ -33,21 +34,28 @@ class ObservedKueue:
     known: bool = True
 
 
+def waiting_cluster_queue(*otherwise: Any) -> Coalesce:
+    """The name of the ClusterQueue an observed workload is in, as an expression of its row:
+    its own, or (waiting, it names none yet) its LocalQueue's, found by the workload's
+    cluster, namespace and queue name; then ``otherwise`` (None when none is given)."""
+    via_local_queue = LocalQueue.objects.filter(
+        namespace__cluster_id=OuterRef("cluster_id"),
+        namespace__name=OuterRef("namespace"),
+        name=OuterRef("queue_name"),
+    ).values("cluster_queue__name")[:1]
+    return Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue), *otherwise)
+
+
 def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
     ``cluster_id``: the cluster whose queues these are."""
-    via_local_queue = LocalQueue.objects.filter(
-        namespace__cluster_id=OuterRef("cluster_id"),
-        namespace__name=OuterRef("namespace"),
-        name=OuterRef("queue_name"),
-    ).values("cluster_queue__name")[:1]
     waiting = (
         ObservedWorkload.objects.on(cluster_id)
         .filter(admitted=False, finished=False)
-        .annotate(queue=Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue)))
+        .annotate(queue=waiting_cluster_queue())
         .exclude(queue=None)
     )
     order: list[OrderBy | str] = [
