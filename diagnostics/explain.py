@@ -310,14 +310,7 @@ def _limit_range_added(
         return _limit_range_added_to(namespace, requests, per_container, evidence)
     added = {r: requests.get(r, 0) for r in map(_resource_of, defaulted) if requests.get(r, 0)}
     asked = {r: n for r, n in requests.items() if r not in added}
-    whole_for_mig = "nvidia.com/gpu" in added and any(
-        r.startswith("nvidia.com/mig-") for r in asked
-    )
-    also = (
-        " A MIG change alone will not start it: it needs a whole GPU as well."
-        if whole_for_mig
-        else ""
-    )
+    also = _whole_gpu_too(added, asked)
     wants = f"it asks for {_amounts(asked)}" if asked else "it asks for no GPU itself"
     optout = ", ".join(f"{r}: 0" for r in sorted(added))
     return Explanation(
@@ -329,6 +322,13 @@ def _limit_range_added(
         evidence,
         topic="pod-pending",
     )
+
+
+def _whole_gpu_too(added: Mapping[str, int], asked: Mapping[str, int]) -> str:
+    """What to add when a LimitRange gave a whole GPU to a pod that asks for MIG slices."""
+    if "nvidia.com/gpu" in added and any(r.startswith("nvidia.com/mig-") for r in asked):
+        return " A MIG change alone will not start it: it needs a whole GPU as well."
+    return ""
 
 
 def _limit_range_added_to(
@@ -356,14 +356,7 @@ def _limit_range_added_to(
         wants = f"the pod asks for {_amounts(asked)} itself, {_amounts(total)} in all"
     else:
         wants = "it asks for no GPU itself"
-    whole_for_mig = "nvidia.com/gpu" in added and any(
-        r.startswith("nvidia.com/mig-") for r in asked
-    )
-    also = (
-        " A MIG change alone will not start it: it needs a whole GPU as well."
-        if whole_for_mig
-        else ""
-    )
+    also = _whole_gpu_too(added, asked)
     optout = " and ".join(
         f"{', '.join(f'{r}: 0' for r in sorted(mine))} in the limits of {who}"
         for who, mine in by_container.items()
