@@ -12,30 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import requests
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from changes.executor import advance
-from portal.access.tokens import create_token
+from tests.integration.conftest import token
 from tests.support import wait_for
 from usage.sampling import roll_up, take_sample
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QM = Path(sys.executable).with_name("qm")
-
-
-@pytest.fixture
-def portal(portal_cluster: Any, live_server: Any, settings: Any) -> Any:
-    """The portal on the demo scenario, served over HTTP; the broker emptied after (nothing
-    runs what a decision queued)."""
-    yield live_server.url
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
-
-
-def token(username: str) -> str:
-    return create_token(user=User.objects.get(username=username), name="cli")[1]
 
 
 def qm(*args: str, home: Path, url: str = "", token: str = "") -> subprocess.CompletedProcess[str]:
