@@ -239,15 +239,30 @@ class Tools:
         }
         if grant_until:
             body["grant_until"] = grant_until
-        flags = [("--cluster", body["cluster"])] + [
-            (f"--{key.replace('_', '-')}", value) for key, value in body.items() if key != "cluster"
-        ]
-        command = ["qm", "quota", "request", *(p for f, v in flags if v for p in (f, v))]
-        return {
-            "body": {k: v for k, v in body.items() if v},
-            "command": shlex.join(command),
-            "note": "A draft: nothing was sent. The user submits it, and an approver decides.",
+        return draft(body, ["qm", "quota", "request"], "POST /api/v1/quota-requests/")
+
+    def draft_mig_change(
+        self,
+        team: Annotated[str, Field(description="The team asking (its slug).")],
+        nodes: Annotated[list[str], Field(description="The nodes to change.")],
+        target_config: Annotated[str, Field(description="e.g. all-3g.40gb")],
+        reason: Annotated[str, Field(description="Why, in the user's words.")],
+        cluster: Annotated[str, CLUSTER] = "",
+    ) -> dict[str, Any]:
+        """A MIG change request drafted for the user to submit; nothing is sent.
+
+        Returns {"body": ...} (the JSON of POST /api/v1/mig-changes/), {"command": ...}
+        (the `qm mig create` command that submits it) and a note. The portal assesses it
+        only when the user submits it (which pods it evicts, which quotas it breaks: the
+        verdict an approver decides on); mig_plan shows what the planner would ask for."""
+        body = {
+            "cluster": self._cluster(cluster),
+            "team": team,
+            "target_config": target_config,
+            "reason": reason,
         }
+        command = ["qm", "mig", "create", *nodes]
+        return draft(body, command, "POST /api/v1/mig-changes/", nodes=nodes)
 
     def each(self) -> list[Callable[..., dict[str, Any]]]:
         return [
@@ -259,7 +274,21 @@ class Tools:
             self.pending_decisions,
             self.mig_plan,
             self.draft_quota_request,
+            self.draft_mig_change,
         ]
+
+
+def draft(body: dict[str, Any], command: list[str], endpoint: str, **more: Any) -> dict[str, Any]:
+    """A request the user submits: its JSON (``body`` and ``more``, the empty fields left
+    out) and the ``qm`` command (``command`` and a flag per field of ``body``)."""
+    renamed = {"target_config": "config"}  # qm mig create's flag
+    flags = [(f"--{renamed.get(k, k).replace('_', '-')}", v) for k, v in body.items() if v]
+    return {
+        "endpoint": endpoint,
+        "body": {k: v for k, v in (body | more).items() if v},
+        "command": shlex.join([*command, *(part for flag in flags for part in flag)]),
+        "note": "A draft: nothing was sent. The user submits it, and an approver decides.",
+    }
 
 
 def shown(request: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QM_MCP = Path(sys.executable).with_name("qm-mcp")
 TOOLS = {
     "why_waiting", "waiting", "team_quotas", "queues", "quota_what_if", "pending_decisions",
-    "mig_plan", "draft_quota_request",
+    "mig_plan", "draft_quota_request", "draft_mig_change",
 }  # fmt: skip
 
 
@@ -89,6 +89,15 @@ def test_a_lead_reads_every_tool_as_the_api_answers_them(portal: str, tmp_path: 
                 "reason": "a sweep's week",
             },
         ),
+        (
+            "draft_mig_change",
+            {
+                "team": "team-a",
+                "nodes": ["gpu-a100-03"],
+                "target_config": "all-3g.40gb",
+                "reason": "back to its pool's layout",
+            },
+        ),
         # Another team's: the API's refusal, word for word.
         ("why_waiting", {"namespace": "team-b", "name": "dev-test-1g"}),
         ("team_quotas", {"team": "team-b"}),
@@ -97,9 +106,9 @@ def test_a_lead_reads_every_tool_as_the_api_answers_them(portal: str, tmp_path: 
     assert {tool.name for tool in listed} == TOOLS
     assert all(tool.annotations.read_only_hint for tool in listed)
     assert all("Returns" in (tool.description or "") for tool in listed)
-    for (name, _), (error, text, _) in zip(calls[:8], results[:8], strict=True):
+    for (name, _), (error, text, _) in zip(calls[:9], results[:9], strict=True):
         assert not error, (name, text)
-    why, waiting, quotas, queues, what_if, pending, plan, draft = (r[2] for r in results[:8])
+    why, waiting, quotas, queues, what_if, pending, plan, draft, mig = (r[2] for r in results[:9])
     (row,) = why["waiting"]
     assert (row["namespace"], row["name"]) == ("team-a", "train-3g")
     assert "3g.40gb" in row["cause"] + " ".join(row["evidence"])
@@ -116,15 +125,17 @@ def test_a_lead_reads_every_tool_as_the_api_answers_them(portal: str, tmp_path: 
     assert [n["evicts"] for n in plan["nodes"]] == [["(another team's pod)"]]
     assert draft["body"]["requested"] == "20"
     assert draft["command"].startswith("qm quota request --team team-a --kind namespace")
+    assert mig["command"].startswith("qm mig create gpu-a100-03 --team team-a")
     # The refusals are the API's own words, and so the answers name no other team's pod.
     headers = {"Authorization": f"Bearer {lead}"}
     asked = requests.get(
         f"{portal}/api/v1/waiting/", params={"namespace": "team-b"}, headers=headers, timeout=30
     )
     assert asked.status_code == 400
-    assert results[8][:2] == (True, f"Error executing tool why_waiting: {describe(asked)}")
-    assert "namespace: No such namespace among your teams': use one of team-a." in results[8][1]
-    assert results[9][0] and "team" in results[9][1]
+    refused, other_team = results[9:]
+    assert refused[:2] == (True, f"Error executing tool why_waiting: {describe(asked)}")
+    assert "namespace: No such namespace among your teams': use one of team-a." in refused[1]
+    assert other_team[0] and "team: No such team among yours: use one of team-a." in other_team[1]
     others = set(
         ObservedPod.objects.on_every_cluster()
         .exclude(namespace="team-a")
