@@ -11,6 +11,7 @@ refusal is the API's message, returned as a tool error. Nothing here writes: the
 from __future__ import annotations
 
 import argparse
+import inspect
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -129,10 +130,11 @@ class Tools:
     def queues(self, cluster: Annotated[str, CLUSTER] = "") -> dict[str, Any]:
         """The Kueue ClusterQueues and the user's LocalQueues.
 
-        Returns {"cluster_queues": [...]} (every ClusterQueue of the clusters the user may
-        see: cohort, resource groups with each flavor's nominal quota, borrowing and lending
-        limits, preemption and fair-sharing settings) and {"local_queues": [...]} (those in
-        the user's teams' namespaces, with the ClusterQueue each points at)."""
+        Returns {"cluster_queues": [...]} (cohort, resource groups with each flavor's
+        nominal quota, borrowing and lending limits, preemption and fair-sharing settings)
+        and {"local_queues": [...]} (each with the ClusterQueue it points at). Scope: every
+        ClusterQueue of the clusters the user may see; the LocalQueues of the user's teams'
+        namespaces only."""
         on = {"cluster": self._cluster(cluster)}
         return {
             "cluster_queues": self._get_all("cluster-queues/", **on),
@@ -298,10 +300,10 @@ def shown(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(api: Client) -> MCPServer:
-    """The server: every tool read-only."""
+    """The server: every tool read-only, described by its docstring (dedented)."""
     server = MCPServer("quartermaster", instructions=INSTRUCTIONS)
     for tool in Tools(api).each():
-        server.add_tool(tool, annotations=READ_ONLY)
+        server.add_tool(tool, description=inspect.getdoc(tool), annotations=READ_ONLY)
     return server
 
 

@@ -1,19 +1,36 @@
-"""``qm-mcp``'s drafts, which send nothing: each one's command is one ``qm`` parses into the
-very request its JSON body is; and the server refuses to start without a portal to ask."""
+"""``qm-mcp``'s tools as an assistant lists them, its drafts, which send nothing (each one's
+command is one ``qm`` parses into the very request its JSON body is), and the server
+refusing to start without a portal to ask."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 
 import pytest
+from mcp import Client as McpClient
 
-from assist.server import Tools, main
+from assist.server import Tools, build, main
 from cli.client import Client
 from cli.config import Target
 from cli.main import parser
 
 TOOLS = Tools(Client(Target(url="http://127.0.0.1:1", token="qm_unused", cluster="training")))
+
+
+def test_each_tool_is_read_only_and_says_what_it_returns_and_to_whom() -> None:
+    async def listed() -> list[object]:
+        async with McpClient(build(TOOLS.api)) as client:
+            return list((await client.list_tools()).tools)
+
+    tools: list[object] = asyncio.run(listed())
+    assert len(tools) == len(TOOLS.each()) == 9
+    for tool in tools:
+        text = str(tool.description)  # type: ignore[attr-defined]
+        assert tool.annotations.read_only_hint, tool  # type: ignore[attr-defined]
+        assert "Returns" in text and ("Scope" in text or "nothing is sent" in text), text
+        assert not any(line.startswith(" ") for line in text.splitlines()), text  # dedented
 
 
 def parsed(command: str) -> dict[str, object]:
