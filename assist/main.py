@@ -10,7 +10,7 @@ def main() -> int:
         # lazy: the MCP SDK is an optional extra; without it, say how to install it.
         from assist.server import main as serve
     except ModuleNotFoundError as exc:
-        if exc.name not in ("mcp", "mcp_types", "pydantic"):
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "pydantic"):
             raise
         print(
             "qm-mcp: the MCP SDK is not installed: pip install 'quartermaster[mcp]'",

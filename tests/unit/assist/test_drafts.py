@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 from mcp import Client as McpClient
 
+from assist.main import main as console_script
 from assist.server import Tools, build, main
 from cli.client import Client
 from cli.config import Target
@@ -96,3 +98,13 @@ def test_without_a_portal_configured_it_says_how_and_does_not_start(
     monkeypatch.setenv("QM_CONFIG", str(tmp_path / "absent.yaml"))
     assert main([]) == 2
     assert "qm-mcp: no portal configured: set QM_URL and QM_TOKEN" in capsys.readouterr().err
+
+
+def test_without_the_sdk_it_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("mcp", "mcp.server"):  # as if the mcp extra were not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "assist.server")
+    assert console_script() == 2
+    assert "pip install 'quartermaster[mcp]'" in capsys.readouterr().err
