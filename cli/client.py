@@ -9,6 +9,7 @@ import requests
 from cli.config import Target
 
 TIMEOUT_S = 30
+MOST_PAGES = 20  # a list read whole stops there (1,000 rows at the API's 50 a page)
 
 
 class ApiError(Exception):
@@ -66,3 +67,24 @@ class Client:
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v}).json()
+
+    def get_all(self, path: str, **params: Any) -> list[Any]:
+        """Every row of a paginated list (its ``results``, page after page, up to
+        ``MOST_PAGES``); a list the API serves whole is returned as it is."""
+        rows: list[Any] = []
+        for page in range(1, MOST_PAGES + 1):
+            body = self.get(path, **params, page=page if page > 1 else None)
+            if not isinstance(body, dict) or "results" not in body:
+                return list(body)
+            rows += body["results"]
+            if not body.get("next"):
+                break
+        return rows
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self.request("POST", path, body=body).json()
+
+    def at_cluster(self, path: str) -> str:
+        """``path`` under the asked cluster's own route (``clusters/<name>/...``), or the
+        flat route when no cluster was asked for."""
+        return f"clusters/{self.target.cluster}/{path}" if self.target.cluster else path

@@ -3,7 +3,7 @@
 Exit codes: 0 done; 1 ``qm wait`` saw the object end in another final state than the one
 awaited, or ``qm why`` found nothing waiting by that name; 2 a usage or configuration error,
 or ``qm wait`` timed out; 3 the API refused (its message on stderr) or could not be
-reached."""
+reached, or the object's assessment is no longer the one whose ``--fingerprint`` was given."""
 
 from __future__ import annotations
 
@@ -151,15 +151,104 @@ def quota_request(api: Client, args: argparse.Namespace) -> int:
 
 
 def decide(api: Client, args: argparse.Namespace) -> int:
-    """Approve or reject: the object read for its ETag (sent as ``If-Match``, so a change
-    since is a 412) and the assessment's fingerprint decided on (a fresher one is a 409)."""
+    """Approve, reject, cancel, abort or roll back: the object read for its ETag (sent as
+    ``If-Match``, so a change since is a 412) and the assessment's fingerprint acted on (an
+    approval on a fresher one is a 409 of the API; any other verb is refused here when the
+    object's assessment is no longer the one given)."""
     path = f"{KINDS[args.kind]}/{args.id}/"
-    etag = api.request("GET", path).headers.get("ETag", "")
+    read = api.request("GET", path)
+    now = (read.json().get("assessment") or {}).get("fingerprint") or ""
+    if args.fingerprint and args.verb != "approve" and args.fingerprint != now:
+        raise ApiError(
+            f"{args.kind} {args.id} changed since: its assessment's fingerprint is now {now} "
+            f"(you gave {args.fingerprint}); read it again with qm get {args.kind} {args.id}"
+        )
+    etag = read.headers.get("ETag", "")
     body = {"comment": args.comment, "fingerprint": args.fingerprint}
     headers = {"If-Match": etag} if etag else {}
     decided = api.request("POST", f"{path}{args.verb}/", body=body, headers=headers).json()
     emit(decided, args.output, show_object(args.kind))
     return OK
+
+
+def mig_create(api: Client, args: argparse.Namespace) -> int:
+    body = {
+        "cluster": api.target.cluster,
+        "team": args.team,
+        "nodes": args.nodes,
+        "target_config": args.config,
+        "reason": args.reason,
+    }
+    if args.window_start:
+        body["window_start"] = args.window_start
+    emit(api.post("mig-changes/", body), args.output, show_object("mig-change"))
+    return OK
+
+
+def mig_plan(api: Client, args: argparse.Namespace) -> int:
+    emit(api.get("mig-plan/", cluster=api.target.cluster), args.output, draw_plan)
+    return OK
+
+
+def draw_plan(plan: dict[str, Any], out: TextIO) -> None:
+    """The planner's proposal: the requests it becomes, demand against capacity, what
+    stays short and its notes."""
+    out.write(
+        f"MIG plan of {plan['cluster']}: {plan['solver']} ({plan['status']}), "
+        f"fingerprint {plan['fingerprint']}\n"
+    )
+    if plan["batches"]:
+        out.write("\nProposed MIG changes (one request each):\n")
+        table(plan["batches"], ["pool", "target_config", "nodes", "verdict"], out)
+    else:
+        out.write("\nNo change proposed: no other layout serves the demand better.\n")
+    if plan["lines"]:
+        out.write("\nDemand against capacity (before -> after):\n")
+        table(plan["lines"], ["resource", "demand", "before", "after"], out)
+    for shortfall in plan["shortfalls"]:
+        out.write(f"short: {shortfall['sentence']}\n")
+    for note in plan["notes"]:
+        out.write(f"note: {note}\n")
+
+
+WHAT_IF = ("cluster_queue", "flavor", "namespace", "resource", "nominal_quota")
+WHAT_IF_LIMITS = ("borrowing_limit", "lending_limit", "hard")
+
+
+def what_if(api: Client, args: argparse.Namespace) -> int:
+    """A quota change simulated by the API (nothing saved): the fields given, and the
+    limits given even empty (an empty one removes it)."""
+    body = {name: getattr(args, name) for name in WHAT_IF if getattr(args, name)}
+    body |= {n: getattr(args, n) for n in WHAT_IF_LIMITS if getattr(args, n) is not None}
+    emit(api.post(api.at_cluster("what-if/"), body), args.output, draw_what_if)
+    return OK
+
+
+def draw_what_if(result: dict[str, Any], out: TextIO) -> None:
+    if not result.get("known", True):
+        out.write("The cluster was not observed yet: nothing to simulate.\n")
+        return
+    if "rows" in result:  # a namespace quota item
+        out.write(f"{result['note']}\n")
+        if result.get("used"):
+            out.write(f"used now: {result['used']} of {result['resource']}\n")
+        table(result["rows"], ["workload", "amount", "fits_before", "fits_after"], out)
+        return
+    sections = (
+        ("Admitted, in order", "admitted", ["order", "workload", "cluster_queue", "flavors"]),
+        ("Preempted", "preempted", ["workload", "cluster_queue", "by", "reason"]),
+        ("Still waiting", "waiting", ["workload", "cluster_queue", "why"]),
+        ("Borrowing", "borrowing", ["cluster_queue", "resource", "borrowed_before",
+                                    "borrowed_after", "loses"]),
+    )  # fmt: skip
+    for title, key, columns in sections:
+        out.write(f"{title}:\n")
+        if result[key]:
+            table(result[key], columns, out)
+        else:
+            out.write("  (none)\n")
+    for missing in result.get("not_modelled") or []:
+        out.write(f"not modelled: {missing}\n")
 
 
 def report(api: Client, args: argparse.Namespace) -> int:
@@ -190,13 +279,55 @@ def common(formats: Sequence[str] = FORMATS) -> argparse.ArgumentParser:
     return shared
 
 
+def fingerprint_option(command: argparse.ArgumentParser, acted: str) -> None:
+    command.add_argument(
+        "--fingerprint",
+        default="",
+        help=f"the assessment's fingerprint you {acted} (qm get shows it); refused when the "
+        "assessment changed since",
+    )
+
+
+def add_mig_commands(commands: Any, shared: argparse.ArgumentParser) -> None:
+    """``qm mig plan|create|cancel|abort|rollback``."""
+    mig = commands.add_parser("mig", help="MIG changes and the layout planner")
+    verbs = mig.add_subparsers(dest="verb", required=True, metavar="VERB")
+    one = verbs.add_parser(
+        "plan",
+        parents=[shared],
+        help="the planner's proposal",
+        description="The MIG layout the planner proposes for the cluster's demand: the "
+        "requests it becomes, with their verdicts, and what stays short (platform admins, "
+        "approvers and team leads; other teams' pods counted, never named).",
+    )
+    one.set_defaults(run=mig_plan)
+    one = verbs.add_parser("create", parents=[shared], help="ask for a MIG change")
+    one.add_argument("nodes", nargs="+", metavar="NODE")
+    one.add_argument("--team", required=True, help="the team asking")
+    one.add_argument("--config", required=True, help="the target MIG config, e.g. all-1g.10gb")
+    one.add_argument("--reason", required=True)
+    one.add_argument("--window-start", default="", help="ISO 8601: not to start before")
+    one.set_defaults(run=mig_create)
+    helps = {
+        "cancel": "withdraw a change that has not started (its requester, platform admins)",
+        "abort": "stop a running change at its next step boundary (platform admins)",
+        "rollback": "undo the steps a change ran (platform admins)",
+    }
+    for verb, text in helps.items():
+        one = verbs.add_parser(verb, parents=[shared], help=text, description=text + ".")
+        one.add_argument("id", type=int)
+        fingerprint_option(one, "read")
+        one.set_defaults(run=decide, kind="mig-change", comment="")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="qm",
         description="Quartermaster's REST API on the command line (QM_URL and QM_TOKEN, or "
         "~/.config/qm/config.yaml).",
         epilog="Exit codes: 0 done; 1 wait ended in another final state, or why found nothing; "
-        "2 usage, configuration or wait timed out; 3 the API refused or was unreachable.",
+        "2 usage, configuration or wait timed out; 3 the API refused or was unreachable, or "
+        "the object's assessment changed since the --fingerprint given.",
     )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     shared = common()
@@ -237,14 +368,28 @@ def parser() -> argparse.ArgumentParser:
         one = commands.add_parser(verb, parents=[shared], help=f"{verb} a request")
         one.add_argument("kind", choices=sorted(KINDS))
         one.add_argument("id", type=int)
-        one.add_argument(
-            "--fingerprint",
-            default="",
-            help="the assessment's fingerprint you decided on (qm get shows it); refused "
-            "when the assessment changed since",
-        )
+        fingerprint_option(one, "decided on")
         one.add_argument("--comment", default="")
         one.set_defaults(run=decide, verb=verb)
+
+    add_mig_commands(commands, shared)
+    one = commands.add_parser(
+        "what-if",
+        parents=[shared],
+        help="what a quota change would do (nothing saved)",
+        description="A ClusterQueue entry (--cluster-queue, --flavor and one of its limits) "
+        "simulated on the last poll's workloads, or a namespace quota item (--namespace, "
+        "--hard) against its waiting workloads. Nothing is saved.",
+    )
+    one.add_argument("--resource", required=True, help="e.g. nvidia.com/gpu")
+    one.add_argument("--cluster-queue", default="", help="the ClusterQueue")
+    one.add_argument("--flavor", default="", help="its ResourceFlavor")
+    one.add_argument("--nominal-quota", default="", help="the entry's new nominal quota")
+    one.add_argument("--borrowing-limit", help='its new borrowing limit ("" removes it)')
+    one.add_argument("--lending-limit", help='its new lending limit ("" removes it)')
+    one.add_argument("--namespace", default="", help="a namespace of your teams")
+    one.add_argument("--hard", help="the namespace quota item's new hard limit")
+    one.set_defaults(run=what_if)
 
     one = commands.add_parser("report", parents=[common((*FORMATS, "csv"))], help="usage")
     one.add_argument("name", help="gpu-hours, queue-gpu-hours, quota-utilisation, ...")

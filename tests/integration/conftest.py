@@ -1,5 +1,6 @@
-"""Fixtures of the integration suite: a port that never answers (the fault tests), and a
-second demo cluster, the inference one, registered as a ``Cluster`` of the portal."""
+"""Fixtures of the integration suite: a port that never answers (the fault tests), a
+second demo cluster, the inference one, registered as a ``Cluster`` of the portal, and the
+portal served over HTTP on the demo scenario for its clients (``qm``, ``qm-mcp``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,32 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import redis
+from django.contrib.auth.models import User
 
 import devcluster
 from cluster.connection import gateway_for
 from cluster.models import Cluster
 from cluster.services import save_cluster
 from kube import Gateway
+from portal.access.tokens import create_token
 from portal.audit.record import SYSTEM
 from tests.conftest import FAST
 
 INFERENCE_TOKEN = "inference-cluster-token"
+
+
+@pytest.fixture
+def portal(portal_cluster: Any, live_server: Any, settings: Any) -> Any:
+    """The portal on the demo scenario, served over HTTP; the broker emptied after (nothing
+    runs what a decision queued)."""
+    yield live_server.url
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+def token(username: str) -> str:
+    """A personal API token of a demo user."""
+    return create_token(user=User.objects.get(username=username), name="cli")[1]
 
 
 @pytest.fixture

@@ -12,30 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
-import requests
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from changes.executor import advance
-from portal.access.tokens import create_token
+from tests.integration.conftest import token
 from tests.support import wait_for
 from usage.sampling import roll_up, take_sample
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QM = Path(sys.executable).with_name("qm")
-
-
-@pytest.fixture
-def portal(portal_cluster: Any, live_server: Any, settings: Any) -> Any:
-    """The portal on the demo scenario, served over HTTP; the broker emptied after (nothing
-    runs what a decision queued)."""
-    yield live_server.url
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
-
-
-def token(username: str) -> str:
-    return create_token(user=User.objects.get(username=username), name="cli")[1]
 
 
 def qm(*args: str, home: Path, url: str = "", token: str = "") -> subprocess.CompletedProcess[str]:
@@ -157,19 +142,13 @@ def test_qm_wait_follows_the_seed_incidents_mig_change_to_succeeded(
     portal: str, portal_cluster: Any, tmp_path: Path
 ) -> None:
     lead, approver = token("lead-a"), token("approver")
-    created = requests.post(
-        f"{portal}/api/v1/mig-changes/",
-        json={
-            "team": "team-a",
-            "nodes": ["gpu-a100-03"],
-            "target_config": "all-3g.40gb",
-            "reason": "gpu-a100-03 was left on a test layout",
-        },
-        headers={"Authorization": f"Bearer {lead}"},
-        timeout=60,
-    )
-    assert created.status_code == 201, created.text
-    ident = str(created.json()["id"])
+    ran = qm(
+        "mig", "create", "gpu-a100-03", "--team", "team-a", "--config", "all-3g.40gb",
+        "--reason", "gpu-a100-03 was left on a test layout", "-o", "json",
+        home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    ident = str(json.loads(ran.stdout)["id"])
     ran = qm("get", "mig-change", ident, "-o", "json", home=tmp_path, url=portal, token=lead)
     fingerprint = json.loads(ran.stdout)["assessment"]["fingerprint"]
     ran = qm(
@@ -200,3 +179,66 @@ def test_qm_wait_follows_the_seed_incidents_mig_change_to_succeeded(
     ran = qm("wait", "mig-change", ident, "--for", "running", home=tmp_path, url=portal, token=lead)
     assert ran.returncode == 2
     assert "a final state" in ran.stderr
+    # Only platform admins roll back; theirs undoes the steps that ran.
+    ran = qm("mig", "rollback", ident, home=tmp_path, url=portal, token=approver)
+    assert (ran.returncode, ran.stdout) == (3, "")
+    assert "HTTP 403" in ran.stderr
+    admin = token("admin")
+    ran = qm("mig", "abort", ident, home=tmp_path, url=portal, token=admin)
+    assert ran.returncode == 3, ran.stdout  # nothing runs to abort
+    ran = qm("mig", "rollback", ident, "-o", "json", home=tmp_path, url=portal, token=admin)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["state"] == "rolling_back"
+
+
+def test_the_mig_plan_a_what_if_and_a_change_cancelled_on_the_fingerprint_read(
+    portal: str, tmp_path: Path
+) -> None:
+    lead = token("lead-a")
+    ran = qm("mig", "plan", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("MIG plan of default: highs")
+    assert "train  all-3g.40gb    gpu-a100-03  breaks_quota" in ran.stdout
+    assert "asked by: 2 Pending pods in team-b" in ran.stdout  # counted, never named
+    # The what-if of a ClusterQueue entry, and of a namespace quota item without its value.
+    what_if = (
+        "what-if", "--cluster-queue", "cq-train", "--flavor", "a100-80gb-3g",
+        "--resource", "nvidia.com/mig-3g.40gb", "--nominal-quota", "32",
+    )  # fmt: skip
+    ran = qm(*what_if, "--cluster", "default", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("Admitted, in order:\n")
+    assert "Preempted:" in ran.stdout and "not modelled:" in ran.stdout
+    ran = qm(
+        "what-if", "--namespace", "team-a", "--resource", "requests.nvidia.com/gpu",
+        home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (3, "")
+    assert "hard: This field is required." in ran.stderr
+    ran = qm(
+        "what-if", "--namespace", "team-a", "--resource", "requests.nvidia.com/gpu",
+        "--hard", "24", home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "eval-sweep" in ran.stdout
+    # A change asked for, then cancelled on the fingerprint its requester read.
+    ran = qm(
+        "mig", "create", "gpu-a100-03", "--team", "team-a", "--config", "all-3g.40gb",
+        "--reason", "back to its pool's layout", "-o", "json",
+        home=tmp_path, url=portal, token=lead,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    created = json.loads(ran.stdout)
+    ident, fingerprint = str(created["id"]), created["assessment"]["fingerprint"]
+    ran = qm(
+        "mig", "cancel", ident, "--fingerprint", "0" * 16, home=tmp_path, url=portal, token=lead
+    )
+    assert (ran.returncode, ran.stdout) == (3, "")
+    assert f"changed since: its assessment's fingerprint is now {fingerprint}" in ran.stderr
+    ran = qm(
+        "mig", "cancel", ident, "--fingerprint", fingerprint, home=tmp_path, url=portal, token=lead
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "cancelled" in ran.stdout
+    ran = qm("mig", "create", "--team", "team-a", home=tmp_path, url=portal, token=lead)
+    assert ran.returncode == 2  # argparse: the nodes, --config and --reason are missing
