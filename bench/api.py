@@ -49,7 +49,7 @@ def main() -> int:
     parser.add_argument("--teams", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=600)
-    args = parse(parser, {"nodes": 60, "teams": 12, "clients": 2, "requests": 16})
+    args = parse(parser, {"nodes": 60, "teams": 12, "clients": 2, "requests": 4})
 
     import django
 

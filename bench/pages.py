@@ -259,7 +259,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--only", default="", help=f"some of {', '.join(PAGES)}, by commas")
-    args = parse(parser, {"nodes": 60, "teams": 12, "changes": 6, "clients": 2, "requests": 16})
+    args = parse(parser, {"nodes": 60, "teams": 12, "changes": 6, "clients": 2, "requests": 4})
     only = [name for name in args.only.split(",") if name] or list(PAGES)
     if set(only) - set(PAGES):
         parser.error(f"--only takes {', '.join(PAGES)}")

@@ -226,14 +226,23 @@ Snapshot = tuple[int, list[tuple[str, bytes, str | None]]]
 def demo_snapshot(django_db_setup: Any, django_db_blocker: Any) -> Snapshot:
     """The seed chapter's scenario as ``load_demo`` writes it, taken once per session: the
     rows it added to every table, then rolled back (the test database stays as it was)."""
-    with django_db_blocker.unblock(), transaction.atomic():
-        # The settings' cluster is there before the demo (the rows point at it; a restore
-        # points them at the one there is then), never one of the demo's rows.
+    with django_db_blocker.unblock():
+        return take_snapshot(load_demo)
+
+
+def take_snapshot(write: Callable[[], object]) -> Snapshot:
+    """The rows ``write`` adds to every table, taken and then rolled back (the database stays
+    as it was), for ``restore_demo`` to put back in milliseconds: rows that take a test
+    seconds to make (the demo, a history of samples) are made once and restored for each
+    test. Only added rows are taken: ``write`` must not change or delete rows there were."""
+    with transaction.atomic():
+        # The settings' cluster is there before (the rows point at it; a restore points
+        # them at the one there is then), never one of the rows taken.
         taken_on = settings_cluster_id()
         tables = connection.introspection.table_names()
         before = {table: _last_id(table) for table in tables}
         counts = _row_counts(tables)
-        load_demo()
+        write()
         after = _row_counts(tables)
         filled = [t for t, n in after.items() if n > counts[t]]
         rows = [(t, _copy_out(t, after_id=before[t]), _id_sequence(t)) for t in filled]

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.db import transaction
+from django.test import Client, override_settings
 from django.utils import timezone
 
+from tests.conftest import Snapshot, restore_demo, take_snapshot
 from tests.factories import ObservedNodeFactory
 from usage import reports
 from usage.models import Rollup, Sample, WorkloadRecord
@@ -22,9 +24,25 @@ from usage.sampling import roll_up
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(scope="module")
+def history_snapshot(demo_snapshot: Snapshot, django_db_blocker: Any) -> Snapshot:
+    """Three days of samples, three waits and their rollups, on the demo: made once for the
+    module (1,152 samples rolled up took each test about a second) and restored for each
+    test that asks for ``history``."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        restore_demo(demo_snapshot)
+        with override_settings(QM_SAMPLE_MAX_GAP_SECONDS=900):
+            snapshot = take_snapshot(write_history)
+        transaction.set_rollback(True)
+    return snapshot
+
+
 @pytest.fixture
-def history(demo: None, settings: Any) -> None:
-    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+def history(demo: None, history_snapshot: Snapshot) -> None:
+    restore_demo(history_snapshot)
+
+
+def write_history() -> None:
     # Three whole days, up to last midnight (reports cover whole days).
     now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     start = now - dt.timedelta(days=3)
