@@ -1,15 +1,19 @@
-"""Benchmark: the MIG layout planner on a large fleet.
+"""Benchmark: the MIG layout planner on the scale scenario's fleet, whole and one pool.
 
-    python bench/planner.py [--nodes 1000] [--seed 7] [--limit 5]
+    python bench/planner.py [--seed 7] [--limit 10] [--pool-limit 1] [--nodes N]
 
-Builds a fleet as plain facts (no database): 1,000 nodes of eight GPUs, A100 80GB and H100
-80GB, in eight pools (four take one layout, four allow mixed layouts), on a mix of current
-configs, with 0 to 3 GPU pods per node, 2 % of the GPUs unhealthy and 1 % of the nodes
-held by other open requests; demand over eight resources (whole GPUs and seven MIG
-profiles), some of it servable by several pools, about 80 % of what the fleet could offer.
-Then plans it with the exact model (HiGHS, time limit ``--limit`` seconds). Last line:
-``plan_s=… gap=…`` (seconds of the plan, optimality gap in percent). Goal: under 5 s with
-a gap under 2 %.
+The scale scenario's fleet (``bench/scale.py``): 5,000 nodes of eight GPUs, A100 80GB and
+H100 80GB, in 20 pools; five of them allow mixed layouts (their nodes on a mix of current
+configs), the others take their one layout (3 % of their nodes re-sliced by hand); 0 to 3
+GPU pods per node, 2 % of the GPUs unhealthy and 1 % of the nodes held by other open
+requests. Demand: 85 % of what each one-layout pool offers of its layout's resources, and
+for each mixed pool whole GPUs and six MIG profiles, half of it servable by the next mixed
+pool too. Planned with the exact model (HiGHS), the whole fleet (time limit ``--limit``
+seconds; goal under 10 s with a gap under 2 %) and the first mixed pool alone (its own
+demand, ``--pool-limit``; goal under 1 s).
+
+``--nodes N``: the earlier bench instead (N nodes in eight pools, goal 5 s).
+Last line: ``plan_s=… gap=… pool_s=… pool_gap=…`` (seconds, optimality gap in percent).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import scale
 from smoke import parse
 
 from changes.planner import Demand, PlanNode, PlanPool, Problem, plan
@@ -96,26 +101,89 @@ def build(count: int, seed: int) -> Problem:
     return Problem(nodes, demand, POOLS)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--limit", type=float, default=5.0)
-    args = parse(parser, {"nodes": 16, "limit": 1.0})
-    problem = build(args.nodes, args.seed)
-    plan(build(8, args.seed), time_limit=1)  # load the catalog and HiGHS once
+def _offer(config: str, model: str) -> dict[str, int]:
+    offer, _ = promised_resources(config, node="n", model=model, gpu_count=8, custom={})
+    return dict(offer or {})
+
+
+def scale_problem(s: scale.Scenario, seed: int, only: str = "") -> Problem:
+    """The scenario's fleet and demand (``only``: one pool's nodes and the demand it alone
+    may serve)."""
+    rng = random.Random(seed)
+    mixed = {p.name for i, p in enumerate(s.pools) if i % 4 == 3}
+    pools = [PlanPool(p.name, mixed=p.name in mixed, reason="its intended config") for p in s.pools]
+    offers: dict[tuple[str, str], dict[str, int]] = {}
+    nodes = []
+    for index, n in enumerate(s.nodes):
+        config = rng.choice(CONFIGS) if n.pool in mixed or rng.random() < 0.03 else n.config
+        if (config, n.model) not in offers:
+            offers[(config, n.model)] = _offer(config, n.model)
+        pods = tuple(f"ns/pod-{index}-{k}" for k in range(rng.choice((0, 0, 1, 2, 3))))
+        nodes.append(
+            PlanNode(
+                name=n.name,
+                pool=n.pool,
+                model=n.model,
+                gpu_count=scale.GPUS_PER_NODE,
+                config=config,
+                offer=offers[(config, n.model)],
+                pods=pods,
+                unhealthy=(rng.randrange(8),) if rng.random() < 0.16 else (),
+                busy=100000 + index if rng.random() < 0.01 else None,
+            )
+        )
+    per_pool = len(s.nodes) // len(s.pools)
+    demand = []
+    order = sorted(mixed)
+    for p in s.pools:
+        if p.name not in mixed:
+            for resource, per_node in _offer(p.config, p.model).items():
+                demand.append(Demand(resource, int(per_pool * per_node * 0.85), (p.name,)))
+            continue
+        after = order[(order.index(p.name) + 1) % len(order)]
+        for resource, share in MIXED.items():
+            units = int(per_pool * 64 * share / WEIGHT[resource] / 2)
+            demand.append(Demand(resource, units, (p.name,), f"queue-{p.name}"))
+            nearby = tuple(sorted({p.name, after}))
+            demand.append(Demand(resource, units, nearby, f"queue-{p.name}"))
+    if only:
+        nodes = [n for n in nodes if n.pool == only]
+        demand = [d for d in demand if d.pools == (only,)]
+        pools = [p for p in pools if p.name == only]
+    return Problem(nodes, demand, pools)
+
+
+def timed_plan(problem: Problem, limit: float) -> tuple[float, str]:
     started = time.perf_counter()
-    result = plan(problem, time_limit=args.limit)
+    result = plan(problem, time_limit=limit)
     seconds = time.perf_counter() - started
     score = result.score
     print(
-        f"{args.nodes} nodes, {len(problem.demand)} demand items: {result.solver} "
+        f"{len(problem.nodes)} nodes, {len(problem.demand)} demand items: {result.solver} "
         f"({result.status}); {len(result.changed)} nodes change, {score.evictions} pods "
         f"evicted, {len(result.shortfalls)} shortfalls (weighted {score.short}), "
-        f"stranded {score.stranded}"
+        f"stranded {score.stranded}; {seconds:.2f} s"
     )
-    gap = "unknown" if result.gap is None else f"{100 * result.gap:.2f}%"
-    print(f"plan_s={seconds:.2f} gap={gap}")
+    return seconds, "unknown" if result.gap is None else f"{100 * result.gap:.2f}%"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--limit", type=float, default=10.0)
+    parser.add_argument("--pool-limit", type=float, default=1.0)
+    args = parse(parser, {"limit": 1.0})
+    plan(build(8, args.seed), time_limit=1)  # load the catalog and HiGHS once
+    if args.nodes:
+        seconds, gap = timed_plan(build(args.nodes, args.seed), args.limit)
+        print(f"plan_s={seconds:.2f} gap={gap}")
+        return
+    s = scale.build(scale.SMOKE if args.smoke else scale.FULL)
+    seconds, gap = timed_plan(scale_problem(s, args.seed), args.limit)
+    pool = next(p.name for i, p in enumerate(s.pools) if i % 4 == 3)
+    pool_s, pool_gap = timed_plan(scale_problem(s, args.seed, pool), args.pool_limit)
+    print(f"plan_s={seconds:.2f} gap={gap} pool_s={pool_s:.2f} pool_gap={pool_gap}")
 
 
 if __name__ == "__main__":

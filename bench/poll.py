@@ -1,12 +1,16 @@
 """Benchmark: a steady-state poll of a large fleet, next to the floor measured in the same run.
 
-    python bench/poll.py [--nodes 5000] [--pods 50000] [--changed 0.01] [--clusters 1]
+    python bench/poll.py [--nodes 5000] [--pods 150000] [--changed 0.01] [--clusters 1]
 
 1. Starts the demo cluster in its own process with a generated fleet.
 2. Floor: one plain HTTP GET of all nodes and of all non-terminal pods, decoded with orjson.
 3. First poll into empty observed tables.
 4. Changes about 1% of the objects (node labels; pods replaced), then polls again.
-The last line is ``poll_s=… floor_s=… ratio=…`` for the steady-state poll.
+The defaults are the scale scenario's counts (``bench/scale.py``: 5,000 nodes, 150,000
+pods). The last line is ``poll_s=… floor_s=… ratio=… first_ratio=… peak_mb=…``: the
+steady-state poll, the first poll's ratio to the floor, and the bench process's peak
+resident memory (the portal's side: the demo cluster is another process), which holds
+the first poll's listing and rows.
 
 With ``--clusters N`` (N > 1): N demo clusters, each registered as a cluster of the portal
 (``bench/poll_clusters.py``); the last line is ``ratio=… unreachable_ratio=…``.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -27,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
+import scale  # noqa: E402
 from smoke import parse  # noqa: E402
 
 
@@ -132,8 +138,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=50000)
+    parser.add_argument("--nodes", type=int, default=scale.FULL.nodes)
+    parser.add_argument("--pods", type=int, default=scale.FULL.pods)
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--clusters", type=int, default=1)
     args = parse(parser, {"nodes": 40, "pods": 200})
@@ -160,6 +166,7 @@ def main() -> int:
         gateway = connect(url=url)
 
         floor_s = min(floor(url) for _ in range(2))
+        before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.perf_counter()
         first = poll_cluster(gateway=gateway)
         first_s = time.perf_counter() - started
@@ -183,7 +190,12 @@ def main() -> int:
             f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods replaced; "
             f"steady poll wrote {steady.changed} rows"
         )
-        print(f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f}")
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak memory: {peak_mb:.0f} MB ({before_mb:.0f} MB after the floor's reads)")
+        print(
+            f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
+            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f}"
+        )
     finally:
         demo.terminate()
         demo.wait()

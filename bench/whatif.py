@@ -1,20 +1,27 @@
-"""Benchmark: the quota what-if on a busy cohort.
+"""Benchmark: the quota what-if at the scale scenario, and on one busy cohort.
 
-    python bench/whatif.py [--workloads 2000] [--seed 7]
+    python bench/whatif.py [--workloads 2000] [--seed 7] [--runs 3]
 
-Builds a world as plain facts (no database): one cohort of eight ClusterQueues sharing two
-GPU flavors (the first four queues preempt within themselves and reclaim from the cohort,
-one of them borrows with ``borrowWithinCohort``), ``--workloads`` admitted workloads that
-fill the cohort (1 to 8 GPUs, priorities 0 to 4) and as many waiting (1 to 8 GPUs,
-priorities 0 to 6), then simulates a raise of the first queue's nominal quota, once with
-classic preemption and once with fair sharing. Last line: ``classic_s=… fair_s=…``.
-Goal: under 5 s each for 2,000 + 2,000 workloads (a page waits for it).
+1. The scale scenario (``bench/scale.py``): 1,000 ClusterQueues in 10 cohorts of 100,
+   50,000 workloads (half admitted, half waiting); a raise of one queue's nominal quota
+   (double, on both its flavors), with classic preemption and with fair sharing. Goal:
+   under 2 s each.
+2. One busy cohort as plain facts: eight ClusterQueues sharing two GPU flavors (the first
+   four preempt within themselves and reclaim from the cohort, one of them borrows with
+   ``borrowWithinCohort``), ``--workloads`` admitted workloads that fill the cohort (1 to 8
+   GPUs, priorities 0 to 4) and as many waiting (1 to 8 GPUs, priorities 0 to 6): hundreds
+   of admissions and preemptions, the worst case per workload. The same raise of the first
+   queue.
+
+Each figure is the median of ``--runs`` runs (all of them printed). Last line:
+``classic_s=… fair_s=… cohort_classic_s=… cohort_fair_s=…``.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 from fractions import Fraction
@@ -22,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import scale
 from smoke import parse
 
 from queues.whatif import Group, Outcome, Queue, Quota, Workload, World, what_if
@@ -73,6 +81,39 @@ def build(count: int, seed: int, *, fair: bool) -> World:
     return World(queues, tuple(workloads), fair_sharing=fair)
 
 
+def scale_world(s: scale.Scenario, *, fair: bool) -> World:
+    """The scale scenario's queues and workloads as the what-if reads them: every other
+    queue preempts (within itself, and reclaims from its cohort), one in ten also with
+    ``borrowWithinCohort``."""
+    queues = tuple(
+        Queue(
+            name=q.name,
+            groups=(Group((q.resource,), q.flavors),),
+            quotas={(f, q.resource): Quota(Fraction(q.nominal)) for f in q.flavors},
+            cohort=q.cohort,
+            within_cluster_queue="LowerPriority" if q.preempts else "Never",
+            reclaim_within_cohort="Any" if q.preempts else "Never",
+            borrow_within_cohort="LowerPriority" if q.name.endswith("0") else "Never",
+            weight=Fraction(q.weight),
+        )
+        for q in s.cluster_queues
+    )
+    workloads = tuple(
+        Workload(
+            key=w.key,
+            queue=w.cluster_queue,
+            requests={w.resource: Fraction(w.amount)},
+            priority=w.priority,
+            created=w.created,
+            admitted=bool(w.flavor),
+            flavors={w.resource: w.flavor} if w.flavor else {},
+            admitted_at=-w.created,
+        )
+        for w in s.workloads
+    )
+    return World(queues, workloads, fair_sharing=fair)
+
+
 def timed(world: World) -> tuple[Outcome, float]:
     raised = world.queues[0]
     quotas = {k: Quota(v.nominal * 2) for k, v in raised.quotas.items()}
@@ -82,20 +123,39 @@ def timed(world: World) -> tuple[Outcome, float]:
     return outcome, time.perf_counter() - started
 
 
+def measure(name: str, world: World, runs: int) -> float:
+    """The median of ``runs`` what-ifs of ``world``, each printed."""
+    times = []
+    for _ in range(runs):
+        outcome, seconds = timed(world)
+        times.append(seconds)
+    if outcome.gave_up:
+        raise SystemExit(f"{name}: {outcome.gave_up}")
+    print(
+        f"{name}: {len(outcome.admitted)} admitted, {len(outcome.preempted)} preempted, "
+        f"{len(outcome.waiting)} waiting, {len(outcome.borrowing)} borrowing rows, in "
+        f"{', '.join(outcome.scope) or 'every cohort'}; "
+        f"runs {', '.join(f'{t:.2f}' for t in times)} s"
+    )
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
-    args = parse(parser, {"workloads": 60})
-    seconds = {}
+    parser.add_argument("--runs", type=int, default=3)
+    args = parse(parser, {"workloads": 60, "runs": 1})
+    big = scale.build(scale.SMOKE if args.smoke else scale.FULL)
+    figures = {}
     for fair in (False, True):
-        outcome, seconds[fair] = timed(build(args.workloads, args.seed, fair=fair))
-        print(
-            f"{'fair sharing' if fair else 'classic'}: {len(outcome.admitted)} admitted, "
-            f"{len(outcome.preempted)} preempted, {len(outcome.waiting)} waiting, "
-            f"{len(outcome.borrowing)} borrowing rows"
-        )
-    print(f"classic_s={seconds[False]:.2f} fair_s={seconds[True]:.2f}")
+        mode = "fair" if fair else "classic"
+        figures[f"{mode}_s"] = measure(f"scale, {mode}", scale_world(big, fair=fair), args.runs)
+    for fair in (False, True):
+        mode = "fair" if fair else "classic"
+        world = build(args.workloads, args.seed, fair=fair)
+        figures[f"cohort_{mode}_s"] = measure(f"one cohort, {mode}", world, args.runs)
+    print(" ".join(f"{k}={v:.2f}" for k, v in figures.items()))
 
 
 if __name__ == "__main__":

@@ -24,11 +24,13 @@ The model is simple on purpose, and the basis sentence says what it rests on:
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 MIN_SAMPLES = 5  # finished runs needed before their spread means anything
 QUICK, SLOW = 0.25, 0.75  # the quantiles of the range's two ends
@@ -72,6 +74,11 @@ class Runs:
 
     seconds: Sequence[float]
     source: str  # "cq-train", "namespace team-a"
+
+    @cached_property
+    def ordered(self) -> list[float]:
+        """The run times sorted (once: a history serves every workload of its queue)."""
+        return sorted(self.seconds)
 
 
 @dataclass(frozen=True)
@@ -140,10 +147,16 @@ def dated(estimate: Estimate, now: dt.datetime) -> Estimate:
 
 def quantile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile by linear interpolation between the closest ranks."""
-    ordered = sorted(values)
-    at = (len(ordered) - 1) * q
+    return _ranked(sorted(values), q)
+
+
+def _ranked(ordered: Sequence[float], q: float, first: int = 0, minus: float = 0.0) -> float:
+    """:func:`quantile` of ``ordered[first:]`` (sorted), each less ``minus``, without
+    copying them."""
+    at = (len(ordered) - first - 1) * q
     below, above = math.floor(at), math.ceil(at)
-    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+    low, high = ordered[first + below] - minus, ordered[first + above] - minus
+    return low + (high - low) * (at - below)
 
 
 def _step(seconds: float) -> int:
@@ -189,18 +202,22 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _remaining(runs: Sequence[float], elapsed: float, q: float) -> float:
-    """What is left of a run that has lasted ``elapsed``: the quantile of the runs that
-    lasted longer; one that outlasted nearly all of them may end now or run a median run
-    more (the quick and the slow end)."""
-    longer = [r - elapsed for r in runs if r > elapsed]
-    if len(longer) >= MIN_SAMPLES:
-        return quantile(longer, q)
-    return 0.0 if q <= 0.5 else quantile(runs, 0.5)
+def _remaining(ordered: Sequence[float], elapsed: float, q: float) -> float:
+    """What is left of a run that has lasted ``elapsed``: the quantile of the runs
+    (``ordered``: sorted) that lasted longer; one that outlasted nearly all of them may end
+    now or run a median run more (the quick and the slow end)."""
+    first = bisect.bisect_right(ordered, elapsed)
+    if len(ordered) - first >= MIN_SAMPLES:
+        return _ranked(ordered, q, first, elapsed)
+    return 0.0 if q <= 0.5 else _ranked(ordered, 0.5)
 
 
 def _fits(requests: Mapping[str, float], free: Mapping[str, float]) -> bool:
-    return all(free.get(r, 0) >= n for r, n in requests.items())
+    # A loop, not all(): it runs for each in line at each step, and a generator costs twice.
+    for r, n in requests.items():  # noqa: SIM110
+        if free.get(r, 0) < n:
+            return False
+    return True
 
 
 def _charged(requests: Mapping[str, int], capacity: Mapping[str, float]) -> dict[str, float]:
@@ -215,12 +232,13 @@ def start_times(line: Line, runs: Runs, q: float) -> list[float | None]:
     holds no one up). Played once per line, history and quantile."""
     key = (runs.source, q)
     if key not in line.played:
-        line.played[key] = _play(line, runs.seconds, q)
+        line.played[key] = _play(line, runs.ordered, q)
     return line.played[key]
 
 
 def _play(line: Line, runs: Sequence[float], q: float) -> list[float | None]:
-    typical = quantile(runs, q)
+    """:func:`start_times` (``runs``: sorted)."""
+    typical = _ranked(runs, q)
     free = dict(line.capacity)
     ends: list[tuple[float, int, dict[str, float]]] = []
     for index, held in enumerate(line.running):
@@ -390,7 +408,7 @@ def _basis(line: Line, ahead: int, exact: bool, runs: Runs, low: float) -> str:
     if low > 0 or not ahead:
         mentioned.append((len(line.running), "running"))
     who = [(n, f"the {_count(n)} {what}") for n, what in mentioned if n]
-    typical = between(quantile(runs.seconds, QUICK), quantile(runs.seconds, SLOW))
+    typical = between(_ranked(runs.ordered, QUICK), _ranked(runs.ordered, SLOW))
     subject = " and ".join(words for _, words in who) or f"the workloads of {runs.source}"
     verb = "runs" if len(who) == 1 and who[0][0] == 1 else "run"
     basis = (

@@ -775,6 +775,8 @@ def _estimate_all(
             namespaces=[w.namespace for w in waiting],
             now=now,
         )
+        queue_runs = {q: Runs(runs, q) for q, runs in by_queue.items()}  # each sorted once
+        namespace_runs = {n: Runs(runs, f"namespace {n}") for n, runs in by_namespace.items()}
         for workload in waiting:
             requeue = workload.requeue_at
             back = int((requeue - now).total_seconds()) if requeue and requeue > now else None
@@ -786,10 +788,9 @@ def _estimate_all(
                 exact=workload.position is not None,
                 held=held,
                 histories=[
-                    Runs(by_queue.get(workload.cluster_queue, []), workload.cluster_queue),
-                    Runs(
-                        by_namespace.get(workload.namespace, []), f"namespace {workload.namespace}"
-                    ),
+                    queue_runs.get(workload.cluster_queue) or Runs([], workload.cluster_queue),
+                    namespace_runs.get(workload.namespace)
+                    or Runs([], f"namespace {workload.namespace}"),
                 ],
                 never=workload.why.never,  # type: ignore[attr-defined]
                 requeue_in_s=back,

@@ -167,6 +167,16 @@ class WhatIfSerializer(serializers.Serializer[Any]):
     waiting = WhatIfWaitingSerializer(many=True)
     borrowing = WhatIfBorrowingSerializer(many=True)
     fair_sharing = serializers.BooleanField()
+    scope = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The cohorts (and ClusterQueues in no cohort) the change reaches, whose "
+        "workloads were simulated: queues of other cohorts share no quota with it. Empty: "
+        "every queue.",
+    )
+    gave_up = serializers.CharField(
+        help_text="Why nothing was simulated (more workloads where the change reaches than "
+        "the simulation takes on); empty when it was.",
+    )
     not_modelled = serializers.ListField(child=serializers.CharField())
 
 

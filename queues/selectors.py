@@ -212,6 +212,8 @@ def present_outcome(outcome: whatif.Outcome, seen: set[str] | None) -> dict[str,
             for b in outcome.borrowing
         ],
         "fair_sharing": outcome.fair_sharing,
+        "scope": list(outcome.scope),
+        "gave_up": outcome.gave_up,
         "not_modelled": list(outcome.not_modelled),
     }
 

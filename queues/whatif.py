@@ -23,6 +23,7 @@ Quantities are ``Fraction`` in Kubernetes' base units (1 GPU, 1 byte, 1 core).
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -31,11 +32,16 @@ from fractions import Fraction
 from portal.vocabulary.quantity import format_quantity
 
 FlavorResource = tuple[str, str]
-Usage = dict[str, dict[FlavorResource, Fraction]]  # queue -> (flavor, resource) -> amount
+Amount = Fraction | int  # the simulation works in integers (see _integral)
+Charges = tuple[tuple[FlavorResource, Amount], ...]
 
 NEVER = "Never"
 STRICT_FIFO = "StrictFIFO"
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+_BELOW_ALL, _ABOVE_ALL = -(2**63), 2**63  # beyond any priority (an int32 in Kueue)
+# The most workloads (admitted and waiting) in the cohorts a change reaches that the what-if
+# simulates: past it, it says so instead of keeping a page waiting (bench/whatif.py).
+MOST_WORKLOADS = 20_000
 
 NOT_MODELLED = (
     "Topology-aware scheduling (TAS): where in a topology the pods would land.",
@@ -58,9 +64,9 @@ NOT_MODELLED = (
 class Quota:
     """One (flavor, resource) of a queue: ``None`` limits are Kueue's "no limit"."""
 
-    nominal: Fraction
-    borrowing_limit: Fraction | None = None
-    lending_limit: Fraction | None = None
+    nominal: Amount
+    borrowing_limit: Amount | None = None
+    lending_limit: Amount | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class Workload:
 
     key: str
     queue: str
-    requests: Mapping[str, Fraction]
+    requests: Mapping[str, Amount]
     priority: int = 0
     created: float = 0.0
     admitted: bool = False
@@ -110,7 +116,7 @@ class World:
 
     queues: tuple[Queue, ...]
     workloads: tuple[Workload, ...]
-    cohort_quotas: Mapping[str, Mapping[FlavorResource, Fraction]] = field(default_factory=dict)
+    cohort_quotas: Mapping[str, Mapping[FlavorResource, Amount]] = field(default_factory=dict)
     fair_sharing: bool = False
 
     def with_queue(self, queue: Queue) -> World:
@@ -172,6 +178,8 @@ class Outcome:
     waiting: tuple[Waiting, ...]
     borrowing: tuple[Borrowing, ...]
     fair_sharing: bool
+    scope: tuple[str, ...] = ()  # the cohorts (and queues in no cohort) simulated; () all
+    gave_up: str = ""  # why nothing was simulated (too many workloads); "" when it was
     not_modelled: tuple[str, ...] = NOT_MODELLED
 
 
@@ -179,103 +187,210 @@ class Outcome:
 
 
 class _Quotas:
-    """The quota arithmetic of one world: what a queue may use, given everyone's usage."""
+    """The quota arithmetic of one world whose quantities are integers (:func:`_integral`):
+    what a queue may use, given everyone's usage. ``scale``: per resource, what one base
+    unit counts as (1 unless a quantity of it is a fraction of a unit)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, scale: Mapping[str, int] | None = None) -> None:
         self.queues = {q.name: q for q in world.queues}
         self.members: dict[str, list[Queue]] = defaultdict(list)
         for q in world.queues:
             if q.cohort:
                 self.members[q.cohort].append(q)
+        self.position = {q.name: i for i, q in enumerate(world.queues)}
         self.cohort_quotas = world.cohort_quotas
         self.fair = world.fair_sharing
-        self._pools: dict[tuple[str, FlavorResource], Fraction] = {}
+        self.scale = scale or {}
+        self._pools: dict[tuple[str, FlavorResource], Amount] = {}
+        self._kept: dict[tuple[str, FlavorResource], Amount] = {}
+        self._weights: dict[str, Fraction] = {}
 
     def quota(self, queue: str, fr: FlavorResource) -> Quota | None:
         return self.queues[queue].quotas.get(fr)
 
-    def _guaranteed(self, q: Queue, fr: FlavorResource) -> Fraction:
-        quota = q.quotas.get(fr)
-        if quota is None or quota.lending_limit is None:
-            return Fraction(0)
-        return max(Fraction(0), quota.nominal - quota.lending_limit)
+    def exact(self, fr: FlavorResource, value: Amount) -> Fraction:
+        """An amount in the resource's base units again."""
+        return Fraction(value, self.scale.get(fr[1], 1))
 
-    def pool(self, cohort: str, fr: FlavorResource) -> Fraction:
+    def guaranteed(self, queue: str, fr: FlavorResource) -> Amount:
+        """What the queue keeps for itself: ``nominal - lendingLimit`` (0 without a limit)."""
+        known = self._kept.get((queue, fr))
+        if known is None:
+            quota = self.queues[queue].quotas.get(fr)
+            known = 0
+            if quota is not None and quota.lending_limit is not None:
+                known = max(0, quota.nominal - quota.lending_limit)
+            self._kept[(queue, fr)] = known
+        return known
+
+    def pool(self, cohort: str, fr: FlavorResource) -> Amount:
         """What the cohort's members lend (each its ``lendingLimit``, else all its nominal
         quota), plus the cohort's own quota (the quotas do not change: kept once known)."""
         known = self._pools.get((cohort, fr))
         if known is not None:
             return known
-        lent = Fraction(0)
+        lent: Amount = 0
         for m in self.members[cohort]:
             quota = m.quotas.get(fr)
             if quota is not None:
-                lent += quota.nominal - self._guaranteed(m, fr)
-        lent += Fraction(self.cohort_quotas.get(cohort, {}).get(fr, 0))
+                lent += quota.nominal - self.guaranteed(m.name, fr)
+        lent += self.cohort_quotas.get(cohort, {}).get(fr, 0)
         self._pools[(cohort, fr)] = lent
         return lent
 
-    def _pool_used(self, cohort: str, fr: FlavorResource, usage: Usage) -> Fraction:
-        return sum(
-            (
-                max(Fraction(0), usage[m.name].get(fr, Fraction(0)) - self._guaranteed(m, fr))
-                for m in self.members[cohort]
-            ),
-            Fraction(0),
-        )
-
-    def available(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+    def available(self, queue: str, fr: FlavorResource, usage: _Usage) -> Amount:
         """How much more of ``fr`` the queue may take now (its own unused part, the
         cohort's unused lendable quota, no more than ``nominal + borrowingLimit``)."""
         q = self.queues[queue]
         quota = q.quotas.get(fr)
         if quota is None:
-            return Fraction(0)
-        used = usage[queue].get(fr, Fraction(0))
+            return 0
+        used = usage[queue].get(fr, 0)
         if not q.cohort:
-            return max(Fraction(0), quota.nominal - used)
-        own = max(Fraction(0), self._guaranteed(q, fr) - used)
-        free = own + self.pool(q.cohort, fr) - self._pool_used(q.cohort, fr, usage)
+            return max(0, quota.nominal - used)
+        own = max(0, self.guaranteed(queue, fr) - used)
+        free = own + self.pool(q.cohort, fr) - usage.pooled.get((q.cohort, fr), 0)
         if quota.borrowing_limit is not None:
             free = min(free, quota.nominal + quota.borrowing_limit - used)
-        return max(Fraction(0), free)
+        return max(0, free)
 
-    def borrowed(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+    def borrowed(self, queue: str, fr: FlavorResource, usage: _Usage) -> Amount:
         quota = self.quota(queue, fr)
-        nominal = quota.nominal if quota else Fraction(0)
-        return max(Fraction(0), usage[queue].get(fr, Fraction(0)) - nominal)
+        nominal = quota.nominal if quota else 0
+        return max(0, usage[queue].get(fr, 0) - nominal)
 
-    def may_borrow(self, queue: str, fr: FlavorResource, usage: Usage) -> Fraction:
+    def may_borrow(self, queue: str, fr: FlavorResource, usage: _Usage) -> Amount:
         quota = self.quota(queue, fr)
         if quota is None or not self.queues[queue].cohort:
-            return Fraction(0)
-        unused_nominal = max(Fraction(0), quota.nominal - usage[queue].get(fr, Fraction(0)))
-        return max(Fraction(0), self.available(queue, fr, usage) - unused_nominal)
+            return 0
+        unused_nominal = max(0, quota.nominal - usage[queue].get(fr, 0))
+        return max(0, self.available(queue, fr, usage) - unused_nominal)
 
-    def is_borrowing(self, queue: str, frs: Iterable[FlavorResource], usage: Usage) -> bool:
+    def is_borrowing(self, queue: str, frs: Iterable[FlavorResource], usage: _Usage) -> bool:
         return any(self.borrowed(queue, fr, usage) > 0 for fr in frs)
 
     def share(
-        self, queue: str, usage: Usage, change: Mapping[FlavorResource, Fraction] | None = None
+        self, queue: str, usage: _Usage, change: Mapping[FlavorResource, Amount] | None = None
     ) -> float:
         """Kueue's share value (``weightedShare``): the largest, over resources, of what the
         queue borrows over what its cohort lends, divided by its weight, times 1000
-        (``change``: added to the queue's usage first)."""
+        (``change``: added to the queue's usage first). Exact until the one division."""
         q = self.queues[queue]
         if not q.cohort:
             return 0.0
-        ratio = Fraction(0)
+        over_most: Amount = 0
+        of: Amount = 1
         used = usage[queue]
         for fr, quota in q.quotas.items():
             pool = self.pool(q.cohort, fr)
             if pool > 0:
-                amount = used.get(fr, Fraction(0)) + (change or {}).get(fr, Fraction(0))
-                ratio = max(ratio, max(Fraction(0), amount - quota.nominal) / pool)
-        if ratio == 0:
+                over = used.get(fr, 0) + (change.get(fr, 0) if change else 0) - quota.nominal
+                if over > 0 and over * of > over_most * pool:
+                    over_most, of = over, pool
+        if over_most == 0:
             return 0.0
         if q.weight == 0:
             return float("inf")
-        return float(ratio / q.weight * 1000)
+        weight = self._weights.get(queue)
+        if weight is None:
+            weight = self._weights[queue] = Fraction(q.weight)
+        return float(over_most * 1000 * weight.denominator / (of * weight.numerator))
+
+
+class _Usage(defaultdict[str, dict[FlavorResource, Amount]]):
+    """Usage per queue; ``pooled``: what each cohort's members use of its lendable pool (what
+    each uses above what it keeps for itself), kept up to date as usage changes."""
+
+    def __init__(self, quotas: _Quotas) -> None:
+        super().__init__(dict)
+        self.quotas = quotas
+        self.pooled: dict[tuple[str, FlavorResource], Amount] = {}
+
+    def add(self, queue: str, fr: FlavorResource, value: Amount) -> None:
+        used = self[queue]
+        before = used.get(fr, 0)
+        after = used[fr] = before + value
+        q = self.quotas.queues.get(queue)
+        if q is not None and q.cohort:
+            kept = self.quotas.guaranteed(queue, fr)
+            change = max(0, after - kept) - max(0, before - kept)
+            if change:
+                key = (q.cohort, fr)
+                self.pooled[key] = self.pooled.get(key, 0) + change
+
+    def clone(self) -> _Usage:
+        out = _Usage(self.quotas)
+        for queue, used in self.items():
+            out[queue] = dict(used)
+        out.pooled = dict(self.pooled)
+        return out
+
+
+def _integer(value: Amount, scale: int) -> int:
+    return int(value * scale) if scale != 1 or not isinstance(value, int) else value
+
+
+def _scales(world: World) -> dict[str, int]:
+    """Per resource, the least multiple of its base unit every quantity of it is whole in."""
+    scale: dict[str, int] = {}
+
+    def see(resource: str, value: Amount | None) -> None:
+        if isinstance(value, Fraction) and value.denominator != 1:
+            scale[resource] = math.lcm(scale.get(resource, 1), value.denominator)
+
+    for q in world.queues:
+        for (_, r), quota in q.quotas.items():
+            for value in (quota.nominal, quota.borrowing_limit, quota.lending_limit):
+                see(r, value)
+    for own in world.cohort_quotas.values():
+        for (_, r), value in own.items():
+            see(r, value)
+    for w in world.workloads:
+        for r, value in w.requests.items():
+            see(r, value)
+    return scale
+
+
+def _integral(world: World) -> tuple[World, dict[str, int]]:
+    """The same world with every quantity an integer (times its resource's scale): the
+    arithmetic stays exact and takes a fraction of the time of ``Fraction``'s."""
+    scale = _scales(world)
+
+    def limit(value: Amount | None, r: str) -> int | None:
+        return None if value is None else _integer(value, scale.get(r, 1))
+
+    queues = tuple(
+        replace(
+            q,
+            quotas={
+                fr: Quota(
+                    _integer(quota.nominal, scale.get(fr[1], 1)),
+                    limit(quota.borrowing_limit, fr[1]),
+                    limit(quota.lending_limit, fr[1]),
+                )
+                for fr, quota in q.quotas.items()
+            },
+        )
+        for q in world.queues
+    )
+    cohort_quotas = {
+        cohort: {fr: _integer(v, scale.get(fr[1], 1)) for fr, v in own.items()}
+        for cohort, own in world.cohort_quotas.items()
+    }
+    workloads = tuple(
+        Workload(
+            w.key,
+            w.queue,
+            {r: _integer(v, scale.get(r, 1)) for r, v in w.requests.items()},
+            w.priority,
+            w.created,
+            w.admitted,
+            w.flavors,
+            w.admitted_at,
+        )
+        for w in world.workloads
+    )
+    return World(queues, workloads, cohort_quotas, world.fair_sharing), scale
 
 
 # ----------------------------------------------------------------------------- one workload
@@ -286,28 +401,45 @@ class _State:
     """Usage per queue, and the workloads that hold quota (observed or simulated) by queue,
     with the (flavor, resource) pairs each holds."""
 
-    usage: Usage
+    usage: _Usage
     by_queue: dict[str, dict[str, Workload]] = field(default_factory=lambda: defaultdict(dict))
     holds: dict[str, frozenset[FlavorResource]] = field(default_factory=dict)
+    charges: dict[str, Charges] = field(default_factory=dict)  # what each is charged
+    version: int = 0  # counts admissions and evictions
+    lenders: dict[tuple[str, FlavorResource], tuple[int, set[str]]] = field(default_factory=dict)
+
+    def borrowing(self, quotas: _Quotas, cohort: str, fr: FlavorResource) -> set[str]:
+        """The cohort's queues that borrow ``fr`` now (known until the next admission or
+        eviction)."""
+        known = self.lenders.get((cohort, fr))
+        if known is None or known[0] != self.version:
+            members = quotas.members[cohort]
+            names = {m.name for m in members if quotas.borrowed(m.name, fr, self.usage) > 0}
+            known = self.lenders[(cohort, fr)] = (self.version, names)
+        return known[1]
 
     def admit(self, w: Workload) -> None:
+        self.version += 1
         self.by_queue[w.queue][w.key] = w
-        self.holds[w.key] = frozenset(_frs(w))
+        self.charges[w.key] = charges = tuple(_needs(w, w.flavors).items())
+        self.holds[w.key] = frozenset(fr for fr, _ in charges)
 
     def evict(self, w: Workload) -> None:
+        self.version += 1
         del self.by_queue[w.queue][w.key]
         del self.holds[w.key]
+        del self.charges[w.key]
 
 
-def _needs(w: Workload, assignment: Mapping[str, str]) -> dict[FlavorResource, Fraction]:
+def _needs(w: Workload, assignment: Mapping[str, str]) -> dict[FlavorResource, Amount]:
     return {(assignment[r], r): v for r, v in w.requests.items() if v > 0 and r in assignment}
 
 
 def _fits(
     quotas: _Quotas,
     queue: str,
-    needs: Mapping[FlavorResource, Fraction],
-    usage: Usage,
+    needs: Mapping[FlavorResource, Amount],
+    usage: _Usage,
     *,
     borrowing: bool = True,
 ) -> bool:
@@ -315,16 +447,16 @@ def _fits(
         quota = quotas.quota(queue, fr)
         if quota is None or v > quotas.available(queue, fr, usage):
             return False
-        if not borrowing and usage[queue].get(fr, Fraction(0)) + v > quota.nominal:
+        if not borrowing and usage[queue].get(fr, 0) + v > quota.nominal:
             return False
     return True
 
 
 def _borrows(
-    quotas: _Quotas, queue: str, needs: Mapping[FlavorResource, Fraction], usage: Usage
+    quotas: _Quotas, queue: str, needs: Mapping[FlavorResource, Amount], usage: _Usage
 ) -> bool:
     return any(
-        usage[queue].get(fr, Fraction(0)) + v > quotas.queues[queue].quotas[fr].nominal
+        usage[queue].get(fr, 0) + v > quotas.queues[queue].quotas[fr].nominal
         for fr, v in needs.items()
     )
 
@@ -338,7 +470,7 @@ def _groups_of(q: Queue, w: Workload) -> tuple[list[Group], list[str]]:
 
 
 def _choose_flavor(
-    quotas: _Quotas, q: Queue, w: Workload, group: Group, usage: Usage
+    quotas: _Quotas, q: Queue, w: Workload, group: Group, usage: _Usage
 ) -> str | None:
     """The group's flavor Kueue takes without preemption: the first where it fits without
     borrowing; else, with ``whenCanBorrow: MayStopSearch``, the first where it fits by
@@ -357,7 +489,7 @@ def _choose_flavor(
 
 
 def _assign(
-    quotas: _Quotas, q: Queue, w: Workload, usage: Usage
+    quotas: _Quotas, q: Queue, w: Workload, usage: _Usage
 ) -> tuple[dict[str, str] | None, list[dict[str, str]]]:
     """A flavor for each requested resource without preemption (or ``None``), and the
     assignments to try preemption on, in flavor order."""
@@ -389,17 +521,22 @@ class _Candidate:
     workload: Workload
     reason: str
     policy: str
+    charges: Charges  # what its workload is charged
 
 
-def _copy(usage: Usage) -> Usage:
-    out: Usage = defaultdict(dict)
-    out.update({q: dict(m) for q, m in usage.items()})
-    return out
+def _give_back(usage: _Usage, c: _Candidate, sign: int = -1) -> None:
+    """The candidate's usage taken off (``sign`` 1: put back)."""
+    for fr, v in c.charges:
+        usage.add(c.workload.queue, fr, sign * v)
 
 
-def _charge(usage: Usage, w: Workload, sign: int = 1) -> None:
+def _copy(usage: _Usage) -> _Usage:
+    return usage.clone()
+
+
+def _charge(usage: _Usage, w: Workload, sign: int = 1) -> None:
     for fr, v in _needs(w, w.flavors).items():
-        usage[w.queue][fr] = usage[w.queue].get(fr, Fraction(0)) + sign * v
+        usage.add(w.queue, fr, sign * v)
 
 
 def _frs(w: Workload) -> set[FlavorResource]:
@@ -414,41 +551,45 @@ def _within_allows(policy: str, w: Workload, c: Workload) -> bool:
     return False
 
 
-def _cohort_candidate(
-    q: Queue, w: Workload, c: Workload, *, borrows: bool, fair: bool
-) -> _Candidate | None:
-    """Whether a workload of another (borrowing) queue of the cohort may be preempted:
-    ``reclaimWithinCohort`` when the preemptor stays within its nominal quota (and under
-    fair sharing), ``borrowWithinCohort`` when it borrows."""
+def _cohort_rule(q: Queue, w: Workload, *, borrows: bool, fair: bool) -> tuple[str, str, int]:
+    """Which workloads of another (borrowing) queue of the cohort ``w`` may preempt, as
+    Kueue's reason, the policy that allows it, and the priority they must be below (a
+    rule that takes none: below the lowest priority there is): ``reclaimWithinCohort``
+    when the preemptor stays within its nominal quota (and under fair sharing),
+    ``borrowWithinCohort`` when it borrows."""
     reclaim = q.reclaim_within_cohort
-    reclaim_ok = reclaim == "Any" or (reclaim == "LowerPriority" and c.priority < w.priority)
+    below = {"Any": _ABOVE_ALL, "LowerPriority": w.priority}.get(reclaim, _BELOW_ALL)
     if fair:
-        return (
-            _Candidate(c, "InCohortFairSharing", f"fair sharing (reclaimWithinCohort: {reclaim})")
-            if reclaim_ok
-            else None
-        )
+        return "InCohortFairSharing", f"fair sharing (reclaimWithinCohort: {reclaim})", below
     if not borrows:
-        return (
-            _Candidate(c, "InCohortReclamation", f"reclaimWithinCohort: {reclaim}")
-            if reclaim_ok
-            else None
-        )
+        return "InCohortReclamation", f"reclaimWithinCohort: {reclaim}", below
     threshold = q.borrow_max_priority
-    if (
-        q.borrow_within_cohort == "LowerPriority"
-        and c.priority < w.priority
-        and (threshold is None or c.priority <= threshold)
-    ):
-        limit = f", maxPriorityThreshold {threshold}" if threshold is not None else ""
-        return _Candidate(
-            c, "InCohortReclaimWhileBorrowing", f"borrowWithinCohort: LowerPriority{limit}"
-        )
-    return None
+    if q.borrow_within_cohort != "LowerPriority":
+        return "", "", _BELOW_ALL
+    below = w.priority if threshold is None else min(w.priority, threshold + 1)
+    limit = f", maxPriorityThreshold {threshold}" if threshold is not None else ""
+    return "InCohortReclaimWhileBorrowing", f"borrowWithinCohort: LowerPriority{limit}", below
+
+
+def _least_share(
+    quotas: _Quotas,
+    q: Queue,
+    needs: Mapping[FlavorResource, Amount],
+    own: list[_Candidate],
+    usage: _Usage,
+) -> float:
+    """The lowest share the preemptor can have once admitted (every candidate of its own
+    queue gone): under fair sharing, a queue whose share is below it now gives it nothing,
+    by either strategy (a queue's share only falls as it loses workloads)."""
+    change = dict(needs)
+    for c in own:
+        for fr, v in c.charges:
+            change[fr] = change.get(fr, 0) - v
+    return quotas.share(q.name, usage, change)
 
 
 def _candidates(
-    quotas: _Quotas, q: Queue, w: Workload, needs: Mapping[FlavorResource, Fraction], st: _State
+    quotas: _Quotas, q: Queue, w: Workload, needs: Mapping[FlavorResource, Amount], st: _State
 ) -> list[_Candidate]:
     """Kueue's preemption candidates for ``w``, in its order: workloads of borrowing queues
     first, then the lowest priority, then the most recently admitted."""
@@ -458,19 +599,19 @@ def _candidates(
     for c in st.by_queue[q.name].values():
         if frs & st.holds[c.key] and _within_allows(q.within_cluster_queue, w, c):
             policy = f"withinClusterQueue: {q.within_cluster_queue}"
-            found.append(_Candidate(c, "InClusterQueue", policy))
-    others = [m for m in quotas.members[q.cohort] if m.name != q.name] if q.cohort else []
-    for other in others:
-        # Only a queue that borrows on something the preemptor needs gives anything back.
-        lent = {fr for fr in frs if quotas.borrowed(other.name, fr, st.usage) > 0}
-        if not lent:
+            found.append(_Candidate(c, "InClusterQueue", policy, st.charges[c.key]))
+    reason, policy, below = _cohort_rule(q, w, borrows=borrows, fair=quotas.fair)
+    least = _least_share(quotas, q, needs, found, st.usage) if quotas.fair else 0.0
+    # Only a queue that borrows on something the preemptor needs gives anything back.
+    borrowing = [st.borrowing(quotas, q.cohort, fr) for fr in frs] if q.cohort else []
+    others = set().union(*borrowing) - {q.name} if below > _BELOW_ALL else set()
+    for other in sorted(others, key=quotas.position.__getitem__):  # the cohort's order
+        lent = {fr for fr, names in zip(frs, borrowing, strict=True) if other in names}
+        if quotas.fair and quotas.share(other, st.usage) < least:
             continue
-        for c in st.by_queue[other.name].values():
-            if not lent & st.holds[c.key]:
-                continue
-            candidate = _cohort_candidate(q, w, c, borrows=borrows, fair=quotas.fair)
-            if candidate is not None:
-                found.append(candidate)
+        for c in st.by_queue[other].values():
+            if c.priority < below and lent & st.holds[c.key]:
+                found.append(_Candidate(c, reason, policy, st.charges[c.key]))
     found.sort(
         key=lambda c: (c.workload.queue == q.name, c.workload.priority, -c.workload.admitted_at)
     )
@@ -484,24 +625,24 @@ class _Ask:
 
     quotas: _Quotas
     q: Queue
-    needs: Mapping[FlavorResource, Fraction]
+    needs: Mapping[FlavorResource, Amount]
 
-    def fits(self, usage: Usage, *, borrowing: bool = True) -> bool:
+    def fits(self, usage: _Usage, *, borrowing: bool = True) -> bool:
         return _fits(self.quotas, self.q.name, self.needs, usage, borrowing=borrowing)
 
 
 def _minimise(
-    ask: _Ask, usage: Usage, targets: list[_Candidate], *, borrowing: bool
+    ask: _Ask, usage: _Usage, targets: list[_Candidate], *, borrowing: bool
 ) -> list[_Candidate]:
     """Kueue's last step: in reverse order, give back each target the preemptor still fits
     without."""
     kept = list(targets)
     for target in reversed(targets):
-        _charge(usage, target.workload)
+        _give_back(usage, target, 1)
         if ask.fits(usage, borrowing=borrowing):
             kept.remove(target)
         else:
-            _charge(usage, target.workload, -1)
+            _give_back(usage, target)
     return kept
 
 
@@ -510,7 +651,7 @@ def _greedy(
 ) -> list[_Candidate] | None:
     usage = _copy(st.usage)
     for c in candidates:  # less use only helps: if all of them do not make room, none do
-        _charge(usage, c.workload, -1)
+        _give_back(usage, c)
     if not ask.fits(usage, borrowing=borrowing):
         return None
     usage = _copy(st.usage)
@@ -520,7 +661,7 @@ def _greedy(
             c.workload.queue, set(ask.needs) & _frs(c.workload), usage
         ):
             continue  # its queue gave back what it borrowed already
-        _charge(usage, c.workload, -1)
+        _give_back(usage, c)
         targets.append(c)
         if ask.fits(usage, borrowing=borrowing):
             return _minimise(ask, usage, targets, borrowing=borrowing)
@@ -550,45 +691,58 @@ def _fair_targets(ask: _Ask, st: _State, candidates: list[_Candidate]) -> list[_
     while the strategy allows, until the preemptor fits; then minimise."""
     usage = _copy(st.usage)
     targets: list[_Candidate] = []
-    left = list(candidates)
+    left: dict[str, list[_Candidate]] = {}  # by queue, in the candidates' order
+    for c in candidates:
+        left.setdefault(c.workload.queue, []).append(c)
+    # A queue's share moves only with its own usage: known until a target is taken from it.
+    shares = {name: ask.quotas.share(name, usage) for name in left}
+    mine = ask.quotas.share(ask.q.name, usage, ask.needs)  # the preemptor's, once admitted
     for strategy in STRATEGIES:
         tried: set[str] = set()
-        while not ask.fits(usage) and left:
-            queues = {c.workload.queue for c in left} - tried
+        while not ask.fits(usage):
+            queues = sorted(name for name, mine in left.items() if mine and name not in tried)
             if not queues:
                 break
-            y = max(sorted(queues), key=lambda name: ask.quotas.share(name, usage))
-            taken = _fair_pick(ask, usage, [c for c in left if c.workload.queue == y], strategy)
+            y = max(queues, key=shares.__getitem__)
+            taken = _fair_pick(ask, usage, left[y], strategy, mine, shares[y])
             if taken is None:
                 tried.add(y)
                 continue
-            _charge(usage, taken.workload, -1)
+            _give_back(usage, taken)
             targets.append(taken)
-            left.remove(taken)
+            left[y].remove(taken)
+            shares[y] = ask.quotas.share(y, usage)
+            if y == ask.q.name:
+                mine = ask.quotas.share(y, usage, ask.needs)
     if not ask.fits(usage):
         return None
     return _minimise(ask, usage, targets, borrowing=True)
 
 
 def _fair_pick(
-    ask: _Ask, usage: Usage, in_queue: list[_Candidate], strategy: str
+    ask: _Ask,
+    usage: _Usage,
+    in_queue: list[_Candidate],
+    strategy: str,
+    mine: float,
+    theirs: float,
 ) -> _Candidate | None:
     """The first workload of the queue the strategy lets the preemptor take (its own
-    queue's candidates always)."""
+    queue's candidates always); ``mine``: the preemptor's share once admitted, ``theirs``:
+    the queue's share now."""
     if not in_queue:
         return None
     if in_queue[0].workload.queue == ask.q.name:
         return in_queue[0]
-    mine = ask.quotas.share(ask.q.name, usage, ask.needs)
     if strategy == "LessThanInitialShare":  # the target queue's share now, whoever goes
-        return in_queue[0] if mine < ask.quotas.share(in_queue[0].workload.queue, usage) else None
-    final: dict[frozenset[tuple[FlavorResource, Fraction]], float] = {}  # by what it holds
+        return in_queue[0] if mine < theirs else None
+    final: dict[Charges, float] = {}  # by what it holds
     for c in in_queue:
-        holds = frozenset(_needs(c.workload, c.workload.flavors).items())
-        if holds not in final:
-            without = {fr: -v for fr, v in holds}
-            final[holds] = ask.quotas.share(c.workload.queue, usage, without)
-        if mine <= final[holds]:
+        share = final.get(c.charges)
+        if share is None:
+            without = {fr: -v for fr, v in c.charges}
+            share = final[c.charges] = ask.quotas.share(c.workload.queue, usage, without)
+        if mine <= share:
             return c
     return None
 
@@ -627,7 +781,7 @@ def _amount(value: Fraction) -> str:
     return format_quantity(value) if value.denominator == 1 else str(float(value))
 
 
-def _why_not(quotas: _Quotas, q: Queue, w: Workload, usage: Usage) -> str:
+def _why_not(quotas: _Quotas, q: Queue, w: Workload, usage: _Usage) -> str:
     groups, uncovered = _groups_of(q, w)
     if uncovered:
         return f"{', '.join(sorted(uncovered))} is not in ClusterQueue {q.name}'s quota"
@@ -635,16 +789,17 @@ def _why_not(quotas: _Quotas, q: Queue, w: Workload, usage: Usage) -> str:
     for group in groups:
         for flavor in group.flavors:
             for r in group.resources:
-                v = w.requests.get(r, Fraction(0))
+                v = w.requests.get(r, 0)
                 free = quotas.available(q.name, (flavor, r), usage)
                 if v > free:
-                    short.append(f"needs {_amount(v)} {r} on {flavor}, {_amount(free)} free")
+                    need, left = quotas.exact((flavor, r), v), quotas.exact((flavor, r), free)
+                    short.append(f"needs {_amount(need)} {r} on {flavor}, {_amount(left)} free")
     reason = "; ".join(short) if short else "no flavor fits all its resources"
     return f"Does not fit, and no preemption its queue allows makes room: {reason}."
 
 
 def _order(
-    quotas: _Quotas, heads: list[tuple[Queue, Workload]], usage: Usage
+    quotas: _Quotas, heads: list[tuple[Queue, Workload]], usage: _Usage
 ) -> list[tuple[Queue, Workload]]:
     """The heads of the queues in the order Kueue takes them in one cycle: those within
     nominal quota before those that borrow, then by priority and age (under fair sharing:
@@ -682,7 +837,7 @@ def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) ->
             return False
         chosen, victims = found
     for v in victims:
-        _charge(st.usage, v.workload, -1)
+        _give_back(st.usage, v)
         st.evict(v.workload)
         run.admissions = [a for a in run.admissions if a.workload != v.workload.key]
         run.preemptions.append(
@@ -700,7 +855,7 @@ def _admit_one(quotas: _Quotas, q: Queue, w: Workload, st: _State, run: _Run) ->
 
 
 def _start(world: World, quotas: _Quotas, run: _Run) -> tuple[_State, dict[str, list[Workload]]]:
-    st = _State(defaultdict(dict))
+    st = _State(_Usage(quotas))
     pending: dict[str, list[Workload]] = defaultdict(list)
     for w in world.workloads:
         if w.queue not in quotas.queues:
@@ -723,17 +878,18 @@ def _dominated(w: Workload, failed: list[Workload]) -> bool:
     its priority and at most its requests: ``w`` cannot fit either (it is no more eligible
     to preempt, and has no more candidates)."""
     return any(
-        f.priority >= w.priority
-        and all(w.requests.get(r, Fraction(0)) >= v for r, v in f.requests.items())
+        f.priority >= w.priority and all(w.requests.get(r, 0) >= v for r, v in f.requests.items())
         for f in failed
     )
 
 
-def simulate(world: World) -> tuple[_Run, Usage]:
+def simulate(given: World) -> tuple[_Run, _Usage, _Quotas]:
     """Kueue's admission cycles over ``world`` until nothing more is admitted: each cycle
     takes the head of every queue (priority, then age); a head that does not fit blocks its
-    queue under StrictFIFO and steps aside under BestEffortFIFO."""
-    quotas = _Quotas(world)
+    queue under StrictFIFO and steps aside under BestEffortFIFO. Also the usage after, and
+    the quota arithmetic it is in."""
+    world, scale = _integral(given)
+    quotas = _Quotas(world, scale)
     run = _Run()
     st, pending = _start(world, quotas, run)
     failed: dict[str, list[Workload]] = defaultdict(list)  # since the last admission
@@ -752,25 +908,26 @@ def simulate(world: World) -> tuple[_Run, Usage]:
                 for behind in pending.pop(q.name, []):
                     why = f"Behind {w.key}: StrictFIFO admits in order and it does not fit."
                     run.waiting.append(Waiting(behind.key, q.name, why))
-    return run, st.usage
+    return run, st.usage, quotas
 
 
-def _observed_usage(world: World, quotas: _Quotas) -> Usage:
-    usage: Usage = defaultdict(dict)
+def _observed_usage(world: World, quotas: _Quotas) -> _Usage:
+    usage = _Usage(quotas)
     for w in world.workloads:
         if w.admitted and w.queue in quotas.queues:
             _charge(usage, w)
     return usage
 
 
-def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing, ...]:
+def _borrowing(current: World, after: _Usage, new_q: _Quotas) -> tuple[Borrowing, ...]:
     """Per cohort member and (flavor, resource) where it changes: borrowed and still
     borrowable, now (the current quotas, observed usage) and after (the proposed quotas,
-    simulated usage)."""
-    now_q, new_q = _Quotas(current), _Quotas(proposed)
-    before = _observed_usage(current, now_q)
+    simulated usage, in ``new_q``'s arithmetic)."""
+    integral, scale = _integral(current)
+    now_q = _Quotas(integral, scale)
+    before = _observed_usage(integral, now_q)
     rows = []
-    for q in proposed.queues:
+    for q in new_q.queues.values():
         if not q.cohort:
             continue
         old = now_q.queues.get(q.name)
@@ -779,10 +936,10 @@ def _borrowing(current: World, proposed: World, after: Usage) -> tuple[Borrowing
                 q.name,
                 q.cohort,
                 *fr,
-                now_q.borrowed(q.name, fr, before) if old else Fraction(0),
-                new_q.borrowed(q.name, fr, after),
-                now_q.may_borrow(q.name, fr, before) if old else Fraction(0),
-                new_q.may_borrow(q.name, fr, after),
+                now_q.exact(fr, now_q.borrowed(q.name, fr, before) if old else 0),
+                new_q.exact(fr, new_q.borrowed(q.name, fr, after)),
+                now_q.exact(fr, now_q.may_borrow(q.name, fr, before) if old else 0),
+                new_q.exact(fr, new_q.may_borrow(q.name, fr, after)),
             )
             if (row.borrowed_before, row.may_borrow_before) != (
                 row.borrowed_after,
@@ -799,16 +956,65 @@ def _in_kueues_order(admissions: list[Admission]) -> tuple[Admission, ...]:
     return tuple([a for a in admissions if not a.preempts] + [a for a in admissions if a.preempts])
 
 
-def what_if(current: World, proposed: World) -> Outcome:
+def _scope(current: World, proposed: World) -> tuple[set[str], set[str]] | None:
+    """The cohorts, and the queues in no cohort, that differ between the two worlds: only
+    their workloads can fare differently (queues of different cohorts share no quota).
+    ``None``: nothing differs but the workloads, or fair sharing was switched: every queue."""
+    if current.fair_sharing != proposed.fair_sharing:
+        return None
+    before = {q.name: q for q in current.queues}
+    after = {q.name: q for q in proposed.queues}
+    cohorts: set[str] = set()
+    lone: set[str] = set()
+    for name in before.keys() | after.keys():
+        old, new = before.get(name), after.get(name)
+        for q in (old, new) if old != new else ():
+            if q is not None:
+                (cohorts.add(q.cohort) if q.cohort else lone.add(q.name))
+    for cohort in current.cohort_quotas.keys() | proposed.cohort_quotas.keys():
+        if current.cohort_quotas.get(cohort) != proposed.cohort_quotas.get(cohort):
+            cohorts.add(cohort)
+    return (cohorts, lone) if cohorts or lone else None
+
+
+def _within(world: World, cohorts: set[str], lone: set[str]) -> World:
+    """The queues of ``cohorts`` and the queues named in ``lone``, with their workloads."""
+    queues = tuple(q for q in world.queues if q.cohort in cohorts or q.name in lone)
+    names = {q.name for q in queues}
+    return replace(
+        world,
+        queues=queues,
+        workloads=tuple(w for w in world.workloads if w.queue in names),
+        cohort_quotas={c: v for c, v in world.cohort_quotas.items() if c in cohorts},
+    )
+
+
+def what_if(current: World, proposed: World, *, most: int | None = None) -> Outcome:
     """What Kueue would do with ``proposed`` (the current world with a quota changed):
-    admissions in order, preemptions, what still waits and why, and borrowing before/after."""
-    run, after = simulate(proposed)
+    admissions in order, preemptions, what still waits and why, and borrowing before/after,
+    in the cohorts the change reaches (every queue when nothing changed). More than ``most``
+    (default ``MOST_WORKLOADS``) workloads there: nothing is simulated, ``gave_up`` says why."""
+    most = MOST_WORKLOADS if most is None else most
+    scope = _scope(current, proposed)
+    reach: tuple[str, ...] = ()
+    if scope is not None:
+        current, proposed = _within(current, *scope), _within(proposed, *scope)
+        reach = (*sorted(scope[0]), *sorted(scope[1]))
+    if len(proposed.workloads) > most:
+        where = ", ".join(reach) or "the cluster"
+        why = (
+            f"{len(proposed.workloads):,} workloads are in {where}, more than the {most:,} "
+            "the simulation takes on while a page waits: nothing was simulated."
+        )
+        return Outcome((), (), (), (), proposed.fair_sharing, scope=reach, gave_up=why)
+    run, after, quotas = simulate(proposed)
     return Outcome(
         admitted=_in_kueues_order(run.admissions),
         preempted=tuple(run.preemptions),
         waiting=tuple(run.waiting),
-        borrowing=_borrowing(current, proposed, after),
+        borrowing=_borrowing(current, after, quotas),
         fair_sharing=proposed.fair_sharing,
+        scope=reach,
     )
 
 

@@ -30,8 +30,9 @@ BENCHES = {
     "impact": ["bench/impact.py"],
     "planner": ["bench/planner.py"],
     "whatif": ["bench/whatif.py"],
+    "scale": ["bench/scale.py"],
 }
-PURE = {"estimate", "impact", "planner", "whatif"}  # plain facts, no database
+PURE = {"estimate", "impact", "planner", "scale", "whatif"}  # plain facts, no database
 LAST_LINE = re.compile(r"\w+=\S+( \w+=\S+)*")
 
 

@@ -408,3 +408,60 @@ def test_a_workload_that_waits_for_its_victims_is_admitted_after_one_that_fits_n
     )
     assert admitted(out) == ["team-dev/dev", "team-a/high"]
     assert preempted(out) == {"team-b/victim": "InClusterQueue"}
+
+
+# ----------------------------------------------------------------------------- reach and size
+
+
+def test_only_the_changed_queues_cohort_is_simulated() -> None:
+    """Queues of different cohorts share no quota: a change in one cohort leaves the others'
+    workloads as they are, and the outcome says which cohort it simulated. With nothing
+    changed, every queue is simulated."""
+    a, b = queue("team-a-cq", 4, cohort="one"), queue("team-b-cq", 4, cohort="two")
+    c, lone = queue("team-c-cq", 4, cohort="one"), queue("solo", 4, cohort="")
+    waiting = [wl("a/six", "team-a-cq", 6), wl("b/two", "team-b-cq", 2), wl("s/one", "solo", 1)]
+    current = World((a, b, c, lone), tuple(waiting))
+    out = what_if(current, current.with_queue(queue("team-a-cq", 8, cohort="one")))
+    assert out.scope == ("one",)
+    assert admitted(out) == ["a/six"]
+    assert [w.workload for w in out.waiting] == []
+    assert {r.queue for r in out.borrowing} == {"team-c-cq"}  # may borrow 4, then 2
+    alone = what_if(current, current.with_queue(queue("solo", 0, cohort="")))
+    assert (alone.scope, admitted(alone), [w.workload for w in alone.waiting]) == (
+        ("solo",),
+        [],
+        ["s/one"],
+    )
+    everything = what_if(current, current)
+    assert everything.scope == ()
+    assert sorted(admitted(everything)) == ["a/six", "b/two", "s/one"]
+
+
+def test_gives_up_past_the_most_workloads_it_takes_on() -> None:
+    """More workloads where the change reaches than ``most``: nothing is simulated, and the
+    outcome says how many and where; the other cohorts' workloads do not count."""
+    a, b = queue("team-a-cq", 4, cohort="one"), queue("team-b-cq", 4, cohort="two")
+    crowd = [wl(f"b/{i}", "team-b-cq", 1, created=i) for i in range(5)]
+    current = World((a, b), (wl("a/one", "team-a-cq", 1), wl("a/two", "team-a-cq", 1), *crowd))
+    proposed = current.with_queue(queue("team-a-cq", 8, cohort="one"))
+    assert admitted(what_if(current, proposed, most=2)) == ["a/one", "a/two"]
+    out = what_if(current, proposed, most=1)
+    assert (out.admitted, out.preempted, out.waiting, out.borrowing) == ((), (), (), ())
+    assert out.gave_up.startswith("2 workloads are in one, more than the 1 ")
+
+
+def test_fractions_of_a_unit_are_exact() -> None:
+    """Quantities below one unit (500m cpu) are counted exactly: two of a quarter and one of
+    half fill a nominal quota of one; what is left is said in the same units."""
+    a, b = queue("team-a-cq", 1), queue("team-b-cq", 0)
+    quarter, half = Fraction(1, 4), Fraction(1, 2)
+    work = [
+        Workload(f"a/{i}", "team-a-cq", {CPU: size}, created=i)
+        for i, size in enumerate((quarter, quarter, half, quarter))
+    ]
+    out = run([a, b], work)
+    assert admitted(out) == ["a/0", "a/1", "a/2"]
+    assert out.waiting[0].why.endswith("needs 0.25 cpu on default, 0 free.")
+    with_half = run([queue("team-a-cq", half), queue("team-b-cq", 1)], work)
+    row = next(r for r in with_half.borrowing if r.queue == "team-a-cq")
+    assert row.borrowed_after == Fraction(3, 4)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from changes.quota import request_quota_change
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
+from queues import whatif
 from queues.models import ClusterQueue
 from tenants.models import Namespace, Team
 from tests.factories import demo_fleet_nodes
@@ -90,6 +91,29 @@ def test_the_queue_editor_shows_who_a_nominal_increase_admits(client: Client, de
     same = preview(client).content.decode()
     assert "No waiting workload would be admitted." in same
     assert "team-b/job-big-train in <code>cq-train</code>: Does not fit" in same
+
+
+def test_the_page_and_the_api_say_when_the_change_reaches_too_many_workloads(
+    client: Client, demo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the most workloads the what-if takes on, the editor says it did not simulate,
+    and why, instead of showing an empty outcome; the API answers the same in ``gave_up``."""
+    cq_train_full()
+    login(client, "admin")
+    page = preview(client, g0f0r0_nominal="20").content.decode()
+    assert 'id="what-if-gave-up"' not in page
+    assert "(queues of other cohorts share no quota with the change)" in page
+    monkeypatch.setattr(whatif, "MOST_WORKLOADS", 1)
+    page = preview(client, g0f0r0_nominal="20").content.decode()
+    gave_up = page.split('id="what-if-gave-up"')[1].split("</p>")[0]
+    assert "Not simulated:" in gave_up
+    assert "2 workloads are in" in gave_up
+    assert "more than the 1 the simulation takes on" in gave_up
+    assert 'id="what-if-admitted"' not in page
+    body = {"cluster_queue": "cq-train", "flavor": "h100-80gb", "resource": GPU}
+    answer = post(client, "admin", {**body, "nominal_quota": "20"}).json()
+    assert answer["gave_up"].startswith("2 workloads are in")
+    assert answer["admitted"] == []
 
 
 def test_bad_quotas_show_field_errors_and_no_simulation(client: Client, demo: None) -> None:
