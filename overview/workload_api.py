@@ -175,6 +175,8 @@ class WorkloadViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedWorkl
         """The workload with what its page shows beyond its row, redacted for the asker."""
         shown_for(workload, pod_names_for(self.request.user))
         detail: Any = workload
+        if detail.state == "finished":  # nothing waits: no "not explained yet"
+            detail.why = detail.estimate = None
         detail.story = story(workload)
         detail.pods = pods_of(workload)
         detail.gpu_hours = gpu_hours(

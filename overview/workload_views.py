@@ -25,6 +25,7 @@ from overview.workloads import (
     story,
     visible_workloads,
 )
+from portal.access.permissions import sees_every_team
 from portal.access.selectors import pod_names_for, teams_seen_by
 from portal.infra.htmx import HtmxHttpRequest
 from portal.infra.round_trips import page_together
@@ -35,7 +36,7 @@ LIVE_SECONDS = 15  # how often an open workload's page asks for its live part ag
 
 
 @login_required
-def workloads(request: HtmxHttpRequest) -> HttpResponse:
+def workloads(request: HttpRequest) -> HttpResponse:
     """Every workload the user may see (their teams' namespaces'; every one for approvers
     and platform admins) on the chosen cluster or every cluster, filtered by team,
     namespace, queue, state and priority, found by name, 50 a page, the newest first. Two
@@ -67,15 +68,11 @@ def workloads(request: HtmxHttpRequest) -> HttpResponse:
         "errors": errors,
         "states": STATES,
         "teams": teams_seen_by(request.user),
+        "sees_all": sees_every_team(request.user),
         "cluster_column": choice.chosen is None and choice.several,
         "filtered": any(filters.values()),
     }
-    template = (
-        "overview/workloads.html#workload-list" if request.htmx else "overview/workloads.html"
-    )
-    response = render(request, template, context, status=400 if errors else 200)
-    response["Vary"] = "HX-Request"
-    return response
+    return render(request, "overview/workloads.html", context, status=400 if errors else 200)
 
 
 def workload_of(request: HttpRequest, cluster: str, namespace: str, name: str) -> Any:

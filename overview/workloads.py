@@ -51,9 +51,9 @@ STATES = (
 )
 STATE_MEANS = {
     "waiting": "waits in line for quota",
-    "admitted": "admitted: Kueue reserved its quota and its pods may run",
-    "evicted": "evicted by Kueue, and not admitted again since",
-    "finished": "finished",
+    "admitted": "is admitted: Kueue reserved its quota and its pods may run",
+    "evicted": "was evicted by Kueue and is not admitted again yet",
+    "finished": "has finished",
 }
 STATE = Case(
     *(When(where, then=Value(state)) for state, where in STATE_WHERE.items()),
@@ -209,7 +209,7 @@ def condition_moment(condition: Mapping[str, str]) -> Moment:
     kind, status = condition.get("type", ""), condition.get("status", "")
     title, tone = CONDITION_WORDS.get((kind, status), (f"{code_words(kind)}: {status}", ""))
     reason = condition.get("reason", "")
-    if reason and reason not in (kind, "Admitted", "QuotaReserved"):
+    if reason and reason not in (kind, "Admitted", "QuotaReserved", "Started"):
         title = f"{title}: {reason_words(reason)}"
     stamp = condition.get("lastTransitionTime")
     return Moment(_time(stamp), title, condition.get("message", ""), tone)

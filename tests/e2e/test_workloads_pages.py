@@ -149,7 +149,7 @@ def test_a_lead_walks_the_workloads_list_and_four_workloads(
     expect(page.locator("#workload-list tbody tr")).to_have_count(1)
     expect(page.locator("#workload-list")).to_contain_text("finetune-waiting")
     page.get_by_label("State").select_option("")
-    page.get_by_label("Name").fill("evicted")
+    page.get_by_label("Name", exact=True).fill("evicted")
     page.get_by_role("button", name="Find").click()
     expect(page.locator("#workload-list tbody tr")).to_have_count(1)
     screenshot(page, f"workloads-list-found{suffix}")

@@ -52,9 +52,7 @@ def cluster_name() -> str:
 
 def listed(page: str) -> list[str]:
     return re.findall(
-        r'id="workload-\d+-row">\s*<td data-label="Workload" class="long"><a '
-        r'href="[^"]+"><code>([^<]+)</code>',
-        page,
+        r'id="workload-\d+-row">\s*<td class="head"><a href="[^"]+"><code>([^<]+)<', page
     )
 
 
@@ -195,7 +193,7 @@ def test_a_workloads_page_tells_its_story_pods_gpu_hours_and_yaml(demo: None) ->
     assert "the last time because its pods were not ready in time" in text
     assert "GPU-hours used: <strong>3</strong>" in text  # 2 GPUs for 1.5 hours
     assert 'href="/fleet/nodes/gpu-node-1/?cluster=' in text
-    assert "nvidia.com/mig-3g.40gb" in text
+    assert "1 MIG 3g.40gb slice" in text
     assert "queueName: team-a-train" in text and "type: Evicted" in text
     assert 'hx-trigger="every 15s"' in text  # live while open
     titles = [m.title for m in story(row)]
