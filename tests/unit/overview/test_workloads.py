@@ -20,6 +20,7 @@ from cluster.decode import workload_values
 from cluster.models import Cluster, ObservedPod, ObservedWorkload
 from cluster.scope import settings_cluster_id
 from overview.workloads import story
+from tests.factories import ObservedNodeFactory
 from usage.models import WorkloadRecord
 
 pytestmark = pytest.mark.django_db
@@ -276,3 +277,34 @@ def test_the_query_count_does_not_grow_with_the_workloads(demo: None, username: 
     large = [queries(client, p) for p in ("/workloads/", "/api/v1/workloads/?state=admitted")]
     assert large == small, (small, large)
     assert len(listed(client.get("/workloads/").content.decode())) == 50  # 50 a page
+
+
+def test_the_home_queues_and_node_pages_link_to_a_workloads_page(demo: None) -> None:
+    """Every page that names a workload links to its page; another team's stays unnamed."""
+    some(demo)
+    ObservedNodeFactory(name="gpu-node-9", first_seen=timezone.now(), last_changed=timezone.now())
+    ObservedPod.objects.create(
+        namespace="team-a",
+        name="wl-running-0",
+        node_name="gpu-node-9",
+        phase="Running",
+        gpu_requests={GPU: 2},
+        workload_name="wl-running",
+        last_changed=timezone.now(),
+    )
+    on = cluster_name()
+    lead = as_user("lead-a")
+    home = lead.get("/").content.decode()
+    assert f'href="/workloads/{on}/team-a/wl-waiting/"' in home
+    queues = lead.get("/queues/").content.decode()
+    assert f'href="/workloads/{on}/team-a/wl-waiting/"' in queues
+    assert "wl-of-team-b" not in queues and "/workloads/default/team-b/" not in queues
+    node = lead.get("/fleet/nodes/gpu-node-9/").content.decode()
+    assert f'href="/workloads/{on}/team-a/wl-running/"' in node
+    # The page's live part, as htmx asks for it again while the page is open.
+    live = lead.get(f"/workloads/{on}/team-a/wl-waiting/", HTTP_HX_REQUEST="true")
+    text = live.content.decode()
+    assert text.startswith('\n<div id="workload-live"') or text.lstrip().startswith(
+        '<div id="workload-live"'
+    )
+    assert "<html" not in text and "#2 in line" in text
