@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
@@ -19,8 +20,18 @@ from cluster.scope import visible_clusters
 from diagnostics.api import EstimateSerializer
 from diagnostics.selectors import shown_for
 from overview.filters import WorkloadFilter
-from overview.workloads import LISTED, STATES, newest_first, pods_of, story, visible_workloads
+from overview.workloads import (
+    LISTED,
+    STATES,
+    named,
+    newest_first,
+    page_of,
+    pods_of,
+    story,
+    visible_workloads,
+)
 from portal.access.selectors import pod_names_for
+from portal.api.pagination import PageNumberPagination
 from portal.vocabulary.errors import DomainError
 from usage.runs import gpu_hours
 
@@ -134,6 +145,21 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         read_only_fields = fields
 
 
+class NamedPaginator(Paginator):  # type: ignore[type-arg]
+    """A page of workloads whose names (team, ClusterQueue) are computed for its own rows
+    only (``overview.workloads.page_of``), with the cluster's name beside each."""
+
+    def page(self, number: Any) -> Any:
+        page = super().page(number)
+        rows = page_of(page.object_list)  # type: ignore[arg-type]
+        page.object_list = rows.select_related("cluster").only(*LISTED, "cluster__name")
+        return page
+
+
+class WorkloadPagination(PageNumberPagination):
+    django_paginator_class = NamedPaginator
+
+
 class WorkloadViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedWorkload]):
     """Kueue's workloads as the last poll of their cluster saw them: your teams' namespaces'
     (every team's for approvers and platform admins), the newest first, 50 a page; one
@@ -142,13 +168,13 @@ class WorkloadViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedWorkl
 
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilter
+    pagination_class = WorkloadPagination
     ordering_fields = ["created_at", "priority", "namespace", "name"]
     kind = "workload"
 
     def get_queryset(self) -> Any:
         user = self.request.user
-        rows = visible_workloads(user, visible_clusters(user).values("pk"))
-        return newest_first(rows.select_related("cluster").only(*LISTED, "cluster__name"))
+        return newest_first(visible_workloads(user, visible_clusters(user).values("pk")).only("pk"))
 
     def get_serializer_class(self) -> Any:
         return WorkloadDetailSerializer if self.action == "retrieve" else WorkloadSerializer
@@ -156,7 +182,7 @@ class WorkloadViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedWorkl
     @extend_schema(responses={200: WorkloadDetailSerializer})
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         rows = self.in_cluster(
-            visible_workloads(request.user, visible_clusters(request.user).values("pk"))
+            named(visible_workloads(request.user, visible_clusters(request.user).values("pk")))
         ).filter(namespace=kwargs["namespace"], name=kwargs["name"])
         on = sorted(set(rows.order_by().values_list("cluster__name", flat=True)))
         if len(on) > 1:

@@ -15,11 +15,12 @@ from cluster.scope import cluster_choice
 from diagnostics.selectors import shown_for
 from overview.filters import WorkloadFilter
 from overview.workloads import (
-    LISTED,
     STATE_MEANS,
     STATES,
     as_yaml,
+    named,
     newest_first,
+    page_of,
     pods_of,
     reason_words,
     story,
@@ -48,11 +49,11 @@ def workloads(request: HttpRequest) -> HttpResponse:
     data.pop("cluster", None)  # the cluster is the pages' choice (kept in the session)
     if choice.chosen is not None:
         data["cluster"] = choice.chosen.name
-    rows = visible_workloads(request.user, [c.pk for c in choice.clusters]).only(*LISTED)
+    rows = visible_workloads(request.user, [c.pk for c in choice.clusters]).only("pk")
     shown = WorkloadFilter(data, queryset=rows, request=request)
     errors = {name: str(messages[0]) for name, messages in shown.errors.items()}
     found = newest_first(shown.qs) if not errors else rows.none()
-    page = page_together(found, WORKLOADS_PAGE, request.GET.get("page"))
+    page = page_together(found, WORKLOADS_PAGE, request.GET.get("page"), rows=page_of)
     clusters = {c.pk: c for c in choice.clusters}
     for workload in page.object_list:
         workload.of_cluster = clusters[workload.cluster_id]
@@ -80,7 +81,7 @@ def workload_of(request: HttpRequest, cluster: str, namespace: str, name: str) -
     cluster the user may not see, and none at all are the same 404."""
     seen = [c for c in cluster_choice(request).clusters if c.name == cluster]
     found = (
-        visible_workloads(request.user, [c.pk for c in seen])
+        named(visible_workloads(request.user, [c.pk for c in seen]))
         .filter(namespace=namespace, name=name)
         .first()
         if seen

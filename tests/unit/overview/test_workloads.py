@@ -277,6 +277,9 @@ def test_the_query_count_does_not_grow_with_the_workloads(demo: None, username: 
     large = [queries(client, p) for p in ("/workloads/", "/api/v1/workloads/?state=admitted")]
     assert large == small, (small, large)
     assert len(listed(client.get("/workloads/").content.decode())) == 50  # 50 a page
+    # A page after the last falls back to the last, its rows named as any page's are.
+    last = client.get("/workloads/?page=999").content.decode()
+    assert listed(last) and '<td data-label="Team">team-a</td>' in last
 
 
 def test_the_home_queues_and_node_pages_link_to_a_workloads_page(demo: None) -> None:
