@@ -1,8 +1,8 @@
 """Benchmark: the main pages under concurrent load, each next to a minimal Django page
 over the same rows (its own bare baseline).
 
-    python bench/pages.py [--nodes 5000] [--teams 1000] [--changes 300] [--clients 8]
-                          [--requests 1000] [--only home,fleet,...]
+    python bench/pages.py [--nodes 5000] [--teams 1000] [--changes 300] [--workloads 50000]
+                          [--clients 8] [--requests 1000] [--only home,fleet,...]
 
 1. Fills a database of its own (``bench/loadkit.py``): 5,000 observed GPU nodes in ten
    node pools (one intends a MIG config half its nodes are not on; GPU health for one node
@@ -20,8 +20,10 @@ over the same rows (its own bare baseline).
    server's processes), send ``--requests`` requests to each page and its baseline in
    alternating rounds: the lead's home, the Fleet page (the pools summed up), one pool's
    node list (random pages of 50), the approver's MIG change inbox, the lead's
-   ``/api/v1/waiting/`` (against the home's baseline). A thousand a side, so
-   that a p99 is the tenth slowest request, not the second of 200.
+   ``/api/v1/waiting/`` (against the home's baseline), the approver's Workloads list over
+   ``--workloads`` Kueue workloads (random pages of 50 among all of them, the newest
+   first). A thousand a side, so that a p99 is the tenth slowest request, not the second
+   of 200.
 
 Prints each page's p50 and p99 against its own baseline's; the p99 ratio over all pages
 (which the slowest page dominates); last line ``worst_ratio=… fleet_html_kb=…``: the worst
@@ -54,6 +56,7 @@ PAGES = {  # name -> (who, portal, baseline, pages)
     "fleet-nodes": ("lead", "/fleet/nodes/?pool=pool-3", "/baseline/nodes/?pool=pool-3", 0),
     "inbox": ("approver", "/changes/", "/baseline/inbox/", 1),
     "waiting": ("lead", "/api/v1/waiting/", "/baseline/home/", 1),
+    "workloads": ("approver", "/workloads/", "/baseline/workloads/", 0),
 }
 
 
@@ -156,6 +159,46 @@ class Polls:
             connection.close()
 
 
+def add_workloads(count: int, teams: int) -> None:
+    """``count`` Kueue workloads over the teams' namespaces, a minute apart: one in ten
+    waiting, one in fifty evicted and back in line, the rest admitted or finished."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from cluster.models import ObservedWorkload
+    from cluster.scope import settings_cluster_id
+
+    now = timezone.now()
+    cluster_id = settings_cluster_id()
+
+    def one(index: int) -> ObservedWorkload:
+        created = now - dt.timedelta(minutes=index)
+        waiting = index % 10 == 0
+        evicted = index % 50 == 1
+        return ObservedWorkload(
+            cluster_id=cluster_id,
+            namespace=f"team-{index % teams:04d}-ml",
+            name=f"job-{index:06d}",
+            queue_name="default",
+            admitted=not (waiting or evicted) and index % 3 != 0,
+            finished=not (waiting or evicted) and index % 3 == 0,
+            requests={"nvidia.com/gpu": 1 + index % 8},
+            priority=index % 3 * 100,
+            created_at=created,
+            queued_at=created,
+            admitted_at=None if waiting or evicted else created + dt.timedelta(seconds=30),
+            evictions=1 if evicted else 0,
+            evicted_at=created + dt.timedelta(minutes=1) if evicted else None,
+            position=index // 10 if waiting else None,
+            reason="Pending" if waiting or evicted else "",
+            last_changed=now,
+        )
+
+    for start in range(0, count, 5000):
+        ObservedWorkload.objects.bulk_create(one(i) for i in range(start, min(count, start + 5000)))
+
+
 def explain_what_waits() -> None:
     """What the poll does after writing the cluster's rows: why its Pending pods wait,
     explained and stored with them (the filled rows were written without a poll)."""
@@ -256,10 +299,14 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--teams", type=int, default=1000)
     parser.add_argument("--changes", type=int, default=300)
+    parser.add_argument("--workloads", type=int, default=50_000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--only", default="", help=f"some of {', '.join(PAGES)}, by commas")
-    args = parse(parser, {"nodes": 60, "teams": 12, "changes": 6, "clients": 2, "requests": 4})
+    args = parse(
+        parser,
+        {"nodes": 60, "teams": 12, "changes": 6, "workloads": 120, "clients": 2, "requests": 4},
+    )
     only = [name for name in args.only.split(",") if name] or list(PAGES)
     if set(only) - set(PAGES):
         parser.error(f"--only takes {', '.join(PAGES)}")
@@ -269,18 +316,21 @@ def main() -> int:
     django.setup()
     fill(args.nodes, args.teams)
     add_pools_and_health(args.nodes)
+    add_workloads(args.workloads, args.teams)
     add_poll_history()
     settle()
     cookies = add_people_and_requests(args.changes)
     explain_what_waits()
     node_pages = max(1, -(-args.nodes // POOLS // 50))
+    random_pages = {"fleet-nodes": node_pages, "workloads": max(1, -(-args.workloads // 50))}
     port = free_port()
     server = serve(port, "pages_settings")
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(base, "/healthz", server)
         print(
-            f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes; "
+            f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes, "
+            f"{args.workloads} workloads; "
             f"{args.clients} clients; {args.requests} requests per page and side"
         )
         with Polls():
@@ -288,7 +338,7 @@ def main() -> int:
                 base,
                 server,
                 {
-                    name: (portal, baseline, pages or node_pages, {"cookie": cookies[who]})
+                    name: (portal, baseline, pages or random_pages[name], {"cookie": cookies[who]})
                     for name, (who, portal, baseline, pages) in PAGES.items()
                     if name in only
                 },

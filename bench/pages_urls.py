@@ -6,12 +6,13 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import connection
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import path
 
 from changes.models import MigChangeRequest
-from cluster.models import ObservedNode
+from cluster.models import ObservedNode, ObservedWorkload
 from portal.urls import urlpatterns as portal_urlpatterns
 from tenants.models import Namespace
 
@@ -40,6 +41,11 @@ FLEET_SQL = f"""
     WHERE n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
     GROUP BY 1, 2 ORDER BY 1, 2
 """
+WORKLOADS = DJANGO.from_string(
+    "<html><body><table>{% for w in page %}<tr><td>{{ w.namespace }}/{{ w.name }}</td><td>"
+    "{{ w.queue_name }}</td><td>{{ w.admitted }}</td><td>{{ w.requests }}</td><td>"
+    "{{ w.priority }}</td><td>{{ w.created_at }}</td></tr>{% endfor %}</table></body></html>"
+)
 INBOX = DJANGO.from_string(
     "<html><body><ul>{% for c in changes %}<li>#{{ c.pk }} {{ c.team.slug }} {{ c.nodes }} "
     "{{ c.target_config }} {{ c.verdict }}</li>{% endfor %}</ul></body></html>"
@@ -75,6 +81,16 @@ def baseline_nodes(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def baseline_workloads(request: HttpRequest) -> HttpResponse:
+    workloads = ObservedWorkload.objects.on_every_cluster().order_by(
+        F("created_at").desc(nulls_last=True), F("id").desc()
+    )
+    return HttpResponse(
+        WORKLOADS.render({"page": Paginator(workloads, 50).get_page(request.GET.get("page"))})
+    )
+
+
+@login_required
 def baseline_inbox(request: HttpRequest) -> HttpResponse:
     changes = MigChangeRequest.objects.filter(state="pending").select_related("team")
     return HttpResponse(INBOX.render({"changes": changes}))
@@ -86,4 +102,5 @@ urlpatterns = [
     path("baseline/fleet/", baseline_fleet),
     path("baseline/nodes/", baseline_nodes),
     path("baseline/inbox/", baseline_inbox),
+    path("baseline/workloads/", baseline_workloads),
 ]

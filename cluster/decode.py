@@ -359,8 +359,22 @@ def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
         "admitted_at": parse_time(admitted.get("lastTransitionTime")) if is_admitted else None,
         # False only when Kueue says so (a Kueue without waitForPodsReady writes nothing).
         "pods_ready": (conditions.get("PodsReady") or {}).get("status", "True") == "True",
+        "conditions": kept_conditions(status),
         **eviction_values(status, conditions, created),
     }
+
+
+CONDITION_KEYS = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+def kept_conditions(status: dict[str, Any]) -> list[dict[str, str]]:
+    """A workload's conditions as the poll keeps them (its story on the workload's page):
+    Kueue's five keys of each, nothing else (``observedGeneration`` changes with no news)."""
+    return [
+        {key: str(c[key]) for key in CONDITION_KEYS if c.get(key) not in (None, "")}
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and c.get("type")
+    ]
 
 
 def admitted_flavors(status: dict[str, Any]) -> dict[str, str]:

@@ -453,6 +453,12 @@ class ObservedWorkload(models.Model):
         null=True, blank=True, help_text="0-based place in its ClusterQueue (visibility API)."
     )
     position_in_local_queue = models.IntegerField(null=True, blank=True)
+    conditions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Kueue's conditions (type, status, reason, message, lastTransitionTime): "
+        "one per type, the latest transition of each, as the workload's story is told.",
+    )
     last_changed = models.DateTimeField()
     explained = explained_field()
 
@@ -464,6 +470,14 @@ class ObservedWorkload(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "namespace", "name"], name="observed_workload_once"
+            )
+        ]
+        # The Workloads list, newest first: a page of 50 read along the index.
+        indexes = [
+            models.Index(
+                models.F("created_at").desc(nulls_last=True),
+                models.F("id").desc(),
+                name="observed_workload_newest",
             )
         ]
 

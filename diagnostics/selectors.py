@@ -102,19 +102,22 @@ def explain_waiting(
     elif pods is None:
         raise ValueError("a caller that read the namespaces' rows reads their pods too")
     for workload in read.workloads:
-        _shown(workload, names)
+        shown_for(workload, names)
         queue = (workload.explained or {}).get("cluster_queue")
         if queue and not workload.cluster_queue:
             workload.cluster_queue = queue
     for pod in pods:
-        _shown(pod, names)
+        shown_for(pod, names)
     for failure in read.failures:
-        _shown(failure, names)
+        shown_for(failure, names)
     return read.workloads, pods, read.failures
 
 
-def _shown(item: ObservedWorkload | ObservedPod | ObservedCreateFailure, names: PodNames) -> None:
-    """``.why`` and ``.estimate`` of a row, as stored, each sentence redacted for ``names``."""
+def shown_for(
+    item: ObservedWorkload | ObservedPod | ObservedCreateFailure, names: PodNames
+) -> None:
+    """``.why`` and ``.estimate`` of a row, as stored, each sentence redacted for ``names``
+    (the lists here, and one workload's page)."""
     if item.explained is None:  # not explained yet: a workload waits until the poll says
         admitted = isinstance(item, ObservedWorkload) and item.admitted
         why, estimate = (None, None) if admitted else (NOT_YET, NO_ESTIMATE_YET)

@@ -63,3 +63,24 @@ def run_times(
         _latest("cluster_queue", cluster_queues, since, cluster_id),
         _latest("namespace", namespaces, since, cluster_id),
     )
+
+
+def gpu_hours(
+    *, cluster_id: int, namespace: str, name: str, created_at: dt.datetime | None, now: dt.datetime
+) -> float | None:
+    """The GPU-hours one workload has used, from its record (its GPUs in whole GPUs, a MIG
+    slice as its share, times the time from its latest admission to its end, or to ``now``
+    while it runs); None when usage has no record of it or it was never admitted. A run
+    before an eviction is not in it: the record keeps the latest admission only."""
+    if created_at is None:
+        return None
+    record = (
+        WorkloadRecord.objects.on(cluster_id)
+        .filter(namespace=namespace, name=name, created_at=created_at)
+        .only("admitted_at", "finished_at", "gpu_share")
+        .first()
+    )
+    if record is None or record.admitted_at is None:
+        return None
+    end = record.finished_at or now
+    return max(0.0, (end - record.admitted_at).total_seconds()) / 3600 * record.gpu_share

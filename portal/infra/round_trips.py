@@ -9,7 +9,7 @@ model come back as tuples."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -190,11 +190,20 @@ def queryset_read(queryset: QuerySet[Any]) -> Read:
     return Read(sql, params, queryset.model)
 
 
-def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[Any]:
+def page_together(
+    queryset: QuerySet[Any],
+    per_page: int,
+    number: Any,
+    *,
+    rows: Callable[[QuerySet[Any]], QuerySet[Any]] | None = None,
+) -> Page[Any]:
     """``Paginator(queryset, per_page).get_page(number)``, its count and its rows read in one
     round trip (a number out of range falls back as ``get_page`` does, reading that page
-    after the count)."""
+    after the count). ``rows``: what is read for the page's slice, when the page's own rows
+    carry what is costly to compute (a subquery per row: in the sliced statement it would be
+    computed for every row an offset skips too), e.g. the rows whose ``pk__in`` the slice."""
     paginator: Paginator[Any] = Paginator(queryset, per_page)
+    read_of = rows or (lambda sliced: sliced)
     try:
         wanted = max(1, int(number))
     except (TypeError, ValueError):
@@ -202,14 +211,16 @@ def page_together(queryset: QuerySet[Any], per_page: int, number: Any) -> Page[A
     bottom = (wanted - 1) * per_page
     try:
         count_sql, count_params = queryset.order_by().values("pk").query.sql_with_params()
-        page = queryset_read(queryset[bottom : bottom + per_page])
+        page = queryset_read(read_of(queryset[bottom : bottom + per_page]))
     except EmptyResultSet:  # ``none()``: nothing to read
         return paginator.get_page(number)
-    [(total,)], rows = read_together(
+    [(total,)], found = read_together(
         Read(f"SELECT count(*) FROM ({count_sql}) AS found", count_params), page
     )
     paginator.__dict__["count"] = total  # what ``Paginator.count`` would have read
     shown = paginator.get_page(number)
     if shown.number == wanted and not paginator.orphans:
-        shown.object_list = rows
+        shown.object_list = found
+    else:
+        shown.object_list = read_of(shown.object_list)  # type: ignore[arg-type]
     return shown

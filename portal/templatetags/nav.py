@@ -21,6 +21,7 @@ LINKS = (
     ("change-list", "MIG changes", ("change-list", "change-detail"), "all"),
     ("quota-list", "Quota requests", ("quota-list", "quota-detail"), "all"),
     ("queues", "Queues", ("queues",), "all"),
+    ("workloads", "Workloads", ("workloads", "workload"), "all"),
     ("planner", "Planner", ("planner",), "admin"),
     ("fleet", "Fleet", ("fleet", "fleet-node"), "all"),
     ("reports", "Usage", ("reports",), "all"),

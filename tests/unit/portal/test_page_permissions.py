@@ -17,6 +17,7 @@ from changes import mig as changes
 from changes import quota as quota_requests
 from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, QuotaChangeRequest
+from cluster.models import ObservedWorkload
 from cluster.services import settings_cluster
 from tenants.models import Namespace, Team
 from tests.factories import MigChangeRequestFactory, ObservedNodeFactory
@@ -35,6 +36,9 @@ READS = {
     "/fleet/nodes/?pool=train": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/fleet/troubleshooting/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/queues/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/workloads/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    # team-a's workload: another team's is no workload to them (the API's answer too)
+    "/workloads/default/team-a/train-a/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/reports/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/reports/gpu-hours.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
@@ -125,6 +129,9 @@ def objects(demo: None) -> dict[str, int]:
         last_changed=now,
         ready=True,
     )
+    ObservedWorkload.objects.create(
+        namespace="team-a", name="train-a", queue_name="team-a-train", last_changed=now
+    )
     lead, team = User.objects.get(username="lead-a"), Team.objects.get(slug="team-a")
     mc = changes.request_mig_change(
         actor=lead, team=team, nodes=["gpu-a100-03"], target_config="all-3g.40gb", reason="x"
@@ -185,6 +192,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "fleet/nodes/<str:name>/",
         "fleet/troubleshooting/",
         "queues/",
+        "workloads/",
+        "workloads/<str:cluster>/<str:namespace>/<str:name>/",
         "planner/",
         "reports/",
         "reports/<str:name>.csv",
