@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "health",
     "diagnostics",
     "usage",
+    "costs",
     "overview",
     "demo",
 ]

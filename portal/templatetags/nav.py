@@ -24,6 +24,7 @@ LINKS = (
     ("planner", "Planner", ("planner",), "admin"),
     ("fleet", "Fleet", ("fleet", "fleet-node"), "all"),
     ("reports", "Usage", ("reports",), "all"),
+    ("costs", "Costs", ("costs", "cost-invoice", "cost-prices"), "all"),
     ("audit", "Audit", ("audit",), "all"),
     ("clusters", "Clusters", ("clusters", "cluster-page"), "admin"),
     ("admin:index", "Admin", (), "admin"),

@@ -1,0 +1,311 @@
+"""Showback and chargeback (pure): what each team's GPU time cost over a period, what idle
+capacity cost and who pays for it, from the usage rollups of each day and the price that
+held on it.
+
+How a cost is made, per cluster, day and GPU resource (a whole GPU or one MIG profile):
+
+1. The fleet's cost: every pool's allocatable device-hours at the price of the pool's GPU
+   model that day (``costs.pricing``). A pool whose model is not known, or a resource
+   without a price that day, costs nothing and is named in ``unpriced``.
+2. The rate: the fleet's cost over its allocatable device-hours (one pool: its price).
+3. A team namespace's allocated cost: its allocated device-hours (pods running on a node)
+   at the rate.
+4. Idle capacity: the fleet's cost less every team's allocated cost (allocatable hours no
+   team's pod held, and pods of no team's namespace). The policy says who pays for it: the
+   platform keeps it, or it is shared over the teams by their quota of that resource on
+   that cluster that day, or by their use of it. With no team to share over (no quota, no
+   use), the platform keeps it; a negative remainder (use seen beyond what was seen
+   allocatable) stays the platform's, never charged to a team.
+
+Rounding rule: every figure is kept exact (``Decimal``) until the end; then each team's
+total over the period is rounded once, half to even, to the cent, and so is the fleet's;
+the platform's line is the fleet's rounded total less the teams' rounded totals. So the
+teams plus the platform equal the fleet to the cent, and the platform's line carries the
+rounding (at most half a cent per team). Lines within a team are shown to the cent each,
+rounded alike, and may differ from the team's total by the rounding of each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from costs.pricing import PriceBook
+
+CENT = Decimal("0.01")
+HOUR = Decimal(3600)
+ZERO = Decimal(0)
+
+
+def to_cent(amount: Decimal) -> Decimal:
+    """The rounding rule: half to even, to the cent."""
+    return amount.quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+def dec(value: float) -> Decimal:
+    """A float of the rollups as the decimal it prints as (no binary tail)."""
+    return Decimal(repr(value)) if value else ZERO
+
+
+@dataclass(frozen=True)
+class TeamRow:
+    """One team namespace's use of one resource on one day (summed rollups)."""
+
+    cluster_id: int
+    day: dt.date
+    team: str
+    namespace: str
+    resource: str
+    used_seconds: float
+    gpu_seconds: float
+    quota_seconds: float
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    cluster_id: int
+    day: dt.date
+    pool: str
+    resource: str
+    used_seconds: float
+    capacity_seconds: float
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    cluster_id: int
+    day: dt.date
+    queue: str
+    flavor: str
+    resource: str
+    used_seconds: float
+    gpu_seconds: float
+
+
+@dataclass
+class Line:
+    """A team's use of one resource in one namespace over the period (or one day)."""
+
+    team: str
+    cluster: str
+    namespace: str
+    resource: str
+    day: dt.date | None = None
+    device_hours: Decimal = ZERO
+    gpu_hours: Decimal = ZERO
+    busy_hours: Decimal | None = None  # None: utilisation not read
+    allocated: Decimal = ZERO  # exact
+    idle_share: Decimal = ZERO  # exact
+
+    @property
+    def cost(self) -> Decimal:
+        return self.allocated + self.idle_share
+
+
+@dataclass
+class TeamBill:
+    team: str
+    lines: dict[tuple[str, str, str], Line] = field(default_factory=dict)
+    days: dict[dt.date, Decimal] = field(default_factory=lambda: defaultdict(lambda: ZERO))
+    daily_lines: list[Line] = field(default_factory=list)
+    allocated: Decimal = ZERO
+    idle_share: Decimal = ZERO
+
+    @property
+    def exact(self) -> Decimal:
+        return self.allocated + self.idle_share
+
+    @property
+    def total(self) -> Decimal:
+        return to_cent(self.exact)
+
+
+@dataclass
+class Showback:
+    """A pool's or a queue's part of the fleet over the period."""
+
+    cluster: str
+    name: str
+    resource: str
+    flavor: str = ""
+    allocatable_hours: Decimal = ZERO
+    allocated_hours: Decimal = ZERO
+    cost: Decimal = ZERO  # exact: a pool's allocatable hours, a queue's admitted hours
+    idle_cost: Decimal = ZERO  # exact: a pool's allocatable hours nobody was allocated
+
+
+@dataclass
+class Chargeback:
+    start: dt.date
+    end: dt.date  # exclusive
+    currency: str
+    idle_sharing: str
+    teams: dict[str, TeamBill]
+    fleet: Decimal  # exact
+    fleet_idle: Decimal  # exact: the fleet's cost no team was allocated
+    pools: list[Showback]
+    queues: list[Showback]
+    unpriced: list[str]
+    every_team: dict[str, Decimal]  # exact: every team's total, those not kept too
+
+    @property
+    def fleet_total(self) -> Decimal:
+        return to_cent(self.fleet)
+
+    @property
+    def platform_total(self) -> Decimal:
+        """The platform's line: the fleet's rounded total less every team's rounded total
+        (the rule), whichever teams' bills were kept."""
+        return self.fleet_total - sum((to_cent(t) for t in self.every_team.values()), ZERO)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    teams: list[TeamRow]
+    pools: list[PoolRow]
+    queues: list[QueueRow]
+    pool_models: Mapping[tuple[int, str], str]  # (cluster id, pool) -> GPU model
+    clusters: Mapping[int, str]
+    busy: Mapping[tuple[int, dt.date, str, str], float] | None = None
+
+
+Key = tuple[int, dt.date, str]  # cluster id, day, resource
+
+
+def _fleet(
+    inputs: Inputs, book: PriceBook
+) -> tuple[dict[Key, Decimal], dict[Key, Decimal], list[Showback], list[str]]:
+    """Per (cluster, day, resource): the fleet's cost and the rate per device-second; the
+    pools' showback; what had no price."""
+    cost: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    seconds: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    pools: dict[tuple[int, str, str], Showback] = {}
+    unpriced: dict[str, set[dt.date]] = defaultdict(set)
+    for row in inputs.pools:
+        key = (row.cluster_id, row.day, row.resource)
+        model = inputs.pool_models.get((row.cluster_id, row.pool))
+        price = book.per_hour(model, row.resource, row.day)
+        cap, used = dec(row.capacity_seconds), dec(row.used_seconds)
+        cluster = inputs.clusters.get(row.cluster_id, "")
+        show = pools.setdefault(
+            (row.cluster_id, row.pool, row.resource),
+            Showback(cluster, row.pool, row.resource),
+        )
+        show.allocatable_hours += cap / HOUR
+        show.allocated_hours += used / HOUR
+        seconds[key] += cap
+        if price is None:
+            what = f"pool {row.pool} on {cluster}: {row.resource}"
+            why = "its GPU model is not known" if model is None else f"no {model} price"
+            unpriced[f"{what} ({why})"].add(row.day)
+            continue
+        cost[key] += cap * price / HOUR
+        show.cost += cap * price / HOUR
+        show.idle_cost += max(cap - used, ZERO) * price / HOUR
+    rate = {key: cost[key] / s for key, s in seconds.items() if s}
+    notes = [
+        f"{what}, {len(days)} day{'s' if len(days) != 1 else ''}" for what, days in unpriced.items()
+    ]
+    return cost, rate, list(pools.values()), sorted(notes)
+
+
+def _weights(inputs: Inputs, sharing: str) -> dict[Key, Decimal]:
+    totals: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    if sharing in ("quota", "use"):
+        for row in inputs.teams:
+            weight = row.quota_seconds if sharing == "quota" else row.used_seconds
+            if weight > 0:
+                totals[(row.cluster_id, row.day, row.resource)] += dec(weight)
+    return totals
+
+
+def compute(
+    inputs: Inputs,
+    book: PriceBook,
+    *,
+    sharing: str,
+    currency: str,
+    start: dt.date,
+    end: dt.date,
+    teams: Iterable[str] | None = None,
+) -> Chargeback:
+    """The chargeback of [start, end) (see the module's rules). ``teams``: the bills kept
+    (None: every team's); every team counts all the same (idle shares and the platform's
+    line are the fleet's, whoever looks)."""
+    fleet_cost, rate, pools, unpriced = _fleet(inputs, book)
+    allocated: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    for row in inputs.teams:
+        key = (row.cluster_id, row.day, row.resource)
+        allocated[key] += dec(row.used_seconds) * rate.get(key, ZERO)
+    idle = {key: fleet_cost[key] - allocated.get(key, ZERO) for key in fleet_cost}
+    weights = _weights(inputs, sharing)
+    kept = None if teams is None else set(teams)
+    bills: dict[str, TeamBill] = {}
+    every_team: dict[str, Decimal] = defaultdict(lambda: ZERO)
+    busy = inputs.busy
+    for row in inputs.teams:
+        key = (row.cluster_id, row.day, row.resource)
+        used = dec(row.used_seconds)
+        line_cost = used * rate.get(key, ZERO)
+        share = ZERO
+        weight = row.quota_seconds if sharing == "quota" else row.used_seconds
+        if sharing != "platform" and weight > 0 and idle.get(key, ZERO) > 0 and weights[key]:
+            share = idle[key] * dec(weight) / weights[key]
+        every_team[row.team] += line_cost + share
+        if kept is not None and row.team not in kept:
+            continue
+        bill = bills.get(row.team) or bills.setdefault(row.team, TeamBill(row.team))
+        cluster = inputs.clusters.get(row.cluster_id, "")
+        day_line = Line(row.team, cluster, row.namespace, row.resource, row.day)
+        day_line.device_hours, day_line.gpu_hours = used / HOUR, dec(row.gpu_seconds) / HOUR
+        day_line.allocated, day_line.idle_share = line_cost, share
+        if busy is not None:
+            read = busy.get((row.cluster_id, row.day, row.namespace, row.resource))
+            day_line.busy_hours = None if read is None else dec(read) / HOUR
+        bill.daily_lines.append(day_line)
+        line = bill.lines.get((cluster, row.namespace, row.resource))
+        if line is None:
+            line = bill.lines[(cluster, row.namespace, row.resource)] = Line(
+                row.team, cluster, row.namespace, row.resource
+            )
+        line.device_hours += day_line.device_hours
+        line.gpu_hours += day_line.gpu_hours
+        if day_line.busy_hours is not None:
+            line.busy_hours = (line.busy_hours or ZERO) + day_line.busy_hours
+        line.allocated += line_cost
+        line.idle_share += share
+        bill.allocated += line_cost
+        bill.idle_share += share
+        bill.days[row.day] += line_cost + share
+    queues = _queues(inputs, rate)
+    return Chargeback(
+        start=start,
+        end=end,
+        currency=currency,
+        idle_sharing=sharing,
+        teams=dict(sorted(bills.items())),
+        fleet=sum(fleet_cost.values(), ZERO),
+        fleet_idle=sum(idle.values(), ZERO),
+        pools=sorted(pools, key=lambda s: (s.cluster, s.name, s.resource)),
+        queues=queues,
+        unpriced=unpriced,
+        every_team=dict(every_team),
+    )
+
+
+def _queues(inputs: Inputs, rate: Mapping[Key, Decimal]) -> list[Showback]:
+    """Each ClusterQueue's admitted device-hours at the rate (what it ran, whoever ran it)."""
+    out: dict[tuple[int, str, str, str], Showback] = {}
+    for row in inputs.queues:
+        key = (row.cluster_id, row.queue, row.flavor, row.resource)
+        show = out.get(key) or out.setdefault(
+            key,
+            Showback(inputs.clusters.get(row.cluster_id, ""), row.queue, row.resource, row.flavor),
+        )
+        used = dec(row.used_seconds)
+        show.allocated_hours += used / HOUR
+        show.cost += used * rate.get((row.cluster_id, row.day, row.resource), ZERO)
+    return sorted(out.values(), key=lambda s: (s.cluster, s.name, s.flavor, s.resource))
