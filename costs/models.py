@@ -13,6 +13,8 @@ from decimal import Decimal
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from cluster.scope import ScopedManager, cluster_key
+
 
 class Price(models.Model):
     """What one hour of a GPU model (``profile`` blank) or of one MIG slice of it costs,
@@ -66,3 +68,40 @@ class CostPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.currency}, idle capacity {self.get_idle_sharing_display()}"
+
+
+class BusyDay(models.Model):
+    """GPU time found busy per team namespace, GPU resource and UTC day, as the DCGM
+    exporters read it: utilisation x the device's share of a GPU x the seconds each reading
+    stands for (``busy_seconds``, GPU-seconds), and the device-seconds read
+    (``read_seconds``). Hours no exporter read have no row: "not read", never a guess."""
+
+    cluster = cluster_key(related_name="+")
+    day = models.DateField()
+    namespace = models.CharField(max_length=63)
+    resource = models.CharField(max_length=128)
+    busy_seconds = models.FloatField(default=0)
+    read_seconds = models.FloatField(default=0)
+
+    objects = ScopedManager["BusyDay"]()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "day", "namespace", "resource"], name="costs_busy_once"
+            )
+        ]
+        indexes = [models.Index(fields=["day"], name="costs_busy_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.namespace} {self.resource}"
+
+
+class BusyState(models.Model):
+    """When utilisation was last recorded (one row): the next reading stands for the time
+    since, up to QM_SAMPLE_MAX_GAP_SECONDS."""
+
+    last_read = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"read {self.last_read}"

@@ -18,7 +18,7 @@ from django.http import Http404
 
 from cluster.models import Cluster, ObservedNode
 from costs.chargeback import Chargeback, Inputs, PoolRow, QueueRow, TeamRow, compute
-from costs.models import CostPolicy, Price
+from costs.models import BusyDay, CostPolicy, Price
 from costs.pricing import PriceBook, PriceRow
 from fleet.membership import pool_of
 from fleet.models import NodePool
@@ -129,7 +129,13 @@ def inputs(start: dt.date, end: dt.date) -> Inputs:
         else:
             queues.append(QueueRow(cluster_id, day, owner, flavor, resource, used, gpu))
     clusters = dict(Cluster.objects.values_list("pk", "name"))
-    return Inputs(teams, pools, queues, pool_models(), clusters)
+    busy = {
+        (cluster_id, day, namespace, resource): seconds
+        for cluster_id, day, namespace, resource, seconds in BusyDay.objects.on_every_cluster()
+        .filter(day__gte=start, day__lt=end)
+        .values_list("cluster_id", "day", "namespace", "resource", "busy_seconds")
+    }
+    return Inputs(teams, pools, queues, pool_models(), clusters, busy)
 
 
 def chargeback(start: dt.date, end: dt.date, teams: list[str] | None = None) -> Chargeback:

@@ -490,6 +490,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "health.tasks.collect_all_gpu_health_task",
         "schedule": float(QM_HEALTH_SECONDS),
     },
+    # The teams' busy GPU-hours, from the GPU health readings (costs/busy.py).
+    "record-busy-gpu-hours": {
+        "task": "costs.tasks.record_busy_task",
+        "schedule": float(QM_HEALTH_SECONDS),
+    },
     "reapply-desired-state": {
         "task": "cluster.tasks.apply_all_clusters_task",
         "schedule": float(QM_REAPPLY_SECONDS),
