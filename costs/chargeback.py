@@ -32,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import NamedTuple
 
 from costs.pricing import PriceBook
 
@@ -50,8 +51,7 @@ def dec(value: float) -> Decimal:
     return Decimal(repr(value)) if value else ZERO
 
 
-@dataclass(frozen=True)
-class TeamRow:
+class TeamRow(NamedTuple):
     """One team namespace's use of one resource on one day (summed rollups)."""
 
     cluster_id: int
@@ -64,8 +64,7 @@ class TeamRow:
     quota_seconds: float
 
 
-@dataclass(frozen=True)
-class PoolRow:
+class PoolRow(NamedTuple):
     cluster_id: int
     day: dt.date
     pool: str
@@ -74,8 +73,7 @@ class PoolRow:
     capacity_seconds: float
 
 
-@dataclass(frozen=True)
-class QueueRow:
+class QueueRow(NamedTuple):
     cluster_id: int
     day: dt.date
     queue: str
@@ -94,15 +92,27 @@ class Line:
     namespace: str
     resource: str
     day: dt.date | None = None
-    device_hours: Decimal = ZERO
-    gpu_hours: Decimal = ZERO
-    busy_hours: Decimal | None = None  # None: utilisation not read
+    device_seconds: float = 0.0
+    gpu_seconds: float = 0.0
+    busy_seconds: float | None = None  # None: utilisation not read
     allocated: Decimal = ZERO  # exact
     idle_share: Decimal = ZERO  # exact
 
     @property
     def cost(self) -> Decimal:
         return self.allocated + self.idle_share
+
+    @property
+    def device_hours(self) -> Decimal:
+        return dec(self.device_seconds) / HOUR
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return dec(self.gpu_seconds) / HOUR
+
+    @property
+    def busy_hours(self) -> Decimal | None:
+        return None if self.busy_seconds is None else dec(self.busy_seconds) / HOUR
 
 
 @dataclass
@@ -213,13 +223,13 @@ def _fleet(
 
 
 def _weights(inputs: Inputs, sharing: str) -> dict[Key, Decimal]:
-    totals: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    totals: dict[Key, float] = defaultdict(float)
     if sharing in ("quota", "use"):
         for row in inputs.teams:
             weight = row.quota_seconds if sharing == "quota" else row.used_seconds
             if weight > 0:
-                totals[(row.cluster_id, row.day, row.resource)] += dec(weight)
-    return totals
+                totals[(row.cluster_id, row.day, row.resource)] += weight
+    return {key: dec(total) for key, total in totals.items()}
 
 
 def compute(
@@ -232,55 +242,33 @@ def compute(
     end: dt.date,
     teams: Iterable[str] | None = None,
 ) -> Chargeback:
-    """The chargeback of [start, end) (see the module's rules). ``teams``: the bills kept
-    (None: every team's); every team counts all the same (idle shares and the platform's
-    line are the fleet's, whoever looks)."""
+    """The chargeback of [start, end) (see the module's rules). ``teams``: the bills kept,
+    each with its days and their lines (None: every team's bill, without them); every team counts
+    all the same (idle shares and the platform's line are the fleet's, whoever looks)."""
     fleet_cost, rate, pools, unpriced = _fleet(inputs, book)
-    allocated: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    used: dict[Key, float] = defaultdict(float)
     for row in inputs.teams:
-        key = (row.cluster_id, row.day, row.resource)
-        allocated[key] += dec(row.used_seconds) * rate.get(key, ZERO)
-    idle = {key: fleet_cost[key] - allocated.get(key, ZERO) for key in fleet_cost}
+        used[(row.cluster_id, row.day, row.resource)] += row.used_seconds
+    idle = {key: fleet_cost[key] - dec(used.get(key, 0.0)) * rate[key] for key in fleet_cost}
     weights = _weights(inputs, sharing)
+    # what one second of quota (or of use) of a key takes of its idle capacity
+    idle_rate = {k: idle[k] / w for k, w in weights.items() if w and idle.get(k, ZERO) > 0}
     kept = None if teams is None else set(teams)
     bills: dict[str, TeamBill] = {}
     every_team: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    busy = inputs.busy
+    by_quota = sharing == "quota"
     for row in inputs.teams:
         key = (row.cluster_id, row.day, row.resource)
-        used = dec(row.used_seconds)
-        line_cost = used * rate.get(key, ZERO)
+        line_cost = dec(row.used_seconds) * rate[key] if key in rate else ZERO
         share = ZERO
-        weight = row.quota_seconds if sharing == "quota" else row.used_seconds
-        if sharing != "platform" and weight > 0 and idle.get(key, ZERO) > 0 and weights[key]:
-            share = idle[key] * dec(weight) / weights[key]
+        if idle_rate:
+            weight = row.quota_seconds if by_quota else row.used_seconds
+            if weight > 0 and key in idle_rate:
+                share = dec(weight) * idle_rate[key]
         every_team[row.team] += line_cost + share
-        if kept is not None and row.team not in kept:
-            continue
-        bill = bills.get(row.team) or bills.setdefault(row.team, TeamBill(row.team))
-        cluster = inputs.clusters.get(row.cluster_id, "")
-        day_line = Line(row.team, cluster, row.namespace, row.resource, row.day)
-        day_line.device_hours, day_line.gpu_hours = used / HOUR, dec(row.gpu_seconds) / HOUR
-        day_line.allocated, day_line.idle_share = line_cost, share
-        if busy is not None:
-            read = busy.get((row.cluster_id, row.day, row.namespace, row.resource))
-            day_line.busy_hours = None if read is None else dec(read) / HOUR
-        bill.daily_lines.append(day_line)
-        line = bill.lines.get((cluster, row.namespace, row.resource))
-        if line is None:
-            line = bill.lines[(cluster, row.namespace, row.resource)] = Line(
-                row.team, cluster, row.namespace, row.resource
-            )
-        line.device_hours += day_line.device_hours
-        line.gpu_hours += day_line.gpu_hours
-        if day_line.busy_hours is not None:
-            line.busy_hours = (line.busy_hours or ZERO) + day_line.busy_hours
-        line.allocated += line_cost
-        line.idle_share += share
-        bill.allocated += line_cost
-        bill.idle_share += share
-        bill.days[row.day] += line_cost + share
-    queues = _queues(inputs, rate)
+        if kept is None or row.team in kept:
+            bill = bills.get(row.team) or bills.setdefault(row.team, TeamBill(row.team))
+            _add(bill, row, inputs, (line_cost, share), daily=kept is not None)
     return Chargeback(
         start=start,
         end=end,
@@ -290,10 +278,49 @@ def compute(
         fleet=sum(fleet_cost.values(), ZERO),
         fleet_idle=sum(idle.values(), ZERO),
         pools=sorted(pools, key=lambda s: (s.cluster, s.name, s.resource)),
-        queues=queues,
+        queues=_queues(inputs, rate),
         unpriced=unpriced,
         every_team=dict(every_team),
     )
+
+
+def _add(
+    bill: TeamBill, row: TeamRow, inputs: Inputs, cost: tuple[Decimal, Decimal], *, daily: bool
+) -> None:
+    """One row of a team's use onto its bill: its line (and, ``daily``, its day's line)."""
+    allocated, share = cost
+    cluster = inputs.clusters.get(row.cluster_id, "")
+    busy = None
+    if inputs.busy is not None:
+        busy = inputs.busy.get((row.cluster_id, row.day, row.namespace, row.resource))
+    line = bill.lines.get((cluster, row.namespace, row.resource))
+    if line is None:
+        line = Line(row.team, cluster, row.namespace, row.resource)
+        bill.lines[(cluster, row.namespace, row.resource)] = line
+    line.device_seconds += row.used_seconds
+    line.gpu_seconds += row.gpu_seconds
+    if busy is not None:
+        line.busy_seconds = (line.busy_seconds or 0.0) + busy
+    line.allocated += allocated
+    line.idle_share += share
+    bill.allocated += allocated
+    bill.idle_share += share
+    if daily:
+        bill.days[row.day] += allocated + share
+        bill.daily_lines.append(
+            Line(
+                row.team,
+                cluster,
+                row.namespace,
+                row.resource,
+                row.day,
+                row.used_seconds,
+                row.gpu_seconds,
+                busy,
+                allocated,
+                share,
+            )
+        )
 
 
 def _queues(inputs: Inputs, rate: Mapping[Key, Decimal]) -> list[Showback]:

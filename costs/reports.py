@@ -66,12 +66,12 @@ def policy_says(charge: Chargeback) -> str:
 
 def team_summary(bill: TeamBill) -> dict[str, Any]:
     lines = bill.lines.values()
-    busy = [line.busy_hours for line in lines if line.busy_hours is not None]
+    busy = [line.busy_seconds for line in lines if line.busy_seconds is not None]
     return {
         "team": bill.team,
-        "gpu_hours": hours(sum((line.gpu_hours for line in lines), Decimal(0))),
-        "device_hours": hours(sum((line.device_hours for line in lines), Decimal(0))),
-        "busy_gpu_hours": hours(sum(busy, Decimal(0))) if busy else None,
+        "gpu_hours": hours(Decimal(repr(sum(line.gpu_seconds for line in lines))) / 3600),
+        "device_hours": hours(Decimal(repr(sum(line.device_seconds for line in lines))) / 3600),
+        "busy_gpu_hours": hours(Decimal(repr(sum(busy))) / 3600) if busy else None,
         "allocated_cost": money(bill.allocated),
         "idle_share": money(bill.idle_share),
         "total": str(bill.total),

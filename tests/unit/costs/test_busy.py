@@ -59,7 +59,7 @@ def test_busy_hours_are_read_utilisation_times_the_devices_share_never_guessed()
     }
     # a reading older than the gap adds nothing: the poller of health was down
     assert record_busy(now=T0 + dt.timedelta(hours=2)) == 0
-    charge = selectors.chargeback(NOVEMBER, dt.date(2026, 12, 1))
+    charge = selectors.chargeback(NOVEMBER, dt.date(2026, 12, 1), ["team-a", "team-b"])
     bill = reports.invoice(charge, "team-a")
     busy = {(line["day"], line["resource"]): line["busy_gpu_hours"] for line in bill["daily_lines"]}
     assert busy[("2026-11-16", "nvidia.com/gpu")] == "0.067"  # 240 GPU-seconds

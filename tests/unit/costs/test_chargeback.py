@@ -34,8 +34,12 @@ def test_each_team_pays_its_hours_at_each_days_price_and_the_platform_keeps_the_
     # the fleet: 4 H100s, 8 3g.40gb and 14 1g.10gb slices allocatable, all day
     assert bill.fleet_total == Decimal("2880.00")
     assert bill.platform_total == Decimal("1117.71")
-    assert close(bill.teams["team-a"].days[dt.date(2026, 11, 14)], 192 + Decimal(144) / 7)
-    assert close(bill.teams["team-a"].days[dt.date(2026, 11, 16)], 240 + Decimal(144) / 7)
+    assert bill.unpriced == []
+    # one team's bill, as its invoice asks it: its days, each at that day's price
+    alone = selectors.chargeback(NOVEMBER, DECEMBER, ["team-a"])
+    assert list(alone.teams) == ["team-a"] and alone.platform_total == bill.platform_total
+    assert close(alone.teams["team-a"].days[dt.date(2026, 11, 14)], 192 + Decimal(144) / 7)
+    assert close(alone.teams["team-a"].days[dt.date(2026, 11, 16)], 240 + Decimal(144) / 7)
     assert bill.unpriced == []
 
 
