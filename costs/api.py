@@ -4,6 +4,7 @@ invoice (JSON or CSV), with the pages' rows and the pages' scope."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.http import Http404, HttpResponse
@@ -21,6 +22,9 @@ from portal.access.permissions import sees_every_team
 from portal.api.safety import StrictInput, StrictQuery
 from portal.services import require_platform_admin
 
+PER_HOUR = r"^\d{1,8}(\.\d{1,4})?$"
+MONTH = r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$"  # 1970-01 to 2999-12
+
 
 class PriceSerializer(serializers.ModelSerializer[Price]):
     per_hour = serializers.DecimalField(max_digits=12, decimal_places=4, coerce_to_string=True)
@@ -34,7 +38,9 @@ class PriceSerializer(serializers.ModelSerializer[Price]):
 class PriceWriteSerializer(StrictInput, serializers.Serializer[Any]):
     gpu_model = serializers.CharField(max_length=64)
     profile = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
-    per_hour = serializers.DecimalField(max_digits=12, decimal_places=4, min_value=0)  # type: ignore[arg-type]
+    per_hour = serializers.RegexField(
+        PER_HOUR, max_length=13, help_text="The price of an hour, e.g. 4.50 (at most 4 decimals)."
+    )
     effective_from = serializers.DateField()
     note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
 
@@ -52,9 +58,8 @@ class PriceViewSet(
         require_platform_admin(request.user)
         data = PriceWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        price = services.save_price(
-            actor=request.user, price=Price(**data.validated_data), source="api"
-        )
+        values = {**data.validated_data, "per_hour": Decimal(data.validated_data["per_hour"])}
+        price = services.save_price(actor=request.user, price=Price(**values), source="api")
         return Response(PriceSerializer(price).data, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -64,7 +69,7 @@ class PriceViewSet(
 
 
 class PolicySerializer(StrictInput, serializers.Serializer[Any]):
-    currency = serializers.CharField(max_length=3)
+    currency = serializers.RegexField(r"^[A-Za-z]{3}$", help_text="ISO 4217 code, e.g. EUR.")
     idle_sharing = serializers.ChoiceField(choices=CostPolicy.IdleSharing.choices)
 
 
@@ -86,7 +91,7 @@ class PolicyView(APIView):
 
 
 class MonthQuery(StrictQuery):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", required=False, default="")
+    month = serializers.RegexField(MONTH, required=False, default="")
     team = serializers.CharField(required=False, default="", max_length=63)
 
 
@@ -102,7 +107,10 @@ class SummaryView(APIView):
     def get(self, request: Request) -> Response:
         query = MonthQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        first = _first(query.validated_data["month"])
+        try:
+            first = _first(query.validated_data["month"])
+        except ValueError as bad:
+            raise serializers.ValidationError({"month": ["No such month."]}) from bad
         charge = selectors.chargeback_for_user(request.user, first, query.validated_data["team"])
         return Response(reports.summary(charge, sees_all=sees_every_team(request.user)))
 

@@ -33,7 +33,7 @@ class MonthForm(forms.Form):
     """``month``: YYYY-MM (none: this month); ``team``: a team's slug (the scope decides)."""
 
     month = forms.RegexField(
-        regex=r"^\d{4}-(0[1-9]|1[0-2])$",
+        regex=r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$",
         required=False,
         error_messages={"invalid": "A month is written YYYY-MM, e.g. 2026-11."},
     )

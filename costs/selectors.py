@@ -44,9 +44,10 @@ def price_book() -> PriceBook:
 
 
 def month_of(text: str) -> dt.date:
-    """``2026-11`` -> 1 November 2026 (a ValueError for anything else)."""
+    """``2026-11`` -> 1 November 2026 (a ValueError for anything else, and for a year
+    before 1970 or after 2999)."""
     year, month = text.split("-")
-    if len(year) != 4 or len(month) != 2:
+    if len(year) != 4 or len(month) != 2 or not 1970 <= int(year) <= 2999:
         raise ValueError(text)
     return dt.date(int(year), int(month), 1)
 
