@@ -158,3 +158,32 @@ def test_the_home_panel_says_the_month_so_far_and_its_forecast(team_a_admin: Any
     panel = signed_in(team_a_admin).get("/costs/panel/team-a/").content.decode()
     assert "so far:</strong> 0.00 USD" in panel
     assert signed_in(team_a_admin).get("/costs/panel/team-b/").status_code == 404
+
+
+def test_the_admin_writes_a_price_through_the_service(platform_admin: Any) -> None:
+    platform_admin.is_staff = platform_admin.is_superuser = True
+    platform_admin.save()
+    client = signed_in(platform_admin)
+    form = {
+        "gpu_model": "A100-80GB",
+        "profile": "7g.80gb",
+        "per_hour": "2.2",
+        "note": "",
+        "effective_from": "2026-11-01",
+    }
+    refused = client.post("/admin/costs/price/add/", {**form, "profile": "8g.90gb"})
+    assert refused.status_code == 200 and "has no MIG profile 8g.90gb" in refused.content.decode()
+    assert client.post("/admin/costs/price/add/", form).status_code == 302
+    row = AuditEvent.objects.get(event="price.saved")
+    assert (row.actor_name, row.source) == ("padmin", "admin")
+
+
+def test_the_demo_loader_prices_its_gpu_models_through_the_service(demo: None) -> None:
+    assert set(Price.objects.values_list("gpu_model", "profile")) == {
+        ("H100-80GB", ""),
+        ("A100-80GB", ""),
+        ("A100-80GB", "1g.10gb"),
+        ("NVIDIA-L40S", ""),
+    }
+    audited = AuditEvent.objects.filter(event="price.saved")
+    assert audited.count() == 4 and {a.source for a in audited} == {"cli"}
