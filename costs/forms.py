@@ -15,11 +15,15 @@ class PriceForm(forms.ModelForm):  # type: ignore[type-arg]
         fields = ["gpu_model", "profile", "per_hour", "effective_from", "note"]
         widgets = {"effective_from": forms.DateInput(attrs={"type": "date"})}
         labels = {"gpu_model": "GPU model", "per_hour": "Price per hour"}
+        help_texts = {
+            "gpu_model": "A model of the catalog (A100-80GB); for a GPU without MIG, its "
+            "nvidia.com/gpu.product label (NVIDIA-L40S).",
+        }
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        choices = [(name, name) for name in sorted(gpu_models())]
-        self.fields["gpu_model"].widget = forms.Select(choices=[("", "choose a model"), *choices])
+        self.fields["gpu_model"].widget = forms.TextInput(attrs={"list": "gpu-models"})
+        self.models = sorted(gpu_models())  # offered as the field's suggestions
 
 
 class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
