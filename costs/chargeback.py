@@ -222,6 +222,22 @@ def _fleet(
     return cost, rate, list(pools.values()), sorted(notes)
 
 
+def _unpooled(
+    used: Mapping[Key, float], rate: Mapping[Key, Decimal], clusters: Mapping[int, str]
+) -> list[str]:
+    """Team use of a resource on a cluster's day no pool offered (no rate): costed nothing,
+    said so."""
+    days: dict[tuple[str, str], set[dt.date]] = defaultdict(set)
+    for (cluster_id, day, resource), seconds in used.items():
+        if seconds > 0 and (cluster_id, day, resource) not in rate:
+            days[(clusters.get(cluster_id, ""), resource)].add(day)
+    return [
+        f"teams' use of {resource} on {cluster} where no pool offered it "
+        f"({len(found)} day{'s' if len(found) != 1 else ''})"
+        for (cluster, resource), found in sorted(days.items())
+    ]
+
+
 def _weights(inputs: Inputs, sharing: str) -> dict[Key, Decimal]:
     totals: dict[Key, float] = defaultdict(float)
     if sharing in ("quota", "use"):
@@ -250,6 +266,7 @@ def compute(
     for row in inputs.teams:
         used[(row.cluster_id, row.day, row.resource)] += row.used_seconds
     idle = {key: fleet_cost[key] - dec(used.get(key, 0.0)) * rate[key] for key in fleet_cost}
+    unpriced = unpriced + _unpooled(used, rate, inputs.clusters)
     weights = _weights(inputs, sharing)
     # what one second of quota (or of use) of a key takes of its idle capacity
     idle_rate = {k: idle[k] / w for k, w in weights.items() if w and idle.get(k, ZERO) > 0}

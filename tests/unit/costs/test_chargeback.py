@@ -11,7 +11,9 @@ import pytest
 from costs import selectors
 from costs.chargeback import to_cent
 from costs.models import CostPolicy
+from fleet.models import NodePool
 from tests.unit.costs.history import NOVEMBER, made
+from usage.models import Rollup
 
 pytestmark = pytest.mark.django_db
 DECEMBER = dt.date(2026, 12, 1)
@@ -94,12 +96,18 @@ def test_team_cost_is_the_invoices_total_over_any_days() -> None:
 
 def test_a_pool_of_no_known_model_is_said_unpriced_and_costs_nothing() -> None:
     made()
-    from fleet.models import NodePool  # the made history's pool, renamed away from its model
-
     NodePool.objects.filter(name="a100").update(node_selector={"pool": "a100"})
     bill = selectors.chargeback(NOVEMBER, DECEMBER)
     assert bill.fleet_total == Decimal("1728.00")  # the H100s only
     assert bill.unpriced == [
         "pool a100 on default: nvidia.com/mig-1g.10gb (its GPU model is not known), 4 days",
         "pool a100 on default: nvidia.com/mig-3g.40gb (its GPU model is not known), 4 days",
+    ]
+    # the slices' pool seen nowhere: the teams' slices cost nothing, and that is said too
+    Rollup.objects.on_every_cluster().filter(kind="pool", owner="a100").delete()
+    bill = selectors.chargeback(NOVEMBER, DECEMBER)
+    assert bill.teams["team-b"].total == Decimal("432.00")  # its H100 hours only
+    assert bill.unpriced == [
+        "teams' use of nvidia.com/mig-1g.10gb on default where no pool offered it (4 days)",
+        "teams' use of nvidia.com/mig-3g.40gb on default where no pool offered it (4 days)",
     ]
