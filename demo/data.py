@@ -312,3 +312,13 @@ INFERENCE_LOCAL_QUEUES = (
     ("online-infer", "team-infer", "cq-infer"),
     ("offline-batch", "team-infer", "cq-infer"),
 )
+
+# Prices per GPU-hour (costs/): the demo's GPU models, from the first day of 2026; the
+# A100's 1g.10gb slice has a price of its own, its other profiles their share of the GPU's.
+PRICES_FROM = "2026-01-01"
+PRICES = (
+    ("H100-80GB", "", "4.50", "Whole H100 80GB (SXM), on-demand equivalent."),
+    ("A100-80GB", "", "2.40", "Whole A100 80GB; a 3g.40gb slice costs half of it."),
+    ("A100-80GB", "1g.10gb", "0.40", "Small slices carry their packing overhead."),
+    ("NVIDIA-L40S", "", "1.20", "Whole L40S on the inference cluster."),
+)

@@ -7,7 +7,9 @@ demo is validated and audited too.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -16,6 +18,8 @@ from django.db import transaction
 from cluster import credentials
 from cluster.models import Cluster
 from cluster.services import save_cluster, settings_cluster
+from costs.models import Price
+from costs.services import save_price
 from demo import data
 from fleet.models import NodePool
 from fleet.services import save_node_pool
@@ -80,15 +84,17 @@ def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     settings' one named for training and the inference one registered (or pointed at its
     new address); 1. priority classes; 2. teams with their namespaces, quota and limits;
     3. flavors and node pools; 4. the cohorts and ClusterQueues, then LocalQueues;
-    5. the logins; 6. the marker that the demo is loaded (the sign-in page lists its
-    logins). Once the inference cluster is registered, its objects live there (team-infer's
-    namespace and queues, team-a-serve, the inference fleet's flavors and pools)."""
+    5. the logins and the prices of GPU time; 6. the marker that the demo is loaded (the
+    sign-in page lists its logins). Once the inference cluster is registered, its objects
+    live there (team-infer's namespace and queues, team-a-serve, the inference fleet's
+    flavors and pools)."""
     clusters = _clusters(inference)
     _priority_classes()
     teams, warnings = _teams(clusters)
     _flavors_and_pools(clusters)
     _queues(clusters)
     _users(teams)
+    _prices()
     # 6. the marker a sign-in page reads to list the demo logins (where settings allow it),
     # written when it says something new: loading the demo again leaves the log quiet
     # (the logins only: passwords are never audited; the page has the demo's from settings)
@@ -229,6 +235,15 @@ def _queues(clusters: Clusters) -> None:
             source=SOURCE,
             local_queue=_upsert(LocalQueue, lookup, {"cluster_queue": queues[cq_name]}),
         )
+
+
+def _prices() -> None:
+    """The demo GPU models' prices, through the costs service (unchanged ones: no audit)."""
+    since = dt.date.fromisoformat(data.PRICES_FROM)
+    for model, profile, per_hour, note in data.PRICES:
+        lookup = {"gpu_model": model, "profile": profile, "effective_from": since}
+        price = _upsert(Price, lookup, {"per_hour": Decimal(per_hour), "note": note})
+        save_price(actor=SYSTEM, price=price, source=SOURCE)
 
 
 def _users(teams: dict[str, Team]) -> None:

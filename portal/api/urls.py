@@ -40,6 +40,7 @@ API_APPS = (
     "health",
     "diagnostics",
     "usage",
+    "costs",
     "overview",
 )
 ROOT = {

@@ -118,6 +118,10 @@ class Event(StrEnum):
     NODE_POOL_SAVED = "node_pool.saved", "Node pool saved"
     MIG_CONFIG_CREATED = "migconfig.created", "Custom MIG config created"
     MIG_CONFIG_CHANGED = "migconfig.changed", "Custom MIG config changed"
+    # prices and the cost policy (costs/services.py)
+    PRICE_SAVED = "price.saved", "GPU price saved"
+    PRICE_DELETED = "price.deleted", "GPU price deleted"
+    COST_POLICY_CHANGED = "cost_policy.changed", "Cost policy changed"
     PRIORITY_CLASS_CLUSTERS_CHANGED = (
         "priority_class.clusters_changed",
         "PriorityClass's clusters changed",

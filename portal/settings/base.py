@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "health",
     "diagnostics",
     "usage",
+    "costs",
     "overview",
     "demo",
 ]
@@ -487,6 +488,11 @@ CELERY_BEAT_SCHEDULE = {
     "roll-up-usage": {"task": "usage.tasks.roll_up_task", "schedule": 600.0},
     "collect-gpu-health": {
         "task": "health.tasks.collect_all_gpu_health_task",
+        "schedule": float(QM_HEALTH_SECONDS),
+    },
+    # The teams' busy GPU-hours, from the GPU health readings (costs/busy.py).
+    "record-busy-gpu-hours": {
+        "task": "costs.tasks.record_busy_task",
         "schedule": float(QM_HEALTH_SECONDS),
     },
     "reapply-desired-state": {

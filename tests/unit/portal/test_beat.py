@@ -21,6 +21,7 @@ REGISTERED = {
     "changes.tasks.execute_mig_change_task",
     "changes.tasks.expire_quota_grants_task",
     "changes.tasks.resume_mig_changes_task",
+    "costs.tasks.record_busy_task",
     "cluster.tasks.apply_all_clusters_task",
     "cluster.tasks.apply_desired_state_task",
     "cluster.tasks.poll_all_clusters_task",
@@ -42,6 +43,7 @@ BEAT = {
     "sample-usage": "usage.tasks.take_sample_task",
     "roll-up-usage": "usage.tasks.roll_up_task",
     "collect-gpu-health": "health.tasks.collect_all_gpu_health_task",
+    "record-busy-gpu-hours": "costs.tasks.record_busy_task",
     "reapply-desired-state": "cluster.tasks.apply_all_clusters_task",
 }
 

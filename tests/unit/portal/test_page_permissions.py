@@ -19,6 +19,7 @@ from changes.facts import fleet_facts
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedWorkload
 from cluster.services import settings_cluster
+from costs.models import Price
 from tenants.models import Namespace, Team
 from tests.factories import MigChangeRequestFactory, ObservedNodeFactory
 
@@ -41,6 +42,12 @@ READS = {
     "/workloads/default/team-a/train-a/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/reports/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/reports/gpu-hours.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
+    # costs: everyone reads the prices and their teams' costs; another team's invoice is hidden
+    "/costs/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/costs/prices/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/costs/invoices/team-a/2026-11/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/costs/invoices/team-a/2026-11.csv": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/costs/panel/team-a/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/queues/cluster-queues/cq-train/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
     "/queues/priority-classes/training-critical/edit/": (
         LOGIN,
@@ -106,6 +113,8 @@ REFUSED_POSTS = {
     "/clusters/new/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/clusters/default/edit/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/clusters/default/test/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/costs/prices/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/costs/prices/{price}/delete/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
 }
 
 
@@ -157,7 +166,8 @@ def objects(demo: None) -> dict[str, int]:
         suggestion_key="gpu-a100-03/gpu5/x/xid79",
     )
     settings_cluster()  # the one the migration made (a flushed database gets it back)
-    return {"mc": mc.pk, "qr": qr.pk, "drain": drain.pk}
+    price = Price.objects.order_by("pk").values_list("pk", flat=True).first()  # the demo's
+    return {"mc": mc.pk, "qr": qr.pk, "drain": drain.pk, "price": int(price or 0)}
 
 
 def client_for(user: str) -> Client:
@@ -197,6 +207,12 @@ def test_every_page_is_in_the_matrix() -> None:
         "planner/",
         "reports/",
         "reports/<str:name>.csv",
+        "costs/",
+        "costs/prices/",
+        "costs/prices/<int:pk>/delete/",
+        "costs/invoices/<slug:team>/<str:month>.csv",
+        "costs/invoices/<slug:team>/<str:month>/",
+        "costs/panel/<slug:team>/",
         "queues/cluster-queues/<str:name>/edit/",
         "queues/priority-classes/<str:name>/edit/",
         "quota/",

@@ -1,0 +1,85 @@
+"""Which price an hour takes (pure): a GPU model's price on a day, and a MIG profile's.
+
+A price holds from its effective day until the next price of the same model and profile
+begins, so every day of the history is priced at the price that held on it. A MIG profile
+without a price of its own costs its share of the whole GPU's price that day: the larger of
+its compute-slice and memory-slice fractions (the share GPU-hours weigh it by), exactly, as
+a fraction (a 1g.10gb of an A100-80GB is 1/7 of the GPU's price)."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+from gpus import catalog
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """A price as the book reads it: ``profile`` blank for the whole GPU."""
+
+    gpu_model: str
+    profile: str
+    per_hour: Decimal
+    effective_from: dt.date
+
+
+def profile_of(resource: str) -> str:
+    """``nvidia.com/mig-1g.10gb.me`` -> ``1g.10gb+me`` (the catalog's spelling); a whole GPU:
+    blank."""
+    if resource == GPU:
+        return ""
+    profile = resource.removeprefix(MIG_PREFIX)
+    return profile[:-3] + "+me" if profile.endswith(".me") else profile
+
+
+def profile_share(gpu_model: str, profile: str) -> Fraction | None:
+    """The share of a ``gpu_model`` GPU one ``profile`` slice is (None: not a profile of it)."""
+    try:
+        compute, compute_total, memory, memory_total = catalog.gpu_share(gpu_model, profile)
+    except (KeyError, StopIteration):
+        return None
+    return max(Fraction(compute, compute_total), Fraction(memory, memory_total))
+
+
+class PriceBook:
+    """Every price, found by model, profile and day."""
+
+    def __init__(self, rows: Iterable[PriceRow]) -> None:
+        self._rows: dict[tuple[str, str], list[PriceRow]] = defaultdict(list)
+        for row in sorted(rows, key=lambda r: r.effective_from):
+            self._rows[(row.gpu_model, row.profile)].append(row)
+
+    def _held(self, gpu_model: str, profile: str, day: dt.date) -> Decimal | None:
+        rows = self._rows.get((gpu_model, profile))
+        if not rows:
+            return None
+        index = bisect.bisect_right([r.effective_from for r in rows], day)
+        return rows[index - 1].per_hour if index else None
+
+    def per_hour(self, gpu_model: str | None, resource: str, day: dt.date) -> Decimal | None:
+        """One hour of one ``resource`` device (a whole GPU or a MIG slice) of ``gpu_model``
+        on ``day``; None: no price holds (unknown model, or no price set by that day)."""
+        if gpu_model is None or not (resource == GPU or resource.startswith(MIG_PREFIX)):
+            return None
+        profile = profile_of(resource)
+        if not profile:
+            return self._held(gpu_model, "", day)
+        own = self._held(gpu_model, profile, day)
+        if own is not None:
+            return own
+        whole, share = self._held(gpu_model, "", day), profile_share(gpu_model, profile)
+        if whole is None or share is None:
+            return None
+        return whole * share.numerator / share.denominator
+
+    def models(self) -> set[str]:
+        return {model for model, _ in self._rows}

@@ -1,0 +1,183 @@
+"""Reads of costs: the prices, the policy, the rollups of a period per day, and a period's
+chargeback for the acting user (their teams; approvers and platform admins every team).
+
+Every read is a fixed number of queries whatever the number of teams, days, pools or
+nodes: the rollups of the whole period are summed per day in one query."""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from collections import Counter, defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, Sum
+from django.db.models.functions import TruncDate
+from django.http import Http404
+
+from cluster.models import Cluster, ObservedNode
+from costs.chargeback import Chargeback, Inputs, PoolRow, QueueRow, TeamRow, compute
+from costs.models import BusyDay, CostPolicy, Price
+from costs.pricing import PriceBook, PriceRow
+from fleet.membership import pool_of
+from fleet.models import NodePool
+from gpus.catalog import model_for_product
+from portal.access.permissions import sees_every_team
+from tenants.models import Team
+from tenants.selectors import list_teams_for_user
+from usage.models import Rollup, Sample, SamplingState
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+NO_POOL = "(no pool)"  # the sampler's name for nodes of no pool
+
+
+def policy() -> CostPolicy:
+    """The cost policy (its defaults while none was saved)."""
+    return CostPolicy.objects.order_by("pk").first() or CostPolicy()
+
+
+def price_book() -> PriceBook:
+    return PriceBook(
+        PriceRow(p.gpu_model, p.profile, p.per_hour, p.effective_from) for p in Price.objects.all()
+    )
+
+
+def month_of(text: str) -> dt.date:
+    """``2026-11`` -> 1 November 2026 (a ValueError for anything else, and for a year
+    before 1970 or after 2999)."""
+    year, month = text.split("-")
+    if len(year) != 4 or len(month) != 2 or not 1970 <= int(year) <= 2999:
+        raise ValueError(text)
+    return dt.date(int(year), int(month), 1)
+
+
+def month_end(first: dt.date) -> dt.date:
+    """The first day of the next month."""
+    return first + dt.timedelta(days=calendar.monthrange(first.year, first.month)[1])
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time(0), tzinfo=dt.UTC)
+
+
+def rolled_up_to() -> dt.datetime | None:
+    return SamplingState.objects.values_list("rolled_up_to", flat=True).first()
+
+
+def _rollups(start: dt.date, end: dt.date, upto: dt.datetime | None) -> Any:
+    """Every rollup of [start, end) summed per cluster, day and series: the daily rollups up
+    to the last whole day rolled up, the hourly ones after it (today so far)."""
+    lo, hi = _midnight(start), _midnight(end)
+    partial = lo
+    if upto is not None:
+        partial = min(
+            max(upto.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0), lo), hi
+        )
+    rows = Rollup.objects.on_every_cluster().filter(
+        Q(period=Rollup.Period.DAY, start__gte=lo, start__lt=partial)
+        | Q(period=Rollup.Period.HOUR, start__gte=partial, start__lt=hi)
+    )
+    return (
+        rows.annotate(day=TruncDate("start", tzinfo=dt.UTC))
+        .values_list("cluster_id", "day", "kind", "owner", "scope", "flavor", "resource")
+        .annotate(Sum("used_seconds"), Sum("gpu_seconds"), Sum("capacity_seconds"))
+        .order_by()
+    )
+
+
+def model_of(product: str) -> str:
+    """The price's key of a GPU product label: its catalog model (A100-80GB), else, for a
+    GPU the MIG catalog does not hold, the label itself (NVIDIA-L40S)."""
+    return model_for_product(product) or product.split("-MIG-")[0]
+
+
+def pool_models() -> dict[tuple[int, str], str]:
+    """Each pool's GPU model: the product its node selector names, else the model most of its
+    nodes now carry (nodes of no pool: ``(no pool)``). History is priced by today's pools."""
+    pools: dict[int, list[NodePool]] = defaultdict(list)
+    out: dict[tuple[int, str], str] = {}
+    for pool in NodePool.objects.on_every_cluster().order_by("cluster_id", "name"):
+        cluster_id = int(pool.cluster_id or 0)
+        pools[cluster_id].append(pool)
+        product = (pool.node_selector or {}).get(PRODUCT_LABEL)
+        if product:
+            out[(cluster_id, pool.name)] = model_of(str(product))
+    seen: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
+    nodes = ObservedNode.objects.on_every_cluster().filter(gone_since__isnull=True)
+    for cluster_id, labels, product in nodes.exclude(gpu_product="").values_list(
+        "cluster_id", "labels", "gpu_product"
+    ):
+        if product:
+            held = pool_of(labels or {}, pools.get(cluster_id, []))
+            seen[(cluster_id, held.name if held else NO_POOL)][model_of(product)] += 1
+    for key, models in seen.items():
+        out.setdefault(key, models.most_common(1)[0][0])
+    return out
+
+
+def inputs(start: dt.date, end: dt.date) -> Inputs:
+    """What a chargeback of [start, end) is computed from."""
+    teams, pools, queues = [], [], []
+    for cluster_id, day, kind, owner, scope, flavor, resource, used, gpu, cap in _rollups(
+        start, end, rolled_up_to()
+    ):
+        if kind == Sample.Kind.TEAM:
+            if owner:  # a namespace of no team is no team's to pay
+                teams.append(TeamRow(cluster_id, day, owner, scope, resource, used, gpu, cap))
+        elif kind == Sample.Kind.POOL:
+            pools.append(PoolRow(cluster_id, day, owner, resource, used, cap))
+        else:
+            queues.append(QueueRow(cluster_id, day, owner, flavor, resource, used, gpu))
+    clusters = dict(Cluster.objects.values_list("pk", "name"))
+    busy = {
+        (cluster_id, day, namespace, resource): seconds
+        for cluster_id, day, namespace, resource, seconds in BusyDay.objects.on_every_cluster()
+        .filter(day__gte=start, day__lt=end)
+        .values_list("cluster_id", "day", "namespace", "resource", "busy_seconds")
+    }
+    return Inputs(teams, pools, queues, pool_models(), clusters, busy)
+
+
+def chargeback(start: dt.date, end: dt.date, teams: list[str] | None = None) -> Chargeback:
+    """The chargeback of [start, end), every team's bill or those of ``teams``."""
+    rules = policy()
+    return compute(
+        inputs(start, end),
+        price_book(),
+        sharing=rules.idle_sharing,
+        currency=rules.currency,
+        start=start,
+        end=end,
+        teams=teams,
+    )
+
+
+def team_cost(team: str, start: dt.date, end: dt.date) -> Decimal:
+    """What ``team`` (its slug) cost over the days [start, end), to the cent, as its invoice
+    says it (the allocated hours and its share of idle capacity, by the policy)."""
+    bill = chargeback(start, end, teams=[team]).teams.get(team)
+    return bill.total if bill is not None else Decimal("0.00")
+
+
+def teams_for_user(user: Any, team: str = "") -> list[str] | None:
+    """The user's teams (None: every team, for approvers and platform admins), narrowed to
+    ``team``; a team outside them, or none of that name, is a 404."""
+    mine = (
+        None
+        if sees_every_team(user)
+        else list(list_teams_for_user(user).values_list("slug", flat=True))
+    )
+    if not team:
+        return mine
+    if mine is not None and team not in mine:
+        raise Http404("No such team among yours.")
+    if mine is None and not Team.objects.filter(slug=team).exists():
+        raise Http404("No such team.")
+    return [team]
+
+
+def chargeback_for_user(user: Any, first: dt.date, team: str = "") -> Chargeback:
+    """A month's chargeback as ``user`` may see it: their teams' bills only (another team's
+    is never named; the platform's line and the fleet's total are the fleet's)."""
+    return chargeback(first, month_end(first), teams_for_user(user, team))

@@ -1,0 +1,98 @@
+"""A made history for the cost tests: two pools (whole H100s; an A100-80GB sliced into
+3g.40gb and 1g.10gb), two teams, four days of November 2026 with the H100's price changed
+on the 16th."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from costs.models import Price
+from fleet.models import NodePool
+from usage.models import Rollup, SamplingState
+
+DAY_S = 86400.0
+DAYS = [dt.date(2026, 11, d) for d in (14, 15, 16, 17)]
+NOVEMBER = dt.date(2026, 11, 1)
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+GPU, MIG_3G, MIG_1G = "nvidia.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/mig-1g.10gb"
+
+
+def midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time(0), tzinfo=dt.UTC)
+
+
+def prices() -> None:
+    Price.objects.create(
+        gpu_model="H100-80GB", per_hour=Decimal("4.00"), effective_from=dt.date(2026, 10, 1)
+    )
+    Price.objects.create(
+        gpu_model="H100-80GB", per_hour=Decimal("5.00"), effective_from=dt.date(2026, 11, 16)
+    )
+    Price.objects.create(
+        gpu_model="A100-80GB", per_hour=Decimal("2.00"), effective_from=dt.date(2026, 1, 1)
+    )
+
+
+def pools() -> None:
+    NodePool.objects.create(name="h100", node_selector={"nvidia.com/gpu.product": H100})
+    NodePool.objects.create(name="a100", node_selector={"nvidia.com/gpu.product": A100})
+
+
+def rollup(
+    day: dt.date,
+    kind: str,
+    owner: str,
+    resource: str,
+    used: float,
+    cap: float,
+    scope: str = "",
+    weight: float = 1.0,
+) -> Rollup:
+    return Rollup(
+        period="day",
+        start=midnight(day),
+        kind=kind,
+        owner=owner,
+        scope=scope,
+        resource=resource,
+        covered_seconds=DAY_S,
+        used_seconds=used * DAY_S,
+        gpu_seconds=used * weight * DAY_S,
+        capacity_seconds=cap * DAY_S,
+    )
+
+
+def usage(teams: int = 0) -> None:
+    """Per day: team-a runs 2 H100s (quota 4) and 3 1g.10gb slices (quota 7) in team-a-work;
+    team-b 1 H100 (no quota) and 4 3g.40gb slices (quota 8) in team-b-work; ``teams`` more
+    teams each with one 1g.10gb slice for the first hour of each day; the pools offer 4 H100s,
+    8 3g.40gb and 14 1g.10gb slices."""
+    rows = []
+    for day in DAYS:
+        rows += [
+            rollup(day, "team", "team-a", GPU, 2, 4, "team-a-work"),
+            rollup(day, "team", "team-a", MIG_1G, 3, 7, "team-a-work", 1 / 7),
+            rollup(day, "team", "team-b", GPU, 1, 0, "team-b-work"),
+            rollup(day, "team", "team-b", MIG_3G, 4, 8, "team-b-work", 0.5),
+            rollup(day, "pool", "h100", GPU, 3, 4),
+            rollup(day, "pool", "a100", MIG_3G, 4, 8, weight=0.5),
+            rollup(day, "pool", "a100", MIG_1G, 3, 14, weight=1 / 7),
+            rollup(day, "queue", "cq-train", GPU, 3, 4),
+        ]
+        rows += [
+            rollup(day, "team", f"extra-{i:03d}", MIG_1G, 1 / 24, 0, f"extra-{i:03d}", 1 / 7)
+            for i in range(teams)
+        ]
+    Rollup.objects.bulk_create(rows)
+    SamplingState.objects.update_or_create(
+        pk=SamplingState.objects.values_list("pk", flat=True).first(),
+        defaults={"rolled_up_to": midnight(dt.date(2026, 12, 1))},
+    )
+
+
+def made(teams: int = 0) -> None:
+    prices()
+    pools()
+    usage(teams)
