@@ -40,6 +40,7 @@ API_APPS = (
     "health",
     "diagnostics",
     "usage",
+    "budgets",
     "overview",
 )
 ROOT = {
@@ -59,6 +60,8 @@ ROOT = {
     "mig-configs": "mig-config-list",
     "mig-changes": "mig-change-list",
     "mig-plan": "mig-plan",
+    "budgets": "budget-list",
+    "budget-extensions": "budget-extension-list",
     "audit": "audit-list",
     "notifications": "notification-list",
     "notification-subscriptions": "notification-subscription-list",
