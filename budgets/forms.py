@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from budgets.models import Budget
+from budgets.models import Budget, default_thresholds
 
 
 class ThresholdsField(forms.CharField):
@@ -34,6 +34,7 @@ class ThresholdsField(forms.CharField):
 class BudgetForm(forms.ModelForm):  # type: ignore[type-arg]
     thresholds = ThresholdsField(
         required=False,
+        initial=default_thresholds,
         help_text="Percentages of the budget at which the team is told, e.g. 80, 100.",
     )
 

@@ -47,7 +47,7 @@ def budget_list(request: HttpRequest) -> HttpResponse:
                 _add_errors(form, exc)
             else:
                 messages.success(request, f"Budget of {budget.team.slug} set.")
-                return redirect("budget-detail", pk=budget.pk)
+                return redirect("budget-page", pk=budget.pk)
     elif request.method == "POST":
         raise PermissionDenied("Only platform admins set budgets.")
     waiting = (
@@ -82,7 +82,7 @@ def budget_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 _add_errors(form, exc)
             else:
                 messages.success(request, "Budget saved.")
-                return redirect("budget-detail", pk=budget.pk)
+                return redirect("budget-page", pk=budget.pk)
         budget = get_budget_for_user(request.user, pk)  # the row as stored, beside the form
     extensions = budget.extensions.select_related("requested_by", "decided_by")
     context = {
@@ -112,7 +112,7 @@ def extension_new(request: HttpRequest, pk: int) -> HttpResponse:
     form = ExtensionForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(str(m) for errors in form.errors.values() for m in errors))
-        return redirect("budget-detail", pk=budget.pk)
+        return redirect("budget-page", pk=budget.pk)
     try:
         services.request_budget_extension(
             actor=request.user,
@@ -124,7 +124,7 @@ def extension_new(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, user_message(exc))
     else:
         messages.success(request, "Extension asked for: a platform admin decides.")
-    return redirect("budget-detail", pk=budget.pk)
+    return redirect("budget-page", pk=budget.pk)
 
 
 @login_required
@@ -149,4 +149,4 @@ def extension_decide(request: HttpRequest, pk: int, action: str) -> HttpResponse
         messages.success(request, f"Extension #{pk} {done}.")
     if request.POST.get("next") == "list":
         return redirect("budgets")
-    return redirect("budget-detail", pk=budget.pk)
+    return redirect("budget-page", pk=budget.pk)

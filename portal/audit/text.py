@@ -333,7 +333,7 @@ TARGET_PAGES: dict[str, tuple[str, bool, str]] = {
     "queues.localqueue": ("queues", False, "lq-title"),
     "tenants.priorityclass": ("queues", False, "pc-title"),
     "fleet.nodepool": ("fleet", False, ""),
-    "budgets.budget": ("budget-detail", True, ""),
+    "budgets.budget": ("budget-page", True, ""),
     "budgets.budgetextension": ("budgets", False, "extension-{id}"),
 }
 

@@ -24,7 +24,7 @@ LINKS = (
     ("planner", "Planner", ("planner",), "admin"),
     ("fleet", "Fleet", ("fleet", "fleet-node"), "all"),
     ("reports", "Usage", ("reports",), "all"),
-    ("budgets", "Budgets", ("budgets", "budget-detail"), "all"),
+    ("budgets", "Budgets", ("budgets", "budget-page"), "all"),
     ("audit", "Audit", ("audit",), "all"),
     ("clusters", "Clusters", ("clusters", "cluster-page"), "admin"),
     ("admin:index", "Admin", (), "admin"),

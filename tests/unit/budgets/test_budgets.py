@@ -221,6 +221,7 @@ def test_the_budgets_page_shows_a_lead_their_own_teams_only(
     client.force_login(team_a_admin)
     page = client.get("/budgets/").content.decode()
     assert "team-a-work/train" in page and "team-b" not in page
+    assert f'href="/budgets/{mine.pk}/"' in page  # the page, not the API's route of one name
     assert client.get(f"/budgets/{theirs.pk}/").status_code == 404
     assert client.get(f"/budgets/{mine.pk}/").status_code == 200
     assert client.post("/budgets/", {"new-team": theirs.team_id}).status_code == 403
