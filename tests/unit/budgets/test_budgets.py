@@ -249,9 +249,19 @@ def test_the_api_refuses_a_money_budget_with_its_field_error(
     )
     assert made.status_code == 201, made.content
     assert made.json()["standing"]["limit"] == 100.0
+    theirs = budget(TeamFactory(slug="team-b"), platform_admin)
     client.force_login(team_a_admin)
     listed = client.get("/api/v1/budgets/").json()
     assert [b["team"] for b in listed["results"]] == ["team-a"]
+    assert client.get(f"/api/v1/budgets/{theirs.pk}/").status_code == 404
+    asked = client.post(
+        f"/api/v1/budgets/{made.json()['id']}/extend/",
+        {"amount": "20", "reason": "A deadline."},
+        content_type="application/json",
+    )
+    assert asked.status_code == 201, asked.content
+    approve = f"/api/v1/budget-extensions/{asked.json()['id']}/approve/"
+    assert client.post(approve, {}, content_type="application/json").status_code == 403
     refused = client.patch(
         f"/api/v1/budgets/{made.json()['id']}/", {"enforce": False}, content_type="application/json"
     )
