@@ -133,10 +133,11 @@ def first_look(clusters: list[str]) -> list[list[str]]:
     """The commands that fill new demo clusters before the pages open: each cluster synced
     (a new demo cluster starts empty) and its GPU health read (the Fleet page's health at
     once), then the usage history backfilled from what they all hold (charts on the Usage
-    page at once: a cluster not yet polled would have no pool, so no fleet history)."""
+    page at once: a cluster not yet polled would have no pool, so no fleet history), and
+    the demo's budgets set from that history (team-a's nearly spent)."""
     steps = [["sync_cluster", "--full", f"--cluster={name}"] for name in clusters]
     steps += [["collect_gpu_health", f"--cluster={name}"] for name in clusters]
-    return [*steps, ["backfill_usage", "--days=14"]]
+    return [*steps, ["backfill_usage", "--days=14"], ["demo_budgets"]]
 
 
 def demo_logins(env: dict[str, str]) -> list[tuple[str, str]]:

@@ -74,6 +74,15 @@ TEAMS = (
     ("team-dev", "Development", "Notebooks and tests on small MIG slices."),
 )
 
+# Budgets (GPU-hours per calendar month): team-a's is set nearly spent (this share of it
+# used so far, from the usage history) and not enforced, so its page says what enforcement
+# would hold; team-b's is enforced with room to spare.
+BUDGETS = (
+    # team, the share of the budget used so far, the amount without usage yet, enforce
+    ("team-a", 0.92, 400, False),
+    ("team-b", 0.4, 600, True),
+)
+
 PRIORITY_CLASSES = (
     ("training-critical", 1_000_000, "PreemptLowerPriority", "Training jobs that must not wait."),
     ("inference-serving", 500_000, "PreemptLowerPriority", "Online inference replicas."),

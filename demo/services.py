@@ -8,6 +8,7 @@ demo is validated and audited too.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from budgets.models import Budget
+from budgets.selectors import standings
+from budgets.services import save_budget
 from cluster import credentials
 from cluster.models import Cluster
 from cluster.services import save_cluster, settings_cluster
@@ -84,9 +88,9 @@ def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     settings' one named for training and the inference one registered (or pointed at its
     new address); 1. priority classes; 2. teams with their namespaces, quota and limits;
     3. flavors and node pools; 4. the cohorts and ClusterQueues, then LocalQueues;
-    5. the logins and the prices of GPU time; 6. the marker that the demo is loaded (the
-    sign-in page lists its logins). Once the inference cluster is registered, its objects
-    live there (team-infer's namespace and queues, team-a-serve, the inference fleet's
+    5. the logins, the prices of GPU time and the budgets; 6. the marker that the demo is
+    loaded (the sign-in page lists its logins). Once the inference cluster is registered, its
+    objects live there (team-infer's namespace and queues, team-a-serve, the inference fleet's
     flavors and pools)."""
     clusters = _clusters(inference)
     _priority_classes()
@@ -95,6 +99,7 @@ def load_demo(inference: data.Endpoint | None = None) -> list[str]:
     _queues(clusters)
     _users(teams)
     _prices()
+    load_demo_budgets()
     # 6. the marker a sign-in page reads to list the demo logins (where settings allow it),
     # written when it says something new: loading the demo again leaves the log quiet
     # (the logins only: passwords are never audited; the page has the demo's from settings)
@@ -265,3 +270,21 @@ def _users(teams: dict[str, Team]) -> None:
             membership = membership or Membership(user=user, team=teams[slug])
             membership.role = role
             save_membership(actor=SYSTEM, membership=membership, source=SOURCE)
+
+
+def load_demo_budgets() -> None:
+    """The demo's budgets, through the budgets' service: each team's amount is what it has
+    used this month so far over the share ``data.BUDGETS`` gives it (team-a's nearly spent),
+    or the fixed amount while there is no usage history yet (``dev.py run`` sets them again
+    once the history is backfilled)."""
+    for slug, share, fallback, enforce in data.BUDGETS:
+        team = Team.objects.filter(slug=slug).first()
+        if team is None:
+            continue
+        budget = Budget.objects.filter(team=team).first() or Budget(team=team)
+        budget.unit, budget.period, budget.enforce = Budget.Unit.GPU_HOURS, "monthly", enforce
+        budget.amount = budget.amount or Decimal(fallback)
+        spent = standings([budget])[budget.pk].spent if budget.pk else 0.0
+        if spent > 0:
+            budget.amount = Decimal(math.ceil(spent / share))
+        save_budget(actor=SYSTEM, budget=budget, source=SOURCE)

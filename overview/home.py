@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from budgets.rows import budget_rows_of_teams
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.scope import cluster_choice, cluster_id_of
@@ -137,9 +138,11 @@ def home(request: HttpRequest) -> HttpResponse:
     _queue_use(namespaces, statuses, lenders)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
+    budgets = budget_rows_of_teams(teams)
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]
+        team.budget_row = budgets.get(team.pk)  # type: ignore[attr-defined]
     context = {
         "teams": teams,
         "sync": api.latest,
@@ -377,6 +380,8 @@ def _admits_nothing(lq: Any, cq_status: dict[str, Any]) -> str:
     cq = lq.cluster_queue
     if lq.stop_policy != "None":
         return f"LocalQueue {lq.name} is stopped ({lq.get_stop_policy_display()})."
+    if lq.budget_hold:
+        return f"LocalQueue {lq.name} is held: the team's budget is spent (running work goes on)."
     if cq.stop_policy != "None":
         return f"ClusterQueue {cq.name} is stopped ({cq.get_stop_policy_display()})."
     for condition in cq_status.get("conditions") or []:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -23,8 +24,12 @@ def require_platform_admin(actor: Actor) -> None:
 
 def snapshot(instance: models.Model) -> dict[str, Any]:
     """A JSON-safe picture of a model's own fields, for the audit log; a related object is
-    named as people know it (``cohort: ai-platform``, not its row id)."""
-    data = model_to_dict(instance)
+    named as people know it (``cohort: ai-platform``, not its row id), a decimal as it is
+    written (``400.00``)."""
+    data = {
+        key: str(value) if isinstance(value, Decimal) else value
+        for key, value in model_to_dict(instance).items()
+    }
     for field in instance._meta.concrete_fields:
         if field.is_relation and field.name in data and data[field.name] is not None:
             related = getattr(instance, field.name, None)

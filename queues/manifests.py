@@ -165,7 +165,7 @@ def render_local_queue(
         "apiVersion": kueue_api(version),
         "kind": "LocalQueue",
         "metadata": _metadata(lq.name, namespace=namespace, team=team_slug),
-        "spec": {"clusterQueue": cluster_queue_name, "stopPolicy": lq.stop_policy},
+        "spec": {"clusterQueue": cluster_queue_name, "stopPolicy": lq.effective_stop_policy},
     }
 
 

@@ -281,6 +281,11 @@ class LocalQueue(models.Model):
     stop_policy = models.CharField(
         max_length=16, choices=StopPolicy.choices, default=StopPolicy.NONE
     )
+    budget_hold = models.BooleanField(
+        default=False,
+        help_text="Held because its team's budget is spent and enforced (written by the "
+        "budget's enforcement only): rendered as stopPolicy Hold unless stop_policy says more.",
+    )
     description = models.TextField(blank=True)
 
     class Meta:
@@ -295,6 +300,14 @@ class LocalQueue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def effective_stop_policy(self) -> str:
+        """The stopPolicy the cluster is sent: the one set on the queue, else Hold while its
+        team's budget holds it (Kueue's Hold: nothing new admitted, running work goes on)."""
+        if self.stop_policy == StopPolicy.NONE and self.budget_hold:
+            return str(StopPolicy.HOLD)
+        return str(self.stop_policy)
 
     def clean(self) -> None:
         """A LocalQueue points at a ClusterQueue of its namespace's cluster."""

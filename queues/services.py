@@ -164,6 +164,37 @@ def save_local_queue(*, actor: Actor, local_queue: LocalQueue, source: str) -> L
     return local_queue
 
 
+@transaction.atomic
+def hold_for_budget(
+    *,
+    actor: Actor,
+    local_queues: list[LocalQueue],
+    held: bool,
+    source: str,
+    cause: models.Model | None = None,
+) -> list[LocalQueue]:
+    """Hold (or release) LocalQueues for their team's spent budget: ``budget_hold``, which
+    the renderer sends as ``stopPolicy: Hold`` (no new admissions, running work goes on) and
+    the loop applies; the stop policy an admin set stays as it was. One audit row per
+    queue that changes (``cause``: the budget); the changed ones are returned."""
+    require_platform_admin(actor)
+    changed = []
+    for lq in local_queues:
+        if lq.budget_hold == held:
+            continue
+        lq.budget_hold = held
+        save_validated(
+            lq,
+            actor=actor,
+            source=source,
+            team=lq.namespace.team,
+            event=Event.LOCAL_QUEUE_BUDGET_HOLD,
+            cause=cause,
+        )
+        changed.append(lq)
+    return changed
+
+
 QueueObject = ResourceFlavor | Cohort | ClusterQueue | LocalQueue
 
 

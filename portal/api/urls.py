@@ -41,6 +41,7 @@ API_APPS = (
     "diagnostics",
     "usage",
     "costs",
+    "budgets",
     "overview",
 )
 ROOT = {
@@ -60,6 +61,8 @@ ROOT = {
     "mig-configs": "mig-config-list",
     "mig-changes": "mig-change-list",
     "mig-plan": "mig-plan",
+    "budgets": "budget-list",
+    "budget-extensions": "budget-extension-list",
     "audit": "audit-list",
     "notifications": "notification-list",
     "notification-subscriptions": "notification-subscription-list",

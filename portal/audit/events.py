@@ -91,6 +91,16 @@ class Event(StrEnum):
         "quota_change.revert_held",
         "Quota grant ended, taking it back needs a person",
     )
+    # budgets (budgets/services.py)
+    BUDGET_SAVED = "budget.saved", "Budget set"
+    BUDGET_DELETED = "budget.deleted", "Budget removed"
+    BUDGET_THRESHOLD = "budget.threshold", "Budget threshold reached"
+    BUDGET_HELD = "budget.held", "Budget spent: the team's queues held"
+    BUDGET_RELEASED = "budget.released", "Budget hold lifted"
+    BUDGET_EXTENSION_REQUESTED = "budget_extension.requested", "Budget extension asked for"
+    BUDGET_EXTENSION_APPROVED = "budget_extension.approved", "Budget extension granted"
+    BUDGET_EXTENSION_REJECTED = "budget_extension.rejected", "Budget extension refused"
+    BUDGET_EXTENSION_CANCELLED = "budget_extension.cancelled", "Budget extension withdrawn"
     # desired state (tenants/, queues/, fleet/ services)
     TEAM_CREATED = "team.created", "Team created"
     TEAM_CHANGED = "team.changed", "Team changed"
@@ -115,6 +125,10 @@ class Event(StrEnum):
     COHORT_SAVED = "cohort.saved", "Cohort saved"
     CLUSTER_QUEUE_SAVED = "cluster_queue.saved", "ClusterQueue saved"
     LOCAL_QUEUE_SAVED = "local_queue.saved", "LocalQueue saved"
+    LOCAL_QUEUE_BUDGET_HOLD = (
+        "local_queue.budget_hold",
+        "LocalQueue held or released for its team's budget",
+    )
     NODE_POOL_SAVED = "node_pool.saved", "Node pool saved"
     MIG_CONFIG_CREATED = "migconfig.created", "Custom MIG config created"
     MIG_CONFIG_CHANGED = "migconfig.changed", "Custom MIG config changed"

@@ -52,6 +52,9 @@ NOUNS: dict[str, str] = {
     "notification_subscription": "Notification subscription",
     "notificationpreference": "Notification preference",
     "notification_preference": "Notification preference",
+    "budget": "Budget",
+    "budgetextension": "Budget extension",
+    "budget_extension": "Budget extension",
 }
 
 # Events that record facts about a decision or a step rather than an object's state: a key
@@ -67,6 +70,10 @@ FACT_EVENTS = (
     "api_token.",
     "notification_subscription.",
     "notification_preference.",
+    "budget.threshold",
+    "budget.held",
+    "budget.released",
+    "budget_extension.",
 )
 
 # Field names a person reads instead of the recorded key, per event prefix.
@@ -92,6 +99,8 @@ CODED_VALUES: dict[str, dict[str, str]] = {
         "Hold": "Hold (admit nothing new)",
         "HoldAndDrain": "Hold and drain (also evict admitted)",
     },
+    "unit": {"gpu_hours": "GPU-hours", "money": "Money"},
+    "period": {"monthly": "Every calendar month (UTC)", "custom": "A custom period"},
     "state": {
         "pending": "Pending approval",
         "rolling_back": "Rolling back",
@@ -327,6 +336,8 @@ TARGET_PAGES: dict[str, tuple[str, bool, str]] = {
     "queues.localqueue": ("queues", False, "lq-title"),
     "tenants.priorityclass": ("queues", False, "pc-title"),
     "fleet.nodepool": ("fleet", False, ""),
+    "budgets.budget": ("budget-page", True, ""),
+    "budgets.budgetextension": ("budgets", False, "extension-{id}"),
 }
 
 

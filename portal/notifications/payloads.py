@@ -25,6 +25,7 @@ KINDS: dict[str, str] = {
     "failed": "Change failed or aborted",
     "expiring": "Quota grant expiring or ended",
     "evicted": "Pods evicted",
+    "budget": "Budget threshold reached, queues held or released",
 }
 
 EVENT_KINDS: dict[str, str] = {
@@ -46,6 +47,12 @@ EVENT_KINDS: dict[str, str] = {
     "quota_change.revert_skipped": "expiring",
     "quota_change.revert_held": "expiring",
     "mig_change.pods_evicted": "evicted",
+    "budget.threshold": "budget",
+    "budget.held": "budget",
+    "budget.released": "budget",
+    "budget_extension.requested": "request",
+    "budget_extension.approved": "decision",
+    "budget_extension.rejected": "decision",
 }
 
 # The payload keys worth a line, in this order, with the words a person reads.
@@ -59,6 +66,12 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("before", "Before"),
     ("requested", "Asked for"),
     ("until", "Until"),
+    ("period", "Period"),
+    ("spent", "Used"),
+    ("limit", "Budget"),
+    ("threshold", "Threshold"),
+    ("amount", "Extension"),
+    ("queues", "Queues"),
     ("verdict", "Verdict"),
     ("requested_by", "Asked by"),
     ("decided_by", "Decided by"),
@@ -162,6 +175,9 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
         return f"{base}/changes/{ident}/"
     if isinstance(ident, int) and event.startswith("quota_change."):
         return f"{base}/quota/{ident}/"
+    budget = payload.get("budget_id")
+    if isinstance(budget, int) and event.startswith(("budget.", "budget_extension.")):
+        return f"{base}/budgets/{budget}/"
     return f"{base}/"
 
 

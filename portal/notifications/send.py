@@ -86,12 +86,13 @@ def notify_event(
     payload: dict[str, Any],
     audience: Audience = NOBODY,
     *,
-    cluster: int,
+    cluster: int | None,
 ) -> None:
     """Tell the installation's hooks, the people subscribed to this kind of event and the
     people it concerns (``audience``). ``cluster``: the id of the cluster the event is on
     (its request's): the pods it names are of that cluster, redacted for each person by
-    who owns their namespace there."""
+    who owns their namespace there (``CLUSTER_UNKNOWN`` for an event of no one cluster, a
+    team's budget: a namespace is named to those whose teams own one of its name)."""
     if settings.QM_NOTIFY_WEBHOOK_URL or settings.QM_NOTIFY_EMAILS:
         outbox.send_later("portal.notify.notify_task", event, subject, payload)
     message = message_for(event, subject, payload, settings.QM_PUBLIC_URL, cluster=cluster)

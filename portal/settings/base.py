@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "diagnostics",
     "usage",
     "costs",
+    "budgets",
     "overview",
     "demo",
 ]
@@ -486,6 +487,8 @@ CELERY_BEAT_SCHEDULE = {
     # A sample after each successful poll, at most every QM_SAMPLE_SECONDS.
     "sample-usage": {"task": "usage.tasks.take_sample_task", "schedule": float(QM_POLL_SECONDS)},
     "roll-up-usage": {"task": "usage.tasks.roll_up_task", "schedule": 600.0},
+    # Budgets: warnings at thresholds and holds where enforced, after each roll-up.
+    "check-budgets": {"task": "budgets.tasks.check_budgets_task", "schedule": 600.0},
     "collect-gpu-health": {
         "task": "health.tasks.collect_all_gpu_health_task",
         "schedule": float(QM_HEALTH_SECONDS),

@@ -89,7 +89,8 @@ def test_the_banner_names_both_demo_clusters_and_their_addresses() -> None:
 def test_every_demo_cluster_is_synced_and_read_before_the_usage_history_is_backfilled() -> None:
     steps = dev.first_look(["default", "inference"])
     backfill = steps.index(["backfill_usage", "--days=14"])
-    assert backfill == len(steps) - 1
+    assert backfill == len(steps) - 2
+    assert steps[-1] == ["demo_budgets"]  # set from the history backfilled
     for name in ("default", "inference"):
         assert steps.index(["sync_cluster", "--full", f"--cluster={name}"]) < backfill
         assert steps.index(["collect_gpu_health", f"--cluster={name}"]) < backfill

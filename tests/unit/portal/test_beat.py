@@ -18,6 +18,7 @@ def test_every_beat_entry_names_a_registered_task() -> None:
 # Beat's schedule and the outbox's unsent rows store a task by its registered name: a task
 # whose module moves keeps its name (``name=`` on the task), and a new task adds its own here.
 REGISTERED = {
+    "budgets.tasks.check_budgets_task",
     "changes.tasks.execute_mig_change_task",
     "changes.tasks.expire_quota_grants_task",
     "changes.tasks.resume_mig_changes_task",
@@ -42,6 +43,7 @@ BEAT = {
     "poll-clusters": "cluster.tasks.poll_all_clusters_task",
     "sample-usage": "usage.tasks.take_sample_task",
     "roll-up-usage": "usage.tasks.roll_up_task",
+    "check-budgets": "budgets.tasks.check_budgets_task",
     "collect-gpu-health": "health.tasks.collect_all_gpu_health_task",
     "record-busy-gpu-hours": "costs.tasks.record_busy_task",
     "reapply-desired-state": "cluster.tasks.apply_all_clusters_task",

@@ -12,6 +12,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from budgets.models import Budget
+from budgets.services import (
+    decide_budget_extension,
+    request_budget_extension,
+    save_budget,
+)
 from changes import notify as mig_notify
 from changes.models import MigChangeStep, QuotaChangeRequest
 from changes.quota import notice_payload
@@ -20,7 +26,14 @@ from portal.models import Notification, OutboxMessage
 from portal.notifications.payloads import EVENT_KINDS, KINDS
 from portal.notifications.send import Audience, notify_event
 from tenants.models import Namespace
-from tests.factories import MigChangeRequestFactory
+from tests.factories import (
+    LocalQueueFactory,
+    MembershipFactory,
+    MigChangeRequestFactory,
+    NamespaceFactory,
+    UserFactory,
+)
+from usage.models import Rollup, SamplingState
 
 pytestmark = pytest.mark.django_db
 
@@ -104,9 +117,42 @@ def mig_events(team: Any, lead: Any) -> list[tuple[str, str, dict[str, object]]]
     return events
 
 
-def test_every_kind_of_notification_reads_as_words(team_a_admin: Any, team_a: Any) -> None:
+def budget_events(team: Any, lead: Any, admin: Any) -> None:
+    """A budget's every event, each told once to ``lead`` (a member of ``team``): its one
+    threshold reached and its queue held at the save, an extension another lead asks for
+    granted (the hold lifted), and one ``lead`` asks for refused."""
+    now = dt.datetime(2026, 12, 10, tzinfo=dt.UTC)
+    LocalQueueFactory(name="train", namespace=NamespaceFactory(name="team-a-work", team=team))
+    Rollup.objects.create(
+        period="day",
+        start=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+        kind="team",
+        owner=team.slug,
+        resource="nvidia.com/gpu",
+        gpu_seconds=120 * 3600,
+    )
+    SamplingState.objects.create(rolled_up_to=now)
+    budget = Budget(team=team, amount=100, thresholds=[100], enforce=True)
+    save_budget(actor=admin, budget=budget, source="web", now=now)
+    other = UserFactory(username="another-lead")
+    MembershipFactory(user=other, team=team, role="lead")
+    more = request_budget_extension(
+        actor=other, team=team, amount="50", reason="A deadline.", now=now
+    )
+    decide_budget_extension(actor=admin, extension_id=more.pk, approve=True, now=now)
+    mine = request_budget_extension(
+        actor=lead, team=team, amount="10", reason="More tests.", now=now
+    )
+    decide_budget_extension(actor=admin, extension_id=mine.pk, approve=False, comment="No.")
+
+
+def test_every_kind_of_notification_reads_as_words(
+    team_a_admin: Any, team_a: Any, platform_admin: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     team_a_admin.email = "lead@example.org"
     team_a_admin.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        budget_events(team_a, team_a_admin, platform_admin)
     events = quota_events(team_a, team_a_admin) + mig_events(team_a, team_a_admin)
     for event, said, payload in events:
         notify_event(

@@ -1,0 +1,151 @@
+"""Reads of budgets: who sees which (platform admins every team's, a lead their own teams'),
+what each team has used in its budget's period, and where each budget stands. A page of
+any number of budgets reads them in the same few queries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+
+from django.db.models import Q, QuerySet, Sum
+from django.http import Http404
+from django.utils import timezone
+
+from budgets.models import Budget, BudgetExtension
+from budgets.standing import HOUR, Standing, Window, custom_window, monthly_window
+from changes.approval import User, teams_user_may_request_for
+from portal.vocabulary.errors import DomainError
+from queues.models import LocalQueue
+from tenants.models import Team
+from usage.models import Rollup, Sample, SamplingState
+
+
+def teams_for_budgets(user: User) -> QuerySet[Team]:
+    """The teams whose budgets ``user`` reads: every team for a platform admin, the teams
+    they lead for anyone else (the rule of who asks for a team's changes)."""
+    return teams_user_may_request_for(user)
+
+
+def budgets_for_user(user: User) -> QuerySet[Budget]:
+    return (
+        Budget.objects.filter(team__in=teams_for_budgets(user))
+        .select_related("team")
+        .order_by("team__slug")
+    )
+
+
+def get_budget_for_user(user: User, pk: int) -> Budget:
+    """A budget ``user`` reads (another's, or none: 404)."""
+    budget = budgets_for_user(user).filter(pk=pk).first()
+    if budget is None:
+        raise Http404("No such budget.")
+    return budget
+
+
+def window_of(budget: Budget, now: dt.datetime) -> Window:
+    """The budget's period that holds ``now`` (a custom budget's one period, whenever now
+    is)."""
+    if budget.period == Budget.Period.CUSTOM and budget.starts and budget.ends:
+        return custom_window(budget.starts, budget.ends)
+    return monthly_window(now)
+
+
+def _measured_to(now: dt.datetime) -> dt.datetime | None:
+    """The end of the last hour the usage history has rolled up (None: nothing yet)."""
+    upto = SamplingState.objects.values_list("rolled_up_to", flat=True).first()
+    return min(upto, now) if upto is not None else None
+
+
+def _team_gpu_seconds(
+    slugs: Sequence[str], since: dt.datetime, upto: dt.datetime
+) -> dict[str, list[tuple[dt.datetime, float]]]:
+    """Each team's GPU-seconds (MIG slices weighted by their share of a GPU), summed over
+    its namespaces on every cluster, per daily rollup before ``upto``'s day and per hourly
+    one of that day up to ``upto`` (the usage reports' rule: a day counts once). One query."""
+    day = upto.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = (
+        Rollup.objects.filter(kind=Sample.Kind.TEAM, owner__in=list(slugs))
+        .filter(
+            Q(period=Rollup.Period.DAY, start__gte=since, start__lt=day)
+            | Q(period=Rollup.Period.HOUR, start__gte=max(day, since), start__lt=upto)
+        )
+        .values_list("owner", "start")
+        .annotate(gpu=Sum("gpu_seconds"))
+        .order_by()
+    )
+    out: dict[str, list[tuple[dt.datetime, float]]] = defaultdict(list)
+    for owner, start, gpu in rows:
+        out[owner].append((start, float(gpu or 0)))
+    return out
+
+
+def spend(
+    budgets: Sequence[Budget], windows: dict[int, Window], upto: dt.datetime | None
+) -> dict[int, float]:
+    """What each budget's team has spent in its window up to ``upto``, in the budget's
+    unit. The one place spend is computed: GPU-hours from the usage history; a money
+    budget needs prices, which the portal does not have yet (refused, never guessed)."""
+    if any(b.unit == Budget.Unit.MONEY for b in budgets):
+        raise DomainError("money budgets need prices", code="no_prices")
+    if upto is None or not budgets:
+        return {b.pk: 0.0 for b in budgets}
+    since = min(w.start for w in windows.values())
+    used = _team_gpu_seconds([b.team.slug for b in budgets], since, upto)
+    return {
+        b.pk: round(
+            sum(s for start, s in used.get(b.team.slug, []) if windows[b.pk].holds(start)) / HOUR,
+            3,
+        )
+        for b in budgets
+    }
+
+
+def _granted(budgets: Sequence[Budget], windows: dict[int, Window]) -> dict[int, float]:
+    """The extensions granted for each budget's window. One query."""
+    rows = (
+        BudgetExtension.objects.filter(
+            budget__in=[b.pk for b in budgets], state=BudgetExtension.State.APPROVED
+        )
+        .values_list("budget_id", "period_start")
+        .annotate(total=Sum("amount"))
+        .order_by()
+    )
+    out: dict[int, float] = defaultdict(float)
+    for budget_id, start, total in rows:
+        if windows[budget_id].start == start:
+            out[budget_id] += float(total)
+    return out
+
+
+def standings(budgets: Sequence[Budget], now: dt.datetime | None = None) -> dict[int, Standing]:
+    """Where each budget stands now. Three queries, whatever the number of budgets."""
+    now = now or timezone.now()
+    windows = {b.pk: window_of(b, now) for b in budgets}
+    upto = _measured_to(now)
+    spent = spend(budgets, windows, upto)
+    granted = _granted(budgets, windows)
+    return {
+        b.pk: Standing(
+            window=windows[b.pk],
+            amount=float(b.amount),
+            extended=granted.get(b.pk, 0.0),
+            spent=spent[b.pk],
+            measured_to=min(upto, windows[b.pk].end) if upto else windows[b.pk].start,
+            thresholds=tuple(b.thresholds or ()),
+        )
+        for b in budgets
+    }
+
+
+def queues_of(teams: Sequence[Team]) -> dict[int, list[LocalQueue]]:
+    """Each team's LocalQueues on every cluster (what its budget holds). One query."""
+    out: dict[int, list[LocalQueue]] = defaultdict(list)
+    rows = (
+        LocalQueue.objects.filter(namespace__team__in=list(teams))
+        .select_related("namespace__team", "namespace__cluster")
+        .order_by("namespace__name", "name")
+    )
+    for lq in rows:
+        out[lq.namespace.team_id].append(lq)
+    return out
