@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("diagnostics.urls")),
     path("", include("queues.urls")),
     path("", include("usage.urls")),
+    path("", include("idle.urls")),
     path("", include("changes.urls")),
     path("", include("cluster.urls")),
     path("login/", views.LoginView.as_view(), name="login"),

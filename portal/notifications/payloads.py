@@ -25,6 +25,7 @@ KINDS: dict[str, str] = {
     "failed": "Change failed or aborted",
     "expiring": "Quota grant expiring or ended",
     "evicted": "Pods evicted",
+    "idle": "Idle GPUs found or suspended",
 }
 
 EVENT_KINDS: dict[str, str] = {
@@ -46,6 +47,8 @@ EVENT_KINDS: dict[str, str] = {
     "quota_change.revert_skipped": "expiring",
     "quota_change.revert_held": "expiring",
     "mig_change.pods_evicted": "evicted",
+    "idle.found": "idle",
+    "idle.suspended": "idle",
 }
 
 # The payload keys worth a line, in this order, with the words a person reads.
@@ -63,6 +66,11 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("requested_by", "Asked by"),
     ("decided_by", "Decided by"),
     ("pods", "Pods"),
+    ("workload", "Workload"),
+    ("gpus", "GPUs held"),
+    ("idle_since", "Idle since"),
+    ("gpu_hours", "GPU-hours wasted"),
+    ("policy", "Idle policy"),
     ("evictions", "Pods it evicts"),
     ("impact", "Impact"),
     ("reason", "Reason"),
@@ -162,6 +170,8 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
         return f"{base}/changes/{ident}/"
     if isinstance(ident, int) and event.startswith("quota_change."):
         return f"{base}/quota/{ident}/"
+    if event.startswith("idle."):
+        return f"{base}/idle/"
     return f"{base}/"
 
 
