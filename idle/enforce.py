@@ -27,7 +27,7 @@ from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.audit.record import SYSTEM, Event, record_audit
 
 log = logging.getLogger(__name__)
-SOURCE = "idle-policy"
+SOURCE = "task"
 
 
 def due(cluster: Cluster, now: dt.datetime) -> list[IdleSpell]:

@@ -107,7 +107,7 @@ def next_run(
         and before.low_since is not None
         and (before.namespace, before.pod) == (reading.namespace, reading.pod)
         and before.threshold == threshold
-        and now - before.read_at <= max_gap
+        and dt.timedelta(0) <= now - before.read_at <= max_gap
     )
     if goes_on and before is not None:
         peak = max(before.peak or 0.0, reading.util or 0.0)
