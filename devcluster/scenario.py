@@ -463,6 +463,29 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
             },
         }
     )
+    # A notebook of team-a through Kueue (team-a-train) that holds an H100 and leaves it idle:
+    # its DCGM exporter reports 0 % for it, and the portal finds it idle.
+    controllers.idle_apps.add("notebook")
+    controllers.after_quota.setdefault("team-a", []).append(
+        {
+            "metadata": {
+                "name": "notebook-idle",
+                "namespace": "team-a",
+                "labels": {"kueue.x-k8s.io/queue-name": "team-a-train"},
+            },
+            "spec": {
+                "parallelism": 1,
+                "completions": 1,
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": {"app": "notebook"}},
+                    "spec": pod(
+                        "x", "team-a", limits={"nvidia.com/gpu": "1"}, tolerations=[GPU_TOLERATION]
+                    )["spec"],
+                },
+            },
+        }
+    )
     # A Volcano gang job of team-b, half started: two of its four 4-GPU pods run on
     # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
     load_gang(cluster)

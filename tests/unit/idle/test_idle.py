@@ -190,17 +190,17 @@ def test_the_first_switch_on_waits_for_a_second_person(
     team_a: Any, team_a_admin: Any, team_a_member: Any, platform_admin: Any
 ) -> None:
     with pytest.raises(PermissionDenied):
-        policy.switch_on(actor=team_a_admin, team=team_a, source="test")
-    on = policy.switch_on(actor=platform_admin, team=team_a, source="test")
+        policy.switch_on(actor=team_a_admin, team=team_a, source="web")
+    on = policy.switch_on(actor=platform_admin, team=team_a, source="web")
     assert on.state == IdlePolicy.State.AWAITING
     with pytest.raises(DomainError):  # nobody approves their own
-        policy.approve(actor=platform_admin, team=team_a, source="test")
+        policy.approve(actor=platform_admin, team=team_a, source="web")
     with pytest.raises(PermissionDenied):  # a member is not the lead
-        policy.approve(actor=team_a_member, team=team_a, source="test")
-    approved = policy.approve(actor=team_a_admin, team=team_a, source="test")
+        policy.approve(actor=team_a_member, team=team_a, source="web")
+    approved = policy.approve(actor=team_a_admin, team=team_a, source="web")
     assert (approved.state, approved.approved_by) == (IdlePolicy.State.ON, team_a_admin)
-    policy.switch_off(actor=team_a_admin, team=team_a, source="test")
-    again = policy.switch_on(actor=platform_admin, team=team_a, source="test")
+    policy.switch_off(actor=team_a_admin, team=team_a, source="web")
+    again = policy.switch_on(actor=platform_admin, team=team_a, source="web")
     assert again.state == IdlePolicy.State.ON  # approved once: on at once
     events = list(
         AuditEvent.objects.filter(event__startswith="idle_policy.")
