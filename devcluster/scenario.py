@@ -354,7 +354,7 @@ def submit_workloads(
         created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_seed(cluster: Cluster, controllers: Controllers) -> None:
+def load_seed(cluster: Cluster, controllers: Controllers, *, idle_notebook: bool = False) -> None:
     create_namespaces(cluster, "team-a", "team-b")
     nodes = [
         gpu_node(
@@ -463,8 +463,18 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
             },
         }
     )
-    # A notebook of team-a through Kueue (team-a-train) that holds an H100 and leaves it idle:
-    # its DCGM exporter reports 0 % for it, and the portal finds it idle.
+    # A Volcano gang job of team-b, half started: two of its four 4-GPU pods run on
+    # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
+    load_gang(cluster)
+    submit_workloads(cluster, SEED_WORKLOADS)
+    if idle_notebook:
+        submit_idle_notebook(controllers)
+
+
+def submit_idle_notebook(controllers: Controllers) -> None:
+    """The run command's demo only (``--idle-notebook``; the tests' seed stays as it was): a
+    notebook of team-a through Kueue (team-a-train) that holds an H100 and leaves it idle,
+    submitted once team-a has its quota. Its DCGM exporter reports 0 % for it."""
     controllers.idle_apps.add("notebook")
     controllers.after_quota.setdefault("team-a", []).append(
         {
@@ -486,10 +496,6 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
             },
         }
     )
-    # A Volcano gang job of team-b, half started: two of its four 4-GPU pods run on
-    # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
-    load_gang(cluster)
-    submit_workloads(cluster, SEED_WORKLOADS)
 
 
 GANG = "gang-eval"

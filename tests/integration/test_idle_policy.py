@@ -44,6 +44,7 @@ def _notebook(gateway: Gateway) -> ObservedPod:
     return wait_for(running, timeout=30, what="the notebook's pod running")  # type: ignore[no-any-return]
 
 
+@pytest.mark.demo_cluster(idle_notebook=True)
 def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
     portal_cluster: Gateway, django_capture_on_commit_callbacks: Any
 ) -> None:
