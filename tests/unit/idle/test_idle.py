@@ -213,3 +213,59 @@ def test_the_first_switch_on_waits_for_a_second_person(
         ("idle_policy.off", "alice"),
         ("idle_policy.on", "padmin"),
     ]
+
+
+def test_a_collection_writes_in_the_same_statements_however_many_devices(
+    notebook: list[tuple[str, str]],
+) -> None:
+    def statements(pods: list[tuple[str, str]], at: dt.datetime) -> int:
+        text = exporter.exposition(
+            node=NODE,
+            product="NVIDIA-H100-80GB-HBM3",
+            memory_mib=81920,
+            layout=[{} for _ in range(8)],
+            pods=[(ns, name, "main", {"nvidia.com/gpu": 1}) for ns, name in pods],
+            idle=frozenset(pods),
+        )
+        gpus = dcgm.gpus_by_node(dcgm.parse_exposition(text), default_node=NODE)
+        rows = store(Collected(gpus=gpus), cluster_id=settings_cluster_id())
+        with CaptureQueriesContext(connection) as seen:
+            record_readings(settings_cluster_id(), rows, now=at)
+        return len(seen)
+
+    for n in range(2, 6):
+        ObservedPodFactory(
+            name=f"nb-{n}",
+            node_name=NODE,
+            gpu_requests={"nvidia.com/gpu": "1"},
+            workload_name=f"job-{n}",
+        )
+    more = [*notebook, *(("team-a", f"nb-{n}") for n in range(2, 6))]
+    assert statements(notebook, T0) == statements(more, T0 + EVERY)
+    # and once spells are open, the same again
+    assert statements(notebook, T0 + 20 * EVERY) == statements(more, T0 + 21 * EVERY)
+
+
+def test_the_policy_page_offers_each_person_what_they_may_do(
+    client: Any, team_a: Any, team_a_admin: Any, platform_admin: Any
+) -> None:
+    client.force_login(platform_admin)
+    answer = client.post("/idle/teams/team-a/policy/", {"action": "save", "grace_minutes": "x"})
+    assert answer.status_code == 422 and b"Give a whole number of minutes." in answer.content
+    client.post(
+        "/idle/teams/team-a/policy/",
+        {"action": "save", "grace_minutes": "45", "exempt_namespaces": "team-a-dev\nteam-a-ci"},
+    )
+    client.post("/idle/teams/team-a/policy/", {"action": "on"})
+    page = client.get("/idle/teams/team-a/policy/").content.decode()
+    assert "Switched on, awaiting approval" in page and 'value="approve"' not in page
+    client.force_login(team_a_admin)
+    page = client.get("/idle/teams/team-a/policy/").content.decode()
+    assert 'value="approve"' in page and 'id="policy-form"' not in page
+    client.post("/idle/teams/team-a/policy/", {"action": "approve"})
+    saved = IdlePolicy.objects.get(team=team_a)
+    assert (saved.state, saved.grace_minutes, saved.exempt_namespaces) == (
+        "on",
+        45,
+        ["team-a-ci", "team-a-dev"],
+    )
