@@ -13,9 +13,11 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.scope import settings_cluster_id
 from idle.models import IdlePolicy
 from portal.access.permissions import is_platform_admin, user_id
 from portal.audit.record import Actor, Event, System, record_audit
+from portal.notifications.send import Audience, notify_event
 from portal.services import require_platform_admin
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.names import dns1123_label_errors, dns1123_subdomain_errors
@@ -123,6 +125,8 @@ def switch_on(*, actor: Actor, team: Team, source: str) -> IdlePolicy:
     policy.state = State.ON if policy.approved_at else State.AWAITING
     policy.save()
     event = Event.IDLE_POLICY_ON if policy.state == State.ON else Event.IDLE_POLICY_REQUESTED
+    if policy.state == State.AWAITING:
+        transaction.on_commit(lambda: _ask_for_approval(policy))
     record_audit(
         actor=actor,
         event=event,
@@ -187,6 +191,26 @@ def switch_off(*, actor: Actor, team: Team, source: str) -> IdlePolicy:
         new=_said(policy),
     )
     return policy
+
+
+def _ask_for_approval(policy: IdlePolicy) -> None:
+    """Tell the team's leads (and whoever subscribed to new requests) that the switch-on
+    waits for one of them, or another platform admin, to approve it."""
+    team = policy.team
+    lead_ids = Membership.objects.filter(team=team, role=Membership.Role.LEAD).values_list(
+        "user_id", flat=True
+    )
+    notify_event(
+        "idle_policy.requested",
+        f"Idle policy of {team.slug} switched on: waiting for approval",
+        {
+            "team": team.slug,
+            "requested_by": policy.requested_by.get_username() if policy.requested_by else None,
+            "reason": f"suspends idle workloads {policy.grace_minutes} min after they are found",
+        },
+        Audience.of(people=list(lead_ids), actor=policy.requested_by_id),
+        cluster=settings_cluster_id(),  # a team's policy names no pod: any cluster will do
+    )
 
 
 def _said(policy: IdlePolicy) -> dict[str, object]:

@@ -48,6 +48,7 @@ EVENT_KINDS: dict[str, str] = {
     "quota_change.revert_held": "expiring",
     "mig_change.pods_evicted": "evicted",
     "idle.found": "idle",
+    "idle_policy.requested": "request",
     "idle.suspended": "idle",
 }
 
@@ -172,6 +173,8 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
         return f"{base}/quota/{ident}/"
     if event.startswith("idle."):
         return f"{base}/idle/"
+    if event.startswith("idle_policy.") and isinstance(payload.get("team"), str):
+        return f"{base}/idle/teams/{payload['team']}/policy/"
     return f"{base}/"
 
 

@@ -187,12 +187,23 @@ def test_the_list_shows_a_lead_their_own_teams_only_in_queries_that_do_not_grow(
 
 
 def test_the_first_switch_on_waits_for_a_second_person(
-    team_a: Any, team_a_admin: Any, team_a_member: Any, platform_admin: Any
+    team_a: Any,
+    team_a_admin: Any,
+    team_a_member: Any,
+    platform_admin: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     with pytest.raises(PermissionDenied):
         policy.switch_on(actor=team_a_admin, team=team_a, source="web")
-    on = policy.switch_on(actor=platform_admin, team=team_a, source="web")
+    with django_capture_on_commit_callbacks(execute=True):
+        on = policy.switch_on(actor=platform_admin, team=team_a, source="web")
     assert on.state == IdlePolicy.State.AWAITING
+    asked = Notification.objects.get(event="idle_policy.requested")  # the lead, not members
+    assert (asked.user, asked.kind, asked.url) == (
+        team_a_admin,
+        "request",
+        "http://127.0.0.1:8000/idle/teams/team-a/policy/",
+    )
     with pytest.raises(DomainError):  # nobody approves their own
         policy.approve(actor=platform_admin, team=team_a, source="web")
     with pytest.raises(PermissionDenied):  # a member is not the lead
