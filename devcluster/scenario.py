@@ -473,15 +473,16 @@ def load_seed(cluster: Cluster, controllers: Controllers, *, idle_notebook: bool
 
 def submit_idle_notebook(controllers: Controllers) -> None:
     """The run command's demo only (``--idle-notebook``; the tests' seed stays as it was): a
-    notebook of team-a through Kueue (team-a-train) that holds an H100 and leaves it idle,
-    submitted once team-a has its quota. Its DCGM exporter reports 0 % for it."""
+    notebook of team-dev through Kueue (dev-test, cq-dev's own 2g.20gb quota on the balanced
+    A100) that holds a 2g.20gb slice and leaves it idle, submitted once team-dev has its
+    quota. Its DCGM exporter reports 0 % for it."""
     controllers.idle_apps.add("notebook")
-    controllers.after_quota.setdefault("team-a", []).append(
+    controllers.after_quota.setdefault("team-dev", []).append(
         {
             "metadata": {
                 "name": "notebook-idle",
-                "namespace": "team-a",
-                "labels": {"kueue.x-k8s.io/queue-name": "team-a-train"},
+                "namespace": "team-dev",
+                "labels": {"kueue.x-k8s.io/queue-name": "dev-test"},
             },
             "spec": {
                 "parallelism": 1,
@@ -489,9 +490,7 @@ def submit_idle_notebook(controllers: Controllers) -> None:
                 "backoffLimit": 0,
                 "template": {
                     "metadata": {"labels": {"app": "notebook"}},
-                    "spec": pod(
-                        "x", "team-a", limits={"nvidia.com/gpu": "1"}, tolerations=[GPU_TOLERATION]
-                    )["spec"],
+                    "spec": pod("x", "team-dev", limits={"nvidia.com/mig-2g.20gb": "1"})["spec"],
                 },
             },
         }

@@ -1,4 +1,4 @@
-"""The demo's idle notebook found from the demo cluster's DCGM exporter, and the idle policy
+"""The run command's idle notebook found from the demo cluster's DCGM exporter, and the idle policy
 suspending it only when the policy is on, the grace is over and the readings are recent:
 its Workload deactivated, which the demo cluster honours as Kueue does (evicted, kept)."""
 
@@ -23,7 +23,7 @@ from idle.services import record_readings
 from kube import Gateway, ObjectRef
 from loop.poll import poll_cluster
 from portal.models import AuditEvent, Notification
-from tenants.models import Team
+from tenants.models import Membership, Team
 from tests.support import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def _notebook(gateway: Gateway) -> ObservedPod:
         poll_cluster(gateway=gateway)
         return (
             ObservedPod.objects.on(settings_cluster())
-            .filter(namespace="team-a", name__startswith="notebook-idle", phase="Running")
+            .filter(namespace="team-dev", name__startswith="notebook-idle", phase="Running")
             .exclude(workload_name="")
             .first()
         )
@@ -54,25 +54,32 @@ def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
     rows = list(NodeHealth.objects.on(cluster))
     # the collection kept each device's run (the health app's hook), the notebook's under 5 %
     kept = DeviceRun.objects.on(cluster).get(pod=pod.name)
-    assert (kept.node, kept.util, kept.threshold) == ("gpu-h100-02", 0.0, 5.0)
+    assert (kept.node, kept.profile, kept.util, kept.threshold) == (
+        "gpu-a100-03",
+        "2g.20gb",
+        0.0,
+        5.0,
+    )
     DeviceRun.objects.on(cluster).delete()
     now = timezone.now()
-    # The same readings over the last 20 minutes (the demo's H100 pool judges over 5).
+    # The same readings over the last 20 minutes (the demo's A100 pool judges over 5).
     for minute in range(20, -1, -1):
         with django_capture_on_commit_callbacks(execute=True):
             record_readings(cluster.pk, rows, now=now - dt.timedelta(minutes=minute))
     (spell,) = IdleSpell.objects.on(cluster).filter(ended_at__isnull=True)
     assert (spell.namespace, spell.workload, spell.gpus, spell.pool) == (
-        "team-a",
+        "team-dev",
         pod.workload_name,
-        1.0,
-        "h100",
+        round(2 / 7, 3),
+        "train",
     )
     assert spell.found_at == now - dt.timedelta(minutes=15)
-    lead = User.objects.get(username="lead-a")
-    assert Notification.objects.filter(user=lead, event="idle.found").count() == 1
+    viewer = User.objects.get(username="viewer-dev")
+    assert Notification.objects.filter(user=viewer, event="idle.found").count() == 1
+    team = Team.objects.get(slug="team-dev")
+    lead = User.objects.get(username="lead-a")  # made team-dev's lead for the approval
+    Membership.objects.create(user=lead, team=team, role=Membership.Role.LEAD)
 
-    team = Team.objects.get(slug="team-a")
     admin = User.objects.get(username="admin")
     assert enforce_idle_policy(cluster=cluster, gateway=portal_cluster, now=now) == []  # off
     policy.save_idle_policy(
@@ -102,7 +109,7 @@ def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
     with django_capture_on_commit_callbacks(execute=True):
         assert enforce_idle_policy(cluster=cluster, gateway=portal_cluster, now=now) == [spell.pk]
     version = rendering_for(cluster)[1]
-    ref = ObjectRef(f"kueue.x-k8s.io/{version}", "Workload", spell.workload, "team-a")
+    ref = ObjectRef(f"kueue.x-k8s.io/{version}", "Workload", spell.workload, "team-dev")
 
     def evicted() -> dict[str, Any] | None:
         live = portal_cluster.get(ref)
@@ -121,7 +128,7 @@ def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
         lambda: (
             not [
                 p
-                for p in portal_cluster.list("v1", "Pod", namespace="team-a")
+                for p in portal_cluster.list("v1", "Pod", namespace="team-dev")
                 if p["metadata"]["name"] == pod.name
             ]
         ),
@@ -129,8 +136,8 @@ def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
         what="the notebook's pod gone",
     )
     audit = AuditEvent.objects.get(event="idle_workload.suspended")
-    assert (audit.actor_name, audit.new["workload"]) == ("system", f"team-a/{spell.workload}")
-    assert Notification.objects.filter(user=lead, event="idle.suspended").count() == 1
+    assert (audit.actor_name, audit.new["workload"]) == ("system", f"team-dev/{spell.workload}")
+    assert Notification.objects.filter(user=viewer, event="idle.suspended").count() == 1
     assert IdlePolicy.objects.get(team=team).approved_by == lead
 
 
