@@ -24,7 +24,7 @@ LINKS = (
     ("planner", "Planner", ("planner",), "admin"),
     ("fleet", "Fleet", ("fleet", "fleet-node"), "all"),
     ("reports", "Usage", ("reports",), "all"),
-    ("idle-list", "Idle GPUs", ("idle-list", "idle-policy"), "all"),
+    ("idle-list", "Idle", ("idle-list", "idle-policy"), "all"),
     ("audit", "Audit", ("audit",), "all"),
     ("clusters", "Clusters", ("clusters", "cluster-page"), "admin"),
     ("admin:index", "Admin", (), "admin"),
