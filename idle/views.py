@@ -4,7 +4,7 @@ approvers) and a team's idle policy (its grace, exemptions, switch-on and approv
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -86,10 +86,8 @@ def idle_policy(request: HttpRequest, slug: str) -> HttpResponse:
                 if hasattr(error, "error_dict")
                 else {"general": error.messages}
             )
-        except (DomainError, PermissionDenied) as error:
-            errors = {
-                "general": [user_message(error) if isinstance(error, DomainError) else str(error)]
-            }
+        except DomainError as error:  # a refused person is a 403 (PermissionDenied)
+            errors = {"general": [user_message(error)]}
         if not errors:
             return redirect("idle-policy", slug=team.slug)
     policy = policies.policy_of(team)
