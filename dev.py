@@ -211,7 +211,9 @@ def start_demo_clusters(
     token = secrets.token_urlsafe(24)
     try:
         processes["devcluster"], env["KUBE_URL"] = start_demo_cluster(
-            data / "devcluster.kubeconfig", os.environ.get("QM_DEVCLUSTER_PORT", "0"), []
+            data / "devcluster.kubeconfig",
+            os.environ.get("QM_DEVCLUSTER_PORT", "0"),
+            ["--idle-notebook"],
         )
         processes["devcluster-inference"], url = start_demo_cluster(
             data / "devcluster-inference.kubeconfig",

@@ -197,13 +197,16 @@ def _flavors_and_pools(clusters: Clusters) -> None:
         flavor = _upsert(ResourceFlavor, {"name": name, "cluster": cluster}, values)
         save_resource_flavor(actor=SYSTEM, source=SOURCE, flavor=flavor)
     for cluster, (name, selector, purpose, config, description) in pools:
-        values = {
+        threshold, minutes = data.IDLE_SETTINGS.get(name, (5, 120))
+        pool_values: dict[str, Any] = {
             "node_selector": selector,
             "purpose": purpose,
             "mig_config": config,
             "description": description,
+            "idle_threshold_percent": threshold,
+            "idle_period_minutes": minutes,
         }
-        pool = _upsert(NodePool, {"name": name, "cluster": cluster}, values)
+        pool = _upsert(NodePool, {"name": name, "cluster": cluster}, pool_values)
         save_node_pool(actor=SYSTEM, source=SOURCE, pool=pool)
 
 

@@ -60,15 +60,17 @@ def start(
     options: Options | None = None,
     continue_ttl: float = 300.0,
     served: Served | None = None,
+    idle_notebook: bool = False,
 ) -> DemoCluster:
     """Start a demo cluster in this process (threads) and return it: ``scenario`` is
     ``seed`` (the training cluster of the seed's incident), ``inference`` or ``empty``;
-    ``served`` leaves Kueue's versions or Volcano out of its API (default: all of them)."""
+    ``served`` leaves Kueue's versions or Volcano out of its API (default: all of them);
+    ``idle_notebook``: the seed with team-a's idle notebook too (the run command's)."""
     cluster = Cluster(continue_ttl=continue_ttl)
     controllers = Controllers(cluster, options or Options())
     controllers.install()
     if scenario == "seed":
-        load_seed(cluster, controllers)
+        load_seed(cluster, controllers, idle_notebook=idle_notebook)
     elif scenario == "inference":
         load_inference(cluster, controllers)
     if nodes:

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         users=users,
         options=options,
         served=Served(kueue=KUEUE_CHOICES[args.kueue], volcano=not args.no_volcano),
+        idle_notebook=args.idle_notebook,
     )
     demo.server.verbose = args.verbose
     if args.kubeconfig:
@@ -64,6 +65,11 @@ def command_line() -> argparse.ArgumentParser:
         default="seed",
         help="seed: the seed chapter's training fleet and MIG incident (default); "
         "inference: an inference fleet (H100 MIG and whole, L40S whole and time-sliced)",
+    )
+    parser.add_argument(
+        "--idle-notebook",
+        action="store_true",
+        help="seed: team-a also runs a notebook that holds an H100 idle (the run command's)",
     )
     parser.add_argument("--nodes", type=int, default=0, help="add a generated fleet of N nodes")
     parser.add_argument("--pods", type=int, default=0, help="with --nodes: running pods to add")

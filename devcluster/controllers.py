@@ -128,6 +128,8 @@ class Controllers:
     after_quota: dict[str, list[Obj]] = field(default_factory=dict)
     # node -> GPU index -> the last Xid that GPU reported (the DCGM exporter shows it).
     gpu_xids: dict[str, dict[int, int]] = field(default_factory=dict)
+    # The ``app`` labels of pods that hold their GPUs without using them (DCGM reports 0 %).
+    idle_apps: set[str] = field(default_factory=set)
     last_attempt: dict[tuple[str, str], float] = field(default_factory=dict)
     last_message: dict[tuple[str, str], tuple[str, str, int]] = field(default_factory=dict)
     bound_at: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -151,7 +153,7 @@ class Controllers:
         layout = self.node_layouts.get(node_name) or [
             {} for _ in range(int(labels.get("nvidia.com/gpu.count", "0") or 0))
         ]
-        pods = []
+        pods, idle = [], set()
         for pod in self.cluster.all(PODS):
             if pod["spec"].get("nodeName") != node_name:
                 continue
@@ -162,6 +164,8 @@ class Controllers:
                 container = pod["spec"]["containers"][0]["name"]
                 meta = pod["metadata"]
                 pods.append((meta["namespace"], meta["name"], container, wants))
+                if (meta.get("labels") or {}).get("app") in self.idle_apps:
+                    idle.add((meta["namespace"], meta["name"]))
         return dcgm.exposition(
             node=node_name,
             product=labels.get("nvidia.com/gpu.product", ""),
@@ -170,6 +174,7 @@ class Controllers:
             pods=sorted(pods),
             xids=self.gpu_xids.get(node_name, {}),
             minute=int(time.time() // 60),
+            idle=frozenset(idle),
         )
 
     def install(self) -> None:

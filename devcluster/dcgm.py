@@ -111,9 +111,11 @@ def exposition(
     pods: Iterable[tuple[str, str, str, dict[str, int]]],
     xids: dict[int, int] | None = None,
     minute: int = 0,
+    idle: frozenset[tuple[str, str]] = frozenset(),
 ) -> str:
     """The text ``/metrics`` returns. ``xids``: GPU index -> the last Xid it reported (a GPU
-    that fell off the bus, Xid 79, reports nothing else)."""
+    that fell off the bus, Xid 79, reports nothing else); ``idle``: (namespace, pod) of the
+    pods that hold their devices without using them (0 % active)."""
     xids = xids or {}
     model = MODEL_NAMES.get(product, product.replace("-", " "))
     rows: dict[str, list[str]] = {name: [] for name, _, _ in SERIES}
@@ -164,8 +166,9 @@ def exposition(
                         "container": device.container,
                     }
                 )
+            busy_pod = device.pod and (device.namespace, device.pod) not in idle
             active = (
-                (0.55 + 0.4 * _noise(node, index, device.instance, minute)) if device.pod else 0.0
+                (0.55 + 0.4 * _noise(node, index, device.instance, minute)) if busy_pod else 0.0
             )
             share = 1.0 if whole else _share(device.profile)
             used = int(memory_mib * share * (0.35 + 0.5 * active)) if device.pod else 0

@@ -252,6 +252,9 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
     limit_ranges: dict[str, list[Obj]] = defaultdict(list)
     for limit_range in cluster.all(LIMITS):
         limit_ranges[limit_range["metadata"]["namespace"]].append(limit_range)
+    for workload in workloads_now(cluster):
+        if admitted_to(workload) and (workload.get("spec") or {}).get("active", True) is False:
+            deactivate(cluster, workload)
     workloads = workloads_now(cluster)
     usage = usage_of(workloads)
     shares = preemption.weighted_shares(cluster, cqs, usage) if fair_sharing else {}
@@ -367,6 +370,36 @@ def usage_of(workloads: Iterable[Obj]) -> dict[str, Usage]:
                         (assignment.get("resourceUsage") or {}).get(resource, "0")
                     )
     return usage
+
+
+DEACTIVATED = "The workload is deactivated"
+
+
+def deactivate(cluster: Cluster, workload: Obj) -> None:
+    """Kueue's workload controller on an admitted Workload set ``spec.active: false``: evicted
+    (``Evicted`` ``Deactivated``), its quota released, not requeued; the Workload stays (its
+    Job integration then suspends the Job, whose pods go)."""
+    status = copy.deepcopy(workload.get("status") or {})
+    status.pop("admission", None)
+    gen = generation(workload)
+    conditions = status.get("conditions") or []
+    for kind, state, reason, text in (
+        ("Evicted", "True", "Deactivated", DEACTIVATED),
+        ("QuotaReserved", "False", "Pending", DEACTIVATED),
+        ("Admitted", "False", "NoReservation", "The workload has no reservation"),
+        ("Requeued", "False", "Deactivated", DEACTIVATED),
+    ):
+        conditions = set_condition(conditions, kind, state, reason, text, gen)
+    status["conditions"] = conditions
+    stats = status.setdefault("schedulingStats", {})
+    evictions: list[dict[str, Any]] = stats.setdefault("evictions", [])
+    entry = next((e for e in evictions if e.get("reason") == "Deactivated"), None)
+    if entry is None:
+        evictions.append({"count": 1, "reason": "Deactivated", "underlyingCause": ""})
+    else:
+        entry["count"] += 1
+    stored = cluster._store(WORKLOADS, {**copy.deepcopy(workload), "status": status}, workload)  # type: ignore[arg-type]
+    event(cluster, stored, "Normal", "EvictedDueToDeactivated", DEACTIVATED)
 
 
 def _queue_problem(

@@ -354,7 +354,7 @@ def submit_workloads(
         created["metadata"]["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def load_seed(cluster: Cluster, controllers: Controllers) -> None:
+def load_seed(cluster: Cluster, controllers: Controllers, *, idle_notebook: bool = False) -> None:
     create_namespaces(cluster, "team-a", "team-b")
     nodes = [
         gpu_node(
@@ -467,6 +467,34 @@ def load_seed(cluster: Cluster, controllers: Controllers) -> None:
     # gpu-h100-01 and hold all its GPUs; the other two wait, so the gang never works.
     load_gang(cluster)
     submit_workloads(cluster, SEED_WORKLOADS)
+    if idle_notebook:
+        submit_idle_notebook(controllers)
+
+
+def submit_idle_notebook(controllers: Controllers) -> None:
+    """The run command's demo only (``--idle-notebook``; the tests' seed stays as it was): a
+    notebook of team-dev through Kueue (dev-test, cq-dev's own 2g.20gb quota on the balanced
+    A100) that holds a 2g.20gb slice and leaves it idle, submitted once team-dev has its
+    quota. Its DCGM exporter reports 0 % for it."""
+    controllers.idle_apps.add("notebook")
+    controllers.after_quota.setdefault("team-dev", []).append(
+        {
+            "metadata": {
+                "name": "notebook-idle",
+                "namespace": "team-dev",
+                "labels": {"kueue.x-k8s.io/queue-name": "dev-test"},
+            },
+            "spec": {
+                "parallelism": 1,
+                "completions": 1,
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": {"app": "notebook"}},
+                    "spec": pod("x", "team-dev", limits={"nvidia.com/mig-2g.20gb": "1"})["spec"],
+                },
+            },
+        }
+    )
 
 
 GANG = "gang-eval"

@@ -14,7 +14,16 @@ class NodePoolSerializer(serializers.ModelSerializer[NodePool]):
 
     class Meta:
         model = NodePool
-        fields = ["name", "cluster", "node_selector", "purpose", "mig_config", "description"]
+        fields = [
+            "name",
+            "cluster",
+            "node_selector",
+            "purpose",
+            "mig_config",
+            "description",
+            "idle_threshold_percent",
+            "idle_period_minutes",
+        ]
 
 
 class NodePoolViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[NodePool]):

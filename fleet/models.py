@@ -5,6 +5,7 @@ observed by the loop (``cluster.models``)."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from cluster.scope import ScopedManager, cluster_key, unique_per_cluster
@@ -34,6 +35,18 @@ class NodePool(models.Model):
         help_text="Intended nvidia.com/mig.config of every node in the pool.",
     )
     description = models.TextField(blank=True)
+    # When an allocated GPU or MIG instance of the pool counts as idle (``idle/``): its
+    # utilisation stayed under the threshold for the whole period, read without a gap.
+    idle_threshold_percent = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Utilisation (%) under which an allocated GPU or MIG instance is idle.",
+    )
+    idle_period_minutes = models.PositiveIntegerField(
+        default=120,
+        validators=[MinValueValidator(5), MaxValueValidator(7 * 24 * 60)],
+        help_text="How long it must stay under the threshold, read without a gap, to be idle.",
+    )
 
     objects = ScopedManager["NodePool"]()
 

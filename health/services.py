@@ -40,6 +40,18 @@ def suggest_drains(rows: list[NodeHealth]) -> list[int]:
     return [pk for suggester in _suggesters for pk in suggester(rows)]
 
 
+# The readings stored, for the apps above that keep what they need of them (``idle``: each
+# device's run under its pool's threshold), subscribed when Django starts (``idle/apps.py``).
+ReadingsListener = Callable[[int, list[NodeHealth]], object]
+_listeners: list[ReadingsListener] = []
+
+
+def readings_stored(listener: ReadingsListener) -> None:
+    """Call ``listener(cluster_id, rows)`` with each collection's stored readings."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
 def store(collected: Collected, *, cluster_id: int | None = None) -> list[NodeHealth]:
     """One row per node of the cluster (by default the settings' one), replaced; nodes read
     this time only (a silent exporter keeps its last word, and says since when)."""
@@ -94,6 +106,8 @@ def collect_gpu_health(
     collected = collect(gateway, source=source)
     rows = store(collected, cluster_id=cluster.pk)
     suggested = suggest_drains(rows)
+    for listener in _listeners:
+        listener(cluster.pk, rows)
     return {
         "cluster": cluster.name,
         "source": source,

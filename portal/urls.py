@@ -15,6 +15,7 @@ urlpatterns = [
     path("", include("usage.urls")),
     path("", include("costs.urls")),
     path("", include("budgets.urls")),
+    path("", include("idle.urls")),
     path("", include("changes.urls")),
     path("", include("cluster.urls")),
     path("login/", views.LoginView.as_view(), name="login"),

@@ -130,6 +130,19 @@ class Event(StrEnum):
         "LocalQueue held or released for its team's budget",
     )
     NODE_POOL_SAVED = "node_pool.saved", "Node pool saved"
+    # idle GPUs (idle/services.py, idle/enforce.py)
+    IDLE_POLICY_SAVED = "idle_policy.saved", "Idle policy's grace and exemptions saved"
+    IDLE_POLICY_REQUESTED = (
+        "idle_policy.requested",
+        "Idle policy switched on, waiting for its approval",
+    )
+    IDLE_POLICY_APPROVED = "idle_policy.approved", "Idle policy's first switch-on approved"
+    IDLE_POLICY_ON = "idle_policy.on", "Idle policy switched on"
+    IDLE_POLICY_OFF = "idle_policy.off", "Idle policy switched off"
+    IDLE_WORKLOAD_SUSPENDED = (
+        "idle_workload.suspended",
+        "Idle workload suspended (deactivated) by the idle policy",
+    )
     MIG_CONFIG_CREATED = "migconfig.created", "Custom MIG config created"
     MIG_CONFIG_CHANGED = "migconfig.changed", "Custom MIG config changed"
     # prices and the cost policy (costs/services.py)

@@ -26,6 +26,7 @@ KINDS: dict[str, str] = {
     "expiring": "Quota grant expiring or ended",
     "evicted": "Pods evicted",
     "budget": "Budget threshold reached, queues held or released",
+    "idle": "Idle GPUs found or suspended",
 }
 
 EVENT_KINDS: dict[str, str] = {
@@ -53,6 +54,9 @@ EVENT_KINDS: dict[str, str] = {
     "budget_extension.requested": "request",
     "budget_extension.approved": "decision",
     "budget_extension.rejected": "decision",
+    "idle.found": "idle",
+    "idle_policy.requested": "request",
+    "idle.suspended": "idle",
 }
 
 # The payload keys worth a line, in this order, with the words a person reads.
@@ -76,6 +80,11 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("requested_by", "Asked by"),
     ("decided_by", "Decided by"),
     ("pods", "Pods"),
+    ("workload", "Workload"),
+    ("gpus", "GPUs held"),
+    ("idle_since", "Idle since"),
+    ("gpu_hours", "GPU-hours wasted"),
+    ("policy", "Idle policy"),
     ("evictions", "Pods it evicts"),
     ("impact", "Impact"),
     ("reason", "Reason"),
@@ -178,6 +187,10 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
     budget = payload.get("budget_id")
     if isinstance(budget, int) and event.startswith(("budget.", "budget_extension.")):
         return f"{base}/budgets/{budget}/"
+    if event.startswith("idle."):
+        return f"{base}/idle/"
+    if event.startswith("idle_policy.") and isinstance(payload.get("team"), str):
+        return f"{base}/idle/teams/{payload['team']}/policy/"
     return f"{base}/"
 
 

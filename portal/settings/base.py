@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "loop",
     "changes",
     "health",
+    "idle",
     "diagnostics",
     "usage",
     "costs",

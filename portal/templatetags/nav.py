@@ -24,9 +24,17 @@ LINKS = (
     ("workloads", "Workloads", ("workloads", "workload"), "all"),
     ("planner", "Planner", ("planner",), "admin"),
     ("fleet", "Fleet", ("fleet", "fleet-node"), "all"),
-    # Costs and budgets hang off Usage (its page links them): one more item wrapped the admin's
-    # bar at 1366
-    ("reports", "Usage", ("reports", "costs", "cost-invoice", "cost-prices", "budgets", "budget-page"), "all"),
+    # Costs, budgets and idle GPUs hang off Usage (its page links them): one more item wrapped
+    # the admin's bar at 1366
+    (
+        "reports",
+        "Usage",
+        (
+            *("reports", "costs", "cost-invoice", "cost-prices"),
+            *("budgets", "budget-page", "idle-list", "idle-policy"),
+        ),
+        "all",
+    ),
     ("audit", "Audit", ("audit",), "all"),
     ("clusters", "Clusters", ("clusters", "cluster-page"), "admin"),
     ("admin:index", "Admin", (), "admin"),

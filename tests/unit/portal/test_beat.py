@@ -29,6 +29,7 @@ REGISTERED = {
     "cluster.tasks.poll_cluster_task",
     "health.tasks.collect_all_gpu_health_task",
     "health.tasks.collect_gpu_health_task",
+    "idle.tasks.enforce_idle_policy_task",
     "portal.notify.deliver_task",
     "portal.notify.mail_task",
     "portal.notify.notify_task",

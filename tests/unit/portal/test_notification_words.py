@@ -22,6 +22,9 @@ from changes import notify as mig_notify
 from changes.models import MigChangeStep, QuotaChangeRequest
 from changes.quota import notice_payload
 from cluster.scope import settings_cluster_id
+from idle import notify as idle_notify
+from idle import policy as idle_policy
+from idle.models import IdlePolicy, IdleSpell
 from portal.models import Notification, OutboxMessage
 from portal.notifications.payloads import EVENT_KINDS, KINDS
 from portal.notifications.send import Audience, notify_event
@@ -172,6 +175,7 @@ def test_every_kind_of_notification_reads_as_words(
         started_at=timezone.now(),
     )
     mig_notify.tell_evictions(change)
+    _idle_events(team_a, team_a_admin)
 
     told = list(Notification.objects.filter(user=team_a_admin).order_by("id"))
     assert {n.kind for n in told} == set(KINDS)  # every kind rendered
@@ -188,6 +192,27 @@ def test_every_kind_of_notification_reads_as_words(
     assert re.search(r"Until: \d{4}-\d\d-\d\d \d\d:\d\d UTC", by_event["quota_change.approved"])
     assert "Verdict: Breaks quota" in by_event["mig_change.requested"]
     assert "State: Rolled back" in by_event["mig_change.rolled_back"]
+
+
+def _idle_events(team: Any, lead: Any) -> None:
+    """An idle workload found and suspended, and an idle policy's switch-on asking its lead."""
+    now = timezone.now()
+    spell = IdleSpell.objects.create(
+        cluster_id=settings_cluster_id(),
+        team=team,
+        namespace="team-a-dev",
+        workload="notebook",
+        gpus=2 / 7,
+        threshold=5.0,
+        pool="train",
+        idle_since=now - dt.timedelta(hours=3),
+        found_at=now,
+        last_seen=now,
+    )
+    idle_notify.found([spell.pk])
+    idle_notify.suspended(spell)
+    policy = IdlePolicy.objects.create(team=team, state="awaiting", requested_at=now)
+    idle_policy._ask_for_approval(policy)
 
 
 def test_before_says_what_no_value_means_for_each_kind(team_a: Any) -> None:

@@ -79,6 +79,10 @@ READS = {
     "/teams/team-a/offboard/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
     # another team's members are hidden; approvers see every team
     "/teams/team-a/members/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    # idle GPUs: everyone their own teams'; another team's policy is hidden
+    "/idle/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    "/idle/?team=team-a": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
+    "/idle/teams/team-a/policy/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/audit/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/audit/events.csv": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/notifications/": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -242,6 +246,8 @@ def test_every_page_is_in_the_matrix() -> None:
         "costs/invoices/<slug:team>/<str:month>.csv",
         "costs/invoices/<slug:team>/<str:month>/",
         "costs/panel/<slug:team>/",
+        "idle/",
+        "idle/teams/<slug:slug>/policy/",
         "queues/cluster-queues/<str:name>/edit/",
         "queues/priority-classes/<str:name>/edit/",
         "quota/",

@@ -1,0 +1,5 @@
+from django.urls import path
+
+from idle.api import IdleView
+
+urlpatterns = [path("idle/", IdleView.as_view(), name="idle")]
