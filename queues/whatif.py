@@ -41,7 +41,7 @@ STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 _BELOW_ALL, _ABOVE_ALL = -(2**63), 2**63  # beyond any priority (an int32 in Kueue)
 # The most workloads (admitted and waiting) in the cohorts a change reaches that the what-if
 # simulates: past it, it says so instead of keeping a page waiting (bench/whatif.py).
-MOST_WORKLOADS = 20_000
+MOST_WORKLOADS = 6_000
 
 NOT_MODELLED = (
     "Topology-aware scheduling (TAS): where in a topology the pods would land.",
