@@ -1014,7 +1014,7 @@ def what_if(current: World, proposed: World, *, most: int | None = None) -> Outc
         where = ", ".join(reach) or "the cluster"
         why = (
             f"{len(proposed.workloads):,} workloads are in {where}, more than the {most:,} "
-            "the simulation takes on while a page waits: nothing was simulated."
+            "the simulation takes on while a page waits."
         )
         return Outcome((), (), (), (), proposed.fair_sharing, scope=reach, gave_up=why)
     run, after, quotas = simulate(proposed)
