@@ -124,10 +124,13 @@ def timed(world: World) -> tuple[Outcome, float]:
 
 
 def measure(name: str, world: World, runs: int) -> float:
-    """The median of ``runs`` what-ifs of ``world``, each printed."""
-    times = []
+    """The median of ``runs`` what-ifs of ``world``, each printed with its CPU time (on a
+    shared machine, what the run would take alone)."""
+    times, cpu = [], []
     for _ in range(runs):
+        started = time.process_time()
         outcome, seconds = timed(world)
+        cpu.append(time.process_time() - started)
         times.append(seconds)
     if outcome.gave_up:
         raise SystemExit(f"{name}: {outcome.gave_up}")
@@ -135,7 +138,8 @@ def measure(name: str, world: World, runs: int) -> float:
         f"{name}: {len(outcome.admitted)} admitted, {len(outcome.preempted)} preempted, "
         f"{len(outcome.waiting)} waiting, {len(outcome.borrowing)} borrowing rows, in "
         f"{', '.join(outcome.scope) or 'every cohort'}; "
-        f"runs {', '.join(f'{t:.2f}' for t in times)} s"
+        f"runs {', '.join(f'{t:.2f}' for t in times)} s "
+        f"(CPU {', '.join(f'{t:.2f}' for t in cpu)} s)"
     )
     return statistics.median(times)
 

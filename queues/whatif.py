@@ -41,7 +41,7 @@ STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 _BELOW_ALL, _ABOVE_ALL = -(2**63), 2**63  # beyond any priority (an int32 in Kueue)
 # The most workloads (admitted and waiting) in the cohorts a change reaches that the what-if
 # simulates: past it, it says so instead of keeping a page waiting (bench/whatif.py).
-MOST_WORKLOADS = 20_000
+MOST_WORKLOADS = 6_000
 
 NOT_MODELLED = (
     "Topology-aware scheduling (TAS): where in a topology the pods would land.",
@@ -305,8 +305,10 @@ class _Usage(defaultdict[str, dict[FlavorResource, Amount]]):
         super().__init__(dict)
         self.quotas = quotas
         self.pooled: dict[tuple[str, FlavorResource], Amount] = {}
+        self.version = 0  # counts changes
 
     def add(self, queue: str, fr: FlavorResource, value: Amount) -> None:
+        self.version += 1
         used = self[queue]
         before = used.get(fr, 0)
         after = used[fr] = before + value
@@ -405,12 +407,11 @@ class _State:
     by_queue: dict[str, dict[str, Workload]] = field(default_factory=lambda: defaultdict(dict))
     holds: dict[str, frozenset[FlavorResource]] = field(default_factory=dict)
     charges: dict[str, Charges] = field(default_factory=dict)  # what each is charged
-    version: int = 0  # counts admissions and evictions
     lenders: dict[tuple[str, FlavorResource], tuple[int, set[str]]] = field(default_factory=dict)
+    shares: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     def borrowing(self, quotas: _Quotas, cohort: str, fr: FlavorResource) -> set[str]:
-        """The cohort's queues that borrow ``fr`` now (known until the next admission or
-        eviction)."""
+        """The cohort's queues that borrow ``fr`` now (known until usage changes)."""
         known = self.lenders.get((cohort, fr))
         if known is None or known[0] != self.version:
             members = quotas.members[cohort]
@@ -418,14 +419,23 @@ class _State:
             known = self.lenders[(cohort, fr)] = (self.version, names)
         return known[1]
 
+    def share(self, quotas: _Quotas, queue: str) -> float:
+        """The queue's share now (known until usage changes)."""
+        known = self.shares.get(queue)
+        if known is None or known[0] != self.version:
+            known = self.shares[queue] = (self.version, quotas.share(queue, self.usage))
+        return known[1]
+
+    @property
+    def version(self) -> int:
+        return self.usage.version
+
     def admit(self, w: Workload) -> None:
-        self.version += 1
         self.by_queue[w.queue][w.key] = w
         self.charges[w.key] = charges = tuple(_needs(w, w.flavors).items())
         self.holds[w.key] = frozenset(fr for fr, _ in charges)
 
     def evict(self, w: Workload) -> None:
-        self.version += 1
         del self.by_queue[w.queue][w.key]
         del self.holds[w.key]
         del self.charges[w.key]
@@ -607,7 +617,7 @@ def _candidates(
     others = set().union(*borrowing) - {q.name} if below > _BELOW_ALL else set()
     for other in sorted(others, key=quotas.position.__getitem__):  # the cohort's order
         lent = {fr for fr, names in zip(frs, borrowing, strict=True) if other in names}
-        if quotas.fair and quotas.share(other, st.usage) < least:
+        if quotas.fair and st.share(quotas, other) < least:
             continue
         for c in st.by_queue[other].values():
             if c.priority < below and lent & st.holds[c.key]:
@@ -695,7 +705,7 @@ def _fair_targets(ask: _Ask, st: _State, candidates: list[_Candidate]) -> list[_
     for c in candidates:
         left.setdefault(c.workload.queue, []).append(c)
     # A queue's share moves only with its own usage: known until a target is taken from it.
-    shares = {name: ask.quotas.share(name, usage) for name in left}
+    shares = {name: st.share(ask.quotas, name) for name in left}
     mine = ask.quotas.share(ask.q.name, usage, ask.needs)  # the preemptor's, once admitted
     for strategy in STRATEGIES:
         tried: set[str] = set()
@@ -1004,7 +1014,7 @@ def what_if(current: World, proposed: World, *, most: int | None = None) -> Outc
         where = ", ".join(reach) or "the cluster"
         why = (
             f"{len(proposed.workloads):,} workloads are in {where}, more than the {most:,} "
-            "the simulation takes on while a page waits: nothing was simulated."
+            "the simulation takes on while a page waits."
         )
         return Outcome((), (), (), (), proposed.fair_sharing, scope=reach, gave_up=why)
     run, after, quotas = simulate(proposed)

@@ -106,7 +106,7 @@ def test_the_page_and_the_api_say_when_the_change_reaches_too_many_workloads(
     monkeypatch.setattr(whatif, "MOST_WORKLOADS", 1)
     page = preview(client, g0f0r0_nominal="20").content.decode()
     gave_up = page.split('id="what-if-gave-up"')[1].split("</p>")[0]
-    assert "Not simulated:" in gave_up
+    assert '<span class="tag warn">not simulated</span>' in gave_up
     assert "2 workloads are in" in gave_up
     assert "more than the 1 the simulation takes on" in gave_up
     assert 'id="what-if-admitted"' not in page
