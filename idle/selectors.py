@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -37,7 +37,8 @@ def spells_for(
         spells = spells.filter(team__in=teams_seen_by(user))
     if team is not None:
         spells = spells.filter(team=team)
-    return spells.select_related("team", "cluster").order_by("ended_at", "idle_since", "pk")
+    open_first = F("ended_at").asc(nulls_first=True)
+    return spells.select_related("team", "cluster").order_by(open_first, "idle_since", "pk")
 
 
 def team_seen_by(user: User, slug: str) -> Team:
