@@ -14,6 +14,7 @@ from django.utils import timezone
 from cluster.scope import cluster_choice
 from diagnostics.selectors import shown_for
 from overview.filters import WorkloadFilter
+from overview.workload_rows import workload_rows
 from overview.workloads import (
     STATE_MEANS,
     STATES,
@@ -33,6 +34,7 @@ from portal.infra.round_trips import page_together
 from usage.runs import gpu_hours
 
 WORKLOADS_PAGE = 50
+TEAMS_SUGGESTED = 50
 LIVE_SECONDS = 15  # how often an open workload's page asks for its live part again
 
 
@@ -44,6 +46,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
     round trips besides the session's, whatever the number of workloads: the clusters, and
     the count with the page."""
     choice = cluster_choice(request)
+    sees_all = sees_every_team(request.user)
     data = request.GET.copy()
     data.pop("page", None)
     data.pop("cluster", None)  # the cluster is the pages' choice (kept in the session)
@@ -65,11 +68,18 @@ def workloads(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "workloads": page.object_list,
+        "rows": workload_rows(
+            list(page.object_list), cluster_column=choice.chosen is None and choice.several
+        ),
         "filters": filters,
         "errors": errors,
         "states": STATES,
-        "teams": teams_seen_by(request.user),
-        "sees_all": sees_every_team(request.user),
+        # the teams to suggest: a person's own few (every team of a thousand is a page's
+        # worth of options: who sees them all types the slug)
+        "teams": []
+        if sees_all
+        else list(teams_seen_by(request.user).only("slug")[:TEAMS_SUGGESTED]),
+        "sees_all": sees_all,
         "cluster_column": choice.chosen is None and choice.several,
         "filtered": any(filters.values()),
     }

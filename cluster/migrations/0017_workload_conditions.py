@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
             index=models.Index(
                 models.OrderBy(models.F("created_at"), descending=True, nulls_last=True),
                 models.OrderBy(models.F("id"), descending=True),
+                include=("cluster_id",),
                 name="observed_workload_newest",
             ),
         ),
