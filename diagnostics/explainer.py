@@ -16,13 +16,17 @@ from django.db.models import Q
 
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
+from cluster import dra
 from cluster.models import (
     Cluster,
     ObservedCreateFailure,
+    ObservedDeviceClass,
     ObservedNode,
     ObservedObject,
     ObservedPod,
     ObservedPodGroup,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
     ObservedWorkload,
 )
 from cluster.selectors import open_drift
@@ -327,6 +331,7 @@ def _explain_pods(
 ) -> None:
     gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
     view = explainer_view(cluster_id)
+    claims = claim_verdicts([p for p in pods if p.resource_claims], cluster_id)
     pinned, nodes = _pinned(workloads, cluster_id)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
@@ -356,6 +361,7 @@ def _explain_pods(
                 fleet=view,
                 node_name=pod.node_name,
                 defaulted=pod.limit_defaulted,
+                claims=claims.get((pod.namespace, pod.name), ()),
             )
             why = pod.why  # type: ignore[attr-defined]
             if charged_less and why.topic == "insufficient-gpu" and not why.never:
@@ -374,6 +380,52 @@ def _explain_pods(
             pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
         elif pod.queue_name:
             pod.why.belongs_to = f"queue {pod.queue_name}"  # type: ignore[attr-defined]
+
+
+def claim_verdicts(
+    pods: Sequence[ObservedPod], cluster_id: int
+) -> dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]]:
+    """(namespace, pod) -> why each of its claims the scheduler has not allocated is not,
+    read against the cluster's DRA classes, published devices and allocations (read once,
+    only when a waiting pod has claims)."""
+    if not pods:
+        return {}
+    wanted = {(p.namespace, c["claim"]) for p in pods for c in p.resource_claims if c["claim"]}
+    claims = ObservedResourceClaim.objects.on(cluster_id)
+    pending = {
+        (c.namespace, c.name): c
+        for c in claims.filter(
+            state=ObservedResourceClaim.State.PENDING,
+            namespace__in={namespace for namespace, _ in wanted},
+        )
+        if (c.namespace, c.name) in wanted
+    }
+    if not pending:
+        return {}
+    classes = {
+        c.name: c.selectors
+        for c in ObservedDeviceClass.objects.on(cluster_id).only("name", "selectors")
+    }
+    taken = dra.taken_devices(
+        claims.filter(state=ObservedResourceClaim.State.ALLOCATED).values_list(
+            "allocated", flat=True
+        )
+    )
+    slices = ObservedResourceSlice.objects.on(cluster_id).values(
+        "node_name", "driver", "pool", "devices", "shared_counters"
+    )
+    gpus = dra.gpus_of(slices, taken)
+    out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
+    for pod in pods:
+        for asked in pod.resource_claims:
+            claim = pending.get((pod.namespace, asked["claim"]))
+            if claim is None:
+                continue
+            for request in claim.requests:
+                out.setdefault((pod.namespace, pod.name), []).append(
+                    (claim.name, dra.claim_verdict(request, classes, gpus))
+                )
+    return out
 
 
 def explain(
