@@ -39,11 +39,12 @@ from queues.models import ClusterQueue, Cohort
 from tenants.models import Team
 
 # The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
-# GPU pods. Written out: the ORM took longer to build these few reads than the database to
-# answer them.
+# GPU pods (asking GPU resources or DRA claims). Written out: the ORM took longer to build
+# these few reads than the database to answer them.
 PODS_SQL = (
     f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {PAIRS} "
-    "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
+    "AND (phase = 'Pending' OR (phase = 'Running' AND (gpu_requests <> '{}'::jsonb "
+    "OR resource_claims <> '[]'::jsonb))) "
     "ORDER BY namespace, name"
 )
 # The status of namespaces' ResourceQuotas and LocalQueues, and of ClusterQueues, each of

@@ -119,3 +119,11 @@ def test_usage_counts_dra_gpus_and_mig_slices_with_the_gpu_share_rule(dra_pool: 
     teams = {(s.scope, s.resource): s for s in team_rows(NOW, cluster)}
     assert teams[("rc-dra", "nvidia.com/gpu")].used == 1
     assert teams[("rc-dra", "nvidia.com/mig-3g.40gb")].gpu_share == pytest.approx(4 / 8)
+
+
+def test_a_teams_home_lists_its_running_dra_pods(
+    client: Client, dra_pool: Any, team_a_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    home = client.get("/").content.decode()
+    assert "<code>rc-h100-a</code>: 1 DRA claim," in home
