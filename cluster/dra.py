@@ -376,3 +376,29 @@ def claim_verdict(
     if len(found) - taken >= wanted:
         return ClaimVerdict(name, COUNTERS, device_class, wanted, len(found), taken, what)
     return ClaimVerdict(name, ALL_TAKEN, device_class, wanted, len(found), taken, what)
+
+
+def most_at_once(selectors: Sequence[str], gpus: Sequence[Gpu]) -> int | None:
+    """The most devices matching ``selectors`` (a class's, a request's) the fleet could give
+    at once: per GPU, the smallest matching devices taken while its counters have room
+    (each device once where it shares none). None when a selector is not read here."""
+    total = 0
+    for gpu in gpus:
+        found = []
+        for device in gpu.devices:
+            answers = [matches(device, s) for s in selectors]
+            if any(a is None for a in answers):
+                return None
+            if all(answers):
+                found.append(device)
+        used: dict[str, Fraction] = defaultdict(Fraction)
+        for device in sorted(found, key=lambda d: (sum(a for _, a in d.consumes), d.name)):
+            fits = all(
+                used[name] + amount <= gpu.counters.get(name, (Fraction(0), Fraction(0)))[0]
+                for name, amount in device.consumes
+            )
+            if not gpu.partitionable or fits:
+                total += 1
+                for name, amount in device.consumes:
+                    used[name] += amount
+    return total

@@ -21,6 +21,7 @@ from cluster.models import (
     AppliedObject,
     Cluster,
     Drift,
+    ObservedDeviceClass,
     ObservedResourceClaim,
     ObservedResourceSlice,
     SyncRun,
@@ -343,3 +344,24 @@ def node_dra(cluster: Cluster | int, node: str) -> NodeDra:
         for a in allocated or ()
     }
     return NodeDra(dra.gpus_of(rows, set(holders)), holders)
+
+
+def device_class_ceilings(cluster: Cluster | int, classes: Sequence[str]) -> dict[str, int]:
+    """The most devices of each DeviceClass in ``classes`` the cluster's DRA fleet could
+    give at once (``cluster.dra.most_at_once``); a class the cluster lacks gives 0, one
+    whose selectors are not read here is left out (two queries)."""
+    selectors = dict(
+        ObservedDeviceClass.objects.on(cluster)
+        .filter(name__in=list(classes))
+        .values_list("name", "selectors")
+    )
+    rows = ObservedResourceSlice.objects.on(cluster).values(
+        "node_name", "driver", "pool", "devices", "shared_counters"
+    )
+    gpus = dra.gpus_of(rows, set())
+    out = {}
+    for name in classes:
+        most = dra.most_at_once(selectors[name], gpus) if name in selectors else 0
+        if most is not None:
+            out[name] = most
+    return out
