@@ -286,6 +286,7 @@ NO_MATCH = "no-match"
 ALL_TAKEN = "all-taken"
 COUNTERS = "counters"
 TOO_FEW = "too-few"  # fewer devices match than it asks for, taken or not
+QUOTA = "quota"  # its claim cannot be made: the namespace's quota on a class is used up
 FITS = "fits"  # devices are free for it now (the scheduler will see them)
 UNKNOWN = "unknown"  # a selector this reading does not evaluate
 

@@ -1198,6 +1198,8 @@ def explain_claims(
     if not said:
         return None
     claim, verdict = said[0]
+    if verdict.reason == dra.QUOTA:
+        return _quota_used_up(namespace, claim, verdict, evidence)
     unknown_class = verdict.reason == dra.CLASS_UNKNOWN
     if _CANNOT_ALLOCATE not in message and not (unknown_class and message):
         return None
@@ -1251,6 +1253,21 @@ def explain_claims(
         f"({verdict.taken} of {verdict.matching}).",
         "It starts when one of them is released; a smaller device (a MIG profile) may be "
         "free sooner.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
+
+
+def _quota_used_up(
+    namespace: str, template: str, verdict: dra.ClaimVerdict, evidence: list[str]
+) -> Explanation:
+    return Explanation(
+        f"The namespace's quota on device class {verdict.device_class} is used up "
+        f"({verdict.taken} of {verdict.wanted} devices): the claim the pod asks for from "
+        f"its template {template} cannot be made.",
+        f"It is made when a claim of namespace {namespace} on that class is released; ask "
+        "for more quota on the class if this is normal now.",
         None,
         evidence,
         topic="dra-claim",

@@ -66,6 +66,7 @@ from gpus.catalog import model_for_product, promised_resources
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
+from tenants.rules import DEVICE_CLASS_QUOTA
 from usage.runs import run_times
 
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
@@ -390,6 +391,7 @@ def claim_verdicts(
     only when a waiting pod has claims)."""
     if not pods:
         return {}
+    out = _unmade_claims(pods, cluster_id)
     wanted = {(p.namespace, c["claim"]) for p in pods for c in p.resource_claims if c["claim"]}
     claims = ObservedResourceClaim.objects.on(cluster_id)
     pending = {
@@ -401,7 +403,7 @@ def claim_verdicts(
         if (c.namespace, c.name) in wanted
     }
     if not pending:
-        return {}
+        return out
     classes = {
         c.name: c.selectors
         for c in ObservedDeviceClass.objects.on(cluster_id).only("name", "selectors")
@@ -415,7 +417,6 @@ def claim_verdicts(
         "node_name", "driver", "pool", "devices", "shared_counters"
     )
     gpus = dra.gpus_of(slices, taken)
-    out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
     for pod in pods:
         for asked in pod.resource_claims:
             claim = pending.get((pod.namespace, asked["claim"]))
@@ -425,6 +426,35 @@ def claim_verdicts(
                 out.setdefault((pod.namespace, pod.name), []).append(
                     (claim.name, dra.claim_verdict(request, classes, gpus))
                 )
+    return out
+
+
+def _unmade_claims(
+    pods: Sequence[ObservedPod], cluster_id: int
+) -> dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]]:
+    """Pods whose claim from a template is not made yet, in a namespace whose quota on a
+    device class is used up (the API server refuses the claim the controller would make):
+    the class, used and hard, as the quota's status last said them."""
+    unmade = [p for p in pods if any(c["template"] and not c["claim"] for c in p.resource_claims)]
+    if not unmade:
+        return {}
+    full: dict[str, tuple[str, int, int]] = {}
+    for (namespace, _), status in observed_quotas(
+        sorted({p.namespace for p in unmade}), cluster_id
+    ).items():
+        for resource, hard in (status.get("hard") or {}).items():
+            found = DEVICE_CLASS_QUOTA.match(resource)
+            used = _amount((status.get("used") or {}).get(resource, 0))
+            if found and used >= _amount(hard):
+                full.setdefault(namespace, (found["device_class"], int(used), int(_amount(hard))))
+    out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
+    for pod in unmade:
+        if pod.namespace in full:
+            name, used, hard = full[pod.namespace]
+            template = next(c["template"] for c in pod.resource_claims if not c["claim"])
+            out[(pod.namespace, pod.name)] = [
+                (template, dra.ClaimVerdict("", dra.QUOTA, name, wanted=hard, taken=used))
+            ]
     return out
 
 
