@@ -118,7 +118,11 @@ def decode_pods(
         else:
             gpu = pod_gpu_requests(pod)
             node_name = (pod.get("spec") or {}).get("nodeName") or ""
-            if gpu or (pod.get("status") or {}).get("phase") == "Pending":
+            if (
+                gpu
+                or (pod.get("status") or {}).get("phase") == "Pending"
+                or (pod.get("spec") or {}).get("resourceClaims")
+            ):
                 values = pod_values(pod, gpu)
                 values["decoded_from"] = source
                 rows[key] = values
@@ -242,7 +246,29 @@ def pod_values(pod: dict[str, Any], gpu: dict[str, int]) -> dict[str, Any]:
         "started_at": status.get("startTime"),
         "owner_kind": owner.get("kind", ""),
         "owner_name": owner.get("name", ""),
+        "resource_claims": pod_claims(spec, status),
     }
+
+
+def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A pod's DRA claims (``spec.resourceClaims``), each as the pod names it with the
+    ResourceClaim it uses: the one it names, or the one made for it from its template (named
+    in ``status.resourceClaimStatuses`` once made; "" until then), and that template."""
+    asked = spec.get("resourceClaims")
+    if not asked:
+        return []
+    made = {
+        made.get("name", ""): made.get("resourceClaimName") or ""
+        for made in status.get("resourceClaimStatuses") or ()
+    }
+    return [
+        {
+            "name": claim.get("name", ""),
+            "claim": claim.get("resourceClaimName") or made.get(claim.get("name", ""), ""),
+            "template": claim.get("resourceClaimTemplateName") or "",
+        }
+        for claim in asked
+    ]
 
 
 _LIMIT_RANGER = "kubernetes.io/limit-ranger"
@@ -559,6 +585,7 @@ def _fingerprint(*parts: Any) -> str:
 
 POD_DECODER = _fingerprint(
     pod_values,
+    pod_claims,
     pod_gpu_requests,
     _gpu_asked,
     as_int,

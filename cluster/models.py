@@ -349,7 +349,8 @@ class ObservedNode(models.Model):
 
 
 class ObservedPod(models.Model):
-    """A non-terminal pod that asks for GPU resources, or any Pending pod, as last polled."""
+    """A non-terminal pod that asks for GPU resources or DRA claims, or any Pending pod, as
+    last polled."""
 
     cluster = cluster_key(related_name="observed_pods")
     namespace = models.CharField(max_length=63)
@@ -383,6 +384,12 @@ class ObservedPod(models.Model):
         max_length=63, blank=True, help_text="Its controller's kind (Job, ReplicaSet), if any."
     )
     owner_name = models.CharField(max_length=253, blank=True)
+    resource_claims = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Its DRA claims (spec.resourceClaims): name, claim (the ResourceClaim it "
+        "uses, named or made from its template; empty until made), template.",
+    )
     row_hash = models.CharField(max_length=32, blank=True)
     decoded_from = models.CharField(
         max_length=160,

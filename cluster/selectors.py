@@ -15,11 +15,15 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from cluster import dra
 from cluster.discovery import render_target
 from cluster.models import (
     AppliedObject,
     Cluster,
     Drift,
+    ObservedDeviceClass,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
     SyncRun,
 )
 from cluster.scope import cluster_choice, clusters_read
@@ -309,3 +313,55 @@ def loop_target() -> tuple[str, str]:
     if cluster is None:
         return settings.QM_QUEUE_BACKEND, settings.QM_KUEUE_API_VERSION
     return rendering_for(cluster)
+
+
+@dataclass
+class NodeDra:
+    """A node's GPUs published through DRA (``cluster.dra``), and who holds each allocated
+    device: (namespace, claim) by (driver, pool, device)."""
+
+    gpus: list[dra.Gpu]
+    holders: dict[dra.DeviceKey, tuple[str, str]]
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus)
+
+
+def node_dra(cluster: Cluster | int, node: str) -> NodeDra:
+    """What the node's ResourceSlices publish and its allocated claims hold (two queries)."""
+    slices = ObservedResourceSlice.objects.on(cluster).filter(node_name=node)
+    rows = list(slices.values("node_name", "driver", "pool", "devices", "shared_counters"))
+    if not rows:
+        return NodeDra([], {})
+    holders = {
+        (str(a.get("driver", "")), str(a.get("pool", "")), str(a.get("device", ""))): (
+            namespace,
+            name,
+        )
+        for namespace, name, allocated in ObservedResourceClaim.objects.on(cluster)
+        .filter(node_name=node, state=ObservedResourceClaim.State.ALLOCATED)
+        .values_list("namespace", "name", "allocated")
+        for a in allocated or ()
+    }
+    return NodeDra(dra.gpus_of(rows, set(holders)), holders)
+
+
+def device_class_ceilings(cluster: Cluster | int, classes: Sequence[str]) -> dict[str, int]:
+    """The most devices of each DeviceClass in ``classes`` the cluster's DRA fleet could
+    give at once (``cluster.dra.most_at_once``); a class the cluster lacks gives 0, one
+    whose selectors are not read here is left out (two queries)."""
+    selectors = dict(
+        ObservedDeviceClass.objects.on(cluster)
+        .filter(name__in=list(classes))
+        .values_list("name", "selectors")
+    )
+    rows = ObservedResourceSlice.objects.on(cluster).values(
+        "node_name", "driver", "pool", "devices", "shared_counters"
+    )
+    gpus = dra.gpus_of(rows, set())
+    out = {}
+    for name in classes:
+        most = dra.most_at_once(selectors[name], gpus) if name in selectors else 0
+        if most is not None:
+            out[name] = most
+    return out

@@ -303,6 +303,14 @@ INFERENCE_POOLS = (
         "",
         "An L40S node time-sliced four ways, for batch inference.",
     ),
+    (
+        "a100-dra",
+        {"quartermaster.io/pool": "a100-dra"},
+        "infer",
+        "",
+        "A100 80GB nodes whose GPUs are allocated through DRA (the NVIDIA DRA driver): whole "
+        "GPUs and MIG devices carved per claim, within each GPU's shared counters.",
+    ),
 )
 INFERENCE_CLUSTER_QUEUES: tuple[tuple[str, str, list[dict[str, Any]], str], ...] = (
     (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from devcluster import dcgm, gpu, jobs, kueue, kueuejob, limitranger, quantity, recorder
+from devcluster import dcgm, dra, gpu, jobs, kueue, kueuejob, limitranger, quantity, recorder
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
@@ -519,6 +519,8 @@ class Controllers:
             if not pending:
                 return
             nodes, used = self._node_free()
+            claimed = any(p["spec"].get("resourceClaims") for p in pending)
+            view = dra.allocator(cluster) if claimed else None
             pending.sort(
                 key=lambda p: (-p["spec"].get("priority", 0), p["metadata"]["creationTimestamp"])
             )
@@ -531,10 +533,18 @@ class Controllers:
                 request = pod_requests(pod)
                 reasons: Counter[str] = Counter()
                 preempt: Counter[str] = Counter()
-                chosen = None
+                chosen = placed = None
+                claims = dra.pod_claims(cluster, pod) if view is not None else None
+                if pod["spec"].get("resourceClaims") and (view is None or claims is None):
+                    continue  # a claim it names is not there yet
+                if view is not None and claims and self._unknown_class(pod, view, claims, nodes):
+                    continue
                 for node_name in sorted(nodes):
                     node = nodes[node_name]
                     reason = self._filter(pod, node, request, used[node_name])
+                    if reason is None and view is not None and claims:
+                        placed = dra.place(view, claims, node_name)
+                        reason = None if placed is not None else ["cannot allocate all claims"]
                     if reason is None:
                         chosen = node_name
                         break
@@ -542,6 +552,8 @@ class Controllers:
                         reasons[r] += 1
                     preempt[self._preemption_reason(pod, node, request, reason)] += 1
                 if chosen is not None:
+                    if placed and view is not None:
+                        dra.reserve(cluster, view, pod, placed, chosen)
                     self._bind(pod, chosen)
                     used[chosen] += request
                     self.last_attempt.pop(key, None)
@@ -601,14 +613,39 @@ class Controllers:
             f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node_name}",
         )
 
+    def _unknown_class(
+        self, pod: Obj, view: dra.Allocator, claims: list[Obj], nodes: dict[str, Obj]
+    ) -> bool:
+        """A claim for a class that does not exist fails the pod before any node is tried,
+        in the scheduler's words (tests/data/dra/waiting.json)."""
+        unknown = next((u for c in claims if (u := view.unknown_class(c))), None)
+        if unknown is None:
+            return False
+        not_helpful = Counter({"Preemption is not helpful for scheduling": len(nodes)})
+        head = f"request {unknown[0]}: device class {unknown[1]} does not exist"
+        self._unschedulable(pod, len(nodes), Counter(), not_helpful, head=head)
+        return True
+
     def _unschedulable(
-        self, pod: Obj, total: int, reasons: Counter[str], preempt: Counter[str]
+        self,
+        pod: Obj,
+        total: int,
+        reasons: Counter[str],
+        preempt: Counter[str],
+        *,
+        head: str = "",
     ) -> None:
         def join(counter: Counter[str]) -> str:
             return ", ".join(sorted(f"{count} {reason}" for reason, count in counter.items()))
 
+        # the DRA plugin's words when it is the one that could not place the pod
+        then = (
+            "still not schedulable"
+            if "cannot allocate all claims" in reasons
+            else ("no new claims to deallocate")
+        )
         message = (
-            f"0/{total} nodes are available: {join(reasons)}. no new claims to deallocate, "
+            f"0/{total} nodes are available: {head or join(reasons)}. {then}, "
             f"preemption: 0/{total} nodes are available: {join(preempt)}."
         )
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -786,6 +823,8 @@ class Controllers:
         if dirty:
             self._quota_status()
             self._pdb_statuses()
+            with self.cluster.lock:
+                dra.release(self.cluster)
         if self.kueue_dirty or clock - self.last_kueue >= self.options.retry_seconds:
             self.kueue_dirty = False
             self.last_kueue = clock

@@ -35,6 +35,7 @@ class Resource:
 
 
 KUEUE = "kueue.x-k8s.io"
+DRA = "resource.k8s.io"
 VOLCANO = "scheduling.volcano.sh"
 POD_FIELDS = (
     "spec.nodeName",
@@ -117,6 +118,14 @@ RESOURCES: tuple[Resource, ...] = (
             "type",
             "reportingController",
         ),
+    ),
+    # Dynamic Resource Allocation (devcluster/dra.py): the driver's classes and slices, the
+    # claims the scheduler allocates, and the templates pods' claims are made from.
+    Resource(DRA, "v1", "deviceclasses", "DeviceClass", False, "deviceclass", (), ()),
+    Resource(DRA, "v1", "resourceslices", "ResourceSlice", False, "resourceslice", (), ()),
+    Resource(DRA, "v1", "resourceclaims", "ResourceClaim", True, "resourceclaim", ("status",), ()),
+    Resource(
+        DRA, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True, "resourceclaimtemplate"
     ),
     Resource(
         "scheduling.k8s.io",

@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
 
+from cluster import dra
 from cluster.decode import quota_refusal
 from fleet.membership import pool_of
 from portal.vocabulary.quantity import QuantityError, parse_quantity
@@ -203,6 +204,7 @@ def explain_pod(
     quota: Mapping[str, tuple[int, int]] | None = None,
     node_name: str = "",
     defaulted: Sequence[str | Mapping[str, Any]] = (),
+    claims: Sequence[tuple[str, dra.ClaimVerdict]] = (),
 ) -> Explanation:
     """A Pending pod: ``message`` is the scheduler's; ``quota`` maps a resource to the
     namespace quota's (hard, used). The first cause that holds, in the scheduler's order:
@@ -211,8 +213,14 @@ def explain_pod(
     names the GPU resources the namespace's LimitRange added (the pod did not ask), per
     container (``{"container", "resource", "amount"}``, as the poll keeps them; a bare
     resource name: the whole pod's): when the pod waits for one of those, that is the
-    cause."""
+    cause. ``claims``: (claim name, why it is not allocated) of its DRA claims the scheduler
+    has not allocated (``cluster.dra.claim_verdict``), the cause when the scheduler says it
+    cannot allocate them."""
     evidence = [message] if message else []
+    if claims and not node_name:
+        said = explain_claims(namespace, name, claims, message, evidence)
+        if said is not None:
+            return said
     if node_name:
         return Explanation(
             f"The pod is placed on {node_name} but has not started: its containers are still "
@@ -1168,3 +1176,103 @@ def explain_taken(
             ),
         )
     return why
+
+
+# ---------------------------------------------------------------- DRA claims
+_CANNOT_ALLOCATE = "cannot allocate all claims"
+
+
+def explain_claims(
+    namespace: str,
+    name: str,
+    claims: Sequence[tuple[str, dra.ClaimVerdict]],
+    message: str,
+    evidence: list[str],
+) -> Explanation | None:
+    """A pod waiting for its DRA claims, in the first claim's cause: a class the cluster
+    does not have, no device matching, fewer matching than asked, every matching device
+    taken, or the counters of partitionable GPUs held by MIG devices allocated on them.
+    None when the scheduler has not said it cannot allocate them (another cause comes
+    first) or the reason cannot be read."""
+    said = [c for c in claims if c[1].reason not in (dra.FITS, dra.UNKNOWN)]
+    if not said:
+        return None
+    claim, verdict = said[0]
+    if verdict.reason == dra.QUOTA:
+        return _quota_used_up(namespace, claim, verdict, evidence)
+    unknown_class = verdict.reason == dra.CLASS_UNKNOWN
+    if _CANNOT_ALLOCATE not in message and not (unknown_class and message):
+        return None
+    asks = f"the pod's claim {claim} (device class {verdict.device_class})"
+    what = verdict.what or "device"
+    fix = f"kubectl -n {namespace} get resourceclaim {claim} -o yaml"
+    if unknown_class:
+        have = ", ".join(verdict.classes) or "none"
+        return Explanation(
+            f"The cluster has no device class {verdict.device_class}, which {asks.replace(f' (device class {verdict.device_class})', '')} asks for.",
+            f"Ask for one of the device classes the cluster has ({have}) in the claim or its "
+            "template, or ask a platform admin to install the DRA driver that defines it.",
+            None,
+            evidence,
+            topic="dra-claim",
+        )
+    if verdict.reason == dra.NO_MATCH:
+        return Explanation(
+            f"No device published through DRA matches {asks}: no node offers what its "
+            "selectors ask for.",
+            f"Ask for a device the fleet has (the node pages list the DRA devices; {fix} shows "
+            "the selectors), or ask a platform admin for such GPUs.",
+            None,
+            evidence,
+            topic="dra-claim",
+            never="no device in the cluster matches its claim",
+        )
+    if verdict.reason == dra.TOO_FEW:
+        return Explanation(
+            f"{_cap(asks)} asks for {verdict.wanted} devices, and only "
+            f"{verdict.matching} {what} match in the whole cluster.",
+            f"Ask for at most {verdict.matching} in the claim ({fix}).",
+            None,
+            evidence,
+            topic="dra-claim",
+            never=f"only {verdict.matching} devices match its claim",
+        )
+    if verdict.reason == dra.COUNTERS:
+        return Explanation(
+            f"The {what} that {asks} matches {'is' if verdict.matching == 1 else 'are'} free "
+            "but cannot be had: MIG devices allocated on the same GPU hold its shared "
+            "counters (memory slices, multiprocessors).",
+            "It starts when those MIG devices are released; a MIG profile that fits in what "
+            "the GPU has left would start now (the node page shows the counters left).",
+            None,
+            evidence,
+            topic="dra-claim",
+        )
+    return Explanation(
+        f"Every {what} that {asks} matches is allocated to other claims "
+        f"({verdict.taken} of {verdict.matching}).",
+        "It starts when one of them is released; a smaller device (a MIG profile) may be "
+        "free sooner.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
+
+
+def _quota_used_up(
+    namespace: str, template: str, verdict: dra.ClaimVerdict, evidence: list[str]
+) -> Explanation:
+    return Explanation(
+        f"The namespace's quota on device class {verdict.device_class} is used up "
+        f"({verdict.taken} of {verdict.wanted} devices): the claim the pod asks for from "
+        f"its template {template} cannot be made.",
+        f"It is made when a claim of namespace {namespace} on that class is released; ask "
+        "for more quota on the class if this is normal now.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]

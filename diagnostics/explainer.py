@@ -16,13 +16,17 @@ from django.db.models import Q
 
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
+from cluster import dra
 from cluster.models import (
     Cluster,
     ObservedCreateFailure,
+    ObservedDeviceClass,
     ObservedNode,
     ObservedObject,
     ObservedPod,
     ObservedPodGroup,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
     ObservedWorkload,
 )
 from cluster.selectors import open_drift
@@ -62,6 +66,7 @@ from gpus.catalog import model_for_product, promised_resources
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
+from tenants.rules import DEVICE_CLASS_QUOTA
 from usage.runs import run_times
 
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
@@ -327,6 +332,7 @@ def _explain_pods(
 ) -> None:
     gangs = gangs_of([p for p in pods if p.group_name], cluster_id)
     view = explainer_view(cluster_id)
+    claims = claim_verdicts([p for p in pods if p.resource_claims], cluster_id)
     pinned, nodes = _pinned(workloads, cluster_id)
     for pod in pods:
         gang = gangs.get((pod.namespace, pod.group_name))
@@ -356,6 +362,7 @@ def _explain_pods(
                 fleet=view,
                 node_name=pod.node_name,
                 defaulted=pod.limit_defaulted,
+                claims=claims.get((pod.namespace, pod.name), ()),
             )
             why = pod.why  # type: ignore[attr-defined]
             if charged_less and why.topic == "insufficient-gpu" and not why.never:
@@ -374,6 +381,81 @@ def _explain_pods(
             pod.why.belongs_to = f"workload {pod.workload_name}{where}"  # type: ignore[attr-defined]
         elif pod.queue_name:
             pod.why.belongs_to = f"queue {pod.queue_name}"  # type: ignore[attr-defined]
+
+
+def claim_verdicts(
+    pods: Sequence[ObservedPod], cluster_id: int
+) -> dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]]:
+    """(namespace, pod) -> why each of its claims the scheduler has not allocated is not,
+    read against the cluster's DRA classes, published devices and allocations (read once,
+    only when a waiting pod has claims)."""
+    if not pods:
+        return {}
+    out = _unmade_claims(pods, cluster_id)
+    wanted = {(p.namespace, c["claim"]) for p in pods for c in p.resource_claims if c["claim"]}
+    claims = ObservedResourceClaim.objects.on(cluster_id)
+    pending = {
+        (c.namespace, c.name): c
+        for c in claims.filter(
+            state=ObservedResourceClaim.State.PENDING,
+            namespace__in={namespace for namespace, _ in wanted},
+        )
+        if (c.namespace, c.name) in wanted
+    }
+    if not pending:
+        return out
+    classes = {
+        c.name: c.selectors
+        for c in ObservedDeviceClass.objects.on(cluster_id).only("name", "selectors")
+    }
+    taken = dra.taken_devices(
+        claims.filter(state=ObservedResourceClaim.State.ALLOCATED).values_list(
+            "allocated", flat=True
+        )
+    )
+    slices = ObservedResourceSlice.objects.on(cluster_id).values(
+        "node_name", "driver", "pool", "devices", "shared_counters"
+    )
+    gpus = dra.gpus_of(slices, taken)
+    for pod in pods:
+        for asked in pod.resource_claims:
+            claim = pending.get((pod.namespace, asked["claim"]))
+            if claim is None:
+                continue
+            for request in claim.requests:
+                out.setdefault((pod.namespace, pod.name), []).append(
+                    (claim.name, dra.claim_verdict(request, classes, gpus))
+                )
+    return out
+
+
+def _unmade_claims(
+    pods: Sequence[ObservedPod], cluster_id: int
+) -> dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]]:
+    """Pods whose claim from a template is not made yet, in a namespace whose quota on a
+    device class is used up (the API server refuses the claim the controller would make):
+    the class, used and hard, as the quota's status last said them."""
+    unmade = [p for p in pods if any(c["template"] and not c["claim"] for c in p.resource_claims)]
+    if not unmade:
+        return {}
+    full: dict[str, tuple[str, int, int]] = {}
+    for (namespace, _), status in observed_quotas(
+        sorted({p.namespace for p in unmade}), cluster_id
+    ).items():
+        for resource, hard in (status.get("hard") or {}).items():
+            found = DEVICE_CLASS_QUOTA.match(resource)
+            used = _amount((status.get("used") or {}).get(resource, 0))
+            if found and used >= _amount(hard):
+                full.setdefault(namespace, (found["device_class"], int(used), int(_amount(hard))))
+    out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
+    for pod in unmade:
+        if pod.namespace in full:
+            name, used, hard = full[pod.namespace]
+            template = next(c["template"] for c in pod.resource_claims if not c["claim"])
+            out[(pod.namespace, pod.name)] = [
+                (template, dra.ClaimVerdict("", dra.QUOTA, name, wanted=hard, taken=used))
+            ]
+    return out
 
 
 def explain(

@@ -57,6 +57,18 @@ FAULTS = (
         "change request that puts it back, with its impact assessment.",
     ),
     Fault(
+        "dra-claim",
+        SCHEDULING,
+        "0/N nodes are available: N cannot allocate all claims",
+        "A DRA claim asks for a device class the cluster lacks, for devices no ResourceSlice "
+        "publishes, or for devices all allocated (on a partitionable GPU, MIG devices "
+        "allocated on it hold the shared counters a whole GPU or a larger profile needs).",
+        "kubectl get resourceclaim -n <ns> <claim> -o yaml; kubectl get resourceslices "
+        "-o yaml; kubectl get deviceclasses",
+        "The explanation names which of these holds for the claim; the node page shows each "
+        "GPU's DRA devices, what is allocated and the counters left.",
+    ),
+    Fault(
         "no-gpu-node",
         SCHEDULING,
         "A GPU pod lands on a node without GPUs, or GPU nodes offer no GPU resource",

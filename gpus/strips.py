@@ -20,9 +20,12 @@ class Slice:
     width: int
     busy: bool | None  # None: not known
     pod: str = ""
+    note: str = ""  # said instead of the profile and state (a DRA GPU's counters left)
 
     @property
     def label(self) -> str:
+        if self.note:
+            return self.note
         if self.profile == NO_INSTANCE:
             return "MIG on, no instance (offers nothing)"
         what = self.profile or "whole GPU"
@@ -37,12 +40,14 @@ class GpuStrip:
     slices: list[Slice] = field(default_factory=list)
     lost: bool = False
     util: float | None = None
+    name: str = ""  # said instead of "GPU <index>" (a DRA GPU: its counter set or device)
 
     @property
     def label(self) -> str:
+        said = self.name or f"GPU {self.index}"
         if self.lost:
-            return f"GPU {self.index}: not reporting"
-        return f"GPU {self.index}: " + ", ".join(s.label for s in self.slices)
+            return f"{said}: not reporting"
+        return f"{said}: " + ", ".join(s.label for s in self.slices)
 
 
 def _compute(model: str | None, profile: str) -> int:

@@ -55,6 +55,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
     ("resource.k8s.io/v1", "ResourceSlice"): ("resourceslices", False),
     ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
 }
 for _version in ("v1beta2", "v1beta1"):
     for _kind, _plural, _namespaced in (

@@ -79,6 +79,7 @@ POD_COLUMNS = (
     "started_at",
     "owner_kind",
     "owner_name",
+    "resource_claims",
     "row_hash",
     "decoded_from",
     "last_changed",
@@ -93,6 +94,7 @@ _JSON_COLUMNS = {
     "taints",
     "gpu_requests",
     "limit_defaulted",
+    "resource_claims",
 }
 
 

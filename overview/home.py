@@ -58,6 +58,7 @@ class Running:
     queue: str = ""
     pods: int = 0
     new: bool = False  # started after the user's last visit
+    claims: int = 0  # its DRA claims (a pod's devices by DRA, shown on its node's page)
 
 
 NAMES_SHOWN = 20  # of pending pods that wait alike, the names a card lists
@@ -229,6 +230,7 @@ def _running(
                 queue=pod.queue_name,
                 pods=1,
                 new=_is_new(since, last_visit),
+                claims=len(pod.resource_claims or ()),
             )
         )
     oldest = dt.datetime.min.replace(tzinfo=dt.UTC)

@@ -19,7 +19,15 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
-from cluster.models import Cluster, ObservedNode, ObservedObject, ObservedPod
+from cluster import dra
+from cluster.models import (
+    Cluster,
+    ObservedNode,
+    ObservedObject,
+    ObservedPod,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
+)
 from cluster.selectors import ApiStatus, amount_sql
 from diagnostics.selectors import WaitingRead, waiting_reads
 from fleet.membership import case_sql, holds, holds_none
@@ -31,11 +39,12 @@ from queues.models import ClusterQueue, Cohort
 from tenants.models import Team
 
 # The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
-# GPU pods. Written out: the ORM took longer to build these few reads than the database to
-# answer them.
+# GPU pods (asking GPU resources or DRA claims). Written out: the ORM took longer to build
+# these few reads than the database to answer them.
 PODS_SQL = (
     f"SELECT * FROM {ObservedPod._meta.db_table} WHERE (cluster_id, namespace) IN {PAIRS} "
-    "AND (phase = 'Pending' OR (phase = 'Running' AND gpu_requests <> '{}'::jsonb)) "
+    "AND (phase = 'Pending' OR (phase = 'Running' AND (gpu_requests <> '{}'::jsonb "
+    "OR resource_claims <> '[]'::jsonb))) "
     "ORDER BY namespace, name"
 )
 # The status of namespaces' ResourceQuotas and LocalQueues, and of ClusterQueues, each of
@@ -70,6 +79,8 @@ Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
 NO_POOL = "(no pool)"  # the nodes no pool selects (a pool name is a DNS label: never this)
 NODES = ObservedNode._meta.db_table
 HEALTH = NodeHealth._meta.db_table
+SLICES = ObservedResourceSlice._meta.db_table
+CLAIMS = ObservedResourceClaim._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,8 @@ class PoolSummary:
     exporter_errors: int = 0
     resources: list[ResourceUse] = field(default_factory=list)
     layouts: list[Layout] = field(default_factory=list)
+    dra: list[dra.Offer] = field(default_factory=list)  # devices by DRA, per product and kind
+    dra_gpus: int = 0  # physical GPUs published through DRA
 
     @property
     def key(self) -> str:
@@ -243,8 +256,10 @@ def stamps_read(cluster_id: int | None) -> Read:
     return Read(
         f"""SELECT * FROM (SELECT count(*), max(last_changed), max(gone_since)
                            FROM {NODES} x WHERE {mine}) n,
-                          (SELECT count(*), max(observed_at) FROM {HEALTH} x WHERE {mine}) h""",
-        [*params, *params],
+                          (SELECT count(*), max(observed_at) FROM {HEALTH} x WHERE {mine}) h,
+                          (SELECT count(*), max(last_changed) FROM {SLICES} x WHERE {mine}) s,
+                          (SELECT count(*), max(last_changed) FROM {CLAIMS} x WHERE {mine}) c""",
+        [*params, *params, *params, *params],
     )
 
 
@@ -263,8 +278,9 @@ def summed_from(pools: Pools, read: Sequence[Any] | None = None) -> tuple[Any, .
 
 
 def sum_pools(pools: Pools) -> list[PoolSummary]:
-    """Every pool summed up (and the nodes of no pool, when there are any): three queries
-    for the whole fleet, never a node loaded into Python."""
+    """Every pool summed up (and the nodes of no pool, when there are any): four queries
+    for the whole fleet, never a node loaded into Python (a fifth where DRA publishes
+    devices: their slices are counted per GPU in Python, ``cluster.dra``)."""
     summaries = {
         i: PoolSummary(p.name, p.pk, p.mig_config, p.get_purpose_display())
         for i, p in enumerate(pools.rows)
@@ -273,6 +289,7 @@ def sum_pools(pools: Pools) -> list[PoolSummary]:
     _count_nodes(pools, summaries)
     _sum_resources(pools, summaries)
     _layouts(pools, summaries)
+    _dra(pools, summaries)
     return [s for i, s in sorted(summaries.items(), key=lambda i: i[0] < 0) if i >= 0 or s.nodes]
 
 
@@ -380,6 +397,46 @@ def _layouts(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
                 bool(summary.mig_config and config != summary.mig_config),
             )
         )
+
+
+def _dra(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
+    """The devices published through DRA per pool (by the node each slice is for), with
+    what the allocated claims hold of them (two queries; none of it when no slice is
+    published)."""
+    pool_sql, pool_params = pools.of_node("n")
+    mine, mine_params = pools.nodes_sql("s")
+    sql = f"""
+        SELECT {pool_sql} AS pool, s.node_name, s.driver, s.pool, s.devices, s.shared_counters
+        FROM {SLICES} s JOIN {NODES} n ON n.cluster_id = s.cluster_id AND n.name = s.node_name
+        WHERE n.gone_since IS NULL AND {mine}
+    """
+    per_pool: dict[int, list[dict[str, Any]]] = {}
+    loads = json.loads
+    for pool, node, driver, name, devices, counters in _rows(sql, [*pool_params, *mine_params]):
+        per_pool.setdefault(int(pool), []).append(
+            {
+                "node_name": node,
+                "driver": driver,
+                "pool": name,
+                "devices": loads(devices) if isinstance(devices, str) else devices,
+                "shared_counters": loads(counters) if isinstance(counters, str) else counters,
+            }
+        )
+    if not per_pool:
+        return
+    held, held_params = pools.nodes_sql("c")
+    taken = dra.taken_devices(
+        loads(a) if isinstance(a, str) else a
+        for (a,) in _rows(
+            f"SELECT c.allocated FROM {CLAIMS} c WHERE c.state = 'allocated' AND {held}",
+            held_params,
+        )
+    )
+    for pool, rows in per_pool.items():
+        summary = summaries.get(pool)
+        if summary is not None:
+            gpus = dra.gpus_of(rows, taken)
+            summary.dra, summary.dra_gpus = dra.offers(gpus), len(gpus)
 
 
 def fleet_nodes(

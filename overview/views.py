@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from changes.approval import may_request
 from changes.facts import shortfalls_now, shortfalls_reads
 from changes.selectors import list_mig_changes_for_user
+from cluster import dra
 from cluster.models import (
     AppliedObject,
     Cluster,
@@ -33,6 +34,7 @@ from cluster.selectors import (
     apply_notices,
     apply_notices_read,
     first_reads,
+    node_dra,
     notices_for,
     open_drift_reads,
     statuses_of,
@@ -269,7 +271,9 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         .order_by("-created_at")[:20]
     )
     drift = list(Drift.objects.on(node.cluster).filter(subject=name).order_by("-first_seen")[:20])
+    by_dra = node_dra(node.cluster, name)
     context = {
+        "dra": _dra_context(by_dra, names, node.cluster_id),
         "node": node,
         "also_on": [n.cluster for n in same_name[1:]],
         "pool": pool,
@@ -283,6 +287,34 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "gpu_labels": sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/")),
     }
     return render(request, "overview/node_detail.html", context)
+
+
+def _dra_context(by_dra: Any, names: PodNames, cluster_id: int | None) -> dict[str, Any] | None:
+    """A node's DRA GPUs for its page: strips, and each device with its state and who holds
+    it (another team's claim unnamed)."""
+    if not by_dra:
+        return None
+    devices = []
+    for gpu in by_dra.gpus:
+        for device in gpu.devices:
+            holder = by_dra.holders.get(device.key)
+            if holder is not None:
+                shown = holder if names.named(cluster_id, holder[0]) else None
+                state = "in use"
+            else:
+                shown, state = None, "free" if gpu.available(device) else "blocked by counters"
+            devices.append({"gpu": gpu, "device": device, "state": state, "holder": shown})
+    counters = [
+        {"gpu": gpu, "left": gpu.memory_slices()[0], "total": gpu.memory_slices()[1]}
+        for gpu in by_dra.gpus
+        if gpu.partitionable
+    ]
+    return {
+        "strips": [dra.strip(gpu, i) for i, gpu in enumerate(by_dra.gpus)],
+        "devices": devices,
+        "counters": counters,
+        "offers": dra.offers(by_dra.gpus),
+    }
 
 
 @login_required

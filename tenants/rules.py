@@ -51,7 +51,8 @@ STANDARD_QUOTA_RESOURCES = frozenset(
 _COUNTED = re.compile(
     r"^(pods|services|services\.loadbalancers|services\.nodeports|replicationcontrollers|"
     r"resourcequotas|secrets|configmaps|persistentvolumeclaims|count/.+|"
-    r".+\.storageclass\.storage\.k8s\.io/persistentvolumeclaims)$"
+    r".+\.storageclass\.storage\.k8s\.io/persistentvolumeclaims|"
+    r".+\.deviceclass\.resource\.k8s\.io/devices)$"
 )
 _HUGEPAGES = re.compile(r"^(requests\.|limits\.)?hugepages-[0-9A-Za-z.]+$")
 _STORAGE_CLASS = re.compile(
@@ -59,6 +60,10 @@ _STORAGE_CLASS = re.compile(
     r"(requests\.storage|persistentvolumeclaims)$"
 )
 _COUNT = re.compile(r"^count/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# DRA: the devices a namespace's claims may hold of one DeviceClass (KEP-4381's quota).
+DEVICE_CLASS_QUOTA = re.compile(
+    r"^(?P<device_class>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.deviceclass\.resource\.k8s\.io/devices$"
+)
 # Resource names in a kubernetes.io or k8s.io domain are native, not extended.
 _NATIVE_DOMAIN = re.compile(r"^([^/]*\.)?(kubernetes|k8s)\.io/")
 
@@ -152,11 +157,13 @@ def check_quota_item(resource: str, hard: str) -> Check:
         or _HUGEPAGES.match(resource)
         or _STORAGE_CLASS.match(resource)
         or _COUNT.match(resource)
+        or DEVICE_CLASS_QUOTA.match(resource)
     ):
         check.errors.append(
             f"resource: {resource!r} is not a quota resource: use requests.cpu, "
-            "requests.memory, pods, count/<resource>, or requests.<domain>/<name> for devices "
-            "such as requests.nvidia.com/gpu"
+            "requests.memory, pods, count/<resource>, requests.<domain>/<name> for devices "
+            "such as requests.nvidia.com/gpu, or <class>.deviceclass.resource.k8s.io/devices "
+            "for DRA devices"
         )
     _, errors = check_quantity(hard, whole=counted_in_units(resource))
     check.errors.extend(f"hard: {e}" for e in errors)

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
 
+from cluster.selectors import device_class_ceilings
 from fleet.capacity import fleet_capacity
 from portal import desired, removal
 from portal.access.permissions import is_platform_admin
@@ -26,6 +27,7 @@ from tenants.models import (
     Team,
 )
 from tenants.rules import (
+    DEVICE_CLASS_QUOTA,
     LimitSpec,
     check_limit,
     check_quota_item,
@@ -331,11 +333,36 @@ def set_namespace_quota(
     return warnings
 
 
+def _beyond_the_devices(
+    old: dict[str, str], hard: dict[str, str], *, cluster_id: int | None
+) -> dict[str, list[str]]:
+    """Raised quotas on DRA device classes above what the cluster's published devices could
+    give at once, as field errors."""
+    raised = {
+        found["device_class"]: (resource, value)
+        for resource, value in hard.items()
+        if (found := DEVICE_CLASS_QUOTA.match(resource))
+        and (resource not in old or parse_quantity(value) > parse_quantity(old[resource]))
+    }
+    if not raised or cluster_id is None:
+        return {}
+    most = device_class_ceilings(cluster_id, list(raised))
+    return {
+        f"hard[{resource}]": [
+            f"{value} is more than the cluster's DRA devices of class {name} could ever give "
+            f"at once ({most[name]}): give an override reason to set it anyway."
+        ]
+        for name, (resource, value) in raised.items()
+        if name in most and parse_quantity(value) > most[name]
+    }
+
+
 def _beyond_the_fleet(
     old: dict[str, str], hard: dict[str, str], *, cluster_id: int | None
 ) -> dict[str, list[str]]:
     """Raised GPU quota items above what the namespace's cluster could ever offer, as field
-    errors."""
+    errors (DRA device classes: ``_beyond_the_devices``)."""
+    errors = _beyond_the_devices(old, hard, cluster_id=cluster_id)
     raised = {
         resource: value
         for resource, value in hard.items()
@@ -343,11 +370,10 @@ def _beyond_the_fleet(
         and (resource not in old or parse_quantity(value) > parse_quantity(old[resource]))
     }
     if not raised:
-        return {}
+        return errors
     capacity = fleet_capacity((r.removeprefix("requests.") for r in raised), cluster_id)
     if not capacity.known:
-        return {}
-    errors = {}
+        return errors
     for resource, value in raised.items():
         most = capacity.ceiling.get(resource.removeprefix("requests."), 0)
         if parse_quantity(value) > most:

@@ -13,11 +13,14 @@ from django.db import transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
+from cluster import dra
 from cluster.models import (
     Cluster,
     ObservedNode,
     ObservedObject,
     ObservedPod,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
     ObservedWorkload,
     SyncRun,
 )
@@ -62,17 +65,22 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "requested": 0.0, "pending": 0.0, "gpu_share": 0.0, "capacity": -1.0}
     )
+    by_dra = DraHeld(cluster_id)
     for pod in (
         ObservedPod.objects.on(cluster_id)
         .filter(namespace__in=team_of)
-        .only("namespace", "node_name", "phase", "gpu_requests")
+        .only("namespace", "node_name", "phase", "gpu_requests", "resource_claims")
     ):
-        for resource, count in (pod.gpu_requests or {}).items():
+        asked = dict(pod.gpu_requests or {})
+        for resource, count in by_dra.of_pod(pod).items():
+            asked[resource] = asked.get(resource, 0) + count
+        for resource, count in asked.items():
             row = rows[(pod.namespace, resource)]
             row["requested"] += count
             if pod.phase == "Running" and pod.node_name:
                 row["used"] += count
-                row["gpu_share"] += count * mig_weight(model_of.get(pod.node_name), resource)
+                model = model_of.get(pod.node_name) or by_dra.model_of(pod.node_name)
+                row["gpu_share"] += count * mig_weight(model, resource)
             elif pod.phase == "Pending":
                 row["pending"] += 1
     for item in QuotaItem.objects.filter(
@@ -93,6 +101,59 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         )
         for (namespace, resource), values in rows.items()
     ]
+
+
+class DraHeld:
+    """What the claims of a cluster hold through DRA, said in the device plugin's resource
+    names so the same GPU-share rule counts them (a whole GPU 1, a MIG device its share of
+    its GPU's model): read only where a pod has claims (two queries then)."""
+
+    def __init__(self, cluster_id: int) -> None:
+        self.cluster_id = cluster_id
+        self._devices: dict[dra.DeviceKey, dra.Device] | None = None
+        self._claims: dict[tuple[str, str], list[Any]] = {}
+
+    def _load(self) -> dict[dra.DeviceKey, dra.Device]:
+        if self._devices is None:
+            slices = ObservedResourceSlice.objects.on(self.cluster_id).values(
+                "node_name", "driver", "pool", "devices"
+            )
+            self._devices = {d.key: d for row in slices for d in dra.devices_of(row)}
+            self._claims = {
+                (namespace, name): allocated
+                for namespace, name, allocated in ObservedResourceClaim.objects.on(self.cluster_id)
+                .filter(state=ObservedResourceClaim.State.ALLOCATED)
+                .values_list("namespace", "name", "allocated")
+            }
+        return self._devices
+
+    def held(self) -> list[dra.Device]:
+        """Every device an allocated claim holds."""
+        devices = self._load()
+        keys = dra.taken_devices(self._claims.values())
+        return [devices[k] for k in sorted(keys) if k in devices]
+
+    def of_pod(self, pod: ObservedPod) -> dict[str, int]:
+        """resource -> how many of it the pod's allocated claims hold."""
+        if not pod.resource_claims:
+            return {}
+        devices = self._load()
+        out: dict[str, int] = {}
+        for asked in pod.resource_claims:
+            for result in self._claims.get((pod.namespace, asked.get("claim", "")), ()):
+                device = devices.get((result["driver"], result["pool"], result["device"]))
+                if device is not None and device.resource:
+                    out[device.resource] = out.get(device.resource, 0) + 1
+        return out
+
+    def model_of(self, node: str) -> str | None:
+        """The GPU model a node's DRA devices name (for a node without GFD's labels)."""
+        if self._devices is None:
+            return None
+        for device in self._devices.values():
+            if device.node == node and device.product:
+                return model_for_product(device.product.replace(" ", "-"))
+        return None
 
 
 def fleet_models(cluster_id: int | None = None) -> list[str]:
@@ -176,6 +237,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     """Per node pool of the cluster and GPU resource: allocated and allocatable (idle = the
     difference)."""
     pools = list(NodePool.objects.on(cluster_id))
+    pool_of_node: dict[str, str] = {}
     rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
     )
@@ -185,6 +247,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         .only("name", "labels", "allocatable", "allocated", "gpu_product")
     ):
         pool = getattr(pool_of(node.labels, pools), "name", "(no pool)")
+        pool_of_node[node.name] = pool
         model = model_for_product(node.gpu_product) if node.gpu_product else None
         for resource, value in (node.allocatable or {}).items():
             if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):
@@ -194,6 +257,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
             row["capacity"] += int(value)
             row["used"] += used
             row["gpu_share"] += used * mig_weight(model, resource)
+    _dra_pool_rows(rows, cluster_id, pool_of_node)
     return [
         Sample(
             cluster_id=cluster_id,
@@ -205,6 +269,38 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         )
         for (pool, resource), values in rows.items()
     ]
+
+
+def _dra_pool_rows(
+    rows: dict[tuple[str, str], dict[str, float]],
+    cluster_id: int,
+    pool_of_node: dict[str, str],
+) -> None:
+    """Per pool, the GPUs published through DRA (capacity, as whole GPUs) and the devices
+    its claims hold (used, in the device plugin's names, with their GPU share)."""
+    slices = list(
+        ObservedResourceSlice.objects.on(cluster_id).values(
+            "node_name", "driver", "pool", "devices", "shared_counters"
+        )
+    )
+    if not slices:
+        return
+    taken = dra.taken_devices(
+        ObservedResourceClaim.objects.on(cluster_id)
+        .filter(state=ObservedResourceClaim.State.ALLOCATED)
+        .values_list("allocated", flat=True)
+    )
+    for gpu in dra.gpus_of(slices, taken):
+        if gpu.node not in pool_of_node:
+            continue  # a node gone, or a slice for no one node
+        pool = pool_of_node[gpu.node]
+        rows[(pool, "nvidia.com/gpu")]["capacity"] += 1
+        model = gpu.model()
+        for device in gpu.taken:
+            if device.resource:
+                row = rows[(pool, device.resource)]
+                row["used"] += 1
+                row["gpu_share"] += mig_weight(model, device.resource)
 
 
 def record_workloads(now: dt.datetime, cluster_id: int) -> int:

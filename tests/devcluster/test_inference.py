@@ -89,6 +89,8 @@ def test_the_fleet_is_two_h100_pools_and_two_l40s_pools_behind_a_token(
         "infer-l40s-01": "l40s",
         "infer-l40s-02": "l40s",
         "infer-l40s-03": "l40s-shared",
+        "infer-a100-01": "a100-dra",
+        "infer-a100-02": "a100-dra",
     }
     with pytest.raises(PermanentKubeError):
         connect(url=demo_cluster.url, token="wrong").list("v1", "Node")
@@ -173,6 +175,8 @@ def test_every_gpu_node_carries_the_gpu_operators_labels_and_its_daemonsets(
     )
     for name, node in nodes.items():
         labels = node["metadata"]["labels"]
+        if labels["quartermaster.io/pool"] == "a100-dra":
+            continue  # the DRA driver serves these GPUs (test_the_dra_pool_...)
         assert [key for key in GFD_ALWAYS if key not in labels] == [], name
         assert labels["nvidia.com/mig.strategy"] == "mixed"
         mig_capable = labels["nvidia.com/mig.capable"] == "true"
@@ -187,6 +191,7 @@ def test_the_serving_pods_run_within_their_nodes_allocatable(api: Gateway) -> No
         p
         for namespace in ("team-infer", "team-a-serve")
         for p in api.list("v1", "Pod", namespace=namespace)
+        if not p["spec"].get("resourceClaims")  # the DRA pool's (test_the_dra_pool_...)
     ]
     for pod in serving:
         assert pod["status"]["phase"] == "Running"
@@ -223,7 +228,7 @@ def test_the_mig_manager_reslices_an_inference_h100_as_the_reference_says(
             not [
                 p
                 for p in api.list("v1", "Pod", namespace="team-infer")
-                if p["spec"]["nodeName"] == "infer-h100-02"
+                if p["spec"].get("nodeName") == "infer-h100-02"
             ]
         ),
         what="the pods on infer-h100-02 gone",
@@ -236,4 +241,56 @@ def test_the_mig_manager_reslices_an_inference_h100_as_the_reference_says(
     wait_for(
         lambda: gpus(nodes_by_name(api)["infer-h100-02"]) == wanted,
         what="infer-h100-02 re-sliced to 3g.40gb",
+    )
+
+
+def test_the_dra_pool_allocates_claims_as_the_real_scheduler_and_one_waits_in_its_words(
+    api: Gateway,
+) -> None:
+    """The A100 pool's GPUs are published through DRA (whole GPUs and MIG devices sharing
+    each GPU's counters); the scheduler allocates team-infer's claims on one node each,
+    never two devices on overlapping memory slices, and a claim for a profile the driver
+    does not publish waits with the words a real scheduler says (tests/data/dra)."""
+    slices = api.list("resource.k8s.io/v1", "ResourceSlice")
+    assert {s["spec"]["nodeName"] for s in slices} == {"infer-a100-01", "infer-a100-02"}
+    consumes = {
+        (s["spec"]["nodeName"], d["name"]): d["consumesCounters"][0]
+        for s in slices
+        for d in s["spec"].get("devices") or ()
+    }
+    claims = wait_for(
+        lambda: (
+            [
+                c
+                for c in api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")
+                if (c.get("status") or {}).get("allocation")
+            ]
+            if len(api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")) == 7
+            and sum(
+                1
+                for c in api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")
+                if (c.get("status") or {}).get("allocation")
+            )
+            == 6
+            else None
+        ),
+        what="six claims allocated",
+    )
+    held: dict[tuple[str, str], Counter[str]] = {}
+    for claim in claims:
+        allocation = claim["status"]["allocation"]
+        node = allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+        (result,) = allocation["devices"]["results"]
+        use = consumes[(node, result["device"])]
+        counted = held.setdefault((node, use["counterSet"]), Counter())
+        counted.update({k: 1 for k in use["counters"] if k.startswith("memory-slice-")})
+        assert claim["status"]["reservedFor"][0]["resource"] == "pods"
+    assert all(count == 1 for counted in held.values() for count in counted.values())
+    pods = {p["metadata"]["name"]: p for p in api.list("v1", "Pod", namespace="team-infer")}
+    assert pods["embed-dra-0"]["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
+    waiting = pods["summarize-4g-0"]
+    (scheduled,) = [c for c in waiting["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert (
+        "7 cannot allocate all claims. still not schedulable, preemption:" in scheduled["message"]
     )

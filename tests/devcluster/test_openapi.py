@@ -52,6 +52,7 @@ def test_the_v3_index_has_the_recorded_shape_and_each_hash_is_its_documents(
         "apis/kueue.x-k8s.io/v1beta1",
         "apis/kueue.x-k8s.io/v1beta2",
         "apis/policy/v1",
+        "apis/resource.k8s.io/v1",
         "apis/scheduling.k8s.io/v1",
         "apis/scheduling.volcano.sh/v1beta1",
     }

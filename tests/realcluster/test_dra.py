@@ -27,7 +27,7 @@ from cluster.models import (
     ObservedResourceSlice,
 )
 from cluster.services import settings_cluster
-from kube import Gateway, ObjectRef
+from kube import Gateway, NotFound, ObjectRef
 from loop.poll import poll_cluster
 from tests.realcluster.kit import RealCluster, need_kit
 from tests.realcluster.test_loop import hands
@@ -228,7 +228,19 @@ def published(real_cluster: RealCluster) -> Iterator[Gateway]:
     """The driver's classes and slices published (by the test's admin hands), and all of it
     gone afterwards: the pods at once (no kubelet ends them), then claims, slices, classes."""
     admin = hands(real_cluster, "dra-driver")
-    admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+
+    def active() -> bool:
+        """The namespace made anew where the previous test's is still going away."""
+        try:
+            found = admin.get(ObjectRef.of(namespace))
+        except NotFound:
+            admin.apply(namespace)
+            return False
+        return (found.get("status") or {}).get("phase") == "Active"
+
+    admin.apply(namespace)
+    wait_for(active, 60, f"namespace {NAMESPACE} active")
     for item in [*CLASSES, *SLICES]:
         admin.apply(item)
     try:

@@ -18,7 +18,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from cluster.decode import device_class_values, resource_claim_values, resource_slice_values
+from cluster.decode import (
+    decode_pods,
+    device_class_values,
+    resource_claim_values,
+    resource_slice_values,
+)
 from cluster.models import ObservedDeviceClass, ObservedResourceClaim, ObservedResourceSlice
 from cluster.scope import settings_cluster_id
 from kube import NotFound
@@ -307,3 +312,18 @@ def test_the_writers_statements_do_not_grow_with_the_slices() -> None:
         return len(queries)
 
     assert statements(1) == statements(20)
+
+
+def test_a_running_pod_asking_only_dra_claims_is_kept_with_its_claims() -> None:
+    (recorded_pod,) = [
+        p
+        for p in json.loads((RECORDED / "waiting.json").read_text())["pods"]
+        if p["metadata"]["name"] == "rc-h100-a"
+    ]
+    running = {**recorded_pod, "status": {**recorded_pod["status"], "phase": "Running"}}
+    decoded = decode_pods([running])
+    row = decoded.rows[("rc-dra", "rc-h100-a")]
+    assert (row["phase"], row["gpu_requests"]) == ("Running", {})
+    assert row["resource_claims"] == [{"name": "gpu", "claim": "rc-h100-a", "template": ""}]
+    plain = {**running, "spec": {**running["spec"], "resourceClaims": []}}
+    assert decode_pods([plain]).rows == {}  # no GPU, no claim, not Pending: not kept

@@ -1,0 +1,405 @@
+"""Dynamic Resource Allocation's GPUs as a fleet (pure): what the ResourceSlices publish,
+grouped into physical GPUs, and what the claims hold of them.
+
+A device of the NVIDIA driver (``docs/reference/dra.md``) is a whole GPU (``type`` ``gpu``)
+or a MIG device (``type`` ``mig``, its ``profile``). Devices of a partitionable GPU consume
+the counters of one shared counter set (KEP-4815): the set is that GPU, and a device can be
+had while the counters its allocated neighbours consume leave room for it, as the scheduler
+decides. Without counters a GPU is its device (whole), or the MIG devices of one parent
+(``parentUUID``: MIG set up beforehand). Rows are the observed rows' plain values
+(``ObservedResourceSlice``, ``ObservedResourceClaim.allocated``), so the pages, usage and
+the explainer count alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from gpus import catalog
+from gpus.strips import GpuStrip, Slice
+from portal.vocabulary.quantity import QuantityError, parse_quantity
+
+WHOLE, MIG = "gpu", "mig"
+MEMORY_SLICE = "memory-slice-"
+# (driver, pool, device): a device as a claim's allocation names it
+DeviceKey = tuple[str, str, str]
+
+
+def _amount(text: Any) -> Fraction:
+    try:
+        return parse_quantity(str(text))
+    except (QuantityError, ValueError):
+        return Fraction(0)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One published device, on the physical GPU ``gpu`` (its counter set, its or its
+    parent's uuid, else its own name)."""
+
+    node: str
+    driver: str
+    pool: str
+    name: str
+    kind: str  # "gpu", "mig", or another type the driver names ("" when none)
+    profile: str  # a MIG device's profile, "" otherwise
+    product: str
+    gpu: str
+    counter_set: str = ""
+    consumes: tuple[tuple[str, Fraction], ...] = ()
+    attributes: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def key(self) -> DeviceKey:
+        return (self.driver, self.pool, self.name)
+
+    @property
+    def resource(self) -> str:
+        """The device plugin's name of what this device is (``nvidia.com/gpu``,
+        ``nvidia.com/mig-3g.40gb``): the GPU-share rule and the reports count by it."""
+        if self.kind == WHOLE:
+            return "nvidia.com/gpu"
+        if self.kind == MIG and self.profile:
+            return catalog.resource_name(self.profile)
+        return ""
+
+    @property
+    def what(self) -> str:
+        """Said on the pages: ``whole GPU`` or the MIG profile."""
+        return (
+            self.profile if self.kind == MIG else "whole GPU" if self.kind == WHOLE else self.kind
+        )
+
+
+@dataclass
+class Gpu:
+    """One physical GPU published through DRA: its devices, those allocated, and where it
+    shares counters each counter's total and what the allocated devices consume of it."""
+
+    node: str
+    driver: str
+    pool: str
+    key: str
+    product: str = ""
+    devices: list[Device] = field(default_factory=list)
+    taken: list[Device] = field(default_factory=list)
+    counters: dict[str, tuple[Fraction, Fraction]] = field(default_factory=dict)
+
+    @property
+    def partitionable(self) -> bool:
+        return bool(self.counters)
+
+    def available(self, device: Device) -> bool:
+        """Whether the scheduler could allocate ``device`` now: not taken, and every counter
+        it consumes has room left beside what the taken devices consume."""
+        if device in self.taken:
+            return False
+        for name, amount in device.consumes:
+            total, used = self.counters.get(name, (Fraction(0), Fraction(0)))
+            if used + amount > total:
+                return False
+        return True
+
+    def memory_slices(self) -> tuple[int, int]:
+        """(left, total) of the GPU's memory-slice counters (0, 0 when it shares none)."""
+        names = [n for n in self.counters if n.startswith(MEMORY_SLICE)]
+        total = sum(int(self.counters[n][0]) for n in names)
+        used = sum(int(self.counters[n][1]) for n in names)
+        return total - used, total
+
+    def model(self) -> str | None:
+        return catalog.model_for_product(self.product.replace(" ", "-")) if self.product else None
+
+
+def devices_of(row: Mapping[str, Any]) -> list[Device]:
+    """The devices of one slice row (``node_name``, ``driver``, ``pool``, ``devices``)."""
+    out = []
+    for device in row.get("devices") or ():
+        attributes = device.get("attributes") or {}
+        uses = device.get("consumesCounters") or []
+        counter_set = str(uses[0].get("counterSet", "")) if uses else ""
+        consumes = tuple(
+            (str(name), _amount(value))
+            for use in uses[:1]
+            for name, value in sorted((use.get("counters") or {}).items())
+        )
+        kind = str(attributes.get("type", ""))
+        gpu = (
+            counter_set
+            or str(attributes.get("parentUUID") or "")
+            or str(attributes.get("uuid") or "")
+            or str(device.get("name", ""))
+        )
+        out.append(
+            Device(
+                node=str(row.get("node_name") or ""),
+                driver=str(row.get("driver", "")),
+                pool=str(row.get("pool", "")),
+                name=str(device.get("name", "")),
+                kind=kind,
+                profile=str(attributes.get("profile", "")) if kind == MIG else "",
+                product=str(attributes.get("productName", "")),
+                gpu=gpu,
+                counter_set=counter_set,
+                consumes=consumes,
+                attributes=tuple(sorted(attributes.items())),
+            )
+        )
+    return out
+
+
+def taken_devices(allocations: Iterable[Sequence[Mapping[str, Any]]]) -> set[DeviceKey]:
+    """The devices the claims' allocations hold (each claim's ``allocated`` list)."""
+    return {
+        (str(a.get("driver", "")), str(a.get("pool", "")), str(a.get("device", "")))
+        for allocated in allocations
+        for a in allocated or ()
+    }
+
+
+def gpus_of(slices: Iterable[Mapping[str, Any]], taken: set[DeviceKey]) -> list[Gpu]:
+    """The physical GPUs the slice rows publish, by node, pool and GPU, with what
+    ``taken`` holds of them and, for shared counters, what is consumed."""
+    shared: dict[tuple[str, str, str], dict[str, Fraction]] = {}
+    gpus: dict[tuple[str, str, str, str], Gpu] = {}
+    for row in slices:
+        driver, pool = str(row.get("driver", "")), str(row.get("pool", ""))
+        for counter_set in row.get("shared_counters") or ():
+            shared[(driver, pool, str(counter_set.get("name", "")))] = {
+                str(name): _amount(value)
+                for name, value in (counter_set.get("counters") or {}).items()
+            }
+        for device in devices_of(row):
+            key = (device.node, driver, pool, device.gpu)
+            gpu = gpus.get(key)
+            if gpu is None:
+                gpu = gpus[key] = Gpu(device.node, driver, pool, device.gpu)
+            gpu.devices.append(device)
+            if device.kind == WHOLE or not gpu.product:
+                gpu.product = device.product or gpu.product
+            if device.key in taken:
+                gpu.taken.append(device)
+    for (_, driver, pool, name), gpu in gpus.items():
+        totals = shared.get((driver, pool, name))
+        if totals is None:
+            continue
+        used: dict[str, Fraction] = defaultdict(Fraction)
+        for device in gpu.taken:
+            for counter, amount in device.consumes:
+                used[counter] += amount
+        gpu.counters = {c: (total, used.get(c, Fraction(0))) for c, total in totals.items()}
+    return [gpus[k] for k in sorted(gpus)]
+
+
+def _width(model: str | None, profile: str, total: int) -> int:
+    if not profile:
+        return total
+    if model:
+        try:
+            return catalog.gpu_share(model, profile)[0]
+        except (KeyError, StopIteration):
+            pass
+    head = profile.split("g.", 1)[0]
+    return int(head) if head.isdigit() else 1
+
+
+def strip(gpu: Gpu, index: int) -> GpuStrip:
+    """One GPU drawn as the node pages draw MIG: its allocated devices in use; what is left
+    free, by its counters for a partitionable GPU (one free part, ``N of M memory slices
+    left``), else its devices."""
+    model = gpu.model()
+    total = int(catalog.gpu_models()[model].get("compute_slices") or 7) if model else 7
+    out = GpuStrip(index, total, name=f"{gpu.key} (by DRA)")
+    whole = [d for d in gpu.taken if d.kind == WHOLE]
+    if whole:
+        out.slices.append(Slice("", total, True))
+        return out
+    for device in sorted(gpu.taken, key=lambda d: d.name):
+        out.slices.append(Slice(device.profile, _width(model, device.profile, total), True))
+    used = sum(s.width for s in out.slices)
+    if gpu.partitionable:
+        left, slices = gpu.memory_slices()
+        if total > used:
+            note = f"counters left: {left} of {slices} memory slices" if slices else "counters left"
+            out.slices.append(Slice("", total - used, False, note=note))
+        return out
+    for device in gpu.devices:
+        if device in gpu.taken:
+            continue
+        out.slices.append(Slice(device.profile, _width(model, device.profile, total), False))
+    return out
+
+
+@dataclass
+class Offer:
+    """What a set of GPUs offers through DRA of one kind of device (a whole GPU, a MIG
+    profile): how many are published, how many are allocated, how many could be had now."""
+
+    what: str
+    product: str
+    devices: int = 0
+    taken: int = 0
+    available: int = 0
+
+    @property
+    def fill(self) -> int:
+        return min(100, round(100 * self.taken / self.devices)) if self.devices else 0
+
+
+def offers(gpus: Iterable[Gpu]) -> list[Offer]:
+    """Per product and kind of device: published, allocated, could be had now (a
+    partitionable GPU's devices count each where the counters left would allow it, so they
+    do not add up: one 3g device taken may leave no whole GPU)."""
+    out: dict[tuple[str, str], Offer] = {}
+    for gpu in gpus:
+        for device in gpu.devices:
+            offer = out.setdefault(
+                (device.product or gpu.product, device.what),
+                Offer(device.what, device.product or gpu.product),
+            )
+            offer.devices += 1
+            offer.taken += device in gpu.taken
+            offer.available += gpu.available(device)
+    return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1] != "whole GPU", k[1]))]
+
+
+# ---------------------------------------------------------------- why a claim is not allocated
+# The scheduler says only "cannot allocate all claims" for a claim no device can serve, for
+# whatever reason: which one holds is read here from the published devices, the claims'
+# allocations and the classes. Selectors are CEL; the forms the driver's classes and its
+# users' claims write (``device.driver == '…'``, ``device.attributes['<driver>'].<name> ==
+# <value>``, joined by ``&&``) are evaluated, anything else leaves the reason unknown.
+
+_TERM = re.compile(
+    r"""^\(?\s*device\.(?:driver|attributes\[(['"])([^'"]+)\1\]\.(\w+))\s*==\s*"""
+    r"""(?:'([^']*)'|"([^"]*)"|(-?\d+)|(true|false))\s*\)?$"""
+)
+_DRIVER_TERM = re.compile(r"""^\(?\s*device\.driver\s*==\s*(?:'([^']*)'|"([^"]*)")\s*\)?$""")
+
+CLASS_UNKNOWN = "class-unknown"
+NO_MATCH = "no-match"
+ALL_TAKEN = "all-taken"
+COUNTERS = "counters"
+TOO_FEW = "too-few"  # fewer devices match than it asks for, taken or not
+QUOTA = "quota"  # its claim cannot be made: the namespace's quota on a class is used up
+FITS = "fits"  # devices are free for it now (the scheduler will see them)
+UNKNOWN = "unknown"  # a selector this reading does not evaluate
+
+
+def matches(device: Device, expression: str) -> bool | None:
+    """Whether ``device`` satisfies a CEL selector of the forms above (None: another form)."""
+    attributes = dict(device.attributes)
+    for term in expression.split("&&"):
+        text = term.strip()
+        driver = _DRIVER_TERM.match(text)
+        if driver:
+            if device.driver != (
+                driver.group(1) if driver.group(1) is not None else driver.group(2)
+            ):
+                return False
+            continue
+        found = _TERM.match(text)
+        if not found or found.group(2) is None:
+            return None
+        if found.group(2) != device.driver:
+            return False
+        value = attributes.get(found.group(3))
+        wanted: Any
+        if found.group(4) is not None or found.group(5) is not None:
+            wanted = found.group(4) if found.group(4) is not None else found.group(5)
+        elif found.group(6) is not None:
+            wanted = int(found.group(6))
+        else:
+            wanted = found.group(7) == "true"
+        if value != wanted:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """Why one request of a claim is not served: ``reason`` (the constants above), the
+    device class, what matches (``matching``: devices, ``taken``: of them allocated), and
+    what the matching devices are (``what``: ``whole GPU``, a profile)."""
+
+    request: str
+    reason: str
+    device_class: str
+    wanted: int = 1
+    matching: int = 0
+    taken: int = 0
+    what: str = ""
+    classes: tuple[str, ...] = ()
+
+
+def _candidates(selectors: Sequence[str], gpus: Sequence[Gpu]) -> list[tuple[Device, Gpu]] | None:
+    out = []
+    for gpu in gpus:
+        for device in gpu.devices:
+            answers = [matches(device, s) for s in selectors]
+            if any(a is None for a in answers):
+                return None
+            if all(answers):
+                out.append((device, gpu))
+    return out
+
+
+def claim_verdict(
+    request: Mapping[str, Any], classes: Mapping[str, Sequence[str]], gpus: Sequence[Gpu]
+) -> ClaimVerdict:
+    """Why ``request`` (a claim's request as the rows keep it; of ``first_available``, the
+    first alternative) is not served, with ``classes`` (name -> its selectors) and the
+    fleet's ``gpus``."""
+    if request.get("first_available"):
+        request = {"name": request.get("name", ""), **request["first_available"][0]}
+    name, device_class = str(request.get("name", "")), str(request.get("device_class", ""))
+    if device_class not in classes:
+        return ClaimVerdict(name, CLASS_UNKNOWN, device_class, classes=tuple(sorted(classes)))
+    found = _candidates([*classes[device_class], *(request.get("selectors") or ())], gpus)
+    if found is None:
+        return ClaimVerdict(name, UNKNOWN, device_class)
+    wanted = len(found) if request.get("mode") == "All" else int(request.get("count") or 1)
+    what = ", ".join(sorted({d.what for d, _ in found}))
+    taken = sum(1 for d, g in found if d in g.taken)
+    free = sum(1 for d, g in found if g.available(d))
+    verdict = ClaimVerdict(name, NO_MATCH, device_class, wanted, len(found), taken, what)
+    if not found:
+        return verdict
+    if len(found) < wanted:
+        return ClaimVerdict(name, TOO_FEW, device_class, wanted, len(found), taken, what)
+    if free >= wanted:
+        return ClaimVerdict(name, FITS, device_class, wanted, len(found), taken, what)
+    if len(found) - taken >= wanted:
+        return ClaimVerdict(name, COUNTERS, device_class, wanted, len(found), taken, what)
+    return ClaimVerdict(name, ALL_TAKEN, device_class, wanted, len(found), taken, what)
+
+
+def most_at_once(selectors: Sequence[str], gpus: Sequence[Gpu]) -> int | None:
+    """The most devices matching ``selectors`` (a class's, a request's) the fleet could give
+    at once: per GPU, the smallest matching devices taken while its counters have room
+    (each device once where it shares none). None when a selector is not read here."""
+    total = 0
+    for gpu in gpus:
+        found = []
+        for device in gpu.devices:
+            answers = [matches(device, s) for s in selectors]
+            if any(a is None for a in answers):
+                return None
+            if all(answers):
+                found.append(device)
+        used: dict[str, Fraction] = defaultdict(Fraction)
+        for device in sorted(found, key=lambda d: (sum(a for _, a in d.consumes), d.name)):
+            fits = all(
+                used[name] + amount <= gpu.counters.get(name, (Fraction(0), Fraction(0)))[0]
+                for name, amount in device.consumes
+            )
+            if not gpu.partitionable or fits:
+                total += 1
+                for name, amount in device.consumes:
+                    used[name] += amount
+    return total

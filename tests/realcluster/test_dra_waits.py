@@ -1,0 +1,136 @@
+"""Why a DRA claim waits, as the real scheduler says it and as the portal explains it: claims
+for a class that does not exist, for a device no slice publishes, for a device all of which
+are taken, and for a whole GPU whose shared counters a MIG device already holds; and a pod
+whose claim is made from a ResourceClaimTemplate, linked to the claim made for it.
+
+With ``QM_RECORD_DRA=<folder>`` the pods and the scheduler's words are written there as
+``waiting.json`` (tests/data/dra/ was recorded so)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.models import ObservedPod
+from cluster.services import settings_cluster
+from kube import Gateway, ObjectRef
+from loop.poll import poll_cluster
+from tests.realcluster.kit import RealCluster, need_kit
+from tests.realcluster.test_dra import (
+    DRA,
+    DRIVER,
+    NAMESPACE,
+    allocated,
+    claim,
+    pod,
+    product_is,
+    published,
+    unschedulable,
+)
+from tests.realcluster.test_loop import hands
+from tests.support import wait_for
+
+need_kit()
+pytestmark = pytest.mark.django_db
+__all__ = ["published"]  # the fixture, shared with test_dra
+
+H100 = product_is("NVIDIA H100 80GB HBM3")
+A100 = product_is("NVIDIA A100-SXM4-80GB")
+WAITING = {
+    "rc-wait-class": ("no-such.nvidia.com", "device.driver == 'gpu.nvidia.com'"),
+    "rc-wait-nomatch": ("gpu.nvidia.com", product_is("NVIDIA B200")),
+    "rc-wait-taken": ("gpu.nvidia.com", H100),
+    "rc-wait-counters": ("gpu.nvidia.com", A100),
+}
+
+
+def template(name: str) -> dict[str, Any]:
+    made = claim(name, "mig.nvidia.com", f"device.attributes['{DRIVER}'].profile == '3g.40gb'")
+    return {
+        "apiVersion": DRA,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"spec": made["spec"]},
+    }
+
+
+def templated_pod(name: str, template_name: str) -> dict[str, Any]:
+    item = pod(name, "")
+    item["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name}]
+    return item
+
+
+def record(gateway: Gateway, messages: dict[str, str]) -> None:
+    folder = os.environ.get("QM_RECORD_DRA")
+    if not folder:
+        return
+    pods = gateway.list("v1", "Pod", namespace=NAMESPACE)
+    events = [
+        {k: e.get(k) for k in ("type", "reason", "message", "involvedObject")}
+        for e in gateway.list(
+            "v1", "Event", namespace=NAMESPACE, field_selector="reason=FailedScheduling"
+        )
+    ]
+    out = {"messages": messages, "pods": pods, "events": events}
+    claims = gateway.list(DRA, "ResourceClaim", namespace=NAMESPACE)
+    out["claims"] = claims
+    path = Path(folder) / "waiting.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+
+
+def test_claims_the_scheduler_cannot_allocate_wait_with_its_words_and_templates_link(
+    real_gateway: Gateway, published: Gateway, real_cluster: RealCluster
+) -> None:
+    admin = hands(real_cluster, "kubectl-create")
+    # Both H100s and a MIG slice of the A100 taken first, so that what follows must wait.
+    for name, device_class, selector in (
+        ("rc-h100-a", "gpu.nvidia.com", H100),
+        ("rc-h100-b", "gpu.nvidia.com", H100),
+    ):
+        admin.apply(claim(name, device_class, selector))
+        admin.apply(pod(name, name))
+    admin.apply(template("rc-mig-template"))
+    admin.apply(templated_pod("rc-templated", "rc-mig-template"))
+    for name in ("rc-h100-a", "rc-h100-b"):
+        wait_for(lambda name=name: allocated(admin, name), 60, f"{name} allocated")
+    made = wait_for(
+        lambda: (
+            admin.get(ObjectRef("v1", "Pod", "rc-templated", NAMESPACE)).get("status") or {}
+        ).get("resourceClaimStatuses"),
+        60,
+        "the claim made from the template",
+    )
+    (made_claim,) = made
+    wait_for(lambda: allocated(admin, made_claim["resourceClaimName"]), 60, "the MIG slice")
+    for name, (device_class, selector) in WAITING.items():
+        admin.apply(claim(name, device_class, selector))
+        admin.apply(pod(name, name))
+    messages = {
+        name: wait_for(lambda name=name: unschedulable(admin, name), 60, f"{name} refused")
+        for name in WAITING
+    }
+    record(real_gateway, messages)
+
+    assert poll_cluster(gateway=real_gateway).ok
+    cluster = settings_cluster()
+    rows = {p.name: p for p in ObservedPod.objects.on(cluster).filter(namespace=NAMESPACE)}
+    assert rows["rc-templated"].resource_claims == [
+        {"name": "gpu", "claim": made_claim["resourceClaimName"], "template": "rc-mig-template"}
+    ]
+    assert rows["rc-h100-a"].resource_claims == [
+        {"name": "gpu", "claim": "rc-h100-a", "template": ""}
+    ]
+    for name in WAITING:
+        assert rows[name].pending_reason == "Unschedulable", name
+        assert rows[name].pending_message == messages[name]
+    # The explainer's cause for each (its sentences: tests/unit/diagnostics/test_explain_dra.py)
+    causes = {name: rows[name].explained["why"]["cause"] for name in WAITING}
+    assert causes["rc-wait-class"].startswith("The cluster has no device class no-such"), causes
+    assert causes["rc-wait-nomatch"].startswith("No device published through DRA matches")
+    assert causes["rc-wait-taken"].startswith("Every whole GPU that the pod's claim")
+    assert "hold its shared counters" in causes["rc-wait-counters"]

@@ -1,0 +1,129 @@
+"""GPUs allocated through DRA on the Fleet and node pages, and in usage: what the recorded
+slices publish (tests/data/dra: two whole H100s, an A100 partitionable into 3g.40gb devices
+with shared counters) with the recorded claims holding both H100s and one 3g.40gb slice,
+each said "by DRA" beside the device plugin's resources; another team's claim unnamed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from cluster.scope import settings_cluster_id
+from fleet.models import NodePool
+from loop.fetch import DraListing
+from loop.write import write_dra, write_fleet
+from overview import selectors
+from tests.factories import NamespaceFactory
+from usage.sampling import pool_rows, team_rows
+
+pytestmark = pytest.mark.django_db
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "dra"
+NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
+
+
+def recorded(name: str) -> Any:
+    return json.loads((RECORDED / name).read_text())
+
+
+def running(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """A recorded pod as the kubelet would have it once started on ``node``."""
+    return {
+        **pod,
+        "metadata": {**pod["metadata"], "resourceVersion": ""},
+        "spec": {**pod["spec"], "nodeName": node},
+        "status": {**pod["status"], "phase": "Running", "conditions": []},
+    }
+
+
+@pytest.fixture
+def dra_pool(team_a: Any) -> NodePool:
+    """The DRA pool's two nodes, the slices and classes, the waiting scenario's claims, and
+    two of its pods running (an H100 claim, the claim made from a template on the A100)."""
+    cluster = settings_cluster_id()
+    NamespaceFactory(name="rc-dra", team=team_a)
+    pool = NodePool.objects.create(name="dra", node_selector={"pool": "dra"})
+    waiting = recorded("waiting.json")
+    listing = DraListing(
+        recorded("deviceclasses.json"), recorded("resourceslices.json"), waiting["claims"]
+    )
+    write_dra(listing, cluster_id=cluster, now=NOW)
+    pods = {p["metadata"]["name"]: p for p in waiting["pods"]}
+    nodes = [
+        {
+            "metadata": {"name": n, "labels": {"pool": "dra"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for n in ("gpu-h100-01", "gpu-a100-01")
+    ]
+    write_fleet(
+        nodes,
+        [
+            running(pods["rc-h100-a"], "gpu-h100-01"),
+            running(pods["rc-templated"], "gpu-a100-01"),
+        ],
+        cluster_id=cluster,
+        now=NOW,
+    )
+    return pool
+
+
+def test_the_pool_card_counts_devices_by_dra_with_what_counters_leave(dra_pool: Any) -> None:
+    pools = selectors.Pools.load(settings_cluster_id())
+    (summary,) = [s for s in selectors.sum_pools(pools) if s.name == "dra"]
+    assert summary.dra_gpus == 3
+    assert [(o.product, o.what, o.devices, o.taken, o.available) for o in summary.dra] == [
+        ("NVIDIA A100-SXM4-80GB", "whole GPU", 1, 0, 0),
+        ("NVIDIA A100-SXM4-80GB", "3g.40gb", 2, 1, 1),
+        ("NVIDIA H100 80GB HBM3", "whole GPU", 2, 2, 0),
+    ]
+
+
+def test_the_fleet_page_and_the_node_page_say_by_dra(
+    client: Client, dra_pool: Any, team_a_member: Any, team_b: Any, team_b_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    fleet = client.get("/fleet/").content.decode()
+    assert "Devices by DRA" in fleet and "3 GPUs published" in fleet
+    assert "3g.40gb of NVIDIA A100-SXM4-80GB by DRA: 1 of 2 allocated, 1 could be had now" in fleet
+    node = client.get("/fleet/nodes/gpu-a100-01/").content.decode()
+    assert "GPUs by DRA" in node and "GPUs by device plugin" in node
+    assert (
+        'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left: 4 of 8 '
+        'memory slices"' in node
+    )
+    assert "4 of 8 memory slices left" in node
+    assert "blocked by counters" in node  # the whole A100
+    made = next(
+        c["metadata"]["name"]
+        for c in recorded("waiting.json")["claims"]
+        if c["metadata"]["name"].startswith("rc-templated-gpu-")
+    )
+    assert f"claim rc-dra/{made}" in node
+    NamespaceFactory(name="team-b-work", team=team_b)
+    client.force_login(team_b_member)
+    theirs = client.get("/fleet/nodes/gpu-a100-01/").content.decode()
+    assert made not in theirs and "by another team" in theirs
+
+
+def test_usage_counts_dra_gpus_and_mig_slices_with_the_gpu_share_rule(dra_pool: Any) -> None:
+    cluster = settings_cluster_id()
+    pools = {(s.owner, s.resource): s for s in pool_rows(NOW, cluster)}
+    whole, mig = pools[("dra", "nvidia.com/gpu")], pools[("dra", "nvidia.com/mig-3g.40gb")]
+    assert (whole.capacity, whole.used, whole.gpu_share) == (3, 2, 2)
+    assert mig.used == 1 and mig.gpu_share == pytest.approx(4 / 8)  # 3g.40gb: 4 of 8 memory
+    teams = {(s.scope, s.resource): s for s in team_rows(NOW, cluster)}
+    assert teams[("rc-dra", "nvidia.com/gpu")].used == 1
+    assert teams[("rc-dra", "nvidia.com/mig-3g.40gb")].gpu_share == pytest.approx(4 / 8)
+
+
+def test_a_teams_home_lists_its_running_dra_pods(
+    client: Client, dra_pool: Any, team_a_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    home = client.get("/").content.decode()
+    assert "<code>rc-h100-a</code>: 1 DRA claim," in home
