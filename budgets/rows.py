@@ -85,8 +85,10 @@ def rows_of(budgets: Sequence[Budget], now: dt.datetime | None = None) -> list[R
     ]
 
 
-def budget_rows_of_teams(teams: Sequence[Team]) -> dict[int, Row]:
-    """The row of each of ``teams`` that has a budget (a team's home shows it). One query
-    when none has one, five otherwise."""
-    budgets = list(Budget.objects.filter(team__in=list(teams)).select_related("team"))
+def budget_rows_of_teams(teams: Sequence[Team], budgets: Sequence[Budget]) -> dict[int, Row]:
+    """The row of each of ``teams`` that has a budget (``budgets``: theirs, as read with
+    the home's other reads): no query when none has one, four otherwise."""
+    by_pk = {team.pk: team for team in teams}
+    for budget in budgets:
+        budget.team = by_pk[budget.team_id]
     return {row.budget.team_id: row for row in rows_of(budgets)} if budgets else {}

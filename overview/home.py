@@ -20,6 +20,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from budgets.rows import budget_rows_of_teams
+from budgets.selectors import budgets_read
 from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
 from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
 from cluster.scope import cluster_choice, cluster_id_of
@@ -113,8 +114,10 @@ def home(request: HttpRequest) -> HttpResponse:
     clusters = {c.pk: c for c in cluster_choice(request).clusters}
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
-    visit, *observed = read_together(
-        home_visit_read(user_id(request.user), api, teams), *home_observed_reads(namespaces)
+    visit, budgets_of_teams, *observed = read_together(
+        home_visit_read(user_id(request.user), api, teams),
+        budgets_read(teams),
+        *home_observed_reads(namespaces),
     )
     last_visit, any_grant, any_hit = visit[0]
     statuses, pods, lenders, waiting = home_observed_from(observed)
@@ -139,7 +142,7 @@ def home(request: HttpRequest) -> HttpResponse:
     _queue_use(namespaces, statuses, lenders)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
-    budgets = budget_rows_of_teams(teams)
+    budgets = budget_rows_of_teams(teams, budgets_of_teams)
     for team in teams:
         team.grants = grants[team.pk]  # type: ignore[attr-defined]
         team.hits = hits[team.pk]  # type: ignore[attr-defined]

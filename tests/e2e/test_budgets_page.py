@@ -90,6 +90,7 @@ def test_a_lead_asks_for_an_extension_and_an_admin_grants_it_on_the_pages(
     waiting = page.locator("#budget-extensions-waiting")
     expect(waiting).to_contain_text("team-a asks for 100.0 GPU-hours more")
     screenshot(page, "budgets-extension-waiting")
-    waiting.get_by_role("button", name="Grant 100.0 GPU-hours").click()
+    waiting.get_by_role("link", name="Decide on its budget's page").click()
+    page.get_by_role("button", name="Grant", exact=True).click()
     expect(page.locator("body")).to_contain_text("granted")
     expect(page.locator("body")).to_contain_text("100.0 granted by extension")

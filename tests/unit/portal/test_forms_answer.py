@@ -55,6 +55,12 @@ NOT_WALKED = {
     "healthz": "a probe, no form",
     "readyz": "a probe, no form",
     "metrics": "a probe, no form",
+    # A budget's page answers its forms' refusals in a message above them, not yet next to
+    # the field (tests/unit/budgets/test_budgets.py holds the services' field errors).
+    "budgets/<int:pk>/": "a budget's page: its refusals are messages, not yet walked",
+    "budgets/<int:pk>/delete/": "the remove button of /budgets/<pk>/ (posted from there)",
+    "budgets/<int:pk>/extend/": "the extension form of /budgets/<pk>/ (posted from there)",
+    "budgets/extensions/<int:pk>/<str:action>/": "the decision buttons of /budgets/<pk>/",
 }
 # Forms not posted (by their action), and why.
 NOT_POSTED = {"/logout/": "signing out takes no input and ends the session"}

@@ -102,7 +102,8 @@ def test_each_field_says_what_is_wrong(settings: Any, team_a_admin: Any, team_a:
         user=team_a_admin, team=team_a, kinds=["request", "weather"], channel="pager", target=""
     ) == {
         "kinds": [
-            "Unknown kind: weather (one of request, decision, done, failed, expiring, evicted)."
+            "Unknown kind: weather (one of request, decision, done, failed, expiring, evicted, "
+            "budget)."
         ],
         "channel": ["One of portal, email, slack, teams, webhook."],
     }
