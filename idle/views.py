@@ -55,7 +55,8 @@ def idle_policy(request: HttpRequest, slug: str) -> HttpResponse:
     team = team_seen_by(request.user, slug)
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
-        action = request.POST.get("action", "")
+        # The settings' form is the one that carries them, whatever its button says.
+        action = "save" if "grace_minutes" in request.POST else request.POST.get("action", "")
         try:
             if action == "save":
                 try:

@@ -42,6 +42,8 @@ PAGES_WITH_ARGUMENTS = {
     "clusters/<str:name>/edit/": "/clusters/default/edit/",
     "teams/<slug:slug>/offboard/": "/teams/team-dev/offboard/",
     "teams/<slug:slug>/members/": "/teams/team-a/members/",
+    "costs/invoices/<slug:team>/<str:month>/": "/costs/invoices/team-a/2026-11/",
+    "idle/teams/<slug:slug>/policy/": "/idle/teams/team-a/policy/",
 }
 # Routes not walked as pages, and why. Their forms are still posted where a page shows them.
 NOT_WALKED = {
@@ -61,6 +63,12 @@ NOT_WALKED = {
     "budgets/<int:pk>/delete/": "the remove button of /budgets/<pk>/ (posted from there)",
     "budgets/<int:pk>/extend/": "the extension form of /budgets/<pk>/ (posted from there)",
     "budgets/extensions/<int:pk>/<str:action>/": "the decision buttons of /budgets/<pk>/",
+    "costs/prices/<int:pk>/delete/": "the remove button of /costs/prices/ (posted from there)",
+    "costs/invoices/<slug:team>/<str:month>.csv": "an invoice's CSV download, no form",
+    "costs/panel/<slug:team>/": "the home's cost panel, loaded into /, no form",
+    "workloads/<str:cluster>/<str:namespace>/<str:name>/": (
+        "a workload's page has no form (tests/unit/overview/test_workloads.py reads it)"
+    ),
 }
 # Forms not posted (by their action), and why.
 NOT_POSTED = {"/logout/": "signing out takes no input and ends the session"}

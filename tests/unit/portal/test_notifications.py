@@ -103,7 +103,7 @@ def test_each_field_says_what_is_wrong(settings: Any, team_a_admin: Any, team_a:
     ) == {
         "kinds": [
             "Unknown kind: weather (one of request, decision, done, failed, expiring, evicted, "
-            "budget)."
+            "budget, idle)."
         ],
         "channel": ["One of portal, email, slack, teams, webhook."],
     }
