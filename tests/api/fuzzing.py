@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 PHASES = "examples,coverage,fuzzing,stateful"
 NO_UNEXPECTED_METHODS = "\n[phases.coverage]\nunexpected-methods = []\n"
+SCHEMA_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,18 @@ class FuzzRun:
         )
 
 
+def served_schema(base_url: str, token: str) -> bytes:
+    """The schema as the portal serves it, fetched here rather than by schemathesis, whose
+    10-second read timeout the first request (the one that generates the schema) could
+    outlast on a loaded machine: the run then failed having tested nothing."""
+    request = urllib.request.Request(
+        f"{base_url}/api/schema/?format=json", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=SCHEMA_SECONDS) as response:
+        body: bytes = response.read()
+    return body
+
+
 def fuzz(
     base_url: str,
     token: str,
@@ -74,6 +88,8 @@ def fuzz(
         lambda in two threads at once)."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
+        schema = Path(scratch) / "schema.yaml"  # YAML as served (JSON would read as YAML too)
+        schema.write_bytes(served_schema(base_url, token))
         config = CONFIG
         if not unexpected_methods:
             config = Path(scratch) / CONFIG.name
@@ -84,7 +100,9 @@ def fuzz(
             str(config),
             "--no-color",
             "run",
-            f"{base_url}/api/schema/?format=json",
+            str(schema),
+            "--url",
+            base_url,
             "--checks",
             "all",
             "--phases",

@@ -41,8 +41,13 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium for the tests of a module (each test has a context of its own: cookies,
+    storage and cache apart, ``page``): a launch is about a CPU-second of Playwright's
+    driver and Chromium, which every test had paid. Not one for the session: Playwright's
+    event loop stays in the thread while it runs, and the next module of the process may
+    not be a browser's."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
