@@ -20,7 +20,8 @@ from portal.api.safety import StrictInput
 
 
 class BudgetSerializer(serializers.ModelSerializer[Budget]):
-    """A budget with where it stands now (in GPU-hours; ``forecast``: linear, null until an
+    """A budget with where it stands now (in its unit, ``counted_in``: GPU-hours or the
+    prices' currency; ``forecast``: linear, null until an
     hour of the period is measured) and what enforcement does or would do."""
 
     team = serializers.CharField(source="team.slug", read_only=True)
@@ -47,6 +48,7 @@ class BudgetSerializer(serializers.ModelSerializer[Budget]):
         s = row.standing
         return {
             "period": s.window.label,
+            "counted_in": s.unit,
             "period_start": s.window.start.isoformat(),
             "period_end": s.window.end.isoformat(),
             "spent": round(s.spent, 3),
@@ -117,7 +119,7 @@ class BudgetViewSet(
 ):
     """Budgets: list and read (your teams' as their lead; every team's as a platform admin);
     create, change (PATCH) and delete as a platform admin. A money budget is refused (400)
-    until the portal has prices."""
+    until a price is set (Costs)."""
 
     serializer_class = BudgetSerializer
     lookup_value_regex = r"\d+"

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from costs.models import Price
 from tenants.models import Team
 
 DEFAULT_THRESHOLDS = (80, 100)
@@ -41,7 +42,8 @@ class Budget(models.Model):
         max_digits=14,
         decimal_places=2,
         validators=[MinValueValidator(Decimal("0.01"))],
-        help_text="GPU-hours (MIG slices counted as their share of a GPU) per period.",
+        help_text="GPU-hours (MIG slices counted as their share of a GPU) per period, or "
+        "money in the prices' currency (what the team's invoice says).",
     )
     period = models.CharField(max_length=8, choices=Period.choices, default=Period.MONTHLY)
     starts = models.DateField(null=True, blank=True, help_text="A custom period's first day.")
@@ -67,11 +69,13 @@ class Budget(models.Model):
         return f"{self.team} budget"
 
     def clean(self) -> None:
-        """A money budget needs prices; a custom period needs both ends, in order; a monthly
-        one has none; thresholds are whole percentages, each once."""
+        """A money budget needs prices (some price set); a custom period needs both ends, in
+        order; a monthly one has none; thresholds are whole percentages, each once."""
         errors: dict[str, str] = {}
-        if self.unit == self.Unit.MONEY:
-            errors["unit"] = "money budgets need prices"
+        if self.unit == self.Unit.MONEY and not Price.objects.exists():
+            errors["unit"] = (
+                "money budgets need prices: a platform admin sets them on Costs → Prices first"
+            )
         if self.period == self.Period.CUSTOM:
             if self.starts is None:
                 errors["starts"] = "A custom period needs its first day."

@@ -15,8 +15,8 @@ from django.utils import timezone
 from budgets.models import Budget, BudgetExtension
 from budgets.standing import HOUR, Standing, Window, custom_window, monthly_window
 from changes.approval import User, teams_user_may_request_for
+from costs.selectors import chargeback, policy
 from portal.infra.round_trips import Read
-from portal.vocabulary.errors import DomainError
 from queues.models import LocalQueue
 from tenants.models import Team
 from usage.models import Rollup, Sample, SamplingState
@@ -88,25 +88,56 @@ def _team_gpu_seconds(
     return out
 
 
+def _money_spent(budgets: Sequence[Budget], windows: dict[int, Window]) -> dict[int, float]:
+    """What each money budget's team cost in its window so far, as its invoice says it
+    (``costs``' chargeback: allocated hours at each day's price and the team's share of
+    idle capacity by the cost policy). One chargeback per distinct window (every monthly
+    budget shares one), whatever the number of teams."""
+    teams_in: dict[tuple[dt.date, dt.date], list[str]] = defaultdict(list)
+    for b in budgets:
+        w = windows[b.pk]
+        teams_in[(w.start.date(), w.end.date())].append(b.team.slug)
+    bills = {
+        days: chargeback(days[0], days[1], teams=slugs).teams for days, slugs in teams_in.items()
+    }
+    out = {}
+    for b in budgets:
+        w = windows[b.pk]
+        bill = bills[(w.start.date(), w.end.date())].get(b.team.slug)
+        out[b.pk] = float(bill.total) if bill is not None else 0.0
+    return out
+
+
 def spend(
     budgets: Sequence[Budget], windows: dict[int, Window], upto: dt.datetime | None
 ) -> dict[int, float]:
     """What each budget's team has spent in its window up to ``upto``, in the budget's
-    unit. The one place spend is computed: GPU-hours from the usage history; a money
-    budget needs prices, which the portal does not have yet (refused, never guessed)."""
-    if any(b.unit == Budget.Unit.MONEY for b in budgets):
-        raise DomainError("money budgets need prices", code="no_prices")
+    unit. The one place spend is computed: GPU-hours from the usage history, money from
+    the chargeback at the prices that held each day (never without prices: a money budget
+    is refused until there are some)."""
     if upto is None or not budgets:
         return {b.pk: 0.0 for b in budgets}
+    money = [b for b in budgets if b.unit == Budget.Unit.MONEY]
+    budgets = [b for b in budgets if b.unit != Budget.Unit.MONEY]
+    spent = _money_spent(money, windows) if money else {}
+    if not budgets:
+        return spent
     since = min(w.start for w in windows.values())
     used = _team_gpu_seconds([b.team.slug for b in budgets], since, upto)
-    return {
+    return spent | {
         b.pk: round(
             sum(s for start, s in used.get(b.team.slug, []) if windows[b.pk].holds(start)) / HOUR,
             3,
         )
         for b in budgets
     }
+
+
+def unit_words(budgets: Sequence[Budget]) -> dict[int, str]:
+    """What each budget's amounts count, in words: GPU-hours, or the prices' currency (read
+    once, and only when a money budget is among them)."""
+    currency = policy().currency if any(b.unit == Budget.Unit.MONEY for b in budgets) else ""
+    return {b.pk: currency if b.unit == Budget.Unit.MONEY else "GPU-hours" for b in budgets}
 
 
 def _granted(budgets: Sequence[Budget], windows: dict[int, Window]) -> dict[int, float]:
@@ -133,6 +164,7 @@ def standings(budgets: Sequence[Budget], now: dt.datetime | None = None) -> dict
     upto = _measured_to(now)
     spent = spend(budgets, windows, upto)
     granted = _granted(budgets, windows)
+    units = unit_words(budgets)
     return {
         b.pk: Standing(
             window=windows[b.pk],
@@ -141,6 +173,7 @@ def standings(budgets: Sequence[Budget], now: dt.datetime | None = None) -> dict
             spent=spent[b.pk],
             measured_to=min(upto, windows[b.pk].end) if upto else windows[b.pk].start,
             thresholds=tuple(b.thresholds or ()),
+            unit=units[b.pk],
         )
         for b in budgets
     }

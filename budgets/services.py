@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from budgets.models import Budget, BudgetExtension, BudgetWarning, threshold_problem
-from budgets.selectors import queues_of, standings
+from budgets.selectors import queues_of, standings, unit_words
 from budgets.standing import Standing
 from changes.approval import User, require_asker
 from portal.access.permissions import is_platform_admin, user_id
@@ -68,8 +68,8 @@ def _tell(
 def _said(standing: Standing) -> dict[str, Any]:
     return {
         "period": standing.window.label,
-        "spent": f"{standing.spent:,.1f} GPU-hours",
-        "limit": f"{standing.limit:,.1f} GPU-hours",
+        "spent": f"{standing.spent:,.1f} {standing.unit}",
+        "limit": f"{standing.limit:,.1f} {standing.unit}",
     }
 
 
@@ -220,9 +220,9 @@ def _amount(text: Any) -> Decimal:
     try:
         value = Decimal(str(text).strip())
     except (InvalidOperation, ValueError):
-        raise ValidationError({"amount": ["Give a number of GPU-hours, e.g. 50."]}) from None
+        raise ValidationError({"amount": ["Give a number, e.g. 50."]}) from None
     if not value.is_finite() or value <= 0:
-        raise ValidationError({"amount": ["Give a number of GPU-hours above 0."]})
+        raise ValidationError({"amount": ["Give a number above 0."]})
     if value >= Decimal("1e12"):
         raise ValidationError({"amount": ["That is more than a budget can hold."]})
     return value.quantize(Decimal("0.01"))
@@ -262,7 +262,7 @@ def request_budget_extension(
             {"amount": ["This budget already has an extension waiting for a decision."]}
         ) from None
     facts = {
-        "amount": f"{_number(str(value))} GPU-hours",
+        "amount": f"{_number(str(value))} {unit_words([budget])[budget.pk]}",
         "period": window.label,
         "reason": extension.reason,
     }
@@ -324,7 +324,7 @@ def decide_budget_extension(
     extension.save(update_fields=["state", "decided_by", "decided_at", "decision_comment"])
     budget = extension.budget
     facts = {
-        "amount": f"{_number(str(extension.amount))} GPU-hours",
+        "amount": f"{_number(str(extension.amount))} {unit_words([budget])[budget.pk]}",
         "comment": extension.decision_comment,
     }
     event = Event.BUDGET_EXTENSION_APPROVED if approve else Event.BUDGET_EXTENSION_REJECTED
@@ -362,6 +362,9 @@ def cancel_budget_extension(
         source=source,
         target=extension,
         team=extension.budget.team,
-        new={"amount": f"{_number(str(extension.amount))} GPU-hours"},
+        new={
+            "amount": f"{_number(str(extension.amount))} "
+            f"{unit_words([extension.budget])[extension.budget_id]}"
+        },
     )
     return extension

@@ -69,6 +69,7 @@ class Standing:
     spent: float
     measured_to: dt.datetime
     thresholds: tuple[int, ...]
+    unit: str = "GPU-hours"  # what the amounts count: GPU-hours, or the prices' currency
 
     @property
     def limit(self) -> float:

@@ -57,11 +57,13 @@ def budget_list(request: HttpRequest) -> HttpResponse:
         .select_related("budget__team", "requested_by")
         .order_by("created_at")
     )
+    rows = rows_of(budgets)
+    units = {row.budget.pk: row.standing.unit for row in rows}
     context = {
-        "rows": rows_of(budgets),
+        "rows": rows,
         "form": form,
         "admin": admin,
-        "waiting": list(waiting),
+        "waiting": [(e, units.get(e.budget_id, "GPU-hours")) for e in waiting],
         "decision": DecisionForm(),
     }
     return render(request, "budgets/budget_list.html", context)

@@ -20,9 +20,9 @@ def test_the_admin_sets_budgets_through_the_service(admin_site: Client) -> None:
     budget = Budget.objects.get(team__slug="team-a")  # the demo's, not enforced
     data = form_data(admin_site, change_url(budget))
     before = last_audit()
-    refused = admin_site.post(change_url(budget), {**data, "unit": "money"})
+    refused = admin_site.post(change_url(budget), {**data, "thresholds": "[80, 80]"})
     assert refused.status_code == 200
-    assert "money budgets need prices" in page_text(refused)
+    assert "Each threshold once." in page_text(refused)
     assert Budget.objects.get(pk=budget.pk).unit == "gpu_hours"
     assert audited_since(before) == []
     saved = admin_site.post(change_url(budget), {**data, "enforce": "on"})

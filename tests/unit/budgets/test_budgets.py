@@ -71,7 +71,9 @@ def hold(lq: LocalQueue) -> str:
 def test_a_money_budget_is_refused_until_there_are_prices(team_a: Any, platform_admin: Any) -> None:
     with pytest.raises(ValidationError) as refused:
         budget(team_a, platform_admin, unit="money")
-    assert refused.value.message_dict["unit"] == ["money budgets need prices"]
+    assert refused.value.message_dict["unit"] == [
+        "money budgets need prices: a platform admin sets them on Costs → Prices first"
+    ]
     assert not Budget.objects.exists() and not AuditEvent.objects.exists()
     with pytest.raises(ValidationError) as custom:
         budget(team_a, platform_admin, period="custom", starts=dt.date(2026, 12, 5))
