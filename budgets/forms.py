@@ -53,8 +53,18 @@ class BudgetForm(forms.ModelForm):  # type: ignore[type-arg]
 
 
 class ExtensionForm(forms.Form):
-    amount = forms.DecimalField(min_value=0.01, decimal_places=2, max_digits=14)
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000)
+    amount = forms.DecimalField(
+        label="GPU-hours to add",
+        min_value=0.01,
+        decimal_places=2,
+        max_digits=14,
+        help_text="For this period only, e.g. 200.",
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=2000,
+        help_text="What the hours are for: the platform admin who decides reads it.",
+    )
 
 
 class DecisionForm(forms.Form):

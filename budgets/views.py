@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from budgets import services
 from budgets.forms import BudgetForm, DecisionForm, ExtensionForm
-from budgets.models import BudgetExtension
+from budgets.models import Budget, BudgetExtension
 from budgets.rows import rows_of
 from budgets.selectors import budgets_for_user, get_budget_for_user, teams_for_budgets
 from portal.access.permissions import is_platform_admin
@@ -86,16 +86,27 @@ def budget_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 messages.success(request, "Budget saved.")
                 return redirect("budget-page", pk=budget.pk)
         budget = get_budget_for_user(request.user, pk)  # the row as stored, beside the form
+    return _render_detail(request, budget, form=form, extend=ExtensionForm())
+
+
+def _render_detail(
+    request: HttpRequest,
+    budget: Budget,
+    *,
+    form: BudgetForm | None,
+    extend: ExtensionForm,
+    status: int = 200,
+) -> HttpResponse:
     extensions = budget.extensions.select_related("requested_by", "decided_by")
     context = {
         "row": rows_of([budget])[0],
         "form": form,
-        "admin": admin,
-        "extend": ExtensionForm(),
+        "admin": is_platform_admin(request.user),
+        "extend": extend,
         "decision": DecisionForm(),
         "extensions": list(extensions),
     }
-    return render(request, "budgets/budget_detail.html", context)
+    return render(request, "budgets/budget_detail.html", context, status=status)
 
 
 @login_required
@@ -112,9 +123,9 @@ def budget_delete(request: HttpRequest, pk: int) -> HttpResponse:
 def extension_new(request: HttpRequest, pk: int) -> HttpResponse:
     budget = get_budget_for_user(request.user, pk)
     form = ExtensionForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, " ".join(str(m) for errors in form.errors.values() for m in errors))
-        return redirect("budget-page", pk=budget.pk)
+    if not form.is_valid():  # the errors beside their fields, what was typed kept
+        admin_form = BudgetForm(instance=budget) if is_platform_admin(request.user) else None
+        return _render_detail(request, budget, form=admin_form, extend=form, status=400)
     try:
         services.request_budget_extension(
             actor=request.user,

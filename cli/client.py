@@ -33,6 +33,8 @@ def describe(response: requests.Response) -> str:
     for field, messages in errors.items() if isinstance(errors, dict) else []:
         for message in messages if isinstance(messages, list) else [messages]:
             lines.append(f"  {field}: {message}")
+    if isinstance(errors, dict) and "cluster" in errors:
+        lines.append("  Name it with --cluster NAME, QM_CLUSTER, or cluster: in your context.")
     if body.get("clusters"):
         lines.append(f"  clusters: {', '.join(body['clusters'])}")
     return "\n".join(lines)

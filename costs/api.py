@@ -110,7 +110,7 @@ class SummaryView(APIView):
         try:
             first = _first(query.validated_data["month"])
         except ValueError as bad:
-            raise serializers.ValidationError({"month": ["No such month."]}) from bad
+            raise serializers.ValidationError({"month": [selectors.BAD_MONTH]}) from bad
         charge = selectors.chargeback_for_user(request.user, first, query.validated_data["team"])
         return Response(reports.summary(charge, sees_all=sees_every_team(request.user)))
 
@@ -136,7 +136,7 @@ class InvoiceView(APIView):
         try:
             first = selectors.month_of(month)
         except ValueError as bad:
-            raise Http404("No such month.") from bad
+            raise Http404(selectors.BAD_MONTH) from bad
         charge = selectors.chargeback_for_user(request.user, first, team)
         bill = reports.invoice(charge, team)
         if query.validated_data["format"] == "csv":

@@ -43,6 +43,9 @@ def price_book() -> PriceBook:
     )
 
 
+BAD_MONTH = "No such month: a month is written YYYY-MM, e.g. 2026-11."
+
+
 def month_of(text: str) -> dt.date:
     """``2026-11`` -> 1 November 2026 (a ValueError for anything else, and for a year
     before 1970 or after 2999)."""

@@ -27,7 +27,7 @@ def _month(text: str) -> dt.date:
     try:
         return selectors.month_of(text)
     except ValueError as bad:
-        raise Http404("No such month.") from bad
+        raise Http404(selectors.BAD_MONTH) from bad
 
 
 def _months(first: dt.date) -> dict[str, str]:

@@ -268,3 +268,17 @@ def test_the_api_refuses_a_money_budget_with_its_field_error(
         f"/api/v1/budgets/{made.json()['id']}/", {"enforce": False}, content_type="application/json"
     )
     assert refused.status_code == 403
+
+
+def test_a_bad_extension_on_the_page_says_which_field_and_keeps_the_reason(
+    team_a: Any, team_a_admin: Any, platform_admin: Any
+) -> None:
+    mine = budget(team_a, platform_admin)
+    client = Client()
+    client.force_login(team_a_admin)
+    answer = client.post(f"/budgets/{mine.pk}/extend/", {"amount": "-5", "reason": "A deadline."})
+    page = answer.content.decode()
+    assert answer.status_code == 400
+    assert "GPU-hours to add" in page and "greater than or equal to 0.01" in page
+    assert "A deadline." in page  # what was typed stays in the form
+    assert not mine.extensions.exists()

@@ -187,3 +187,9 @@ def test_the_demo_loader_prices_its_gpu_models_through_the_service(demo: None) -
     }
     audited = AuditEvent.objects.filter(event="price.saved")
     assert audited.count() == 4 and {a.source for a in audited} == {"cli"}
+
+
+def test_a_month_that_is_no_month_says_how_a_month_is_written(team_a_admin: Any) -> None:
+    answer = signed_in(team_a_admin).get("/costs/invoices/team-a/2026-13/")
+    assert answer.status_code == 404
+    assert "No such month: a month is written YYYY-MM" in answer.content.decode()

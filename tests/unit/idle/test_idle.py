@@ -280,3 +280,13 @@ def test_the_policy_page_offers_each_person_what_they_may_do(
         45,
         ["team-a-ci", "team-a-dev"],
     )
+
+
+def test_an_off_policy_tells_a_lead_nothing_is_suspended_and_who_switches_it_on(
+    client: Any, team_a: Any, team_a_admin: Any
+) -> None:
+    client.force_login(team_a_admin)
+    page = client.get("/idle/teams/team-a/policy/").content.decode()
+    assert "Once it is on, an idle Kueue workload" in page
+    assert "Off: nothing of team-a is suspended. A platform admin switches it on" in page
+    assert 'value="on"' not in page
