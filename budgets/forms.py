@@ -63,7 +63,7 @@ class ExtensionForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         max_length=2000,
-        help_text="What the hours are for: the platform admin who decides reads it.",
+        help_text="What it is for: the platform admin who decides reads it.",
     )
 
 

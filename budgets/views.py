@@ -98,8 +98,10 @@ def _render_detail(
     status: int = 200,
 ) -> HttpResponse:
     extensions = budget.extensions.select_related("requested_by", "decided_by")
+    row = rows_of([budget])[0]
+    extend.fields["amount"].label = f"{row.standing.unit} to add"  # GPU-hours or the currency
     context = {
-        "row": rows_of([budget])[0],
+        "row": row,
         "form": form,
         "admin": is_platform_admin(request.user),
         "extend": extend,
