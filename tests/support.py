@@ -45,6 +45,23 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = ""
     raise AssertionError(f"timed out waiting for {what or 'a condition'}")
 
 
+def leaves_fitting(executor: MigrationExecutor, pinned: dict[str, str]) -> list[tuple[str, str]]:
+    """Every other app's newest migration that needs none past ``pinned`` (each app's
+    migration there): the other apps as they were then. An app whose migrations all came
+    later (it did not exist yet) is left out, so a plan to ``pinned`` only goes one way."""
+    graph = executor.loader.graph
+    allowed = {app: set(graph.forwards_plan((app, name))) for app, name in pinned.items()}
+
+    def fits(node: tuple[str, str]) -> bool:
+        return all(n in allowed[n[0]] for n in graph.forwards_plan(node) if n[0] in allowed)
+
+    newest: dict[str, tuple[str, str]] = {}
+    for node in sorted(graph.nodes, key=lambda n: len(graph.forwards_plan(n))):
+        if node[0] not in pinned and fits(node):
+            newest[node[0]] = node  # a later one of the app needs all the earlier ones
+    return list(newest.values())
+
+
 @contextmanager
 def scratch_database(
     alias: str, targets: Callable[[MigrationExecutor], list[tuple[str, str]]]

@@ -12,7 +12,7 @@ import pytest
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
-from tests.support import scratch_database
+from tests.support import leaves_fitting, scratch_database
 
 ALIAS = "before_clusters"
 BEFORE = ("cluster", "0008_observed_node_labels_index")
@@ -49,8 +49,8 @@ def database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Migration
 
 
 def targets(executor: MigrationExecutor, cluster: tuple[str, str]) -> list[tuple[str, str]]:
-    leaves = [n for n in executor.loader.graph.leaf_nodes() if n[0] not in {"cluster", *OTHERS}]
-    return [*leaves, *OTHERS.items(), cluster]
+    pinned = {**OTHERS, cluster[0]: cluster[1]}
+    return [*leaves_fitting(executor, pinned), *pinned.items()]
 
 
 def fill(executor: MigrationExecutor) -> None:
