@@ -132,12 +132,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
 
     assert subject.denied == []
     # The demo cluster serves no GPU Operator CRD: its ClusterPolicies are read only where
-    # the nvidia.com group is served (tests/unit/cluster/test_discovery.py). Nor does it serve
-    # resource.k8s.io: the poll's DRA lists are answered 404 before any authorisation, and
-    # the real-control-plane tier reads them as this role (tests/realcluster/test_dra.py).
+    # the nvidia.com group is served (tests/unit/cluster/test_discovery.py). It does serve
+    # resource.k8s.io (devcluster/dra.py), so the poll's DRA lists are asked as this role.
     assert subject.asked == granted(cluster_role()["rules"]) - {
         ("list", "nvidia.com", "clusterpolicies"),
-        ("list", "resource.k8s.io", "deviceclasses"),
-        ("list", "resource.k8s.io", "resourceslices"),
-        ("list", "resource.k8s.io", "resourceclaims"),
     }
