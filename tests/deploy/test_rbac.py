@@ -4,19 +4,24 @@ request it made is compared with what the rules grant (both ways)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 import devcluster
 from changes import mig as changes
 from changes.executor import advance
 from changes.models import MigChangeRequest
 from cluster.models import AppliedObject, ObservedCreateFailure, SyncRun
+from cluster.services import settings_cluster
 from devcluster.rbac import granted
 from diagnostics.operator_check import check_gpu_operator
 from health.services import collect_gpu_health
+from idle.enforce import enforce_idle_policy
+from idle.models import IdlePolicy, IdleSpell
 from kube import Gateway, connect
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
@@ -74,6 +79,28 @@ def run_mig_change(gateway: Gateway) -> MigChangeRequest:
     return request
 
 
+def suspend_an_idle_workload(gateway: Gateway) -> str:
+    """team-a's pretraining found idle past the grace of a policy that is on, suspended."""
+    team, now = Team.objects.get(slug="team-a"), timezone.now()
+    IdlePolicy.objects.update_or_create(
+        team=team, defaults={"state": IdlePolicy.State.ON, "grace_minutes": 10}
+    )
+    spell = IdleSpell.objects.create(
+        cluster=settings_cluster(),
+        team=team,
+        namespace="team-a",
+        workload="job-llm-pretrain",
+        pod="job-llm-pretrain-0",
+        gpus=8,
+        threshold=5.0,
+        idle_since=now - dt.timedelta(minutes=30),
+        found_at=now - dt.timedelta(minutes=20),
+        last_seen=now,
+    )
+    assert enforce_idle_policy(cluster=spell.cluster, gateway=gateway, now=now) == [spell.pk]
+    return IdleSpell.objects.get(suspended_at=now).workload
+
+
 @pytest.mark.demo_cluster(
     users=lambda: {"portal-token": (SERVICE_ACCOUNT, cluster_role()["rules"])}
 )
@@ -109,6 +136,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     health = collect_gpu_health(gateway)
     assert health["nodes"] == 5 and health["unreadable"] == 0
     assert run_mig_change(gateway).state == "succeeded"
+    # The idle policy suspends a workload found idle: it reads the Workload, then deactivates it.
+    assert suspend_an_idle_workload(gateway) == "job-llm-pretrain"
 
     # Volcano instead of Kueue: the Kueue objects go, the Volcano queues come.
     settings.QM_QUEUE_BACKEND = "volcano"
@@ -132,12 +161,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
 
     assert subject.denied == []
     # The demo cluster serves no GPU Operator CRD: its ClusterPolicies are read only where
-    # the nvidia.com group is served (tests/unit/cluster/test_discovery.py). Nor does it serve
-    # resource.k8s.io: the poll's DRA lists are answered 404 before any authorisation, and
-    # the real-control-plane tier reads them as this role (tests/realcluster/test_dra.py).
+    # the nvidia.com group is served (tests/unit/cluster/test_discovery.py). It does serve
+    # resource.k8s.io (devcluster/dra.py), so the poll's DRA lists are asked as this role.
     assert subject.asked == granted(cluster_role()["rules"]) - {
         ("list", "nvidia.com", "clusterpolicies"),
-        ("list", "resource.k8s.io", "deviceclasses"),
-        ("list", "resource.k8s.io", "resourceslices"),
-        ("list", "resource.k8s.io", "resourceclaims"),
     }

@@ -58,7 +58,7 @@ def test_the_run_command_starts_two_demo_clusters_and_stops_both(
         assert "QM_DEMO_INFERENCE_TOKEN" not in env  # web, worker and beat do not get it
         assert node_names(training)[0] == "gpu-a100-01"
         token = demo_env["QM_DEMO_INFERENCE_TOKEN"]
-        assert node_names(inference, token)[0] == "infer-h100-01"
+        assert {"infer-h100-01", "infer-a100-01"} <= set(node_names(inference, token))
         with pytest.raises(urllib.error.HTTPError, match="401"):
             node_names(inference)
         assert (tmp_path / "devcluster-inference.kubeconfig").read_text().count(token) == 1
@@ -83,7 +83,10 @@ def test_the_second_clusters_row_reaches_it_with_its_stored_token(
 ) -> None:
     assert inference_cluster.row.credential != inference_cluster.token  # encrypted
     nodes = [n["metadata"]["name"] for n in inference_cluster.gateway.list("v1", "Node")]
+    # the H100 and L40S device-plugin pools, and the A100 pool served by the DRA driver
     assert nodes == [
+        "infer-a100-01",
+        "infer-a100-02",
         "infer-h100-01",
         "infer-h100-02",
         "infer-h100-03",
@@ -210,7 +213,7 @@ def test_the_demo_applied_to_both_clusters_runs_each_clusters_own_queues(
         what="team-infer's workloads admitted on the inference cluster",
     )
     poll_cluster(gateway=second, cluster=inference)
-    assert ObservedNode.objects.filter(cluster=inference).count() == 6
+    assert ObservedNode.objects.filter(cluster=inference).count() == 8  # 2 of them DRA's A100s
     assert ObservedNode.objects.filter(cluster=training).count() == 5
     observed = ObservedWorkload.objects.filter(cluster=inference)
     assert sorted(observed.values_list("name", flat=True)) == ["job-batch-embed", "job-canary-8b"]

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_the_seed_table_is_all_there_by_layer() -> None:
     layers = dict(knowledge.by_layer())
-    assert [len(layers[layer]) for layer in knowledge.LAYERS] == [7, 3, 3, 4]
+    assert [len(layers[layer]) for layer in knowledge.LAYERS] == [8, 3, 3, 4]
+    # A DRA claim the scheduler cannot allocate waits at scheduling, like a missing GPU node.
+    assert "dra-claim" in {f.key for f in layers[knowledge.SCHEDULING]}
     assert {f.key for f in layers[knowledge.HARDWARE]} == {
         "gpu-lost",
         "xid-hardware",
