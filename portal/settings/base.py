@@ -357,6 +357,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "QuotaRequestKindEnum": "changes.models.QuotaChangeRequest.Kind",
         "DriftKindEnum": "cluster.models.Drift.Kind",
+        "WorkloadStateEnum": "overview.workloads.STATES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

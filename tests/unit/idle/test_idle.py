@@ -182,6 +182,8 @@ def test_the_list_shows_a_lead_their_own_teams_only_in_queries_that_do_not_grow(
     assert {row["workload"] for row in api} == {f"job-{n}" for n in range(6)}
     assert {r["gpu_hours"] for r in api} == {3.0}
     assert client.get("/api/v1/idle/?team=team-b").status_code == 404
+    unknown = client.get("/api/v1/idle/?cluster=nowhere")
+    assert unknown.status_code == 400 and "cluster" in unknown.json()["errors"]
     client.force_login(platform_admin)
     assert len(client.get("/api/v1/idle/").json()) == 7
 
