@@ -81,7 +81,7 @@ def test_a_lead_asks_for_an_extension_and_an_admin_grants_it_on_the_pages(
     sign_in(page, live_server.url, "lead-a")
     page.goto(f"{live_server.url}/budgets/")
     page.get_by_role("link", name="Team A (LLM training)").click()
-    page.get_by_label("Amount").fill("100")
+    page.get_by_label("GPU-hours to add").fill("100")  # the budget counts GPU-hours
     page.get_by_label("Reason").fill("The last training run of the quarter.")
     page.get_by_role("button", name="Ask for an extension").click()
     expect(page.locator("body")).to_contain_text("Extension asked for: a platform admin decides.")
