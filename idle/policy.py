@@ -97,15 +97,7 @@ def save_idle_policy(
     )
     policy.full_clean(exclude=["team"])
     policy.save()
-    record_audit(
-        actor=actor,
-        event=Event.IDLE_POLICY_SAVED,
-        source=source,
-        target=policy,
-        team=team,
-        old=old,
-        new=_said(policy),
-    )
+    _audited(policy, actor=actor, event=Event.IDLE_POLICY_SAVED, source=source, old=old)
     return policy
 
 
@@ -127,15 +119,7 @@ def switch_on(*, actor: Actor, team: Team, source: str) -> IdlePolicy:
     event = Event.IDLE_POLICY_ON if policy.state == State.ON else Event.IDLE_POLICY_REQUESTED
     if policy.state == State.AWAITING:
         transaction.on_commit(lambda: _ask_for_approval(policy))
-    record_audit(
-        actor=actor,
-        event=event,
-        source=source,
-        target=policy,
-        team=team,
-        old=old,
-        new=_said(policy),
-    )
+    _audited(policy, actor=actor, event=event, source=source, old=old)
     return policy
 
 
@@ -157,15 +141,7 @@ def approve(*, actor: Actor, team: Team, source: str) -> IdlePolicy:
     policy.state, policy.approved_at = State.ON, timezone.now()
     policy.approved_by_id = user_id(actor)
     policy.save()
-    record_audit(
-        actor=actor,
-        event=Event.IDLE_POLICY_APPROVED,
-        source=source,
-        target=policy,
-        team=team,
-        old=old,
-        new=_said(policy),
-    )
+    _audited(policy, actor=actor, event=Event.IDLE_POLICY_APPROVED, source=source, old=old)
     return policy
 
 
@@ -181,15 +157,7 @@ def switch_off(*, actor: Actor, team: Team, source: str) -> IdlePolicy:
     old = _said(policy)
     policy.state = State.OFF
     policy.save()
-    record_audit(
-        actor=actor,
-        event=Event.IDLE_POLICY_OFF,
-        source=source,
-        target=policy,
-        team=team,
-        old=old,
-        new=_said(policy),
-    )
+    _audited(policy, actor=actor, event=Event.IDLE_POLICY_OFF, source=source, old=old)
     return policy
 
 
@@ -210,6 +178,21 @@ def _ask_for_approval(policy: IdlePolicy) -> None:
         },
         Audience.of(people=list(lead_ids), actor=policy.requested_by_id),
         cluster=settings_cluster_id(),  # a team's policy names no pod: any cluster will do
+    )
+
+
+def _audited(
+    policy: IdlePolicy, *, actor: Actor, event: Event, source: str, old: dict[str, object] | None
+) -> None:
+    """A change of the policy in the audit log: what it was and what it is now."""
+    record_audit(
+        actor=actor,
+        event=event,
+        source=source,
+        target=policy,
+        team=policy.team,
+        old=old,
+        new=_said(policy),
     )
 
 
