@@ -73,7 +73,8 @@ def _team_gpu_seconds(
     one of that day up to ``upto`` (the usage reports' rule: a day counts once). One query."""
     day = upto.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     rows = (
-        Rollup.objects.filter(kind=Sample.Kind.TEAM, owner__in=list(slugs))
+        Rollup.objects.on_every_cluster()
+        .filter(kind=Sample.Kind.TEAM, owner__in=list(slugs))
         .filter(
             Q(period=Rollup.Period.DAY, start__gte=since, start__lt=day)
             | Q(period=Rollup.Period.HOUR, start__gte=max(day, since), start__lt=upto)
