@@ -39,7 +39,8 @@ def policy() -> CostPolicy:
 
 def price_book() -> PriceBook:
     return PriceBook(
-        PriceRow(p.gpu_model, p.profile, p.per_hour, p.effective_from) for p in Price.objects.all()
+        PriceRow(p.gpu_model, p.profile, p.per_hour, p.effective_from, p.device_class)
+        for p in Price.objects.all()
     )
 
 
@@ -127,9 +128,11 @@ def inputs(start: dt.date, end: dt.date) -> Inputs:
     ):
         if kind == Sample.Kind.TEAM:
             if owner:  # a namespace of no team is no team's to pay
-                teams.append(TeamRow(cluster_id, day, owner, scope, resource, used, gpu, cap))
+                teams.append(
+                    TeamRow(cluster_id, day, owner, scope, resource, used, gpu, cap, flavor)
+                )
         elif kind == Sample.Kind.POOL:
-            pools.append(PoolRow(cluster_id, day, owner, resource, used, cap))
+            pools.append(PoolRow(cluster_id, day, owner, resource, used, cap, flavor, gpu))
         else:
             queues.append(QueueRow(cluster_id, day, owner, flavor, resource, used, gpu))
     clusters = dict(Cluster.objects.values_list("pk", "name"))

@@ -193,3 +193,31 @@ def test_a_month_that_is_no_month_says_how_a_month_is_written(team_a_admin: Any)
     answer = signed_in(team_a_admin).get("/costs/invoices/team-a/2026-13/")
     assert answer.status_code == 404
     assert "No such month: a month is written YYYY-MM" in answer.content.decode()
+
+
+def test_a_dra_device_class_is_priced_through_the_same_door_with_field_errors(
+    platform_admin: Any,
+) -> None:
+    client = signed_in(platform_admin)
+    form = {"gpu_model": "A100-80GB", "per_hour": "0.5", "effective_from": "2026-11-16"}
+    both = client.post(
+        "/costs/prices/", {**form, "profile": "3g.40gb", "device_class": "mig.nvidia.com"}
+    )
+    assert both.status_code == 400 and "leave the MIG profile blank" in both.content.decode()
+    bad = client.post(
+        "/api/v1/costs/prices/",
+        {**form, "device_class": "Not A Class"},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["device_class"]
+    saved = client.post(
+        "/api/v1/costs/prices/",
+        {**form, "device_class": "mig.nvidia.com"},
+        content_type="application/json",
+    )
+    assert saved.status_code == 201 and saved.json()["device_class"] == "mig.nvidia.com"
+    page = client.get("/costs/prices/").content.decode()
+    assert "a device by DRA class <code>mig.nvidia.com</code>" in page
+    row = AuditEvent.objects.get(event="price.saved")
+    assert (row.source, row.new["device_class"]) == ("api", "mig.nvidia.com")
+    assert not Price.objects.filter(profile="3g.40gb").exists()
