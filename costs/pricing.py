@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -98,3 +98,32 @@ class PriceBook:
 
     def models(self) -> set[str]:
         return {model for model, _, _ in self._rows}
+
+
+def _seconds(delta: dt.timedelta) -> Decimal:
+    return Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds) / 10**6
+
+
+def held_cost(
+    book: PriceBook,
+    gpu_model: str | None,
+    resources: Sequence[str],
+    start: dt.datetime,
+    end: dt.datetime,
+) -> Decimal | None:
+    """What holding one device of each of ``resources`` (of ``gpu_model``) from ``start`` to
+    ``end`` cost, each UTC day's hours at the price that held that day; exact (rounded by
+    whoever shows it). None: a device had no price on a day it was held."""
+    total = Decimal(0)
+    start, end = start.astimezone(dt.UTC), end.astimezone(dt.UTC)
+    day = start.date()
+    while start < end:
+        midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(0), tzinfo=dt.UTC)
+        hours = _seconds(min(end, midnight) - start) / 3600
+        for resource in resources:
+            price = book.per_hour(gpu_model, resource, day)
+            if price is None:
+                return None
+            total += price * hours
+        start, day = midnight, day + dt.timedelta(days=1)
+    return total

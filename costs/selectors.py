@@ -9,6 +9,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -19,10 +20,10 @@ from django.http import Http404
 from cluster.models import Cluster, ObservedNode
 from costs.chargeback import Chargeback, Inputs, PoolRow, QueueRow, TeamRow, compute
 from costs.models import BusyDay, CostPolicy, Price
-from costs.pricing import PriceBook, PriceRow
+from costs.pricing import GPU, PriceBook, PriceRow, held_cost
 from fleet.membership import pool_of
 from fleet.models import NodePool
-from gpus.catalog import model_for_product
+from gpus.catalog import model_for_product, resource_name
 from portal.access.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
@@ -187,3 +188,27 @@ def chargeback_for_user(user: Any, first: dt.date, team: str = "") -> Chargeback
     """A month's chargeback as ``user`` may see it: their teams' bills only (another team's
     is never named; the platform's line and the fleet's total are the fleet's)."""
     return chargeback(first, month_end(first), teams_for_user(user, team))
+
+
+def idle_costs(spells: Sequence[Any], now: dt.datetime) -> tuple[str, dict[int, Decimal | None]]:
+    """What each idle spell's wasted GPU-hours cost: its devices (whole GPUs, MIG slices) of
+    its pool's GPU model held from its start to its end (or ``now``), each day at the price
+    that held then, exact; None where no price holds. The policy's currency. Four queries
+    whatever the number of spells (the idle list's money, ``idle.selectors.priced_by``)."""
+    rules = policy()
+    if not spells:
+        return rules.currency, {}
+    book, models = price_book(), pool_models()
+    out: dict[int, Decimal | None] = {}
+    for spell in spells:
+        model = models.get((int(spell.cluster_id), spell.pool or NO_POOL))
+        resources = [
+            resource_name(str(d["profile"])) if d.get("profile") else GPU
+            for d in spell.devices or ()
+        ]
+        end = spell.ended_at or now
+        # no device kept (a spell of before devices were): nothing to price, said so
+        out[spell.pk] = (
+            held_cost(book, model, resources, spell.idle_since, end) if resources else None
+        )
+    return rules.currency, out
