@@ -23,7 +23,8 @@ class PriceAdmin(ServiceAdmin):
         services.save_price(actor=request.user, price=obj, source="admin")
 
     def delete(self, request: HttpRequest, obj: Any) -> None:
-        services.delete_price(actor=request.user, price=obj, source="admin")
+        # the admin's own delete page asked first
+        services.delete_price(actor=request.user, price=obj, source="admin", confirmed=True)
 
 
 @admin.register(CostPolicy)

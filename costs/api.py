@@ -81,7 +81,8 @@ class PriceViewSet(
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         price = self.get_object()
-        services.delete_price(actor=request.user, price=price, source="api")
+        # the call is the confirmation (the page asks first)
+        services.delete_price(actor=request.user, price=price, source="api", confirmed=True)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

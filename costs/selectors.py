@@ -212,3 +212,39 @@ def idle_costs(spells: Sequence[Any], now: dt.datetime) -> tuple[str, dict[int, 
             held_cost(book, model, resources, spell.idle_since, end) if resources else None
         )
     return rules.currency, out
+
+
+def price_deletion(price: Price) -> list[str]:
+    """What deleting ``price`` changes, said before it is confirmed: the days it holds and
+    the price they take instead (the one before it, else the default of a MIG profile or a
+    DRA class, else none), and that the months priced with it are priced again."""
+    same = Price.objects.filter(
+        gpu_model=price.gpu_model, profile=price.profile, device_class=price.device_class
+    ).exclude(pk=price.pk)
+    before = same.filter(effective_from__lt=price.effective_from).order_by("-effective_from")
+    after = same.filter(effective_from__gt=price.effective_from).order_by("effective_from")
+    earlier, later = before.first(), after.first()
+    until = f"until {later.effective_from:%Y-%m-%d} (its next price)" if later else "on"
+    days = f"From {price.effective_from:%Y-%m-%d} {until}"
+    if earlier is not None:
+        instead = (
+            f"the price before it holds instead: {earlier.per_hour} an hour from "
+            f"{earlier.effective_from:%Y-%m-%d}."
+        )
+    elif price.device_class:
+        instead = (
+            "a device by this class costs what it costs through the device plugin instead "
+            "(its share of the whole GPU)."
+        )
+    elif price.profile:
+        instead = "a slice of this profile costs its share of the whole GPU's price instead."
+    else:
+        instead = (
+            "no price holds: these GPUs' hours cost nothing and every report names them as "
+            "not priced."
+        )
+    return [
+        f"{days}, {instead}",
+        "Every month covering those days is priced again: its showback and invoices change, "
+        "months already invoiced included.",
+    ]

@@ -14,6 +14,7 @@ from costs.pricing import profile_share
 from gpus.catalog import gpu_models
 from portal.audit.record import Event, record_audit
 from portal.services import Actor, require_platform_admin, save_validated
+from portal.vocabulary.errors import DomainError
 from portal.vocabulary.names import dns1123_subdomain_errors, label_value_errors
 
 
@@ -103,9 +104,16 @@ def _said(price: Price) -> dict[str, Any]:
 
 
 @transaction.atomic
-def delete_price(*, actor: Actor, price: Price, source: str) -> None:
-    """Delete a price: its days take the price before it (or none), audited."""
+def delete_price(*, actor: Actor, price: Price, source: str, confirmed: bool) -> None:
+    """Delete a price: its days take the price before it (or none), audited. Only once
+    confirmed: the page first says what it does (``costs.selectors.price_deletion``); the
+    API's call and the admin's own confirmation page are the confirmation."""
     require_platform_admin(actor)
+    if not confirmed:
+        raise DomainError(
+            "Not deleted: confirm the delete, having read what it changes.",
+            code="confirmation_needed",
+        )
     record_audit(
         actor=actor, event=Event.PRICE_DELETED, source=source, target=price, old=_said(price)
     )

@@ -8,6 +8,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -165,8 +166,16 @@ def _saved(form: Any, save: Any) -> bool:
 
 
 @login_required
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def delete_price(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete a price: first what it changes and a confirmation (GET, or a POST without
+    ``confirm=yes``), then through the service, audited."""
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins can change prices.")
     price = get_object_or_404(Price, pk=pk)
-    services.delete_price(actor=request.user, price=price, source="web")
-    return redirect("cost-prices")
+    if request.method == "POST" and request.POST.get("confirm") == "yes":
+        services.delete_price(actor=request.user, price=price, source="web", confirmed=True)
+        messages.success(request, f"The price of {price} was deleted.")
+        return redirect("cost-prices")
+    context = {"price": price, "effects": selectors.price_deletion(price)}
+    return render(request, "costs/price_delete.html", context)

@@ -13,6 +13,7 @@ from django.test import Client
 from costs import services
 from costs.models import CostPolicy, Price
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from tests.unit.costs.history import made
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +222,31 @@ def test_a_dra_device_class_is_priced_through_the_same_door_with_field_errors(
     row = AuditEvent.objects.get(event="price.saved")
     assert (row.source, row.new["device_class"]) == ("api", "mig.nvidia.com")
     assert not Price.objects.filter(profile="3g.40gb").exists()
+
+
+def test_deleting_a_price_says_what_it_changes_and_asks_first(platform_admin: Any) -> None:
+    made()
+    client = signed_in(platform_admin)
+    later = Price.objects.get(gpu_model="H100-80GB", effective_from="2026-11-16")
+    url = f"/costs/prices/{later.pk}/delete/"
+    assert f'href="{url}"' in client.get("/costs/prices/").content.decode()
+    asked = client.get(url).content.decode()
+    assert (
+        "From 2026-11-16 on, the price before it holds instead: 4.0000 an hour from 2026-10-01."
+        in asked
+    )
+    assert "months already invoiced included" in asked
+    # a post without the confirmation only asks again; the service refuses it as well
+    assert client.post(url).status_code == 200
+    with pytest.raises(DomainError):
+        services.delete_price(actor=platform_admin, price=later, source="web", confirmed=False)
+    assert Price.objects.filter(pk=later.pk).exists()
+    assert client.post(url, {"confirm": "yes"}).status_code == 302
+    assert not Price.objects.filter(pk=later.pk).exists()
+    row = AuditEvent.objects.get(event="price.deleted")
+    assert (row.actor_name, row.source, row.old["per_hour"]) == ("padmin", "web", "5.0000")
+    # the whole GPU's only price: its days would have none
+    only = Price.objects.get(gpu_model="A100-80GB")
+    assert "no price holds" in client.get(f"/costs/prices/{only.pk}/delete/").content.decode()
+    assert client.delete(f"/api/v1/costs/prices/{only.pk}/").status_code == 204  # the call confirms
+
