@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Min, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import Http404
 
@@ -68,6 +68,19 @@ def _midnight(day: dt.date) -> dt.datetime:
 
 def rolled_up_to() -> dt.datetime | None:
     return SamplingState.objects.values_list("rolled_up_to", flat=True).first()
+
+
+def first_month() -> dt.date | None:
+    """The first day of the month of the first pool history kept (None: none yet), for the
+    pages' month links. Two index lookups (daily rollups, else today's hourly ones)."""
+    firsts = [
+        Rollup.objects.on_every_cluster()
+        .filter(period=period, kind=Sample.Kind.POOL)
+        .aggregate(first=Min("start"))["first"]
+        for period in (Rollup.Period.DAY, Rollup.Period.HOUR)
+    ]
+    found = [f for f in firsts if f is not None]
+    return min(found).astimezone(dt.UTC).date().replace(day=1) if found else None
 
 
 def _rollups(start: dt.date, end: dt.date, upto: dt.datetime | None) -> Any:

@@ -32,9 +32,16 @@ def _month(text: str) -> dt.date:
 
 
 def _months(first: dt.date) -> dict[str, str]:
+    """The month before and the month after, each only if it has or may have costs: never
+    after this month, nor before the month of the first history ("" where none is)."""
     before = (first - dt.timedelta(days=1)).replace(day=1)
     after = selectors.month_end(first)
-    return {"previous": f"{before:%Y-%m}", "next": f"{after:%Y-%m}"}
+    began = selectors.first_month()
+    this_month = timezone.now().date().replace(day=1)
+    return {
+        "previous": f"{before:%Y-%m}" if began is not None and before >= began else "",
+        "next": f"{after:%Y-%m}" if after <= this_month else "",
+    }
 
 
 @login_required

@@ -3,12 +3,14 @@ them: a lead sees their own team's invoice and the platform's line, never anothe
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
+from django.utils import timezone
 
 from costs import services
 from costs.models import CostPolicy, Price
@@ -250,3 +252,18 @@ def test_deleting_a_price_says_what_it_changes_and_asks_first(platform_admin: An
     assert "no price holds" in client.get(f"/costs/prices/{only.pk}/delete/").content.decode()
     assert client.delete(f"/api/v1/costs/prices/{only.pk}/").status_code == 204  # the call confirms
 
+
+def test_the_month_links_offer_no_month_before_the_history_nor_after_this_one(
+    platform_admin: Any,
+) -> None:
+    made()  # history from November 2026
+    client = signed_in(platform_admin)
+    november = client.get("/costs/?month=2026-11").content.decode()
+    assert "?month=2026-10" not in november and "?month=2026-12" in november
+    this = timezone.now().date().replace(day=1)
+    after = (this + dt.timedelta(days=32)).replace(day=1)
+    assert f"?month={after:%Y-%m}" not in client.get("/costs/").content.decode()
+    invoice = client.get(f"/costs/invoices/team-a/{this:%Y-%m}/").content.decode()
+    assert f"/costs/invoices/team-a/{after:%Y-%m}/" not in invoice
+    invoice = client.get("/costs/invoices/team-a/2026-11/").content.decode()
+    assert "/costs/invoices/team-a/2026-10/" not in invoice
