@@ -162,6 +162,35 @@ def taken_devices(allocations: Iterable[Sequence[Mapping[str, Any]]]) -> set[Dev
     }
 
 
+def request_classes(requests: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """A claim's requests (``ObservedResourceClaim.requests``) -> the DeviceClass each asks
+    for, by the name an allocation's result gives it: the request's, or for one of
+    ``firstAvailable``'s alternatives ``<request>/<sub-request>``."""
+    out = {}
+    for request in requests or ():
+        name = str(request.get("name", ""))
+        if "first_available" in request:
+            for sub in request.get("first_available") or ():
+                out[f"{name}/{sub.get('name', '')}"] = str(sub.get("device_class", ""))
+        else:
+            out[name] = str(request.get("device_class", ""))
+    return out
+
+
+def device_classes(
+    claims: Iterable[tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]],
+) -> dict[DeviceKey, str]:
+    """The DeviceClass each allocated device was allocated through, from the claims'
+    (``allocated``, ``requests``)."""
+    out: dict[DeviceKey, str] = {}
+    for allocated, requests in claims:
+        classes = request_classes(requests)
+        for a in allocated or ():
+            key = (str(a.get("driver", "")), str(a.get("pool", "")), str(a.get("device", "")))
+            out[key] = classes.get(str(a.get("request", "")), "")
+    return out
+
+
 def gpus_of(slices: Iterable[Mapping[str, Any]], taken: set[DeviceKey]) -> list[Gpu]:
     """The physical GPUs the slice rows publish, by node, pool and GPU, with what
     ``taken`` holds of them and, for shared counters, what is consumed."""

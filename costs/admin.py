@@ -15,15 +15,16 @@ from portal.admin import ServiceAdmin
 
 @admin.register(Price)
 class PriceAdmin(ServiceAdmin):
-    list_display = ["gpu_model", "profile", "per_hour", "effective_from", "note"]
+    list_display = ["gpu_model", "profile", "device_class", "per_hour", "effective_from", "note"]
     list_filter = ["gpu_model"]
-    search_fields = ["gpu_model", "profile"]
+    search_fields = ["gpu_model", "profile", "device_class"]
 
     def save(self, request: HttpRequest, obj: Any, form: Any) -> None:
         services.save_price(actor=request.user, price=obj, source="admin")
 
     def delete(self, request: HttpRequest, obj: Any) -> None:
-        services.delete_price(actor=request.user, price=obj, source="admin")
+        # the admin's own delete page asked first
+        services.delete_price(actor=request.user, price=obj, source="admin", confirmed=True)
 
 
 @admin.register(CostPolicy)

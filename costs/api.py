@@ -31,13 +31,29 @@ class PriceSerializer(serializers.ModelSerializer[Price]):
 
     class Meta:
         model = Price
-        fields = ["id", "gpu_model", "profile", "per_hour", "effective_from", "note"]
+        fields = [
+            "id",
+            "gpu_model",
+            "profile",
+            "device_class",
+            "per_hour",
+            "effective_from",
+            "note",
+        ]
         read_only_fields = ["id"]
 
 
 class PriceWriteSerializer(StrictInput, serializers.Serializer[Any]):
     gpu_model = serializers.CharField(max_length=64)
     profile = serializers.CharField(max_length=32, required=False, default="", allow_blank=True)
+    device_class = serializers.CharField(
+        max_length=253,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="A DRA DeviceClass (e.g. mig.nvidia.com): one hour of one device of the model "
+        "allocated through it. Blank: the device plugin's GPU or MIG profile.",
+    )
     per_hour = serializers.RegexField(
         PER_HOUR, max_length=13, help_text="The price of an hour, e.g. 4.50 (at most 4 decimals)."
     )
@@ -48,7 +64,8 @@ class PriceWriteSerializer(StrictInput, serializers.Serializer[Any]):
 class PriceViewSet(
     mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet[Price]
 ):
-    """Prices per GPU-hour of a GPU model, or of one MIG profile of it, from a day on."""
+    """Prices per GPU-hour of a GPU model, or of one MIG profile of it, or of one of its
+    devices allocated through a DRA device class, from a day on."""
 
     serializer_class = PriceSerializer
     queryset = Price.objects.all()
@@ -64,7 +81,8 @@ class PriceViewSet(
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         price = self.get_object()
-        services.delete_price(actor=request.user, price=price, source="api")
+        # the call is the confirmation (the page asks first)
+        services.delete_price(actor=request.user, price=price, source="api", confirmed=True)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

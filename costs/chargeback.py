@@ -10,7 +10,15 @@ How a cost is made, per cluster, day and GPU resource (a whole GPU or one MIG pr
 2. The rate: the fleet's cost over its allocatable device-hours (one pool: its price).
 3. A team namespace's allocated cost: its allocated device-hours (pods running on a node)
    at the rate.
-4. Idle capacity: the fleet's cost less every team's allocated cost (allocatable hours no
+4. GPUs published through DRA (``DRA_GPUS``): their cost is their whole GPUs' allocatable
+   hours at the whole GPU's price; a device a claim holds costs, per device-hour, the price
+   of its DeviceClass, else what it costs through the device plugin (a whole GPU its price,
+   a MIG device its profile's, else its share of the GPU's): its pools' devices of that
+   class and resource that day at their pools' prices give the rate, as in 2. Their idle
+   capacity (per cluster and day, every class and profile together) is their cost less what
+   teams' devices cost; shared by use, it goes by GPU-hours (a MIG device weighs its share);
+   by quota, it is the platform's (a class's quota counts devices, not GPU-hours).
+5. Idle capacity: the fleet's cost less every team's allocated cost (allocatable hours no
    team's pod held, and pods of no team's namespace). The policy says who pays for it: the
    platform keeps it, or it is shared over the teams by their quota of that resource on
    that cluster that day, or by their use of it. With no team to share over (no quota, no
@@ -37,6 +45,8 @@ from typing import NamedTuple
 from costs.pricing import PriceBook
 
 CENT = Decimal("0.01")
+DRA_GPUS = "(dra)"  # the flavor of a pool's GPUs published through DRA (usage.models.DRA_GPUS)
+GPU = "nvidia.com/gpu"
 HOUR = Decimal(3600)
 ZERO = Decimal(0)
 
@@ -62,6 +72,7 @@ class TeamRow(NamedTuple):
     used_seconds: float
     gpu_seconds: float
     quota_seconds: float
+    device_class: str = ""  # allocated through this DRA DeviceClass (blank: device plugin)
 
 
 class PoolRow(NamedTuple):
@@ -71,6 +82,8 @@ class PoolRow(NamedTuple):
     resource: str
     used_seconds: float
     capacity_seconds: float
+    flavor: str = ""  # DRA_GPUS: its GPUs published through DRA; a DeviceClass: devices held
+    gpu_seconds: float = 0.0
 
 
 class QueueRow(NamedTuple):
@@ -97,6 +110,7 @@ class Line:
     busy_seconds: float | None = None  # None: utilisation not read
     allocated: Decimal = ZERO  # exact
     idle_share: Decimal = ZERO  # exact
+    device_class: str = ""  # the DRA DeviceClass (blank: the device plugin)
 
     @property
     def cost(self) -> Decimal:
@@ -118,11 +132,14 @@ class Line:
 @dataclass
 class TeamBill:
     team: str
-    lines: dict[tuple[str, str, str], Line] = field(default_factory=dict)
+    lines: dict[tuple[str, str, str, str], Line] = field(default_factory=dict)
     days: dict[dt.date, Decimal] = field(default_factory=lambda: defaultdict(lambda: ZERO))
     daily_lines: list[Line] = field(default_factory=list)
     allocated: Decimal = ZERO
     idle_share: Decimal = ZERO
+    # (cluster, day, namespace, resource) whose busy seconds a line holds: DCGM reads a
+    # namespace's devices, not whether the device plugin or DRA gave them, so once only
+    busy_counted: set[tuple[int, dt.date, str, str]] = field(default_factory=set)
 
     @property
     def exact(self) -> Decimal:
@@ -145,6 +162,7 @@ class Showback:
     allocated_hours: Decimal = ZERO
     cost: Decimal = ZERO  # exact: a pool's allocatable hours, a queue's admitted hours
     idle_cost: Decimal = ZERO  # exact: a pool's allocatable hours nobody was allocated
+    dra: bool = False  # its GPUs published through DRA
 
 
 @dataclass
@@ -182,7 +200,70 @@ class Inputs:
     busy: Mapping[tuple[int, dt.date, str, str], float] | None = None
 
 
-Key = tuple[int, dt.date, str]  # cluster id, day, resource
+Key = tuple[int, dt.date, str]  # cluster id, day, resource (DRA_GPUS: its DRA GPUs)
+DraKey = tuple[int, dt.date, str, str]  # cluster id, day, resource, DeviceClass
+
+
+def key_of(row: TeamRow) -> Key:
+    """The key whose fleet cost and idle capacity a team's row is part of."""
+    return (row.cluster_id, row.day, DRA_GPUS if row.device_class else row.resource)
+
+
+@dataclass
+class Dra:
+    """The GPUs published through DRA: the rate of a device of a class and resource per
+    device-second, the pools' showback, what had no price."""
+
+    rate: dict[DraKey, Decimal] = field(default_factory=dict)
+    seen: set[DraKey] = field(default_factory=set)
+    pools: dict[tuple[int, str], Showback] = field(default_factory=dict)
+    unpriced: dict[str, set[dt.date]] = field(default_factory=lambda: defaultdict(set))
+
+
+def _dra_fleet(inputs: Inputs, book: PriceBook, cost: dict[Key, Decimal]) -> Dra:
+    """The DRA rows of the pools: their GPUs' cost into ``cost`` (key ``DRA_GPUS``), the
+    devices' rate per class and resource from their pools' prices."""
+    out = Dra()
+    device_cost: dict[DraKey, Decimal] = defaultdict(lambda: ZERO)
+    device_seconds: dict[DraKey, Decimal] = defaultdict(lambda: ZERO)
+    for row in inputs.pools:
+        if not row.flavor:
+            continue
+        model = inputs.pool_models.get((row.cluster_id, row.pool))
+        cluster = inputs.clusters.get(row.cluster_id, "")
+        show = out.pools.get((row.cluster_id, row.pool)) or out.pools.setdefault(
+            (row.cluster_id, row.pool), Showback(cluster, row.pool, GPU, dra=True)
+        )
+        whole = row.flavor == DRA_GPUS
+        price = book.per_hour(
+            model, GPU if whole else row.resource, row.day, "" if whole else row.flavor
+        )
+        if price is None:
+            what = f"pool {row.pool} on {cluster}: " + (
+                f"{GPU} by DRA" if whole else f"{row.resource} by DRA class {row.flavor}"
+            )
+            why = "its GPU model is not known" if model is None else f"no {model} price"
+            out.unpriced[f"{what} ({why})"].add(row.day)
+            price = None
+        if whole:
+            show.allocatable_hours += dec(row.capacity_seconds) / HOUR
+            if price is not None:
+                cost[(row.cluster_id, row.day, DRA_GPUS)] += (
+                    dec(row.capacity_seconds) * price / HOUR
+                )
+                show.cost += dec(row.capacity_seconds) * price / HOUR
+            continue
+        key = (row.cluster_id, row.day, row.resource, row.flavor)
+        out.seen.add(key)
+        show.allocated_hours += dec(row.gpu_seconds) / HOUR
+        if price is not None:
+            device_cost[key] += dec(row.used_seconds) * price / HOUR
+            device_seconds[key] += dec(row.used_seconds)
+            show.idle_cost -= dec(row.used_seconds) * price / HOUR
+    out.rate = {key: device_cost[key] / s for key, s in device_seconds.items() if s}
+    for show in out.pools.values():
+        show.idle_cost = max(show.cost + show.idle_cost, ZERO)
+    return out
 
 
 def _fleet(
@@ -195,6 +276,8 @@ def _fleet(
     pools: dict[tuple[int, str, str], Showback] = {}
     unpriced: dict[str, set[dt.date]] = defaultdict(set)
     for row in inputs.pools:
+        if row.flavor:
+            continue  # GPUs published through DRA: _dra_fleet
         key = (row.cluster_id, row.day, row.resource)
         model = inputs.pool_models.get((row.cluster_id, row.pool))
         price = book.per_hour(model, row.resource, row.day)
@@ -216,21 +299,31 @@ def _fleet(
         show.cost += cap * price / HOUR
         show.idle_cost += max(cap - used, ZERO) * price / HOUR
     rate = {key: cost[key] / s for key, s in seconds.items() if s}
-    notes = [
+    return cost, rate, list(pools.values()), _said(unpriced)
+
+
+def _said(unpriced: Mapping[str, set[dt.date]]) -> list[str]:
+    return sorted(
         f"{what}, {len(days)} day{'s' if len(days) != 1 else ''}" for what, days in unpriced.items()
-    ]
-    return cost, rate, list(pools.values()), sorted(notes)
+    )
 
 
 def _unpooled(
-    used: Mapping[Key, float], rate: Mapping[Key, Decimal], clusters: Mapping[int, str]
+    inputs: Inputs, rate: Mapping[Key, Decimal], dra: Dra, clusters: Mapping[int, str]
 ) -> list[str]:
     """Team use of a resource on a cluster's day no pool offered (no rate): costed nothing,
-    said so."""
+    said so. (A DRA device its pools held without a price is said as unpriced.)"""
     days: dict[tuple[str, str], set[dt.date]] = defaultdict(set)
-    for (cluster_id, day, resource), seconds in used.items():
-        if seconds > 0 and (cluster_id, day, resource) not in rate:
-            days[(clusters.get(cluster_id, ""), resource)].add(day)
+    for row in inputs.teams:
+        if row.used_seconds <= 0:
+            continue
+        if row.device_class:
+            key = (row.cluster_id, row.day, row.resource, row.device_class)
+            if key not in dra.seen:
+                what = f"{row.resource} by DRA class {row.device_class}"
+                days[(clusters.get(row.cluster_id, ""), what)].add(row.day)
+        elif (row.cluster_id, row.day, row.resource) not in rate:
+            days[(clusters.get(row.cluster_id, ""), row.resource)].add(row.day)
     return [
         f"teams' use of {resource} on {cluster} where no pool offered it "
         f"({len(found)} day{'s' if len(found) != 1 else ''})"
@@ -238,14 +331,33 @@ def _unpooled(
     ]
 
 
+def _weight(row: TeamRow, sharing: str) -> float:
+    """What a team's row weighs in sharing its key's idle capacity: its quota, or its use
+    (a DRA row's in GPU-hours, as its key mixes whole GPUs and MIG devices; a DRA class's
+    quota counts devices, so by quota DRA idle capacity stays the platform's)."""
+    if sharing == "quota":
+        return 0.0 if row.device_class else row.quota_seconds
+    if sharing == "use":
+        return row.gpu_seconds if row.device_class else row.used_seconds
+    return 0.0
+
+
 def _weights(inputs: Inputs, sharing: str) -> dict[Key, Decimal]:
     totals: dict[Key, float] = defaultdict(float)
-    if sharing in ("quota", "use"):
-        for row in inputs.teams:
-            weight = row.quota_seconds if sharing == "quota" else row.used_seconds
-            if weight > 0:
-                totals[(row.cluster_id, row.day, row.resource)] += weight
+    for row in inputs.teams:
+        weight = _weight(row, sharing)
+        if weight > 0:
+            totals[key_of(row)] += weight
     return {key: dec(total) for key, total in totals.items()}
+
+
+def _allocated(row: TeamRow, rate: Mapping[Key, Decimal], dra: Dra) -> Decimal:
+    """A team's row at its rate (nothing where none holds)."""
+    if row.device_class:
+        device = dra.rate.get((row.cluster_id, row.day, row.resource, row.device_class))
+        return dec(row.used_seconds) * device if device is not None else ZERO
+    key = (row.cluster_id, row.day, row.resource)
+    return dec(row.used_seconds) * rate[key] if key in rate else ZERO
 
 
 def compute(
@@ -262,25 +374,27 @@ def compute(
     each with its days and their lines (None: every team's bill, without them); every team counts
     all the same (idle shares and the platform's line are the fleet's, whoever looks)."""
     fleet_cost, rate, pools, unpriced = _fleet(inputs, book)
-    used: dict[Key, float] = defaultdict(float)
-    for row in inputs.teams:
-        used[(row.cluster_id, row.day, row.resource)] += row.used_seconds
-    idle = {key: fleet_cost[key] - dec(used.get(key, 0.0)) * rate[key] for key in fleet_cost}
-    unpriced = unpriced + _unpooled(used, rate, inputs.clusters)
+    dra = _dra_fleet(inputs, book, fleet_cost)
+    costs = [_allocated(row, rate, dra) for row in inputs.teams]
+    allocated: dict[Key, Decimal] = defaultdict(lambda: ZERO)
+    for row, cost in zip(inputs.teams, costs, strict=True):
+        allocated[key_of(row)] += cost
+    idle = {key: fleet_cost[key] - allocated.get(key, ZERO) for key in fleet_cost}
+    unpriced = sorted(unpriced + _said(dra.unpriced)) + _unpooled(
+        inputs, rate, dra, inputs.clusters
+    )
     weights = _weights(inputs, sharing)
     # what one second of quota (or of use) of a key takes of its idle capacity
     idle_rate = {k: idle[k] / w for k, w in weights.items() if w and idle.get(k, ZERO) > 0}
     kept = None if teams is None else set(teams)
     bills: dict[str, TeamBill] = {}
     every_team: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    by_quota = sharing == "quota"
-    for row in inputs.teams:
-        key = (row.cluster_id, row.day, row.resource)
-        line_cost = dec(row.used_seconds) * rate[key] if key in rate else ZERO
+    for row, line_cost in zip(inputs.teams, costs, strict=True):
         share = ZERO
-        if idle_rate:
-            weight = row.quota_seconds if by_quota else row.used_seconds
-            if weight > 0 and key in idle_rate:
+        key = key_of(row)
+        if key in idle_rate:
+            weight = _weight(row, sharing)
+            if weight > 0:
                 share = dec(weight) * idle_rate[key]
         every_team[row.team] += line_cost + share
         if kept is None or row.team in kept:
@@ -294,7 +408,9 @@ def compute(
         teams=dict(sorted(bills.items())),
         fleet=sum(fleet_cost.values(), ZERO),
         fleet_idle=sum(idle.values(), ZERO),
-        pools=sorted(pools, key=lambda s: (s.cluster, s.name, s.resource)),
+        pools=sorted(
+            pools + list(dra.pools.values()), key=lambda s: (s.cluster, s.name, s.dra, s.resource)
+        ),
         queues=_queues(inputs, rate),
         unpriced=unpriced,
         every_team=dict(every_team),
@@ -308,12 +424,15 @@ def _add(
     allocated, share = cost
     cluster = inputs.clusters.get(row.cluster_id, "")
     busy = None
-    if inputs.busy is not None:
-        busy = inputs.busy.get((row.cluster_id, row.day, row.namespace, row.resource))
-    line = bill.lines.get((cluster, row.namespace, row.resource))
+    read = (row.cluster_id, row.day, row.namespace, row.resource)
+    if inputs.busy is not None and read not in bill.busy_counted:
+        busy = inputs.busy.get(read)
+        bill.busy_counted.add(read)
+    where = (cluster, row.namespace, row.resource, row.device_class)
+    line = bill.lines.get(where)
     if line is None:
-        line = Line(row.team, cluster, row.namespace, row.resource)
-        bill.lines[(cluster, row.namespace, row.resource)] = line
+        line = Line(row.team, cluster, row.namespace, row.resource, device_class=row.device_class)
+        bill.lines[where] = line
     line.device_seconds += row.used_seconds
     line.gpu_seconds += row.gpu_seconds
     if busy is not None:
@@ -336,6 +455,7 @@ def _add(
                 busy,
                 allocated,
                 share,
+                row.device_class,
             )
         )
 

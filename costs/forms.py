@@ -12,12 +12,20 @@ from gpus.catalog import gpu_models
 class PriceForm(forms.ModelForm):  # type: ignore[type-arg]
     class Meta:
         model = Price
-        fields = ["gpu_model", "profile", "per_hour", "effective_from", "note"]
+        fields = ["gpu_model", "profile", "device_class", "per_hour", "effective_from", "note"]
         widgets = {"effective_from": forms.DateInput(attrs={"type": "date"})}
-        labels = {"gpu_model": "GPU model", "per_hour": "Price per hour"}
+        labels = {
+            "gpu_model": "GPU model",
+            "profile": "MIG profile",
+            "device_class": "DRA device class",
+            "per_hour": "Price per hour",
+        }
         help_texts = {
             "gpu_model": "A model of the catalog (A100-80GB); for a GPU without MIG, its "
             "nvidia.com/gpu.product label (NVIDIA-L40S).",
+            "device_class": "A DeviceClass, e.g. gpu.nvidia.com or mig.nvidia.com: one hour of "
+            "one device of the model allocated through it. Blank: a device without its class's "
+            "price costs its share of the whole GPU (a MIG device its profile's price).",
         }
 
     def __init__(self, *args: object, **kwargs: object) -> None:

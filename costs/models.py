@@ -1,9 +1,9 @@
 """Prices of GPU time and how the price of idle capacity is shared.
 
-A price holds from its effective day until the next price of the same GPU model and MIG
-profile: history is priced at the price that held on each day (``costs.pricing``). Prices
-are global (a GPU model costs the same on every cluster); the pools' GPU models say which
-price a cluster's hours take.
+A price holds from its effective day until the next price of the same GPU model, MIG
+profile and DRA device class: history is priced at the price that held on each day
+(``costs.pricing``). Prices are global (a GPU model costs the same on every cluster); the
+pools' GPU models say which price a cluster's hours take.
 """
 
 from __future__ import annotations
@@ -17,15 +17,24 @@ from cluster.scope import ScopedManager, cluster_key
 
 
 class Price(models.Model):
-    """What one hour of a GPU model (``profile`` blank) or of one MIG slice of it costs,
-    from ``effective_from`` on. A MIG profile without a price of its own costs its share of
-    the whole GPU's price (the larger of its compute and memory fractions)."""
+    """What one hour of a GPU model (``profile`` and ``device_class`` blank), of one MIG
+    slice of it, or of one device of it allocated through a DRA device class costs, from
+    ``effective_from`` on. A MIG profile without a price of its own costs its share of the
+    whole GPU's price (the larger of its compute and memory fractions); a DRA device class
+    without one costs what its device costs through the device plugin (a whole GPU its
+    price, a MIG device its profile's)."""
 
     gpu_model = models.CharField(max_length=64, help_text="Catalog key, e.g. A100-80GB.")
     profile = models.CharField(
         max_length=32,
         blank=True,
         help_text="A MIG profile of the model, e.g. 3g.40gb; blank: the whole GPU.",
+    )
+    device_class = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="A DRA DeviceClass, e.g. mig.nvidia.com: one device of the model allocated "
+        "through it; blank: the device plugin's GPU or MIG profile.",
     )
     per_hour = models.DecimalField(
         max_digits=12,
@@ -37,15 +46,16 @@ class Price(models.Model):
     note = models.CharField(max_length=200, blank=True)
 
     class Meta:
-        ordering = ["gpu_model", "profile", "effective_from"]
+        ordering = ["gpu_model", "profile", "device_class", "effective_from"]
         constraints = [
             models.UniqueConstraint(
-                fields=["gpu_model", "profile", "effective_from"], name="costs_price_once"
+                fields=["gpu_model", "profile", "device_class", "effective_from"],
+                name="costs_price_once",
             )
         ]
 
     def __str__(self) -> str:
-        what = f"{self.gpu_model} {self.profile}".strip()
+        what = " ".join(w for w in (self.gpu_model, self.profile, self.device_class) if w)
         return f"{what} from {self.effective_from}: {self.per_hour}/h"
 
 

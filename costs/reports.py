@@ -32,8 +32,12 @@ ROUNDING_SAYS = (
 )
 PRICES_SAY = (
     "Each day is priced at the price that held on it; a MIG slice without a price of its "
-    "own costs its share of its GPU's price. A pool's GPU model is today's: the product its "
-    "selector names, else the one most of its nodes carry."
+    "own costs its share of its GPU's price; a device allocated through a DRA device class "
+    "without a price of its own costs what it costs through the device plugin (its share of "
+    "the whole GPU). GPUs published through DRA cost their whole GPUs' hours; what their "
+    "devices' prices leave of it is their idle capacity, shared by use in GPU-hours, else "
+    "the platform's. A pool's GPU model is today's: the product its selector names, else "
+    "the one most of its nodes carry."
 )
 
 
@@ -51,6 +55,7 @@ def _line(line: Line) -> dict[str, Any]:
         "cluster": line.cluster,
         "namespace": line.namespace,
         "resource": line.resource,
+        "device_class": line.device_class,
         "gpu_hours": hours(line.gpu_hours),
         "device_hours": hours(line.device_hours),
         "busy_gpu_hours": hours(line.busy_hours),
@@ -125,6 +130,7 @@ def summary(charge: Chargeback, *, sees_all: bool) -> dict[str, Any]:
                 "cluster": p.cluster,
                 "pool": p.name,
                 "resource": p.resource,
+                "by_dra": p.dra,
                 "allocatable_hours": hours(p.allocatable_hours),
                 "allocated_hours": hours(p.allocated_hours),
                 "idle_hours": hours(p.allocatable_hours - p.allocated_hours),
@@ -152,6 +158,7 @@ INVOICE_COLUMNS = [
     "cluster",
     "namespace",
     "resource",
+    "device_class",
     "gpu_hours",
     "device_hours",
     "busy_gpu_hours",
@@ -179,6 +186,7 @@ def invoice_csv(bill: dict[str, Any]) -> str:
     writer.writerow(
         [
             "total",
+            "",
             "",
             "",
             "",

@@ -9,20 +9,21 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Min, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import Http404
 
 from cluster.models import Cluster, ObservedNode
 from costs.chargeback import Chargeback, Inputs, PoolRow, QueueRow, TeamRow, compute
 from costs.models import BusyDay, CostPolicy, Price
-from costs.pricing import PriceBook, PriceRow
+from costs.pricing import GPU, PriceBook, PriceRow, held_cost
 from fleet.membership import pool_of
 from fleet.models import NodePool
-from gpus.catalog import model_for_product
+from gpus.catalog import model_for_product, resource_name
 from portal.access.permissions import sees_every_team
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
@@ -39,7 +40,8 @@ def policy() -> CostPolicy:
 
 def price_book() -> PriceBook:
     return PriceBook(
-        PriceRow(p.gpu_model, p.profile, p.per_hour, p.effective_from) for p in Price.objects.all()
+        PriceRow(p.gpu_model, p.profile, p.per_hour, p.effective_from, p.device_class)
+        for p in Price.objects.all()
     )
 
 
@@ -66,6 +68,19 @@ def _midnight(day: dt.date) -> dt.datetime:
 
 def rolled_up_to() -> dt.datetime | None:
     return SamplingState.objects.values_list("rolled_up_to", flat=True).first()
+
+
+def first_month() -> dt.date | None:
+    """The first day of the month of the first pool history kept (None: none yet), for the
+    pages' month links. Two index lookups (daily rollups, else today's hourly ones)."""
+    firsts = [
+        Rollup.objects.on_every_cluster()
+        .filter(period=period, kind=Sample.Kind.POOL)
+        .aggregate(first=Min("start"))["first"]
+        for period in (Rollup.Period.DAY, Rollup.Period.HOUR)
+    ]
+    found = [f for f in firsts if f is not None]
+    return min(found).astimezone(dt.UTC).date().replace(day=1) if found else None
 
 
 def _rollups(start: dt.date, end: dt.date, upto: dt.datetime | None) -> Any:
@@ -127,9 +142,11 @@ def inputs(start: dt.date, end: dt.date) -> Inputs:
     ):
         if kind == Sample.Kind.TEAM:
             if owner:  # a namespace of no team is no team's to pay
-                teams.append(TeamRow(cluster_id, day, owner, scope, resource, used, gpu, cap))
+                teams.append(
+                    TeamRow(cluster_id, day, owner, scope, resource, used, gpu, cap, flavor)
+                )
         elif kind == Sample.Kind.POOL:
-            pools.append(PoolRow(cluster_id, day, owner, resource, used, cap))
+            pools.append(PoolRow(cluster_id, day, owner, resource, used, cap, flavor, gpu))
         else:
             queues.append(QueueRow(cluster_id, day, owner, flavor, resource, used, gpu))
     clusters = dict(Cluster.objects.values_list("pk", "name"))
@@ -184,3 +201,63 @@ def chargeback_for_user(user: Any, first: dt.date, team: str = "") -> Chargeback
     """A month's chargeback as ``user`` may see it: their teams' bills only (another team's
     is never named; the platform's line and the fleet's total are the fleet's)."""
     return chargeback(first, month_end(first), teams_for_user(user, team))
+
+
+def idle_costs(spells: Sequence[Any], now: dt.datetime) -> tuple[str, dict[int, Decimal | None]]:
+    """What each idle spell's wasted GPU-hours cost: its devices (whole GPUs, MIG slices) of
+    its pool's GPU model held from its start to its end (or ``now``), each day at the price
+    that held then, exact; None where no price holds. The policy's currency. Four queries
+    whatever the number of spells (the idle list's money, ``idle.selectors.priced_by``)."""
+    rules = policy()
+    if not spells:
+        return rules.currency, {}
+    book, models = price_book(), pool_models()
+    out: dict[int, Decimal | None] = {}
+    for spell in spells:
+        model = models.get((int(spell.cluster_id), spell.pool or NO_POOL))
+        resources = [
+            resource_name(str(d["profile"])) if d.get("profile") else GPU
+            for d in spell.devices or ()
+        ]
+        end = spell.ended_at or now
+        # no device kept (a spell of before devices were): nothing to price, said so
+        out[spell.pk] = (
+            held_cost(book, model, resources, spell.idle_since, end) if resources else None
+        )
+    return rules.currency, out
+
+
+def price_deletion(price: Price) -> list[str]:
+    """What deleting ``price`` changes, said before it is confirmed: the days it holds and
+    the price they take instead (the one before it, else the default of a MIG profile or a
+    DRA class, else none), and that the months priced with it are priced again."""
+    same = Price.objects.filter(
+        gpu_model=price.gpu_model, profile=price.profile, device_class=price.device_class
+    ).exclude(pk=price.pk)
+    before = same.filter(effective_from__lt=price.effective_from).order_by("-effective_from")
+    after = same.filter(effective_from__gt=price.effective_from).order_by("effective_from")
+    earlier, later = before.first(), after.first()
+    until = f"until {later.effective_from:%Y-%m-%d} (its next price)" if later else "on"
+    days = f"From {price.effective_from:%Y-%m-%d} {until}"
+    if earlier is not None:
+        instead = (
+            f"the price before it holds instead: {earlier.per_hour} an hour from "
+            f"{earlier.effective_from:%Y-%m-%d}."
+        )
+    elif price.device_class:
+        instead = (
+            "a device by this class costs what it costs through the device plugin instead "
+            "(its share of the whole GPU)."
+        )
+    elif price.profile:
+        instead = "a slice of this profile costs its share of the whole GPU's price instead."
+    else:
+        instead = (
+            "no price holds: these GPUs' hours cost nothing and every report names them as "
+            "not priced."
+        )
+    return [
+        f"{days}, {instead}",
+        "Every month covering those days is priced again: its showback and invoices change, "
+        "months already invoiced included.",
+    ]

@@ -14,10 +14,33 @@ from costs.pricing import profile_share
 from gpus.catalog import gpu_models
 from portal.audit.record import Event, record_audit
 from portal.services import Actor, require_platform_admin, save_validated
-from portal.vocabulary.names import label_value_errors
+from portal.vocabulary.errors import DomainError
+from portal.vocabulary.names import dns1123_subdomain_errors, label_value_errors
+
+
+def _class_errors(price: Price) -> dict[str, list[str]]:
+    """A DRA device class's price: a DeviceClass's name (a DNS subdomain), no MIG profile
+    beside it (the class says which devices; a MIG device without its class's price costs
+    its profile's)."""
+    if not price.device_class:
+        return {}
+    if price.profile:
+        return {
+            "device_class": [
+                "A price is of a whole GPU, a MIG profile or a DRA device class: leave the "
+                "MIG profile blank to price a device class."
+            ]
+        }
+    errors = dns1123_subdomain_errors(price.device_class)
+    if errors:
+        return {"device_class": [f"A DeviceClass's name (e.g. mig.nvidia.com): {errors[0]}"]}
+    return {}
 
 
 def _price_errors(price: Price) -> dict[str, list[str]]:
+    class_errors = _class_errors(price)
+    if class_errors:
+        return class_errors
     models = gpu_models()
     if price.gpu_model not in models:
         if price.profile:
@@ -47,10 +70,12 @@ def _price_errors(price: Price) -> dict[str, list[str]]:
 
 @transaction.atomic
 def save_price(*, actor: Actor, price: Price, source: str) -> Price:
-    """Create or change a price of a GPU model (or of one MIG profile of it) from its
-    effective day on; the days before it keep the price that held then."""
+    """Create or change a price of a GPU model (or of one MIG profile of it, or of one of its
+    devices allocated through a DRA device class) from its effective day on; the days before
+    it keep the price that held then."""
     require_platform_admin(actor)
     price.profile = price.profile.strip().replace(".me", "+me")
+    price.device_class = price.device_class.strip()
     errors = _price_errors(price)
     if errors:
         raise ValidationError(errors)
@@ -71,6 +96,7 @@ def _said(price: Price) -> dict[str, Any]:
     return {
         "gpu_model": price.gpu_model,
         "profile": price.profile,
+        "device_class": price.device_class,
         "per_hour": str(Decimal(price.per_hour).quantize(Decimal("0.0001"))),
         "effective_from": str(price.effective_from),
         "note": price.note,
@@ -78,9 +104,16 @@ def _said(price: Price) -> dict[str, Any]:
 
 
 @transaction.atomic
-def delete_price(*, actor: Actor, price: Price, source: str) -> None:
-    """Delete a price: its days take the price before it (or none), audited."""
+def delete_price(*, actor: Actor, price: Price, source: str, confirmed: bool) -> None:
+    """Delete a price: its days take the price before it (or none), audited. Only once
+    confirmed: the page first says what it does (``costs.selectors.price_deletion``); the
+    API's call and the admin's own confirmation page are the confirmation."""
     require_platform_admin(actor)
+    if not confirmed:
+        raise DomainError(
+            "Not deleted: confirm the delete, having read what it changes.",
+            code="confirmation_needed",
+        )
     record_audit(
         actor=actor, event=Event.PRICE_DELETED, source=source, target=price, old=_said(price)
     )

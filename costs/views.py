@@ -8,6 +8,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -31,9 +32,16 @@ def _month(text: str) -> dt.date:
 
 
 def _months(first: dt.date) -> dict[str, str]:
+    """The month before and the month after, each only if it has or may have costs: never
+    after this month, nor before the month of the first history ("" where none is)."""
     before = (first - dt.timedelta(days=1)).replace(day=1)
     after = selectors.month_end(first)
-    return {"previous": f"{before:%Y-%m}", "next": f"{after:%Y-%m}"}
+    began = selectors.first_month()
+    this_month = timezone.now().date().replace(day=1)
+    return {
+        "previous": f"{before:%Y-%m}" if began is not None and before >= began else "",
+        "next": f"{after:%Y-%m}" if after <= this_month else "",
+    }
 
 
 @login_required
@@ -165,8 +173,16 @@ def _saved(form: Any, save: Any) -> bool:
 
 
 @login_required
-@require_http_methods(["POST"])
+@require_http_methods(["GET", "POST"])
 def delete_price(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete a price: first what it changes and a confirmation (GET, or a POST without
+    ``confirm=yes``), then through the service, audited."""
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins can change prices.")
     price = get_object_or_404(Price, pk=pk)
-    services.delete_price(actor=request.user, price=price, source="web")
-    return redirect("cost-prices")
+    if request.method == "POST" and request.POST.get("confirm") == "yes":
+        services.delete_price(actor=request.user, price=price, source="web", confirmed=True)
+        messages.success(request, f"The price of {price} was deleted.")
+        return redirect("cost-prices")
+    context = {"price": price, "effects": selectors.price_deletion(price)}
+    return render(request, "costs/price_delete.html", context)

@@ -137,10 +137,10 @@ NODE_POOLS = (
 )
 
 # Idle GPUs (idle/): each pool's threshold (%) and period (minutes); the others keep the
-# defaults (5 % over 2 hours). The A100 pool judges over 5 minutes, so the run command's
-# notebook of team-dev, which holds a 2g.20gb slice without using it, is listed as idle a
-# few minutes after the start.
-IDLE_SETTINGS = {"train": (5, 5)}
+# defaults (5 % over 2 hours). The A100 and H100 pools judge over 5 minutes, so the run
+# command's notebooks, team-dev's holding a 2g.20gb slice and team-a's an H100 without
+# using them, are listed as idle five minutes after the pages open.
+IDLE_SETTINGS = {"train": (5, 5), "h100": (5, 5)}
 
 # (name, parent, description), parents first. The seed's cohort sits in a root for the whole
 # fleet, which holds no quota of its own: ai-platform's queues borrow only from each other

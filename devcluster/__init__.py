@@ -65,7 +65,8 @@ def start(
     """Start a demo cluster in this process (threads) and return it: ``scenario`` is
     ``seed`` (the training cluster of the seed's incident), ``inference`` or ``empty``;
     ``served`` leaves Kueue's versions or Volcano out of its API (default: all of them);
-    ``idle_notebook``: the seed with team-a's idle notebook too (the run command's)."""
+    ``idle_notebook``: the seed with team-dev's and team-a's idle notebooks too (the run
+    command's)."""
     cluster = Cluster(continue_ttl=continue_ttl)
     controllers = Controllers(cluster, options or Options())
     controllers.install()

@@ -69,7 +69,8 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--idle-notebook",
         action="store_true",
-        help="seed: team-a also runs a notebook that holds an H100 idle (the run command's)",
+        help="seed: team-dev's notebook holds a 2g.20gb slice idle and team-a's an H100 (the "
+        "run command's)",
     )
     parser.add_argument("--nodes", type=int, default=0, help="add a generated fleet of N nodes")
     parser.add_argument("--pods", type=int, default=0, help="with --nodes: running pods to add")

@@ -468,15 +468,28 @@ def load_seed(cluster: Cluster, controllers: Controllers, *, idle_notebook: bool
     load_gang(cluster)
     submit_workloads(cluster, SEED_WORKLOADS)
     if idle_notebook:
-        submit_idle_notebook(controllers)
+        submit_idle_notebook(cluster, controllers)
 
 
-def submit_idle_notebook(controllers: Controllers) -> None:
+def submit_idle_notebook(cluster: Cluster, controllers: Controllers) -> None:
     """The run command's demo only (``--idle-notebook``; the tests' seed stays as it was): a
     notebook of team-dev through Kueue (dev-test, cq-dev's own 2g.20gb quota on the balanced
     A100) that holds a 2g.20gb slice and leaves it idle, submitted once team-dev has its
-    quota. Its DCGM exporter reports 0 % for it."""
+    quota; and one of team-a, a pod left holding an H100 of gpu-h100-02, so team-a's lead
+    (the README's first login, who sees only team-a) finds an idle GPU too. Their DCGM
+    exporter reports 0 % for both."""
     controllers.idle_apps.add("notebook")
+    seed_running(
+        cluster,
+        pod(
+            "notebook-a",
+            "team-a",
+            limits={"nvidia.com/gpu": "1"},
+            node="gpu-h100-02",
+            labels={"app": "notebook"},
+            tolerations=[GPU_TOLERATION],
+        ),
+    )
     controllers.after_quota.setdefault("team-dev", []).append(
         {
             "metadata": {

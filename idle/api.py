@@ -41,13 +41,20 @@ class IdleRowSerializer(serializers.Serializer[Any]):
     note = serializers.CharField(source="spell.note")
     state = serializers.CharField()
     gpu_hours = serializers.FloatField(help_text="GPU-hours wasted so far.")
+    cost = serializers.CharField(
+        source="money",
+        allow_null=True,
+        help_text="What those GPU-hours cost, to the cent, each day's hours at the price that "
+        "held then (null: no price is set for them).",
+    )
+    currency = serializers.CharField(help_text="The cost policy's currency.")
     devices = serializers.JSONField(source="spell.devices")
 
 
 class IdleView(APIView):
     """Idle workloads and pods (open, and ended in the last day) with the GPU-hours they have
-    wasted so far: your teams' (approvers and platform admins: every team's). ``team``: one
-    of them (another is a 404); ``cluster``: one cluster."""
+    wasted so far and what they cost: your teams' (approvers and platform admins: every
+    team's). ``team``: one of them (another is a 404); ``cluster``: one cluster."""
 
     @extend_schema(
         parameters=[

@@ -90,7 +90,7 @@ class IdleSpell(models.Model):
 
     def gpu_hours(self, now: dt.datetime | None = None) -> float:
         """GPU-hours wasted so far (till its end): the GPUs it holds times the hours idle.
-        Money is added here once the portal knows prices (``gpu_cost``, not yet)."""
+        Their money is the list's (``idle.selectors.Row.cost``, priced by costs/)."""
         end = self.ended_at or now or timezone.now()
         return round(self.gpus * max(0.0, (end - self.idle_since).total_seconds()) / 3600, 2)
 

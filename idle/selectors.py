@@ -4,7 +4,9 @@ platform admins and approvers: the redaction rule), in a fixed number of queries
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, Q, QuerySet
@@ -49,23 +51,47 @@ def team_seen_by(user: User, slug: str) -> Team:
     return Team.objects.get(pk=team.pk)
 
 
+# What the spells' wasted GPU-hours cost: (the currency, each spell's exact amount by its
+# id, None where no price holds). The prices are costs/'s, which sits above idle (it prices
+# usage's rollups, above idle), so it fills this when Django starts (costs/apps.py) instead
+# of an upward import. Unfilled: no money is said.
+SpellCosts = Callable[[Sequence[IdleSpell], dt.datetime], tuple[str, dict[int, Decimal | None]]]
+_spell_costs: list[SpellCosts] = []
+
+
+def priced_by(costs: SpellCosts) -> None:
+    """Price the list's spells with ``costs`` (a fixed number of queries for any number)."""
+    _spell_costs[:] = [costs]
+
+
 @dataclass(frozen=True)
 class Row:
-    """One line of the list, with what it has wasted so far."""
+    """One line of the list, with what it has wasted so far: GPU-hours and, where prices
+    are known, their cost at the price that held then (``cost`` None: no price)."""
 
     spell: IdleSpell
     gpu_hours: float
     state: str  # idle, not read, suspended, exempt, ended
-    # Money: once the portal knows prices per GPU-hour (chargeback), the cost of
-    # ``gpu_hours`` goes here; until then no figure is shown.
-    cost: None = None
+    cost: Decimal | None = None  # exact
+    currency: str = ""
+
+    @property
+    def money(self) -> str | None:
+        return None if self.cost is None else money(self.cost)
+
+
+def money(amount: Decimal) -> str:
+    """An exact amount to the cent, half to even (the costs' rounding rule), once."""
+    return str(amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN))
 
 
 def rows_of(spells: QuerySet[IdleSpell]) -> list[Row]:
     now = timezone.now()
     gap = max_gap()
+    listed = list(spells)
+    currency, costs = _spell_costs[0](listed, now) if _spell_costs else ("", {})
     out = []
-    for spell in spells:
+    for spell in listed:
         if spell.suspended_at is not None:
             state = "suspended"
         elif spell.ended_at is not None:
@@ -76,7 +102,7 @@ def rows_of(spells: QuerySet[IdleSpell]) -> list[Row]:
             state = "exempt"
         else:
             state = "idle"
-        out.append(Row(spell, spell.gpu_hours(now), state))
+        out.append(Row(spell, spell.gpu_hours(now), state, costs.get(spell.pk), currency))
     return out
 
 

@@ -3,6 +3,8 @@ approvers) and a team's idle policy (its grace, exemptions, switch-on and approv
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
@@ -10,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from idle import policy as policies
-from idle.selectors import policies_of, rows_of, spells_for, team_seen_by
+from idle.selectors import money, policies_of, rows_of, spells_for, team_seen_by
 from portal.access.selectors import teams_seen_by
 from portal.vocabulary.errors import DomainError, user_message
 from tenants.models import Team
@@ -29,6 +31,8 @@ def idle_list(request: HttpRequest) -> HttpResponse:
         else list(Team.objects.filter(pk__in=teams_seen_by(request.user).values("pk")))
     )
     policy_by_team = policies_of(teams)
+    now_idle = [r for r in rows if r.state != "ended"]
+    priced = [r.cost for r in now_idle if r.cost is not None]
     return render(
         request,
         "idle/list.html",
@@ -36,7 +40,10 @@ def idle_list(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "team": team,
             "teams": [(t, policy_by_team.get(t.pk)) for t in teams],
-            "wasted": round(sum(r.gpu_hours for r in rows if r.state != "ended"), 2),
+            "wasted": round(sum(r.gpu_hours for r in now_idle), 2),
+            "wasted_money": money(sum(priced, Decimal(0))) if priced else None,
+            "unpriced": len(priced) < len(now_idle),
+            "currency": rows[0].currency if rows else "",
             "several_clusters": len({r.spell.cluster_id for r in rows}) > 1,
             "exempt_label": policies.EXEMPT_LABEL,
         },

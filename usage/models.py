@@ -12,9 +12,17 @@ from django.db import models
 
 from cluster.scope import ScopedManager, cluster_key
 
+# A pool row of this flavor holds the GPUs the pool publishes through DRA (capacity, whole
+# GPUs); team and pool rows of devices allocated through DRA name the DeviceClass they were
+# allocated through as their flavor (blank: the device plugin). A class is a DNS name, so it
+# is never this.
+DRA_GPUS = "(dra)"
+
 
 class Sample(models.Model):
-    """One series' value at one sampling time."""
+    """One series' value at one sampling time. ``flavor``: a ClusterQueue's ResourceFlavor;
+    on team and pool rows the DRA device class (``DRA_GPUS``: a pool's DRA GPUs), blank for
+    the device plugin's."""
 
     class Kind(models.TextChoices):
         TEAM = "team", "Team namespace"

@@ -32,7 +32,7 @@ from queues.models import ClusterQueue, LocalQueue
 from queues.rules import quota_entries
 from tenants.models import Namespace, QuotaItem
 from usage.compute import integrate, mig_weight
-from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
+from usage.models import DRA_GPUS, Rollup, Sample, SamplingState, WorkloadRecord
 
 log = logging.getLogger(__name__)
 SERIES = ("cluster_id", "kind", "owner", "scope", "flavor", "resource")
@@ -62,7 +62,7 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     team_of = dict(
         Namespace.objects.filter(cluster_id=cluster_id).values_list("name", "team__slug")
     )
-    rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
+    rows: dict[tuple[str, str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "requested": 0.0, "pending": 0.0, "gpu_share": 0.0, "capacity": -1.0}
     )
     by_dra = DraHeld(cluster_id)
@@ -71,11 +71,11 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         .filter(namespace__in=team_of)
         .only("namespace", "node_name", "phase", "gpu_requests", "resource_claims")
     ):
-        asked = dict(pod.gpu_requests or {})
-        for resource, count in by_dra.of_pod(pod).items():
-            asked[resource] = asked.get(resource, 0) + count
-        for resource, count in asked.items():
-            row = rows[(pod.namespace, resource)]
+        asked = {(resource, ""): count for resource, count in (pod.gpu_requests or {}).items()}
+        for key, count in by_dra.of_pod(pod).items():
+            asked[key] = asked.get(key, 0) + count
+        for (resource, device_class), count in asked.items():
+            row = rows[(pod.namespace, resource, device_class)]
             row["requested"] += count
             if pod.phase == "Running" and pod.node_name:
                 row["used"] += count
@@ -86,9 +86,8 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     for item in QuotaItem.objects.filter(
         namespace__cluster_id=cluster_id, resource__startswith="requests.nvidia.com/"
     ).select_related("namespace"):
-        rows[(item.namespace.name, item.resource.removeprefix("requests."))]["capacity"] = _number(
-            item.hard
-        )
+        quota = (item.namespace.name, item.resource.removeprefix("requests."), "")
+        rows[quota]["capacity"] = _number(item.hard)
     return [
         Sample(
             cluster_id=cluster_id,
@@ -96,22 +95,25 @@ def team_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
             kind=Sample.Kind.TEAM,
             owner=team_of.get(namespace, ""),
             scope=namespace,
+            flavor=device_class,
             resource=resource,
             **values,
         )
-        for (namespace, resource), values in rows.items()
+        for (namespace, resource, device_class), values in rows.items()
     ]
 
 
 class DraHeld:
     """What the claims of a cluster hold through DRA, said in the device plugin's resource
     names so the same GPU-share rule counts them (a whole GPU 1, a MIG device its share of
-    its GPU's model): read only where a pod has claims (two queries then)."""
+    its GPU's model), with the DeviceClass each was allocated through (its price may be its
+    own): read only where a pod has claims (two queries then)."""
 
     def __init__(self, cluster_id: int) -> None:
         self.cluster_id = cluster_id
         self._devices: dict[dra.DeviceKey, dra.Device] | None = None
         self._claims: dict[tuple[str, str], list[Any]] = {}
+        self._classes: dict[tuple[str, str], dict[str, str]] = {}
 
     def _load(self) -> dict[dra.DeviceKey, dra.Device]:
         if self._devices is None:
@@ -119,12 +121,14 @@ class DraHeld:
                 "node_name", "driver", "pool", "devices"
             )
             self._devices = {d.key: d for row in slices for d in dra.devices_of(row)}
-            self._claims = {
-                (namespace, name): allocated
-                for namespace, name, allocated in ObservedResourceClaim.objects.on(self.cluster_id)
+            claims = (
+                ObservedResourceClaim.objects.on(self.cluster_id)
                 .filter(state=ObservedResourceClaim.State.ALLOCATED)
-                .values_list("namespace", "name", "allocated")
-            }
+                .values_list("namespace", "name", "allocated", "requests")
+            )
+            for namespace, name, allocated, requests in claims:
+                self._claims[(namespace, name)] = allocated
+                self._classes[(namespace, name)] = dra.request_classes(requests)
         return self._devices
 
     def held(self) -> list[dra.Device]:
@@ -133,17 +137,20 @@ class DraHeld:
         keys = dra.taken_devices(self._claims.values())
         return [devices[k] for k in sorted(keys) if k in devices]
 
-    def of_pod(self, pod: ObservedPod) -> dict[str, int]:
-        """resource -> how many of it the pod's allocated claims hold."""
+    def of_pod(self, pod: ObservedPod) -> dict[tuple[str, str], int]:
+        """(resource, device class) -> how many of it the pod's allocated claims hold."""
         if not pod.resource_claims:
             return {}
         devices = self._load()
-        out: dict[str, int] = {}
+        out: dict[tuple[str, str], int] = {}
         for asked in pod.resource_claims:
-            for result in self._claims.get((pod.namespace, asked.get("claim", "")), ()):
+            claim = (pod.namespace, asked.get("claim", ""))
+            classes = self._classes.get(claim, {})
+            for result in self._claims.get(claim, ()):
                 device = devices.get((result["driver"], result["pool"], result["device"]))
                 if device is not None and device.resource:
-                    out[device.resource] = out.get(device.resource, 0) + 1
+                    key = (device.resource, classes.get(result.get("request", ""), ""))
+                    out[key] = out.get(key, 0) + 1
         return out
 
     def model_of(self, node: str) -> str | None:
@@ -238,7 +245,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
     difference)."""
     pools = list(NodePool.objects.on(cluster_id))
     pool_of_node: dict[str, str] = {}
-    rows: dict[tuple[str, str], dict[str, float]] = defaultdict(
+    rows: dict[tuple[str, str, str], dict[str, float]] = defaultdict(
         lambda: {"used": 0.0, "capacity": 0.0, "gpu_share": 0.0}
     )
     for node in (
@@ -252,7 +259,7 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
         for resource, value in (node.allocatable or {}).items():
             if not resource.startswith("nvidia.com/") or not str(value).isdigit() or not int(value):
                 continue
-            row = rows[(pool, resource)]
+            row = rows[(pool, resource, "")]
             used = int((node.allocated or {}).get(resource, 0))
             row["capacity"] += int(value)
             row["used"] += used
@@ -264,20 +271,22 @@ def pool_rows(now: dt.datetime, cluster_id: int) -> list[Sample]:
             time=now,
             kind=Sample.Kind.POOL,
             owner=pool,
+            flavor=flavor,
             resource=resource,
             **values,
         )
-        for (pool, resource), values in rows.items()
+        for (pool, resource, flavor), values in rows.items()
     ]
 
 
 def _dra_pool_rows(
-    rows: dict[tuple[str, str], dict[str, float]],
+    rows: dict[tuple[str, str, str], dict[str, float]],
     cluster_id: int,
     pool_of_node: dict[str, str],
 ) -> None:
-    """Per pool, the GPUs published through DRA (capacity, as whole GPUs) and the devices
-    its claims hold (used, in the device plugin's names, with their GPU share)."""
+    """Per pool, the GPUs published through DRA (capacity, as whole GPUs, flavor
+    ``DRA_GPUS``) and the devices its claims hold (used, in the device plugin's names, with
+    their GPU share, per DeviceClass they were allocated through)."""
     slices = list(
         ObservedResourceSlice.objects.on(cluster_id).values(
             "node_name", "driver", "pool", "devices", "shared_counters"
@@ -285,20 +294,22 @@ def _dra_pool_rows(
     )
     if not slices:
         return
-    taken = dra.taken_devices(
+    claims = list(
         ObservedResourceClaim.objects.on(cluster_id)
         .filter(state=ObservedResourceClaim.State.ALLOCATED)
-        .values_list("allocated", flat=True)
+        .values_list("allocated", "requests")
     )
+    taken = dra.taken_devices(allocated for allocated, _ in claims)
+    class_of = dra.device_classes(claims)
     for gpu in dra.gpus_of(slices, taken):
         if gpu.node not in pool_of_node:
             continue  # a node gone, or a slice for no one node
         pool = pool_of_node[gpu.node]
-        rows[(pool, "nvidia.com/gpu")]["capacity"] += 1
+        rows[(pool, "nvidia.com/gpu", DRA_GPUS)]["capacity"] += 1
         model = gpu.model()
         for device in gpu.taken:
             if device.resource:
-                row = rows[(pool, device.resource)]
+                row = rows[(pool, device.resource, class_of.get(device.key, ""))]
                 row["used"] += 1
                 row["gpu_share"] += mig_weight(model, device.resource)
 

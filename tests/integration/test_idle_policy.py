@@ -66,7 +66,11 @@ def test_the_idle_notebook_is_suspended_only_after_the_grace_with_the_policy_on(
     for minute in range(20, -1, -1):
         with django_capture_on_commit_callbacks(execute=True):
             record_readings(cluster.pk, rows, now=now - dt.timedelta(minutes=minute))
-    (spell,) = IdleSpell.objects.on(cluster).filter(ended_at__isnull=True)
+    (spell,) = IdleSpell.objects.on(cluster).filter(ended_at__isnull=True, namespace="team-dev")
+    # team-a's notebook too, a pod holding an H100 (the demo's h100 pool judges over 5), so
+    # team-a's lead, who sees only team-a's, finds one
+    (mine,) = IdleSpell.objects.on(cluster).filter(ended_at__isnull=True, namespace="team-a")
+    assert (mine.pod, mine.workload, mine.gpus, mine.pool) == ("notebook-a", "", 1.0, "h100")
     assert (spell.namespace, spell.workload, spell.gpus, spell.pool) == (
         "team-dev",
         pod.workload_name,

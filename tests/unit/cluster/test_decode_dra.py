@@ -18,7 +18,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cluster import dra
 from cluster.decode import (
+    claim_requests,
     decode_pods,
     device_class_values,
     resource_claim_values,
@@ -327,3 +329,32 @@ def test_a_running_pod_asking_only_dra_claims_is_kept_with_its_claims() -> None:
     assert row["resource_claims"] == [{"name": "gpu", "claim": "rc-h100-a", "template": ""}]
     plain = {**running, "spec": {**running["spec"], "resourceClaims": []}}
     assert decode_pods([plain]).rows == {}  # no GPU, no claim, not Pending: not kept
+
+
+def test_an_allocated_device_is_of_the_class_its_request_or_sub_request_asked_for() -> None:
+    """A result names its request, or for a firstAvailable alternative ``<request>/<sub>``
+    (docs/reference/dra.md): the class each allocated device was had through."""
+    requests = claim_requests(
+        {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+                    {
+                        "name": "any",
+                        "firstAvailable": [
+                            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
+                            {"name": "small", "deviceClassName": "mig.nvidia.com"},
+                        ],
+                    },
+                ]
+            }
+        }
+    )
+    allocated = [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"},
+        {"request": "any/small", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-1-mig-1"},
+    ]
+    assert dra.device_classes([(allocated, requests)]) == {
+        ("gpu.nvidia.com", "n1", "gpu-0"): "gpu.nvidia.com",
+        ("gpu.nvidia.com", "n1", "gpu-1-mig-1"): "mig.nvidia.com",
+    }

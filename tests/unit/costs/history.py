@@ -1,6 +1,6 @@
 """A made history for the cost tests: two pools (whole H100s; an A100-80GB sliced into
 3g.40gb and 1g.10gb), two teams, four days of November 2026 with the H100's price changed
-on the 16th."""
+on the 16th; and, with ``dra()``, a third pool of two A100-80GBs published through DRA."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from costs.models import Price
 from fleet.models import NodePool
-from usage.models import Rollup, SamplingState
+from usage.models import DRA_GPUS, Rollup, SamplingState
 
 DAY_S = 86400.0
 DAYS = [dt.date(2026, 11, d) for d in (14, 15, 16, 17)]
@@ -49,6 +49,7 @@ def rollup(
     cap: float,
     scope: str = "",
     weight: float = 1.0,
+    flavor: str = "",
 ) -> Rollup:
     return Rollup(
         period="day",
@@ -56,6 +57,7 @@ def rollup(
         kind=kind,
         owner=owner,
         scope=scope,
+        flavor=flavor,
         resource=resource,
         covered_seconds=DAY_S,
         used_seconds=used * DAY_S,
@@ -96,3 +98,28 @@ def made(teams: int = 0) -> None:
     prices()
     pools()
     usage(teams)
+
+
+def dra() -> None:
+    """A pool ``a100-dra`` of two A100-80GBs published through DRA, every day: team-a holds
+    one whole GPU by the class gpu.nvidia.com in team-a-work (beside its device plugin H100s
+    there), team-b two 3g.40gb devices by mig.nvidia.com (the other GPU, full); mig.nvidia.com
+    has its own A100-80GB price, 0.50 an hour, from the 16th (before it: the profile's share
+    of the GPU's 2.00, 1.00)."""
+    NodePool.objects.create(name="a100-dra", node_selector={"nvidia.com/gpu.product": A100})
+    Price.objects.create(
+        gpu_model="A100-80GB",
+        device_class="mig.nvidia.com",
+        per_hour=Decimal("0.50"),
+        effective_from=dt.date(2026, 11, 16),
+    )
+    rows = []
+    for day in DAYS:
+        rows += [
+            rollup(day, "pool", "a100-dra", GPU, 0, 2, flavor=DRA_GPUS),
+            rollup(day, "pool", "a100-dra", GPU, 1, 0, flavor="gpu.nvidia.com"),
+            rollup(day, "pool", "a100-dra", MIG_3G, 2, 0, weight=0.5, flavor="mig.nvidia.com"),
+            rollup(day, "team", "team-a", GPU, 1, 0, "team-a-work", flavor="gpu.nvidia.com"),
+            rollup(day, "team", "team-b", MIG_3G, 2, 0, "team-b-work", 0.5, "mig.nvidia.com"),
+        ]
+    Rollup.objects.bulk_create(rows)

@@ -12,7 +12,7 @@ from costs import selectors
 from costs.chargeback import to_cent
 from costs.models import CostPolicy
 from fleet.models import NodePool
-from tests.unit.costs.history import NOVEMBER, made
+from tests.unit.costs.history import NOVEMBER, dra, made
 from usage.models import Rollup
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +111,46 @@ def test_a_pool_of_no_known_model_is_said_unpriced_and_costs_nothing() -> None:
         "teams' use of nvidia.com/mig-1g.10gb on default where no pool offered it (4 days)",
         "teams' use of nvidia.com/mig-3g.40gb on default where no pool offered it (4 days)",
     ]
+
+
+def test_dra_devices_cost_their_class_price_else_their_share_beside_the_device_plugins() -> None:
+    """The made history plus two A100-80GBs by DRA (history.dra), against hand figures."""
+    made()
+    dra()
+    bill = selectors.chargeback(NOVEMBER, DECEMBER)
+    # the DRA GPUs: 2 x 24 h x 2.00 a day, 4 days = 384 beside the device plugin's 2880
+    assert bill.fleet_total == Decimal("3264.00")
+    # team-a: its device plugin hours (864 + 576/7, above) and a whole GPU by gpu.nvidia.com
+    # (no price of its own: the GPU's, 2.00) x 24 h x 4 = 192
+    assert close(bill.teams["team-a"].exact, 864 + 192 + Decimal(576) / 7)
+    assert bill.teams["team-a"].total == Decimal("1138.29")
+    # team-b: 816, and two 3g.40gb by mig.nvidia.com: 1.00 each (half of 2.00) on the 14th
+    # and 15th, the class's own 0.50 on the 16th and 17th: 2 x 24 x (1 + 1 + 0.5 + 0.5) = 144
+    assert bill.teams["team-b"].total == Decimal("960.00")
+    # the DRA GPUs' idle: 384 - 192 - 144 = 48 (the class priced below the share), the
+    # platform's with the rest: the teams plus the platform are the fleet to the cent
+    assert bill.platform_total == Decimal("1165.71")
+    assert sum(b.total for b in bill.teams.values()) + bill.platform_total == bill.fleet_total
+    assert bill.unpriced == []
+    pool = next(p for p in bill.pools if p.dra)
+    assert (pool.name, pool.allocatable_hours, pool.allocated_hours) == ("a100-dra", 192, 192)
+    assert (to_cent(pool.cost), to_cent(pool.idle_cost)) == (Decimal("384.00"), Decimal("48.00"))
+    # one namespace, one resource, two lines: the device plugin's and the class's
+    lines = selectors.chargeback(NOVEMBER, DECEMBER, ["team-a"]).teams["team-a"].lines
+    by_class = {
+        k[3]: line for k, line in lines.items() if k[1:3] == ("team-a-work", "nvidia.com/gpu")
+    }
+    assert set(by_class) == {"", "gpu.nvidia.com"}
+    assert to_cent(by_class["gpu.nvidia.com"].allocated) == Decimal("192.00")
+
+
+def test_dra_idle_capacity_shared_by_use_goes_by_gpu_hours() -> None:
+    made()
+    dra()
+    CostPolicy.objects.create(idle_sharing="use")
+    bill = selectors.chargeback(NOVEMBER, DECEMBER)
+    # the DRA GPUs' 48 idle: team-a's whole GPU and team-b's two halves are 24 GPU-hours a
+    # day each: 12 a day each on the 16th and 17th, beside the device plugin's (above)
+    assert close(bill.teams["team-a"].exact, Decimal(2 * 192 + 2 * 240 + 4 * 96 + 288 + 192 + 24))
+    assert close(bill.teams["team-b"].exact, Decimal(2 * 96 + 2 * 120 + 4 * 192 + 144 + 144 + 24))
+    assert bill.platform_total == Decimal("0.00")

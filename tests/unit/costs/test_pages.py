@@ -3,16 +3,19 @@ them: a lead sees their own team's invoice and the platform's line, never anothe
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
+from django.utils import timezone
 
 from costs import services
 from costs.models import CostPolicy, Price
 from portal.models import AuditEvent
+from portal.vocabulary.errors import DomainError
 from tests.unit.costs.history import made
 
 pytestmark = pytest.mark.django_db
@@ -193,3 +196,74 @@ def test_a_month_that_is_no_month_says_how_a_month_is_written(team_a_admin: Any)
     answer = signed_in(team_a_admin).get("/costs/invoices/team-a/2026-13/")
     assert answer.status_code == 404
     assert "No such month: a month is written YYYY-MM" in answer.content.decode()
+
+
+def test_a_dra_device_class_is_priced_through_the_same_door_with_field_errors(
+    platform_admin: Any,
+) -> None:
+    client = signed_in(platform_admin)
+    form = {"gpu_model": "A100-80GB", "per_hour": "0.5", "effective_from": "2026-11-16"}
+    both = client.post(
+        "/costs/prices/", {**form, "profile": "3g.40gb", "device_class": "mig.nvidia.com"}
+    )
+    assert both.status_code == 400 and "leave the MIG profile blank" in both.content.decode()
+    bad = client.post(
+        "/api/v1/costs/prices/",
+        {**form, "device_class": "Not A Class"},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["device_class"]
+    saved = client.post(
+        "/api/v1/costs/prices/",
+        {**form, "device_class": "mig.nvidia.com"},
+        content_type="application/json",
+    )
+    assert saved.status_code == 201 and saved.json()["device_class"] == "mig.nvidia.com"
+    page = client.get("/costs/prices/").content.decode()
+    assert "a device by DRA class <code>mig.nvidia.com</code>" in page
+    row = AuditEvent.objects.get(event="price.saved")
+    assert (row.source, row.new["device_class"]) == ("api", "mig.nvidia.com")
+    assert not Price.objects.filter(profile="3g.40gb").exists()
+
+
+def test_deleting_a_price_says_what_it_changes_and_asks_first(platform_admin: Any) -> None:
+    made()
+    client = signed_in(platform_admin)
+    later = Price.objects.get(gpu_model="H100-80GB", effective_from="2026-11-16")
+    url = f"/costs/prices/{later.pk}/delete/"
+    assert f'href="{url}"' in client.get("/costs/prices/").content.decode()
+    asked = client.get(url).content.decode()
+    assert (
+        "From 2026-11-16 on, the price before it holds instead: 4.0000 an hour from 2026-10-01."
+        in asked
+    )
+    assert "months already invoiced included" in asked
+    # a post without the confirmation only asks again; the service refuses it as well
+    assert client.post(url).status_code == 200
+    with pytest.raises(DomainError):
+        services.delete_price(actor=platform_admin, price=later, source="web", confirmed=False)
+    assert Price.objects.filter(pk=later.pk).exists()
+    assert client.post(url, {"confirm": "yes"}).status_code == 302
+    assert not Price.objects.filter(pk=later.pk).exists()
+    row = AuditEvent.objects.get(event="price.deleted")
+    assert (row.actor_name, row.source, row.old["per_hour"]) == ("padmin", "web", "5.0000")
+    # the whole GPU's only price: its days would have none
+    only = Price.objects.get(gpu_model="A100-80GB")
+    assert "no price holds" in client.get(f"/costs/prices/{only.pk}/delete/").content.decode()
+    assert client.delete(f"/api/v1/costs/prices/{only.pk}/").status_code == 204  # the call confirms
+
+
+def test_the_month_links_offer_no_month_before_the_history_nor_after_this_one(
+    platform_admin: Any,
+) -> None:
+    made()  # history from November 2026
+    client = signed_in(platform_admin)
+    november = client.get("/costs/?month=2026-11").content.decode()
+    assert "?month=2026-10" not in november and "?month=2026-12" in november
+    this = timezone.now().date().replace(day=1)
+    after = (this + dt.timedelta(days=32)).replace(day=1)
+    assert f"?month={after:%Y-%m}" not in client.get("/costs/").content.decode()
+    invoice = client.get(f"/costs/invoices/team-a/{this:%Y-%m}/").content.decode()
+    assert f"/costs/invoices/team-a/{after:%Y-%m}/" not in invoice
+    invoice = client.get("/costs/invoices/team-a/2026-11/").content.decode()
+    assert "/costs/invoices/team-a/2026-10/" not in invoice

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from cluster.scope import settings_cluster_id
+from costs.models import Price
 from devcluster import dcgm as exporter
 from fleet.models import NodePool
 from gpus import dcgm
@@ -159,10 +160,24 @@ def _spell(team: Any, name: str, **fields: Any) -> IdleSpell:
     return IdleSpell.objects.create(**(values | fields))
 
 
+WHOLE = {"node": NODE, "gpu": 0, "instance": 0, "profile": "", "pod": "p-0", "util": 1.0}
+
+
 def test_the_list_shows_a_lead_their_own_teams_only_in_queries_that_do_not_grow(
     client: Any, team_a: Any, team_b: Any, team_a_admin: Any, platform_admin: Any
 ) -> None:
+    """With what each spell's GPU-hours cost at the price that held then ("no price" where
+    none is set), priced in the same queries at one spell and at six."""
     _spell(team_b, "secret-train")
+    NodePool.objects.create(
+        name="h100", node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    )
+    today = timezone.now().date()
+    Price.objects.create(
+        gpu_model="H100-80GB",
+        per_hour="4.00",
+        effective_from=today.replace(day=1) - dt.timedelta(days=400),
+    )
 
     def queries() -> int:
         with CaptureQueriesContext(connection) as seen:
@@ -171,21 +186,27 @@ def test_the_list_shows_a_lead_their_own_teams_only_in_queries_that_do_not_grow(
         return len(seen)
 
     client.force_login(team_a_admin)
-    _spell(team_a, "job-0")
+    _spell(team_a, "job-0", pool="h100", devices=[WHOLE])
     few = queries()
     for n in range(1, 6):
-        _spell(team_a, f"job-{n}")
+        _spell(team_a, f"job-{n}", pool="h100", devices=[WHOLE, {**WHOLE, "gpu": 1}], gpus=2.0)
+    _spell(team_a, "job-mig", pool="a100", devices=[{**WHOLE, "profile": "3g.40gb"}])
     assert queries() == few
     page = client.get("/idle/").content.decode()
     api = client.get("/api/v1/idle/").json()
     assert "team-a-ns/job-5" in page and "secret-train" not in page
-    assert {row["workload"] for row in api} == {f"job-{n}" for n in range(6)}
-    assert {r["gpu_hours"] for r in api} == {3.0}
+    assert {row["workload"] for row in api} == {f"job-{n}" for n in range(6)} | {"job-mig"}
+    # 3 hours of one H100 at 4.00, of two; the a100 pool has no model known: no price
+    cost = {row["workload"]: (row["gpu_hours"], row["cost"], row["currency"]) for row in api}
+    assert cost["job-0"] == (3.0, "12.00", "USD")
+    assert cost["job-5"] == (6.0, "24.00", "USD")
+    assert cost["job-mig"] == (3.0, None, "USD")
+    assert "12.00 USD" in page and "no price" in page and "They cost 132.00 USD" in page
     assert client.get("/api/v1/idle/?team=team-b").status_code == 404
     unknown = client.get("/api/v1/idle/?cluster=nowhere")
     assert unknown.status_code == 400 and "cluster" in unknown.json()["errors"]
     client.force_login(platform_admin)
-    assert len(client.get("/api/v1/idle/").json()) == 7
+    assert len(client.get("/api/v1/idle/").json()) == 8
 
 
 def test_the_first_switch_on_waits_for_a_second_person(

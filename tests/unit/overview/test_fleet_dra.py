@@ -19,6 +19,7 @@ from loop.fetch import DraListing
 from loop.write import write_dra, write_fleet
 from overview import selectors
 from tests.factories import NamespaceFactory
+from usage.models import DRA_GPUS
 from usage.sampling import pool_rows, team_rows
 
 pytestmark = pytest.mark.django_db
@@ -111,14 +112,21 @@ def test_the_fleet_page_and_the_node_page_say_by_dra(
 
 
 def test_usage_counts_dra_gpus_and_mig_slices_with_the_gpu_share_rule(dra_pool: Any) -> None:
+    """Each device held under the DeviceClass its claim asked for (the recorded claims':
+    gpu.nvidia.com, mig.nvidia.com), the pool's DRA GPUs as their own row."""
     cluster = settings_cluster_id()
-    pools = {(s.owner, s.resource): s for s in pool_rows(NOW, cluster)}
-    whole, mig = pools[("dra", "nvidia.com/gpu")], pools[("dra", "nvidia.com/mig-3g.40gb")]
-    assert (whole.capacity, whole.used, whole.gpu_share) == (3, 2, 2)
+    pools = {(s.owner, s.resource, s.flavor): s for s in pool_rows(NOW, cluster)}
+    gpus = pools[("dra", "nvidia.com/gpu", DRA_GPUS)]
+    whole = pools[("dra", "nvidia.com/gpu", "gpu.nvidia.com")]
+    mig = pools[("dra", "nvidia.com/mig-3g.40gb", "mig.nvidia.com")]
+    assert (gpus.capacity, gpus.used) == (3, 0)
+    assert (whole.capacity, whole.used, whole.gpu_share) == (0, 2, 2)
     assert mig.used == 1 and mig.gpu_share == pytest.approx(4 / 8)  # 3g.40gb: 4 of 8 memory
-    teams = {(s.scope, s.resource): s for s in team_rows(NOW, cluster)}
-    assert teams[("rc-dra", "nvidia.com/gpu")].used == 1
-    assert teams[("rc-dra", "nvidia.com/mig-3g.40gb")].gpu_share == pytest.approx(4 / 8)
+    teams = {(s.scope, s.resource, s.flavor): s for s in team_rows(NOW, cluster)}
+    assert teams[("rc-dra", "nvidia.com/gpu", "gpu.nvidia.com")].used == 1
+    assert teams[("rc-dra", "nvidia.com/mig-3g.40gb", "mig.nvidia.com")].gpu_share == (
+        pytest.approx(4 / 8)
+    )
 
 
 def test_a_teams_home_lists_its_running_dra_pods(

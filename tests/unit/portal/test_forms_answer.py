@@ -63,7 +63,10 @@ NOT_WALKED = {
     "budgets/<int:pk>/delete/": "the remove button of /budgets/<pk>/ (posted from there)",
     "budgets/<int:pk>/extend/": "the extension form of /budgets/<pk>/ (posted from there)",
     "budgets/extensions/<int:pk>/<str:action>/": "the decision buttons of /budgets/<pk>/",
-    "costs/prices/<int:pk>/delete/": "the remove button of /costs/prices/ (posted from there)",
+    "costs/prices/<int:pk>/delete/": (
+        "a price's delete confirmation: one hidden confirm field, no input to refuse "
+        "(tests/unit/costs/test_pages.py)"
+    ),
     "costs/invoices/<slug:team>/<str:month>.csv": "an invoice's CSV download, no form",
     "costs/panel/<slug:team>/": "the home's cost panel, loaded into /, no form",
     "workloads/<str:cluster>/<str:namespace>/<str:name>/": (

@@ -47,6 +47,8 @@ READS = {
     # costs: everyone reads the prices and their teams' costs; another team's invoice is hidden
     "/costs/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/costs/prices/": (LOGIN, OK, OK, OK, OK, OK, OK),
+    # a price's delete asks first (what it changes), platform admins only
+    "/costs/prices/{price}/delete/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, OK),
     "/costs/invoices/team-a/2026-11/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/costs/invoices/team-a/2026-11.csv": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/costs/panel/team-a/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
