@@ -3,6 +3,7 @@ over the same rows (its own bare baseline).
 
     python bench/pages.py [--nodes 5000] [--teams 1000] [--changes 300] [--workloads 50000]
                           [--clients 8] [--requests 1000] [--only home,fleet,...]
+    python bench/pages.py --scale [--changes 300] [--clients 8] [--requests 1000]
 
 1. Fills a database of its own (``bench/loadkit.py``): 5,000 observed GPU nodes in ten
    node pools (one intends a MIG config half its nodes are not on; GPU health for one node
@@ -25,6 +26,14 @@ over the same rows (its own bare baseline).
    first). A thousand a side, so that a p99 is the tenth slowest request, not the second
    of 200.
 
+With ``--scale`` the database holds the scale scenario instead (``bench/scale.py``, written
+by ``bench/scale_db.py``: 5,000 nodes in 20 pools, 1,000 teams, the cohort tree of 1,000
+ClusterQueues, 50,000 workloads, 150,000 pods; its own sizes, so ``--nodes``, ``--teams``
+and ``--workloads`` do not count; ``--smoke``: its smoke size), and the pages are issue 39's:
+the home of a lead whose team has 25 waiting workloads, the Queues page, a ClusterQueue's
+page, the approver's Workloads list and workspace, and the Fleet page, each beside a bare
+page over the same rows.
+
 Prints each page's p50 and p99 against its own baseline's; the p99 ratio over all pages
 (which the slowest page dominates); last line ``worst_ratio=… fleet_html_kb=…``: the worst
 page's p99 ratio, and the size of the Fleet page's HTML. Goal: every page within 2x its
@@ -46,6 +55,8 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 os.environ["DJANGO_SETTINGS_MODULE"] = "pages_settings"
 os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
+import scale  # noqa: E402
+import scale_db  # noqa: E402
 from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
 from smoke import parse  # noqa: E402
 
@@ -57,6 +68,20 @@ PAGES = {  # name -> (who, portal, baseline, pages)
     "inbox": ("approver", "/changes/", "/baseline/inbox/", 1),
     "waiting": ("lead", "/api/v1/waiting/", "/baseline/home/", 1),
     "workloads": ("approver", "/workloads/", "/baseline/workloads/", 0),
+}
+SCALE_QUEUE = "cq-0-000"  # the lead's team's queue (its namespaces' LocalQueues point at it)
+SCALE_PAGES = {  # issue 39's pages over the scale scenario
+    "home": ("lead", "/", "/baseline/home/", 1),
+    "queues": ("lead", "/queues/", "/baseline/queues/", 1),
+    "cluster-queue": (
+        "admin",
+        f"/queues/cluster-queues/{SCALE_QUEUE}/edit/",
+        f"/baseline/cluster-queues/{SCALE_QUEUE}/",
+        1,
+    ),
+    "workloads": ("approver", "/workloads/", "/baseline/workloads/", 0),
+    "workspace": ("approver", "/workspace/", "/baseline/inbox/", 1),
+    "fleet": ("lead", "/fleet/", "/baseline/fleet/", 1),
 }
 
 
@@ -230,8 +255,12 @@ def fleet_html_kb(base: str, cookie: str) -> float:
     return len(response.data) / 1024
 
 
-def add_people_and_requests(changes: int) -> dict[str, str]:
-    """The lead, the approver and the pending requests; returns a session cookie per user."""
+def add_people_and_requests(
+    changes: int, namespaces: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The lead (of the first two teams, 20 Pending pods in their namespaces: ``namespaces``,
+    team -> namespace, else ``<team>-ml``), the approver, an admin and the pending requests;
+    returns a session cookie per user."""
     from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import User
@@ -246,13 +275,18 @@ def add_people_and_requests(changes: int) -> dict[str, str]:
     lead = User.objects.create_user("bench-lead", password="unused")
     approver = User.objects.create_user("bench-approver", password="unused")
     PlatformRole.objects.create(user=approver, role=PlatformRole.Role.APPROVER)
+    admin = User.objects.filter(username="bench-admin").first()
+    if admin is None:
+        admin = User.objects.create_user("bench-admin", password="unused")
+        PlatformRole.objects.create(user=admin, role=PlatformRole.Role.ADMIN)
     teams = list(Team.objects.order_by("slug")[:2])
+    namespace = namespaces or {team.slug: f"{team.slug}-ml" for team in teams}
     for team in teams:
         Membership.objects.create(user=lead, team=team, role="lead")
     now = timezone.now()
     ObservedPod.objects.bulk_create(
         ObservedPod(
-            namespace=f"{teams[index % 2].slug}-ml",
+            namespace=namespace[teams[index % 2].slug],
             name=f"train-{index:02d}",
             phase="Pending",
             gpu_requests={"nvidia.com/mig-3g.40gb": 1},
@@ -282,7 +316,7 @@ def add_people_and_requests(changes: int) -> dict[str, str]:
         for index in range(changes)
     )
     cookies = {}
-    for name, user in (("lead", lead), ("approver", approver)):
+    for name, user in (("lead", lead), ("approver", approver), ("admin", admin)):
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
         session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -290,6 +324,38 @@ def add_people_and_requests(changes: int) -> dict[str, str]:
         session.create()
         cookies[name] = f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
     return cookies
+
+
+def filled(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, int], str]:
+    """The database as ``args`` asks (the default fill, or the scale scenario); returns the
+    session cookies, each random-paged page's page count, and a line saying what it holds."""
+    if args.scale:
+        s = scale.build(scale.SMOKE if args.smoke else scale.FULL)
+        scale_db.write(s)
+        add_poll_history()
+        settle()
+        first = {t: next(ns for ns, of in s.namespaces.items() if of == t) for t in s.teams[:2]}
+        cookies = add_people_and_requests(args.changes, first)
+        explain_what_waits()
+        said = (
+            f"scale scenario: {len(s.nodes)} nodes, {len(s.teams)} teams, "
+            f"{len(s.cluster_queues)} ClusterQueues, {len(s.workloads)} workloads, "
+            f"{args.changes} pending MIG changes"
+        )
+        return cookies, {"workloads": max(1, -(-len(s.workloads) // 50))}, said
+    fill(args.nodes, args.teams)
+    add_pools_and_health(args.nodes)
+    add_workloads(args.workloads, args.teams)
+    add_poll_history()
+    settle()
+    cookies = add_people_and_requests(args.changes)
+    explain_what_waits()
+    node_pages = max(1, -(-args.nodes // POOLS // 50))
+    said = (
+        f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes, "
+        f"{args.workloads} workloads"
+    )
+    return cookies, {"fleet-nodes": node_pages, "workloads": max(1, -(-args.workloads // 50))}, said
 
 
 def main() -> int:
@@ -302,44 +368,34 @@ def main() -> int:
     parser.add_argument("--workloads", type=int, default=50_000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--only", default="", help=f"some of {', '.join(PAGES)}, by commas")
+    parser.add_argument("--scale", action="store_true", help="the scale scenario's data and pages")
+    parser.add_argument("--only", default="", help="some of the pages, by commas")
     args = parse(
         parser,
         {"nodes": 60, "teams": 12, "changes": 6, "workloads": 120, "clients": 2, "requests": 4},
     )
-    only = [name for name in args.only.split(",") if name] or list(PAGES)
-    if set(only) - set(PAGES):
-        parser.error(f"--only takes {', '.join(PAGES)}")
+    shown = SCALE_PAGES if args.scale else PAGES
+    only = [name for name in args.only.split(",") if name] or list(shown)
+    if set(only) - set(shown):
+        parser.error(f"--only takes {', '.join(shown)}")
 
     import django
 
     django.setup()
-    fill(args.nodes, args.teams)
-    add_pools_and_health(args.nodes)
-    add_workloads(args.workloads, args.teams)
-    add_poll_history()
-    settle()
-    cookies = add_people_and_requests(args.changes)
-    explain_what_waits()
-    node_pages = max(1, -(-args.nodes // POOLS // 50))
-    random_pages = {"fleet-nodes": node_pages, "workloads": max(1, -(-args.workloads // 50))}
+    cookies, random_pages, said = filled(args)
     port = free_port()
     server = serve(port, "pages_settings")
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(base, "/healthz", server)
-        print(
-            f"{args.nodes} nodes, {args.teams} teams, {args.changes} pending MIG changes, "
-            f"{args.workloads} workloads; "
-            f"{args.clients} clients; {args.requests} requests per page and side"
-        )
+        print(f"{said}; {args.clients} clients; {args.requests} requests per page and side")
         with Polls():
             ratios = compare(
                 base,
                 server,
                 {
                     name: (portal, baseline, pages or random_pages[name], {"cookie": cookies[who]})
-                    for name, (who, portal, baseline, pages) in PAGES.items()
+                    for name, (who, portal, baseline, pages) in shown.items()
                     if name in only
                 },
                 clients=args.clients,

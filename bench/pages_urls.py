@@ -12,8 +12,9 @@ from django.template import engines
 from django.urls import path
 
 from changes.models import MigChangeRequest
-from cluster.models import ObservedNode, ObservedWorkload
+from cluster.models import ObservedNode, ObservedObject, ObservedWorkload
 from portal.urls import urlpatterns as portal_urlpatterns
+from queues.models import ClusterQueue
 from tenants.models import Namespace
 
 DJANGO = engines["django"]
@@ -45,6 +46,17 @@ WORKLOADS = DJANGO.from_string(
     "<html><body><table>{% for w in page %}<tr><td>{{ w.namespace }}/{{ w.name }}</td><td>"
     "{{ w.queue_name }}</td><td>{{ w.admitted }}</td><td>{{ w.requests }}</td><td>"
     "{{ w.priority }}</td><td>{{ w.created_at }}</td></tr>{% endfor %}</table></body></html>"
+)
+QUEUES = DJANGO.from_string(
+    "<html><body><table>{% for q in queues %}<tr><td>{{ q.cohort.name }}</td><td>{{ q.name }}"
+    "</td><td>{{ q.resource_groups }}</td><td>{{ q.status }}</td></tr>{% endfor %}</table>"
+    "</body></html>"
+)
+CLUSTER_QUEUE = DJANGO.from_string(
+    "<html><body><h1>{{ q.name }} in {{ q.cohort.name }}</h1><table>"
+    "{% for g in q.resource_groups %}{% for f in g.flavors %}{% for r in f.resources %}"
+    "<tr><td>{{ f.name }}</td><td>{{ r.name }}</td><td>{{ r.nominalQuota }}</td></tr>"
+    "{% endfor %}{% endfor %}{% endfor %}</table></body></html>"
 )
 INBOX = DJANGO.from_string(
     "<html><body><ul>{% for c in changes %}<li>#{{ c.pk }} {{ c.team.slug }} {{ c.nodes }} "
@@ -96,6 +108,26 @@ def baseline_inbox(request: HttpRequest) -> HttpResponse:
     return HttpResponse(INBOX.render({"changes": changes}))
 
 
+@login_required
+def baseline_queues(request: HttpRequest) -> HttpResponse:
+    """Every ClusterQueue with its cohort, quota and the status the poll saw of it."""
+    statuses = dict(
+        ObservedObject.objects.on_every_cluster()
+        .filter(kind="ClusterQueue")
+        .values_list("name", "status")
+    )
+    queues = list(ClusterQueue.objects.on_every_cluster().select_related("cohort").order_by("name"))
+    for q in queues:
+        q.status = statuses.get(q.name, {})  # type: ignore[attr-defined]
+    return HttpResponse(QUEUES.render({"queues": queues}))
+
+
+@login_required
+def baseline_cluster_queue(request: HttpRequest, name: str) -> HttpResponse:
+    q = ClusterQueue.objects.on_every_cluster().select_related("cohort").get(name=name)
+    return HttpResponse(CLUSTER_QUEUE.render({"q": q}))
+
+
 urlpatterns = [
     *portal_urlpatterns,
     path("baseline/home/", baseline_home),
@@ -103,4 +135,6 @@ urlpatterns = [
     path("baseline/nodes/", baseline_nodes),
     path("baseline/inbox/", baseline_inbox),
     path("baseline/workloads/", baseline_workloads),
+    path("baseline/queues/", baseline_queues),
+    path("baseline/cluster-queues/<str:name>/", baseline_cluster_queue),
 ]

@@ -155,6 +155,13 @@ class Scenario:
         return [w for w in self.workloads if not w.flavor]
 
     @cached_property
+    def by_queue(self) -> dict[str, list[Workload]]:
+        out: dict[str, list[Workload]] = {q.name: [] for q in self.cluster_queues}
+        for w in self.workloads:
+            out[w.cluster_queue].append(w)
+        return out
+
+    @cached_property
     def nodes_by_pool(self) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {p.name: [] for p in self.pools}
         for node in self.nodes:

@@ -2,10 +2,11 @@
 
     python bench/whatif.py [--workloads 2000] [--seed 7] [--runs 3]
 
-1. The scale scenario (``bench/scale.py``): 1,000 ClusterQueues in 10 cohorts of 100,
-   50,000 workloads (half admitted, half waiting); a raise of one queue's nominal quota
-   (double, on both its flavors), with classic preemption and with fair sharing. Goal:
-   under 2 s each.
+1. The scale scenario (``bench/scale.py``): 1,000 ClusterQueues in 10 cohorts of 100
+   under two roots (the what-if reads the tree: a change reaches the queues of its tree
+   that share a flavor with it, here its own cohort's), 50,000 workloads (half admitted,
+   half waiting); a raise of one queue's nominal quota (double, on both its flavors), with
+   classic preemption and with fair sharing. Goal: under 2 s each.
 2. One busy cohort as plain facts: eight ClusterQueues sharing two GPU flavors (the first
    four preempt within themselves and reclaim from the cohort, one of them borrows with
    ``borrowWithinCohort``), ``--workloads`` admitted workloads that fill the cohort (1 to 8
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import scale
 from smoke import parse
 
-from queues.whatif import Group, Outcome, Queue, Quota, Workload, World, what_if
+from queues.whatif import Cohort, Group, Outcome, Queue, Quota, Workload, World, what_if
 
 GPU = "nvidia.com/gpu"
 FLAVORS = ("h100", "a100")
@@ -82,9 +83,9 @@ def build(count: int, seed: int, *, fair: bool) -> World:
 
 
 def scale_world(s: scale.Scenario, *, fair: bool) -> World:
-    """The scale scenario's queues and workloads as the what-if reads them: every other
-    queue preempts (within itself, and reclaims from its cohort), one in ten also with
-    ``borrowWithinCohort``."""
+    """The scale scenario's cohort tree, queues and workloads as the what-if reads them:
+    every other queue preempts (within itself, and reclaims from its cohort), one in ten
+    also with ``borrowWithinCohort``."""
     queues = tuple(
         Queue(
             name=q.name,
@@ -111,7 +112,8 @@ def scale_world(s: scale.Scenario, *, fair: bool) -> World:
         )
         for w in s.workloads
     )
-    return World(queues, workloads, fair_sharing=fair)
+    cohorts = {name: Cohort(parent) for name, parent in s.cohorts.items()}
+    return World(queues, workloads, fair_sharing=fair, cohorts=cohorts)
 
 
 def timed(world: World) -> tuple[Outcome, float]:

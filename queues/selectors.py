@@ -126,24 +126,30 @@ def _placed(w: whatif.Workload, queues: dict[str, whatif.Queue]) -> whatif.Workl
 
 def kueue_world(observed: ObservedKueue, cluster_id: int) -> whatif.World:
     """The ClusterQueues of cluster ``cluster_id`` as saved (by name: a name is a queue on
-    one cluster only), each Cohort's own quota, and the observed workloads (two queries
-    whatever the number of queues)."""
+    one cluster only), the Cohorts' tree with each one's own quota and limits, and the
+    observed workloads (two queries whatever the number of queues)."""
     cohorts = list(Cohort.objects.on(cluster_id))
     names = {c.pk: c.name for c in cohorts}
     queues = {cq.name: _queue(cq, names) for cq in ClusterQueue.objects.on(cluster_id)}
-    own = {
-        c.name: {
-            (flavor, q["name"]): parse_quantity(str(q.get("nominalQuota", "0")))
-            for _, flavor, q in quota_entries(c.resource_groups)
-        }
+    tree = {
+        c.name: whatif.Cohort(
+            parent=names.get(c.parent_id or 0, ""),
+            quotas={
+                (flavor, q["name"]): whatif.Quota(
+                    parse_quantity(str(q.get("nominalQuota", "0"))),
+                    _limit(q, "borrowingLimit"),
+                    _limit(q, "lendingLimit"),
+                )
+                for _, flavor, q in quota_entries(c.resource_groups)
+            },
+        )
         for c in cohorts
-        if c.resource_groups
     }
     return whatif.World(
         queues=tuple(queues.values()),
         workloads=tuple(_placed(w, queues) for w in observed.workloads),
-        cohort_quotas=own,
         fair_sharing=observed.fair_sharing,
+        cohorts=tree,
     )
 
 

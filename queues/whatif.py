@@ -12,6 +12,11 @@ member borrows before and after. It follows Kueue's documentation (v0.19), not i
   the queue's unused nominal quota, or within the cohort's unused quota and the queue's
   ``nominalQuota + borrowingLimit``), BorrowingLimit, LendingLimit (``nominal - lendingLimit``
   stays the queue's own), the preemption policies and FlavorFungibility.
+* ``concepts/cohort.md`` — hierarchical cohorts (a Cohort's ``parentName``; its own
+  ``nominalQuota`` is extra quota for its subtree, its ``borrowingLimit`` bounds what the
+  subtree borrows from its parent's, its ``lendingLimit`` what it lends there): what a queue
+  may take is what it keeps for itself plus what its cohort may take, walked up the tree,
+  each level within its limits (``docs/reference/kueue-hierarchical-cohorts.md``).
 * ``concepts/preemption.md`` — Classic Preemption (who may preempt, the candidates and their
   order, the four target heuristics, the final minimisation) and Fair Sharing (the share
   value, ``preemptionStrategies`` ``[LessThanOrEqualToFinalShare, LessThanInitialShare]``,
@@ -49,7 +54,10 @@ NOT_MODELLED = (
     "Partial admission: a workload is admitted whole or waits.",
     "Nodes: whether the admitted pods find a node (free GPUs, MIG layouts, taints).",
     "Several pod sets: a workload is charged as one pod set, on one flavor per resource.",
-    "Hierarchical cohorts: one cohort's queues and its own quota; no parent cohort.",
+    "Hierarchical cohorts' preemption order: a borrowing queue anywhere in the tree is a "
+    "candidate when its cohorts up to the preemptor's borrow too, but Kueue's preference for "
+    "those in the subtree where the preemptor has the advantage, and its fair sharing's "
+    "comparison level by level, are not modelled (shares are against the whole tree).",
     "Time: workloads finishing, preempted workloads queued again, back-off, pods-ready timeouts.",
     "Admission fair sharing (by LocalQueue usage) and the alpha concurrent admission.",
     "Namespace selectors and stopped LocalQueues: a workload counts in the queue its "
@@ -111,13 +119,38 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Cohort:
+    """A Cohort object: its parent (``""``: a root) and, per (flavor, resource), its own
+    quota: ``nominal`` extra for its subtree, ``borrowing_limit`` on what the subtree borrows
+    from its parent's, ``lending_limit`` on what it lends there (``None``: no limit)."""
+
+    parent: str = ""
+    quotas: Mapping[FlavorResource, Quota] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class World:
-    """Queues, workloads, each cohort's own quota, and whether Kueue runs fair sharing."""
+    """Queues, workloads, each cohort's own quota (``cohort_quotas``: nominal only, a cohort
+    with no parent; ``cohorts``: the tree, with limits), and whether Kueue runs fair
+    sharing."""
 
     queues: tuple[Queue, ...]
     workloads: tuple[Workload, ...]
     cohort_quotas: Mapping[str, Mapping[FlavorResource, Amount]] = field(default_factory=dict)
     fair_sharing: bool = False
+    cohorts: Mapping[str, Cohort] = field(default_factory=dict)
+
+    def tree(self) -> dict[str, Cohort]:
+        """Every cohort named, by a queue or another cohort, with its parent and quota."""
+        out = dict(self.cohorts)
+        for name, own in self.cohort_quotas.items():
+            known = out.get(name, Cohort())
+            quotas = {fr: Quota(v) for fr, v in own.items() if fr not in known.quotas}
+            out[name] = replace(known, quotas={**known.quotas, **quotas})
+        for name in [q.cohort for q in self.queues] + [c.parent for c in list(out.values())]:
+            if name and name not in out:
+                out[name] = Cohort()  # a name alone: an implicit cohort with no quota
+        return out
 
     def with_queue(self, queue: Queue) -> World:
         """The same world with ``queue`` in place of the one of its name."""
@@ -198,12 +231,53 @@ class _Quotas:
             if q.cohort:
                 self.members[q.cohort].append(q)
         self.position = {q.name: i for i, q in enumerate(world.queues)}
-        self.cohort_quotas = world.cohort_quotas
+        self.cohorts = world.tree()
+        self.children: dict[str, list[str]] = defaultdict(list)
+        for name, cohort in self.cohorts.items():
+            if cohort.parent:
+                self.children[cohort.parent].append(name)
+        self.up = {name: self._path(name) for name in self.cohorts}
+        self.paths = {q.name: self.up[q.cohort] for q in world.queues if q.cohort}
         self.fair = world.fair_sharing
         self.scale = scale or {}
         self._pools: dict[tuple[str, FlavorResource], Amount] = {}
         self._kept: dict[tuple[str, FlavorResource], Amount] = {}
         self._weights: dict[str, Fraction] = {}
+        self._trees: dict[str, list[Queue]] = {}
+        self._cohort_kept: dict[tuple[str, FlavorResource], Amount] = {}
+
+    def _path(self, cohort: str) -> tuple[str, ...]:
+        """The cohort and its ancestors up to the root (a cycle, which Kueue refuses to
+        admit in, is cut where it closes)."""
+        path: list[str] = []
+        while cohort and cohort not in path:
+            path.append(cohort)
+            cohort = self.cohorts[cohort].parent if cohort in self.cohorts else ""
+        return tuple(path)
+
+    def root(self, cohort: str) -> str:
+        return self.up[cohort][-1] if cohort else ""
+
+    def tree_members(self, root: str) -> list[Queue]:
+        """The queues of every cohort of the tree under ``root``, in the world's order."""
+        known = self._trees.get(root)
+        if known is None:
+            known = self._trees[root] = [
+                q for q in self.queues.values() if q.cohort and self.root(q.cohort) == root
+            ]
+        return known
+
+    def reclaimable(self, other: str, preemptor: str, fr: FlavorResource, usage: _Usage) -> bool:
+        """Whether a borrowing queue of cohort ``other`` lends back to a queue of cohort
+        ``preemptor`` on ``fr``: every cohort between it and their lowest common ancestor
+        takes more from its parent than its subtree holds (one cohort: nothing between)."""
+        common = set(self.up[preemptor])
+        for cohort in self.up[other]:
+            if cohort in common:
+                return True
+            if usage.pooled.get((cohort, fr), 0) <= self.pool(cohort, fr):
+                return False
+        return True
 
     def quota(self, queue: str, fr: FlavorResource) -> Quota | None:
         return self.queues[queue].quotas.get(fr)
@@ -224,8 +298,9 @@ class _Quotas:
         return known
 
     def pool(self, cohort: str, fr: FlavorResource) -> Amount:
-        """What the cohort's members lend (each its ``lendingLimit``, else all its nominal
-        quota), plus the cohort's own quota (the quotas do not change: kept once known)."""
+        """The cohort's subtree quota: what its members lend (each its ``lendingLimit``,
+        else all its nominal quota), what its child cohorts lend likewise, plus its own
+        nominal quota (the quotas do not change: kept once known)."""
         known = self._pools.get((cohort, fr))
         if known is not None:
             return known
@@ -234,13 +309,49 @@ class _Quotas:
             quota = m.quotas.get(fr)
             if quota is not None:
                 lent += quota.nominal - self.guaranteed(m.name, fr)
-        lent += self.cohort_quotas.get(cohort, {}).get(fr, 0)
+        for child in self.children[cohort]:
+            if child in self.up[cohort]:
+                continue  # a cycle
+            lent += self.pool(child, fr) - self.kept_by(child, fr)
+        own = self.cohorts[cohort].quotas.get(fr) if cohort in self.cohorts else None
+        lent += own.nominal if own is not None else 0
         self._pools[(cohort, fr)] = lent
         return lent
 
+    def kept_by(self, cohort: str, fr: FlavorResource) -> Amount:
+        """What a cohort's subtree keeps from its parent: ``subtree - lendingLimit`` (kept
+        once known)."""
+        known = self._cohort_kept.get((cohort, fr))
+        if known is None:
+            own = self.cohorts[cohort].quotas.get(fr)
+            known = 0
+            if own is not None and own.lending_limit is not None and len(self.up[cohort]) > 1:
+                known = max(0, self.pool(cohort, fr) - own.lending_limit)
+            self._cohort_kept[(cohort, fr)] = known
+        return known
+
+    def _from_cohort(self, cohort: str, fr: FlavorResource, usage: _Usage) -> Amount:
+        """What the cohort's subtree may still take of ``fr``: its own unused part, and what
+        its parent may give it within its ``borrowingLimit``, up to the root (Kueue's
+        ``available``; negative when more is in use than the tree holds)."""
+        path = self.up[cohort]
+        for at, node in enumerate(path):  # a level without limits passes its parent's on
+            own = self.cohorts[node].quotas.get(fr)
+            if at + 1 == len(path):
+                return self.pool(node, fr) - usage.pooled.get((node, fr), 0)
+            if own is not None and (own.borrowing_limit, own.lending_limit) != (None, None):
+                break
+        pool = self.pool(node, fr)
+        used = usage.pooled.get((node, fr), 0)
+        kept = self.kept_by(node, fr)
+        above = self._from_cohort(path[at + 1], fr, usage)
+        if own is not None and own.borrowing_limit is not None:
+            above = min(above, pool - kept - max(0, used - kept) + own.borrowing_limit)
+        return max(0, kept - used) + above
+
     def available(self, queue: str, fr: FlavorResource, usage: _Usage) -> Amount:
-        """How much more of ``fr`` the queue may take now (its own unused part, the
-        cohort's unused lendable quota, no more than ``nominal + borrowingLimit``)."""
+        """How much more of ``fr`` the queue may take now (its own unused part, what its
+        cohort tree may give it, no more than ``nominal + borrowingLimit``)."""
         q = self.queues[queue]
         quota = q.quotas.get(fr)
         if quota is None:
@@ -249,7 +360,10 @@ class _Quotas:
         if not q.cohort:
             return max(0, quota.nominal - used)
         own = max(0, self.guaranteed(queue, fr) - used)
-        free = own + self.pool(q.cohort, fr) - usage.pooled.get((q.cohort, fr), 0)
+        if len(self.up[q.cohort]) == 1:  # a root: what its tree holds, less what it uses
+            free = own + self.pool(q.cohort, fr) - usage.pooled.get((q.cohort, fr), 0)
+        else:
+            free = own + self._from_cohort(q.cohort, fr, usage)
         if quota.borrowing_limit is not None:
             free = min(free, quota.nominal + quota.borrowing_limit - used)
         return max(0, free)
@@ -273,7 +387,7 @@ class _Quotas:
         self, queue: str, usage: _Usage, change: Mapping[FlavorResource, Amount] | None = None
     ) -> float:
         """Kueue's share value (``weightedShare``): the largest, over resources, of what the
-        queue borrows over what its cohort lends, divided by its weight, times 1000
+        queue borrows over what its cohort tree lends, divided by its weight, times 1000
         (``change``: added to the queue's usage first). Exact until the one division."""
         q = self.queues[queue]
         if not q.cohort:
@@ -281,8 +395,9 @@ class _Quotas:
         over_most: Amount = 0
         of: Amount = 1
         used = usage[queue]
+        root = self.root(q.cohort)
         for fr, quota in q.quotas.items():
-            pool = self.pool(q.cohort, fr)
+            pool = self.pool(root, fr)
             if pool > 0:
                 over = used.get(fr, 0) + (change.get(fr, 0) if change else 0) - quota.nominal
                 if over > 0 and over * of > over_most * pool:
@@ -312,13 +427,24 @@ class _Usage(defaultdict[str, dict[FlavorResource, Amount]]):
         used = self[queue]
         before = used.get(fr, 0)
         after = used[fr] = before + value
-        q = self.quotas.queues.get(queue)
-        if q is not None and q.cohort:
-            kept = self.quotas.guaranteed(queue, fr)
-            change = max(0, after - kept) - max(0, before - kept)
-            if change:
-                key = (q.cohort, fr)
-                self.pooled[key] = self.pooled.get(key, 0) + change
+        path = self.quotas.paths.get(queue)
+        if not path:
+            return
+        kept = self.quotas.guaranteed(queue, fr)
+        change = max(0, after - kept) - max(0, before - kept)
+        pooled = self.pooled
+        last = path[-1]
+        for cohort in path:  # what each level takes of its parent's
+            if not change:
+                return
+            key = (cohort, fr)
+            before = pooled.get(key, 0)
+            after = pooled[key] = before + change
+            if cohort == last:
+                return
+            kept = self.quotas.kept_by(cohort, fr)
+            if kept:
+                change = max(0, after - kept) - max(0, before - kept)
 
     def clone(self) -> _Usage:
         out = _Usage(self.quotas)
@@ -340,13 +466,11 @@ def _scales(world: World) -> dict[str, int]:
         if isinstance(value, Fraction) and value.denominator != 1:
             scale[resource] = math.lcm(scale.get(resource, 1), value.denominator)
 
-    for q in world.queues:
-        for (_, r), quota in q.quotas.items():
+    quotas = [q.quotas for q in world.queues] + [c.quotas for c in world.tree().values()]
+    for of in quotas:
+        for (_, r), quota in of.items():
             for value in (quota.nominal, quota.borrowing_limit, quota.lending_limit):
                 see(r, value)
-    for own in world.cohort_quotas.values():
-        for (_, r), value in own.items():
-            see(r, value)
     for w in world.workloads:
         for r, value in w.requests.items():
             see(r, value)
@@ -361,23 +485,19 @@ def _integral(world: World) -> tuple[World, dict[str, int]]:
     def limit(value: Amount | None, r: str) -> int | None:
         return None if value is None else _integer(value, scale.get(r, 1))
 
-    queues = tuple(
-        replace(
-            q,
-            quotas={
-                fr: Quota(
-                    _integer(quota.nominal, scale.get(fr[1], 1)),
-                    limit(quota.borrowing_limit, fr[1]),
-                    limit(quota.lending_limit, fr[1]),
-                )
-                for fr, quota in q.quotas.items()
-            },
-        )
-        for q in world.queues
-    )
-    cohort_quotas = {
-        cohort: {fr: _integer(v, scale.get(fr[1], 1)) for fr, v in own.items()}
-        for cohort, own in world.cohort_quotas.items()
+    def whole(quotas: Mapping[FlavorResource, Quota]) -> dict[FlavorResource, Quota]:
+        return {
+            fr: Quota(
+                _integer(quota.nominal, scale.get(fr[1], 1)),
+                limit(quota.borrowing_limit, fr[1]),
+                limit(quota.lending_limit, fr[1]),
+            )
+            for fr, quota in quotas.items()
+        }
+
+    queues = tuple(replace(q, quotas=whole(q.quotas)) for q in world.queues)
+    cohorts = {
+        name: replace(cohort, quotas=whole(cohort.quotas)) for name, cohort in world.tree().items()
     }
     workloads = tuple(
         Workload(
@@ -392,7 +512,7 @@ def _integral(world: World) -> tuple[World, dict[str, int]]:
         )
         for w in world.workloads
     )
-    return World(queues, workloads, cohort_quotas, world.fair_sharing), scale
+    return World(queues, workloads, {}, world.fair_sharing, cohorts), scale
 
 
 # ----------------------------------------------------------------------------- one workload
@@ -410,13 +530,14 @@ class _State:
     lenders: dict[tuple[str, FlavorResource], tuple[int, set[str]]] = field(default_factory=dict)
     shares: dict[str, tuple[int, float]] = field(default_factory=dict)
 
-    def borrowing(self, quotas: _Quotas, cohort: str, fr: FlavorResource) -> set[str]:
-        """The cohort's queues that borrow ``fr`` now (known until usage changes)."""
-        known = self.lenders.get((cohort, fr))
+    def borrowing(self, quotas: _Quotas, root: str, fr: FlavorResource) -> set[str]:
+        """The queues of the cohort tree under ``root`` that borrow ``fr`` now (known until
+        usage changes)."""
+        known = self.lenders.get((root, fr))
         if known is None or known[0] != self.version:
-            members = quotas.members[cohort]
+            members = quotas.tree_members(root)
             names = {m.name for m in members if quotas.borrowed(m.name, fr, self.usage) > 0}
-            known = self.lenders[(cohort, fr)] = (self.version, names)
+            known = self.lenders[(root, fr)] = (self.version, names)
         return known[1]
 
     def share(self, quotas: _Quotas, queue: str) -> float:
@@ -613,10 +734,17 @@ def _candidates(
     reason, policy, below = _cohort_rule(q, w, borrows=borrows, fair=quotas.fair)
     least = _least_share(quotas, q, needs, found, st.usage) if quotas.fair else 0.0
     # Only a queue that borrows on something the preemptor needs gives anything back.
-    borrowing = [st.borrowing(quotas, q.cohort, fr) for fr in frs] if q.cohort else []
+    root = quotas.root(q.cohort)
+    borrowing = [st.borrowing(quotas, root, fr) for fr in frs] if q.cohort else []
     others = set().union(*borrowing) - {q.name} if below > _BELOW_ALL else set()
     for other in sorted(others, key=quotas.position.__getitem__):  # the cohort's order
-        lent = {fr for fr, names in zip(frs, borrowing, strict=True) if other in names}
+        cohort = quotas.queues[other].cohort
+        lent = {
+            fr
+            for fr, names in zip(frs, borrowing, strict=True)
+            if other in names
+            and (cohort == q.cohort or quotas.reclaimable(cohort, q.cohort, fr, st.usage))
+        }
         if quotas.fair and st.share(quotas, other) < least:
             continue
         for c in st.by_queue[other].values():
@@ -966,36 +1094,67 @@ def _in_kueues_order(admissions: list[Admission]) -> tuple[Admission, ...]:
     return tuple([a for a in admissions if not a.preempts] + [a for a in admissions if a.preempts])
 
 
-def _scope(current: World, proposed: World) -> tuple[set[str], set[str]] | None:
-    """The cohorts, and the queues in no cohort, that differ between the two worlds: only
-    their workloads can fare differently (queues of different cohorts share no quota).
-    ``None``: nothing differs but the workloads, or fair sharing was switched: every queue."""
+def _roots(world: World) -> dict[str, str]:
+    """Each cohort's tree root (a cycle: where it closes)."""
+    tree = world.tree()
+    out = {}
+    for name in tree:
+        path = [name]
+        while tree[path[-1]].parent and tree[path[-1]].parent not in path:
+            path.append(tree[path[-1]].parent)
+        out[name] = path[-1]
+    return out
+
+
+def _scope(current: World, proposed: World) -> tuple[set[str], tuple[str, ...]] | None:
+    """The queues whose workloads can fare differently between the two worlds, and the
+    cohorts (or queues in no cohort) they are in: the changed queues, and the queues of
+    their cohort trees that share a (flavor, resource) with them, directly or through
+    another such queue (queues of different trees, or of one tree on different flavors,
+    share no quota). ``None``: nothing differs but the workloads, or fair sharing was
+    switched: every queue."""
     if current.fair_sharing != proposed.fair_sharing:
         return None
-    before = {q.name: q for q in current.queues}
-    after = {q.name: q for q in proposed.queues}
-    cohorts: set[str] = set()
-    lone: set[str] = set()
-    for name in before.keys() | after.keys():
-        old, new = before.get(name), after.get(name)
-        for q in (old, new) if old != new else ():
-            if q is not None:
-                (cohorts.add(q.cohort) if q.cohort else lone.add(q.name))
-    for cohort in current.cohort_quotas.keys() | proposed.cohort_quotas.keys():
-        if current.cohort_quotas.get(cohort) != proposed.cohort_quotas.get(cohort):
-            cohorts.add(cohort)
-    return (cohorts, lone) if cohorts or lone else None
+    worlds = [(w, {q.name: q for q in w.queues}, _roots(w), w.tree()) for w in (current, proposed)]
+    (_, before, _, trees_before), (_, after, _, trees_after) = worlds
+    changed = {n for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+    cohorts = trees_before.keys() | trees_after.keys()
+    moved = {c for c in cohorts if trees_before.get(c) != trees_after.get(c)}
+    if not changed and not moved:
+        return None
+    roots: set[str] = set()
+    frs: set[FlavorResource] = set()
+    for _, queues, root_of, tree in worlds:
+        for name in changed & queues.keys():
+            frs.update(queues[name].quotas)
+            roots.add(root_of.get(queues[name].cohort, ""))
+        for cohort in moved & tree.keys():
+            frs.update(tree[cohort].quotas)
+            roots.add(root_of[cohort])
+    shared = [
+        q
+        for _, queues, root_of, _ in worlds
+        for q in queues.values()
+        if q.cohort and root_of[q.cohort] in roots
+    ]
+    reached = set(changed)
+    grown = True
+    while grown:  # what shares a (flavor, resource) with what is reached is reached
+        grown = False
+        for q in shared:
+            if q.name not in reached and frs.intersection(q.quotas):
+                reached.add(q.name)
+                frs.update(q.quotas)
+                grown = True
+    where = {q.cohort or n for _, queues, _, _ in worlds for n, q in queues.items() if n in reached}
+    return reached, tuple(sorted(where))
 
 
-def _within(world: World, cohorts: set[str], lone: set[str]) -> World:
-    """The queues of ``cohorts`` and the queues named in ``lone``, with their workloads."""
-    queues = tuple(q for q in world.queues if q.cohort in cohorts or q.name in lone)
-    names = {q.name for q in queues}
+def _within(world: World, names: set[str]) -> World:
+    """The queues named, with their workloads."""
+    queues = tuple(q for q in world.queues if q.name in names)
     return replace(
-        world,
-        queues=queues,
-        workloads=tuple(w for w in world.workloads if w.queue in names),
-        cohort_quotas={c: v for c, v in world.cohort_quotas.items() if c in cohorts},
+        world, queues=queues, workloads=tuple(w for w in world.workloads if w.queue in names)
     )
 
 
@@ -1008,8 +1167,8 @@ def what_if(current: World, proposed: World, *, most: int | None = None) -> Outc
     scope = _scope(current, proposed)
     reach: tuple[str, ...] = ()
     if scope is not None:
-        current, proposed = _within(current, *scope), _within(proposed, *scope)
-        reach = (*sorted(scope[0]), *sorted(scope[1]))
+        current, proposed = _within(current, scope[0]), _within(proposed, scope[0])
+        reach = scope[1]
     if len(proposed.workloads) > most:
         where = ", ".join(reach) or "the cluster"
         why = (

@@ -20,9 +20,10 @@ from diagnostics.selectors import explain_waiting
 from kube import Gateway, ObjectRef
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
-from queues.models import ClusterQueue
+from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.selectors import cluster_queue_what_if, with_nominal
-from queues.services import save_cluster_queue
+from queues.services import save_cluster_queue, save_cohort, save_local_queue
+from tenants.models import Namespace
 from tests.realcluster.kit import RealCluster, need_kit
 from tests.realcluster.player import Kubelet
 from tests.realcluster.test_loop import hands, job
@@ -482,3 +483,72 @@ def test_fair_sharing_weights_and_shares_read_as_kueue_reports_them(
     for name, share in shown_cohorts.items():
         status = reported("Cohort", name).get("status") or {}
         assert share.value == (status.get("fairSharing") or {}).get("weightedShare"), name
+
+
+def research_cohort() -> None:
+    """A second department in the demo's tree: cohort ``research`` beside ``ai-platform``
+    under ``gpu-fleet``, its ClusterQueue ``cq-research`` with no H100 GPU of its own and a
+    LocalQueue of team-b; ``ai-platform`` (cq-train cut to 8) lends at most 4 H100 GPUs up
+    the tree."""
+    admin = User.objects.get(username="admin")
+    platform = Cohort.objects.get(name="ai-platform")
+    platform.resource_groups = [group(nominalQuota="0", lendingLimit="4")]
+    save_cohort(actor=admin, cohort=platform, source="api")
+    research = Cohort(cluster=platform.cluster, name="research", parent=platform.parent)
+    save_cohort(actor=admin, cohort=research, source="api")
+    cq = ClusterQueue(
+        cluster=platform.cluster,
+        name="cq-research",
+        cohort=research,
+        resource_groups=[group(nominalQuota="0")],
+    )
+    save_cluster_queue(actor=admin, cluster_queue=cq, source="api")
+    team_b = Namespace.objects.on(platform.cluster).get(name="team-b")
+    lq = LocalQueue(name="team-b-research", namespace=team_b, cluster_queue=cq)
+    save_local_queue(actor=admin, local_queue=lq, source="api")
+    save_queue("cq-train", "8")
+
+
+def group(**quota: str) -> dict[str, Any]:
+    resources = [{"name": GPU, **quota}]
+    return {"coveredResources": [GPU], "flavors": [{"name": H100, "resources": resources}]}
+
+
+def test_the_what_if_through_a_cohort_tree_admits_what_real_kueue_admits(
+    jobs: Gateway, real_portal: Gateway, real_cluster: RealCluster
+) -> None:
+    """cq-research (no H100 GPU of its own) borrows through the root what ai-platform lends
+    up: 4 GPUs, its lending limit. One 4-GPU Job runs, two wait. The what-if of giving
+    cq-research 4 GPUs of its own admits the second and leaves the third waiting (the
+    lending limit holds); real Kueue does the same. A what-if of each cohort on its own
+    would have admitted nothing: cq-research's cohort alone lends it nothing more."""
+    admin = jobs
+    research_cohort()
+    apply_and_poll(real_portal)
+    try:
+        for name in ("rc-r1", "rc-r2", "rc-r3"):
+            submit(admin, name, "team-b", "team-b-research", 4)
+        before = settled(admin, {"rc-r1"}, {"rc-r2", "rc-r3"})
+        assert poll_cluster(gateway=real_portal).ok
+        what_if = predicted("cq-research", "4")
+        assert [(a["workload"], a["borrows"]) for a in what_if["admitted"]] == [
+            (key(before["rc-r2"]), True)
+        ], what_if
+        assert [w["workload"] for w in what_if["waiting"]] == [key(before["rc-r3"])]
+        assert what_if["preempted"] == []
+
+        save_queue("cq-research", "4")
+        apply_and_poll(real_portal)
+        after = settled(admin, {"rc-r1", "rc-r2"}, {"rc-r3"})
+        newly = [key(w) for n, w in after.items() if condition(w, "Admitted") and n != "rc-r1"]
+        assert [a["workload"] for a in what_if["admitted"]] == newly
+    finally:
+        for kind, name in (
+            ("localqueue", "team-b-research"),
+            ("clusterqueue", "cq-research"),
+            ("cohort", "research"),
+        ):
+            namespace = ["-n", "team-b"] if kind == "localqueue" else []
+            real_cluster.kube(
+                "delete", kind, name, *namespace, "--ignore-not-found", "--wait=false"
+            )

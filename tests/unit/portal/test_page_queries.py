@@ -1,8 +1,13 @@
 """The main pages run a fixed number of SQL queries whatever the amount of data: measured
-at two data sizes (the demo, then the demo with many more teams, nodes, pods and
-requests) and compared."""
+at two data sizes (the demo, then the demo with many more teams, nodes, pods, Kueue
+workloads and requests) and compared. Among them every page the scale scenario measures
+(bench/pages.py --scale): the home of a lead whose team has tens of waiting workloads, the
+Queues page, a ClusterQueue's page, the workloads list, the approver's workspace and the
+Fleet page."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.models import QuotaChangeRequest
-from cluster.models import ObservedNode
+from cluster.models import ObservedNode, ObservedWorkload
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, LocalQueue
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
@@ -29,8 +34,11 @@ PAGES = {
     "/quota/": ("lead-a", "admin"),
     "/audit/": ("lead-a", "admin"),
     "/queues/": ("lead-a", "admin"),
+    "/queues/cluster-queues/cq-train/edit/": ("admin",),
+    "/workloads/": ("lead-a", "admin"),
     "/workspace/": ("approver", "admin"),
 }
+GPU = "nvidia.com/gpu"
 
 
 def trained() -> str:
@@ -41,7 +49,9 @@ def trained() -> str:
 
 def grow(size: int, start: int) -> None:
     """Add ``size`` teams (a namespace each, quota, limits, lead-a as a member of all of
-    them), ``size`` GPU nodes with a pending pod each, and ``size`` requests of each kind."""
+    them), ``size`` GPU nodes with a pending pod each, ``size`` requests of each kind, and
+    per team three Kueue workloads: one of team-a waiting in cq-train, one admitted there,
+    one waiting in the team's own queue."""
     now = timezone.now()
     lead = User.objects.get(username="lead-a")
     admin = User.objects.get(username="admin")
@@ -111,16 +121,46 @@ def grow(size: int, start: int) -> None:
             reason="grown",
             decided_by=admin if index % 2 else None,
         )
+        workloads(index, ns.name, now)
 
 
-def count(page: str, user: str, shows: str = "") -> int:
+def workloads(index: int, namespace: str, now: dt.datetime) -> None:
+    """A waiting and an admitted workload of team-a in cq-train, one waiting in
+    ``namespace``'s own queue."""
+    ObservedWorkload.objects.bulk_create(
+        ObservedWorkload(
+            namespace=ns,
+            name=name,
+            queue_name=queue,
+            cluster_queue="cq-train" if admitted else "",
+            admitted=admitted,
+            requests={GPU: 1},
+            flavors={GPU: "h100-80gb"} if admitted else {},
+            created_at=now - dt.timedelta(minutes=index),
+            admitted_at=now if admitted else None,
+            last_changed=now,
+        )
+        for ns, name, queue, admitted in (
+            ("team-a", f"wait-{index}", "team-a-train", False),
+            ("team-a", f"run-{index}", "team-a-train", True),
+            (namespace, f"own-{index}", f"grown-lq-{index}", False),
+        )
+    )
+
+
+def count(page: str, user: str, *shows: str) -> int:
     client = Client()
     client.force_login(User.objects.get(username=user))
     with CaptureQueriesContext(connection) as queries:
         response = client.get(page)
     assert response.status_code == 200, (page, user)
-    assert shows in response.content.decode(), (page, user, shows)
+    for shown in shows:
+        assert shown in response.content.decode(), (page, user, shown)
     return len(queries)
+
+
+def always(shown: str | tuple[str, ...]) -> tuple[str, ...]:
+    return shown if isinstance(shown, tuple) else (shown,)
 
 
 def test_query_counts_do_not_grow_with_data(demo: None) -> None:
@@ -129,7 +169,7 @@ def test_query_counts_do_not_grow_with_data(demo: None) -> None:
     grow(40, 3)
     # the pages do show the grown data (the last team, node, pod or request)
     shown = {
-        "/": "waiting-42",
+        "/": ("waiting-42", "wait-42"),  # a pending pod, a waiting workload of team-a
         # each pool summed up: the grown nodes are counted in the train pool's card
         "/fleet/": f"<strong>{trained()} nodes</strong>",
         "/fleet/nodes/?pool=train": "grown-node-42",
@@ -137,10 +177,12 @@ def test_query_counts_do_not_grow_with_data(demo: None) -> None:
         "/quota/": "grown-42",
         "/audit/": "grown-42",
         "/queues/": "grown-lq-42",
+        "/queues/cluster-queues/cq-train/edit/": "cq-train",
+        "/workloads/": "wait-3",  # the newest first
         "/workspace/": 'id="decisions-count">86<',  # 43 MIG changes, 43 quota requests
     }
     large = {
-        (page, user): count(page, user, shown[page])
+        (page, user): count(page, user, *always(shown[page]))
         for page, users in PAGES.items()
         for user in users
     }

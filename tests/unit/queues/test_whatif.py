@@ -3,6 +3,7 @@ the Kueue docs (v0.19) named in the test's docstring:
 
 * CQ  = concepts/cluster_queue.md (sections named after the ``#``)
 * PRE = concepts/preemption.md (sections named after the ``#``)
+* COH = concepts/cohort.md (hierarchical cohorts; docs/reference/kueue-hierarchical-cohorts.md)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from queues.whatif import (
+    Cohort,
     Group,
     Outcome,
     Queue,
@@ -408,6 +410,71 @@ def test_a_workload_that_waits_for_its_victims_is_admitted_after_one_that_fits_n
     )
     assert admitted(out) == ["team-dev/dev", "team-a/high"]
     assert preempted(out) == {"team-b/victim": "InClusterQueue"}
+
+
+# ----------------------------------------------------------------------------- cohort trees
+
+
+def tree(**limits: Any) -> dict[str, Cohort]:
+    """A root over two cohorts: ``lab`` (its limits toward the root: ``limits``) and
+    ``research``."""
+    quota = {("default", CPU): Quota(0, **limits)} if limits else {}
+    return {"root": Cohort(), "lab": Cohort("root", quota), "research": Cohort("root")}
+
+
+def test_a_queue_borrows_through_the_tree_within_its_cohorts_lending_limit() -> None:
+    """COH: a queue of one cohort borrows what a sibling cohort's queues leave unused,
+    through their common parent; the lending cohort's ``lendingLimit`` bounds what its
+    subtree lends up (its ``nominal - lendingLimit`` stays its own)."""
+    lab, res = queue("lab-cq", 8, cohort="lab"), queue("res-cq", 0, cohort="research")
+    asks = [wl(f"r/{i}", "res-cq", 4, created=i) for i in range(3)]
+    assert admitted(run([lab, res], asks, cohorts=tree())) == ["r/0", "r/1"]
+    limited = run([lab, res], asks, cohorts=tree(lending_limit=4))
+    assert admitted(limited) == ["r/0"]
+    assert limited.waiting[0].why.endswith("needs 4 cpu on default, 0 free.")
+    # Without the tree (each cohort on its own), nothing is lent across.
+    assert admitted(run([lab, res], asks)) == []
+
+
+def test_a_cohorts_borrowing_limit_and_own_quota_count_for_its_whole_subtree() -> None:
+    """COH: a cohort's ``nominalQuota`` is extra quota its subtree's queues share; its
+    ``borrowingLimit`` bounds what the subtree takes from its parent, whichever queue
+    takes it."""
+    lab = queue("lab-cq", 0, cohort="lab")
+    other = queue("lab-cq-2", 0, cohort="lab")
+    res = queue("res-cq", 8, cohort="research")
+    cohorts = {
+        "root": Cohort(),
+        "lab": Cohort("root", {("default", CPU): Quota(2, borrowing_limit=4)}),
+        "research": Cohort("root"),
+    }
+    asks = [wl("a/0", "lab-cq", 3, created=0), wl("b/0", "lab-cq-2", 4, created=1)]
+    out = run([lab, other, res], [*asks, wl("b/1", "lab-cq-2", 3, created=2)], cohorts=cohorts)
+    assert admitted(out) == ["a/0", "b/1"]  # 2 own + 4 from the root: 6 (the root has 10)
+    assert [w.workload for w in out.waiting] == ["b/0"]
+
+
+def test_a_change_reaches_the_whole_tree_on_its_flavors_only() -> None:
+    """A change to one queue reaches the queues of its cohort tree that share its
+    (flavor, resource), whatever cohort of the tree they are in; a queue of the tree on
+    another flavor, and another tree, are left out."""
+    lab, res = queue("lab-cq", 8, cohort="lab"), queue("res-cq", 0, cohort="research")
+    elsewhere = Queue(
+        "gpu-cq",
+        (Group((CPU,), ("other",)),),
+        {("other", CPU): Quota(Fraction(4))},
+        cohort="research",
+    )
+    cohorts = {**tree(), "apart": Cohort()}
+    far = queue("far-cq", 4, cohort="apart")
+    current = World(
+        (lab, res, elsewhere, far),
+        (wl("r/0", "res-cq", 4), wl("g/0", "gpu-cq", 2), wl("f/0", "far-cq", 2)),
+        cohorts=cohorts,
+    )
+    out = what_if(current, current.with_queue(queue("res-cq", 4, cohort="research")))
+    assert out.scope == ("lab", "research")
+    assert admitted(out) == ["r/0"]
 
 
 # ----------------------------------------------------------------------------- reach and size

@@ -102,7 +102,7 @@ def test_the_page_and_the_api_say_when_the_change_reaches_too_many_workloads(
     login(client, "admin")
     page = preview(client, g0f0r0_nominal="20").content.decode()
     assert 'id="what-if-gave-up"' not in page
-    assert "(queues of other cohorts share no quota with the change)" in page
+    assert "(the queues of its cohort tree on its flavors: no other queue shares quota" in page
     monkeypatch.setattr(whatif, "MOST_WORKLOADS", 1)
     page = preview(client, g0f0r0_nominal="20").content.decode()
     gave_up = page.split('id="what-if-gave-up"')[1].split("</p>")[0]
