@@ -25,3 +25,11 @@ QM_DEMO_PASSWORD = "quartermaster-demo"  # demo/data.py's (tests/unit/portal/tes
 # demo users' addresses are at example.com, and nothing leaves the machine.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = env_str("QM_MAIL_DIR", str(BASE_DIR / ".data" / "mail"))
+
+# The run command's web server (Django's runserver) answers in two writes, the headers, then
+# the body: with Nagle's algorithm on, the body waits up to 40 ms for the browser's delayed
+# ACK of the headers, on every request and htmx swap. gunicorn, which serves the portal in
+# production, sets TCP_NODELAY itself; the tests' live server is told so in tests/conftest.py.
+from django.core.servers import basehttp  # noqa: E402
+
+basehttp.WSGIRequestHandler.disable_nagle_algorithm = True
