@@ -127,3 +127,20 @@ def test_a_teams_home_lists_its_running_dra_pods(
     client.force_login(team_a_member)
     home = client.get("/").content.decode()
     assert "<code>rc-h100-a</code>: 1 DRA claim," in home
+
+
+def test_the_node_rows_show_a_dra_only_nodes_devices(
+    client: Client, dra_pool: Any, team_a_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/?pool=dra").content.decode()
+    assert "no GPU resources offered" not in page
+    a100 = page[page.index('id="node-') : page.index("gpu-h100-01")]  # rows: a100 first
+    assert "1 \N{MULTIPLICATION SIGN} NVIDIA A100-SXM4-80GB" in a100 and "by DRA" in a100
+    assert (
+        'aria-label="3g.40gb of NVIDIA A100-SXM4-80GB by DRA: 1 of 2 allocated, 1 could be '
+        'had now"' in a100
+    )
+    assert "counters left: 4 of 8 memory slices" in a100 and "MIG carved per claim (DRA)" in a100
+    assert 'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left' in a100
+    assert 'aria-label="whole GPU of NVIDIA H100 80GB HBM3 by DRA: 2 of 2 allocated' in page
