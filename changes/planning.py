@@ -47,7 +47,7 @@ from changes.planner import (
     plan,
     shortfall_sentence,
 )
-from cluster.models import Cluster, ObservedNode, ObservedWorkload
+from cluster.models import Cluster, ObservedNode, ObservedResourceSlice, ObservedWorkload
 from fleet import membership
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
@@ -108,7 +108,8 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         node.name: getattr(membership.pool_of(node.labels, fleet.pools), "name", "")
         for node in fleet.nodes
     }
-    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy, _settled(cluster))
+    left = {**_served_by_dra(cluster, fleet), **_settled(cluster)}
+    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy, left)
     pools = [
         PlanPool(
             p.name,
@@ -130,6 +131,23 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
     notes: list[str] = []
     demand = gather_demand(fleet, pool_of, waiting, asked, notes)
     return Problem(nodes, demand, pools, fleet.custom_configs, notes), fleet
+
+
+def _served_by_dra(cluster: Cluster, fleet: impact.Fleet) -> dict[str, str]:
+    """The nodes whose GPUs a DRA driver publishes and no device plugin offers (node -> why
+    it is left alone): their MIG devices are the driver's, carved per claim or set up by
+    it, never a MIG config the MIG Manager applies (one query)."""
+    published = set(
+        ObservedResourceSlice.objects.on(cluster).values_list("node_name", flat=True).distinct()
+    )
+    return {
+        node.name: (
+            f"{node.name} serves its GPUs through DRA: its MIG devices are the DRA driver's "
+            "(carved per claim), not a MIG config: left as it is."
+        )
+        for node in fleet.nodes
+        if node.name in published and not node.allocatable  # GPU resources offered, > 0
+    }
 
 
 def _settled(cluster: Cluster) -> dict[str, str]:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from changes import planning
+from cluster.models import Cluster, ObservedNode
 from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
 from loop.fetch import DraListing
@@ -144,3 +146,16 @@ def test_the_node_rows_show_a_dra_only_nodes_devices(
     assert "counters left: 4 of 8 memory slices" in a100 and "MIG carved per claim (DRA)" in a100
     assert 'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left' in a100
     assert 'aria-label="whole GPU of NVIDIA H100 80GB HBM3 by DRA: 2 of 2 allocated' in page
+
+
+def test_the_planner_leaves_a_node_served_by_dra_alone_and_says_why(dra_pool: Any) -> None:
+    cluster = settings_cluster_id()
+    ObservedNode.objects.on(cluster).filter(name="gpu-a100-01").update(
+        gpu_product="NVIDIA-A100-SXM4-80GB", gpu_count=1
+    )
+    problem, _ = planning.gather(Cluster.objects.get(pk=cluster))
+    (a100,) = [n for n in problem.nodes if n.name == "gpu-a100-01"]
+    assert a100.settled == (
+        "gpu-a100-01 serves its GPUs through DRA: its MIG devices are the DRA driver's (carved "
+        "per claim), not a MIG config: left as it is."
+    )
