@@ -36,7 +36,7 @@ from django.utils import timezone
 from changes import impact
 from changes.approval import User, may_request
 from changes.facts import fleet_facts
-from changes.mig import request_mig_change
+from changes.mig import request_mig_change, served_by_dra
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.planner import (
     Demand,
@@ -47,7 +47,7 @@ from changes.planner import (
     plan,
     shortfall_sentence,
 )
-from cluster.models import Cluster, ObservedNode, ObservedResourceSlice, ObservedWorkload
+from cluster.models import Cluster, ObservedNode, ObservedWorkload
 from fleet import membership
 from fleet.models import NodePool
 from gpus import labels as gpu_labels
@@ -135,18 +135,15 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
 
 def _served_by_dra(cluster: Cluster, fleet: impact.Fleet) -> dict[str, str]:
     """The nodes whose GPUs a DRA driver publishes and no device plugin offers (node -> why
-    it is left alone): their MIG devices are the driver's, carved per claim or set up by
-    it, never a MIG config the MIG Manager applies (one query)."""
-    published = set(
-        ObservedResourceSlice.objects.on(cluster).values_list("node_name", flat=True).distinct()
-    )
+    it is left alone): their MIG devices are the driver's, carved per claim, never a MIG
+    config the MIG Manager applies (``changes.mig.served_by_dra``, which refuses a change
+    asked on them)."""
     return {
-        node.name: (
-            f"{node.name} serves its GPUs through DRA: its MIG devices are the DRA driver's "
+        name: (
+            f"{name} serves its GPUs through DRA: its MIG devices are the DRA driver's "
             "(carved per claim), not a MIG config: left as it is."
         )
-        for node in fleet.nodes
-        if node.name in published and not node.allocatable  # GPU resources offered, > 0
+        for name in served_by_dra(cluster, [n.name for n in fleet.nodes])
     }
 
 

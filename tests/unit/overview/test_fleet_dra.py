@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
-from changes import planning
+from changes import mig, planning
 from cluster.models import Cluster, ObservedNode
 from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
@@ -159,3 +160,21 @@ def test_the_planner_leaves_a_node_served_by_dra_alone_and_says_why(dra_pool: An
         "gpu-a100-01 serves its GPUs through DRA: its MIG devices are the DRA driver's (carved "
         "per claim), not a MIG config: left as it is."
     )
+
+
+def test_a_mig_change_on_a_node_served_by_dra_is_refused_with_why(
+    dra_pool: Any, team_a: Any, platform_admin: Any
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        mig.request_mig_change(
+            actor=platform_admin,
+            team=team_a,
+            nodes=["gpu-a100-01"],
+            target_config="all-3g.40gb",
+            reason="3g slices",
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+        )
+    assert refused.value.message_dict["nodes"] == [
+        "gpu-a100-01 serves its GPUs through DRA: MIG devices there are the DRA driver's, "
+        "carved per claim, and a MIG config does not change them. Leave them out of the change."
+    ]
