@@ -94,7 +94,12 @@ def test_the_fleet_page_and_the_node_page_say_by_dra(
     assert "Devices by DRA" in fleet and "3 GPUs published" in fleet
     assert "3g.40gb of NVIDIA A100-SXM4-80GB by DRA: 1 of 2 allocated, 1 could be had now" in fleet
     node = client.get("/fleet/nodes/gpu-a100-01/").content.decode()
-    assert "GPUs by DRA" in node and "GPUs by device plugin" in node
+    assert "GPUs by DRA" in node and "GPUs by device plugin" not in node  # DRA only
+    assert (
+        '1 \N{MULTIPLICATION SIGN} NVIDIA A100-SXM4-80GB <span class="muted">by DRA</span> '
+        "\N{EM DASH} MIG carved per claim" in node
+    )
+    assert "No GPU resource offered by a device plugin here" in node
     assert (
         'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left: 4 of 8 '
         'memory slices"' in node
