@@ -12,10 +12,13 @@
 4. Changes about 1% of the objects (node labels; pods and claims replaced), then polls
    again.
 The defaults are the scale scenario's counts (``bench/scale.py``: 5,000 nodes, 150,000
-pods, 50,000 claims). The last line is ``poll_s=… floor_s=… ratio=… first_ratio=… peak_mb=…``: the
-steady-state poll, the first poll's ratio to the floor, and the bench process's peak
-resident memory (the portal's side: the demo cluster is another process), which holds
-the first poll's listing and rows.
+pods, 50,000 claims). The last line is ``poll_s=… floor_s=… ratio=… first_ratio=…
+peak_mb=… poll_cpu_s=… floor_cpu_s=… cpu_ratio=…``: the steady-state poll, the first
+poll's ratio to the floor, and the bench process's peak resident memory (the portal's
+side: the demo cluster is another process), which holds the first poll's listing and rows;
+then the CPU time this process spent in the steady poll and in the floor, and their ratio:
+on a shared machine, what the code costs alone (the database's and the demo cluster's CPU
+are other processes').
 
 With ``--clusters N`` (N > 1): N demo clusters, each registered as a cluster of the portal
 (``bench/poll_clusters.py``); the last line is ``ratio=… unreachable_ratio=…``.
@@ -216,7 +219,11 @@ def main() -> int:
         ObservedResourceClaim.objects.all().delete()
         gateway = connect(url=url)
 
-        floor_s = min(floor(url, dra=bool(args.claims)) for _ in range(2))
+        floors = []
+        for _ in range(2):
+            cpu = time.process_time()
+            floors.append((floor(url, dra=bool(args.claims)), time.process_time() - cpu))
+        floor_s, floor_cpu = min(floors)
         before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.perf_counter()
         first = poll_cluster(gateway=gateway)
@@ -235,9 +242,9 @@ def main() -> int:
         nodes_changed, pods_changed = change_fleet(
             url, nodes=args.nodes, pods=args.pods, share=args.changed, claims=args.claims
         )
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         steady = poll_cluster(gateway=gateway)
-        poll_s = time.perf_counter() - started
+        poll_s, poll_cpu = time.perf_counter() - started, time.process_time() - cpu
         assert steady.ok, steady.error
         print(
             f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods and "
@@ -248,7 +255,9 @@ def main() -> int:
         print(f"peak memory: {peak_mb:.0f} MB ({before_mb:.0f} MB after the floor's reads)")
         print(
             f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
-            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f}"
+            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
+            f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
+            f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
         )
     finally:
         demo.terminate()
