@@ -1,16 +1,24 @@
 """Benchmark: a steady-state poll of a large fleet, next to the floor measured in the same run.
 
-    python bench/poll.py [--nodes 5000] [--pods 150000] [--changed 0.01] [--clusters 1]
+    python bench/poll.py [--nodes 5000] [--pods 150000] [--claims 50000] [--changed 0.01]
+                         [--clusters 1]
 
-1. Starts the demo cluster in its own process with a generated fleet.
-2. Floor: one plain HTTP GET of all nodes and of all non-terminal pods, decoded with orjson.
+1. Starts the demo cluster in its own process with a generated fleet, its GPUs published
+   through DRA too (a ResourceSlice per node, ``--claims`` ResourceClaims: ``--claims 0``
+   leaves DRA out).
+2. Floor: one plain HTTP GET of all nodes, of all non-terminal pods and of DRA's
+   DeviceClasses, ResourceSlices and ResourceClaims, decoded with orjson.
 3. First poll into empty observed tables.
-4. Changes about 1% of the objects (node labels; pods replaced), then polls again.
+4. Changes about 1% of the objects (node labels; pods and claims replaced), then polls
+   again.
 The defaults are the scale scenario's counts (``bench/scale.py``: 5,000 nodes, 150,000
-pods). The last line is ``poll_s=… floor_s=… ratio=… first_ratio=… peak_mb=…``: the
-steady-state poll, the first poll's ratio to the floor, and the bench process's peak
-resident memory (the portal's side: the demo cluster is another process), which holds
-the first poll's listing and rows.
+pods, 50,000 claims). The last line is ``poll_s=… floor_s=… ratio=… first_ratio=…
+peak_mb=… poll_cpu_s=… floor_cpu_s=… cpu_ratio=…``: the steady-state poll, the first
+poll's ratio to the floor, and the bench process's peak resident memory (the portal's
+side: the demo cluster is another process), which holds the first poll's listing and rows;
+then the CPU time this process spent in the steady poll and in the floor, and their ratio:
+on a shared machine, what the code costs alone (the database's and the demo cluster's CPU
+are other processes').
 
 With ``--clusters N`` (N > 1): N demo clusters, each registered as a cluster of the portal
 (``bench/poll_clusters.py``); the last line is ``ratio=… unreachable_ratio=…``.
@@ -26,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,8 +44,13 @@ os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 import scale  # noqa: E402
 from smoke import parse  # noqa: E402
 
+DRA_LISTS = tuple(
+    f"/apis/resource.k8s.io/v1/{plural}"
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims")
+)
 
-def floor(url: str) -> float:
+
+def floor(url: str, *, dra: bool) -> float:
     import orjson
     import urllib3
 
@@ -45,6 +59,7 @@ def floor(url: str) -> float:
     for path in (
         "/api/v1/nodes",
         "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+        *(DRA_LISTS if dra else ()),
     ):
         response = http.request("GET", url + path, preload_content=True)
         gc.disable()
@@ -55,7 +70,7 @@ def floor(url: str) -> float:
     return time.perf_counter() - started
 
 
-def start_demo(*, nodes: int, pods: int) -> subprocess.Popen[str]:
+def start_demo(*, nodes: int, pods: int, claims: int = 0) -> subprocess.Popen[str]:
     """A demo cluster in its own process with a generated fleet, on a free port."""
     return subprocess.Popen(
         [
@@ -70,6 +85,8 @@ def start_demo(*, nodes: int, pods: int) -> subprocess.Popen[str]:
             str(nodes),
             "--pods",
             str(pods),
+            "--claims",
+            str(claims),
             "--retry-seconds",
             "3600",
         ],
@@ -85,8 +102,11 @@ def demo_url(demo: subprocess.Popen[str]) -> str:
     return demo.stdout.readline().split()[-1]
 
 
-def change_fleet(url: str, *, nodes: int, pods: int, share: float) -> tuple[int, int]:
-    """Relabel share x nodes and replace share x pods (delete + create on the same node)."""
+def change_fleet(
+    url: str, *, nodes: int, pods: int, share: float, claims: int = 0
+) -> tuple[int, int]:
+    """Relabel share x nodes, replace share x pods (delete + create on the same node) and
+    share x claims (``change_claims``)."""
     import orjson
     import urllib3
 
@@ -131,7 +151,33 @@ def change_fleet(url: str, *, nodes: int, pods: int, share: float) -> tuple[int,
             body=orjson.dumps(new),
             headers={"Content-Type": "application/json"},
         )
+    change_claims(http, url, claims=claims, share=share)
     return changed_nodes, changed_pods
+
+
+def change_claims(http: Any, url: str, *, claims: int, share: float) -> int:
+    """Replace share x claims: each deleted and made anew under another name (pending)."""
+    import orjson
+
+    if not claims:
+        return 0
+    changed = max(1, int(claims * share))
+    step = max(1, claims // changed)
+    for index in range(0, claims, step)[:changed]:
+        namespace, name = f"bench-{index % 20:02d}", f"claim-{index:06d}"
+        base = f"{url}/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        claim = orjson.loads(http.request("GET", f"{base}/{name}").data)
+        http.request("DELETE", f"{base}/{name}")
+        new = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{name}-b", "namespace": namespace},
+            "spec": claim["spec"],
+        }
+        http.request(
+            "POST", base, body=orjson.dumps(new), headers={"Content-Type": "application/json"}
+        )
+    return changed
 
 
 def main() -> int:
@@ -140,15 +186,16 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=scale.FULL.nodes)
     parser.add_argument("--pods", type=int, default=scale.FULL.pods)
+    parser.add_argument("--claims", type=int, default=scale.FULL.claims)
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--clusters", type=int, default=1)
-    args = parse(parser, {"nodes": 40, "pods": 200})
+    args = parse(parser, {"nodes": 40, "pods": 200, "claims": 80})
     if args.clusters > 1:
         from poll_clusters import main as several  # lazy: a run of one needs none of it
 
         return several(args)
 
-    demo = start_demo(nodes=args.nodes, pods=args.pods)
+    demo = start_demo(nodes=args.nodes, pods=args.pods, claims=args.claims)
     try:
         url = demo_url(demo)
         import django
@@ -157,15 +204,26 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        from cluster.models import ObservedNode, ObservedPod
+        from cluster.models import (
+            ObservedNode,
+            ObservedPod,
+            ObservedResourceClaim,
+            ObservedResourceSlice,
+        )
         from kube import connect
         from loop.poll import poll_cluster
 
         ObservedNode.objects.all().delete()
         ObservedPod.objects.all().delete()
+        ObservedResourceSlice.objects.all().delete()
+        ObservedResourceClaim.objects.all().delete()
         gateway = connect(url=url)
 
-        floor_s = min(floor(url) for _ in range(2))
+        floors = []
+        for _ in range(2):
+            cpu = time.process_time()
+            floors.append((floor(url, dra=bool(args.claims)), time.process_time() - cpu))
+        floor_s, floor_cpu = min(floors)
         before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.perf_counter()
         first = poll_cluster(gateway=gateway)
@@ -173,28 +231,33 @@ def main() -> int:
         assert first.ok, first.error
         print(
             f"fleet: {first.nodes} nodes, {first.pods} pods; observed rows: "
-            f"{ObservedNode.objects.count()} nodes, {ObservedPod.objects.count()} pods"
+            f"{ObservedNode.objects.count()} nodes, {ObservedPod.objects.count()} pods, "
+            f"{ObservedResourceSlice.objects.count()} ResourceSlices, "
+            f"{ObservedResourceClaim.objects.count()} ResourceClaims"
         )
         print(
             f"first poll (empty tables): {first_s:.2f} s, {first.changed} rows written, "
             f"ratio to floor {first_s / floor_s:.2f}"
         )
         nodes_changed, pods_changed = change_fleet(
-            url, nodes=args.nodes, pods=args.pods, share=args.changed
+            url, nodes=args.nodes, pods=args.pods, share=args.changed, claims=args.claims
         )
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         steady = poll_cluster(gateway=gateway)
-        poll_s = time.perf_counter() - started
+        poll_s, poll_cpu = time.perf_counter() - started, time.process_time() - cpu
         assert steady.ok, steady.error
         print(
-            f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods replaced; "
+            f"changed in the cluster: {nodes_changed} nodes, {pods_changed} pods and "
+            f"{max(1, int(args.claims * args.changed)) if args.claims else 0} claims replaced; "
             f"steady poll wrote {steady.changed} rows"
         )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory: {peak_mb:.0f} MB ({before_mb:.0f} MB after the floor's reads)")
         print(
             f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
-            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f}"
+            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
+            f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
+            f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
         )
     finally:
         demo.terminate()

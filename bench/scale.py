@@ -66,6 +66,7 @@ class Size:
     queues_per_cohort: int = 100
     workloads: int = 50000
     pods: int = 150000
+    claims: int = 50000  # DRA ResourceClaims (the poll bench's: a ResourceSlice per node)
     days: int = 90
 
 
@@ -79,6 +80,7 @@ SMOKE = Size(
     queues_per_cohort=5,
     workloads=400,
     pods=1200,
+    claims=400,
     days=3,
 )
 

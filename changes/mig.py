@@ -5,6 +5,7 @@ commit; the rules shared with quota requests and drains are in ``changes.approva
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -28,7 +29,7 @@ from changes.models import MigChangeRequest, MigChangeStep
 from changes.notify import notify
 from changes.selectors import assessment_for, get_mig_change_for_user
 from changes.tasks import queue_execution
-from cluster.models import Cluster, ObservedNode
+from cluster.models import Cluster, ObservedNode, ObservedResourceSlice
 from cluster.scope import visible_clusters
 from fleet.membership import holds
 from fleet.models import NodePool
@@ -179,6 +180,14 @@ def _check_request(
 ) -> None:
     """Field errors for what a request must say (nodes of its cluster, a config, why)."""
     errors = _node_errors(cluster, nodes, viewer=viewer)
+    by_dra = served_by_dra(cluster, nodes)
+    if by_dra:
+        errors.setdefault("nodes", []).append(
+            f"{', '.join(by_dra[:5])}{' and more' if len(by_dra) > 5 else ''} "
+            f"{'serves its' if len(by_dra) == 1 else 'serve their'} GPUs through DRA: MIG "
+            "devices there are the DRA driver's, carved per claim, and a MIG config does not "
+            "change them. Leave them out of the change."
+        )
     if not reason.strip():
         errors["reason"] = ["Say why: approvers and the teams on these nodes read it."]
     if not nodes:
@@ -271,6 +280,28 @@ def _clusters_holding(nodes: set[str], among: QuerySet[Cluster]) -> list[Cluster
         on.setdefault(cluster_id, set()).add(name)
     ids = [cluster_id for cluster_id, names in on.items() if names == nodes]
     return list(among.filter(pk__in=ids))
+
+
+def served_by_dra(cluster: Cluster, nodes: Sequence[str]) -> list[str]:
+    """Those of ``nodes`` whose GPUs a DRA driver publishes and no device plugin offers, by
+    name (two queries; none when no slice is published for them)."""
+    published = set(
+        ObservedResourceSlice.objects.on(cluster)
+        .filter(node_name__in=list(nodes))
+        .values_list("node_name", flat=True)
+    )
+    if not published:
+        return []
+    offered = {
+        name
+        for name, allocatable in ObservedNode.objects.on(cluster)
+        .filter(name__in=published)
+        .values_list("name", "allocatable")
+        if any(
+            k.startswith("nvidia.com/") and str(v) not in ("0", "") for k, v in allocatable.items()
+        )
+    }
+    return sorted(published - offered)
 
 
 def _node_errors(cluster: Cluster, nodes: list[str], *, viewer: User) -> dict[str, list[str]]:

@@ -36,7 +36,7 @@ from django.utils import timezone
 from changes import impact
 from changes.approval import User, may_request
 from changes.facts import fleet_facts
-from changes.mig import request_mig_change
+from changes.mig import request_mig_change, served_by_dra
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from changes.planner import (
     Demand,
@@ -108,7 +108,8 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
         node.name: getattr(membership.pool_of(node.labels, fleet.pools), "name", "")
         for node in fleet.nodes
     }
-    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy, _settled(cluster))
+    left = {**_served_by_dra(cluster, fleet), **_settled(cluster)}
+    nodes = _plan_nodes(fleet, pool_of, observed, unhealthy, left)
     pools = [
         PlanPool(
             p.name,
@@ -130,6 +131,20 @@ def gather(cluster: Cluster) -> tuple[Problem, impact.Fleet]:
     notes: list[str] = []
     demand = gather_demand(fleet, pool_of, waiting, asked, notes)
     return Problem(nodes, demand, pools, fleet.custom_configs, notes), fleet
+
+
+def _served_by_dra(cluster: Cluster, fleet: impact.Fleet) -> dict[str, str]:
+    """The nodes whose GPUs a DRA driver publishes and no device plugin offers (node -> why
+    it is left alone): their MIG devices are the driver's, carved per claim, never a MIG
+    config the MIG Manager applies (``changes.mig.served_by_dra``, which refuses a change
+    asked on them)."""
+    return {
+        name: (
+            f"{name} serves its GPUs through DRA: its MIG devices are the DRA driver's "
+            "(carved per claim), not a MIG config: left as it is."
+        )
+        for name in served_by_dra(cluster, [n.name for n in fleet.nodes])
+    }
 
 
 def _settled(cluster: Cluster) -> dict[str, str]:

@@ -602,17 +602,25 @@ POD_DECODER = _fingerprint(
 
 _DRIVER_IN_CEL = re.compile(r"""device\.driver\s*==\s*(?:'([^']*)'|"([^"]*)")""")
 _ATTRIBUTE_KINDS = ("string", "int", "bool", "version")
+_KINDS = frozenset(_ATTRIBUTE_KINDS)
 
 
 def dra_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     """A device's attributes as name -> value (a version as its text)."""
     out: dict[str, Any] = {}
+    kinds = _KINDS
     for name, typed in (attributes or {}).items():
-        if isinstance(typed, dict):
-            for kind in _ATTRIBUTE_KINDS:
-                if kind in typed:
-                    out[str(name)] = typed[kind]
-                    break
+        if typed.__class__ is not dict:
+            continue
+        if len(typed) == 1:  # the API's one value of its one kind: the usual case, fast
+            for kind, value in typed.items():
+                if kind in kinds:
+                    out[name] = value
+            continue
+        for kind in _ATTRIBUTE_KINDS:
+            if kind in typed:
+                out[name] = typed[kind]
+                break
     return out
 
 
@@ -757,3 +765,23 @@ def resource_claim_values(item: dict[str, Any]) -> dict[str, Any]:
         "owner_name": owner.get("name", ""),
         "created_at": parse_time(meta.get("creationTimestamp")),
     }
+
+
+DRA_DECODER = _fingerprint(
+    resource_slice_values,
+    resource_claim_values,
+    dra_attributes,
+    dra_amounts,
+    claim_requests,
+    _device_request,
+    _allocated_node,
+    _cel_expressions,
+)
+
+
+def dra_source(meta: Mapping[str, Any]) -> str:
+    """What a ResourceSlice's or ResourceClaim's row is decoded from: the decoder's
+    fingerprint, the object's uid and its resourceVersion ("" without one: then it is always
+    decoded), as ``pod_source``."""
+    version = meta.get("resourceVersion")
+    return f"{DRA_DECODER}:{meta.get('uid', '')}:{version}" if version else ""

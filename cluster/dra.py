@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -314,7 +314,8 @@ CLASS_UNKNOWN = "class-unknown"
 NO_MATCH = "no-match"
 ALL_TAKEN = "all-taken"
 COUNTERS = "counters"
-TOO_FEW = "too-few"  # fewer devices match than it asks for, taken or not
+TOO_FEW = "too-few"  # fewer devices match on any one node than it asks for, taken or not
+APART = "apart"  # each of a pod's claims could be had, but on no one node all of them
 QUOTA = "quota"  # its claim cannot be made: the namespace's quota on a class is used up
 FITS = "fits"  # devices are free for it now (the scheduler will see them)
 UNKNOWN = "unknown"  # a selector this reading does not evaluate
@@ -364,6 +365,9 @@ class ClaimVerdict:
     taken: int = 0
     what: str = ""
     classes: tuple[str, ...] = ()
+    on_a_node: int = 0  # the most devices matching on one node
+    free_on_a_node: int = 0  # the most of them one node could give at once now
+    never: bool = False  # APART: no node could serve them all even with nothing allocated
 
 
 def _candidates(selectors: Sequence[str], gpus: Sequence[Gpu]) -> list[tuple[Device, Gpu]] | None:
@@ -378,12 +382,53 @@ def _candidates(selectors: Sequence[str], gpus: Sequence[Gpu]) -> list[tuple[Dev
     return out
 
 
+def _at_once(
+    found: Sequence[tuple[Device, Gpu]],
+    held: dict[int, dict[str, Fraction]],
+    limit: int | None = None,
+) -> int:
+    """How many of ``found`` (devices of one node) could be had together now (up to
+    ``limit``): not taken, the smallest first while their GPU's counters have room beside
+    what is taken and what ``held`` (per GPU, by ``id``) already counts; ``held`` is added
+    to."""
+    count = 0
+    for device, gpu in sorted(found, key=lambda f: (sum(a for _, a in f[0].consumes), f[0].name)):
+        if count == limit:
+            break
+        used = held.setdefault(id(gpu), defaultdict(Fraction))
+        if device in gpu.taken or used["device:" + device.name]:
+            continue
+        if not gpu.partitionable:
+            used["device:" + device.name] += 1
+            count += 1
+            continue
+        if all(
+            gpu.counters.get(n, (Fraction(0), Fraction(0)))[1] + used[n] + amount
+            <= gpu.counters.get(n, (Fraction(0), Fraction(0)))[0]
+            for n, amount in device.consumes
+        ):
+            for n, amount in device.consumes:
+                used[n] += amount
+            used["device:" + device.name] += 1
+            count += 1
+    return count
+
+
+def _by_node(found: Sequence[tuple[Device, Gpu]]) -> dict[str, list[tuple[Device, Gpu]]]:
+    out: dict[str, list[tuple[Device, Gpu]]] = defaultdict(list)
+    for device, gpu in found:
+        out[gpu.node].append((device, gpu))
+    return out
+
+
 def claim_verdict(
     request: Mapping[str, Any], classes: Mapping[str, Sequence[str]], gpus: Sequence[Gpu]
 ) -> ClaimVerdict:
     """Why ``request`` (a claim's request as the rows keep it; of ``first_available``, the
     first alternative) is not served, with ``classes`` (name -> its selectors) and the
-    fleet's ``gpus``."""
+    fleet's ``gpus``. A claim's devices are all on one node (the scheduler allocates a pod's
+    claims on the node it picks, ``docs/reference/dra.md``): each count is of the best node,
+    ``matching`` and ``taken`` of the whole cluster beside them."""
     if request.get("first_available"):
         request = {"name": request.get("name", ""), **request["first_available"][0]}
     name, device_class = str(request.get("name", "")), str(request.get("device_class", ""))
@@ -392,20 +437,84 @@ def claim_verdict(
     found = _candidates([*classes[device_class], *(request.get("selectors") or ())], gpus)
     if found is None:
         return ClaimVerdict(name, UNKNOWN, device_class)
-    wanted = len(found) if request.get("mode") == "All" else int(request.get("count") or 1)
+    nodes = _by_node(found)
+    on_a_node = max((len(f) for f in nodes.values()), default=0)
+    wanted = on_a_node if request.get("mode") == "All" else int(request.get("count") or 1)
     what = ", ".join(sorted({d.what for d, _ in found}))
     taken = sum(1 for d, g in found if d in g.taken)
-    free = sum(1 for d, g in found if g.available(d))
-    verdict = ClaimVerdict(name, NO_MATCH, device_class, wanted, len(found), taken, what)
+    untaken = max((sum(d not in g.taken for d, g in f) for f in nodes.values()), default=0)
+    free = max((_at_once(f, {}) for f in nodes.values()), default=0)
+    if request.get("mode") == "All":
+        free = max((len(f) for f in nodes.values() if _at_once(f, {}) == len(f)), default=0)
+    facts = (wanted, len(found), taken, what)
     if not found:
-        return verdict
-    if len(found) < wanted:
-        return ClaimVerdict(name, TOO_FEW, device_class, wanted, len(found), taken, what)
-    if free >= wanted:
-        return ClaimVerdict(name, FITS, device_class, wanted, len(found), taken, what)
-    if len(found) - taken >= wanted:
-        return ClaimVerdict(name, COUNTERS, device_class, wanted, len(found), taken, what)
-    return ClaimVerdict(name, ALL_TAKEN, device_class, wanted, len(found), taken, what)
+        return ClaimVerdict(name, NO_MATCH, device_class, *facts)
+    if on_a_node < wanted:
+        return ClaimVerdict(name, TOO_FEW, device_class, *facts, on_a_node=on_a_node)
+    reason = FITS if free >= wanted else COUNTERS if untaken >= wanted else ALL_TAKEN
+    return ClaimVerdict(
+        name, reason, device_class, *facts, on_a_node=on_a_node, free_on_a_node=free
+    )
+
+
+def together(
+    requests: Sequence[Mapping[str, Any]], classes: Mapping[str, Sequence[str]], gpus: Sequence[Gpu]
+) -> bool | None:
+    """Whether one node could serve every request of a pod's claims at once (each ExactCount
+    request its count, the smallest free devices first, none given twice, counters shared):
+    the scheduler allocates all of a pod's claims on the one node it picks. None when a
+    class is missing or a selector is not read here."""
+    wanted = []
+    for request in requests:
+        if request.get("first_available"):
+            request = {**request, **request["first_available"][0]}
+        device_class = str(request.get("device_class", ""))
+        if device_class not in classes:
+            return None
+        found = _candidates([*classes[device_class], *(request.get("selectors") or ())], gpus)
+        if found is None:
+            return None
+        wanted.append((_by_node(found), int(request.get("count") or 1)))
+    nodes = {node for by_node, _ in wanted for node in by_node}
+    for node in nodes:
+        held: dict[int, dict[str, Fraction]] = {}
+        if all(_at_once_among(by_node.get(node, []), count, held) for by_node, count in wanted):
+            return True
+    return False
+
+
+def apart(
+    claims: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    said: Sequence[tuple[str, ClaimVerdict]],
+    classes: Mapping[str, Sequence[str]],
+    gpus: Sequence[Gpu],
+    unallocated: Callable[[], Sequence[Gpu]],
+) -> list[tuple[str, ClaimVerdict]]:
+    """A pod's pending ``claims`` (name, requests) whose requests each fit on some node
+    (``said``: their verdicts) but on no one node together: one verdict saying so (the
+    claims' names, then the verdict), ``never`` when even ``unallocated()`` (the fleet with
+    nothing allocated) has no such node; none otherwise."""
+    if len(said) < 2 or any(v.reason != FITS for _, v in said):
+        return []
+    requests = [r for _, asked in claims for r in asked]
+    if together(requests, classes, gpus) is not False:
+        return []
+    never = together(requests, classes, unallocated()) is False
+    what = ", ".join(f"{name}: {v.wanted} {v.what}" for name, v in said)
+    names = ", ".join(sorted({name for name, _ in claims}))
+    return [(names, ClaimVerdict("", APART, "", len(said), what=what, never=never))]
+
+
+def _at_once_among(
+    found: Sequence[tuple[Device, Gpu]], count: int, held: dict[int, dict[str, Fraction]]
+) -> bool:
+    """Whether ``count`` of ``found`` can be had beside what ``held`` counts (then added
+    to it)."""
+    trial: dict[int, dict[str, Fraction]] = {k: defaultdict(Fraction, v) for k, v in held.items()}
+    if _at_once(found, trial, count) < count:
+        return False
+    held.update(trial)
+    return True
 
 
 def most_at_once(selectors: Sequence[str], gpus: Sequence[Gpu]) -> int | None:

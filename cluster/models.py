@@ -640,6 +640,13 @@ class ObservedResourceSlice(models.Model):
     shared_counters = models.JSONField(
         default=list, help_text="The counter sets it shares: name, counters (name -> quantity)."
     )
+    row_hash = models.CharField(max_length=32, blank=True)
+    decoded_from = models.CharField(
+        max_length=160,
+        blank=True,
+        help_text="The decoder's fingerprint, the object's uid and resourceVersion this row was "
+        "decoded from: listed again at the same version, it is not decoded again.",
+    )
     last_changed = models.DateTimeField()
 
     objects = ScopedManager["ObservedResourceSlice"]()
@@ -686,6 +693,13 @@ class ObservedResourceClaim(models.Model):
     owner_kind = models.CharField(max_length=63, blank=True)
     owner_name = models.CharField(max_length=253, blank=True)
     created_at = models.DateTimeField(null=True, blank=True)
+    row_hash = models.CharField(max_length=32, blank=True)
+    decoded_from = models.CharField(
+        max_length=160,
+        blank=True,
+        help_text="The decoder's fingerprint, the object's uid and resourceVersion this row was "
+        "decoded from: listed again at the same version, it is not decoded again.",
+    )
     last_changed = models.DateTimeField()
 
     objects = ScopedManager["ObservedResourceClaim"]()

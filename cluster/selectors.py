@@ -346,6 +346,47 @@ def node_dra(cluster: Cluster | int, node: str) -> NodeDra:
     return NodeDra(dra.gpus_of(rows, set(holders)), holders)
 
 
+def nodes_dra(nodes: Sequence[tuple[int, str]]) -> dict[tuple[int, str], NodeDra]:
+    """``node_dra`` for a page of nodes, (cluster id, name) each, of one or several clusters
+    (two queries for them all; a node no slice is published for is absent)."""
+    if not nodes:
+        return {}
+    wanted = set(nodes)
+    clusters, names = {c for c, _ in wanted}, {n for _, n in wanted}
+    rows: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in (
+        ObservedResourceSlice.objects.on_every_cluster()
+        .filter(cluster_id__in=clusters, node_name__in=names)
+        .values("cluster_id", "node_name", "driver", "pool", "devices", "shared_counters")
+    ):
+        key = (row["cluster_id"], row["node_name"])
+        if key in wanted:
+            rows.setdefault(key, []).append(dict(row))
+    if not rows:
+        return {}
+    holders: dict[tuple[int, str], dict[dra.DeviceKey, tuple[str, str]]] = {}
+    for cluster, node, namespace, name, allocated in (
+        ObservedResourceClaim.objects.on_every_cluster()
+        .filter(
+            cluster_id__in={c for c, _ in rows},
+            node_name__in={n for _, n in rows},
+            state=ObservedResourceClaim.State.ALLOCATED,
+        )
+        .values_list("cluster_id", "node_name", "namespace", "name", "allocated")
+    ):
+        held = holders.setdefault((cluster, node), {})
+        for a in allocated or ():
+            held[(str(a.get("driver", "")), str(a.get("pool", "")), str(a.get("device", "")))] = (
+                namespace,
+                name,
+            )
+    out = {}
+    for key, published in rows.items():
+        held = holders.get(key, {})
+        out[key] = NodeDra(dra.gpus_of(published, set(held)), held)
+    return out
+
+
 def device_class_ceilings(cluster: Cluster | int, classes: Sequence[str]) -> dict[str, int]:
     """The most devices of each DeviceClass in ``classes`` the cluster's DRA fleet could
     give at once (``cluster.dra.most_at_once``); a class the cluster lacks gives 0, one

@@ -55,6 +55,7 @@ def start(
     scenario: str = "seed",
     nodes: int = 0,
     pods: int = 0,
+    claims: int = 0,
     token: str = "",
     users: dict[str, tuple[str, Any]] | None = None,
     options: Options | None = None,
@@ -75,7 +76,7 @@ def start(
     elif scenario == "inference":
         load_inference(cluster, controllers)
     if nodes:
-        generate_fleet(cluster, controllers, nodes=nodes, pods=pods)
+        generate_fleet(cluster, controllers, nodes=nodes, pods=pods, claims=claims)
     api = API(cluster, controllers, token=token, users=users, served=served)
     server = serve(api, host, port)
     controllers.start()

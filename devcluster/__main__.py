@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         scenario=args.scenario,
         nodes=args.nodes,
         pods=args.pods,
+        claims=args.claims,
         token=args.token,
         users=users,
         options=options,
@@ -74,6 +75,13 @@ def command_line() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=int, default=0, help="add a generated fleet of N nodes")
     parser.add_argument("--pods", type=int, default=0, help="with --nodes: running pods to add")
+    parser.add_argument(
+        "--claims",
+        type=int,
+        default=0,
+        help="with --nodes: its GPUs published through DRA (a ResourceSlice per node) and "
+        "this many ResourceClaims",
+    )
     parser.add_argument(
         "--mig-delay",
         type=float,

@@ -482,3 +482,111 @@ def release(cluster: Cluster) -> None:
             new["status"].pop("reservedFor", None)
             new["status"].pop("allocation", None)
         cluster._store(CLAIMS, new, claim)
+
+
+# ---------------------------------------------------------------- a generated fleet's DRA
+def generate(cluster: Cluster, nodes: list[str], claims: int) -> None:
+    """For a generated fleet (``--nodes``): the driver's classes, one ResourceSlice per node
+    (even nodes: eight whole H100s; odd nodes: eight A100s with MIG set up beforehand, two
+    3g.40gb devices each, ``parentUUID``) and ``claims`` claims in the bench namespaces, one
+    device each, ten to a node: allocated while the node has a device left, pending after.
+    Written straight into the store, as the generated nodes are."""
+    stamp = now()
+    for item in device_classes():
+        item["metadata"].update({"uid": f"class-{item['metadata']['name']}"})
+        _put(cluster, CLASSES, "", item, stamp)
+    published: list[list[str]] = []
+    for index, node in enumerate(nodes):
+        item = _generated_slice(node, index)
+        published.append([d["name"] for d in item["spec"]["devices"]])
+        _put(cluster, SLICES, "", item, stamp)
+    per_node = max(1, -(-claims // max(1, len(nodes))))
+    for number in range(claims):
+        node_index, slot = divmod(number, per_node)
+        node_index %= max(1, len(nodes))
+        devices = published[node_index] if nodes else []
+        mig = node_index % 2 == 1
+        namespace, name = f"bench-{number % 20:02d}", f"claim-{number:06d}"
+        item = {
+            "apiVersion": API,
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"claim-{number}"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "mig.nvidia.com" if mig else "gpu.nvidia.com",
+                                "allocationMode": "ExactCount",
+                                "count": 1,
+                            },
+                        }
+                    ]
+                }
+            },
+            "status": {},
+        }
+        if slot < len(devices):
+            node = nodes[node_index]
+            result = {"request": "gpu", "driver": DRIVER, "pool": node, "device": devices[slot]}
+            item["status"] = {
+                "allocation": allocation([result], node),
+                "reservedFor": [{"resource": "pods", "name": f"job-{number:06d}", "uid": ""}],
+            }
+        _put(cluster, CLAIMS, namespace, item, stamp)
+
+
+def _put(cluster: Cluster, resource: Resource, namespace: str, item: Obj, stamp: str) -> None:
+    item["metadata"].update({"creationTimestamp": stamp, "resourceVersion": cluster.next_rv()})
+    cluster.table(resource).put((namespace, item["metadata"]["name"]), item)
+
+
+def _generated_slice(node: str, index: int) -> Obj:
+    mig = index % 2 == 1
+    product = "NVIDIA A100-SXM4-80GB" if mig else "NVIDIA H100 80GB HBM3"
+    common = {
+        "productName": product,
+        "brand": "Nvidia",
+        "architecture": "Ampere" if mig else "Hopper",
+        "cudaComputeCapability": ("version", "8.0.0" if mig else "9.0.0"),
+        "driverVersion": ("version", DRIVER_VERSION),
+        "cudaDriverVersion": ("version", "13.0.0"),
+    }
+    devices = []
+    for minor in range(8):
+        uuid = f"GPU-{node}-{minor}"
+        if not mig:
+            devices.append(
+                {
+                    "name": f"gpu-{minor}",
+                    "attributes": typed(type="gpu", uuid=uuid, **common),
+                    "capacity": amounts({"memory": "81559Mi"}),
+                }
+            )
+            continue
+        for start in (0, 4):
+            devices.append(
+                {
+                    "name": f"gpu-{minor}-mig-3g40gb-9-{start}",
+                    "attributes": typed(
+                        type="mig",
+                        uuid=f"MIG-{uuid}-{start}",
+                        parentUUID=uuid,
+                        profile="3g.40gb",
+                        **common,
+                    ),
+                    "capacity": amounts({"multiprocessors": 42, "memory": "40192Mi"}),
+                }
+            )
+    return {
+        "apiVersion": API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}", "uid": f"slice-{node}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }

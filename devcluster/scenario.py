@@ -19,7 +19,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from devcluster import gpu
+from devcluster import dra, gpu
 from devcluster.cluster import Cluster, Obj, now
 from devcluster.controllers import Controllers, pod_ip
 from devcluster.resources import find
@@ -610,8 +610,12 @@ def workload(name: str, namespace: str, queue: str, count: int, requests: dict[s
     }
 
 
-def generate_fleet(cluster: Cluster, controllers: Controllers, *, nodes: int, pods: int) -> None:
-    """A large fleet, written straight into the store (no admission) so it loads fast."""
+def generate_fleet(
+    cluster: Cluster, controllers: Controllers, *, nodes: int, pods: int, claims: int = 0
+) -> None:
+    """A large fleet, written straight into the store (no admission) so it loads fast; with
+    ``claims``, its GPUs published through DRA too, a ResourceSlice per node, and that many
+    ResourceClaims (``dra.generate``)."""
     for index in range(20):
         name = f"bench-{index:02d}"
         if cluster.get(NAMESPACES, "", name) is None:
@@ -721,3 +725,5 @@ def generate_fleet(cluster: Cluster, controllers: Controllers, *, nodes: int, po
             }
             pod_table.put((namespace, pod_name), obj)
             created += 1
+    if claims:
+        dra.generate(cluster, [name for name, _ in node_names], claims)

@@ -1228,15 +1228,9 @@ def explain_claims(
             never="no device in the cluster matches its claim",
         )
     if verdict.reason == dra.TOO_FEW:
-        return Explanation(
-            f"{_cap(asks)} asks for {verdict.wanted} devices, and only "
-            f"{verdict.matching} {what} match in the whole cluster.",
-            f"Ask for at most {verdict.matching} in the claim ({fix}).",
-            None,
-            evidence,
-            topic="dra-claim",
-            never=f"only {verdict.matching} devices match its claim",
-        )
+        return _too_few(asks, what, fix, verdict, evidence)
+    if verdict.reason == dra.APART:
+        return _apart(namespace, claim, verdict, evidence)
     if verdict.reason == dra.COUNTERS:
         return Explanation(
             f"The {what} that {asks} matches {'is' if verdict.matching == 1 else 'are'} free "
@@ -1244,6 +1238,24 @@ def explain_claims(
             "counters (memory slices, multiprocessors).",
             "It starts when those MIG devices are released; a MIG profile that fits in what "
             "the GPU has left would start now (the node page shows the counters left).",
+            None,
+            evidence,
+            topic="dra-claim",
+        )
+    return _all_taken(asks, what, verdict, evidence)
+
+
+def _all_taken(asks: str, what: str, verdict: dra.ClaimVerdict, evidence: list[str]) -> Explanation:
+    """No node has enough of the matching devices free: every one is taken, or those free
+    are spread over nodes with fewer than the claim asks for each."""
+    if verdict.matching - verdict.taken >= verdict.wanted:
+        return Explanation(
+            f"{_cap(asks)} asks for {verdict.wanted} {what} on one node (a claim's devices "
+            f"are all on the node its pod runs on), and no node has that many free: at most "
+            f"{verdict.free_on_a_node} on any one node ({verdict.taken} of "
+            f"{verdict.matching} allocated in the whole cluster).",
+            f"It starts when one node has {verdict.wanted} free; a claim asking for fewer "
+            "devices (the work split into more pods) may start sooner.",
             None,
             evidence,
             topic="dra-claim",
@@ -1256,6 +1268,56 @@ def explain_claims(
         None,
         evidence,
         topic="dra-claim",
+    )
+
+
+def _too_few(
+    asks: str, what: str, fix: str, verdict: dra.ClaimVerdict, evidence: list[str]
+) -> Explanation:
+    """Fewer devices match on any one node than the claim asks for: a claim's devices are
+    all on one node, so the fleet's sum does not serve it."""
+    if verdict.on_a_node >= verdict.matching:
+        return Explanation(
+            f"{_cap(asks)} asks for {verdict.wanted} devices, and only "
+            f"{verdict.matching} {what} match in the whole cluster.",
+            f"Ask for at most {verdict.matching} in the claim ({fix}).",
+            None,
+            evidence,
+            topic="dra-claim",
+            never=f"only {verdict.matching} devices match its claim",
+        )
+    return Explanation(
+        f"{_cap(asks)} asks for {verdict.wanted} devices on one node (a claim's devices are "
+        f"all on the node its pod runs on), and at most {verdict.on_a_node} {what} match on "
+        f"any one node ({verdict.matching} in the whole cluster).",
+        f"Ask for at most {verdict.on_a_node} in the claim, and split the work into pods of "
+        f"that many devices each ({fix}).",
+        None,
+        evidence,
+        topic="dra-claim",
+        never=f"no node has {verdict.wanted} devices matching its claim",
+    )
+
+
+def _apart(
+    namespace: str, claims: str, verdict: dra.ClaimVerdict, evidence: list[str]
+) -> Explanation:
+    """Each of a pod's claims could be had on some node, but no node has them all."""
+    return Explanation(
+        f"Each of the pod's claims could be had on some node, but no node has all of them "
+        f"free together ({verdict.what}): a pod's claims are all allocated on the node it "
+        "runs on.",
+        (
+            "Split the work into pods that each ask for what one node has (the node pages "
+            "list each node's DRA devices)."
+            if verdict.never
+            else "It starts when one node has them all free; the node pages show which "
+            "devices each node has free now."
+        ),
+        None,
+        evidence,
+        topic="dra-claim",
+        never="no node has every device its claims ask for" if verdict.never else "",
     )
 
 

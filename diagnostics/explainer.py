@@ -418,14 +418,22 @@ def claim_verdicts(
     )
     gpus = dra.gpus_of(slices, taken)
     for pod in pods:
-        for asked in pod.resource_claims:
-            claim = pending.get((pod.namespace, asked["claim"]))
-            if claim is None:
-                continue
-            for request in claim.requests:
-                out.setdefault((pod.namespace, pod.name), []).append(
-                    (claim.name, dra.claim_verdict(request, classes, gpus))
-                )
+        mine = [pending.get((pod.namespace, asked["claim"])) for asked in pod.resource_claims]
+        said = [
+            (claim.name, dra.claim_verdict(request, classes, gpus))
+            for claim in mine
+            if claim is not None
+            for request in claim.requests
+        ]
+        if said:
+            apart = dra.apart(
+                [(c.name, c.requests) for c in mine if c is not None],
+                said,
+                classes,
+                gpus,
+                lambda: dra.gpus_of(slices, set()),
+            )
+            out.setdefault((pod.namespace, pod.name), []).extend([*apart, *said])
     return out
 
 

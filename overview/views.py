@@ -310,6 +310,8 @@ def _dra_context(by_dra: Any, names: PodNames, cluster_id: int | None) -> dict[s
         if gpu.partitionable
     ]
     return {
+        "gpus": len(by_dra.gpus),
+        "product": " + ".join(sorted({g.product for g in by_dra.gpus if g.product})),
         "strips": [dra.strip(gpu, i) for i, gpu in enumerate(by_dra.gpus)],
         "devices": devices,
         "counters": counters,

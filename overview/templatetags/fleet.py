@@ -85,6 +85,36 @@ def _bars(resources: tuple[tuple[str, int, int], ...]) -> SafeString:
     )
 
 
+@register.simple_tag
+def dra_bars(row: Any) -> SafeString:
+    """A node's devices by DRA as bars (``node_rows.RowDra``), allocated of published per
+    kind of device, and what its partitionable GPUs' counters have left."""
+    return _dra_bars(
+        tuple((o.what, o.product, o.taken, o.devices, o.available, o.fill) for o in row.offers),
+        row.left,
+        row.slices,
+    )
+
+
+@kept("DRA bars", 2048)
+def _dra_bars(
+    offers: tuple[tuple[str, str, int, int, int, int], ...], left: int, slices: int
+) -> SafeString:
+    bars = format_html_join(
+        "",
+        '<div class="bar" role="img" aria-label="{0} of {1} by DRA: {2} of {3} allocated, '
+        '{4} could be had now"><span class="bar-label"><code>{0}</code> {2} / {3} '
+        '<span class="muted">by DRA</span></span>'
+        '<span class="bar-track"><span class="bar-fill fill-{5}"></span></span></div>',
+        offers,
+    )
+    if not slices:
+        return bars
+    return format_html(
+        '{}<p class="small muted">counters left: {} of {} memory slices</p>', bars, left, slices
+    )
+
+
 HEALTH_TAGS = {
     "critical": ("tag bad", "critical"),
     "warning": ("tag warn", "warning"),

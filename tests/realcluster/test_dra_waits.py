@@ -134,3 +134,60 @@ def test_claims_the_scheduler_cannot_allocate_wait_with_its_words_and_templates_
     assert causes["rc-wait-nomatch"].startswith("No device published through DRA matches")
     assert causes["rc-wait-taken"].startswith("Every whole GPU that the pod's claim")
     assert "hold its shared counters" in causes["rc-wait-counters"]
+
+
+def counted(item: dict[str, Any], count: int) -> dict[str, Any]:
+    """A claim asking for ``count`` devices of its one request."""
+    item["spec"]["devices"]["requests"][0]["exactly"]["count"] = count
+    return item
+
+
+def two_claims_pod(name: str, first: str, second: str) -> dict[str, Any]:
+    item = pod(name, first)
+    item["spec"]["containers"][0]["resources"]["claims"] = [{"name": "a"}, {"name": "b"}]
+    item["spec"]["resourceClaims"] = [
+        {"name": "a", "resourceClaimName": first},
+        {"name": "b", "resourceClaimName": second},
+    ]
+    return item
+
+
+def test_a_claims_devices_and_a_pods_claims_must_share_one_node(
+    real_gateway: Gateway, published: Gateway, real_cluster: RealCluster
+) -> None:
+    """Three whole GPUs are published (two H100s on one node, the A100 on another), none
+    allocated: a claim for three waits, and so does a pod asking for both H100s and a
+    3g.40gb slice of the A100 in two claims, each of which alone would be allocated. With
+    ``QM_RECORD_DRA`` the scheduler's words are written as ``apart.json``."""
+    admin = hands(real_cluster, "kubectl-create")
+    admin.apply(counted(claim("rc-spread", "gpu.nvidia.com", f"device.driver == '{DRIVER}'"), 3))
+    admin.apply(pod("rc-spread", "rc-spread"))
+    admin.apply(counted(claim("rc-apart-h100", "gpu.nvidia.com", H100), 2))
+    mig = f"device.attributes['{DRIVER}'].profile == '3g.40gb'"
+    admin.apply(claim("rc-apart-mig", "mig.nvidia.com", mig))
+    admin.apply(two_claims_pod("rc-apart", "rc-apart-h100", "rc-apart-mig"))
+    messages = {
+        name: wait_for(lambda name=name: unschedulable(admin, name), 60, f"{name} refused")
+        for name in ("rc-spread", "rc-apart")
+    }
+    folder = os.environ.get("QM_RECORD_DRA")
+    if folder:
+        out = {
+            "source": "kube-scheduler 1.36 of the real-control-plane tier, "
+            "tests/realcluster/test_dra_waits.py over resourceslices.json",
+            "messages": messages,
+            "pods": [admin.get(ObjectRef("v1", "Pod", n, NAMESPACE)) for n in messages],
+            "claims": admin.list(DRA, "ResourceClaim", namespace=NAMESPACE),
+        }
+        (Path(folder) / "apart.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    for message in messages.values():
+        assert "cannot allocate all claims" in message, messages
+
+    assert poll_cluster(gateway=real_gateway).ok
+    rows = {p.name: p for p in ObservedPod.objects.on(settings_cluster()).filter(name__in=messages)}
+    causes = {name: rows[name].explained["why"]["cause"] for name in messages}
+    assert (
+        "at most 2 whole GPU match on any one node (3 in the whole cluster)"
+        in (causes["rc-spread"])
+    ), causes
+    assert causes["rc-apart"].startswith("Each of the pod's claims could be had on some node")

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from cluster import dra
+from cluster import decode, dra
 from cluster.decode import (
     claim_requests,
     decode_pods,
@@ -285,7 +285,8 @@ def test_the_writer_writes_what_changed_and_drops_what_is_gone() -> None:
     changed = listing()
     claims_now = by_name(changed.claims)
     del claims_now["rc-blocked"]
-    claims_now["rc-mig"] = {**claims_now["rc-mig"], "status": {}}  # released
+    released = {**claims_now["rc-mig"]["metadata"], "resourceVersion": "999999"}
+    claims_now["rc-mig"] = {**claims_now["rc-mig"], "metadata": released, "status": {}}
     changed.claims = list(claims_now.values())
     assert write_dra(changed, cluster_id=cluster_id, now=later) == 2
     claims = {c.name: c for c in ObservedResourceClaim.objects.on(cluster_id)}
@@ -294,6 +295,21 @@ def test_the_writer_writes_what_changed_and_drops_what_is_gone() -> None:
     assert (claims["rc-whole"].state, claims["rc-whole"].last_changed) == ("allocated", NOW)
     assert ObservedDeviceClass.objects.on(cluster_id).count() == 2
     assert ObservedResourceSlice.objects.on(cluster_id).count() == 3
+
+
+@pytest.mark.django_db
+def test_slices_and_claims_listed_at_their_rows_version_are_not_decoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster_id = settings_cluster_id()
+    write_dra(listing(), cluster_id=cluster_id, now=NOW)
+
+    def refused(item: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError(f"{item['metadata']['name']} decoded again")
+
+    monkeypatch.setattr(decode, "resource_slice_values", refused)
+    monkeypatch.setattr(decode, "resource_claim_values", refused)
+    assert write_dra(listing(), cluster_id=cluster_id, now=NOW) == 0
 
 
 @pytest.mark.django_db

@@ -186,3 +186,80 @@ def test_the_partitionable_gpu_counts_what_its_counters_leave() -> None:
         ("NVIDIA A100-SXM4-80GB", "3g.40gb"): (2, 1, 1),
         ("NVIDIA H100 80GB HBM3", "whole GPU"): (2, 2, 0),
     }
+
+
+# tests/data/dra/apart.json: what the real scheduler said of a claim for three whole GPUs (two
+# H100s on one node, the A100 on another: three in the fleet, two at most on a node) and of a
+# pod whose two claims ask for both H100s and a 3g.40gb slice of the A100; nothing allocated.
+APART = json.loads((RECORDED / "apart.json").read_text())
+APART_CLAIMS = {c["metadata"]["name"]: resource_claim_values(c) for c in APART["claims"]}
+
+
+def apart_why(name: str, claims: list[tuple[str, dra.ClaimVerdict]]) -> Explanation:
+    return explain_pod(
+        namespace="rc-dra",
+        name=name,
+        requests={},
+        message=APART["messages"][name],
+        fleet=FLEET,
+        claims=claims,
+    )
+
+
+def test_a_claims_devices_must_be_on_one_node_not_the_fleet_in_sum() -> None:
+    fleet = dra.gpus_of(SLICES, set())
+    (request,) = APART_CLAIMS["rc-spread"]["requests"]
+    verdict = dra.claim_verdict(request, CLASSES, fleet)
+    assert (verdict.reason, verdict.wanted, verdict.matching, verdict.on_a_node) == (
+        dra.TOO_FEW,
+        3,
+        3,
+        2,
+    )
+    said = apart_why("rc-spread", [("rc-spread", verdict)])
+    assert (said.cause, said.next_step) == (
+        "The pod's claim rc-spread (device class gpu.nvidia.com) asks for 3 devices on one node "
+        "(a claim's devices are all on the node its pod runs on), and at most 2 whole GPU match "
+        "on any one node (3 in the whole cluster).",
+        "Ask for at most 2 in the claim, and split the work into pods of that many devices each "
+        "(kubectl -n rc-dra get resourceclaim rc-spread -o yaml).",
+    )
+    assert said.never and said.evidence == [APART["messages"]["rc-spread"]]
+
+
+def test_a_pods_claims_must_be_on_one_node_together() -> None:
+    fleet = dra.gpus_of(SLICES, set())
+    claims = [(n, APART_CLAIMS[n]["requests"]) for n in ("rc-apart-h100", "rc-apart-mig")]
+    said = [(n, dra.claim_verdict(r, CLASSES, fleet)) for n, asked in claims for r in asked]
+    assert [v.reason for _, v in said] == [dra.FITS, dra.FITS]  # each alone would be had
+    verdicts = dra.apart(claims, said, CLASSES, fleet, lambda: fleet)
+    assert [(n, v.reason, v.never) for n, v in verdicts] == [
+        ("rc-apart-h100, rc-apart-mig", dra.APART, True)
+    ]
+    explained = apart_why("rc-apart", [*verdicts, *said])
+    assert explained.cause == (
+        "Each of the pod's claims could be had on some node, but no node has all of them free "
+        "together (rc-apart-h100: 2 whole GPU, rc-apart-mig: 1 3g.40gb): a pod's claims are all "
+        "allocated on the node it runs on."
+    )
+    assert explained.never
+    # two claims one node serves together are not apart
+    alone = [claims[0], ("more", [{**claims[1][1][0], "device_class": "gpu.nvidia.com"}])]
+    assert dra.together([r for _, asked in alone for r in asked], CLASSES, fleet) is False
+    assert dra.together(claims[0][1], CLASSES, fleet) is True
+
+
+def test_free_devices_spread_over_nodes_do_not_serve_one_claim() -> None:
+    h100 = next(s for s in SLICES if s["devices"] and "h100" in s["node_name"])
+    taken = {(h100["driver"], h100["pool"], "gpu-0")}
+    fleet = dra.gpus_of(SLICES, taken)
+    request = {"name": "gpu", "device_class": "gpu.nvidia.com", "mode": "ExactCount", "count": 2}
+    verdict = dra.claim_verdict(request, CLASSES, fleet)
+    assert (verdict.reason, verdict.free_on_a_node, verdict.taken) == (dra.ALL_TAKEN, 1, 1)
+    said = apart_why("rc-spread", [("two", verdict)])
+    assert said.cause == (
+        "The pod's claim two (device class gpu.nvidia.com) asks for 2 whole GPU on one node (a "
+        "claim's devices are all on the node its pod runs on), and no node has that many free: "
+        "at most 1 on any one node (1 of 3 allocated in the whole cluster)."
+    )
+    assert not said.never

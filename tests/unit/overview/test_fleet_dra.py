@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
+from changes import mig, planning
+from cluster.models import Cluster, ObservedNode
 from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
 from loop.fetch import DraListing
@@ -92,7 +95,12 @@ def test_the_fleet_page_and_the_node_page_say_by_dra(
     assert "Devices by DRA" in fleet and "3 GPUs published" in fleet
     assert "3g.40gb of NVIDIA A100-SXM4-80GB by DRA: 1 of 2 allocated, 1 could be had now" in fleet
     node = client.get("/fleet/nodes/gpu-a100-01/").content.decode()
-    assert "GPUs by DRA" in node and "GPUs by device plugin" in node
+    assert "GPUs by DRA" in node and "GPUs by device plugin" not in node  # DRA only
+    assert (
+        '1 \N{MULTIPLICATION SIGN} NVIDIA A100-SXM4-80GB <span class="muted">by DRA</span> '
+        "\N{EM DASH} MIG carved per claim" in node
+    )
+    assert "No GPU resource offered by a device plugin here" in node
     assert (
         'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left: 4 of 8 '
         'memory slices"' in node
@@ -135,3 +143,51 @@ def test_a_teams_home_lists_its_running_dra_pods(
     client.force_login(team_a_member)
     home = client.get("/").content.decode()
     assert "<code>rc-h100-a</code>: 1 DRA claim," in home
+
+
+def test_the_node_rows_show_a_dra_only_nodes_devices(
+    client: Client, dra_pool: Any, team_a_member: Any
+) -> None:
+    client.force_login(team_a_member)
+    page = client.get("/fleet/nodes/?pool=dra").content.decode()
+    assert "no GPU resources offered" not in page
+    a100 = page[page.index('id="node-') : page.index("gpu-h100-01")]  # rows: a100 first
+    assert "1 \N{MULTIPLICATION SIGN} NVIDIA A100-SXM4-80GB" in a100 and "by DRA" in a100
+    assert (
+        'aria-label="3g.40gb of NVIDIA A100-SXM4-80GB by DRA: 1 of 2 allocated, 1 could be '
+        'had now"' in a100
+    )
+    assert "counters left: 4 of 8 memory slices" in a100 and "MIG carved per claim (DRA)" in a100
+    assert 'aria-label="gpu-0-counter-set (by DRA): 3g.40gb (in use), counters left' in a100
+    assert 'aria-label="whole GPU of NVIDIA H100 80GB HBM3 by DRA: 2 of 2 allocated' in page
+
+
+def test_the_planner_leaves_a_node_served_by_dra_alone_and_says_why(dra_pool: Any) -> None:
+    cluster = settings_cluster_id()
+    ObservedNode.objects.on(cluster).filter(name="gpu-a100-01").update(
+        gpu_product="NVIDIA-A100-SXM4-80GB", gpu_count=1
+    )
+    problem, _ = planning.gather(Cluster.objects.get(pk=cluster))
+    (a100,) = [n for n in problem.nodes if n.name == "gpu-a100-01"]
+    assert a100.settled == (
+        "gpu-a100-01 serves its GPUs through DRA: its MIG devices are the DRA driver's (carved "
+        "per claim), not a MIG config: left as it is."
+    )
+
+
+def test_a_mig_change_on_a_node_served_by_dra_is_refused_with_why(
+    dra_pool: Any, team_a: Any, platform_admin: Any
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        mig.request_mig_change(
+            actor=platform_admin,
+            team=team_a,
+            nodes=["gpu-a100-01"],
+            target_config="all-3g.40gb",
+            reason="3g slices",
+            cluster=Cluster.objects.get(pk=settings_cluster_id()),
+        )
+    assert refused.value.message_dict["nodes"] == [
+        "gpu-a100-01 serves its GPUs through DRA: MIG devices there are the DRA driver's, "
+        "carved per claim, and a MIG config does not change them. Leave them out of the change."
+    ]
