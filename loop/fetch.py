@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue
+from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue, workload_event_values
 from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
 from cluster.models import Cluster
 from cluster.selectors import rendering_for
@@ -51,12 +51,14 @@ class Listing:
     failures: Objects
     positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     dra: DraListing | None = None
+    events: dict[tuple[str, str], dict[str, Any]] | None = None
 
 
 def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
     objects, Kueue workloads (and their place in line), Volcano PodGroups, FailedCreate
-    events and DRA's DeviceClasses, ResourceSlices and ResourceClaims, in that order."""
+    events, DRA's DeviceClasses, ResourceSlices and ResourceClaims and the Events about
+    Kueue Workloads, in that order."""
     nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
     pods = gateway.list(
         "v1",
@@ -74,8 +76,39 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
     return Listing(
-        nodes, pods, managed, workloads, podgroups, failures, positions, list_dra(gateway)
+        nodes,
+        pods,
+        managed,
+        workloads,
+        podgroups,
+        failures,
+        positions,
+        list_dra(gateway),
+        workload_events(gateway) if workloads is not None else None,
     )
+
+
+def workload_events(gateway: Gateway) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """The Events about Kueue Workloads (the API server selects them by their involved
+    object's kind), each decoded as its page arrives, so the poll holds one page of Events
+    at a time, never the whole list beside its rows; keyed by the Event's namespace and
+    name. None where the portal's ClusterRole does not grant the list (the rest of the poll
+    goes on)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        for page in gateway.list_pages(
+            "v1", "Event", field_selector="involvedObject.kind=Workload", page_size=PAGE_SIZE
+        ):
+            for event in page:
+                values = workload_event_values(event)
+                if values is not None:
+                    out[values["namespace"], values["name"]] = values
+    except KubeError as exc:
+        if exc.status != FORBIDDEN:
+            raise
+        log.warning("Workload events not read: %s", exc.message)
+        return None
+    return out
 
 
 def list_dra(gateway: Gateway) -> DraListing | None:

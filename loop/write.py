@@ -22,6 +22,7 @@ from cluster import decode
 from cluster.models import (
     ObservedCreateFailure,
     ObservedDeviceClass,
+    ObservedEvent,
     ObservedNode,
     ObservedObject,
     ObservedPod,
@@ -301,6 +302,140 @@ def write_create_failures(
         {},
         cluster_id=cluster_id,
     )
+
+
+# A workload's story keeps its newest events, the cluster its newest in all: bounded
+# whatever the API server's --event-ttl, at 50,000 workloads at most EVENTS_PER_CLUSTER rows.
+EVENTS_PER_WORKLOAD = 20
+EVENTS_PER_CLUSTER = 200_000
+EVENT_COLUMNS = (
+    "cluster_id",
+    "namespace",
+    "name",
+    "workload_name",
+    "type",
+    "reason",
+    "message",
+    "count",
+    "first_seen",
+    "last_seen",
+    "preemptor",
+)
+EventKey = tuple[str, str]  # the Event's namespace and name
+
+
+def write_events(
+    events: Mapping[EventKey, dict[str, Any]],
+    workloads: Sequence[dict[str, Any]],
+    *,
+    cluster_id: int,
+    now: dt.datetime,
+) -> int:
+    """Keep the Events about the cluster's Workloads (``events``: decoded by
+    ``cluster.decode.workload_event_values``, keyed by the Event's namespace and name) as
+    ``ObservedEvent`` rows: the new and changed ones written in one COPY and upsert, each
+    workload's beyond its newest EVENTS_PER_WORKLOAD and a gone workload's deleted, the
+    cluster's beyond EVENTS_PER_CLUSTER too. An Event the API server has dropped stays (it
+    keeps them an hour; the story is longer). The number of rows written or deleted."""
+    present: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
+    for item in workloads:
+        meta = item.get("metadata") or {}
+        present[meta.get("namespace", ""), meta.get("name", "")] = meta.get("uid", "")
+    by_uid = {uid: f"{ns}/{name}" for (ns, name), uid in present.items() if uid}
+    stored, kept_since, storied = _stored_events(cluster_id)
+    out = []
+    touched: set[tuple[str, str]] = set()
+    for key, values in events.items():
+        whose = (values["namespace"], values["workload_name"])
+        last = values["last_seen"] or now
+        if whose not in present or last < kept_since.get(whose, last):
+            continue  # its workload is gone, or older than what its story keeps
+        row = {**values, "cluster_id": cluster_id, "last_seen": last}
+        row["first_seen"] = row["first_seen"] or last
+        row["preemptor"] = by_uid.get(row.pop("preemptor_uid"), "")
+        if stored.get(key) == (row["count"], last):
+            continue
+        out.append([row[c] for c in EVENT_COLUMNS])
+        touched.add(whose)
+    table = ObservedEvent._meta.db_table
+    written = (
+        _copy_upsert(table, EVENT_COLUMNS, out, ("cluster_id", "namespace", "name")) if out else 0
+    )
+    gone = {whose for whose in storied if whose not in present}
+    return written + _trim_events(cluster_id, gone, touched, grew=len(stored) + len(out))
+
+
+def _stored_events(
+    cluster_id: int,
+) -> tuple[
+    dict[EventKey, tuple[int, dt.datetime]],
+    dict[tuple[str, str], dt.datetime],
+    set[tuple[str, str]],
+]:
+    """The cluster's event rows: each one's count and last time; for a workload whose story
+    is full, the oldest time it keeps (an older Event, trimmed before, is not written
+    again); and the workloads (namespace, name) they are about."""
+    stored: dict[EventKey, tuple[int, dt.datetime]] = {}
+    times: dict[tuple[str, str], list[dt.datetime]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT namespace, name, workload_name, count, last_seen "
+            f"FROM {ObservedEvent._meta.db_table} WHERE cluster_id = %s",
+            [cluster_id],
+        )
+        for namespace, name, workload, count, last in cursor.fetchall():
+            stored[namespace, name] = (count, last)
+            times.setdefault((namespace, workload), []).append(last)
+    kept_since = {
+        whose: sorted(stamps, reverse=True)[EVENTS_PER_WORKLOAD - 1]
+        for whose, stamps in times.items()
+        if len(stamps) >= EVENTS_PER_WORKLOAD
+    }
+    return stored, kept_since, set(times)
+
+
+def _pairs(whose: set[tuple[str, str]]) -> list[list[str]]:
+    spaces, names = zip(*sorted(whose), strict=True)
+    return [list(spaces), list(names)]
+
+
+def _trim_events(
+    cluster_id: int,
+    gone: set[tuple[str, str]],
+    touched: set[tuple[str, str]],
+    *,
+    grew: int,
+) -> int:
+    """Delete the events of workloads ``gone``, those of ``touched`` workloads beyond their
+    newest EVENTS_PER_WORKLOAD, and, past EVENTS_PER_CLUSTER rows, the cluster's oldest."""
+    table = ObservedEvent._meta.db_table
+    deleted = 0
+    with connection.cursor() as cursor:
+        if gone:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE cluster_id = %s AND (namespace, workload_name) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                [cluster_id, *_pairs(gone)],
+            )
+            deleted += cursor.rowcount
+        if touched:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+                "(PARTITION BY namespace, workload_name ORDER BY last_seen DESC, id DESC) AS n "
+                f"FROM {table} WHERE cluster_id = %s AND (namespace, workload_name) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[]))) AS ranked "
+                "WHERE n > %s)",
+                [cluster_id, *_pairs(touched), EVENTS_PER_WORKLOAD],
+            )
+            deleted += cursor.rowcount
+        if grew > EVENTS_PER_CLUSTER:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE cluster_id = %s "
+                "ORDER BY last_seen DESC, id DESC OFFSET %s)",
+                [cluster_id, EVENTS_PER_CLUSTER],
+            )
+            deleted += cursor.rowcount
+    return deleted
 
 
 def write_workloads(
