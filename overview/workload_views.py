@@ -16,6 +16,7 @@ from diagnostics.selectors import shown_for
 from overview.filters import WorkloadFilter
 from overview.workload_rows import workload_rows
 from overview.workloads import (
+    STATE_ALIASES,
     STATE_MEANS,
     STATES,
     as_yaml,
@@ -66,6 +67,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         for key in WorkloadFilter.base_filters
         if key != "cluster"
     }
+    filters["state"] = STATE_ALIASES.get(filters["state"], filters["state"])  # Kueue's words
     context = {
         "page": page,
         "workloads": page.object_list,

@@ -52,6 +52,9 @@ STATES = (
     ("evicted", "Evicted"),
     ("finished", "Finished"),
 )
+# Other words for a state, accepted by the list's filter: Kueue says "pending" (its
+# visibility API's pendingworkloads, kueuectl's PENDING) for what the portal calls waiting.
+STATE_ALIASES: Mapping[str, str] = {"pending": "waiting"}
 STATE_MEANS = {
     "waiting": "waits in line for quota",
     "admitted": "is admitted: Kueue reserved its quota and its pods may run",

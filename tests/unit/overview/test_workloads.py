@@ -375,3 +375,15 @@ def test_kueues_events_tell_the_story_in_words_and_name_only_what_the_viewer_may
     assert f"Preempted workload team-a/{victim}" in as_user("approver").get(path).content.decode()
     assert as_user("lead-a").get(path).status_code == 404
 
+
+def test_kueues_pending_is_the_portals_waiting(demo: None) -> None:
+    some(demo)
+    lead = as_user("lead-a")
+    for path in ("/api/v1/workloads/?q=wl-&state=pending", "/workloads/?q=wl-&state=pending"):
+        answer = lead.get(path)
+        assert answer.status_code == 200, path
+    api = lead.get("/api/v1/workloads/?q=wl-&state=pending").json()["results"]
+    assert [(r["name"], r["state"]) for r in api] == [("wl-waiting", "waiting")]
+    page = lead.get("/workloads/?q=wl-&state=pending").content.decode()
+    assert listed(page) == ["team-a/wl-waiting"]
+    assert '<option value="waiting" selected>' in page
