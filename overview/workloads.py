@@ -417,7 +417,7 @@ def events_of(workload: ObservedWorkload) -> list[ObservedEvent]:
         .filter(namespace=workload.namespace, workload_name=workload.name)
         .order_by("-last_seen", "-id")[:EVENTS_SHOWN]
     )
-    return sorted(rows, key=lambda e: (e.first_seen, e.last_seen))
+    return sorted(rows, key=lambda e: (e.first_seen, e.last_seen, e.pk))  # as Kueue said them
 
 
 EVENTS_SHOWN = 50
