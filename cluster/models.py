@@ -558,8 +558,9 @@ class ObservedEvent(models.Model):
     """An Event Kueue wrote about a Workload (QuotaReserved, Admitted, Pending, Preempted,
     EvictedDueTo...), kept past the API server's own hour (its ``--event-ttl``) while the
     workload is there: a workload's story on its page. A poll writes the new and changed
-    ones; each workload keeps its newest ``loop.write.EVENTS_PER_WORKLOAD`` and the cluster
-    its newest ``EVENTS_PER_CLUSTER``; a workload's go with it."""
+    ones (those of the last minutes: ``loop.fetch.EVENTS_LOOKED_BACK``); each workload
+    keeps its newest ``loop.write.EVENTS_PER_WORKLOAD`` and the cluster its newest
+    ``EVENTS_PER_CLUSTER``; a workload's go with it."""
 
     cluster = cluster_key(related_name="observed_events")
     namespace = models.CharField(max_length=63)
@@ -593,7 +594,9 @@ class ObservedEvent(models.Model):
             models.Index(
                 fields=["cluster", "namespace", "workload_name", "last_seen"],
                 name="observed_event_of_workload",
-            )
+            ),
+            # The newest kept (where a poll looks back from) and the oldest past the bound.
+            models.Index(fields=["cluster", "last_seen"], name="observed_event_newest"),
         ]
 
     def __str__(self) -> str:
