@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from cli.client import ApiError, Client
+from cli.client import ApiError, Client, pending_decisions
 from cli.config import ConfigError, resolve
 
 INSTRUCTIONS = """\
@@ -185,19 +185,19 @@ class Tools:
             raise ToolError(str(exc)) from None
 
     def pending_decisions(self, cluster: Annotated[str, CLUSTER] = "") -> dict[str, Any]:
-        """The MIG changes (and drains) and quota requests that wait for a decision.
+        """The MIG changes (and drains) and quota requests that wait for this user's decision.
 
         Returns {"mig_changes": [...], "quota_requests": [...]}: each pending request
         with its team, what it asks, its requester, its verdict and its assessment (its
-        fingerprint is what an approver decides on). Scope: approvers and platform admins
-        see every team's, others their teams'; an approver never decides a request they
-        asked for themselves. Deciding is done by the user on the portal or with
-        `qm approve|reject KIND ID --fingerprint FP`, never by these tools."""
-        on = {"state": "pending", "cluster": self._cluster(cluster)}
-        return {
-            "mig_changes": [shown(r) for r in self._get_all("mig-changes/", **on)],
-            "quota_requests": [shown(r) for r in self._get_all("quota-requests/", **on)],
-        }
+        fingerprint is what an approver decides on). Only approvers and platform admins
+        decide: for anyone else both lists are empty. The user's own requests are left out
+        (nobody decides what they asked for). Deciding is done by the user on the portal or
+        with `qm approve|reject KIND ID --fingerprint FP`, never by these tools."""
+        try:
+            found = pending_decisions(self.api, self._cluster(cluster))
+        except ApiError as exc:
+            raise ToolError(str(exc)) from None
+        return {kind: [shown(r) for r in rows] for kind, rows in found.items()}
 
     def mig_plan(self, cluster: Annotated[str, CLUSTER] = "") -> dict[str, Any]:
         """The MIG layout planner's proposal for a cluster (read only).

@@ -378,6 +378,13 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
     auto_rule_name = serializers.CharField(
         source="rule_name", read_only=True, help_text="Also once the rule is deleted."
     )
+    requested_by = serializers.CharField(
+        source="requested_by.get_username",
+        read_only=True,
+        default=None,
+        allow_null=True,
+        help_text="Who asked (null once that user is deleted): they may not decide it.",
+    )
 
     class Meta:
         model = QuotaChangeRequest
@@ -396,6 +403,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaChangeRequest]):
             "previous",
             "requested",
             "reason",
+            "requested_by",
             "grant_until",
             "state",
             "assessment",

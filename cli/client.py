@@ -90,3 +90,18 @@ class Client:
         """``path`` under the asked cluster's own route (``clusters/<name>/...``), or the
         flat route when no cluster was asked for."""
         return f"clusters/{self.target.cluster}/{path}" if self.target.cluster else path
+
+
+def pending_decisions(api: Client, cluster: str = "") -> dict[str, Any]:
+    """The MIG changes (and drains) and quota requests waiting for a decision that the
+    token's user may take: those they asked for themselves are left out (nobody decides
+    their own request; ``/api/v1/me/`` says who the token is), and so is everything for a
+    user who decides nothing (neither an approver nor a platform admin)."""
+    me = api.get("me/")
+    if not (me.get("approver") or me.get("platform_admin")):
+        return {"mig_changes": [], "quota_requests": []}
+    on = {"state": "pending", "cluster": cluster}
+    return {
+        kind: [row for row in api.get_all(path, **on) if row.get("requested_by") != me["username"]]
+        for kind, path in (("mig_changes", "mig-changes/"), ("quota_requests", "quota-requests/"))
+    }

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from cli.client import ApiError, Client
+from cli.client import ApiError, Client, pending_decisions
 from cli.config import ConfigError, resolve
 from cli.output import FORMATS, emit, fields, table
 
@@ -100,6 +100,23 @@ def draw_waiting(rows: list[dict[str, Any]], out: TextIO) -> None:
         fields(shown, list(shown), out)
         for line in row.get("evidence") or []:
             out.write(f"  | {line}\n")
+
+
+def pending(api: Client, args: argparse.Namespace) -> int:
+    """The requests waiting for the user's decision, the user's own left out."""
+    found = pending_decisions(api, api.target.cluster)
+    rows = [
+        {"type": kind, **with_assessment(row)}
+        for kind, key in (("mig-change", "mig_changes"), ("quota-request", "quota_requests"))
+        for row in found[key]
+    ]
+    emit(rows, args.output, draw_pending)
+    return OK
+
+
+def draw_pending(rows: list[dict[str, Any]], out: TextIO) -> None:
+    columns = ["type", "id", "cluster", "team", "kind", "requested_by", "verdict", "fingerprint"]
+    table(rows, columns, out)
 
 
 def get(api: Client, args: argparse.Namespace) -> int:
@@ -288,6 +305,25 @@ def fingerprint_option(command: argparse.ArgumentParser, acted: str) -> None:
     )
 
 
+def add_decision_commands(commands: Any, shared: argparse.ArgumentParser) -> None:
+    """``qm pending`` and ``qm approve|reject``."""
+    one = commands.add_parser(
+        "pending",
+        parents=[shared],
+        help="requests waiting for your decision",
+        description="The MIG changes, drains and quota requests you may decide (approvers "
+        "and platform admins), your own left out.",
+    )
+    one.set_defaults(run=pending)
+    for verb in ("approve", "reject"):
+        one = commands.add_parser(verb, parents=[shared], help=f"{verb} a request")
+        one.add_argument("kind", choices=sorted(KINDS))
+        one.add_argument("id", type=int)
+        fingerprint_option(one, "decided on")
+        one.add_argument("--comment", default="")
+        one.set_defaults(run=decide, verb=verb)
+
+
 def add_mig_commands(commands: Any, shared: argparse.ArgumentParser) -> None:
     """``qm mig plan|create|cancel|abort|rollback``."""
     mig = commands.add_parser("mig", help="MIG changes and the layout planner")
@@ -364,14 +400,7 @@ def parser() -> argparse.ArgumentParser:
     one.add_argument("--override-reason", default="", help="platform admins, see the API")
     one.set_defaults(run=quota_request)
 
-    for verb in ("approve", "reject"):
-        one = commands.add_parser(verb, parents=[shared], help=f"{verb} a request")
-        one.add_argument("kind", choices=sorted(KINDS))
-        one.add_argument("id", type=int)
-        fingerprint_option(one, "decided on")
-        one.add_argument("--comment", default="")
-        one.set_defaults(run=decide, verb=verb)
-
+    add_decision_commands(commands, shared)
     add_mig_commands(commands, shared)
     one = commands.add_parser(
         "what-if",

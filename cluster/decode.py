@@ -518,6 +518,47 @@ def create_failure_values(
     return latest
 
 
+# Kueue names the workload that preempted another by its UID, in the victim's Preempted
+# event and conditions: "Preempted to accommodate a workload (UID: <uid>, JobUID: <uid>) due
+# to ..." (recorded in tests/data/kueue-samples/events-workload-story.json).
+PREEMPTOR_UID = re.compile(r"\(UID: ([0-9a-f-]{8,}|UNKNOWN), JobUID: [^)]*\)")
+
+
+def workload_event_values(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What the poll keeps of an Event about a Kueue Workload (a core/v1 Event as the API
+    serves it, whichever recorder wrote it: the events.k8s.io recorder Kueue uses leaves
+    ``count`` and the first and last timestamps empty and counts repeats in ``series``),
+    or None for an Event about anything else. ``preemptor_uid`` is the UID its message
+    names (a Preempted event's preemptor), for the writer to turn into a name."""
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    if involved.get("kind") != "Workload" or not involved.get("name"):
+        return None
+    meta = event.get("metadata") or {}
+    series = event.get("series") or {}
+    created = meta.get("creationTimestamp")
+    first = parse_time(event.get("firstTimestamp") or event.get("eventTime") or created)
+    last = parse_time(
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or created
+    )
+    message = str(event.get("message") or event.get("note") or "")
+    uid = PREEMPTOR_UID.search(message)
+    return {
+        "namespace": involved.get("namespace") or meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "workload_name": involved["name"],
+        "type": str(event.get("type") or "")[:16],
+        "reason": str(event.get("reason") or "")[:128],
+        "message": message,
+        "count": max(as_int(series.get("count")), as_int(event.get("count")), 1),
+        "first_seen": first or last,
+        "last_seen": last or first,
+        "preemptor_uid": uid.group(1) if uid else "",
+    }
+
+
 def parse_time(stamp: str | None) -> dt.datetime | None:
     """An RFC 3339 time of the API server (``2026-11-30T10:42:00Z``, or with fractions)."""
     if not stamp:

@@ -554,6 +554,55 @@ class ObservedCreateFailure(models.Model):
         return f"{self.kind} {self.namespace}/{self.name}: {self.message[:60]}"
 
 
+class ObservedEvent(models.Model):
+    """An Event Kueue wrote about a Workload (QuotaReserved, Admitted, Pending, Preempted,
+    EvictedDueTo...), kept past the API server's own hour (its ``--event-ttl``) while the
+    workload is there: a workload's story on its page. A poll writes the new and changed
+    ones (those of the last minutes: ``loop.fetch.EVENTS_LOOKED_BACK``); each workload
+    keeps its newest ``loop.write.EVENTS_PER_WORKLOAD`` and the cluster its newest
+    ``EVENTS_PER_CLUSTER``; a workload's go with it."""
+
+    cluster = cluster_key(related_name="observed_events")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253, help_text="The Event object's own name.")
+    workload_name = models.CharField(max_length=253, help_text="The Workload it is about.")
+    type = models.CharField(max_length=16, blank=True, help_text="Normal or Warning.")
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True)
+    count = models.PositiveIntegerField(
+        default=1, help_text="How often it happened (its series' count, or the old count)."
+    )
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    preemptor = models.CharField(
+        max_length=320,
+        blank=True,
+        help_text="namespace/name of the workload its message names by UID (a preemptor), "
+        "when the same poll saw it: shown only to those who may name it.",
+    )
+
+    objects = ScopedManager["ObservedEvent"]()
+
+    class Meta:
+        ordering = ["namespace", "workload_name", "last_seen"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="observed_event_once"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["cluster", "namespace", "workload_name", "last_seen"],
+                name="observed_event_of_workload",
+            ),
+            # The newest kept (where a poll looks back from) and the oldest past the bound.
+            models.Index(fields=["cluster", "last_seen"], name="observed_event_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.workload_name}: {self.reason}"
+
+
 class Drift(models.Model):
     """Something the cluster shows differently from what the portal intends."""
 

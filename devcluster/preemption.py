@@ -328,10 +328,27 @@ def issue(cluster: Cluster, preemptor: Obj, victims: list[Target]) -> None:
             f"JobUID: {job_uid}) due to {HUMAN[reason]}; preemptor path: "
             f"{cohort_path(cluster, mine)}; preemptee path: {cohort_path(cluster, theirs)}"
         )
-        _evict(cluster, victim, reason, message)
+        priorities = (
+            f"preemptor effective priority: {priority(preemptor)} (base: {priority(preemptor)}, "
+            f"boost: 0); preemptee effective priority: {priority(victim)} (base: "
+            f"{priority(victim)}, boost: 0)"
+        )
+        _evict(cluster, victim, reason, message, priorities)
+        about = victim["metadata"]
+        kueue.event(
+            cluster,
+            preemptor,
+            "Normal",
+            "PreemptedWorkload",
+            f"Preempted workload {about['namespace']}/{about['name']} (UID: {about.get('uid')}) "
+            f"in ClusterQueue {theirs['metadata']['name']}; {priorities}",
+        )
 
 
-def _evict(cluster: Cluster, victim: Obj, reason: str, message: str) -> None:
+def _evict(cluster: Cluster, victim: Obj, reason: str, message: str, priorities: str) -> None:
+    """Evict and requeue ``victim`` with Kueue's conditions and its two events (recorded in
+    tests/data/kueue-samples/events-workload-story.json: EvictedDueToPreempted, then
+    Preempted with the effective priorities added)."""
     status = copy.deepcopy(victim["status"])
     status.pop("admission", None)
     gen = kueue.generation(victim)
@@ -357,5 +374,5 @@ def _evict(cluster: Cluster, victim: Obj, reason: str, message: str) -> None:
     else:
         entry["count"] += 1
     stored = cluster._store(kueue.WORKLOADS, {**copy.deepcopy(victim), "status": status}, victim)  # type: ignore[arg-type]
-    kueue.event(cluster, stored, "Normal", "Preempted", message)
     kueue.event(cluster, stored, "Normal", "EvictedDueToPreempted", message)
+    kueue.event(cluster, stored, "Normal", "Preempted", f"{message}; {priorities}")

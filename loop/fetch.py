@@ -5,15 +5,16 @@ never an error."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue
+from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue, workload_event_values
 from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedEvent
 from cluster.selectors import rendering_for
 from gpus.labels import DEVICE_PLUGIN_APP
 from kube import Gateway, KubeError, NotFound, ObjectRef
@@ -27,6 +28,11 @@ PAGE_SIZE = 500
 
 
 DRA = "resource.k8s.io/v1"
+
+# An Event last said this long before the newest one kept is not looked at again (it was
+# kept when it was new, or left out with its workload): a steady poll reads and compares the
+# few Events of the last minutes, not every one the API server still holds.
+EVENTS_LOOKED_BACK = dt.timedelta(minutes=10)
 
 
 @dataclass
@@ -51,12 +57,14 @@ class Listing:
     failures: Objects
     positions: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     dra: DraListing | None = None
+    events: dict[tuple[str, str], dict[str, Any]] | None = None
 
 
 def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
     objects, Kueue workloads (and their place in line), Volcano PodGroups, FailedCreate
-    events and DRA's DeviceClasses, ResourceSlices and ResourceClaims, in that order."""
+    events, DRA's DeviceClasses, ResourceSlices and ResourceClaims and the Events about
+    Kueue Workloads, in that order."""
     nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
     pods = gateway.list(
         "v1",
@@ -74,7 +82,70 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
     return Listing(
-        nodes, pods, managed, workloads, podgroups, failures, positions, list_dra(gateway)
+        nodes,
+        pods,
+        managed,
+        workloads,
+        podgroups,
+        failures,
+        positions,
+        list_dra(gateway),
+        workload_events(gateway, events_since(cluster.pk)) if workloads is not None else None,
+    )
+
+
+def events_since(cluster_id: int) -> str:
+    """The time (RFC 3339, to the second, as the API server writes them) from which Events
+    are read and compared (:func:`workload_events`): EVENTS_LOOKED_BACK before the
+    newest one kept; empty (every Event) when none is kept yet."""
+    newest = (
+        ObservedEvent.objects.on(cluster_id)
+        .order_by("-last_seen")
+        .values_list("last_seen", flat=True)
+        .first()
+    )
+    if newest is None:
+        return ""
+    return (newest - EVENTS_LOOKED_BACK).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workload_events(
+    gateway: Gateway, since: str = ""
+) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """The Events about Kueue Workloads (the API server selects them by their involved
+    object's kind) last said at ``since`` or later (RFC 3339; empty: all of them,
+    ``events_since``), each decoded as its page arrives, so the poll holds one
+    page of Events at a time and the few it keeps, never the whole list beside its rows;
+    keyed by the Event's namespace and name. None where the portal's ClusterRole does not
+    grant the list (the rest of the poll goes on)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        for page in gateway.list_pages(
+            "v1", "Event", field_selector="involvedObject.kind=Workload", page_size=PAGE_SIZE
+        ):
+            for event in page:
+                if since and last_said(event) < since:
+                    continue  # older than what the poll looks at again: kept or left out
+                values = workload_event_values(event)
+                if values is not None:
+                    out[values["namespace"], values["name"]] = values
+    except KubeError as exc:
+        if exc.status != FORBIDDEN:
+            raise
+        log.warning("Workload events not read: %s", exc.message)
+        return None
+    return out
+
+
+def last_said(event: dict[str, Any]) -> str:
+    """When an Event was last said, as the API server wrote it (RFC 3339 in UTC: its text
+    sorts as its time, to the second)."""
+    return str(
+        (event.get("series") or {}).get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
     )
 
 

@@ -129,6 +129,10 @@ def write_listing(listing: Listing, *, cluster_id: int, now: dt.datetime) -> int
         changed += write.write_workloads(
             listing.workloads, positions=listing.positions, cluster_id=cluster_id, now=now
         )
+        if listing.events is not None:
+            changed += write.write_events(
+                listing.events, listing.workloads, cluster_id=cluster_id, now=now
+            )
     if listing.podgroups is not None:
         changed += write.write_podgroups(listing.podgroups, cluster_id=cluster_id, now=now)
     changed += write.write_create_failures(listing.failures, cluster_id=cluster_id, now=now)

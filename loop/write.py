@@ -22,6 +22,7 @@ from cluster import decode
 from cluster.models import (
     ObservedCreateFailure,
     ObservedDeviceClass,
+    ObservedEvent,
     ObservedNode,
     ObservedObject,
     ObservedPod,
@@ -251,9 +252,11 @@ def _replace_rows(
     stamp: dict[str, Any],
     *,
     cluster_id: int,
+    gone_too: Callable[[set[tuple[Any, ...]]], int] | None = None,
 ) -> int:
     """Make the cluster's rows of ``model`` equal ``current`` (key -> values): write those
-    that differ (with ``stamp``), delete those gone; the number of rows written or deleted."""
+    that differ (with ``stamp``), delete those gone (and, through ``gone_too``, what hangs
+    on their keys); the number of rows written or deleted."""
     rows = model.objects.filter(cluster_id=cluster_id)
     existing = {tuple(getattr(r, k) for k in keys): r for r in rows}
     written = 0
@@ -270,6 +273,8 @@ def _replace_rows(
     gone = [row.pk for key, row in existing.items() if key not in current]
     if gone:
         written += model.objects.filter(pk__in=gone).delete()[0]
+        if gone_too is not None:
+            written += gone_too({key for key in existing if key not in current})
     return written
 
 
@@ -303,6 +308,131 @@ def write_create_failures(
     )
 
 
+# A workload's story keeps its newest events, the cluster its newest in all: bounded
+# whatever the API server's --event-ttl, at 50,000 workloads at most EVENTS_PER_CLUSTER rows.
+EVENTS_PER_WORKLOAD = 20
+EVENTS_PER_CLUSTER = 200_000
+EVENT_COLUMNS = (
+    "cluster_id",
+    "namespace",
+    "name",
+    "workload_name",
+    "type",
+    "reason",
+    "message",
+    "count",
+    "first_seen",
+    "last_seen",
+    "preemptor",
+)
+EventKey = tuple[str, str]  # the Event's namespace and name
+MANY_WORKLOADS = 1000
+
+
+def write_events(
+    events: Mapping[EventKey, dict[str, Any]],
+    workloads: Sequence[dict[str, Any]],
+    *,
+    cluster_id: int,
+    now: dt.datetime,
+) -> int:
+    """Keep the Events about the cluster's Workloads (``events``: the ones the poll looked
+    at, decoded by ``cluster.decode.workload_event_values``, keyed by the Event's namespace
+    and name) as ``ObservedEvent`` rows: the new and changed ones written in one COPY and
+    upsert, then each of their workloads' beyond its newest EVENTS_PER_WORKLOAD deleted,
+    and the cluster's oldest past EVENTS_PER_CLUSTER. An Event about a workload the poll
+    did not see is left out; one the API server has dropped stays (it keeps them an hour;
+    the story is longer). A gone workload's go with it (``write_workloads``). The number of
+    rows written or deleted."""
+    present: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
+    for item in workloads:
+        meta = item.get("metadata") or {}
+        present[meta.get("namespace", ""), meta.get("name", "")] = meta.get("uid", "")
+    by_uid = {uid: f"{ns}/{name}" for (ns, name), uid in present.items() if uid}
+    looked_at = [k for k, v in events.items() if (v["namespace"], v["workload_name"]) in present]
+    stored = _stored_events(cluster_id, [events[key] for key in looked_at])
+    out = []
+    touched: set[tuple[str, str]] = set()
+    for key in looked_at:
+        row = {**events[key], "cluster_id": cluster_id}
+        row["last_seen"] = row["last_seen"] or now
+        row["first_seen"] = row["first_seen"] or row["last_seen"]
+        row["preemptor"] = by_uid.get(row.pop("preemptor_uid"), "")
+        if stored.get(key) == (row["count"], row["last_seen"]):
+            continue
+        out.append([row[c] for c in EVENT_COLUMNS])
+        touched.add((row["namespace"], row["workload_name"]))
+    if not out:
+        return 0
+    table = ObservedEvent._meta.db_table
+    written = _copy_upsert(table, EVENT_COLUMNS, out, ("cluster_id", "namespace", "name"))
+    return written + _trim_events(cluster_id, touched)
+
+
+def _stored_events(
+    cluster_id: int, events: Sequence[dict[str, Any]]
+) -> dict[EventKey, tuple[int, dt.datetime]]:
+    """The stored count and last time of the events kept since the oldest of ``events``
+    was last said (along the index of the cluster's newest: a steady poll's few minutes).
+    One kept longer ago and said again is written again, as changed."""
+    stamps = [v["last_seen"] for v in events if v["last_seen"] is not None]
+    if not stamps:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT namespace, name, count, last_seen FROM {ObservedEvent._meta.db_table} "
+            "WHERE cluster_id = %s AND last_seen >= %s",
+            [cluster_id, min(stamps)],
+        )
+        return {(ns, name): (count, last) for ns, name, count, last in cursor.fetchall()}
+
+
+def _pairs(whose: set[tuple[str, str]]) -> list[list[str]]:
+    spaces, names = zip(*sorted(whose), strict=True)
+    return [list(spaces), list(names)]
+
+
+def forget_events(cluster_id: int, workloads: set[tuple[str, str]]) -> int:
+    """Delete the events of these workloads (namespace, name), gone from the cluster."""
+    if not workloads:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {ObservedEvent._meta.db_table} WHERE cluster_id = %s AND "
+            "(namespace, workload_name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            [cluster_id, *_pairs(workloads)],
+        )
+        return int(cursor.rowcount)
+
+
+def _trim_events(cluster_id: int, touched: set[tuple[str, str]]) -> int:
+    """Delete the events of ``touched`` workloads beyond their newest EVENTS_PER_WORKLOAD,
+    and, past EVENTS_PER_CLUSTER rows, the cluster's oldest."""
+    table = ObservedEvent._meta.db_table
+    with connection.cursor() as cursor:
+        # A few workloads are found by their keys; many (a first poll) in one pass.
+        some = len(touched) <= MANY_WORKLOADS
+        cursor.execute(
+            f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+            "(PARTITION BY namespace, workload_name ORDER BY last_seen DESC, id DESC) AS n "
+            f"FROM {table} WHERE cluster_id = %s"
+            + (
+                " AND (namespace, workload_name) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+                if some
+                else ""
+            )
+            + ") AS ranked WHERE n > %s)",
+            [cluster_id, *(_pairs(touched) if some else []), EVENTS_PER_WORKLOAD],
+        )
+        deleted = int(cursor.rowcount)
+        cursor.execute(
+            f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE cluster_id = %s "
+            "ORDER BY last_seen DESC, id DESC OFFSET %s)",
+            [cluster_id, EVENTS_PER_CLUSTER],
+        )
+        return deleted + int(cursor.rowcount)
+
+
 def write_workloads(
     workloads: list[dict[str, Any]],
     *,
@@ -330,6 +460,7 @@ def write_workloads(
         same,
         {"last_changed": now},
         cluster_id=cluster_id,
+        gone_too=lambda keys: forget_events(cluster_id, keys),  # their story goes with them
     )
 
 

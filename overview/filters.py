@@ -13,7 +13,14 @@ from drf_spectacular.utils import extend_schema_field
 
 from cluster.api_scope import ClusterFilter
 from cluster.models import ObservedWorkload
-from overview.workloads import STATE_WHERE, STATES, in_cluster_queue, in_team, search
+from overview.workloads import (
+    STATE_ALIASES,
+    STATE_WHERE,
+    STATES,
+    in_cluster_queue,
+    in_team,
+    search,
+)
 from portal.access.selectors import teams_seen_by
 from portal.api.filters import StrictFilterSet, TeamFilter
 
@@ -50,11 +57,13 @@ class WorkloadFilter(StrictFilterSet):
         "that points at it).",
     )
     state = django_filters.ChoiceFilter(
-        choices=STATES,
+        choices=[*STATES, ("pending", "Pending (Kueue's word for waiting)")],
         method="by_state",
-        error_messages={"invalid_choice": "Use waiting, admitted, evicted or finished."},
-        help_text="waiting (in line), admitted, evicted (and not admitted again since) or "
-        "finished.",
+        error_messages={
+            "invalid_choice": "Use waiting (or Kueue's pending), admitted, evicted or finished."
+        },
+        help_text="waiting (in line; pending, Kueue's word, means the same), admitted, "
+        "evicted (and not admitted again since) or finished.",
     )
     priority = PriorityFilter(min_value=-INT32 - 1, max_value=INT32)
     q = django_filters.CharFilter(
@@ -81,7 +90,7 @@ class WorkloadFilter(StrictFilterSet):
         return in_cluster_queue(rows, value) if value else rows
 
     def by_state(self, rows: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
-        return rows.filter(STATE_WHERE[value]) if value else rows
+        return rows.filter(STATE_WHERE[STATE_ALIASES.get(value, value)]) if value else rows
 
     def by_text(self, rows: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
         return search(rows, value)

@@ -23,6 +23,8 @@ from overview.filters import WorkloadFilter
 from overview.workloads import (
     LISTED,
     STATES,
+    event_moment,
+    events_of,
     named,
     newest_first,
     page_of,
@@ -95,6 +97,33 @@ class MomentSerializer(serializers.Serializer[Any]):
     title = serializers.CharField(help_text="What happened, in words.")
     detail = serializers.CharField(allow_blank=True, help_text="Kueue's own message.")
     tone = serializers.CharField(allow_blank=True, help_text="ok, warn, bad or empty.")
+    origin = serializers.ChoiceField(
+        source="source",
+        choices=[("condition", "condition"), ("event", "event"), ("portal", "portal")],
+        help_text="Where the line comes from: one of Kueue's conditions (the latest of its "
+        "type), one of Kueue's events the portal kept, or the Workload itself (its creation, "
+        "its evictions counted, its back-off).",
+    )
+    count = serializers.IntegerField(
+        help_text="An event's: how often Kueue said it (0 for a condition's line)."
+    )
+    last = serializers.DateTimeField(
+        allow_null=True, help_text="An event's: when Kueue said it last (null otherwise)."
+    )
+
+
+class EventSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(source="title", help_text="Kueue's reason, in words.")
+    message = serializers.CharField(
+        source="detail",
+        allow_blank=True,
+        help_text="Kueue's message (a workload it names that you may not see is said as "
+        "another team's).",
+    )
+    tone = serializers.CharField(allow_blank=True, help_text="ok, warn, bad or empty.")
+    count = serializers.IntegerField(help_text="How often Kueue said it.")
+    first_seen = serializers.DateTimeField(source="at")
+    last_seen = serializers.DateTimeField(source="last")
 
 
 class WhySerializer(serializers.Serializer[Any]):
@@ -118,6 +147,12 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         help_text="Kueue's conditions as the last poll saw them (one per type).",
     )
     story = MomentSerializer(many=True, read_only=True, help_text="Its story, oldest first.")
+    events = EventSerializer(
+        many=True,
+        read_only=True,
+        help_text="Kueue's events about it that the portal kept (a workload's newest 20, "
+        "oldest first), also told in its story.",
+    )
     why = WhySerializer(
         read_only=True, allow_null=True, help_text="Why it waits (null: nothing in its way)."
     )
@@ -137,6 +172,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             *WorkloadSerializer.Meta.fields,
             "conditions",
             "story",
+            "events",
             "why",
             "estimate",
             "pods",
@@ -201,11 +237,14 @@ class WorkloadViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ObservedWorkl
 
     def detailed(self, workload: ObservedWorkload) -> ObservedWorkload:
         """The workload with what its page shows beyond its row, redacted for the asker."""
-        shown_for(workload, pod_names_for(self.request.user))
+        names = pod_names_for(self.request.user)
+        shown_for(workload, names)
         detail: Any = workload
         if detail.state == "finished":  # nothing waits: no "not explained yet"
             detail.why = detail.estimate = None
-        detail.story = story(workload)
+        events = events_of(workload)
+        detail.story = story(workload, events, names)
+        detail.events = [event_moment(event, names) for event in events]
         detail.pods = pods_of(workload)
         detail.gpu_hours = gpu_hours(
             cluster_id=detail.cluster_id,

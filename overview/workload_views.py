@@ -16,9 +16,11 @@ from diagnostics.selectors import shown_for
 from overview.filters import WorkloadFilter
 from overview.workload_rows import workload_rows
 from overview.workloads import (
+    STATE_ALIASES,
     STATE_MEANS,
     STATES,
     as_yaml,
+    events_of,
     named,
     newest_first,
     page_of,
@@ -65,6 +67,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
         for key in WorkloadFilter.base_filters
         if key != "cluster"
     }
+    filters["state"] = STATE_ALIASES.get(filters["state"], filters["state"])  # Kueue's words
     context = {
         "page": page,
         "workloads": page.object_list,
@@ -107,12 +110,14 @@ def workload_of(request: HttpRequest, cluster: str, namespace: str, name: str) -
 def workload_detail(
     request: HtmxHttpRequest, cluster: str, namespace: str, name: str
 ) -> HttpResponse:
-    """One workload: its state in words, its story from Kueue's conditions, its place in
-    line and estimated wait while it waits, why it waits (the explainer's words, redacted
-    for the viewer), its pods with their nodes and GPUs, the GPU-hours it used, and what the
-    poll kept of it as YAML; the live part asked for again every LIVE_SECONDS while open."""
+    """One workload: its state in words, its story from Kueue's events and conditions, its
+    place in line and estimated wait while it waits, why it waits (the explainer's words,
+    redacted for the viewer), its pods with their nodes and GPUs, the GPU-hours it used,
+    and what the poll kept of it as YAML; the live part asked for again every LIVE_SECONDS
+    while open."""
     workload = workload_of(request, cluster, namespace, name)
-    shown_for(workload, pod_names_for(request.user))
+    names = pod_names_for(request.user)
+    shown_for(workload, names)
     now = timezone.now()
     context = {
         "w": workload,
@@ -120,7 +125,7 @@ def workload_detail(
         "several": cluster_choice(request).several,
         "means": STATE_MEANS[workload.state],
         "evicted_because": reason_words(workload.evicted_reason),
-        "story": story(workload),
+        "story": story(workload, events_of(workload), names),
         "pods": pods_of(workload),
         "gpu_hours": gpu_hours(
             cluster_id=workload.cluster_id,

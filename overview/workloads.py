@@ -10,8 +10,9 @@ them (its page is a 404, as the API's detail), so no other team's name ever reac
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -28,8 +29,10 @@ from django.db.models import (
     When,
 )
 
-from cluster.models import ObservedPod, ObservedWorkload
+from cluster.decode import PREEMPTOR_UID
+from cluster.models import ObservedEvent, ObservedPod, ObservedWorkload
 from portal.access.permissions import sees_every_team, user_id
+from portal.vocabulary.names import PodNames
 from portal.vocabulary.words import code_words
 from queues.models import LocalQueue
 from queues.observed import waiting_cluster_queue
@@ -49,6 +52,9 @@ STATES = (
     ("evicted", "Evicted"),
     ("finished", "Finished"),
 )
+# Other words for a state, accepted by the list's filter: Kueue says "pending" (its
+# visibility API's pendingworkloads, kueuectl's PENDING) for what the portal calls waiting.
+STATE_ALIASES: Mapping[str, str] = {"pending": "waiting"}
 STATE_MEANS = {
     "waiting": "waits in line for quota",
     "admitted": "is admitted: Kueue reserved its quota and its pods may run",
@@ -169,6 +175,11 @@ class Moment:
     title: str
     detail: str = ""
     tone: str = ""
+    count: int = 0  # an event's: how often Kueue said it (0: a condition, said once)
+    last: dt.datetime | None = None  # an event's: when Kueue said it last
+    # "condition" (one of Kueue's), "event" (one of Kueue's the portal kept) or "portal"
+    # (what the portal reads of the Workload itself: its creation, evictions, back-off)
+    source: str = "condition"
 
 
 # Kueue's conditions in people's words: (type, status) -> what it means; the reasons the
@@ -226,31 +237,190 @@ def condition_moment(condition: Mapping[str, str]) -> Moment:
     return Moment(_time(stamp), title, condition.get("message", ""), tone)
 
 
-def story(workload: ObservedWorkload) -> list[Moment]:
-    """A workload's story in time order: its creation, then each of Kueue's conditions at
-    its last transition (Kueue keeps one per type: an earlier eviction shows as its count,
-    not its own line), with the flavors it was admitted with, its evictions and back-off."""
-    moments = [Moment(workload.created_at, "Created", f"in LocalQueue {workload.queue_name}")]
-    for condition in workload.conditions or []:
-        moment = condition_moment(condition)
-        if condition.get("type") == "Admitted" and condition.get("status") == "True":
-            flavors = ", ".join(f"{f} for {r}" for r, f in sorted((workload.flavors or {}).items()))
-            if flavors:
-                moment = Moment(moment.at, f"Admitted with {flavors}", moment.detail, moment.tone)
+# Kueue's events about a Workload in people's words (its reasons, as real Kueue v0.19 writes
+# them: tests/data/kueue-samples/events-workload-story.json); ``EvictedDueTo<Reason>`` says
+# the reason's words. Any other reason is said in its own words.
+EVENT_WORDS: Mapping[str, tuple[str, str]] = {
+    "QuotaReserved": ("Quota reserved", "ok"),
+    "Admitted": ("Admitted", "ok"),
+    "Pending": ("Waiting for quota", "warn"),
+    "Preempted": ("Preempted", "bad"),
+    "PreemptedWorkload": ("Preempted a workload to make room for it", ""),
+    "Finished": ("Finished", ""),
+}
+EVICTED_DUE_TO = "EvictedDueTo"
+# Which event tells the same as a condition (its type and status): the condition's line is
+# left out where such an event was seen around its transition (the event has its count).
+SAME_AS_CONDITION: Mapping[tuple[str, str], str] = {
+    ("QuotaReserved", "True"): "QuotaReserved",
+    ("QuotaReserved", "False"): "Pending",
+    ("Admitted", "True"): "Admitted",
+    ("Preempted", "True"): "Preempted",
+    ("Evicted", "True"): EVICTED_DUE_TO,
+}
+SAME_MOMENT = dt.timedelta(seconds=5)
+
+
+def event_title(reason: str) -> tuple[str, str]:
+    """An event's reason as a title and tone."""
+    if reason in EVENT_WORDS:
+        return EVENT_WORDS[reason]
+    if reason.startswith(EVICTED_DUE_TO) and len(reason) > len(EVICTED_DUE_TO):
+        return f"Evicted: {reason_words(reason[len(EVICTED_DUE_TO) :])}", "bad"
+    return code_words(reason) if reason else "Event", ""
+
+
+# The preemptor's PreemptedWorkload event names its victim: "Preempted workload
+# team-a/job-x (UID: ...) in ClusterQueue cq-train; ..." (real Kueue's words).
+VICTIM = re.compile(
+    r"\bworkload ([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)/([a-z0-9][-.a-z0-9]*) \(UID: [^)]*\)"
+)
+
+
+def event_message(event: ObservedEvent, names: PodNames | None) -> str:
+    """Kueue's message, for a viewer whose ``names`` these are (None: every name): the
+    workload it names by UID (a preemptor) said as :func:`preemptor_said`; a victim it
+    names, of a namespace the viewer may not name, said as "another team's workload" with
+    its UID; every other ``namespace/name`` redacted by the naming rule."""
+    message = event.message
+    if names is not None and not names.everyone:
+        message = VICTIM.sub(
+            lambda m: (
+                m.group(0)
+                if names.named(event.cluster_id, m.group(1))
+                else "another team's workload"
+            ),
+            message,
+        )
+    message = preemptor_said(message, event.preemptor, event.cluster_id, names)
+    return message if names is None else names.redact(message, event.cluster_id)
+
+
+def preemptor_said(
+    message: str, preemptor: str, cluster_id: int | None, names: PodNames | None
+) -> str:
+    """``message`` with the workload Kueue names by UID (a preemptor, ``namespace/name``
+    when the poll saw it) said by its name to who may name it, as "another team's workload"
+    to anyone else (also when the poll could not tell whose it was)."""
+    if not PREEMPTOR_UID.search(message):
+        return message
+    space = preemptor.partition("/")[0]
+    if preemptor and (names is None or names.named(cluster_id, space)):
+        return PREEMPTOR_UID.sub(f"(Workload {preemptor})", message)
+    if names is not None and not names.everyone:
+        return PREEMPTOR_UID.sub("(another team's workload)", message)
+    return message
+
+
+def event_moment(event: ObservedEvent, names: PodNames | None) -> Moment:
+    """One of Kueue's events as a line of the story: when it first happened, how often and
+    when last, its message (redacted for the viewer)."""
+    title, tone = event_title(event.reason)
+    if event.type == "Warning" and not tone:
+        tone = "warn"
+    return Moment(
+        event.first_seen,
+        title,
+        event_message(event, names),
+        tone,
+        count=event.count,
+        last=event.last_seen,
+        source="event",
+    )
+
+
+def _told_by_an_event(condition: Mapping[str, str], events: Sequence[ObservedEvent]) -> bool:
+    reason = SAME_AS_CONDITION.get((condition.get("type", ""), condition.get("status", "")))
+    at = _time(condition.get("lastTransitionTime"))
+    if reason is None or at is None:
+        return False
+    return any(
+        e.reason.startswith(reason)
+        and e.first_seen - SAME_MOMENT <= at <= e.last_seen + SAME_MOMENT
+        for e in events
+    )
+
+
+def story(
+    workload: ObservedWorkload,
+    events: Sequence[ObservedEvent] = (),
+    names: PodNames | None = None,
+) -> list[Moment]:
+    """A workload's story in time order: its creation, Kueue's ``events`` about it (each
+    with how often and when last; their messages redacted for the viewer whose ``names``
+    these are), and each of Kueue's conditions at its last transition where no event tells
+    the same (Kueue keeps one condition per type: without its events an earlier eviction
+    shows as its count), with the flavors it was admitted with and its back-off."""
+    moments = [
+        Moment(
+            workload.created_at, "Created", f"in LocalQueue {workload.queue_name}", source="portal"
+        )
+    ]
+    flavors = ", ".join(f"{f} for {r}" for r, f in sorted((workload.flavors or {}).items()))
+    admissions = [e for e in events if e.reason == "Admitted"]
+    for event in events:
+        moment = event_moment(event, names)
+        if flavors and workload.admitted and admissions and event is admissions[-1]:
+            moment = replace(moment, title=f"Admitted with {flavors}")
         moments.append(moment)
-    if workload.evictions > 1:
+    for condition in workload.conditions or []:
+        if _told_by_an_event(condition, events):
+            continue
+        moment = condition_moment(condition)
+        if condition.get("type") == "Admitted" and condition.get("status") == "True" and flavors:
+            moment = Moment(moment.at, f"Admitted with {flavors}", moment.detail, moment.tone)
+        moments.append(moment)
+    told = sum(1 for e in events if e.reason.startswith(EVICTED_DUE_TO))
+    moments = [_preemptor_in(m, events, workload.cluster_id, names) for m in moments]
+    if workload.evictions > max(told, 1):
         moments.append(
             Moment(
                 None,
                 f"Evicted {workload.evictions} times in all",
-                "Kueue keeps the latest of each condition: the earlier ones are counted here.",
+                "Kueue keeps the latest of each condition, and the portal the events it saw: "
+                "the earlier evictions are counted here.",
                 "warn",
+                source="portal",
             )
         )
     if workload.requeue_at and not workload.admitted:
-        moments.append(Moment(workload.requeue_at, "Its back-off ends: back in line", "", "warn"))
+        moments.append(
+            Moment(
+                workload.requeue_at, "Its back-off ends: back in line", "", "warn", source="portal"
+            )
+        )
     epoch = dt.datetime.min.replace(tzinfo=dt.UTC)
     return sorted(moments, key=lambda m: (m.at is None, m.at or epoch))
+
+
+def _preemptor_in(
+    moment: Moment,
+    events: Sequence[ObservedEvent],
+    cluster_id: int | None,
+    names: PodNames | None,
+) -> Moment:
+    """A condition's line whose message names a preemptor by UID (Evicted, Preempted,
+    Requeued carry it), said as the event of the same UID says it."""
+    found = PREEMPTOR_UID.search(moment.detail) if moment.source == "condition" else None
+    if found is None:
+        return moment
+    preemptor = next(
+        (e.preemptor for e in events if e.preemptor and found.group(0) in e.message), ""
+    )
+    return replace(moment, detail=preemptor_said(moment.detail, preemptor, cluster_id, names))
+
+
+def events_of(workload: ObservedWorkload) -> list[ObservedEvent]:
+    """The events the portal kept about the workload (its newest, oldest first)."""
+    rows = (
+        ObservedEvent.objects.on(workload.cluster_id)
+        .filter(namespace=workload.namespace, workload_name=workload.name)
+        .order_by("-last_seen", "-id")[:EVENTS_SHOWN]
+    )
+    return sorted(rows, key=lambda e: (e.first_seen, e.last_seen, e.pk))  # as Kueue said them
+
+
+EVENTS_SHOWN = 50
 
 
 def _time(stamp: str | None) -> dt.datetime | None:

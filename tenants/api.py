@@ -24,7 +24,7 @@ from cluster.api_scope import (
     keep_cluster,
     unchanged_cluster,
 )
-from portal.access.permissions import sees_every_team, user_id
+from portal.access.permissions import is_approver, is_platform_admin, sees_every_team, user_id
 from portal.api.safety import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
@@ -572,3 +572,47 @@ class PriorityClassViewSet(viewsets.ReadOnlyModelViewSet[Any]):
 
     def get_queryset(self) -> Any:
         return PriorityClass.objects.all()
+
+
+class MyTeamSerializer(serializers.Serializer[Any]):
+    slug = serializers.SlugField(source="team.slug")
+    name = serializers.CharField(source="team.name")
+    role = serializers.ChoiceField(choices=Membership.Role.choices, help_text="Your role in it.")
+
+
+class MeSerializer(serializers.Serializer[Any]):
+    username = serializers.CharField()
+    platform_admin = serializers.BooleanField(help_text="A platform admin: every team, every door.")
+    approver = serializers.BooleanField(
+        help_text="Decides MIG changes, drains and quota requests (never their own)."
+    )
+    sees_every_team = serializers.BooleanField(
+        help_text="Reads every team's objects (platform admins and approvers)."
+    )
+    teams = MyTeamSerializer(many=True, help_text="Your teams, each with your role.")
+
+
+class MeView(APIView):
+    """Who the token (or the session) is: the username, whether a platform admin or an
+    approver, and their teams with their role in each (``/api/v1/me/``). Tools use it to
+    leave out what this user cannot do, such as deciding their own requests."""
+
+    @extend_schema(responses={200: MeSerializer})
+    def get(self, request: Request) -> Response:
+        user = request.user
+        memberships = (
+            Membership.objects.filter(user_id=user_id(user))
+            .select_related("team")
+            .order_by("team__slug")
+        )
+        return Response(
+            MeSerializer(
+                {
+                    "username": user.get_username(),
+                    "platform_admin": is_platform_admin(user),
+                    "approver": is_approver(user),
+                    "sees_every_team": sees_every_team(user),
+                    "teams": list(memberships),
+                }
+            ).data
+        )

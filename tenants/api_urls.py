@@ -3,6 +3,7 @@ from django.urls import path
 from portal.api.routers import app_router
 from tenants.api import (
     MembershipViewSet,
+    MeView,
     NamespaceViewSet,
     PriorityClassViewSet,
     TeamMembersView,
@@ -17,6 +18,7 @@ router.register("namespaces", NamespaceViewSet, basename="namespace")
 router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
 urlpatterns = [
     *router.urls,
+    path("me/", MeView.as_view(), name="me"),
     path("teams/<slug:slug>/members/", TeamMembersView.as_view(), name="team-members-api"),
     path(
         "teams/<slug:slug>/members/<str:username>/",

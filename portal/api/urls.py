@@ -46,6 +46,7 @@ API_APPS = (
     "overview",
 )
 ROOT = {
+    "me": "me",
     "tokens": "token-list",
     "teams": "team-list",
     "memberships": "membership-list",

@@ -120,9 +120,31 @@ def test_higher_priority_preempts_within_the_cluster_queue() -> None:
         for e in demo.get("/api/v1/namespaces/rc-team-a/events")["items"]
     }
     name = victim["metadata"]["name"]
-    assert {(name, "Preempted", message), (name, "EvictedDueToPreempted", message)} <= events
+    winner = demo.workload_of("rc-team-a", "high-4")
+    theirs, mine = victim["spec"]["priority"], winner["spec"]["priority"]
+    priorities = (
+        f"preemptor effective priority: {mine} (base: {mine}, boost: 0); "
+        f"preemptee effective priority: {theirs} (base: {theirs}, boost: 0)"
+    )
+    # As real Kueue (tests/data/kueue-samples/events-workload-story.json): the eviction's
+    # event first, then Preempted with the priorities, and the preemptor told whom it took.
+    said = [
+        (e["reason"], e["message"])
+        for e in demo.get("/api/v1/namespaces/rc-team-a/events")["items"]
+        if e["involvedObject"]["name"] == name and "Preempted" in e["reason"]
+    ]
+    assert said == [
+        ("EvictedDueToPreempted", message),
+        ("Preempted", f"{message}; {priorities}"),
+    ]
+    assert (
+        winner["metadata"]["name"],
+        "PreemptedWorkload",
+        f"Preempted workload rc-team-a/{name} (UID: {victim['metadata']['uid']}) in "
+        f"ClusterQueue rc-cq-team-a; {priorities}",
+    ) in events
     pending = "insufficient unused quota for nvidia.com/gpu in flavor rc-h100, 4 more needed"
-    preemptor = demo.workload_of("rc-team-a", "high-4")["metadata"]["name"]
+    preemptor = winner["metadata"]["name"]
     assert (
         preemptor,
         "Pending",

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from cluster.models import ObservedPod, ObservedWorkload
+from cluster.models import ObservedEvent, ObservedPod, ObservedWorkload
 from cluster.scope import settings_cluster_id
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import sign_in
@@ -20,6 +20,14 @@ from tests.support import written
 pytestmark = pytest.mark.django_db(transaction=True)
 
 GPU = "nvidia.com/gpu"
+# Whether an input's placeholder fits its box (measured in the input's own font).
+PLACEHOLDER_FITS = """selector => {
+  const input = document.querySelector(selector), style = getComputedStyle(input);
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = style.font;
+  const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return context.measureText(input.placeholder).width <= room;
+}"""
 
 
 def condition(kind: str, status: str, reason: str, at: dt.datetime, message: str = "") -> Any:
@@ -126,7 +134,55 @@ def four_workloads() -> None:
             condition("Finished", "True", "Succeeded", ago[8], "Job finished successfully"),
         ],
     )
+    kueues_events(ago, waiting)
     written()  # the poll's explainer: why what waits waits, and when it could start
+
+
+def kueues_events(ago: list[dt.datetime], waiting: str) -> None:
+    """Kueue's events about the waiting and the evicted workloads, in real Kueue's words
+    (tests/data/kueue-samples/events-workload-story.json): the evicted one was preempted by
+    team-b's workload, which a lead of team-a may not name."""
+    uid = (
+        "(UID: 456403c9-5132-4683-a481-6b56e3e036ec, JobUID: 53474932-7a94-4d4c-a7c1-72e4f79ccf98)"
+    )
+    preempted = (
+        f"Preempted to accommodate a workload {uid} due to reclamation within the cohort; "
+        "preemptor path: /gpu-fleet/ai-platform/cq-infer; preemptee path: "
+        "/gpu-fleet/ai-platform/cq-train"
+    )
+    said = [
+        ("finetune-waiting", "Warning", "Pending", waiting, 14, ago[3], ago[0], ""),
+        ("eval-evicted-requeued", "Normal", "QuotaReserved",
+         "Quota reserved in ClusterQueue cq-train, wait time since queued was 2s", 1,
+         ago[10], ago[10], ""),
+        ("eval-evicted-requeued", "Normal", "Admitted",
+         "Admitted by ClusterQueue cq-train, wait time since reservation was 0s", 1,
+         ago[10], ago[10], ""),
+        ("eval-evicted-requeued", "Normal", "EvictedDueToPreempted", preempted, 1,
+         ago[3], ago[3], "team-b/infer-burst-7c2f1"),
+        ("eval-evicted-requeued", "Normal", "Preempted", preempted + "; preemptor effective "
+         "priority: 0 (base: 0, boost: 0); preemptee effective priority: 0 (base: 0, boost: 0)",
+         1, ago[3], ago[3], "team-b/infer-burst-7c2f1"),
+        ("eval-evicted-requeued", "Warning", "Pending", waiting, 3, ago[1], ago[0], ""),
+    ]  # fmt: skip
+    ObservedEvent.objects.bulk_create(
+        ObservedEvent(
+            cluster_id=settings_cluster_id(),
+            namespace="team-a",
+            name=f"{workload}.{index:x}",
+            workload_name=workload,
+            type=kind,
+            reason=reason,
+            message=message,
+            count=count,
+            first_seen=first,
+            last_seen=last,
+            preemptor=preemptor,
+        )
+        for index, (workload, kind, reason, message, count, first, last, preemptor) in enumerate(
+            said
+        )
+    )
 
 
 @pytest.mark.parametrize("width", [1366, 390])
@@ -141,6 +197,7 @@ def test_a_lead_walks_the_workloads_list_and_four_workloads(
     expect(page.get_by_role("heading", name="Workloads")).to_be_visible()
     expect(page.locator("#workload-list")).to_contain_text("workloads 1\u201350 of 54")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.evaluate(PLACEHOLDER_FITS, "#wl-q"), "the search box's placeholder is cut"
     screenshot(page, f"workloads-list{suffix}")
     page.get_by_role("link", name="Older →").click()
     expect(page.locator("#workload-list")).to_contain_text("workloads 51\u201354 of 54")
@@ -158,6 +215,10 @@ def test_a_lead_walks_the_workloads_list_and_four_workloads(
     expect(page.locator("#workload-story")).to_contain_text("Evicted: it was preempted")
     expect(page.locator("#workload-story")).to_contain_text("Back in line: its back-off ended")
     expect(page.locator("#workload-position")).to_contain_text("#2 in line")
+    story = page.locator("#workload-story")
+    expect(story).to_contain_text("(another team's workload) due to reclamation")
+    expect(story).to_contain_text("event \N{MULTIPLICATION SIGN} 3")
+    expect(story).not_to_contain_text("infer-burst")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     screenshot(page, f"workload-evicted{suffix}")
     for name, state, says in [
@@ -175,3 +236,14 @@ def test_a_lead_walks_the_workloads_list_and_four_workloads(
             expect(page.get_by_role("link", name="gpu-node-1")).to_be_visible()
         assert page.evaluate("document.documentElement.scrollWidth") <= width, name
         screenshot(page, f"workload-{state}{suffix}")
+    # A platform admin reads the same story with the preemptor named.
+    page.context.clear_cookies()
+    sign_in(page, live_server.url, "admin")
+    for name, state, says in [
+        ("eval-evicted-requeued", "evicted", "(Workload team-b/infer-burst-7c2f1)"),
+        ("finetune-waiting", "waiting", "event \N{MULTIPLICATION SIGN} 14"),
+    ]:
+        page.goto(f"{live_server.url}/workloads/default/team-a/{name}/")
+        expect(page.locator("#workload-story")).to_contain_text(says)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+        screenshot(page, f"workload-{state}-admin{suffix}")

@@ -110,6 +110,17 @@ def test_a_quota_request_approved_with_its_fingerprint_and_reported(
     created = json.loads(ran.stdout)
     assert (created["state"], created["requested"]) == ("pending", "9")
     ident, fingerprint = str(created["id"]), created["assessment"]["fingerprint"]
+    # What waits for the approver's decision, for a script: the request and its fingerprint.
+    ran = qm("pending", "-o", "json", home=tmp_path, url=portal, token=approver)
+    assert ran.returncode == 0, ran.stderr
+    (waiting,) = [r for r in json.loads(ran.stdout) if r["id"] == created["id"]]
+    assert (waiting["type"], waiting["requested_by"], waiting["fingerprint"]) == (
+        "quota-request",
+        "lead-a",
+        fingerprint,
+    )
+    ran = qm("pending", home=tmp_path, url=portal, token=approver)
+    assert ran.stdout.splitlines()[0].split()[:3] == ["TYPE", "ID", "CLUSTER"]
     # Another fingerprint than the assessment's: the API's 409 on stderr.
     ran = qm(
         "approve", "quota-request", ident, "--fingerprint", "0" * 16,

@@ -174,3 +174,27 @@ def test_an_approver_sees_what_waits_for_a_decision_and_no_tool_decides(
     assert json.loads(text) == pending
     assert writes() == before
     assert QuotaChangeRequest.objects.get(pk=request["id"]).state == "pending"
+    # A platform admin's own request is none of theirs to decide: left out for them alone.
+    admin = token("admin")
+    own = requests.post(
+        f"{portal}/api/v1/quota-requests/",
+        json={
+            "team": "team-b",
+            "kind": "namespace",
+            "namespace": "team-b",
+            "resource": "requests.nvidia.com/gpu",
+            "requested": "24",
+            "reason": "a bigger sweep",
+        },
+        headers={"Authorization": f"Bearer {admin}"},
+        timeout=30,
+    )
+    assert own.status_code == 201, own.text
+    _, [(_, _, mine)] = session(portal, admin, [("pending_decisions", {})], tmp_path)
+    ids = [r["id"] for r in mine["quota_requests"]]
+    assert request["id"] in ids and own.json()["id"] not in ids
+    _, [(_, _, theirs)] = session(portal, approver, [("pending_decisions", {})], tmp_path)
+    (seen,) = [r for r in theirs["quota_requests"] if r["id"] == own.json()["id"]]
+    assert seen["requested_by"] == "admin"
+    _, [(_, _, none)] = session(portal, token("lead-a"), [("pending_decisions", {})], tmp_path)
+    assert none == {"mig_changes": [], "quota_requests": []}  # a lead decides nothing

@@ -6,15 +6,17 @@ what-if held against what real Kueue then admits and preempts."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from cluster.models import ObservedPod, ObservedWorkload
+from cluster.models import ObservedEvent, ObservedPod, ObservedWorkload
 from cluster.scope import settings_cluster_id
 from diagnostics.selectors import explain_waiting
 from kube import Gateway, ObjectRef
@@ -427,6 +429,57 @@ def test_the_what_if_of_a_raise_preempts_what_real_kueue_preempts(
     }
     assert real_preempted == {key(before["rc-small"]): "InCohortReclamation"}
     assert condition(after["rc-big"], "Admitted")
+    kueue_events_on_the_workload_page(admin, real_portal, after)
+
+
+def record_events(
+    admin: Gateway, victim: str, preemptor: str, after: dict[str, dict[str, Any]]
+) -> None:
+    """With ``QM_RECORD_EVENTS=<file>``, every Event about a Workload and the Workloads, as
+    the API serves them (tests/data/kueue-samples/events-workload-story.json was made so)."""
+    target = os.environ.get("QM_RECORD_EVENTS")
+    if not target:
+        return
+    events = admin.list("v1", "Event", field_selector="involvedObject.kind=Workload")
+    body = {"victim": victim, "preemptor": preemptor, "items": events}
+    Path(target).write_text(json.dumps({**body, "workloads": list(after.values())}, indent=1))
+
+
+def kueue_events_on_the_workload_page(
+    admin: Gateway, real_portal: Gateway, after: dict[str, dict[str, Any]]
+) -> None:
+    """The poll keeps real Kueue's events about the preempted workload and its preemptor;
+    the API tells them in words, with the preemptor named to who may see it (a platform
+    admin) and said as another team's to team-a's lead."""
+    victim, preemptor = after["rc-small"]["metadata"], after["rc-infer"]["metadata"]
+    real = [
+        e
+        for e in admin.list("v1", "Event", namespace="team-a")
+        if (e.get("involvedObject") or {}).get("name") == victim["name"]
+    ]
+    record_events(admin, victim["name"], preemptor["name"], after)
+    assert {"QuotaReserved", "Admitted", "Preempted", "EvictedDueToPreempted"} <= {
+        e["reason"] for e in real
+    }, real
+    assert poll_cluster(gateway=real_portal).ok
+    kept = ObservedEvent.objects.on(settings_cluster_id()).filter(workload_name=victim["name"])
+    assert {e.reason for e in kept} >= {"Preempted", "EvictedDueToPreempted"}
+    assert {e.preemptor for e in kept if e.reason == "Preempted"} == {
+        f"team-infer/{preemptor['name']}"
+    }
+    path = f"/api/v1/workloads/team-a/{victim['name']}/"
+    for username, said in (
+        ("admin", f"(Workload team-infer/{preemptor['name']})"),
+        ("lead-a", "(another team's workload)"),
+    ):
+        client = Client()
+        client.force_login(User.objects.get(username=username))
+        body = client.get(path).json()
+        preempted = [e for e in body["events"] if e["reason"] == "Preempted"]
+        assert preempted and said in preempted[0]["message"], body["events"]
+        assert "Evicted: it was preempted for other work" in [e["title"] for e in body["story"]]
+        if username == "lead-a":
+            assert preemptor["name"] not in json.dumps(body)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ the number of workloads."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
@@ -16,11 +17,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from cluster.decode import workload_values
+from cluster.decode import workload_event_values, workload_values
 from cluster.models import Cluster, ObservedPod, ObservedWorkload
 from cluster.scope import settings_cluster_id
+from loop.write import write_events
 from overview.workloads import story
 from tests.factories import ObservedNodeFactory
+from tests.unit.loop.test_workload_events import SAMPLES
 from usage.models import WorkloadRecord
 
 pytestmark = pytest.mark.django_db
@@ -311,3 +314,76 @@ def test_the_home_queues_and_node_pages_link_to_a_workloads_page(demo: None) -> 
         '<div id="workload-live"'
     )
     assert "<html" not in text and "#2 in line" in text
+
+
+def recorded_story() -> dict[str, Any]:
+    """Real Kueue's preemption (tests/data/kueue-samples/events-workload-story.json) as a
+    poll keeps it: the Workloads' rows and the Events about them."""
+    recording = json.loads((SAMPLES / "events-workload-story.json").read_text())
+    now = timezone.now()
+    for item in recording["workloads"]:
+        ObservedWorkload.objects.create(last_changed=now, **workload_values(item))
+    events = {}
+    for event in recording["items"]:
+        values = workload_event_values(event)
+        assert values is not None
+        events[values["namespace"], values["name"]] = values
+    write_events(events, recording["workloads"], cluster_id=settings_cluster_id(), now=now)
+    return dict(recording)
+
+
+def test_kueues_events_tell_the_story_in_words_and_name_only_what_the_viewer_may(
+    demo: None,
+) -> None:
+    recording = recorded_story()
+    victim, preemptor = recording["victim"], recording["preemptor"]
+    lead = as_user("lead-a").get(f"/api/v1/workloads/team-a/{victim}/").json()
+    reasons = [e["reason"] for e in lead["events"]]
+    assert reasons == [
+        "Quota reserved",
+        "Admitted",
+        "Evicted: it was preempted for other work",
+        "Preempted",
+        "Waiting for quota",
+        "Waiting for quota",
+    ]
+    preempted = lead["events"][3]
+    assert preempted["message"].startswith(
+        "Preempted to accommodate a workload (another team's workload) due to reclamation "
+        "within the cohort; preemptor path: /gpu-fleet/ai-platform/cq-infer"
+    )
+    assert preempted["count"] == 1 and preempted["tone"] == "bad"
+    assert preemptor not in json.dumps(lead) and "team-infer" not in json.dumps(lead)
+    titles = [m["title"] for m in lead["story"]]
+    # The conditions the events tell already are not told twice.
+    assert titles.count("Evicted: it was preempted for other work") == 1
+    assert [t for t, m in zip(titles, lead["story"], strict=True) if m["origin"] != "event"] == [
+        "Created",
+        "Its pods are not ready: waiting for its pods to start",
+        "Not admitted: no reservation",
+        "Back in line: it was preempted for other work",  # its message redacted as the event's
+    ]
+    assert "(another team's workload)" in lead["story"][7]["detail"]
+    admin = as_user("admin").get(f"/api/v1/workloads/team-a/{victim}/").json()
+    assert f"(Workload team-infer/{preemptor})" in admin["events"][3]["message"]
+    # The preemptor's own story names its victim to whom may see it, and never to its lead.
+    path = f"/workloads/{cluster_name()}/team-infer/{preemptor}/"
+    infer = as_user("lead-infer").get(path).content.decode()
+    assert "Preempted another team&#x27;s workload in ClusterQueue cq-train" in infer
+    assert victim not in infer
+    assert "event \N{MULTIPLICATION SIGN} 2" in infer  # Kueue's series: the same Pending twice
+    assert f"Preempted workload team-a/{victim}" in as_user("approver").get(path).content.decode()
+    assert as_user("lead-a").get(path).status_code == 404
+
+
+def test_kueues_pending_is_the_portals_waiting(demo: None) -> None:
+    some(demo)
+    lead = as_user("lead-a")
+    for path in ("/api/v1/workloads/?q=wl-&state=pending", "/workloads/?q=wl-&state=pending"):
+        answer = lead.get(path)
+        assert answer.status_code == 200, path
+    api = lead.get("/api/v1/workloads/?q=wl-&state=pending").json()["results"]
+    assert [(r["name"], r["state"]) for r in api] == [("wl-waiting", "waiting")]
+    page = lead.get("/workloads/?q=wl-&state=pending").content.decode()
+    assert listed(page) == ["team-a/wl-waiting"]
+    assert '<option value="waiting" selected>' in page

@@ -312,3 +312,23 @@ def test_a_person_holds_at_most_the_cap_of_live_tokens(fleet: None, settings: An
     ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now())
     create_token(user=lead, name="fourth")  # revoked and expired ones are not live
     assert ApiToken.objects.filter(user=lead).count() == 4
+
+
+def test_me_says_who_the_token_is_with_their_teams_and_roles(client: Client, demo: None) -> None:
+    lead = client.get("/api/v1/me/", headers=bearer("lead-a"))
+    assert lead.json() == {
+        "username": "lead-a",
+        "platform_admin": False,
+        "approver": False,
+        "sees_every_team": False,
+        "teams": [{"slug": "team-a", "name": lead.json()["teams"][0]["name"], "role": "lead"}],
+    }
+    approver = client.get("/api/v1/me/", headers=bearer("approver")).json()
+    assert (approver["approver"], approver["platform_admin"], approver["teams"]) == (
+        True,
+        False,
+        [],
+    )
+    assert client.get("/api/v1/me/", headers=bearer("admin")).json()["platform_admin"] is True
+    assert client.get("/api/v1/me/").status_code in (401, 403)
+    assert client.get("/api/v1/", headers=bearer("lead-a")).json()["me"].endswith("/api/v1/me/")
