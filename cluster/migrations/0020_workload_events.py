@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('cluster', '0018_pod_resource_claims'),
+        ('cluster', '0019_dra_decoded_from'),
     ]
 
     operations = [
