@@ -58,6 +58,9 @@ fairSharing:
   - LessThanOrEqualToFinalShare
   - LessThanInitialShare
 """
+# What a test adds to Kueue's Configuration goes after this line (a YAML comment), so a restart
+# takes start.sh's own configuration back before adding its own.
+ADDED = "\n# -- added by the test tier --\n"
 START_SECONDS = 240
 _RESTARTED: list[subprocess.Popen[bytes]] = []
 LOCK_SECONDS = 600
@@ -150,15 +153,16 @@ class RealCluster:
             "--force",
         )
 
-    def restart_kueue(self, *, fair_sharing: bool) -> None:
+    def restart_kueue(self, *, fair_sharing: bool, added: str = "") -> None:
         """Kueue's manager alone stopped (by its recorded PID) and started again with the
         same command ``start.sh`` gave it, on its Configuration with fair sharing on or off
-        (the control plane and everything in it stay); back once it is ready and its
-        visibility API is served again."""
+        and ``added`` (more top-level keys of the Configuration, such as ``resources:``; the
+        control plane and everything in it stay); back once it is ready and its visibility
+        API is served again."""
         run = self.root / "run"
         config = run / "kueue-config.yaml"
-        written = config.read_text().split(FAIR_SHARING)[0]
-        config.write_text(written + FAIR_SHARING if fair_sharing else written)
+        written = config.read_text().split(ADDED)[0].split(FAIR_SHARING)[0]
+        config.write_text(written + ADDED + (FAIR_SHARING if fair_sharing else "") + added)
         pid_file = run / "pids" / "kueue.pid"
         old = int(pid_file.read_text())
         if _ours(old, self.root):
