@@ -6,10 +6,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.test import Client
+
 from cluster.decode import charged_requests
-from queues.kueue_config import parse, quota_notes
+from cluster.scope import settings_cluster_id
+from loop.write import write_managed
+from queues.dra import device_ceilings, kueue_dra
+from queues.kueue_config import CONFIGMAP, CONFIGMAP_KEY, KUEUE_NAMESPACE, parse, quota_notes
+from queues.models import ClusterQueue
 from queues.observed import held_by_kueue
+from queues.services import save_cluster_queue
 from queues.whatif import Group, Queue, Quota, Workload, World, what_if
+from tests.factories import ClusterQueueFactory, ResourceFlavorFactory
+from tests.unit.cluster.test_decode_dra import NOW, listing, write_dra
 
 CONFIG = """
 apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -115,3 +127,65 @@ def test_the_what_if_leaves_a_workload_kueue_holds_as_misconfigured_waiting() ->
     outcome = what_if(World((queue,), workloads), World((raised,), workloads))
     assert [a.workload for a in outcome.admitted] == ["ns/second"]
     assert [(w.workload, w.why) for w in outcome.waiting] == [("ns/unmapped", held)]
+
+
+def kueue_on_the_recorded_dra_cluster(text: str) -> int:
+    """The recorded DRA objects (two whole H100s, a partitionable A100) polled, and Kueue's
+    ConfigMap holding ``text``: the settings' cluster id."""
+    cluster_id = settings_cluster_id()
+    write_dra(listing(), cluster_id=cluster_id, now=NOW)
+    config_map = {
+        "metadata": {"name": CONFIGMAP, "namespace": KUEUE_NAMESPACE},
+        "data": {CONFIGMAP_KEY: text},
+    }
+    write_managed({("v1", "ConfigMap"): [config_map]}, cluster_id=cluster_id, now=NOW)
+    return cluster_id
+
+
+def dra_queue(resource: str, nominal: str) -> ClusterQueue:
+    flavor = ResourceFlavorFactory(name="dra-devices")
+    groups = [
+        {
+            "coveredResources": [resource],
+            "flavors": [
+                {"name": flavor.name, "resources": [{"name": resource, "nominalQuota": nominal}]}
+            ],
+        }
+    ]
+    return ClusterQueueFactory(name="dra-gpus", resource_groups=groups)
+
+
+@pytest.mark.django_db
+def test_a_dra_quota_is_held_to_the_devices_its_classes_publish_at_once(
+    client: Client, platform_admin: User
+) -> None:
+    cluster_id = kueue_on_the_recorded_dra_cluster(CONFIG)
+    assert kueue_dra(cluster_id).mapped["dra.nvidia.com/gpu"] == ("gpu.nvidia.com",)
+    # two whole H100s and the A100 whole (its counters let one whole GPU at a time)
+    assert device_ceilings(cluster_id, ["dra.nvidia.com/gpu", "cpu"]) == {"dra.nvidia.com/gpu": 3}
+    cq = dra_queue("dra.nvidia.com/gpu", "3")
+    cq.set_nominal_quota("dra-devices", "dra.nvidia.com/gpu", "4")
+    with pytest.raises(ValidationError) as refused:
+        save_cluster_queue(actor=platform_admin, cluster_queue=cq, source="api")
+    assert "override_reason" in refused.value.message_dict
+    client.force_login(platform_admin)
+    page = client.get("/queues/cluster-queues/dra-gpus/edit/").content.decode()
+    cell = page[page.index("_capacity") : page.index("_capacity") + 400]
+    assert "DRA: 3 devices of gpu.nvidia.com at once (Kueue's mapping)" in page, cell
+    assert 'id="kueue-config-box"' not in page
+
+
+@pytest.mark.django_db
+def test_the_form_says_kueue_maps_no_class_to_a_quota_it_names(
+    client: Client, platform_admin: User
+) -> None:
+    kueue_on_the_recorded_dra_cluster("resources: {}\n")
+    dra_queue("gpu.nvidia.com", "2")
+    client.force_login(platform_admin)
+    page = client.get("/queues/cluster-queues/dra-gpus/edit/").content.decode()
+    assert 'id="kueue-config-box"' in page
+    assert (
+        "gpu.nvidia.com is a DeviceClass, not a resource Kueue counts: Kueue charges its claims "
+        "in no resource (resources.deviceClassMappings in Kueue&#x27;s configuration maps it to "
+        "none)." in page
+    )
