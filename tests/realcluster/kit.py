@@ -32,7 +32,9 @@ HOW_TO_GET_IT = (
     "no real-control-plane kit (set QM_REALCLUSTER to a folder with start.sh, stop.sh and bin/: "
     "upstream's envtest assets for kube-apiserver and etcd, and Kueue's release; see README.md)"
 )
-# Ports of the tier's own, away from the kit's defaults (a cluster started by hand stays up).
+# Ports of the tier's own, away from the kit's defaults (a cluster started by hand stays up);
+# QM_REALCLUSTER_PORT_SHIFT moves them all (a cluster another checkout left running keeps its).
+PORT_SHIFT = int(os.environ.get("QM_REALCLUSTER_PORT_SHIFT") or 0)
 PORTS = {
     "APISERVER_PORT": "26443",
     "ETCD_CLIENT": "127.0.0.1:22379",
@@ -43,6 +45,10 @@ PORTS = {
     "KUEUE_HEALTH": "127.0.0.1:28081",
     "KUEUE_METRICS": "127.0.0.1:28443",
     "KUEUE_VISIBILITY_PORT": "28082",
+}
+PORTS = {
+    name: ":".join([*value.split(":")[:-1], str(int(value.split(":")[-1]) + PORT_SHIFT)])
+    for name, value in PORTS.items()
 }
 LOCK = Path(tempfile.gettempdir()) / "qm-realcluster-tier.lock"
 # The kit's binaries, unpacked once per machine and kit (its SHA256SUMS names the folder)
