@@ -236,6 +236,8 @@ class RealCluster:
             self.run("stop.sh")
             shutil.rmtree(self.root / "run" / "data", ignore_errors=True)
             shutil.rmtree(self.root / "run" / "logs", ignore_errors=True)
+            for kubeconfig in (self.root / "run").glob("*.kubeconfig"):
+                kubeconfig.unlink()  # they name the API server's port, which may have moved
             try:
                 self.run("start.sh", "--nodes")
                 return
