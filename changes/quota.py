@@ -34,6 +34,7 @@ from portal.notifications.send import Audience, notify_event
 from portal.removal import Consequences
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import MAX_QUANTITY, QuantityError, format_quantity, parse_quantity
+from queues.dra import device_ceilings
 from queues.models import ClusterQueue
 from queues.rules import quota_entries
 from queues.services import save_cluster_queue
@@ -257,6 +258,10 @@ def _queue_capacity(
     ]
     if _amount(requested).denominator == 1:
         queues.append(QueueQuota(cq.name, flavor, resource, int(_amount(requested))))
+    devices = device_ceilings(cq.cluster_id, [resource]).get(resource)
+    if devices is not None:  # Kueue charges DRA devices in it: the cluster's, whatever flavor
+        fits, notes = _dra_capacity(cq, flavor, resource, _amount(requested), devices)
+        return fits, notes + _cohort_notes(cq, flavor, resource, delta)
     after = dataclasses.replace(facts, queues=queues)  # the facts stay as read
     short = next(
         (s for s in flavor_shortfalls(after) if s.flavor == flavor and s.resource == resource),
@@ -269,6 +274,39 @@ def _queue_capacity(
         ]
     else:
         notes = [f"Flavor {flavor} has the capacity for it."]
+    return short is None, notes + _cohort_notes(cq, flavor, resource, delta)
+
+
+def _dra_capacity(
+    cq: ClusterQueue, flavor: str, resource: str, requested: Fraction, devices: int
+) -> tuple[bool, list[str]]:
+    """Every queue's nominal quota of a resource Kueue charges DRA devices in (``cq``'s on
+    ``flavor`` as requested), against the most devices of its classes the cluster's DRA
+    drivers publish at once, whatever the flavor."""
+    promised = requested + sum(
+        (
+            amount
+            for queue in ClusterQueue.objects.filter(cluster_id=cluster_id_of(cq.cluster_id))
+            for (its_flavor, its_resource), amount in queue.quota().items()
+            if its_resource == resource and (queue.pk, its_flavor) != (cq.pk, flavor)
+        ),
+        Fraction(0),
+    )
+    notes = [
+        f"Kueue charges DRA devices in {resource}: the cluster's drivers publish {devices} of "
+        f"its device classes at once; queues would promise {format_quantity(promised)}."
+    ]
+    if promised > devices:
+        notes.append(
+            "Quotas would be oversubscribed: a quota is a ceiling, not a reservation, so "
+            "teams may wait for each other."
+        )
+    return promised <= devices, notes
+
+
+def _cohort_notes(cq: ClusterQueue, flavor: str, resource: str, delta: Fraction) -> list[str]:
+    """What a raise does to the other queues of ``cq``'s cohort that may borrow it."""
+    notes: list[str] = []
     if cq.cohort_id and delta > 0:
         members = _may_borrow_it(cq, flavor, resource)
         if members:
@@ -293,7 +331,7 @@ def _queue_capacity(
                 "borrowing table's room to borrow counts this on the last poll's workloads); "
                 f"once {cq.name} needs it, it comes first: {back}."
             )
-    return short is None, notes
+    return notes
 
 
 def _may_borrow_it(cq: ClusterQueue, flavor: str, resource: str) -> list[str]:
@@ -508,20 +546,24 @@ def _value_errors(
     requested: str,
     override_reason: str,
     facts: Fleet,
+    devices: int | None = None,
 ) -> dict[str, list[str]]:
     """A value that changes nothing, that no Kubernetes quota holds, or that the fleet
-    could never back (a platform admin may still ask for the last, with a reason)."""
+    could never back (a platform admin may still ask for the last, with a reason).
+    ``devices``: for a queue resource Kueue charges DRA devices in, the most the cluster's
+    DRA drivers publish at once (the fleet's bound then)."""
     amount = _amount(requested)
     if previous and _amount(previous) == amount:
         return {"requested": [f"The quota is already {previous}: there is nothing to change."]}
     beyond = {"requested": ["Far beyond any quota Kubernetes can hold."]}
     bare = resource.removeprefix("requests.").removeprefix("limits.")
-    if not bare.startswith("nvidia.com/") or not any(
-        n.gpu_count or n.allocatable for n in facts.nodes
+    if devices is None and (
+        not bare.startswith("nvidia.com/")
+        or not any(n.gpu_count or n.allocatable for n in facts.nodes)
     ):
         # not a GPU, or no GPU node observed yet: nothing to hold it against
         return beyond if amount > MAX_QUANTITY else {}
-    most = ceiling(facts, bare)
+    most = ceiling(facts, bare) if devices is None else devices
     if amount <= most:
         return {}
     if not is_platform_admin(actor):
@@ -617,6 +659,9 @@ def request_quota_change(
         requested=requested,
         override_reason=override_reason,
         facts=facts,
+        devices=device_ceilings(cluster_queue.cluster_id, [resource]).get(resource)
+        if kind == Kind.QUEUE and cluster_queue is not None
+        else None,
     ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)
     if errors:
         raise ValidationError(errors)

@@ -99,6 +99,8 @@ RESOURCES: tuple[Resource, ...] = (
         "", "v1", "resourcequotas", "ResourceQuota", True, "resourcequota", ("status",), ("quota",)
     ),
     Resource("", "v1", "limitranges", "LimitRange", True, "limitrange", (), ("limits",)),
+    # Kueue's install keeps its Configuration in one (kueue-system/kueue-manager-config).
+    Resource("", "v1", "configmaps", "ConfigMap", True, "configmap", (), ("cm",)),
     Resource("batch", "v1", "jobs", "Job", True, "job", ("status",), ()),
     Resource("", "v1", "events", "Event", True, "event", (), ("ev",), field_labels=EVENT_FIELDS),
     Resource(

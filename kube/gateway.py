@@ -44,6 +44,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Event"): ("events", True),
     ("v1", "ResourceQuota"): ("resourcequotas", True),
     ("v1", "LimitRange"): ("limitranges", True),
+    ("v1", "ConfigMap"): ("configmaps", True),  # Kueue's Configuration, read by name
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("batch/v1", "Job"): ("jobs", True),

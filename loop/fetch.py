@@ -19,6 +19,7 @@ from cluster.selectors import rendering_for
 from gpus.labels import DEVICE_PLUGIN_APP
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
+from queues.kueue_config import CONFIGMAP, KUEUE_NAMESPACE
 from queues.models import ClusterQueue
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     )
     backend, version = rendering_for(cluster)
     managed = list_managed(gateway, backend=backend, version=version)
+    if backend == "kueue":
+        managed[("v1", "ConfigMap")] = kueue_configuration(gateway)
     workloads = list_workloads(gateway, backend=backend, version=version)
     positions = queue_positions(gateway, cluster) if workloads else {}
     podgroups = list_podgroups(gateway)
@@ -283,6 +286,21 @@ def list_managed(gateway: Gateway, *, backend: str, version: str) -> dict[tuple[
         except NotFound:
             out[(api_version, kind)] = []  # the CRD is not installed
     return out
+
+
+def kueue_configuration(gateway: Gateway) -> Objects:
+    """The ConfigMap a Kueue install keeps its Configuration in (its DRA mappings are read from
+    it: ``queues.kueue_config``), or nothing where there is none or the portal may not get it
+    (a ClusterRole of an earlier release)."""
+    try:
+        return [gateway.get(ObjectRef("v1", "ConfigMap", CONFIGMAP, KUEUE_NAMESPACE))]
+    except NotFound:
+        return []
+    except KubeError as exc:
+        if exc.status != FORBIDDEN:
+            raise
+        log.info("Kueue's configuration not read: %s", exc.message)
+        return []
 
 
 def list_workloads(gateway: Gateway, *, backend: str, version: str) -> Objects | None:

@@ -21,6 +21,7 @@ from portal.api.safety import IF_MATCH, StrictInput, etag_of, guarded_write
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues import preview
+from queues.dra import quota_notes as kueue_quota_notes
 from queues.filters import (
     ClusterQueueFilter,
     CohortFilter,
@@ -194,6 +195,11 @@ class QuotasDryRunSerializer(serializers.Serializer[Any]):
         child=serializers.CharField(), help_text="Why saving it would be refused (empty: not)."
     )
     what_if = WhatIfSerializer(allow_null=True, help_text="Null with Volcano queues.")
+    kueue_notes = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Resource -> why the cluster's Kueue would count nothing in its quota (a "
+        "DRA resource its deviceClassMappings do not map, a DeviceClass named as a resource).",
+    )
 
 
 class ClusterQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ClusterQueue]):
@@ -276,6 +282,9 @@ class ClusterQueueViewSet(ClusterScoped, viewsets.ReadOnlyModelViewSet[ClusterQu
                     "what_if": cluster_queue_what_if(request.user, edited)
                     if simulates_kueue()
                     else None,
+                    "kueue_notes": kueue_quota_notes(
+                        edited.cluster_id, {r for _, r in edited.quota()}
+                    ),
                 }
             )
         save_cluster_queue(  # a promise beyond the fleet: field errors of its own inputs

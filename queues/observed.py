@@ -3,7 +3,7 @@ observed rows directly (the cluster app and its observed models sit beneath the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -102,6 +102,9 @@ def observed_kueue(of: int | None) -> ObservedKueue:
                 admitted=holds,
                 flavors=dict(row.flavors or {}) if holds else {},
                 admitted_at=row.admitted_at.timestamp() if row.admitted_at else 0.0,
+                held=held_by_kueue(row.reason, row.message, row.conditions or ())
+                if not holds
+                else "",
             )
         )
     observed = ObservedObject.objects.on(cluster_id)
@@ -117,6 +120,26 @@ def observed_kueue(of: int | None) -> ObservedKueue:
         quota_used=used,
         refused=_refused(cluster_id),
     )
+
+
+# How Kueue's workload controller marks a workload it keeps out of its queues as it is (a DRA
+# claim of a device class its configuration maps to no resource, a claim named rather than
+# made from a template, ...): QuotaReserved False, reason Misconfigured (Inadmissible unless
+# its UnadmittedWorkloadsObservability gate is on), and Requeued False, reason Inadmissible,
+# with the same message (recorded in tests/data/dra/kueue.json).
+MISCONFIGURED = "Misconfigured"
+INADMISSIBLE = "Inadmissible"
+
+
+def held_by_kueue(reason: str, message: str, conditions: Iterable[Mapping[str, Any]] = ()) -> str:
+    """Why Kueue keeps a waiting workload out of line whatever the quota ("" when it does
+    not), in the what-if's words with Kueue's own."""
+    requeued = next((c for c in conditions if c.get("type") == "Requeued"), {})
+    not_requeued = requeued.get("status") == "False" and requeued.get("reason") == INADMISSIBLE
+    if reason != MISCONFIGURED and not not_requeued:
+        return ""
+    said = message or str(requeued.get("message") or "")
+    return f"Kueue keeps it out of line whatever the quota: {said}".rstrip(": ")
 
 
 def _refused(cluster_id: int) -> tuple[Refusal, ...]:

@@ -529,12 +529,25 @@ def promises(
     others: dict[tuple[str, str], Any],
     behind: dict[tuple[str, str], int] | None,
     ceiling: dict[tuple[str, str], int] | None,
+    devices: Mapping[str, int] | None = None,
 ) -> dict[tuple[str, str], Promise]:
     """Per GPU (flavor, resource) of an edited queue: what it and the other queues would
-    promise against what the nodes behind the flavor offer, and could ever offer."""
+    promise against what the nodes behind the flavor offer, and could ever offer.
+    ``devices``: resource -> the most DRA devices Kueue's mapping of it could be backed by
+    (the cluster's published devices, whatever the flavor): offered now and ever."""
     out = {}
+    devices = devices or {}
     for key, amount in new.items():
         resource = key[1]
+        if resource in devices:
+            promised = sum(v for (_, r), v in others.items() if r == resource) + amount
+            out[key] = Promise(
+                offered=devices[resource],
+                promised=int(promised),
+                raised=amount > old.get(key, 0),
+                ceiling=devices[resource],
+            )
+            continue
         if not resource.startswith("nvidia.com/"):
             continue
         out[key] = Promise(

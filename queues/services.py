@@ -13,6 +13,7 @@ from fleet.capacity import fleet_capacity
 from portal.audit.record import Event, admin_event
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
+from queues.dra import device_ceilings
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import Promise, promises, quota_entries
 from tenants.rules import spelled_quantity
@@ -98,6 +99,7 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
         others,
         capacity.behind if capacity.known else None,
         capacity.flavor_ceiling if capacity.known else None,
+        device_ceilings(edited.cluster_id, {resource for _, resource in new}),
     )
 
 

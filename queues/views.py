@@ -22,6 +22,8 @@ from django.urls import reverse
 from cluster.scope import chosen_cluster
 from portal.access.permissions import is_platform_admin
 from queues import preview
+from queues.dra import kueue_dra
+from queues.dra import quota_notes as kueue_quota_notes
 from queues.merge import Merge, three_way
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
@@ -281,6 +283,12 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
     context["promises"] = shown
     for row in context["rows"]:
         row["promise"] = shown.get((row["flavor"], row["resource"]))
+    config = kueue_dra(edited.cluster_id)
+    notes = kueue_quota_notes(edited.cluster_id, {r["resource"] for r in context["rows"]})
+    for row in context["rows"]:
+        row["dra_classes"] = ", ".join(config.devices.get(row["resource"], ()))
+        row["kueue_note"] = notes.get(row["resource"], "")
+    context["kueue_notes"] = sorted(set(notes.values()))
     context["unbacked"] = [r for r in context["rows"] if r["promise"] and r["promise"].unbacked]
     context["beyond"] = [r for r in context["rows"] if r["promise"] and r["promise"].beyond_ceiling]
 

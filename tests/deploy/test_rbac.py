@@ -42,7 +42,13 @@ def test_the_cluster_role_has_no_wildcards_and_reads_no_secrets() -> None:
             assert "*" not in rule[key], rule
             assert not any("*" in value for value in rule[key]), rule
     resources = {r for rule in rules for r in rule["resources"]}
-    assert not resources & {"secrets", "configmaps", "serviceaccounts", "clusterroles"}
+    assert not resources & {"secrets", "serviceaccounts", "clusterroles"}
+    # One ConfigMap only, by name, read only: Kueue's Configuration (its DRA mappings).
+    for rule in rules:
+        if "configmaps" in rule["resources"]:
+            assert rule["resources"] == ["configmaps"], rule
+            assert rule["resourceNames"] == ["kueue-manager-config"], rule
+            assert rule["verbs"] == ["get"], rule
     verbs = {v for rule in rules for v in rule["verbs"]}
     assert not verbs & {"escalate", "bind", "impersonate", "deletecollection", "update"}
 

@@ -32,7 +32,9 @@ HOW_TO_GET_IT = (
     "no real-control-plane kit (set QM_REALCLUSTER to a folder with start.sh, stop.sh and bin/: "
     "upstream's envtest assets for kube-apiserver and etcd, and Kueue's release; see README.md)"
 )
-# Ports of the tier's own, away from the kit's defaults (a cluster started by hand stays up).
+# Ports of the tier's own, away from the kit's defaults (a cluster started by hand stays up);
+# QM_REALCLUSTER_PORT_SHIFT moves them all (a cluster another checkout left running keeps its).
+PORT_SHIFT = int(os.environ.get("QM_REALCLUSTER_PORT_SHIFT") or 0)
 PORTS = {
     "APISERVER_PORT": "26443",
     "ETCD_CLIENT": "127.0.0.1:22379",
@@ -43,6 +45,10 @@ PORTS = {
     "KUEUE_HEALTH": "127.0.0.1:28081",
     "KUEUE_METRICS": "127.0.0.1:28443",
     "KUEUE_VISIBILITY_PORT": "28082",
+}
+PORTS = {
+    name: ":".join([*value.split(":")[:-1], str(int(value.split(":")[-1]) + PORT_SHIFT)])
+    for name, value in PORTS.items()
 }
 LOCK = Path(tempfile.gettempdir()) / "qm-realcluster-tier.lock"
 # The kit's binaries, unpacked once per machine and kit (its SHA256SUMS names the folder)
@@ -58,6 +64,9 @@ fairSharing:
   - LessThanOrEqualToFinalShare
   - LessThanInitialShare
 """
+# What a test adds to Kueue's Configuration goes after this line (a YAML comment), so a restart
+# takes start.sh's own configuration back before adding its own.
+ADDED = "\n# -- added by the test tier --\n"
 START_SECONDS = 240
 _RESTARTED: list[subprocess.Popen[bytes]] = []
 LOCK_SECONDS = 600
@@ -150,15 +159,16 @@ class RealCluster:
             "--force",
         )
 
-    def restart_kueue(self, *, fair_sharing: bool) -> None:
+    def restart_kueue(self, *, fair_sharing: bool, added: str = "") -> None:
         """Kueue's manager alone stopped (by its recorded PID) and started again with the
         same command ``start.sh`` gave it, on its Configuration with fair sharing on or off
-        (the control plane and everything in it stay); back once it is ready and its
-        visibility API is served again."""
+        and ``added`` (more top-level keys of the Configuration, such as ``resources:``; the
+        control plane and everything in it stay); back once it is ready and its visibility
+        API is served again."""
         run = self.root / "run"
         config = run / "kueue-config.yaml"
-        written = config.read_text().split(FAIR_SHARING)[0]
-        config.write_text(written + FAIR_SHARING if fair_sharing else written)
+        written = config.read_text().split(ADDED)[0].split(FAIR_SHARING)[0]
+        config.write_text(written + ADDED + (FAIR_SHARING if fair_sharing else "") + added)
         pid_file = run / "pids" / "kueue.pid"
         old = int(pid_file.read_text())
         if _ours(old, self.root):
@@ -226,6 +236,8 @@ class RealCluster:
             self.run("stop.sh")
             shutil.rmtree(self.root / "run" / "data", ignore_errors=True)
             shutil.rmtree(self.root / "run" / "logs", ignore_errors=True)
+            for kubeconfig in (self.root / "run").glob("*.kubeconfig"):
+                kubeconfig.unlink()  # they name the API server's port, which may have moved
             try:
                 self.run("start.sh", "--nodes")
                 return
