@@ -189,10 +189,11 @@ class Tools:
 
         Returns {"mig_changes": [...], "quota_requests": [...]}: each pending request
         with its team, what it asks, its requester, its verdict and its assessment (its
-        fingerprint is what an approver decides on). Only approvers and platform admins
-        decide: for anyone else both lists are empty. The user's own requests are left out
-        (nobody decides what they asked for). Deciding is done by the user on the portal or
-        with `qm approve|reject KIND ID --fingerprint FP`, never by these tools."""
+        fingerprint is what an approver decides on). Scope: only approvers and platform
+        admins decide, and they see every team's requests; for anyone else both lists are
+        empty. The user's own requests are left out (nobody decides what they asked for).
+        Deciding is done by the user on the portal or with
+        `qm approve|reject KIND ID --fingerprint FP`, never by these tools."""
         try:
             found = pending_decisions(self.api, self._cluster(cluster))
         except ApiError as exc:

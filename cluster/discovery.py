@@ -165,12 +165,20 @@ def _covers(values: Iterable[str], wanted: str) -> bool:
     return any(value in ("*", wanted) for value in values)
 
 
-def grants(rules: Sequence[Mapping[str, Any]], group: str, resource: str, verb: str) -> bool:
+def grants(
+    rules: Sequence[Mapping[str, Any]],
+    group: str,
+    resource: str,
+    verb: str,
+    names: Sequence[str] = (),
+) -> bool:
     """Whether one of the ``resourceRules`` of a review grants ``verb`` on ``resource``
-    (``pods/eviction`` style subresources; ``*`` anywhere; a rule limited to some
-    resourceNames does not count: the portal names no objects in advance)."""
+    (``pods/eviction`` style subresources; ``*`` anywhere). A rule limited to some
+    resourceNames counts only where the portal needs named objects (``names``: Kueue's
+    ConfigMap) and it names them all."""
     for rule in rules:
-        if rule.get("resourceNames"):
+        limited = rule.get("resourceNames")
+        if limited and not (names and set(names) <= set(limited)):
             continue
         resources = rule.get("resources") or ()
         plural = resource.split("/")[0]
@@ -193,17 +201,21 @@ def compare_rules(
     review's status does not grant, the missing ones first, then in the rules' order."""
     granted = review.get("resourceRules") or []
     verbs: dict[tuple[str, str], list[str]] = {}
+    names: dict[tuple[str, str], list[str]] = {}  # the named objects a rule is limited to
     for rule in needed:
         for group in rule.get("apiGroups") or ():
             for resource in rule.get("resources") or ():
                 wanted = verbs.setdefault((group, resource), [])
                 wanted.extend(v for v in rule.get("verbs") or () if v not in wanted)
+                names.setdefault((group, resource), []).extend(rule.get("resourceNames") or ())
     checks = [
         RuleCheck(
             group,
             resource,
             tuple(wanted),
-            tuple(v for v in wanted if not grants(granted, group, resource, v)),
+            tuple(
+                v for v in wanted if not grants(granted, group, resource, v, names[group, resource])
+            ),
         )
         for (group, resource), wanted in verbs.items()
     ]

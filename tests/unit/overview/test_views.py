@@ -118,8 +118,8 @@ def test_fleet_query_count_does_not_grow_with_nodes(
     assert few == many, (few, many)
     assert few["/fleet/"] <= 15, few
     # the session, the user, the clusters with their polls and pools, the count with the
-    # page's nodes, their health
-    assert few["/fleet/nodes/?pool=train"] == few["/fleet/nodes/?q=n0"] == 5, few
+    # page's nodes, their health, their devices by DRA
+    assert few["/fleet/nodes/?pool=train"] == few["/fleet/nodes/?q=n0"] == 6, few
 
 
 def test_fleet_needs_login(client: Client) -> None:
