@@ -306,22 +306,31 @@ def borrowing(period: Period, *, cluster: Cluster | None = None) -> list[dict[st
 def idle_capacity(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
     """Per pool (of each cluster) and GPU resource (whole GPUs and each MIG profile):
     average allocatable, allocated and idle, and idle device-hours."""
-    rows = (
+    per_flavor = (
         _rollups(period, Sample.Kind.POOL, cluster)
-        .values("owner", "resource", "cluster__name")
+        .values("owner", "resource", "cluster__name", "flavor")
         .annotate(
             used=Sum("used_seconds"), cap=Sum("capacity_seconds"), covered=Sum("covered_seconds")
         )
-        .order_by("owner", "resource", "cluster__name")
+        .order_by("owner", "resource", "cluster__name", "flavor")
     )
+    # A pool serving GPUs both ways has a row per way (flavor: blank for the device plugin,
+    # DRA_GPUS), sampled at the same times: the hours covered are one way's, not their sum.
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for part in per_flavor:
+        key = (part["owner"], part["resource"], part["cluster__name"])
+        row = rows.setdefault(key, {"used": 0, "cap": 0, "covered": 0})
+        row["used"] += part["used"] or 0
+        row["cap"] += part["cap"] or 0
+        row["covered"] = max(row["covered"], part["covered"] or 0)
     out = []
-    for row in rows:
-        covered = row["covered"] or 0
+    for (pool, resource, cluster_name), row in rows.items():
+        covered = row["covered"]
         out.append(
             {
-                "cluster": row["cluster__name"],
-                "pool": row["owner"],
-                "resource": row["resource"],
+                "cluster": cluster_name,
+                "pool": pool,
+                "resource": resource,
                 "average_allocatable": round(row["cap"] / covered, 3) if covered else 0,
                 "average_allocated": round(row["used"] / covered, 3) if covered else 0,
                 "idle_share": round(1 - row["used"] / row["cap"], 4) if row["cap"] else None,
@@ -348,9 +357,11 @@ def usage_by_bucket(
     rows = _scoped(_rollups(period, Sample.Kind.TEAM, cluster), teams)
     if resource:
         rows = rows.filter(resource=resource)
+    # Per namespace and way (flavor: the device plugin's, or a DRA device class): each way
+    # covers the same hours, so the team's bucket covers the best-covered one's, not a sum.
     per_namespace = (
         rows.annotate(bucket=Trunc("start", period.granularity, tzinfo=dt.UTC))
-        .values("cluster_id", "owner", "scope", "resource", "bucket")
+        .values("cluster_id", "owner", "scope", "flavor", "resource", "bucket")
         .annotate(used=Sum("used_seconds"), cap=Sum("capacity_seconds"), cov=Sum("covered_seconds"))
         .order_by()
     )

@@ -10,7 +10,7 @@ import pytest
 
 from usage import reports
 from usage.compute import integrate, mig_weight, percentile
-from usage.models import Rollup, Sample, WorkloadRecord
+from usage.models import DRA_GPUS, Rollup, Sample, WorkloadRecord
 from usage.sampling import roll_up
 
 T0 = dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.UTC)
@@ -119,6 +119,29 @@ def test_a_node_that_disappears_stops_counting_as_idle(settings: Any) -> None:
         "idle_share": pytest.approx(1 / 3, abs=1e-4),
         "idle_device_hours": 8.0,
     }
+
+
+@pytest.mark.django_db
+def test_gpus_held_both_ways_at_once_are_averaged_over_the_hours_not_twice(settings: Any) -> None:
+    """A namespace holding GPUs by the device plugin and by DRA in the same hour, and a pool
+    serving both ways, have a row per way (the flavor), sampled at the same times: their
+    averages add the ways' use over the hours covered once (they had halved)."""
+    settings.QM_SAMPLE_MAX_GAP_SECONDS = 900
+    every_5 = list(range(0, 60, 5))
+    team = {"owner": "team-a", "scope": "team-a"}
+    series("team", resource="nvidia.com/gpu", minutes=every_5, used=2, capacity=16, **team)
+    series(
+        "team", resource="nvidia.com/gpu", minutes=every_5, used=1, flavor="gpu.nvidia.com", **team
+    )
+    series("pool", "train", "nvidia.com/gpu", every_5, capacity=8, used=2)
+    series("pool", "train", "nvidia.com/gpu", every_5, capacity=4, used=1, flavor=DRA_GPUS)
+    roll_up(now=at(180))
+    period = reports.Period(at(0), at(60))
+    (bucket,) = reports.usage_by_bucket(period, teams=["team-a"])
+    assert (bucket["average_used"], bucket["quota"], bucket["covered_hours"]) == (3.0, 16.0, 1.0)
+    (row,) = reports.idle_capacity(period)
+    assert (row["average_allocatable"], row["average_allocated"]) == (12.0, 3.0)
+    assert row["idle_device_hours"] == 9.0
 
 
 @pytest.mark.django_db
