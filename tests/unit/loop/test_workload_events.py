@@ -95,14 +95,16 @@ def test_the_poll_writes_new_events_once_bounds_them_and_drops_a_gone_workloads(
     again = {key: {**events[key], "count": 3, "last_seen": now}}
     assert write.write_events(again, workloads, cluster_id=cluster, now=now) == 1
     assert rows.get(namespace=key[0], name=key[1]).count == 3
-    # One workload's many: its newest EVENTS_PER_WORKLOAD kept.
+    # One workload's many, all older than the recorded ones (whenever the test runs): its
+    # newest EVENTS_PER_WORKLOAD kept.
     base = next(v for v in events.values() if v["workload_name"] == victim)
+    start = min(v["last_seen"] for v in events.values()) - dt.timedelta(minutes=200)
     many = {
         (base["namespace"], f"many-{i}"): {
             **base,
             "name": f"many-{i}",
-            "first_seen": now - dt.timedelta(minutes=100 - i),
-            "last_seen": now - dt.timedelta(minutes=100 - i),
+            "first_seen": start + dt.timedelta(minutes=i),
+            "last_seen": start + dt.timedelta(minutes=i),
         }
         for i in range(write.EVENTS_PER_WORKLOAD + 5)
     }
@@ -111,7 +113,7 @@ def test_the_poll_writes_new_events_once_bounds_them_and_drops_a_gone_workloads(
     kept = rows.filter(workload_name=victim)
     assert kept.count() == write.EVENTS_PER_WORKLOAD
     oldest_kept = len(many) - (write.EVENTS_PER_WORKLOAD - had)  # the recorded ones are newer
-    assert min(e.last_seen for e in kept) == now - dt.timedelta(minutes=100 - oldest_kept)
+    assert min(e.last_seen for e in kept) == start + dt.timedelta(minutes=oldest_kept)
     # An event about a workload the poll did not see is left out.
     stray = {("team-a", "stray.1"): {**base, "name": "stray.1", "workload_name": "not-there"}}
     assert write.write_events(stray, workloads, cluster_id=cluster, now=now) == 0
