@@ -26,7 +26,7 @@ from cluster.models import (
     ObservedResourceSlice,
     SyncRun,
 )
-from cluster.scope import cluster_choice, clusters_read
+from cluster.scope import cluster_choice, cluster_id_of, clusters_read
 from portal.access.permissions import is_platform_admin, request_facts_from, request_facts_read
 from portal.infra.round_trips import Read, read_together
 from portal.vocabulary.names import PodNames
@@ -329,21 +329,8 @@ class NodeDra:
 
 def node_dra(cluster: Cluster | int, node: str) -> NodeDra:
     """What the node's ResourceSlices publish and its allocated claims hold (two queries)."""
-    slices = ObservedResourceSlice.objects.on(cluster).filter(node_name=node)
-    rows = list(slices.values("node_name", "driver", "pool", "devices", "shared_counters"))
-    if not rows:
-        return NodeDra([], {})
-    holders = {
-        (str(a.get("driver", "")), str(a.get("pool", "")), str(a.get("device", ""))): (
-            namespace,
-            name,
-        )
-        for namespace, name, allocated in ObservedResourceClaim.objects.on(cluster)
-        .filter(node_name=node, state=ObservedResourceClaim.State.ALLOCATED)
-        .values_list("namespace", "name", "allocated")
-        for a in allocated or ()
-    }
-    return NodeDra(dra.gpus_of(rows, set(holders)), holders)
+    key = (cluster_id_of(cluster), node)
+    return nodes_dra([key]).get(key) or NodeDra([], {})
 
 
 def nodes_dra(nodes: Sequence[tuple[int, str]]) -> dict[tuple[int, str], NodeDra]:
