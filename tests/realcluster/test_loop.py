@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from cluster.connection import REVIEW_NAMESPACE, needed_rules
+from cluster.discovery import compare_rules
 from cluster.models import AppliedObject, Drift, ObservedNode, ObservedWorkload
 from kube import Gateway, ObjectRef, connect
 from loop.apply import apply_desired_state
@@ -174,3 +176,20 @@ def test_a_hand_edit_and_a_deleted_object_are_drift(
     finally:
         admin.merge_patch(QUOTA, {"spec": {"hard": {"pods": "50"}}})
         apply_desired_state(gateway=real_portal, full=True)
+
+
+def test_the_connection_test_finds_the_shipped_role_complete_on_a_real_api_server(
+    real_gateway: Gateway,
+) -> None:
+    """The portal's ServiceAccount, bound to the ClusterRole it ships and nothing else, as the
+    real API server's SelfSubjectRulesReview describes it: every needed rule granted, the
+    one limited to a named object (Kueue's ConfigMap) counted as granted, and a broader
+    need on that resource (any ConfigMap) not."""
+    review = real_gateway.rules_review(REVIEW_NAMESPACE)
+    checks = compare_rules(needed_rules(), review)
+    assert checks and [c for c in checks if not c.allowed] == []
+    named = [r for r in review["resourceRules"] if "configmaps" in (r.get("resources") or ())]
+    assert [r.get("resourceNames") for r in named] == [["kueue-manager-config"]]
+    any_configmap = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    (check,) = compare_rules(any_configmap, review)
+    assert check.missing == ("get",)
