@@ -45,9 +45,12 @@ def device_ceilings(
     return {r: sum(most.get(c, 0) for c in classes) for r, classes in mapped.items()}
 
 
-def quota_notes(cluster: int | None, resources: Iterable[str]) -> dict[str, str]:
+def quota_notes(
+    cluster: int | None, resources: Iterable[str], config: KueueDra | None = None
+) -> dict[str, str]:
     """Resource -> why Kueue would count nothing in a ClusterQueue quota of it (or not in
-    devices), on a cluster whose poll saw DRA device classes; nothing on any other."""
+    devices), on a cluster whose poll saw DRA device classes; nothing on any other
+    (``config``: Kueue's settings there, when the caller read them already)."""
     cid = cluster_id_of(cluster)
     classes = dict(ObservedDeviceClass.objects.on(cid).values_list("name", "extended_resource"))
     if not classes:
@@ -59,4 +62,5 @@ def quota_notes(cluster: int | None, resources: Iterable[str]) -> dict[str, str]
         for name in (allocatable or {})
         if name in resources
     }
-    return notes_for(resources, kueue_dra(cid), device_classes=classes, offered=offered)
+    config = config if config is not None else kueue_dra(cid)
+    return notes_for(resources, config, device_classes=classes, offered=offered)

@@ -284,7 +284,9 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
     for row in context["rows"]:
         row["promise"] = shown.get((row["flavor"], row["resource"]))
     config = kueue_dra(edited.cluster_id)
-    notes = kueue_quota_notes(edited.cluster_id, {r["resource"] for r in context["rows"]})
+    notes = kueue_quota_notes(
+        edited.cluster_id, {r["resource"] for r in context["rows"]}, config=config
+    )
     for row in context["rows"]:
         row["dra_classes"] = ", ".join(config.devices.get(row["resource"], ()))
         row["kueue_note"] = notes.get(row["resource"], "")
