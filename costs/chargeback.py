@@ -39,21 +39,16 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from typing import NamedTuple
 
 from costs.pricing import PriceBook
+from portal.vocabulary.numbers import to_cent
 
-CENT = Decimal("0.01")
 DRA_GPUS = "(dra)"  # the flavor of a pool's GPUs published through DRA (usage.models.DRA_GPUS)
 GPU = "nvidia.com/gpu"
 HOUR = Decimal(3600)
 ZERO = Decimal(0)
-
-
-def to_cent(amount: Decimal) -> Decimal:
-    """The rounding rule: half to even, to the cent."""
-    return amount.quantize(CENT, rounding=ROUND_HALF_EVEN)
 
 
 def dec(value: float) -> Decimal:

@@ -11,7 +11,8 @@ import io
 from decimal import Decimal
 from typing import Any
 
-from costs.chargeback import Chargeback, Line, TeamBill, to_cent
+from costs.chargeback import Chargeback, Line, TeamBill
+from portal.vocabulary.numbers import to_cent
 
 HOURS = Decimal("0.001")
 

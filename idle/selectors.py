@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, Q, QuerySet
@@ -18,6 +18,7 @@ from idle.models import IdlePolicy, IdleSpell
 from idle.services import max_gap
 from portal.access.permissions import sees_every_team
 from portal.access.selectors import teams_seen_by
+from portal.vocabulary.numbers import to_cent
 from tenants.models import Team
 
 User = AbstractBaseUser | AnonymousUser
@@ -82,7 +83,7 @@ class Row:
 
 def money(amount: Decimal) -> str:
     """An exact amount to the cent, half to even (the costs' rounding rule), once."""
-    return str(amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN))
+    return str(to_cent(amount))
 
 
 def rows_of(spells: QuerySet[IdleSpell]) -> list[Row]:

@@ -4,7 +4,7 @@ write numbers through these, so a page and its charts agree."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -58,3 +58,12 @@ def number(value: Any, places: int = 1) -> str:
     if amount is None:
         return as_came(value)
     return decimal(amount, int(places))
+
+
+CENT = Decimal("0.01")
+
+
+def to_cent(amount: Decimal) -> Decimal:
+    """Money's rounding rule (costs' totals, idle spells' cost): half to even, to the cent,
+    once, on an exact amount."""
+    return amount.quantize(CENT, rounding=ROUND_HALF_EVEN)
