@@ -64,7 +64,7 @@ def fleet_facts(
     evicting their pods, from that cluster."""
     cid = cluster_id_of(cluster)
     team_of = dict(Namespace.objects.filter(cluster_id=cid).values_list("name", "team__slug"))
-    observed = _node_facts(cid)
+    observed = node_facts(cid)
     pods = [
         PodFacts(
             p.namespace, p.name, p.node_name, p.phase, p.gpu_requests, team_of.get(p.namespace, "")
@@ -264,7 +264,7 @@ def _flavor_capacity_in_db(
         return {(flavor, resource): int(total) for flavor, resource, total in cursor.fetchall()}
 
 
-def _node_facts(cluster_id: int) -> list[NodeFacts]:
+def node_facts(cluster_id: int) -> list[NodeFacts]:
     """The cluster's observed nodes that are not gone."""
     return [
         NodeFacts(
@@ -308,7 +308,7 @@ def capacity_for(resources: Iterable[str], cluster_id: int | None = None) -> Fle
     cluster (by default the settings' one)."""
     # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
     cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
-    fleet = Fleet(nodes=_node_facts(cid), flavors=_flavors(cid))
+    fleet = Fleet(nodes=node_facts(cid), flavors=_flavors(cid))
     live = list(fleet.nodes)
     resources = set(resources)
     return FleetCapacity(

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from changes.approval import teams_user_may_request_for
-from changes.facts import fleet_facts
+from changes.facts import custom_configs, node_facts
 from changes.impact import Fleet, NodeFacts
 from changes.models import QuotaChangeRequest
 from cluster.models import Cluster
@@ -63,7 +63,11 @@ class MigChangeForm(forms.Form):
         self.fields["cluster"].label_from_instance = cluster_label  # type: ignore[attr-defined]
         if self.fields["cluster"].queryset.count() < 2:  # type: ignore[attr-defined]
             self.fields["cluster"].widget = forms.HiddenInput()
-        self.fleet = fleet_facts(cluster=self.chosen_cluster)
+        # The nodes and the custom configs are all the form offers from: not the pods,
+        # quotas and queues an assessment reads (the preview's, once nodes are chosen).
+        self.fleet = Fleet(
+            nodes=node_facts(self.chosen_cluster.pk), custom_configs=custom_configs()
+        )
         self.fields["team"].queryset = teams_user_may_request_for(user)  # type: ignore[attr-defined]
         gpu_nodes = [n for n in self.fleet.nodes if n.model]
         self.fields["nodes"].choices = [  # type: ignore[attr-defined]

@@ -32,14 +32,18 @@ from queues.selectors import (
     simulates_kueue,
     with_nominal,
 )
+from tenants.models import Membership
 
 R = TypeVar("R", bound=Model)
 
 
 def _visible(requests: QuerySet[R], user: User) -> QuerySet[R]:
+    """``requests`` of the user's teams (every one for those who see every team): the teams
+    as a subquery, not a join, so that no DISTINCT has to compare whole rows (the
+    assessments' JSON among them: 15 ms a list page on the demo's rows)."""
     if sees_every_team(user):
         return requests
-    return requests.filter(team__memberships__user_id=user.pk).distinct()
+    return requests.filter(team_id__in=Membership.objects.filter(user_id=user.pk).values("team_id"))
 
 
 def list_mig_changes_for_user(user: User) -> QuerySet[MigChangeRequest]:
