@@ -72,19 +72,7 @@ def fleet_facts(
         for p in ObservedPod.objects.on(cid).filter()
     ]
     queues = queue_quotas(cid)
-    quotas = []
-    for item in QuotaItem.objects.filter(
-        namespace__cluster_id=cid, resource__startswith="requests.nvidia.com/"
-    ).select_related("namespace__team"):
-        if item.hard.isdigit():
-            quotas.append(
-                NamespaceQuota(
-                    item.namespace.name,
-                    item.namespace.team.slug,
-                    item.resource.removeprefix("requests."),
-                    int(item.hard),
-                )
-            )
+    quotas = namespace_quotas(cid)
     busy = {}
     open_requests = MigChangeRequest.objects.filter(cluster_id=cid, state__in=OPEN_STATES)
     if exclude_request is not None:
@@ -106,6 +94,35 @@ def fleet_facts(
         custom_configs=custom_configs(),
         disruption=None if nodes is None else disruption_facts(nodes, cluster=cluster),
     )
+
+
+def quota_facts(*, cluster: Cluster) -> Fleet:
+    """What a quota's assessment and ceiling read of ``cluster``: its nodes, its queues' and
+    namespaces' GPU quotas and its flavors (a fixed number of queries). Not its pods, pools
+    or open MIG changes: a quota request never pays for every pod of the fleet."""
+    cid = cluster_id_of(cluster)
+    return Fleet(
+        nodes=node_facts(cid),
+        queues=queue_quotas(cid),
+        flavors=_flavors(cid),
+        quotas=namespace_quotas(cid),
+    )
+
+
+def namespace_quotas(cluster_id: int) -> list[NamespaceQuota]:
+    """The cluster's namespace quotas of GPU resources that are whole numbers."""
+    return [
+        NamespaceQuota(
+            item.namespace.name,
+            item.namespace.team.slug,
+            item.resource.removeprefix("requests."),
+            int(item.hard),
+        )
+        for item in QuotaItem.objects.filter(
+            namespace__cluster_id=cluster_id, resource__startswith="requests.nvidia.com/"
+        ).select_related("namespace__team")
+        if item.hard.isdigit()
+    ]
 
 
 def _interactive_gateway(cluster: Cluster | None) -> Gateway | None:

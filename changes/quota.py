@@ -23,7 +23,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from changes.approval import User, decide_on_fresh, refuse_own, require_asker, require_decider
-from changes.facts import fleet_facts
+from changes.facts import quota_facts
 from changes.impact import Fleet, QueueQuota, ceiling, flavor_shortfalls
 from changes.models import AutoApprovalRule, QuotaChangeRequest
 from changes.selectors import get_quota_request_for_user
@@ -70,7 +70,7 @@ def _facts_of(namespace: Namespace | None, cq: ClusterQueue | None) -> Fleet:
     """The fleet of the cluster the namespace or ClusterQueue is on (the settings' cluster
     when neither is given)."""
     target = namespace or cq
-    return fleet_facts(cluster=target.cluster if target is not None else settings_cluster())
+    return quota_facts(cluster=target.cluster if target is not None else settings_cluster())
 
 
 # ----------------------------------------------------------------------------- assessment
