@@ -21,7 +21,7 @@ class BudgetAdmin(ServiceAdmin):
         services.save_budget(actor=request.user, budget=obj, source="admin")
 
     def delete(self, request: HttpRequest, obj: Any) -> None:
-        services.delete_budget(actor=request.user, budget=obj, source="admin")
+        services.delete_budget(actor=request.user, budget=obj, source="admin", confirmed=True)
 
 
 @admin.register(BudgetExtension)

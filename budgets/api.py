@@ -169,7 +169,9 @@ class BudgetViewSet(
         return self._answer([budget], many=False)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        services.delete_budget(actor=request.user, budget=self.get_object(), source="api")
+        services.delete_budget(
+            actor=request.user, budget=self.get_object(), source="api", confirmed=True
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=ExtensionInput, responses={201: ExtensionSerializer})

@@ -191,3 +191,41 @@ def queues_of(teams: Sequence[Team]) -> dict[int, list[LocalQueue]]:
     for lq in rows:
         out[lq.namespace.team_id].append(lq)
     return out
+
+
+def budget_deletion(budget: Budget) -> list[str]:
+    """What removing ``budget`` changes, said before it is confirmed (a platform admin
+    reads it: queue names are theirs to read): the hold it lifts or the enforcement that
+    stops, the warnings that stop, the extensions that go with it, and what stays."""
+    queues = queues_of([budget.team])[budget.team_id]
+    held = [lq for lq in queues if lq.budget_hold]
+    lines = []
+    if held:
+        names = ", ".join(f"{lq.namespace.name}/{lq.name}" for lq in held)
+        lines.append(
+            f"The team's held LocalQueues ({names}) admit new work again at once: the hold "
+            "is lifted before the budget goes."
+        )
+    elif budget.enforce:
+        lines.append(
+            "Enforcement stops: the team's LocalQueues are no longer held when the budget is spent."
+        )
+    said = [f"{t} %" for t in budget.thresholds or []]
+    thresholds = ", ".join(said[:-1]) + f" and {said[-1]}" if len(said) > 1 else "".join(said)
+    if thresholds:
+        lines.append(f"The team is no longer warned at {thresholds} of the budget.")
+    extensions = list(budget.extensions.values_list("state", flat=True))
+    if extensions:
+        pending = extensions.count(BudgetExtension.State.PENDING)
+        said = (
+            "Its extension goes with it"
+            if len(extensions) == 1
+            else f"Its {len(extensions)} extensions go with it"
+        )
+        if pending:
+            said += f" ({pending} still waiting for a decision)"
+        lines.append(f"{said}.")
+    lines.append(
+        "The team's GPU-hours and costs stay in the reports and invoices; the removal is audited."
+    )
+    return lines

@@ -94,9 +94,16 @@ def save_budget(
 
 
 @transaction.atomic
-def delete_budget(*, actor: Actor, budget: Budget, source: str) -> None:
-    """Remove a team's budget (platform admins): its hold is lifted first."""
+def delete_budget(*, actor: Actor, budget: Budget, source: str, confirmed: bool) -> None:
+    """Remove a team's budget (platform admins): its hold is lifted first. Only once
+    confirmed: the page first says what it does (``budgets.selectors.budget_deletion``);
+    the API's call and the admin's own confirmation page are the confirmation."""
     require_platform_admin(actor)
+    if not confirmed:
+        raise DomainError(
+            "Not removed: confirm the removal, having read what it changes.",
+            code="confirmation_needed",
+        )
     queues = queues_of([budget.team])[budget.team_id]
     if hold_for_budget(actor=actor, local_queues=queues, held=False, source=source, cause=budget):
         _tell(

@@ -12,13 +12,18 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.forms import ModelChoiceField
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import services
 from budgets.forms import BudgetForm, DecisionForm, ExtensionForm
 from budgets.models import Budget, BudgetExtension
 from budgets.rows import rows_of
-from budgets.selectors import budgets_for_user, get_budget_for_user, teams_for_budgets
+from budgets.selectors import (
+    budget_deletion,
+    budgets_for_user,
+    get_budget_for_user,
+    teams_for_budgets,
+)
 from portal.access.permissions import is_platform_admin
 from portal.vocabulary.errors import DomainError, user_message
 
@@ -112,12 +117,20 @@ def _render_detail(
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def budget_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Remove a budget: first what it changes and a confirmation (GET, or a POST without
+    ``confirm=yes``), then through the service, audited."""
     budget = get_budget_for_user(request.user, pk)
-    services.delete_budget(actor=request.user, budget=budget, source="web")
-    messages.success(request, f"Budget of {budget.team.slug} removed.")
-    return redirect("budgets")
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins remove budgets.")
+    if request.method == "POST" and request.POST.get("confirm") == "yes":
+        services.delete_budget(actor=request.user, budget=budget, source="web", confirmed=True)
+        messages.success(request, f"Budget of {budget.team.slug} removed.")
+        return redirect("budgets")
+    unit = rows_of([budget])[0].standing.unit  # GPU-hours or the currency
+    context = {"budget": budget, "unit": unit, "effects": budget_deletion(budget)}
+    return render(request, "budgets/budget_delete.html", context)
 
 
 @login_required

@@ -94,3 +94,11 @@ def test_a_lead_asks_for_an_extension_and_an_admin_grants_it_on_the_pages(
     page.get_by_role("button", name="Grant", exact=True).click()
     expect(page.locator("body")).to_contain_text("granted")
     expect(page.locator("body")).to_contain_text("100.0 granted by extension")
+    # Removing the budget asks first, saying what it changes (the extension goes with it).
+    page.get_by_role("link", name="Remove this budget…").click()
+    effects = page.locator("#confirm-effects")
+    expect(effects).to_contain_text("no longer warned at")
+    expect(effects).to_contain_text("Its extension goes with it.")
+    screenshot(page, "budget-remove")
+    page.get_by_role("button", name="Remove the budget").click()
+    expect(page.locator("body")).to_contain_text("Budget of team-a removed.")

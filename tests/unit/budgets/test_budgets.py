@@ -20,6 +20,7 @@ from budgets.selectors import standings
 from budgets.services import (
     check_budgets,
     decide_budget_extension,
+    delete_budget,
     request_budget_extension,
     save_budget,
 )
@@ -282,3 +283,44 @@ def test_a_bad_extension_on_the_page_says_which_field_and_keeps_the_reason(
     assert "GPU-hours to add" in page and "greater than or equal to 0.01" in page
     assert "A deadline." in page  # what was typed stays in the form
     assert not mine.extensions.exists()
+
+
+def test_a_budget_is_removed_only_once_confirmed_having_said_what_it_changes(
+    team_a: Any,
+    team_a_admin: Any,
+    platform_admin: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    lq = LocalQueueFactory(
+        name="train", namespace=NamespaceFactory(name="team-a-work", team=team_a)
+    )
+    used("team-a", 12)  # 108 of 100: held
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = budget(team_a, platform_admin, enforce=True)
+    request_budget_extension(actor=team_a_admin, team=team_a, amount="10", reason="a run")
+    url = f"/budgets/{saved.pk}/delete/"
+    lead, admin = Client(), Client()
+    lead.force_login(team_a_admin)
+    admin.force_login(platform_admin)
+    assert lead.get(url).status_code == 403
+    assert lead.post(url, {"confirm": "yes"}).status_code == 403
+
+    page = admin.get(url)
+    effects = page.content.decode()
+    assert page.status_code == 200
+    assert "The team&#x27;s held LocalQueues (team-a-work/train) admit new work again" in effects
+    assert "no longer warned at 80 % and 100 % of the budget" in effects
+    assert "Its extension goes with it (1 still waiting for a decision)." in effects
+    assert admin.post(url).status_code == 200  # no confirmation: asked again, nothing done
+    with pytest.raises(DomainError) as refused:
+        delete_budget(actor=platform_admin, budget=saved, source="web", confirmed=False)
+    assert refused.value.code == "confirmation_needed"
+    assert Budget.objects.filter(pk=saved.pk).exists() and hold(lq) == "Hold"
+    assert not AuditEvent.objects.filter(event="budget.deleted").exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        done = admin.post(url, {"confirm": "yes"})
+    assert (done.status_code, done["Location"]) == (302, "/budgets/")
+    assert not Budget.objects.filter(pk=saved.pk).exists() and hold(lq) == "None"
+    removed = AuditEvent.objects.get(event="budget.deleted")
+    assert removed.actor_name == platform_admin.username and removed.source == "web"

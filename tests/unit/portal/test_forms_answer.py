@@ -61,7 +61,10 @@ NOT_WALKED = {
     # A budget's page answers its forms' refusals in a message above them, not yet next to
     # the field (tests/unit/budgets/test_budgets.py holds the services' field errors).
     "budgets/<int:pk>/": "a budget's page: its refusals are messages, not yet walked",
-    "budgets/<int:pk>/delete/": "the remove button of /budgets/<pk>/ (posted from there)",
+    "budgets/<int:pk>/delete/": (
+        "a budget's removal confirmation: one hidden confirm field, no input to refuse "
+        "(tests/unit/budgets/test_budgets.py)"
+    ),
     "budgets/<int:pk>/extend/": "the extension form of /budgets/<pk>/ (posted from there)",
     "budgets/extensions/<int:pk>/<str:action>/": "the decision buttons of /budgets/<pk>/",
     "costs/prices/<int:pk>/delete/": (

@@ -99,6 +99,8 @@ READS = {
     # is empty to anyone else); set by platform admins.
     "/budgets/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/budgets/{budget}/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, OK, HIDDEN, OK),
+    # a budget's removal asks first (what it changes), platform admins only
+    "/budgets/{budget}/delete/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, DENIED, HIDDEN, OK),
 }
 # Refused state changes: nothing may change. The lead cannot approve their own request.
 REFUSED_POSTS = {
