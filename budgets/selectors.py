@@ -210,8 +210,12 @@ def budget_deletion(budget: Budget) -> list[str]:
         lines.append(
             "Enforcement stops: the team's LocalQueues are no longer held when the budget is spent."
         )
-    said = [f"{t} %" for t in budget.thresholds or []]
-    thresholds = ", ".join(said[:-1]) + f" and {said[-1]}" if len(said) > 1 else "".join(said)
+    percents = [f"{t} %" for t in budget.thresholds or []]
+    thresholds = (
+        ", ".join(percents[:-1]) + f" and {percents[-1]}"
+        if len(percents) > 1
+        else "".join(percents)
+    )
     if thresholds:
         lines.append(f"The team is no longer warned at {thresholds} of the budget.")
     extensions = list(budget.extensions.values_list("state", flat=True))
