@@ -107,21 +107,22 @@ def _seconds(delta: dt.timedelta) -> Decimal:
 def held_cost(
     book: PriceBook,
     gpu_model: str | None,
-    resources: Sequence[str],
+    devices: Sequence[tuple[str, str]],
     start: dt.datetime,
     end: dt.datetime,
 ) -> Decimal | None:
-    """What holding one device of each of ``resources`` (of ``gpu_model``) from ``start`` to
-    ``end`` cost, each UTC day's hours at the price that held that day; exact (rounded by
-    whoever shows it). None: a device had no price on a day it was held."""
+    """What holding ``devices`` (of ``gpu_model``: each its resource and the DRA device
+    class it was allocated through, blank for the device plugin) from ``start`` to ``end``
+    cost, each UTC day's hours at the price that held that day; exact (rounded by whoever
+    shows it). None: a device had no price on a day it was held."""
     total = Decimal(0)
     start, end = start.astimezone(dt.UTC), end.astimezone(dt.UTC)
     day = start.date()
     while start < end:
         midnight = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(0), tzinfo=dt.UTC)
         hours = _seconds(min(end, midnight) - start) / 3600
-        for resource in resources:
-            price = book.per_hour(gpu_model, resource, day)
+        for resource, device_class in devices:
+            price = book.per_hour(gpu_model, resource, day, device_class)
             if price is None:
                 return None
             total += price * hours

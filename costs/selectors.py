@@ -206,7 +206,8 @@ def chargeback_for_user(user: Any, first: dt.date, team: str = "") -> Chargeback
 def idle_costs(spells: Sequence[Any], now: dt.datetime) -> tuple[str, dict[int, Decimal | None]]:
     """What each idle spell's wasted GPU-hours cost: its devices (whole GPUs, MIG slices) of
     its pool's GPU model held from its start to its end (or ``now``), each day at the price
-    that held then, exact; None where no price holds. The policy's currency. Four queries
+    that held then (a device allocated through a DRA class at that class's price, where it
+    has one), exact; None where no price holds. The policy's currency. Four queries
     whatever the number of spells (the idle list's money, ``idle.selectors.priced_by``)."""
     rules = policy()
     if not spells:
@@ -215,15 +216,16 @@ def idle_costs(spells: Sequence[Any], now: dt.datetime) -> tuple[str, dict[int, 
     out: dict[int, Decimal | None] = {}
     for spell in spells:
         model = models.get((int(spell.cluster_id), spell.pool or NO_POOL))
-        resources = [
-            resource_name(str(d["profile"])) if d.get("profile") else GPU
+        held = [
+            (
+                resource_name(str(d["profile"])) if d.get("profile") else GPU,
+                str(d.get("device_class") or ""),  # allocated through a DRA class: its price
+            )
             for d in spell.devices or ()
         ]
         end = spell.ended_at or now
         # no device kept (a spell of before devices were): nothing to price, said so
-        out[spell.pk] = (
-            held_cost(book, model, resources, spell.idle_since, end) if resources else None
-        )
+        out[spell.pk] = held_cost(book, model, held, spell.idle_since, end) if held else None
     return rules.currency, out
 
 

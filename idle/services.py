@@ -19,9 +19,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.dra_held import DraHeld
 from cluster.models import ObservedNode, ObservedPod
 from fleet.membership import pool_of
 from fleet.models import NodePool
+from gpus.catalog import WHOLE_GPU_RESOURCES, resource_name
 from health.models import NodeHealth
 from idle import notify
 from idle.models import DeviceRun, IdlePolicy, IdleSpell
@@ -176,16 +178,22 @@ def judge(
     namespaces = sorted({ns for ns, _ in by_pod})
     workload_of: dict[tuple[str, str], str] = {}
     pods_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+    # The running pods that hold GPUs, through the device plugin or through DRA claims (the
+    # DeviceClass each device was allocated through is kept: its price may be its own).
     observed = (
         ObservedPod.objects.on(cluster_id)
         .filter(namespace__in=namespaces, phase="Running")
-        .exclude(gpu_requests={})
-        .values_list("namespace", "name", "workload_name")
+        .exclude(gpu_requests={}, resource_claims=[])
+        .only("namespace", "name", "workload_name", "resource_claims")
     )
-    for namespace, name, workload in observed:
-        workload_of[(namespace, name)] = workload
-        if workload:
-            pods_of[(namespace, workload)].add(name)
+    claims = DraHeld(cluster_id)
+    by_claims: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
+    for running in observed:
+        workload_of[(running.namespace, running.name)] = running.workload_name
+        if running.workload_name:
+            pods_of[(running.namespace, running.workload_name)].add(running.name)
+        if running.resource_claims:
+            by_claims[(running.namespace, running.name)] = claims.of_pod(running)
     subjects: dict[tuple[str, str, str], Found] = {}
     not_idle: set[tuple[str, str, str]] = set()
     for (namespace, pod), devices in sorted(by_pod.items()):
@@ -202,20 +210,35 @@ def judge(
             found.since = since if found.since is None else max(found.since, since)
             found.gpus += gpu_weight(reading.profile)
             found.threshold, found.pool = rule.threshold, found.pool or rule.name
-            found.devices.append(
-                {
-                    "node": reading.node,
-                    "gpu": reading.gpu,
-                    "instance": reading.instance,
-                    "profile": reading.profile,
-                    "pod": pod,
-                    "util": reading.util,
-                }
-            )
+            device = {
+                "node": reading.node,
+                "gpu": reading.gpu,
+                "instance": reading.instance,
+                "profile": reading.profile,
+                "pod": pod,
+                "util": reading.util,
+            }
+            device_class = _claimed(by_claims.get((namespace, pod), {}), reading.profile)
+            if device_class:
+                device["device_class"] = device_class
+            found.devices.append(device)
     for key, found in subjects.items():
         if found.workload and not pods_of[(found.namespace, found.workload)] <= found.pods:
             not_idle.add(key)  # a pod of it running on GPUs was not read
     return {key: found for key, found in subjects.items() if key not in not_idle}
+
+
+def _claimed(held: dict[tuple[str, str], int], profile: str) -> str:
+    """The DeviceClass a pod's device of ``profile`` (blank: a whole GPU) was allocated
+    through, taken from what its claims hold (each device of them once); blank: none left,
+    the device plugin gave it. DCGM names a device by its GPU index, which DRA devices do not
+    publish, so a pod holding the same kind of device both ways is matched by count."""
+    resource = resource_name(profile) if profile else WHOLE_GPU_RESOURCES[0]
+    for (held_resource, device_class), count in sorted(held.items()):
+        if held_resource == resource and device_class and count > 0:
+            held[(held_resource, device_class)] = count - 1
+            return device_class
+    return ""
 
 
 def _write_spells(

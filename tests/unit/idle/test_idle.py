@@ -13,6 +13,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from cluster.models import (
+    ObservedNode,
+    ObservedPod,
+    ObservedResourceClaim,
+    ObservedResourceSlice,
+)
 from cluster.scope import settings_cluster_id
 from costs.models import Price
 from devcluster import dcgm as exporter
@@ -121,6 +127,56 @@ def test_an_idle_workload_is_found_from_dcgm_readings_and_its_team_told_once(
     # used again: the spell ends
     _collect(T0 + 12 * EVERY, set(), notebook)
     assert IdleSpell.objects.on(settings_cluster_id()).get().ended_at == T0 + 12 * EVERY
+
+
+def test_a_gpu_held_through_a_dra_claim_is_found_with_its_class_and_priced_at_it(
+    notebook: list[tuple[str, str]], client: Any, team_a_admin: Any
+) -> None:
+    """DCGM names the pod on the GPU; the pod's allocated claim says the GPU came through the
+    DeviceClass gpu.nvidia.com (a whole GPU of the NVIDIA driver's, as its slice publishes
+    it): the spell keeps the class, and the list prices its hours at the class's price,
+    not at the device plugin's."""
+    cid = settings_cluster_id()
+    ObservedNode.objects.on(cid).filter(name=NODE).update(gpu_product="NVIDIA-H100-80GB-HBM3")
+    pod = ObservedPod.objects.on(cid).get(name="nb-0")
+    pod.gpu_requests, pod.resource_claims = {}, [{"name": "gpu", "claim": "nb-0-gpu"}]
+    pod.save()
+    ObservedResourceSlice.objects.create(
+        cluster_id=cid,
+        name=f"{NODE}-gpu.nvidia.com",
+        node_name=NODE,
+        driver="gpu.nvidia.com",
+        pool=NODE,
+        devices=[{"name": "gpu-0", "attributes": {"type": "gpu", "uuid": "GPU-0"}}],
+        last_changed=T0,
+    )
+    ObservedResourceClaim.objects.create(
+        cluster_id=cid,
+        namespace="team-a",
+        name="nb-0-gpu",
+        state=ObservedResourceClaim.State.ALLOCATED,
+        requests=[{"name": "gpu", "device_class": "gpu.nvidia.com", "count": 1}],
+        allocated=[{"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-0"}],
+        reserved_for=[{"resource": "pods", "name": "nb-0"}],
+        last_changed=T0,
+    )
+    idle = {("team-a", "nb-0"), ("team-a", "train-0")}
+    for minute in range(0, 11):
+        found = _collect(T0 + minute * EVERY, idle, notebook)
+    by_workload = {s.workload or s.pod: s for s in found}
+    assert [d.get("device_class") for d in by_workload["job-nb"].devices] == ["gpu.nvidia.com"]
+    assert [d.get("device_class") for d in by_workload["train-0"].devices] == [None]
+    start = T0.date() - dt.timedelta(days=1)
+    Price.objects.create(gpu_model="H100-80GB", per_hour="4.00", effective_from=start)
+    Price.objects.create(
+        gpu_model="H100-80GB", device_class="gpu.nvidia.com", per_hour="5.00", effective_from=start
+    )
+    IdleSpell.objects.filter(pk__in=[s.pk for s in found]).update(ended_at=T0 + 3 * 60 * EVERY)
+    client.force_login(team_a_admin)
+    cost = {
+        row["workload"] or row["pod"]: row["cost"] for row in client.get("/api/v1/idle/").json()
+    }
+    assert cost == {"job-nb": "15.00", "train-0": "12.00"}  # 3 hours at 5.00, at 4.00
 
 
 def test_missing_metrics_are_never_idle(notebook: list[tuple[str, str]]) -> None:
