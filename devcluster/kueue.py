@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
+import yaml
+
 from devcluster import quantity, recorder
 from devcluster.cluster import Cluster, Obj, now
 from devcluster.resources import Resource, find
@@ -30,6 +32,10 @@ FLAVORS = find("kueue.x-k8s.io", "v1beta2", "resourceflavors")
 COHORTS = find("kueue.x-k8s.io", "v1beta2", "cohorts")
 NAMESPACES = find("", "v1", "namespaces")
 LIMITS = find("", "v1", "limitranges")
+CONFIG_MAPS = find("", "v1", "configmaps")
+CLAIM_TEMPLATES = find("resource.k8s.io", "v1", "resourceclaimtemplates")
+# Where an install keeps Kueue's Configuration (Kueue's config/default), and its key.
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 ADMISSION = "kueue-admission"
 BINARY = {"memory", "ephemeral-storage"}
@@ -122,16 +128,89 @@ def limit_defaults(limit_ranges: Iterable[Obj]) -> tuple[dict[str, Any], dict[st
     return limits, requests
 
 
+class Dra:
+    """What Kueue's DRA integration (beta, on by default in 0.19) needs of the cluster: its
+    Configuration's ``resources.deviceClassMappings`` (DeviceClass -> the resource it is
+    charged in; the first mapping of a class wins) and the namespaces' ResourceClaimTemplates.
+    Kueue reads its Configuration when it starts; the demo cluster reads the ConfigMap an
+    install keeps it in whenever it changes (a test writes it and needs no restart)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        namespace, name, key = KUEUE_CONFIG
+        found = cluster.get(CONFIG_MAPS, namespace, name)
+        version = str((found or {}).get("metadata", {}).get("resourceVersion", ""))
+        read: tuple[str, dict[str, str]] = getattr(cluster, "_kueue_dra", ("", {}))
+        if version != read[0]:  # parsed once per version of the ConfigMap
+            read = (version, _mappings(((found or {}).get("data") or {}).get(key, "")))
+            cluster._kueue_dra = read  # type: ignore[attr-defined]
+        self.mappings = read[1]
+
+    def charge(
+        self, namespace: str, pod_set: Obj, index: int = 0
+    ) -> tuple[dict[str, Fraction], str]:
+        """What one pod of ``pod_set`` is charged for its claims (by the mapped resource),
+        and Kueue's words when it cannot be charged ("" when it can)."""
+        charged: dict[str, Fraction] = defaultdict(Fraction)
+        spec = (pod_set.get("template") or {}).get("spec") or {}
+        for claim_index, claim in enumerate(spec.get("resourceClaims") or []):
+            where = f"spec.podSets[{index}].template.spec.resourceClaims[{claim_index}]"
+            template_name = claim.get("resourceClaimTemplateName")
+            if not template_name:
+                return {}, "KueueDRAIntegration feature does not support use of resource claims"
+            template = self.cluster.get(CLAIM_TEMPLATES, namespace, template_name)
+            if template is None:
+                return {}, (
+                    f"{where}.resourceClaimTemplateName: Not found: "
+                    f'"ResourceClaimTemplate {template_name} not found"'
+                )
+            requests = (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get(
+                "requests"
+            ) or []
+            for request in requests:
+                exactly = request.get("exactly") or {}
+                device_class = exactly.get("deviceClassName", "")
+                if request.get("firstAvailable") or exactly.get("allocationMode") == "All":
+                    return {}, f"{where}: unsupported DRA request {request.get('name', '')}"
+                mapped = self.mappings.get(device_class)
+                if mapped is None:
+                    return {}, (
+                        f"{where}.resourceClaimTemplateName: Not found: "
+                        f'"DeviceClass {device_class} is not mapped in DRA configuration for '
+                        f'podset {pod_set.get("name", "main")}"'
+                    )
+                charged[mapped] += int(exactly.get("count", 1))
+        return dict(charged), ""
+
+
+def _mappings(text: str) -> dict[str, str]:
+    """DeviceClass -> resource, from a Configuration's YAML (the first mapping of a class
+    wins); nothing when it names none or does not parse."""
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, str] = {}
+    resources = config.get("resources") if isinstance(config, dict) else None
+    for mapping in (resources or {}).get("deviceClassMappings") or []:
+        for device_class in mapping.get("deviceClassNames") or []:
+            out.setdefault(str(device_class), str(mapping.get("name", "")))
+    return out
+
+
 def requests_of(
-    workload: Obj, limit_ranges: Iterable[Obj] = ()
+    workload: Obj, limit_ranges: Iterable[Obj] = (), dra: Dra | None = None
 ) -> list[tuple[str, int, dict[str, Fraction]]]:
     """(pod set name, count, total requests) per pod set, as Kueue computes them: first the
     namespace's LimitRange defaults fill what a container leaves unset (``defaultRequest``
     for requests), then limits stand in for requests still missing. So a Job with only
-    ``limits: {gpu: 20}`` in a namespace whose LimitRange defaults gpu to 1 is charged 1."""
+    ``limits: {gpu: 20}`` in a namespace whose LimitRange defaults gpu to 1 is charged 1.
+    With ``dra``, each pod's claims made from templates are charged in the resources their
+    DeviceClasses map to (a pod set Kueue cannot charge so: ``dra_problem``)."""
     default_limits, default_requests = limit_defaults(limit_ranges)
     out = []
-    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+    namespace = workload["metadata"].get("namespace", "")
+    for index, pod_set in enumerate((workload.get("spec") or {}).get("podSets") or []):
         count = int(pod_set.get("count", 1))
         per_pod: dict[str, Fraction] = defaultdict(Fraction)
         spec = (pod_set.get("template") or {}).get("spec") or {}
@@ -141,8 +220,21 @@ def requests_of(
             requests = {**default_requests, **(resources.get("requests") or {})}
             for name, value in {**limits, **requests}.items():
                 per_pod[name] += quantity.parse(value)
+        if dra is not None:
+            for name, amount in dra.charge(namespace, pod_set, index)[0].items():
+                per_pod[name] += amount
         out.append((pod_set.get("name", "main"), count, {k: v * count for k, v in per_pod.items()}))
     return out
+
+
+def dra_problem(workload: Obj, dra: Dra) -> str:
+    """Kueue's words when a pod set's claims cannot be charged ("" when they can)."""
+    namespace = workload["metadata"].get("namespace", "")
+    for index, pod_set in enumerate((workload.get("spec") or {}).get("podSets") or []):
+        problem = dra.charge(namespace, pod_set, index)[1]
+        if problem:
+            return problem
+    return ""
 
 
 def fmt(resource: str, value: Fraction) -> str:
@@ -276,9 +368,12 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
     # ClusterQueue's workloads in its own order (priority, then time): one that waits for
     # borrowing keeps those behind it in its queue from going first.
     admitted, passed = set(), set()
+    dra = Dra(cluster)
     for workload in pending:
-        requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
-        if _queue_problem(cluster, workload, cqs, lqs, flavors) is None:
+        requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]], dra)
+        if _queue_problem(cluster, workload, cqs, lqs, flavors) is None and not dra_problem(
+            workload, dra
+        ):
             cq = cqs[cluster_queue_of(workload, lqs)]
             if cq["metadata"]["name"] in passed:
                 continue
@@ -290,10 +385,14 @@ def reconcile(cluster: Cluster, *, fair_sharing: bool = False) -> None:
             else:
                 passed.add(cq["metadata"]["name"])
     for workload in (w for w in pending if w["metadata"]["uid"] not in admitted):
-        requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]])
+        requests = requests_of(workload, limit_ranges[workload["metadata"]["namespace"]], dra)
         problem = _queue_problem(cluster, workload, cqs, lqs, flavors)
         if problem is not None:
             _pending(cluster, workload, *problem, requests)
+            continue
+        unchargeable = dra_problem(workload, dra)
+        if unchargeable:
+            _pending(cluster, workload, "Inadmissible", unchargeable, requests, requeued=False)
             continue
         cq = cqs[cluster_queue_of(workload, lqs)]
         assignments, problems = _assign(cq, cqs, usage, workload, requests, flavors)
@@ -641,20 +740,29 @@ def _pending(
     reason: str,
     message: str,
     requests: list[tuple[str, int, dict[str, Fraction]]],
+    *,
+    requeued: bool = True,
 ) -> None:
     """QuotaReserved=False with Kueue's reason and message (a ``Pending`` Warning event
-    when the message changes); ``Admitted`` only turns False if the workload had it."""
+    when the message changes); ``Admitted`` only turns False if the workload had it. Not
+    ``requeued``: Kueue's workload controller holds it out of line (claims it cannot charge:
+    ``Requeued=False`` with the same words, and no ``resourceRequests``)."""
     status = copy.deepcopy(workload.get("status") or {})
     conditions = status.get("conditions") or []
     before = find_condition(workload, "QuotaReserved")
     gen = generation(workload)
     conditions = set_condition(conditions, "QuotaReserved", "False", reason, message, gen)
+    if not requeued:
+        conditions = set_condition(conditions, "Requeued", "False", reason, message, gen)
     if any(c["type"] == "Admitted" for c in conditions):
         conditions = set_condition(
             conditions, "Admitted", "False", "NoReservation", "The workload has no reservation", gen
         )
     status["conditions"] = conditions
-    status["resourceRequests"] = _resource_requests(requests)
+    if requeued:
+        status["resourceRequests"] = _resource_requests(requests)
+    else:
+        status.pop("resourceRequests", None)
     if status != workload.get("status"):
         stored = cluster._store(WORKLOADS, {**copy.deepcopy(workload), "status": status}, workload)
         if before is None or before.get("message") != message or before.get("status") != "False":
