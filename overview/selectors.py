@@ -571,3 +571,19 @@ def home_observed_from(
         for cluster_id, kind, ns, name, status in statuses
     }
     return observed, pods, lenders, WaitingRead(*waiting)
+
+
+def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
+    """Per kind of request ("mig", "quota"), the pending ones of others and the user's own:
+    one query for both kinds (the navigation asks it on every page a decider opens)."""
+    kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest}
+    sql = " UNION ALL ".join(
+        "SELECT %s, count(*) FILTER (WHERE requested_by_id IS DISTINCT FROM %s), "
+        f'count(*) FILTER (WHERE requested_by_id = %s) FROM "{model._meta.db_table}" '
+        "WHERE state = 'pending'"
+        for model in kinds.values()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for kind in kinds for value in (kind, user_id, user_id)])
+        rows = cursor.fetchall()
+    return {kind: {"others": others, "own": own} for kind, others, own in rows}

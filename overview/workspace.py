@@ -16,7 +16,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db import connection
 from django.db.models import CharField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest, HttpResponse
@@ -28,6 +27,7 @@ from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import Drift
 from cluster.selectors import cluster_statuses, open_drift
 from health.models import NodeHealth
+from overview.selectors import pending_counts
 from portal.access.permissions import user_id
 from portal.audit.events import Event
 from portal.models import AuditEvent
@@ -64,20 +64,9 @@ class NavCounts:
     def pending(self) -> dict[str, dict[str, int]]:
         """Per kind of request, the pending ones of others and the user's own: one query
         for both kinds (the navigation asks this on every page a decider opens)."""
-        kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest}
         if not self.decider:
-            return {kind: {"others": 0, "own": 0} for kind in kinds}
-        sql = " UNION ALL ".join(
-            f"SELECT %s, count(*) FILTER (WHERE requested_by_id IS DISTINCT FROM %s), "
-            f'count(*) FILTER (WHERE requested_by_id = %s) FROM "{model._meta.db_table}" '
-            "WHERE state = 'pending'"
-            for model in kinds.values()
-        )
-        me = self.user.pk
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [value for kind in kinds for value in (kind, me, me)])
-            rows = cursor.fetchall()
-        return {kind: {"others": others, "own": own} for kind, others, own in rows}
+            return {kind: {"others": 0, "own": 0} for kind in ("mig", "quota")}
+        return pending_counts(user_id(self.user))
 
     @property
     def waiting(self) -> int:
