@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from cluster.models import Cluster
 from tenants.models import Namespace, Team
-from usage.models import Rollup, Sample, SamplingState, WorkloadRecord
+from usage.models import DRA_GPUS, Rollup, Sample, SamplingState, WorkloadRecord
 
 HOUR = 3600.0
 DAY = dt.timedelta(days=1)
@@ -305,7 +305,8 @@ def borrowing(period: Period, *, cluster: Cluster | None = None) -> list[dict[st
 
 def idle_capacity(period: Period, *, cluster: Cluster | None = None) -> list[dict[str, Any]]:
     """Per pool (of each cluster) and GPU resource (whole GPUs and each MIG profile):
-    average allocatable, allocated and idle, and idle device-hours."""
+    average allocatable, allocated and idle, and idle device-hours; and of the allocatable
+    and allocated, the part published and held through DRA (the rest: the device plugin's)."""
     per_flavor = (
         _rollups(period, Sample.Kind.POOL, cluster)
         .values("owner", "resource", "cluster__name", "flavor")
@@ -319,10 +320,13 @@ def idle_capacity(period: Period, *, cluster: Cluster | None = None) -> list[dic
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for part in per_flavor:
         key = (part["owner"], part["resource"], part["cluster__name"])
-        row = rows.setdefault(key, {"used": 0, "cap": 0, "covered": 0})
+        row = rows.setdefault(key, {"used": 0, "cap": 0, "covered": 0, "dra_used": 0, "dra_cap": 0})
         row["used"] += part["used"] or 0
         row["cap"] += part["cap"] or 0
         row["covered"] = max(row["covered"], part["covered"] or 0)
+        if part["flavor"] == DRA_GPUS:
+            row["dra_used"] += part["used"] or 0
+            row["dra_cap"] += part["cap"] or 0
     out = []
     for (pool, resource, cluster_name), row in rows.items():
         covered = row["covered"]
@@ -335,6 +339,8 @@ def idle_capacity(period: Period, *, cluster: Cluster | None = None) -> list[dic
                 "average_allocated": round(row["used"] / covered, 3) if covered else 0,
                 "idle_share": round(1 - row["used"] / row["cap"], 4) if row["cap"] else None,
                 "idle_device_hours": round((row["cap"] - row["used"]) / HOUR, 3),
+                "average_allocatable_by_dra": round(row["dra_cap"] / covered, 3) if covered else 0,
+                "average_allocated_by_dra": round(row["dra_used"] / covered, 3) if covered else 0,
             }
         )
     return out

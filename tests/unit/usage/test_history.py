@@ -118,6 +118,8 @@ def test_a_node_that_disappears_stops_counting_as_idle(settings: Any) -> None:
         "average_allocated": 8.0,
         "idle_share": pytest.approx(1 / 3, abs=1e-4),
         "idle_device_hours": 8.0,
+        "average_allocatable_by_dra": 0,
+        "average_allocated_by_dra": 0,
     }
 
 
@@ -142,6 +144,8 @@ def test_gpus_held_both_ways_at_once_are_averaged_over_the_hours_not_twice(setti
     (row,) = reports.idle_capacity(period)
     assert (row["average_allocatable"], row["average_allocated"]) == (12.0, 3.0)
     assert row["idle_device_hours"] == 9.0
+    # which way the pool's GPUs were held: 1 of its 4 DRA GPUs, the rest the device plugin's
+    assert (row["average_allocated_by_dra"], row["average_allocatable_by_dra"]) == (1.0, 4.0)
 
 
 @pytest.mark.django_db

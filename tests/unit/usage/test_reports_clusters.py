@@ -301,8 +301,8 @@ def test_the_api_and_csv_give_one_cluster_or_all_and_refuse_an_unknown_one(
     ]
     every = client.get("/api/v1/reports/idle-capacity/?days=7&format=csv").content.decode()
     assert every.splitlines()[1:] == [
-        "serve,a100,nvidia.com/mig-1g.10gb,7,7,0,0",
-        "train,a100,nvidia.com/mig-1g.10gb,14,2,0.8571,288",
+        "serve,a100,nvidia.com/mig-1g.10gb,7,7,0,0,0,0",
+        "train,a100,nvidia.com/mig-1g.10gb,14,2,0.8571,288,0,0",
     ]
 
 

@@ -163,7 +163,7 @@ def test_the_api_gives_json_or_csv(history: None) -> None:
     assert (
         text.splitlines()[0]
         == "cluster,pool,resource,average_allocatable,average_allocated,idle_share,"
-        "idle_device_hours"
+        "idle_device_hours,average_allocatable_by_dra,average_allocated_by_dra"
     )
     assert client.get("/api/v1/reports/gpu-hours/?days=5").status_code == 400
     assert client.get("/api/v1/reports/nope/").status_code == 404
