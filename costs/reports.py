@@ -66,8 +66,21 @@ def _line(line: Line) -> dict[str, Any]:
     }
 
 
+# A DRA device class's quota counts devices of any kind (a whole GPU or a MIG slice), not GPUs:
+# no share of a GPU's idle hours can be read from it.
+DRA_BY_QUOTA_SAYS = (
+    " GPUs published through DRA are the exception: a device class's quota counts devices, "
+    "not GPUs, so their idle capacity is the platform's line too."
+)
+
+
 def policy_says(charge: Chargeback) -> str:
-    return SHARING_SAYS[charge.idle_sharing]
+    """How idle capacity was shared, as every report says it (with the DRA exception where
+    the period had GPUs published through DRA and the sharing is by quota)."""
+    said = SHARING_SAYS[charge.idle_sharing]
+    if charge.idle_sharing == "quota" and any(pool.dra for pool in charge.pools):
+        said += DRA_BY_QUOTA_SAYS
+    return said
 
 
 def team_summary(bill: TeamBill) -> dict[str, Any]:

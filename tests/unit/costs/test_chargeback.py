@@ -11,6 +11,7 @@ import pytest
 from costs import selectors
 from costs.chargeback import to_cent
 from costs.models import CostPolicy
+from costs.reports import policy_says
 from fleet.models import NodePool
 from tests.unit.costs.history import NOVEMBER, dra, made
 from usage.models import Rollup
@@ -154,3 +155,21 @@ def test_dra_idle_capacity_shared_by_use_goes_by_gpu_hours() -> None:
     assert close(bill.teams["team-a"].exact, Decimal(2 * 192 + 2 * 240 + 4 * 96 + 288 + 192 + 24))
     assert close(bill.teams["team-b"].exact, Decimal(2 * 96 + 2 * 120 + 4 * 192 + 144 + 144 + 24))
     assert bill.platform_total == Decimal("0.00")
+
+
+def test_dra_idle_capacity_by_quota_stays_the_platforms_and_the_reports_say_so() -> None:
+    """A device class's quota counts devices, not GPUs: by quota, the DRA GPUs' idle 48 (as
+    above) is the platform's, and every report says why; without DRA GPUs it says nothing
+    of it."""
+    made()
+    CostPolicy.objects.create(idle_sharing="quota")
+    before = selectors.chargeback(NOVEMBER, DECEMBER)
+    assert "through DRA" not in policy_says(before)
+    dra()
+    bill = selectors.chargeback(NOVEMBER, DECEMBER)
+    assert bill.platform_total - before.platform_total == Decimal("48.00")
+    assert sum(b.total for b in bill.teams.values()) + bill.platform_total == bill.fleet_total
+    assert policy_says(bill).endswith(
+        "GPUs published through DRA are the exception: a device class's quota counts devices, "
+        "not GPUs, so their idle capacity is the platform's line too."
+    )
