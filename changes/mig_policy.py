@@ -25,15 +25,16 @@ from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
-from changes.approval import decide_on_fresh, may_decide, refuse_own, require_decider
+from changes.approval import decide_on_fresh, refuse_own, require_decider
 from changes.models import MigPolicyChange
-from cluster import dra
-from cluster.models import Cluster, ObservedPod, ObservedResourceClaim, ObservedResourceSlice
-from portal.access.permissions import is_platform_admin
+from cluster.models import Cluster, ObservedPod, ObservedResourceClaim
+from cluster.selectors import mig_profiles_published
+from portal.access.permissions import is_platform_admin, sees_every_team
+from portal.access.selectors import teams_seen_by
 from portal.audit.record import Event, record_audit
 from portal.vocabulary.errors import DomainError
 from tenants import mig_policy
-from tenants.models import Namespace
+from tenants.models import MigGrant, MigPolicy, Namespace
 from tenants.services import check_mig_grants, mig_policy_of, set_mig_policy
 
 User = AbstractBaseUser | AnonymousUser
@@ -148,12 +149,7 @@ def _fingerprint(before: Any, after: Any, impact: PolicyImpact) -> str:
 
 def offered_profiles(cluster: Cluster) -> list[str]:
     """The MIG profiles the cluster's GPUs publish through DRA (the last poll's slices)."""
-    profiles: set[str] = set()
-    for row in ObservedResourceSlice.objects.on(cluster).values(
-        "node_name", "driver", "pool", "devices"
-    ):
-        profiles.update(d.profile for d in dra.devices_of(row) if d.kind == dra.MIG and d.profile)
-    return sorted(profiles)
+    return mig_profiles_published(cluster)
 
 
 def _facts(cluster: Cluster) -> tuple[list[str], list[Claim], list[tuple[str, str, str]]]:
@@ -257,9 +253,7 @@ def propose_mig_policy(
 def get_mig_policy_change_for_user(user: User, change_id: int) -> MigPolicyChange:
     """A policy change names every team's grants: platform admins and approvers only
     (anyone else: no such change)."""
-    if not may_decide(user) and not is_platform_admin(user):
-        raise Http404("No such change.")
-    found = MigPolicyChange.objects.on_every_cluster().filter(pk=change_id).first()
+    found = list_mig_policy_changes_for_user(user).filter(pk=change_id).first()
     if found is None:
         raise Http404("No such change.")
     return found
@@ -364,3 +358,83 @@ def reject_mig_policy_change(
     )
     change.refresh_from_db()
     return change
+
+
+# ------------------------------------------------------------------------------- the reads
+
+
+@dataclass
+class PolicyView:
+    """One cluster's MIG policy as a user may read it: its mode, the profiles it keeps a
+    class for, and the grants of the namespaces the user may see (every team's for platform
+    admins and approvers; their own teams' for anyone else: other teams' names never reach
+    a lead)."""
+
+    cluster: Cluster
+    governed: bool
+    profiles: list[str]
+    grants: list[dict[str, Any]]
+    pending: MigPolicyChange | None
+    offered: list[str] = field(default_factory=list)  # the page's form: what may be granted
+    text: str = ""  # the page's form: the grants as lines
+    errors: dict[str, list[str]] = field(default_factory=dict)  # the page's form
+
+    @property
+    def mode(self) -> str:
+        if self.governed:
+            return (
+                "Governed per claim (DRA): claims of MIG devices use the portal's profile "
+                "classes within each namespace's grants; every other MIG class is closed."
+            )
+        return (
+            "Not governed: MIG is pre-configured (MIG Manager or the driver's static MIG), "
+            "or claims are not held by the portal; MIG changes re-slice nodes as before."
+        )
+
+
+def mig_policies_for_user(user: User) -> list[PolicyView]:
+    """Each cluster the user may see with its MIG policy (three queries whatever the size)."""
+    every = sees_every_team(user)
+    mine = teams_seen_by(user).values("pk")
+    clusters = Cluster.objects.defer("credential").order_by("name")
+    if not every:
+        clusters = clusters.filter(namespaces__team__in=mine).distinct()
+    found = list(clusters)
+    policies = {
+        p.cluster_id: p for p in MigPolicy.objects.on_every_cluster().filter(cluster__in=found)
+    }
+    grants: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = MigGrant.objects.filter(policy__cluster__in=found).order_by("namespace__name", "profile")
+    if not every:
+        rows = rows.filter(namespace__team__in=mine)
+    for cluster_id, namespace, profile, devices in rows.values_list(
+        "policy__cluster_id", "namespace__name", "profile", "devices"
+    ):
+        grants[cluster_id].append({"namespace": namespace, "profile": profile, "devices": devices})
+    pending: dict[int, MigPolicyChange] = {}
+    if every:
+        pending = {
+            int(c.cluster_id): c  # type: ignore[arg-type]  # a cluster key is never null
+            for c in MigPolicyChange.objects.on_every_cluster().filter(
+                cluster__in=found, state=State.PENDING
+            )
+        }
+    return [
+        PolicyView(
+            cluster=c,
+            governed=bool(policies.get(c.pk) and policies[c.pk].governed),
+            profiles=list(policies[c.pk].profiles) if c.pk in policies else [],
+            grants=grants[c.pk],
+            pending=pending.get(c.pk),
+        )
+        for c in found
+    ]
+
+
+def list_mig_policy_changes_for_user(user: User) -> Any:
+    """The policy changes: for platform admins and approvers (they name every team)."""
+    if not sees_every_team(user):
+        return MigPolicyChange.objects.none()
+    return MigPolicyChange.objects.on_every_cluster().select_related(
+        "cluster", "requested_by", "decided_by"
+    )

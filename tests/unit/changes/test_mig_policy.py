@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import Client
 from django.utils import timezone
 
 from changes.mig_policy import (
@@ -35,6 +36,7 @@ from tenants.mig_policy import GENERIC_MIG_CLASS, devices_key, profile_class, se
 from tenants.models import MigGrant, MigPolicy
 from tenants.services import mig_policy_of
 from tests.factories import NamespaceFactory, UserFactory
+from tests.support import bearer
 
 pytestmark = pytest.mark.django_db
 RECORDED = Path(__file__).resolve().parents[2] / "data" / "dra"
@@ -268,3 +270,68 @@ def test_a_class_selecting_mig_devices_is_closed_and_one_of_whole_gpus_is_not() 
     assert selects_mig([mig], ["3g.40gb"])
     assert not selects_mig([gpu], ["3g.40gb"])
     assert not selects_mig([], ["3g.40gb"])
+
+
+def test_the_policy_over_the_api_with_its_permissions_and_redaction(
+    client: Client,
+    fleet: Any,
+    platform_admin: Any,
+    approver: Any,
+    team_a_admin: Any,
+    team_b_member: Any,
+) -> None:
+    NamespaceFactory(name="team-b-dra", team=team_b_member.memberships.get().team)
+    grants = [*GRANT, {"namespace": "team-b-dra", "profile": "3g.40gb", "devices": 1}]
+    body = {"cluster": settings_cluster().name, "governed": True, "grants": grants, "reason": "x"}
+    post = "/api/v1/mig-policy-changes/"
+    asked = client.post(post, body, content_type="application/json", headers=bearer("alice"))
+    assert asked.status_code == 403, asked.json()
+    wrong = client.post(
+        post,
+        {**body, "grants": [{"namespace": "nobody", "profile": "3g.40gb", "devices": 1}]},
+        content_type="application/json",
+        headers=bearer("padmin"),
+    )
+    assert wrong.status_code == 400 and "grants[0].namespace" in wrong.json()["errors"]
+    made = client.post(post, body, content_type="application/json", headers=bearer("padmin"))
+    assert made.status_code == 201, made.json()
+    change = made.json()
+    assert client.get(f"{post}{change['id']}/", headers=bearer("alice")).status_code == 404
+    assert client.get(post, headers=bearer("alice")).json()["results"] == []
+    url = f"{post}{change['id']}/approve/"
+    own = client.post(url, {}, content_type="application/json", headers=bearer("padmin"))
+    assert own.status_code == 409 and own.json()["code"] == "self_approval"
+    done = client.post(
+        url,
+        {"fingerprint": change["fingerprint"]},
+        content_type="application/json",
+        headers=bearer("dana"),
+    )
+    assert done.status_code == 200 and done.json()["state"] == "approved", done.json()
+    (seen,) = client.get("/api/v1/mig-policies/", headers=bearer("alice")).json()["results"]
+    assert seen["governed"] is True
+    assert seen["grants"] == GRANT  # team-b's namespace never named to team-a's lead
+    assert seen["pending_change"] is None
+    (everything,) = client.get("/api/v1/mig-policies/", headers=bearer("dana")).json()["results"]
+    assert [g["namespace"] for g in everything["grants"]] == ["team-a-dra", "team-b-dra"]
+
+
+def test_the_policy_page_shows_the_mode_and_only_the_leads_team(
+    client: Client, fleet: Any, platform_admin: Any, approver: Any, team_a_admin: Any, team_b: Any
+) -> None:
+    NamespaceFactory(name="team-b-dra", team=team_b)
+    change = propose(
+        platform_admin, [*GRANT, {"namespace": "team-b-dra", "profile": "3g.40gb", "devices": 2}]
+    )
+    client.force_login(approver)
+    page = client.get("/changes/mig-policy/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Not governed" in text and "team-b-dra" in text
+    assert f"mig-policy-change-{change.pk}-decide" in text
+    approve_mig_policy_change(change_id=change.pk, approver=approver)
+    client.force_login(team_a_admin)
+    text = client.get("/changes/mig-policy/").content.decode()
+    assert "Governed per claim" in text and "team-a-dra" in text
+    assert "team-b" not in text
+    assert "mig-policy-form" not in text  # leads read; admins propose
