@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from django.http import Http404
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.mig_policy import (
@@ -26,7 +28,9 @@ from changes.mig_policy import (
     reject_mig_policy_change,
 )
 from changes.models import MigPolicyChange
+from cluster import dra
 from cluster.models import ObservedResourceClaim
+from diagnostics.explain import explain_claims
 from cluster.services import settings_cluster
 from loop.desired import collect_manifests
 from loop.fetch import DraListing
@@ -335,3 +339,52 @@ def test_the_policy_page_shows_the_mode_and_only_the_leads_team(
     assert "Governed per claim" in text and "team-a-dra" in text
     assert "team-b" not in text
     assert "mig-policy-form" not in text  # leads read; admins propose
+
+
+def _grow(start: int, size: int, team: Any) -> None:
+    """``size`` more namespaces of ``team`` granted 3g.40gb, and as many claims."""
+    policy, _ = MigPolicy.objects.get_or_create(cluster=settings_cluster(), governed=True)
+    for index in range(start, start + size):
+        namespace = NamespaceFactory(name=f"grown-{index}", team=team)
+        MigGrant.objects.create(policy=policy, namespace=namespace, profile="3g.40gb", devices=1)
+        claim_row(f"grown-claim-{index}", THREE_G)
+
+
+def test_the_policy_page_reads_a_fixed_number_of_queries(
+    client: Client, fleet: Any, platform_admin: Any, approver: Any, team_a_admin: Any
+) -> None:
+    def count(user: Any) -> int:
+        client.force_login(user)
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/changes/mig-policy/").status_code == 200
+        return len(queries)
+
+    team = team_a_admin.memberships.get().team
+    _grow(0, 3, team)
+    small = [count(u) for u in (platform_admin, approver, team_a_admin)]
+    _grow(3, 40, team)
+    large = [count(u) for u in (platform_admin, approver, team_a_admin)]
+    assert "grown-42" in client.get("/changes/mig-policy/").content.decode()
+    assert large == small, (small, large)
+
+
+def test_a_pod_waiting_for_a_claim_the_policy_refused_is_told_what_to_ask_for() -> None:
+    def said(*classes: str) -> Any:
+        verdict = dra.ClaimVerdict("", dra.POLICY, THREE_G if classes else "", classes=classes)
+        return explain_claims("ns", "pod", [("tpl", verdict)], "", [])
+
+    room = said(f"{THREE_G}=0/1")
+    assert room.cause == (
+        f"Namespace ns's MIG policy on this cluster allows claims of {THREE_G} only "
+        f"({THREE_G}: 0 of 1 in use): the API server refuses the claim the pod asks for from "
+        "its template tpl, so its class is one the policy closes (the driver's mig.nvidia.com, "
+        "a profile not granted)."
+    )
+    assert room.next_step == (
+        f"To start it, use a granted class ({THREE_G}) in the template, or ask for the "
+        "profile: a platform admin proposes it on the MIG policy page and an approver decides."
+    )
+    assert "or of a granted one used up" in said(f"{THREE_G}=1/1").cause
+    nothing = said()
+    assert nothing.cause.startswith("Namespace ns's MIG policy on this cluster grants it no MIG")
+    assert nothing.next_step.startswith("To start it, ask for the profile")
