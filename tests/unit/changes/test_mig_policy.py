@@ -30,8 +30,8 @@ from changes.mig_policy import (
 from changes.models import MigPolicyChange
 from cluster import dra
 from cluster.models import ObservedResourceClaim
-from diagnostics.explain import explain_claims
 from cluster.services import settings_cluster
+from diagnostics.explain import explain_claims
 from loop.desired import collect_manifests
 from loop.fetch import DraListing
 from loop.write import write_dra
@@ -345,7 +345,7 @@ def _grow(start: int, size: int, team: Any) -> None:
     """``size`` more namespaces of ``team`` granted 3g.40gb, and as many claims."""
     policy, _ = MigPolicy.objects.get_or_create(cluster=settings_cluster(), governed=True)
     for index in range(start, start + size):
-        namespace = NamespaceFactory(name=f"grown-{index}", team=team)
+        namespace: Any = NamespaceFactory(name=f"grown-{index}", team=team)
         MigGrant.objects.create(policy=policy, namespace=namespace, profile="3g.40gb", devices=1)
         claim_row(f"grown-claim-{index}", THREE_G)
 
