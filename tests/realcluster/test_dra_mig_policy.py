@@ -4,7 +4,10 @@ ResourceQuota per namespace, applied as the portal's ServiceAccount; the real AP
 refuses a claim of the driver's generic MIG class and one of a profile the policy does not
 grant, admits one of the granted profile, and the real scheduler allocates it on the
 published partitionable A100. A pod whose template asks for the generic class waits, and the
-portal's "why is it waiting" says the policy closes it and what to ask for. With
+portal's "why is it waiting" says the policy closes it and what to ask for. The impact of
+the next changes names the allocated claim a policy granting nothing would leave beyond it,
+and the waiting pod that ungoverning lets start, which it does once the loop has removed the
+classes and the quota. With
 ``QM_RECORD_DRA=<folder>`` the API server's refusals and the pod's events are written there
 as ``mig-policy.json`` (tests/data/dra/ was recorded so)."""
 
@@ -18,7 +21,11 @@ from typing import Any
 
 import pytest
 
-from changes.mig_policy import approve_mig_policy_change, propose_mig_policy
+from changes.mig_policy import (
+    approve_mig_policy_change,
+    propose_mig_policy,
+    reject_mig_policy_change,
+)
 from cluster.models import ObservedPod
 from cluster.services import settings_cluster
 from kube import Gateway, ObjectRef, PermanentKubeError
@@ -175,6 +182,45 @@ def test_a_governed_cluster_admits_only_the_granted_profiles(
             f"{profile_class(GRANTED)} only"
         ), why
         assert "ask for the profile" in why["next_step"], why
+
+        # The impact of a change, read from what the poll saw: granting nothing would leave
+        # the allocated claim beyond the policy (it keeps its device); ungoverning lets the
+        # waiting pod's claim be made.
+        cut = propose_mig_policy(
+            actor=platform_admin, cluster=cluster, governed=True, grants=[], reason="none"
+        )
+        assert cut.assessment["cut"] == [
+            {
+                "namespace": NAMESPACE,
+                "claim": "rc-granted",
+                "device_class": profile_class(GRANTED),
+                "allocated": True,
+                "allowed": 0,
+            }
+        ], cut.assessment
+        reject_mig_policy_change(change_id=cut.pk, approver=approver, comment="no")
+        free = propose_mig_policy(
+            actor=platform_admin, cluster=cluster, governed=False, grants=[], reason="back"
+        )
+        assert [(w["pod"], w["template"]) for w in free.assessment["could_start"]] == [
+            ("rc-policy-waits", "rc-generic-template")
+        ], free.assessment
+        approve_mig_policy_change(change_id=free.pk, approver=approver)
+        report = apply_desired_state(gateway=real_gateway)
+        assert not report.failed and not report.conflicts, report
+        assert policy_quota_name(NAMESPACE) not in {
+            q["metadata"]["name"] for q in admin.list("v1", "ResourceQuota", namespace=NAMESPACE)
+        }
+        assert not {profile_class(GRANTED), profile_class(CLOSED)} & {
+            c["metadata"]["name"] for c in admin.list(DRA, "DeviceClass")
+        }
+        wait_for(
+            lambda: (
+                admin.get(ObjectRef("v1", "Pod", "rc-policy-waits", NAMESPACE)).get("status") or {}
+            ).get("resourceClaimStatuses"),
+            90,
+            "the waiting pod's claim made once the policy is gone",
+        )
     finally:
         real_cluster.kube("delete", "pods", "-n", NAMESPACE, "--all", "--grace-period=0", "--force")
         real_cluster.kube("delete", "resourceclaims", "-n", NAMESPACE, "--all", "--wait=false")
