@@ -26,7 +26,7 @@ from changes.mig_policy import (
     propose_mig_policy,
     reject_mig_policy_change,
 )
-from cluster.models import ObservedPod
+from cluster.models import Drift, ObservedPod
 from cluster.services import settings_cluster
 from kube import Gateway, ObjectRef, PermanentKubeError
 from loop.apply import apply_desired_state
@@ -175,6 +175,10 @@ def test_a_governed_cluster_admits_only_the_granted_profiles(
                 + "\n"
             )
         assert poll_cluster(gateway=real_gateway).ok
+        # the classes and the quota as applied: no drift (the poll reads the portal's classes)
+        assert not Drift.objects.on(cluster).filter(resolved_at__isnull=True).exists(), list(
+            Drift.objects.on(cluster).values_list("subject", "detail")
+        )
         waiting = ObservedPod.objects.on(cluster).get(namespace=NAMESPACE, name="rc-policy-waits")
         why = waiting.explained["why"]
         assert why["cause"].startswith(
