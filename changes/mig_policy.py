@@ -29,9 +29,10 @@ from changes.approval import decide_on_fresh, refuse_own, require_decider
 from changes.models import MigPolicyChange
 from cluster.models import Cluster, ObservedPod, ObservedResourceClaim
 from cluster.selectors import mig_profiles_published
-from portal.access.permissions import is_platform_admin, sees_every_team
+from portal.access.permissions import is_platform_admin, sees_every_team, user_id
 from portal.access.selectors import teams_seen_by
 from portal.audit.record import Event, record_audit
+from portal.notifications.send import Audience, notify_event
 from portal.vocabulary.errors import DomainError
 from tenants import mig_policy
 from tenants.models import MigGrant, MigPolicy, Namespace
@@ -190,6 +191,22 @@ def assess(
 # ------------------------------------------------------------------------------- the door
 
 
+def _notify(event: str, change: MigPolicyChange, *, actor: User) -> None:
+    """Tell of ``event`` on commit: those subscribed to requests or decisions, and for a
+    decision the proposer. The payload names no namespace or team (a policy change names
+    every team's grants; a lead may be subscribed), only the change, its cluster and mode."""
+    audience = Audience.of(
+        people=[change.requested_by_id] if event != "requested" else [],
+        actor=user_id(actor),
+    )
+    payload = {"id": change.pk, "state": change.state, "governed": change.governed}
+    subject = f"MIG policy change #{change.pk} on {change.cluster.name}: {event}"
+    on = int(change.cluster_id)  # type: ignore[arg-type]  # a cluster key is never null
+    transaction.on_commit(
+        lambda: notify_event(f"mig_policy_change.{event}", subject, payload, audience, cluster=on)
+    )
+
+
 def require_policy_admin(user: User) -> None:
     if not is_platform_admin(user):
         raise PermissionDenied("Only platform admins propose changes of a cluster's MIG policy.")
@@ -239,6 +256,7 @@ def propose_mig_policy(
                 old={"governed": current[0], "grants": current[1]},
                 new={"governed": governed, "grants": spelled, "reason": reason.strip()},
             )
+            _notify("requested", change, actor=actor)
     except IntegrityError:
         raise ValidationError(
             {
@@ -302,6 +320,8 @@ def approve_mig_policy_change(
                 target=change,
                 new={"comment": comment},
             )
+            change.state = State.APPROVED
+            _notify("approved", change, actor=approver)
 
         def reassess() -> bool:
             MigPolicyChange.objects.filter(pk=change.pk).update(assessment=fresh.to_json())
@@ -357,6 +377,7 @@ def reject_mig_policy_change(
         new={"comment": comment},
     )
     change.refresh_from_db()
+    _notify("rejected", change, actor=approver)
     return change
 
 

@@ -35,7 +35,7 @@ from diagnostics.explain import explain_claims
 from loop.desired import collect_manifests
 from loop.fetch import DraListing
 from loop.write import write_dra
-from portal.models import AuditEvent
+from portal.models import AuditEvent, Notification
 from portal.vocabulary.errors import DomainError
 from tenants.mig_policy import GENERIC_MIG_CLASS, devices_key, profile_class, selects_mig
 from tenants.models import MigGrant, MigPolicy
@@ -388,3 +388,19 @@ def test_a_pod_waiting_for_a_claim_the_policy_refused_is_told_what_to_ask_for() 
     nothing = said()
     assert nothing.cause.startswith("Namespace ns's MIG policy on this cluster grants it no MIG")
     assert nothing.next_step.startswith("To start it, ask for the profile")
+
+
+def test_the_proposer_is_told_of_the_decision_without_any_team_named(
+    fleet: Any, platform_admin: Any, approver: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        change = propose(platform_admin)
+    with django_capture_on_commit_callbacks(execute=True):
+        approve_mig_policy_change(change_id=change.pk, approver=approver)
+    told = Notification.objects.get(event="mig_policy_change.approved")
+    assert (told.user, told.kind, told.url) == (
+        platform_admin,
+        "decision",
+        "http://127.0.0.1:8000/changes/mig-policy/",
+    )
+    assert "team-a" not in told.title + told.text and not told.team
