@@ -34,6 +34,7 @@ from portal.access.selectors import teams_seen_by
 from portal.audit.record import Event, record_audit
 from portal.notifications.send import Audience, notify_event
 from portal.vocabulary.errors import DomainError
+from queues.dra import kueue_dra
 from tenants import mig_policy
 from tenants.models import MigGrant, MigPolicy, Namespace
 from tenants.services import check_mig_grants, mig_policy_of, set_mig_policy
@@ -399,6 +400,7 @@ class PolicyView:
     offered: list[str] = field(default_factory=list)  # the page's form: what may be granted
     text: str = ""  # the page's form: the grants as lines
     errors: dict[str, list[str]] = field(default_factory=dict)  # the page's form
+    unmapped: list[str] = field(default_factory=list)  # classes Kueue charges in no resource
 
     @property
     def mode(self) -> str:
@@ -449,6 +451,23 @@ def mig_policies_for_user(user: User) -> list[PolicyView]:
             pending=pending.get(c.pk),
         )
         for c in found
+    ]
+
+
+def kueue_unmapped(view: PolicyView) -> list[str]:
+    """A governed cluster's profile classes that Kueue, charging DRA claims there, maps to
+    no resource: a Kueue workload whose claim asks for one is held as misconfigured
+    (``docs/reference/dra.md``). Empty where Kueue's configuration was not read or its DRA
+    integration is off (one query)."""
+    if not view.governed or not view.profiles:
+        return []
+    config = kueue_dra(view.cluster.pk)
+    if not config.read or not config.enabled:
+        return []
+    return [
+        c
+        for c in (mig_policy.profile_class(p) for p in view.profiles)
+        if config.resource_of(c) is None
     ]
 
 

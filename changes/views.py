@@ -427,6 +427,7 @@ def _policy_page(
         view.offered = mig_policy.offered_profiles(view.cluster) if admin else []
         view.text = _grants_text(view.grants)
         view.errors = (errors or {}).get(view.cluster.name, {})
+        view.unmapped = mig_policy.kueue_unmapped(view)
     return render(
         request,
         "changes/mig_policy.html",

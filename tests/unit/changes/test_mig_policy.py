@@ -42,6 +42,7 @@ from tenants.models import MigGrant, MigPolicy
 from tenants.services import mig_policy_of
 from tests.factories import NamespaceFactory, UserFactory
 from tests.support import bearer
+from tests.unit.queues.test_kueue_config import CONFIG, kueue_on_the_recorded_dra_cluster
 
 pytestmark = pytest.mark.django_db
 RECORDED = Path(__file__).resolve().parents[2] / "data" / "dra"
@@ -404,3 +405,16 @@ def test_the_proposer_is_told_of_the_decision_without_any_team_named(
         "http://127.0.0.1:8000/changes/mig-policy/",
     )
     assert "team-a" not in told.title + told.text and not told.team
+
+
+def test_the_page_warns_when_kueue_maps_none_of_the_profile_classes(
+    client: Client, fleet: Any, platform_admin: Any, approver: Any
+) -> None:
+    kueue_on_the_recorded_dra_cluster(CONFIG)
+    approve_mig_policy_change(change_id=propose(platform_admin).pk, approver=approver)
+    client.force_login(approver)
+    text = client.get("/changes/mig-policy/").content.decode()
+    assert f"maps none of <code>{THREE_G}</code> to a resource" in text
+    mapped = CONFIG + f"  - name: dra.nvidia.com/mig-3g\n    deviceClassNames: [{THREE_G}]\n"
+    kueue_on_the_recorded_dra_cluster(mapped)
+    assert "maps none of" not in client.get("/changes/mig-policy/").content.decode()
