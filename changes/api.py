@@ -653,6 +653,7 @@ class MigPolicyViewSet(viewsets.GenericViewSet[Any]):
     and the grants of the namespaces you may see."""
 
     serializer_class = MigPolicySerializer
+    queryset = Cluster.objects.none()  # one row per cluster (the schema's model); see list
 
     @extend_schema(responses={200: MigPolicySerializer(many=True)})
     def list(self, request: Request) -> Response:
