@@ -295,6 +295,14 @@ def approve_mig_policy_change(
         if change.state != State.PENDING:
             raise DomainError("This change was already decided.", code="conflict")
         profiles = list(change.previous.get("profiles") or [])
+        there = set(Namespace.objects.on(change.cluster_id).values_list("name", flat=True))
+        gone = sorted({g["namespace"] for g in change.grants} - there)
+        if gone:
+            raise DomainError(
+                f"Namespace {', '.join(gone)} was deleted since this was proposed: reject it, "
+                "and propose the policy again.",
+                code="target_deleted",
+            )
         fresh = assess(change.cluster, change.governed, change.grants, profiles)
         shown = seen or str(change.assessment.get("fingerprint", ""))
 

@@ -418,3 +418,14 @@ def test_the_page_warns_when_kueue_maps_none_of_the_profile_classes(
     mapped = CONFIG + f"  - name: dra.nvidia.com/mig-3g\n    deviceClassNames: [{THREE_G}]\n"
     kueue_on_the_recorded_dra_cluster(mapped)
     assert "maps none of" not in client.get("/changes/mig-policy/").content.decode()
+
+
+def test_a_change_granting_a_namespace_deleted_since_is_not_approved(
+    fleet: Any, platform_admin: Any, approver: Any
+) -> None:
+    change = propose(platform_admin)
+    fleet.delete()
+    with pytest.raises(DomainError) as refused:
+        approve_mig_policy_change(change_id=change.pk, approver=approver)
+    assert refused.value.code == "target_deleted"
+    assert not MigPolicy.objects.on_every_cluster().exists()
