@@ -12,11 +12,16 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from changes import mig, quota, selectors
+from changes import mig, mig_policy, quota, selectors
 from changes.approval import may_preview, team_to_ask_for
 from changes.decisions import Asked, decide
 from changes.filters import MigChangeFilter, QuotaRequestFilter
-from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
+from changes.models import (
+    MigChangeRequest,
+    MigChangeStep,
+    MigPolicyChange,
+    QuotaChangeRequest,
+)
 from changes.quota import shown_fingerprint
 from cluster.api_scope import known_cluster_names, no_such_cluster
 from cluster.models import Cluster, ObservedNode
@@ -577,3 +582,155 @@ def quota_request_etag(qr: QuotaChangeRequest) -> str:
     return etag_of(
         qr.pk, qr.state, qr.decided_at, qr.grant_until, qr.previous, shown_fingerprint(qr)
     )
+
+
+# ------------------------------------------------------------------------ the MIG policy
+
+
+class MigGrantSerializer(StrictInput, serializers.Serializer[Any]):
+    namespace = serializers.CharField(max_length=63)
+    profile = serializers.CharField(max_length=32, help_text="A MIG profile, e.g. 3g.40gb.")
+    devices = serializers.IntegerField(
+        min_value=0, max_value=100_000, help_text="MIG devices of the profile held at once."
+    )
+
+
+class MigPolicySerializer(serializers.Serializer[Any]):
+    cluster = serializers.CharField(source="cluster.name")
+    governed = serializers.BooleanField()
+    mode = serializers.CharField()
+    profiles = serializers.ListField(child=serializers.CharField())
+    grants = MigGrantSerializer(many=True, help_text="Only your teams' unless you see all.")
+    pending_change = serializers.IntegerField(
+        source="pending.pk", allow_null=True, default=None, help_text="Admins and approvers."
+    )
+
+
+class MigPolicyChangeSerializer(serializers.ModelSerializer[MigPolicyChange]):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True)
+    decided_by = serializers.CharField(
+        source="decided_by.username", read_only=True, allow_null=True, default=None
+    )
+    grants = MigGrantSerializer(many=True)
+    fingerprint = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MigPolicyChange
+        fields = [
+            "id",
+            "cluster",
+            "requested_by",
+            "created_at",
+            "governed",
+            "grants",
+            "previous",
+            "reason",
+            "state",
+            "assessment",
+            "fingerprint",
+            "decided_by",
+            "decided_at",
+            "decision_comment",
+        ]
+        read_only_fields = fields
+
+    def get_fingerprint(self, obj: MigPolicyChange) -> str:
+        return str(obj.assessment.get("fingerprint", ""))
+
+
+class MigPolicyChangeCreateSerializer(StrictInput, serializers.Serializer[Any]):
+    cluster = serializers.CharField(max_length=63, help_text="The cluster's name.")
+    governed = serializers.BooleanField()
+    grants = serializers.ListField(
+        child=MigGrantSerializer(), max_length=2000, help_text="The whole policy's grants."
+    )
+    reason = serializers.CharField(allow_blank=True, max_length=2000)
+
+
+class MigPolicyViewSet(viewsets.GenericViewSet[Any]):
+    """Each cluster's MIG policy for MIG devices carved per claim (DRA): governed or not,
+    and the grants of the namespaces you may see."""
+
+    serializer_class = MigPolicySerializer
+    queryset = Cluster.objects.none()  # one row per cluster (the schema's model); see list
+
+    @extend_schema(responses={200: MigPolicySerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        rows = mig_policy.mig_policies_for_user(request.user)
+        page = self.paginate_queryset(rows)  # type: ignore[arg-type]
+        data = MigPolicySerializer(page if page is not None else rows, many=True).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
+
+
+class MigPolicyChangeViewSet(
+    mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[MigPolicyChange]
+):
+    """Proposed changes of a cluster's MIG policy (platform admins propose, approvers
+    decide on a fresh assessment); readable by platform admins and approvers."""
+
+    serializer_class = MigPolicyChangeSerializer
+    lookup_value_regex = r"\d+"
+
+    def get_queryset(self) -> Any:
+        return mig_policy.list_mig_policy_changes_for_user(self.request.user)
+
+    @extend_schema(
+        request=MigPolicyChangeCreateSerializer,
+        responses={201: MigPolicyChangeSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @idempotent
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        mig_policy.require_policy_admin(request.user)
+        data = MigPolicyChangeCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        cluster = cluster_named(values["cluster"], request.user)
+        assert cluster is not None  # a required, non-blank name
+        created = mig_policy.propose_mig_policy(
+            actor=request.user,
+            cluster=cluster,
+            governed=values["governed"],
+            grants=[dict(g) for g in values["grants"]],
+            reason=values["reason"],
+            source="api",
+        )
+        return Response(MigPolicyChangeSerializer(created).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=DecisionSerializer,
+        responses={200: MigPolicyChangeSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def approve(self, request: Request, pk: str) -> Response:
+        data = DecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decided = mig_policy.approve_mig_policy_change(
+            change_id=int(pk),
+            approver=request.user,
+            comment=data.validated_data["comment"],
+            seen=data.validated_data["fingerprint"],
+            source="api",
+        )
+        return Response(MigPolicyChangeSerializer(decided).data)
+
+    @extend_schema(
+        request=DecisionSerializer,
+        responses={200: MigPolicyChangeSerializer},
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @action(detail=True, methods=["post"])
+    @idempotent
+    def reject(self, request: Request, pk: str) -> Response:
+        data = DecisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decided = mig_policy.reject_mig_policy_change(
+            change_id=int(pk),
+            approver=request.user,
+            comment=data.validated_data["comment"],
+            source="api",
+        )
+        return Response(MigPolicyChangeSerializer(decided).data)

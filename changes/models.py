@@ -401,3 +401,54 @@ def _amount(text: str) -> Fraction:
         return parse_quantity(text) if text else Fraction(0)
     except QuantityError:
         return Fraction(0)
+
+
+class MigPolicyChange(models.Model):
+    """A platform admin's proposal of a cluster's whole MIG policy (governed or not, and
+    each namespace's grants), with the impact assessment it was decided on: the claims the
+    new policy would no longer allow and the pods waiting that it could let start. An
+    approver (never the proposer) approves it on a fresh assessment; approval writes the
+    policy (``tenants.services.set_mig_policy``), which the loop applies."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending approval"
+        APPROVED = "approved", "Approved and applied"
+        REJECTED = "rejected", "Rejected"
+
+    cluster = cluster_key(related_name="mig_policy_changes")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    governed = models.BooleanField()
+    grants = models.JSONField(
+        default=list, help_text="The proposed grants: namespace, profile, devices."
+    )
+    previous = models.JSONField(
+        default=dict, help_text="The policy when it was proposed: governed, grants."
+    )
+    reason = models.TextField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    assessment = models.JSONField(default=dict)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+
+    objects = ScopedManager["MigPolicyChange"]()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=models.Q(state="pending"),
+                name="one_pending_mig_policy_change_per_cluster",
+                violation_error_message="A change of this cluster's MIG policy is already "
+                "waiting for a decision.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"MIG policy change #{self.pk} on {self.cluster_id}"

@@ -12,19 +12,19 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
-from changes import mig, quota, selectors
-from changes.approval import may_preview, may_request, teams_user_may_request_for
+from changes import mig, mig_policy, quota, selectors
+from changes.approval import may_decide, may_preview, may_request, teams_user_may_request_for
 from changes.decisions import MIG_VERBS, QUOTA_VERBS, Asked, decide, verb_of
 from changes.effects import CONFIRMED, effects_of
 from changes.filters import MigChangeFilter, QuotaRequestFilter
 from changes.forms import MigChangeForm, QuotaRequestForm
 from changes.models import MigChangeRequest, QuotaChangeRequest
-from cluster.models import ObservedNode
+from cluster.models import Cluster, ObservedNode
 from cluster.scope import chosen_cluster, cluster_choice
 from fleet.membership import holds
 from fleet.models import NodePool
@@ -395,3 +395,112 @@ def quota_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     else:
         messages.success(request, QUOTA_VERBS[action].done)
     return redirect("quota-detail", pk=pk)
+
+
+# ------------------------------------------------------------------------ the MIG policy
+
+
+def _grants_text(grants: Iterable[dict[str, Any]]) -> str:
+    return "\n".join(f"{g['namespace']} {g['profile']} {g['devices']}" for g in grants)
+
+
+def _grants_of(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The form's grants, one a line: ``<namespace> <profile> <devices>``."""
+    grants, errors = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 3:
+            errors.append(f"Line {number}: write a namespace, a profile and a count of devices.")
+            continue
+        grants.append({"namespace": parts[0], "profile": parts[1], "devices": parts[2]})
+    return grants, errors
+
+
+def _policy_page(
+    request: HttpRequest, *, errors: dict[str, Any] | None = None, status: int = 200
+) -> HttpResponse:
+    views = mig_policy.mig_policies_for_user(request.user)
+    admin = is_platform_admin(request.user)
+    for view in views:
+        view.offered = mig_policy.offered_profiles(view.cluster) if admin else []
+        view.text = _grants_text(view.grants)
+        view.errors = (errors or {}).get(view.cluster.name, {})
+        view.unmapped = mig_policy.kueue_unmapped(view)
+    return render(
+        request,
+        "changes/mig_policy.html",
+        {
+            "policies": views,
+            "may_propose": admin,
+            "may_decide": may_decide(request.user),
+            "posted": request.POST if errors else {},
+        },
+        status=status,
+    )
+
+
+@login_required
+def mig_policy_page(request: HttpRequest) -> HttpResponse:
+    """Each cluster's MIG policy for per-claim MIG: its mode and grants (a lead: their own
+    teams' only), the change waiting for a decision with its impact, the proposal form
+    (platform admins)."""
+    return _policy_page(request)
+
+
+@login_required
+@require_POST
+def mig_policy_propose(request: HttpRequest, cluster: str) -> HttpResponse:
+    found = get_object_or_404(Cluster.objects.defer("credential"), name=cluster)
+    grants, line_errors = _grants_of(request.POST.get("grants", ""))
+    try:
+        if line_errors:
+            raise ValidationError({"grants": line_errors})
+        mig_policy.propose_mig_policy(
+            actor=request.user,
+            cluster=found,
+            governed=request.POST.get("governed") == "on",
+            grants=grants,
+            reason=request.POST.get("reason", ""),
+        )
+    except ValidationError as exc:
+        return _policy_page(request, errors={found.name: _policy_errors(exc)}, status=422)
+    messages.success(request, "The policy change is proposed: an approver decides it.")
+    return redirect("mig-policy")
+
+
+def _policy_errors(exc: ValidationError) -> dict[str, list[str]]:
+    """The service's field errors by the form's fields (each grant's under ``grants``)."""
+    out: dict[str, list[str]] = {}
+    for field, errors in exc.message_dict.items():
+        if field.startswith("grants["):
+            index = int(field[len("grants[") : field.index("]")])
+            out.setdefault("grants", []).extend(f"Line {index + 1}: {e}" for e in errors)
+        else:
+            out.setdefault(field if field in ("reason", "grants") else "all", []).extend(errors)
+    return out
+
+
+@login_required
+@require_POST
+def mig_policy_decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    try:
+        if action == "approve":
+            mig_policy.approve_mig_policy_change(
+                change_id=pk,
+                approver=request.user,
+                comment=request.POST.get("comment", ""),
+                seen=request.POST.get("fingerprint", ""),
+            )
+            messages.success(request, "Approved: the loop applies the policy.")
+        elif action == "reject":
+            mig_policy.reject_mig_policy_change(
+                change_id=pk, approver=request.user, comment=request.POST.get("comment", "")
+            )
+            messages.success(request, "Rejected.")
+        else:
+            raise Http404("No such action.")
+    except (DomainError, ValidationError) as exc:
+        messages.error(request, user_message(exc))
+    return redirect("mig-policy")

@@ -317,6 +317,7 @@ COUNTERS = "counters"
 TOO_FEW = "too-few"  # fewer devices match on any one node than it asks for, taken or not
 APART = "apart"  # each of a pod's claims could be had, but on no one node all of them
 QUOTA = "quota"  # its claim cannot be made: the namespace's quota on a class is used up
+POLICY = "policy"  # its claim cannot be made: the namespace's MIG policy closes its class
 FITS = "fits"  # devices are free for it now (the scheduler will see them)
 UNKNOWN = "unknown"  # a selector this reading does not evaluate
 

@@ -1200,6 +1200,8 @@ def explain_claims(
     claim, verdict = said[0]
     if verdict.reason == dra.QUOTA:
         return _quota_used_up(namespace, claim, verdict, evidence)
+    if verdict.reason == dra.POLICY:
+        return _policy_closes(namespace, claim, verdict, evidence)
     unknown_class = verdict.reason == dra.CLASS_UNKNOWN
     if _CANNOT_ALLOCATE not in message and not (unknown_class and message):
         return None
@@ -1330,6 +1332,44 @@ def _quota_used_up(
         f"its template {template} cannot be made.",
         f"It is made when a claim of namespace {namespace} on that class is released; ask "
         "for more quota on the class if this is normal now.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
+
+
+def _policy_closes(
+    namespace: str, template: str, verdict: dra.ClaimVerdict, evidence: list[str]
+) -> Explanation:
+    """A governed namespace (its cluster's MIG policy, ``tenants/mig_policy.py``): the
+    claim its pod's template would make is refused, either of a class the policy closes or
+    of a granted one used up. The portal does not read templates, so it says both."""
+    granted = [c.rsplit("=", 1) for c in verdict.classes]
+    full = [c for c, amounts in granted if int(amounts.split("/")[0]) >= int(amounts.split("/")[1])]
+    if not granted:
+        cause = (
+            f"Namespace {namespace}'s MIG policy on this cluster grants it no MIG devices: "
+            f"the API server refuses the claim the pod asks for from its template {template}."
+        )
+    else:
+        room = "; ".join(f"{c}: {amounts.replace('/', ' of ')} in use" for c, amounts in granted)
+        cause = (
+            f"Namespace {namespace}'s MIG policy on this cluster allows claims of "
+            f"{verdict.device_class} only ({room}): the API server refuses the claim the pod "
+            f"asks for from its template {template}, "
+            + (
+                "of a class the policy closes (the driver's mig.nvidia.com, a profile not "
+                "granted) or of a granted one used up."
+                if full
+                else "so its class is one the policy closes (the driver's mig.nvidia.com, "
+                "a profile not granted)."
+            )
+        )
+    use = f"use a granted class ({verdict.device_class}) in the template, or " if granted else ""
+    return Explanation(
+        cause,
+        f"To start it, {use}ask for the profile: a platform admin proposes it on the MIG "
+        "policy page and an approver decides.",
         None,
         evidence,
         topic="dra-claim",

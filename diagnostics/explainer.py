@@ -66,6 +66,7 @@ from gpus.catalog import model_for_product, promised_resources
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
+from tenants import mig_policy
 from tenants.rules import DEVICE_CLASS_QUOTA
 from usage.runs import run_times
 
@@ -447,9 +448,13 @@ def _unmade_claims(
     if not unmade:
         return {}
     full: dict[str, tuple[str, int, int]] = {}
-    for (namespace, _), status in observed_quotas(
+    governed: dict[str, list[tuple[str, int, int]]] = {}
+    for (namespace, quota), status in observed_quotas(
         sorted({p.namespace for p in unmade}), cluster_id
     ).items():
+        if quota == mig_policy.policy_quota_name(namespace):
+            governed[namespace] = _granted(status)
+            continue
         for resource, hard in (status.get("hard") or {}).items():
             found = DEVICE_CLASS_QUOTA.match(resource)
             used = _amount((status.get("used") or {}).get(resource, 0))
@@ -457,12 +462,37 @@ def _unmade_claims(
                 full.setdefault(namespace, (found["device_class"], int(used), int(_amount(hard))))
     out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
     for pod in unmade:
-        if pod.namespace in full:
+        template = next(c["template"] for c in pod.resource_claims if not c["claim"])
+        if pod.namespace in governed:
+            granted = governed[pod.namespace]
+            out[(pod.namespace, pod.name)] = [
+                (
+                    template,
+                    dra.ClaimVerdict(
+                        "",
+                        dra.POLICY,
+                        ", ".join(c for c, _, _ in granted),
+                        classes=tuple(f"{c}={used}/{hard}" for c, used, hard in granted),
+                    ),
+                )
+            ]
+        elif pod.namespace in full:
             name, used, hard = full[pod.namespace]
             template = next(c["template"] for c in pod.resource_claims if not c["claim"])
             out[(pod.namespace, pod.name)] = [
                 (template, dra.ClaimVerdict("", dra.QUOTA, name, wanted=hard, taken=used))
             ]
+    return out
+
+
+def _granted(status: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """The classes a namespace's MIG policy quota grants (more than 0): class, used, hard."""
+    out = []
+    for resource, hard in sorted((status.get("hard") or {}).items()):
+        found = DEVICE_CLASS_QUOTA.match(resource)
+        if found and _amount(hard) > 0:
+            used = _amount((status.get("used") or {}).get(resource, 0))
+            out.append((found["device_class"], int(used), int(_amount(hard))))
     return out
 
 

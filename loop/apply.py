@@ -224,6 +224,7 @@ def _apply_one(
 
 _KIND_ORDER = [
     "Namespace",
+    "DeviceClass",
     "PriorityClass",
     "ResourceQuota",
     "LimitRange",

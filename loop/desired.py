@@ -1,6 +1,7 @@
 """Everything the portal manages, rendered in apply order (a read: a fixed number of queries).
 
-Order: Namespaces, PriorityClasses, ResourceQuotas, LimitRanges, then the queue backend's
+Order: Namespaces, DeviceClasses (a governed cluster's MIG profiles), PriorityClasses,
+ResourceQuotas (a governed cluster's MIG policy's among them), LimitRanges, then the queue backend's
 objects (Kueue: ResourceFlavor -> Cohort, parents first -> ClusterQueue -> LocalQueue;
 Volcano: Queue). Delete in reverse.
 """
@@ -13,13 +14,14 @@ from typing import Any
 import yaml
 from django.db.models import Q
 
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedDeviceClass
 from cluster.selectors import rendering_for
 from cluster.services import settings_cluster
 from queues import manifests as queue_manifests
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants import manifests as tenant_manifests
-from tenants.models import Namespace, PriorityClass
+from tenants import mig_policy
+from tenants.models import MigGrant, MigPolicy, Namespace, PriorityClass
 
 Manifest = dict[str, Any]
 
@@ -54,6 +56,16 @@ def collect_manifests(
         local_queues = [lq for lq in local_queues if lq.namespace.team.slug == team_slug]
     everything = team_slug is None
     out = _tenant_objects(namespaces, local_queues, backend=backend, everything=everything)
+    policy = MigPolicy.objects.on(cluster).filter(governed=True).first()
+    if policy is not None:
+        device_classes, quotas = _mig_policy_objects(policy, namespaces)
+        # DeviceClasses after the Namespaces, the policy's quotas with the other quotas.
+        out[len(namespaces) : len(namespaces)] = device_classes if everything else []
+        at = next(
+            (i for i, m in enumerate(out) if m["kind"] == "ResourceQuota"),
+            next((i for i, m in enumerate(out) if m["kind"] == "LimitRange"), len(out)),
+        )
+        out[at:at] = quotas
     if everything:
         # After the Namespaces: a catalog entry applied to every cluster, or to this one.
         classes = PriorityClass.objects.filter(Q(clusters=None) | Q(clusters=cluster)).distinct()
@@ -110,6 +122,38 @@ def _tenant_objects(
         for ns in namespaces
     ]
     return out + [q for q in quotas if q] + [lr for lr in limits if lr]
+
+
+def _mig_policy_objects(
+    policy: MigPolicy, namespaces: list[Namespace]
+) -> tuple[list[Manifest], list[Manifest]]:
+    """A governed cluster's MIG policy as objects: a DeviceClass per profile it keeps, and
+    each namespace's quota allowing its grants and closing every other class that selects
+    MIG devices (``tenants/mig_policy.py``)."""
+    grants: dict[int, dict[str, int]] = defaultdict(dict)
+    for namespace_id, profile, devices in MigGrant.objects.filter(policy=policy).values_list(
+        "namespace_id", "profile", "devices"
+    ):
+        grants[namespace_id][profile] = devices
+    profiles = sorted({*policy.profiles, *(p for g in grants.values() for p in g)})
+    ours = {mig_policy.profile_class(p) for p in profiles}
+    closed = [
+        name
+        for name, selectors in ObservedDeviceClass.objects.on(policy.cluster_id).values_list(
+            "name", "selectors"
+        )
+        if name not in ours and mig_policy.selects_mig(selectors, profiles)
+    ]
+    classes = [mig_policy.render_profile_class(p) for p in profiles]
+    quotas = [
+        mig_policy.render_policy_quota(
+            ns.name,
+            mig_policy.policy_hard(grants[ns.pk], profiles=profiles, closed=closed),
+            team_slug=ns.team.slug,
+        )
+        for ns in namespaces
+    ]
+    return classes, quotas
 
 
 def _kueue_cluster_objects(cluster: Cluster, version: str) -> list[Manifest]:

@@ -84,6 +84,16 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
         gateway,
         gateway.list("v1", "Event", field_selector="reason=FailedCreate", page_size=PAGE_SIZE),
     )
+    dra = list_dra(gateway)
+    if dra is not None:
+        # The DeviceClasses of a governed cluster's MIG policy are the portal's objects too:
+        # taken from the list of every class (no second request), so drift sees them.
+        managed[(DRA, "DeviceClass")] = [
+            c
+            for c in dra.device_classes
+            if ((c.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_KEY)
+            == MANAGED_BY_VALUE
+        ]
     return Listing(
         nodes,
         pods,
@@ -92,7 +102,7 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
         podgroups,
         failures,
         positions,
-        list_dra(gateway),
+        dra,
         workload_events(gateway, events_since(cluster.pk)) if workloads is not None else None,
     )
 

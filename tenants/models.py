@@ -292,3 +292,56 @@ def _raise_field_errors(messages: list[str]) -> None:
         else:
             by_field.setdefault("__all__", []).append(message)
     raise ValidationError(by_field)
+
+
+class MigPolicy(models.Model):
+    """A cluster's policy for MIG devices carved per claim (DRA): whether it is governed,
+    and what each namespace may claim (its ``grants``). Governed, the portal keeps one
+    DeviceClass per MIG profile and a ResourceQuota per namespace that allows the granted
+    profiles' classes and closes every other class of MIG devices; not governed (MIG
+    pre-configured by MIG Manager or the driver's static MIG), it renders nothing and the
+    MIG change flow stays the way to get profiles. Changed only by an approved policy change
+    (``changes.mig_policy``)."""
+
+    cluster = models.OneToOneField(
+        "cluster.Cluster", on_delete=models.PROTECT, related_name="mig_policy"
+    )
+    governed = models.BooleanField(default=False)
+    profiles = models.JSONField(
+        default=list,
+        help_text="The MIG profiles the portal keeps a DeviceClass for: those the cluster's "
+        "GPUs offered when the policy was approved, and every granted one.",
+    )
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ScopedManager["MigPolicy"]()
+
+    class Meta:
+        verbose_name_plural = "MIG policies"
+
+    def __str__(self) -> str:
+        return f"MIG policy of {self.cluster}"
+
+
+class MigGrant(models.Model):
+    """What one namespace may hold at once of one MIG profile under its cluster's policy:
+    ``devices`` MIG devices of the profile's DeviceClass (a ResourceQuota counts devices per
+    class, per namespace; Kubernetes has no quota over a team's namespaces together)."""
+
+    policy = models.ForeignKey(MigPolicy, on_delete=models.CASCADE, related_name="grants")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="mig_grants")
+    profile = models.CharField(max_length=32)
+    devices = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["namespace__name", "profile"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "profile"],
+                name="one_mig_grant_per_profile",
+                violation_error_message="This namespace already has a grant of this profile.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}: {self.devices} of {self.profile}"

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models, transaction
+from django.utils import timezone
 
 from cluster.selectors import device_class_ceilings
 from fleet.capacity import fleet_capacity
@@ -18,9 +19,12 @@ from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import parse_quantity
+from tenants import mig_policy
 from tenants.models import (
     LimitRangeItem,
     Membership,
+    MigGrant,
+    MigPolicy,
     Namespace,
     PriorityClass,
     QuotaItem,
@@ -471,3 +475,102 @@ def delete_namespace_confirmed(
         )
     delete_namespace(actor=actor, namespace=namespace, source=source)
     return namespace
+
+
+def mig_policy_of(cluster: Any) -> tuple[bool, list[dict[str, Any]]]:
+    """A cluster's MIG policy as stored now: governed, and its grants (namespace, profile,
+    devices), sorted; not governed and none where there is no policy yet."""
+    policy = MigPolicy.objects.on(cluster).first()
+    if policy is None:
+        return False, []
+    grants = [
+        {"namespace": ns, "profile": profile, "devices": devices}
+        for ns, profile, devices in policy.grants.values_list(
+            "namespace__name", "profile", "devices"
+        ).order_by("namespace__name", "profile")
+    ]
+    return policy.governed, grants
+
+
+def check_mig_grants(
+    cluster: Any, grants: Iterable[dict[str, Any]], *, offered: Iterable[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The grants spelled one way (sorted, namespace, profile, devices), and field errors
+    keyed ``grants[<i>].<field>``: a namespace the portal does not manage on ``cluster``, a
+    profile that is not a MIG profile or that the cluster's GPUs do not offer (``offered``),
+    a count that is not a whole number, a namespace and profile granted twice."""
+    namespaces = set(Namespace.objects.on(cluster).values_list("name", flat=True))
+    offered = set(offered)
+    errors: dict[str, list[str]] = {}
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, grant in enumerate(grants):
+        name = str(grant.get("namespace", "")).strip()
+        profile = str(grant.get("profile", "")).strip()
+        if name not in namespaces:
+            errors[f"grants[{i}].namespace"] = [
+                f"The portal manages no namespace {name!r} on this cluster."
+            ]
+        if not mig_policy.PROFILE.match(profile):
+            errors[f"grants[{i}].profile"] = [
+                f"{profile!r} is not a MIG profile (such as 3g.40gb or 1g.10gb+me)."
+            ]
+        elif profile not in offered:
+            have = ", ".join(sorted(offered)) or "none"
+            errors[f"grants[{i}].profile"] = [
+                f"The cluster's GPUs publish no MIG device of profile {profile} through DRA "
+                f"(they offer: {have})."
+            ]
+        try:
+            devices = int(str(grant.get("devices", "")).strip())
+        except ValueError:
+            devices = -1
+        if devices < 0:
+            errors[f"grants[{i}].devices"] = ["A whole number of devices, 0 or more."]
+        if (name, profile) in out:
+            errors[f"grants[{i}].profile"] = [f"{name} is granted {profile} twice."]
+        out[(name, profile)] = {"namespace": name, "profile": profile, "devices": devices}
+    return [out[k] for k in sorted(out)], errors
+
+
+def set_mig_policy(
+    *,
+    actor: Actor,
+    cluster: Any,
+    governed: bool,
+    grants: list[dict[str, Any]],
+    profiles: Iterable[str],
+    source: str,
+    serves: models.Model,
+) -> None:
+    """Write a cluster's MIG policy as an approved change (``serves``) decided it: whether
+    it is governed, its grants, the profiles whose DeviceClasses it keeps. Only the
+    approval of a policy change calls this (it checked who decides and the grants); the
+    loop applies the classes and quotas it renders."""
+    policy, _ = MigPolicy.objects.get_or_create(cluster=cluster)
+    old = mig_policy_of(cluster)
+    by_name = {ns.name: ns for ns in Namespace.objects.on(cluster)}
+    policy.governed = governed
+    policy.profiles = sorted(set(profiles) | {g["profile"] for g in grants})
+    policy.changed_at = timezone.now()
+    policy.save()
+    policy.grants.all().delete()
+    MigGrant.objects.bulk_create(
+        MigGrant(
+            policy=policy,
+            namespace=by_name[g["namespace"]],
+            profile=g["profile"],
+            devices=g["devices"],
+        )
+        for g in grants
+        if g["namespace"] in by_name
+    )
+    desired.changed(policy)
+    record_audit(
+        actor=actor,
+        event=Event.MIG_POLICY_SET,
+        source=source,
+        target=policy,
+        old={"governed": old[0], "grants": old[1]},
+        new={"governed": governed, "grants": grants},
+        cause=serves,
+    )

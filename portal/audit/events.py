@@ -67,6 +67,15 @@ class Event(StrEnum):
         "Queue quotas a MIG change moved restored by its rollback",
     )
     NODE_DRAIN_SUGGESTED = "node_drain.suggested", "Node drain suggested"
+    # changes of a cluster's MIG policy (changes/mig_policy.py) and the policy (tenants)
+    MIG_POLICY_CHANGE_REQUESTED = "mig_policy_change.requested", "MIG policy change proposed"
+    MIG_POLICY_CHANGE_APPROVED = "mig_policy_change.approved", "MIG policy change approved"
+    MIG_POLICY_CHANGE_REASSESSED = (
+        "mig_policy_change.reassessed",
+        "MIG policy change reassessed (its impact changed)",
+    )
+    MIG_POLICY_CHANGE_REJECTED = "mig_policy_change.rejected", "MIG policy change rejected"
+    MIG_POLICY_SET = "mig_policy.set", "MIG policy set"
     # quota requests (changes/quota.py)
     QUOTA_CHANGE_REQUESTED = "quota_change.requested", "Quota request made"
     QUOTA_CHANGE_APPROVED = "quota_change.approved", "Quota request approved"

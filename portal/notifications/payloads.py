@@ -56,6 +56,9 @@ EVENT_KINDS: dict[str, str] = {
     "budget_extension.rejected": "decision",
     "idle.found": "idle",
     "idle_policy.requested": "request",
+    "mig_policy_change.requested": "request",
+    "mig_policy_change.approved": "decision",
+    "mig_policy_change.rejected": "decision",
     "idle.suspended": "idle",
 }
 
@@ -189,6 +192,8 @@ def page_of(event: str, payload: Mapping[str, Any], base_url: str) -> str:
         return f"{base}/budgets/{budget}/"
     if event.startswith("idle."):
         return f"{base}/idle/"
+    if event.startswith("mig_policy_change."):
+        return f"{base}/changes/mig-policy/"
     if event.startswith("idle_policy.") and isinstance(payload.get("team"), str):
         return f"{base}/idle/teams/{payload['team']}/policy/"
     return f"{base}/"

@@ -18,7 +18,7 @@ register = template.Library()
 LINKS = (
     ("home", "My teams", ("home",), "all"),
     ("workspace", "Workspace", ("workspace",), "decider"),
-    ("change-list", "MIG changes", ("change-list", "change-detail"), "all"),
+    ("change-list", "MIG changes", ("change-list", "change-detail", "mig-policy"), "all"),
     ("quota-list", "Quota requests", ("quota-list", "quota-detail"), "all"),
     ("queues", "Queues", ("queues",), "all"),
     ("workloads", "Workloads", ("workloads", "workload"), "all"),

@@ -157,6 +157,18 @@ def test_every_kind_of_notification_reads_as_words(
     with django_capture_on_commit_callbacks(execute=True):
         budget_events(team_a, team_a_admin, platform_admin)
     events = quota_events(team_a, team_a_admin) + mig_events(team_a, team_a_admin)
+    events += [  # as changes.mig_policy tells them: no team named
+        (
+            f"mig_policy_change.{event}",
+            f"MIG policy change #1 on default: {event}",
+            {"id": 1, "state": state, "governed": True},
+        )
+        for event, state in (
+            ("requested", "pending"),
+            ("approved", "approved"),
+            ("rejected", "rejected"),
+        )
+    ]
     for event, said, payload in events:
         notify_event(
             event,
