@@ -18,7 +18,7 @@ from django.db.models import BooleanField, IntegerField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from changes.models import OPEN_STATES, MigChangeRequest, QuotaChangeRequest
+from changes.models import OPEN_STATES, MigChangeRequest, MigPolicyChange, QuotaChangeRequest
 from cluster import dra
 from cluster.models import (
     Cluster,
@@ -574,9 +574,10 @@ def home_observed_from(
 
 
 def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
-    """Per kind of request ("mig", "quota"), the pending ones of others and the user's own:
-    one query for both kinds (the navigation asks it on every page a decider opens)."""
-    kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest}
+    """Per kind of request ("mig", "quota", "policy": a cluster's MIG policy), the pending
+    ones of others and the user's own: one query for every kind (the navigation asks it on
+    every page a decider opens)."""
+    kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest, "policy": MigPolicyChange}
     sql = " UNION ALL ".join(
         "SELECT %s, count(*) FILTER (WHERE requested_by_id IS DISTINCT FROM %s), "
         f'count(*) FILTER (WHERE requested_by_id = %s) FROM "{model._meta.db_table}" '

@@ -65,7 +65,7 @@ class NavCounts:
         """Per kind of request, the pending ones of others and the user's own: one query
         for both kinds (the navigation asks this on every page a decider opens)."""
         if not self.decider:
-            return {kind: {"others": 0, "own": 0} for kind in ("mig", "quota")}
+            return {kind: {"others": 0, "own": 0} for kind in ("mig", "quota", "policy")}
         return pending_counts(user_id(self.user))
 
     @property

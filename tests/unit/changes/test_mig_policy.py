@@ -429,3 +429,19 @@ def test_a_change_granting_a_namespace_deleted_since_is_not_approved(
         approve_mig_policy_change(change_id=change.pk, approver=approver)
     assert refused.value.code == "target_deleted"
     assert not MigPolicy.objects.on_every_cluster().exists()
+
+
+def test_a_proposal_waits_in_the_approvers_workspace_and_navigation(
+    fleet: Any, platform_admin: Any, approver: Any
+) -> None:
+    """A proposed change of the policy counts among the decisions waiting, on every page's
+    navigation and in the workspace, which links the policy page; not for its proposer."""
+    propose(platform_admin)
+    client = Client()
+    client.force_login(approver)
+    page = client.get("/workspace/").content.decode()
+    assert 'id="decisions-count">1<' in page
+    assert 'href="/changes/mig-policy/">1 proposed change of a cluster\'s MIG policy' in page
+    client.force_login(platform_admin)
+    own = client.get("/workspace/").content.decode()
+    assert 'id="decisions-count">0<' in own and "1 request of yours waits" in own
