@@ -51,6 +51,12 @@ NOT_WALKED = {
     "quota/<int:pk>/<str:action>/": "the decision buttons of /quota/<pk>/ (posted from there)",
     "changes/<int:pk>/<str:action>/": "the decision buttons of /changes/<pk>/ (posted from there)",
     "changes/preview/": "the change form's preview (posted from /changes/new/)",
+    "changes/mig-policy/<str:cluster>/propose/": (
+        "a cluster's MIG policy proposal (posted from /changes/mig-policy/)"
+    ),
+    "changes/mig-policy/changes/<int:pk>/<str:action>/": (
+        "the decision buttons of /changes/mig-policy/ (posted from there)"
+    ),
     "clusters/<str:name>/test/": "the connection test button of /clusters/<name>/ (posted from there)",
     "logout/": "signing out ends the walk's session; it takes no input",
     "oidc/authenticate/": "a redirect to the identity provider, no form",

@@ -18,7 +18,7 @@ from changes import impact
 from changes import mig as changes
 from changes import quota as quota_requests
 from changes.facts import fleet_facts
-from changes.models import MigChangeRequest, QuotaChangeRequest
+from changes.models import MigChangeRequest, MigPolicyChange, QuotaChangeRequest
 from cluster.models import ObservedWorkload
 from cluster.services import settings_cluster
 from costs.models import Price
@@ -68,6 +68,8 @@ READS = {
     "/quota/{qr}/": (LOGIN, HIDDEN, OK, HIDDEN, OK, OK, OK),
     "/changes/": (LOGIN, OK, OK, OK, OK, OK, OK),
     "/changes/new/": (LOGIN, DENIED, DENIED, OK, OK, DENIED, OK),
+    # each cluster's MIG policy: everyone reads it (a lead their own teams' grants only)
+    "/changes/mig-policy/": (LOGIN, OK, OK, OK, OK, OK, OK),
     # team-a's change evicts team-b's pod and takes the backing of team-dev's queue (cq-dev's
     # slices on the node): both teams read it, neither decides it.
     "/changes/{mc}/": (LOGIN, OK, OK, OK, OK, OK, OK),
@@ -121,6 +123,17 @@ REFUSED_POSTS = {
     "/changes/{drain}/approve/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, None, None),
     "/changes/{drain}/cancel/": (LOGIN, HIDDEN, HIDDEN, HIDDEN, HIDDEN, DENIED, None),
     "/changes/preview/": (LOGIN, DENIED, DENIED, None, None, None, None),
+    # platform admins propose a MIG policy; approvers decide (a change is theirs to read)
+    "/changes/mig-policy/default/propose/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
+    "/changes/mig-policy/changes/{policy}/approve/": (
+        LOGIN,
+        HIDDEN,
+        HIDDEN,
+        HIDDEN,
+        HIDDEN,
+        None,
+        None,
+    ),
     "/planner/": (LOGIN, DENIED, DENIED, DENIED, DENIED, DENIED, None),
     "/quota/{qr}/approve/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
     "/quota/{qr}/reject/": (LOGIN, HIDDEN, DENIED, HIDDEN, DENIED, None, None),
@@ -197,7 +210,15 @@ def objects(demo: None) -> dict[str, int]:
     price = Price.objects.order_by("pk").values_list("pk", flat=True).first()  # the demo's
     budget = Budget.objects.get(team=team)  # the demo's
     extension = request_budget_extension(actor=lead, team=team, amount="10", reason="x")
+    policy = MigPolicyChange.objects.create(  # a proposal waiting (the admin's)
+        cluster=settings_cluster(),
+        requested_by=User.objects.get(username="admin"),
+        governed=True,
+        grants=[],
+        reason="x",
+    )
     return {
+        "policy": policy.pk,
         "mc": mc.pk,
         "qr": qr.pk,
         "drain": drain.pk,
@@ -263,6 +284,9 @@ def test_every_page_is_in_the_matrix() -> None:
         "changes/preview/",
         "changes/<int:pk>/",
         "changes/<int:pk>/<str:action>/",
+        "changes/mig-policy/",
+        "changes/mig-policy/<str:cluster>/propose/",
+        "changes/mig-policy/changes/<int:pk>/<str:action>/",
         "workspace/",
         "start/",  # a redirect: tests/unit/overview/test_workspace.py
         "tokens/",
