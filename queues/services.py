@@ -92,7 +92,9 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
         for key, amount in other.quota().items():
             others[key] += amount
     new = edited.quota()
-    capacity = fleet_capacity({resource for _, resource in new}, edited.cluster_id)
+    capacity = fleet_capacity(
+        {resource for _, resource in new}, edited.cluster_id, flavors={flavor for flavor, _ in new}
+    )
     return promises(
         cq.quota(),
         new,
