@@ -46,18 +46,23 @@ def waiting_cluster_queue(*otherwise: Any) -> Coalesce:
     return Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue), *otherwise)
 
 
-def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[ObservedWorkload]]:
+def first_in_line(
+    per_queue: int = 3, *, cluster_id: int, queues: Iterable[str] | None = None
+) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
-    ``cluster_id``: the cluster whose queues these are."""
+    ``cluster_id``: the cluster whose queues these are; ``queues``: only these
+    ClusterQueues' (by name; every one's by default)."""
     waiting = (
         ObservedWorkload.objects.on(cluster_id)
         .filter(admitted=False, finished=False)
         .annotate(queue=waiting_cluster_queue())
         .exclude(queue=None)
     )
+    if queues is not None:
+        waiting = waiting.filter(queue__in=list(queues))
     order: list[OrderBy | str] = [
         F("position").asc(nulls_last=True),
         "queued_at",
