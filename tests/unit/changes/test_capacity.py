@@ -118,3 +118,35 @@ def test_the_capacity_takes_the_same_queries_whatever_the_fleet(
         _fleet(random.Random(size), cid, size)
         with django_assert_num_queries(4):
             capacity_for({"nvidia.com/gpu", "nvidia.com/mig-3g.40gb"}, cid, flavors={"pool-a"})
+
+
+def test_a_queues_promises_count_every_other_queue_of_its_resources_and_no_other() -> None:
+    """``promises_of`` reads only the queues that have a quota of one of the edited
+    queue's resources (found by the database): their sums are those of every queue."""
+    from queues.models import ClusterQueue
+    from queues.services import promises_of
+    from tests.factories import ClusterQueueFactory
+
+    def groups(*quotas: tuple[str, str, str]) -> list[dict[str, Any]]:
+        return [
+            {
+                "coveredResources": [r],
+                "flavors": [{"name": f, "resources": [{"name": r, "nominalQuota": n}]}],
+            }
+            for f, r, n in quotas
+        ]
+
+    ObservedNodeFactory(labels={"pool": "a"}, allocatable={"nvidia.com/gpu": "8"})
+    ResourceFlavorFactory(name="pool-a", node_labels={"pool": "a"})
+    edited = ClusterQueueFactory(
+        name="mine", resource_groups=groups(("pool-a", "nvidia.com/gpu", "2"))
+    )
+    ClusterQueueFactory(resource_groups=groups(("pool-a", "nvidia.com/gpu", "3")))
+    ClusterQueueFactory(resource_groups=groups(("pool-b", "nvidia.com/gpu", "5")))
+    ClusterQueueFactory(
+        resource_groups=groups(("pool-a", "nvidia.com/mig-3g.40gb", "7"), ("pool-a", "cpu", "9"))
+    )
+    shown = promises_of(ClusterQueue.objects.get(pk=edited.pk), edited)
+    assert list(shown) == [("pool-a", "nvidia.com/gpu")]
+    promise = shown[("pool-a", "nvidia.com/gpu")]
+    assert (promise.promised, promise.offered, promise.ceiling) == (5, 8, 8)
