@@ -138,7 +138,7 @@ def test_a_queues_promises_count_every_other_queue_of_its_resources_and_no_other
 
     ObservedNodeFactory(labels={"pool": "a"}, allocatable={"nvidia.com/gpu": "8"})
     ResourceFlavorFactory(name="pool-a", node_labels={"pool": "a"})
-    edited: ClusterQueue = ClusterQueueFactory(
+    edited = ClusterQueue.objects.create(
         name="mine", resource_groups=groups(("pool-a", "nvidia.com/gpu", "2"))
     )
     ClusterQueueFactory(resource_groups=groups(("pool-a", "nvidia.com/gpu", "3")))
