@@ -367,17 +367,12 @@ def _queues_of(
 ) -> dict[str, Any]:
     """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw:
     every queue, or (``folded``) a line per cohort and the queues of the one ``asked``."""
-    statuses: dict[tuple[str, str], Any] = {}
-    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
-    for o in (
-        ObservedObject.objects.on(cluster)
-        .filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"])
-        .only("kind", "namespace", "name", "status")
-    ):
-        if o.kind == "LocalQueue":
-            local[(o.namespace, o.name)] = o.status
-        else:
-            statuses[(o.kind, o.name)] = o.status
+    statuses: dict[tuple[str, str], Any] = {
+        (o.kind, o.name): o.status
+        for o in ObservedObject.objects.on(cluster)
+        .filter(kind__in=["ClusterQueue", "Cohort"])
+        .only("kind", "name", "status")
+    }
     cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
     cqs = list(ClusterQueue.objects.filter(cluster=cluster).order_by("name"))
     facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
@@ -403,7 +398,7 @@ def _queues_of(
         if cq.name in shown
     }
     local_queues = _local_queues(
-        user, local, cluster, of=shown if folded and sees_every_team(user) else None
+        user, cluster, of=shown if folded and sees_every_team(user) else None
     )
     cohort_of = {f.name: f.parent or NO_COHORT for f in facts}
     for lq in local_queues:  # where its ClusterQueue is drawn (folded: that cohort open)
@@ -474,13 +469,7 @@ def _queue_entry(
     }
 
 
-def _local_queues(
-    user: Any,
-    statuses: dict[tuple[str, str], Any],
-    cluster: Cluster,
-    *,
-    of: set[str] | None = None,
-) -> list[LocalQueue]:
+def _local_queues(user: Any, cluster: Cluster, *, of: set[str] | None = None) -> list[LocalQueue]:
     """The user's teams' LocalQueues on ``cluster`` (every team's for approvers and admins),
     each with ``observed``: Kueue's status of it from the last poll ({} before). ``of``:
     only those pointing at these ClusterQueues (by name)."""
@@ -494,6 +483,21 @@ def _local_queues(
     if not sees_every_team(user):
         local_queues = local_queues.filter(namespace__team__memberships__user_id=user_id(user))
     out = list(local_queues)
+    # Their statuses only (a large cluster has thousands of LocalQueues: the page shows few).
+    statuses = (
+        {
+            (o.namespace, o.name): o.status
+            for o in ObservedObject.objects.on(cluster)
+            .filter(
+                kind="LocalQueue",
+                namespace__in={lq.namespace.name for lq in out},
+                name__in={lq.name for lq in out},
+            )
+            .only("namespace", "name", "status")
+        }
+        if out
+        else {}
+    )
     for lq in out:
         lq.observed = statuses.get((lq.namespace.name, lq.name), {})  # type: ignore[attr-defined]
     return out

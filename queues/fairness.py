@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from portal.vocabulary.quantity import QuantityError, parse_quantity
@@ -97,8 +98,15 @@ class CohortNode:
 
 
 def _amount(value: Any) -> Fraction:
+    return _parsed(value if isinstance(value, int) and not isinstance(value, bool) else str(value))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(value: str | int) -> Fraction:
+    """A quantity's exact amount, 0 when it is none (cached: a large cluster's queues and
+    statuses repeat the same few amounts thousands of times; a Fraction is immutable)."""
     try:
-        return parse_quantity(value if isinstance(value, int) else str(value))
+        return parse_quantity(value)
     except QuantityError:
         return Fraction(0)
 

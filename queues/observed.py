@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Subquery, Value, Window
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 
@@ -62,7 +62,19 @@ def first_in_line(
         .exclude(queue=None)
     )
     if queues is not None:
-        waiting = waiting.filter(queue__in=list(queues))
+        names = sorted(queues)
+        # First the rows that can be in them (a join the database plans once), so that the
+        # LocalQueue of every other waiting workload is not looked up one row at a time.
+        through_local_queue = LocalQueue.objects.filter(
+            namespace__cluster_id=OuterRef("cluster_id"),
+            namespace__name=OuterRef("namespace"),
+            name=OuterRef("queue_name"),
+            cluster_queue__name__in=names,
+        )
+        waiting = waiting.filter(
+            Q(cluster_queue__in=names) | Q(cluster_queue="") & Exists(through_local_queue),
+            queue__in=names,
+        )
     order: list[OrderBy | str] = [
         F("position").asc(nulls_last=True),
         "queued_at",
