@@ -126,6 +126,9 @@ def test_a_cohort_opens_alone_and_stays_in_the_url(many: None) -> None:
     assert 'href="?cohort=research#cohort-research" aria-current="true"' in page
     assert 'href="?cohort=#cohorts">Close cohort research</a>' in page
     assert lines(page)["Cohort research"][0] == "3"  # the lines stay
+    # A cohort that only holds another: its link opens that one.
+    fleet = get("lead-a", "/queues/?cohort=gpu-fleet")
+    assert 'href="?cohort=ai-platform#cohort-ai-platform">ai-platform</a>, the only' in fleet
     alone = get("lead-a", "/queues/?cohort=-")
     assert re.findall(r'id="cluster-queue-([\w-]+)-title"', alone) == ["solo"]
 
