@@ -374,7 +374,13 @@ def _queues_of(
         .only("kind", "name", "status")
     }
     cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
-    cqs = list(ClusterQueue.objects.filter(cluster=cluster).order_by("name"))
+    # Every queue of the cluster (its cohorts' lines need them all), without what the page
+    # never reads (a thousand namespace selectors decoded for nothing).
+    cqs = list(
+        ClusterQueue.objects.filter(cluster=cluster)
+        .defer("namespace_selector", "description")
+        .order_by("name")
+    )
     facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
     lent = {f.name: fairness.queue_rows(f) for f in facts}
     roots = fairness.cohort_tree(

@@ -59,12 +59,14 @@ def first_in_line(
         ObservedWorkload.objects.on(cluster_id)
         .filter(admitted=False, finished=False)
         .annotate(queue=waiting_cluster_queue())
-        .exclude(queue=None)
     )
-    if queues is not None:
+    if queues is None:
+        waiting = waiting.exclude(queue=None)
+    else:
         names = sorted(queues)
-        # First the rows that can be in them (a join the database plans once), so that the
-        # LocalQueue of every other waiting workload is not looked up one row at a time.
+        # The rows in them exactly: their own ClusterQueue, or (none named yet) a LocalQueue
+        # pointing at one of them, a join the database plans once; the LocalQueue of every
+        # other waiting workload is not looked up one row at a time.
         through_local_queue = LocalQueue.objects.filter(
             namespace__cluster_id=OuterRef("cluster_id"),
             namespace__name=OuterRef("namespace"),
@@ -72,8 +74,7 @@ def first_in_line(
             cluster_queue__name__in=names,
         )
         waiting = waiting.filter(
-            Q(cluster_queue__in=names) | Q(cluster_queue="") & Exists(through_local_queue),
-            queue__in=names,
+            Q(cluster_queue__in=names) | Q(cluster_queue="") & Exists(through_local_queue)
         )
     order: list[OrderBy | str] = [
         F("position").asc(nulls_last=True),

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedWorkload
 from cluster.scope import settings_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from tenants.models import Namespace
@@ -138,10 +138,17 @@ def test_a_lead_sees_no_other_teams_workload_or_local_queue_in_an_open_cohort(
 ) -> None:
     waiting("team-b", "job-b-first", "team-b-research", position=0, minutes=5)
     waiting("team-a", "job-a-second", "team-a-research", position=1, minutes=3)
+    waiting("team-a", "job-a-elsewhere", "team-a-train", position=0, minutes=3)  # cq-train
+    reserved = ObservedWorkload.objects.get(name="job-a-second")
+    reserved.pk, reserved.name, reserved.queue_name = None, "job-a-reserved", "gone-lq"
+    reserved.cluster_queue, reserved.position = "r-a", 2  # holds quota, admission checks run
+    reserved.save()
     lead = get("lead-a", "/queues/?cohort=research")
     line = lead[lead.index('id="cluster-queue-r-a-waiting"') :]
     line = line[: line.index("</div>")]
     assert "another team's workload" in line and "<code>team-a/job-a-second</code>" in line
+    assert "3 workloads wait" in line and "<code>team-a/job-a-reserved</code>" in line
+    assert "job-a-elsewhere" not in lead  # another cohort's queue, not open
     assert "job-b-first" not in lead and "team-b-research" not in lead
     assert 'href="?cohort=research#cluster-queue-r-a-title"><code>r-a</code>' in lead
     approver = get("approver", "/queues/?cohort=research")
