@@ -313,9 +313,9 @@ def capacity_for(
     queue's editor asks for its own; ``()`` for none: a namespace quota needs only the
     whole fleet's ceilings); every flavor by default.
 
-    Summed in the database (four queries whatever the number of nodes: no node is loaded),
-    with the same answers as ``flavor_capacity``, ``ceiling`` and ``flavor_ceiling`` give
-    over ``node_facts`` (tests/unit/changes/test_facts.py holds them side by side)."""
+    Summed in the database (at most four queries whatever the number of nodes: no node is
+    loaded), with the same answers as ``flavor_capacity``, ``ceiling`` and ``flavor_ceiling``
+    give over ``node_facts`` (tests/unit/changes/test_capacity.py holds them side by side)."""
     cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
     known = ObservedNode.objects.on(cid).filter(gone_since__isnull=True).exists()
     if not known:  # no node observed yet: nothing is known of the fleet
