@@ -4,6 +4,7 @@ over the same rows (its own bare baseline).
     python bench/pages.py [--nodes 5000] [--teams 1000] [--changes 300] [--workloads 50000]
                           [--clients 8] [--requests 1000] [--only home,fleet,...]
     python bench/pages.py --scale [--changes 300] [--clients 8] [--requests 1000]
+    python bench/pages.py [--scale] --reuse [--only ...]   (the database of an earlier run)
 
 1. Fills a database of its own (``bench/loadkit.py``): 5,000 observed GPU nodes in ten
    node pools (one intends a MIG config half its nodes are not on; GPU health for one node
@@ -70,9 +71,13 @@ PAGES = {  # name -> (who, portal, baseline, pages)
     "workloads": ("approver", "/workloads/", "/baseline/workloads/", 0),
 }
 SCALE_QUEUE = "cq-0-000"  # the lead's team's queue (its namespaces' LocalQueues point at it)
+SCALE_COHORT = "cohort-0"  # SCALE_QUEUE's cohort: 100 ClusterQueues of the 1,000
 SCALE_PAGES = {  # issue 39's pages over the scale scenario
     "home": ("lead", "/", "/baseline/home/", 1),
-    "queues": ("lead", "/queues/", "/baseline/queues/", 1),
+    # The Queues page with one cohort open, and with none (a line per cohort): both read
+    # every ClusterQueue and its status for the cohorts' lines, as the baseline does.
+    "queues": ("lead", f"/queues/?cohort={SCALE_COHORT}", "/baseline/queues/", 1),
+    "queues-cohorts": ("lead", "/queues/", "/baseline/queues/", 1),
     "cluster-queue": (
         "admin",
         f"/queues/cluster-queues/{SCALE_QUEUE}/edit/",
@@ -326,9 +331,47 @@ def add_people_and_requests(
     return cookies
 
 
+def sessions() -> dict[str, str]:
+    """A new session cookie for each of the bench's users already in the database."""
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore
+
+    cookies = {}
+    for name in ("lead", "approver", "admin"):
+        user = User.objects.get(username=f"bench-{name}")
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        cookies[name] = f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
+    return cookies
+
+
+def reused() -> tuple[dict[str, str], dict[str, int], str]:
+    """The database a previous run filled, as it is (``--reuse``: the pages measured again,
+    e.g. before and after a change, without filling it anew)."""
+    from cluster.models import ObservedNode, ObservedWorkload
+    from queues.models import ClusterQueue
+
+    nodes = ObservedNode.objects.on_every_cluster().count()
+    workloads = ObservedWorkload.objects.on_every_cluster().count()
+    queues = ClusterQueue.objects.on_every_cluster().count()
+    said = (
+        f"the database of an earlier run: {nodes} nodes, {queues} ClusterQueues, "
+        f"{workloads} workloads"
+    )
+    pages = max(1, -(-workloads // 50))
+    return sessions(), {"workloads": pages, "fleet-nodes": max(1, -(-nodes // POOLS // 50))}, said
+
+
 def filled(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, int], str]:
     """The database as ``args`` asks (the default fill, or the scale scenario); returns the
     session cookies, each random-paged page's page count, and a line saying what it holds."""
+    if args.reuse:
+        return reused()
     if args.scale:
         s = scale.build(scale.SMOKE if args.smoke else scale.FULL)
         scale_db.write(s)
@@ -370,6 +413,11 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--scale", action="store_true", help="the scale scenario's data and pages")
     parser.add_argument("--only", default="", help="some of the pages, by commas")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the database an earlier run filled (same --scale), without filling it",
+    )
     args = parse(
         parser,
         {"nodes": 60, "teams": 12, "changes": 6, "workloads": 120, "clients": 2, "requests": 4},

@@ -29,9 +29,6 @@ from changes.impact import (
     PoolFacts,
     QueueQuota,
     Shortfall,
-    ceiling,
-    flavor_capacity,
-    flavor_ceiling,
     flavor_shortfalls,
 )
 from changes.models import OPEN_STATES, MigChangeRequest
@@ -44,7 +41,8 @@ from cluster.scope import cluster_id_of, settings_cluster_id
 from cluster.selectors import amount_sql
 from fleet.capacity import FleetCapacity
 from fleet.models import MigConfig, NodePool
-from gpus.catalog import CustomConfigs, model_for_product
+from gpus import labels as gpu_labels
+from gpus.catalog import CustomConfigs, model_for_product, most_per_gpu
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.infra.round_trips import Read, read_together
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
@@ -271,6 +269,7 @@ def _flavor_capacity_in_db(
         CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
         WHERE n.cluster_id = %s AND n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
         GROUP BY 1, 2
+        HAVING sum({amount}) > 0
     """
     params: list[Any] = []
     for name in names:
@@ -319,22 +318,77 @@ def custom_configs() -> CustomConfigs:
     return {c.name: (c.gpu_model, c.devices) for c in MigConfig.objects.all()}
 
 
-def capacity_for(resources: Iterable[str], cluster_id: int | None = None) -> FleetCapacity:
+def capacity_for(
+    resources: Iterable[str],
+    cluster_id: int | None = None,
+    *,
+    flavors: Iterable[str] | None = None,
+) -> FleetCapacity:
     """What the observed fleet offers behind each flavor now, and the most it could ever
     offer of each of ``resources`` (the fleet's capacity hook, fleet/capacity.py), on the
-    cluster (by default the settings' one)."""
-    # Nodes and flavors only: a page asking this never pays for every pod of the fleet.
+    cluster (by default the settings' one). ``flavors``: only these flavors' rows (a
+    queue's editor asks for its own; ``()`` for none: a namespace quota needs only the
+    whole fleet's ceilings); every flavor by default.
+
+    Summed in the database (at most four queries whatever the number of nodes: no node is
+    loaded), with the same answers as ``flavor_capacity``, ``ceiling`` and ``flavor_ceiling``
+    give over ``node_facts`` (tests/unit/changes/test_capacity.py holds them side by side)."""
     cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
-    fleet = Fleet(nodes=node_facts(cid), flavors=_flavors(cid))
-    live = list(fleet.nodes)
-    resources = set(resources)
+    known = ObservedNode.objects.on(cid).filter(gone_since__isnull=True).exists()
+    if not known:  # no node observed yet: nothing is known of the fleet
+        return FleetCapacity(known=False)
+    labels = _flavors(cid)
+    if flavors is not None:
+        asked = set(flavors)
+        labels = {name: of for name, of in labels.items() if name in asked}
+    resources = sorted(set(resources))
+    # A flavor's ceiling leaves its MIG layout label aside: a change can bring any node in.
+    fixed = {
+        name: {k: v for k, v in of.items() if k != gpu_labels.MIG_CONFIG}
+        for name, of in labels.items()
+    }
+    most = _most_in_db(fixed, resources, cid)
     return FleetCapacity(
-        behind=dict(flavor_capacity(fleet.flavors, live)),
-        ceiling={r: ceiling(fleet, r) for r in resources},
-        flavor_ceiling={
-            (flavor, r): flavor_ceiling(fleet, labels, r)
-            for flavor, labels in fleet.flavors.items()
-            for r in resources
-        },
-        known=bool(live),  # no node observed yet: nothing is known of the fleet
+        behind=_flavor_capacity_in_db(labels, cid),
+        ceiling={r: most.get((None, r), 0) for r in resources},
+        flavor_ceiling={(f, r): most.get((f, r), 0) for f in labels for r in resources},
+        known=True,
     )
+
+
+def _most_in_db(
+    flavors: dict[str, dict[str, str]], resources: Sequence[str], cluster_id: int
+) -> dict[tuple[str | None, str], int]:
+    """(flavor, resource) -> the most of the resource the live nodes the flavor's labels
+    select could ever offer, each in its best layout for it, as ``changes.impact``'s
+    ``_most`` counts a node; (None, resource): the whole fleet's. The database groups the
+    nodes by what decides that (GPU product, GPU count, what they offer of it now), so
+    that Python sees a handful of rows whatever the number of nodes."""
+    if not resources:
+        return {}
+    rows: list[tuple[str | None, str]] = [(None, "{}")]
+    rows += [(name, json.dumps(of)) for name, of in flavors.items()]
+    values = ", ".join("(%s, %s::jsonb)" for _ in rows)
+    amount = amount_sql("(n.allocatable -> r.resource)")
+    sql = f"""
+        SELECT f.flavor, r.resource, n.gpu_product, n.gpu_count, {amount}, count(*)
+        FROM {ObservedNode._meta.db_table} n
+        JOIN (VALUES {values}) AS f(flavor, labels) ON n.labels @> f.labels
+        CROSS JOIN unnest(%s::text[]) AS r(resource)
+        WHERE n.cluster_id = %s AND n.gone_since IS NULL
+        GROUP BY 1, 2, 3, 4, 5
+    """
+    params: list[Any] = [value for row in rows for value in row]
+    params += [list(resources), cluster_id]
+    models: dict[str, str | None] = {}
+    out: dict[tuple[str | None, str], int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for flavor, resource, product, gpus, now, nodes in cursor.fetchall():
+            if product not in models:
+                models[product] = model_for_product(product) if product else None
+            if not resource.startswith(gpu_labels.GPU_RESOURCE_PREFIX):
+                now = 0  # a node's offer is its GPU resources alone (``gpu_offer``)
+            one = max(gpus * most_per_gpu(models[product], resource), now)
+            out[(flavor, resource)] = out.get((flavor, resource), 0) + one * nodes
+    return out

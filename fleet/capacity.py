@@ -7,8 +7,9 @@ the pages say so instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,16 @@ class FleetCapacity:
     known: bool = True
 
 
-Provider = Callable[[Iterable[str], int | None], FleetCapacity]
+class Provider(Protocol):
+    def __call__(
+        self,
+        resources: Iterable[str],
+        cluster_id: int | None = None,
+        *,
+        flavors: Iterable[str] | None = None,
+    ) -> FleetCapacity: ...
+
+
 _provider: list[Provider] = []
 
 
@@ -33,9 +43,16 @@ def provide(provider: Provider) -> None:
     _provider[:] = [provider]
 
 
-def fleet_capacity(resources: Iterable[str], cluster_id: int | None = None) -> FleetCapacity:
+def fleet_capacity(
+    resources: Iterable[str],
+    cluster_id: int | None = None,
+    *,
+    flavors: Iterable[str] | None = None,
+) -> FleetCapacity:
     """The fleet's capacity for ``resources`` (GPU resources) on one cluster (by default the
-    settings' one), or an unknown one."""
+    settings' one), or an unknown one. ``flavors``: the flavors whose rows the caller reads
+    (``behind``, ``flavor_ceiling``); ``()`` for none, every flavor by default. Asking for
+    fewer costs less; what is asked for is the same either way."""
     if not _provider:
         return FleetCapacity(known=False)
-    return _provider[0](resources, cluster_id)
+    return _provider[0](resources, cluster_id, flavors=flavors)

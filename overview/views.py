@@ -325,12 +325,19 @@ def queues(request: HttpRequest) -> HttpResponse:
     each lends, cohort totals, fair-sharing weights and Kueue's shares, the first waiting
     workloads of each queue (another team's unnamed), LocalQueues of your teams (every
     team's for approvers and admins), and the PriorityClass catalog: of the chosen cluster,
-    or each cluster in a section of its own (cohorts never span clusters)."""
+    or each cluster in a section of its own (cohorts never span clusters).
+
+    A cluster of more than ``ALL_OPEN_UP_TO`` ClusterQueues shows its cohorts one line each
+    and one cohort's queues at a time: ``?cohort=NAME`` (``?cohort=-``: the queues in no
+    cohort), in every shown cluster that has it; a small one shows everything, unless a
+    cohort is asked for. A cohort no shown cluster has is answered 404, with the list."""
     choice = cluster_choice(request)
     mine = _my_namespaces(request.user)
-    sections = [_queues_of(cluster, request.user, mine) for cluster in choice.shown]
+    asked = (request.GET.get("cohort") or "").strip()[:253] or None
+    sections = [_queues_of(cluster, request.user, mine, asked) for cluster in choice.shown]
     for section in sections:
         section["idp"] = f"c{section['cluster'].pk}-" if choice.several else ""
+    unknown = asked is not None and not any(s["opened"] for s in sections)
     return render(
         request,
         "overview/queues.html",
@@ -342,45 +349,77 @@ def queues(request: HttpRequest) -> HttpResponse:
             "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
             "is_admin": is_platform_admin(request.user),
             "sees_all": sees_every_team(request.user),
+            "asked": asked,
+            "unknown": unknown,
+            "many_shown": len(sections) > 1,
+            "no_cohort": NO_COHORT,
         },
+        status=404 if unknown else 200,
     )
 
 
-def _queues_of(cluster: Cluster, user: Any, mine: set[tuple[int, str]] | None) -> dict[str, Any]:
-    """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw."""
-    statuses: dict[tuple[str, str], Any] = {}
-    local: dict[tuple[str, str], Any] = {}  # a LocalQueue's status, by (namespace, name)
-    for o in (
-        ObservedObject.objects.on(cluster)
-        .filter(kind__in=["ClusterQueue", "Cohort", "LocalQueue"])
-        .only("kind", "namespace", "name", "status")
-    ):
-        if o.kind == "LocalQueue":
-            local[(o.namespace, o.name)] = o.status
-        else:
-            statuses[(o.kind, o.name)] = o.status
+ALL_OPEN_UP_TO = 50  # ClusterQueues a cluster's section shows all at once
+NO_COHORT = "-"  # ?cohort= of the queues in no cohort (no cohort's name: names are DNS labels)
+
+
+def _queues_of(
+    cluster: Cluster, user: Any, mine: set[tuple[int, str]] | None, asked: str | None
+) -> dict[str, Any]:
+    """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw:
+    every queue, or (``folded``) a line per cohort and the queues of the one ``asked``."""
+    statuses: dict[tuple[str, str], Any] = {
+        (o.kind, o.name): o.status
+        for o in ObservedObject.objects.on(cluster)
+        .filter(kind__in=["ClusterQueue", "Cohort"])
+        .only("kind", "name", "status")
+    }
     cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
-    cqs = list(ClusterQueue.objects.filter(cluster=cluster).order_by("name"))
+    # Every queue of the cluster (its cohorts' lines need them all), without what the page
+    # never reads (a thousand namespace selectors decoded for nothing).
+    cqs = list(
+        ClusterQueue.objects.filter(cluster=cluster)
+        .defer("namespace_selector", "description")
+        .order_by("name")
+    )
     facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
     lent = {f.name: fairness.queue_rows(f) for f in facts}
     roots = fairness.cohort_tree(
         [_facts(c, cohorts.get(c.parent_id), statuses) for c in cohorts.values()], facts, lent
     )
-    in_line = first_in_line(PENDING_SHOWN, cluster_id=cluster.pk)
+    nodes = fairness.walk(roots)
+    folded = asked is not None or len(cqs) > ALL_OPEN_UP_TO
+    opened = [n for n in nodes if n.name == asked] if folded else nodes
+    alone = [f for f in facts if not f.parent]
+    if folded and asked != NO_COHORT:
+        alone = []
+    shown = {name for node in opened for name in node.queues} | {f.name for f in alone}
+    in_line = (
+        first_in_line(PENDING_SHOWN, cluster_id=cluster.pk, queues=shown if folded else None)
+        if shown
+        else {}
+    )
     entries = {
         cq.name: _queue_entry(cq, fact, lent[cq.name], in_line.get(cq.name, []), mine)
         for cq, fact in zip(cqs, facts, strict=True)
+        if cq.name in shown
     }
+    local_queues = _local_queues(
+        user, cluster, of=shown if folded and sees_every_team(user) else None
+    )
+    cohort_of = {f.name: f.parent or NO_COHORT for f in facts}
+    for lq in local_queues:  # where its ClusterQueue is drawn (folded: that cohort open)
+        lq.cohort = cohort_of.get(lq.cluster_queue.name, "")  # type: ignore[attr-defined]
     return {
         "cluster": cluster,
-        "sections": [
-            (node, [entries[name] for name in node.queues]) for node in fairness.walk(roots)
-        ],
-        "alone": [entries[f.name] for f in facts if not f.parent],
+        "folded": folded,
+        "opened": asked if folded and (opened or alone) else None,
+        "summaries": fairness.summaries(roots, facts, lent) if folded else [],
+        "sections": [(node, [entries[name] for name in node.queues]) for node in opened],
+        "alone": [entries[f.name] for f in alone],
         "roots": roots,
         "nested": any(root.children for root in roots),
         "fair_sharing": any("fairSharing" in status for status in statuses.values()),
-        "local_queues": _local_queues(user, local, cluster),
+        "local_queues": local_queues,
     }
 
 
@@ -436,19 +475,35 @@ def _queue_entry(
     }
 
 
-def _local_queues(
-    user: Any, statuses: dict[tuple[str, str], Any], cluster: Cluster
-) -> list[LocalQueue]:
+def _local_queues(user: Any, cluster: Cluster, *, of: set[str] | None = None) -> list[LocalQueue]:
     """The user's teams' LocalQueues on ``cluster`` (every team's for approvers and admins),
-    each with ``observed``: Kueue's status of it from the last poll ({} before)."""
+    each with ``observed``: Kueue's status of it from the last poll ({} before). ``of``:
+    only those pointing at these ClusterQueues (by name)."""
     local_queues = (
         LocalQueue.objects.filter(namespace__cluster=cluster)
         .select_related("namespace__team", "cluster_queue")
         .order_by("namespace__team__slug", "namespace__name", "name")
     )
+    if of is not None:
+        local_queues = local_queues.filter(cluster_queue__name__in=sorted(of))
     if not sees_every_team(user):
         local_queues = local_queues.filter(namespace__team__memberships__user_id=user_id(user))
     out = list(local_queues)
+    # Their statuses only (a large cluster has thousands of LocalQueues: the page shows few).
+    statuses = (
+        {
+            (o.namespace, o.name): o.status
+            for o in ObservedObject.objects.on(cluster)
+            .filter(
+                kind="LocalQueue",
+                namespace__in={lq.namespace.name for lq in out},
+                name__in={lq.name for lq in out},
+            )
+            .only("namespace", "name", "status")
+        }
+        if out
+        else {}
+    )
     for lq in out:
         lq.observed = statuses.get((lq.namespace.name, lq.name), {})  # type: ignore[attr-defined]
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from portal.vocabulary.quantity import QuantityError, parse_quantity
@@ -97,8 +98,15 @@ class CohortNode:
 
 
 def _amount(value: Any) -> Fraction:
+    return _parsed(value if isinstance(value, int) and not isinstance(value, bool) else str(value))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(value: str | int) -> Fraction:
+    """A quantity's exact amount, 0 when it is none (cached: a large cluster's queues and
+    statuses repeat the same few amounts thousands of times; a Fraction is immutable)."""
     try:
-        return parse_quantity(value if isinstance(value, int) else str(value))
+        return parse_quantity(value)
     except QuantityError:
         return Fraction(0)
 
@@ -209,4 +217,75 @@ def walk(roots: Sequence[CohortNode]) -> list[CohortNode]:
     for root in roots:
         out.append(root)
         out.extend(walk(root.children))
+    return out
+
+
+@dataclass
+class Summary:
+    """A cohort in one line (``name`` "" for the queues in no cohort): how many
+    ClusterQueues its subtree holds, each GPU resource's nominal quota and use over them
+    (every flavor summed), and how many workloads Kueue reports admitted and pending in
+    them (None when the poll has seen none of them)."""
+
+    name: str
+    depth: int = 0
+    within: str = ""
+    queues: int = 0
+    gpus: list[Row] = field(default_factory=list)
+    admitted: int | None = None
+    pending: int | None = None
+
+
+def subtree_queues(node: CohortNode) -> list[str]:
+    """The ClusterQueues of a cohort and of every cohort nested in it, by name."""
+    out = list(node.queues)
+    for child in node.children:
+        out.extend(subtree_queues(child))
+    return out
+
+
+def summary(
+    name: str, queues: Sequence[Facts], totals: Sequence[Row], *, node: CohortNode | None = None
+) -> Summary:
+    """One line of a cohort (``node``; its subtree's ``queues`` and ``totals``), or of the
+    queues in no cohort (no node, ``totals`` their rows)."""
+    gpus: dict[str, Row] = {}
+    for row in totals:
+        if not row.resource.startswith("nvidia.com/"):
+            continue
+        total = gpus.setdefault(row.resource, Row("", row.resource))
+        total.nominal += row.nominal
+        if row.used is not None:
+            total.used = (total.used or Fraction(0)) + row.used
+    counts: dict[str, int | None] = {}
+    for key in ("admittedWorkloads", "pendingWorkloads"):
+        seen = [q.status.get(key) for q in queues if q.status]
+        counts[key] = sum(v for v in seen if isinstance(v, int)) if seen else None
+    return Summary(
+        name=name,
+        depth=node.depth if node else 0,
+        within=node.within if node else "",
+        queues=len(queues),
+        gpus=sorted(gpus.values(), key=lambda r: r.resource),
+        admitted=counts["admittedWorkloads"],
+        pending=counts["pendingWorkloads"],
+    )
+
+
+def summaries(
+    roots: Sequence[CohortNode], queues: Sequence[Facts], rows: Mapping[str, Sequence[Row]]
+) -> list[Summary]:
+    """Every cohort's line, depth first (a parent before its children), then the queues in
+    no cohort's when there are some (``rows``: a queue's :func:`queue_rows`)."""
+    facts = {q.name: q for q in queues}
+    out = [
+        summary(node.name, [facts[q] for q in subtree_queues(node)], node.totals, node=node)
+        for node in walk(roots)
+    ]
+    alone = [q for q in queues if not q.parent]
+    if alone:
+        totals: dict[Key, Row] = {}
+        for queue in alone:
+            _add(totals, rows.get(queue.name, []))
+        out.append(summary("", alone, list(totals.values())))
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Subquery, Value, Window
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 
@@ -46,18 +46,36 @@ def waiting_cluster_queue(*otherwise: Any) -> Coalesce:
     return Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue), *otherwise)
 
 
-def first_in_line(per_queue: int = 3, *, cluster_id: int) -> dict[str, list[ObservedWorkload]]:
+def first_in_line(
+    per_queue: int = 3, *, cluster_id: int, queues: Iterable[str] | None = None
+) -> dict[str, list[ObservedWorkload]]:
     """ClusterQueue -> its first ``per_queue`` waiting workloads in Kueue's order (their
     place from the visibility API, then the oldest first), in one query whatever the
     number of queues and workloads. A waiting workload names no ClusterQueue yet: its
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
-    ``cluster_id``: the cluster whose queues these are."""
+    ``cluster_id``: the cluster whose queues these are; ``queues``: only these
+    ClusterQueues' (by name; every one's by default)."""
     waiting = (
         ObservedWorkload.objects.on(cluster_id)
         .filter(admitted=False, finished=False)
         .annotate(queue=waiting_cluster_queue())
-        .exclude(queue=None)
     )
+    if queues is None:
+        waiting = waiting.exclude(queue=None)
+    else:
+        names = sorted(queues)
+        # The rows in them exactly: their own ClusterQueue, or (none named yet) a LocalQueue
+        # pointing at one of them, a join the database plans once; the LocalQueue of every
+        # other waiting workload is not looked up one row at a time.
+        through_local_queue = LocalQueue.objects.filter(
+            namespace__cluster_id=OuterRef("cluster_id"),
+            namespace__name=OuterRef("namespace"),
+            name=OuterRef("queue_name"),
+            cluster_queue__name__in=names,
+        )
+        waiting = waiting.filter(
+            Q(cluster_queue__in=names) | Q(cluster_queue="") & Exists(through_local_queue)
+        )
     order: list[OrderBy | str] = [
         F("position").asc(nulls_last=True),
         "queued_at",

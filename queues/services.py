@@ -87,12 +87,23 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     promises more than exists (or ever could). Raises ValueError on a value that is no
     quantity (its field error says why)."""
     others: dict[tuple[str, str], Any] = defaultdict(int)
-    # Queues of the same cluster only: another cluster's fleet backs its own queues.
-    for other in ClusterQueue.objects.filter(cluster=edited.cluster_id).exclude(pk=cq.pk):
-        for key, amount in other.quota().items():
-            others[key] += amount
     new = edited.quota()
-    capacity = fleet_capacity({resource for _, resource in new}, edited.cluster_id)
+    # Queues of the same cluster only: another cluster's fleet backs its own queues. Only
+    # those with a quota of one of the edited queue's resources count (``promises`` reads
+    # no other), found by the database: not every queue of a large cluster is parsed.
+    sharing = models.Q()
+    for resource in sorted({resource for _, resource in new}):
+        quota = [{"flavors": [{"resources": [{"name": resource}]}]}]
+        sharing |= models.Q(resource_groups__contains=quota)
+    if sharing:
+        for other in ClusterQueue.objects.filter(sharing, cluster=edited.cluster_id).exclude(
+            pk=cq.pk
+        ):
+            for key, amount in other.quota().items():
+                others[key] += amount
+    capacity = fleet_capacity(
+        {resource for _, resource in new}, edited.cluster_id, flavors={flavor for flavor, _ in new}
+    )
     return promises(
         cq.quota(),
         new,

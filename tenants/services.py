@@ -375,7 +375,7 @@ def _beyond_the_fleet(
     }
     if not raised:
         return errors
-    capacity = fleet_capacity((r.removeprefix("requests.") for r in raised), cluster_id)
+    capacity = fleet_capacity((r.removeprefix("requests.") for r in raised), cluster_id, flavors=())
     if not capacity.known:
         return errors
     for resource, value in raised.items():

@@ -2,7 +2,7 @@
 at two data sizes (the demo, then the demo with many more teams, nodes, pods, Kueue
 workloads and requests) and compared. Among them every page the scale scenario measures
 (bench/pages.py --scale): the home of a lead whose team has tens of waiting workloads, the
-Queues page, a ClusterQueue's page, the workloads list, the approver's workspace and the
+Queues page (every queue, and one cohort open), a ClusterQueue's page, the workloads list, the approver's workspace and the
 Fleet page."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ PAGES = {
     "/quota/": ("lead-a", "admin"),
     "/audit/": ("lead-a", "admin"),
     "/queues/": ("lead-a", "admin"),
+    "/queues/?cohort=ai-platform": ("lead-a", "admin"),  # one cohort open
     "/queues/cluster-queues/cq-train/edit/": ("admin",),
     "/workloads/": ("lead-a", "admin"),
     "/workspace/": ("approver", "admin"),
@@ -168,7 +169,7 @@ def test_query_counts_do_not_grow_with_data(demo: None) -> None:
     small = {(page, user): count(page, user) for page, users in PAGES.items() for user in users}
     grow(40, 3)
     # the pages do show the grown data (the last team, node, pod or request)
-    shown = {
+    shown: dict[str, str | tuple[str, ...]] = {
         "/": ("waiting-42", "wait-42"),  # a pending pod, a waiting workload of team-a
         # each pool summed up: the grown nodes are counted in the train pool's card
         "/fleet/": f"<strong>{trained()} nodes</strong>",
@@ -177,6 +178,7 @@ def test_query_counts_do_not_grow_with_data(demo: None) -> None:
         "/quota/": "grown-42",
         "/audit/": "grown-42",
         "/queues/": "grown-lq-42",
+        "/queues/?cohort=ai-platform": 'id="cluster-queue-cq-train-title"',
         "/queues/cluster-queues/cq-train/edit/": "cq-train",
         "/workloads/": "wait-3",  # the newest first
         "/workspace/": 'id="decisions-count">86<',  # 43 MIG changes, 43 quota requests
