@@ -14,9 +14,11 @@ from django.utils import timezone
 import devcluster
 from changes import mig as changes
 from changes.executor import advance
+from changes.mig_policy import approve_mig_policy_change, offered_profiles, propose_mig_policy
 from changes.models import MigChangeRequest
 from cluster.models import AppliedObject, ObservedCreateFailure, SyncRun
 from cluster.services import settings_cluster
+from devcluster import dra
 from devcluster.rbac import granted
 from diagnostics.operator_check import check_gpu_operator
 from health.services import collect_gpu_health
@@ -107,6 +109,29 @@ def suspend_an_idle_workload(gateway: Gateway) -> str:
     return IdleSpell.objects.get(suspended_at=now).workload
 
 
+def govern_mig(gateway: Gateway, demo: devcluster.DemoCluster) -> None:
+    """The cluster's MIG policy governed (a profile its DRA GPUs publish granted to team-a),
+    the grant changed, then the policy given up: each approved and applied by the loop. The
+    seed's cluster publishes no GPU through DRA: one A100 node's driver does here."""
+    with demo.cluster.lock:
+        for item in dra.node_slices("gpu-dra-01", "NVIDIA A100-SXM4-80GB", 1):
+            demo.cluster.create(dra.SLICES, "", item, manager="gpu-kubelet-plugin")
+    poll_cluster(gateway=gateway)
+    cluster = settings_cluster()
+    admin, approver = User.objects.get(username="admin"), User.objects.get(username="approver")
+    profile = offered_profiles(cluster)[0]
+    for governed, devices in ((True, 1), (True, 2), (False, 0)):
+        grants = (
+            [{"namespace": "team-a", "profile": profile, "devices": devices}] if governed else []
+        )
+        change = propose_mig_policy(
+            actor=admin, cluster=cluster, governed=governed, grants=grants, reason="the test"
+        )
+        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        report = apply_desired_state(gateway=gateway, full=True)
+        assert not report.failed, report.failed
+
+
 @pytest.mark.demo_cluster(
     users=lambda: {"portal-token": (SERVICE_ACCOUNT, cluster_role()["rules"])}
 )
@@ -144,6 +169,8 @@ def test_the_cluster_loop_needs_exactly_the_cluster_role(
     assert run_mig_change(gateway).state == "succeeded"
     # The idle policy suspends a workload found idle: it reads the Workload, then deactivates it.
     assert suspend_an_idle_workload(gateway) == "job-llm-pretrain"
+    # A governed MIG policy: its per-profile DeviceClasses created, changed, then removed.
+    govern_mig(gateway, cluster)
 
     # Volcano instead of Kueue: the Kueue objects go, the Volcano queues come.
     settings.QM_QUEUE_BACKEND = "volcano"
