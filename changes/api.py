@@ -706,16 +706,7 @@ class MigPolicyChangeViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def approve(self, request: Request, pk: str) -> Response:
-        data = DecisionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        decided = mig_policy.approve_mig_policy_change(
-            change_id=int(pk),
-            approver=request.user,
-            comment=data.validated_data["comment"],
-            seen=data.validated_data["fingerprint"],
-            source="api",
-        )
-        return Response(MigPolicyChangeSerializer(decided).data)
+        return self._decide(request, pk, "approve")
 
     @extend_schema(
         request=DecisionSerializer,
@@ -725,12 +716,12 @@ class MigPolicyChangeViewSet(
     @action(detail=True, methods=["post"])
     @idempotent
     def reject(self, request: Request, pk: str) -> Response:
+        return self._decide(request, pk, "reject")
+
+    def _decide(self, request: Request, pk: str, verb: str) -> Response:
+        """Approve or reject through the decisions' one table, as the page does."""
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        decided = mig_policy.reject_mig_policy_change(
-            change_id=int(pk),
-            approver=request.user,
-            comment=data.validated_data["comment"],
-            source="api",
-        )
+        decide("policy", verb, _asked(request, pk, data.validated_data))
+        decided = mig_policy.get_mig_policy_change_for_user(request.user, int(pk))
         return Response(MigPolicyChangeSerializer(decided).data)

@@ -11,10 +11,10 @@ from typing import Literal
 
 from django.core.exceptions import PermissionDenied
 
-from changes import mig, quota
+from changes import mig, mig_policy, quota
 from changes.approval import User
 
-Kind = Literal["mig", "quota"]
+Kind = Literal["mig", "quota", "policy"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,18 @@ QUOTA_VERBS: dict[str, Verb] = {
     "cancel": _by_actor(quota.cancel_quota_change, "cancel", "Cancelled."),
 }
 
-VERBS: dict[Kind, dict[str, Verb]] = {"mig": MIG_VERBS, "quota": QUOTA_VERBS}
+# A cluster's MIG policy: proposed changes are approved or rejected, nothing else.
+POLICY_VERBS: dict[str, Verb] = _decisions(
+    mig_policy.approve_mig_policy_change,
+    mig_policy.reject_mig_policy_change,
+    "Approved: the loop applies the policy.",
+)
+
+VERBS: dict[Kind, dict[str, Verb]] = {
+    "mig": MIG_VERBS,
+    "quota": QUOTA_VERBS,
+    "policy": POLICY_VERBS,
+}
 
 
 def verb_of(kind: Kind, verb: str) -> Verb:

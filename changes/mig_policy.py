@@ -279,7 +279,7 @@ def get_mig_policy_change_for_user(user: User, change_id: int) -> MigPolicyChang
 
 
 def approve_mig_policy_change(
-    *, change_id: int, approver: User, comment: str = "", seen: str = "", source: str = "web"
+    *, request_id: int, approver: User, comment: str = "", seen: str = "", source: str = "web"
 ) -> MigPolicyChange:
     """Approve a pending policy change on a fresh assessment and write the policy.
 
@@ -287,7 +287,7 @@ def approve_mig_policy_change(
     change locked): when the assessment made now differs from the one the approver was
     shown (``seen``; by default the stored one), it is stored and the approval refused, so
     the approver reads it and decides again."""
-    change = get_mig_policy_change_for_user(approver, change_id)
+    change = get_mig_policy_change_for_user(approver, request_id)
     require_decider(approver, "MIG policy changes")
     refuse_own(change, approver, "You cannot approve your own proposal; another approver must.")  # type: ignore[arg-type]
     with transaction.atomic(durable=True):  # an entry point: never inside another
@@ -362,9 +362,9 @@ def approve_mig_policy_change(
 
 @transaction.atomic(durable=True)  # an entry point: never inside another
 def reject_mig_policy_change(
-    *, change_id: int, approver: User, comment: str, source: str = "web"
+    *, request_id: int, approver: User, comment: str, source: str = "web"
 ) -> MigPolicyChange:
-    change = get_mig_policy_change_for_user(approver, change_id)
+    change = get_mig_policy_change_for_user(approver, request_id)
     require_decider(approver, "MIG policy changes")
     refuse_own(change, approver, "You cannot decide your own proposal.")  # type: ignore[arg-type]
     if change.state != State.PENDING:

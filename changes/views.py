@@ -12,7 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Model, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
@@ -486,21 +486,9 @@ def _policy_errors(exc: ValidationError) -> dict[str, list[str]]:
 @require_POST
 def mig_policy_decide(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     try:
-        if action == "approve":
-            mig_policy.approve_mig_policy_change(
-                change_id=pk,
-                approver=request.user,
-                comment=request.POST.get("comment", ""),
-                seen=request.POST.get("fingerprint", ""),
-            )
-            messages.success(request, "Approved: the loop applies the policy.")
-        elif action == "reject":
-            mig_policy.reject_mig_policy_change(
-                change_id=pk, approver=request.user, comment=request.POST.get("comment", "")
-            )
-            messages.success(request, "Rejected.")
-        else:
-            raise Http404("No such action.")
+        verb = decide("policy", action, _asked(request, pk))
     except (DomainError, ValidationError) as exc:
         messages.error(request, user_message(exc))
+    else:
+        messages.success(request, verb.done)
     return redirect("mig-policy")

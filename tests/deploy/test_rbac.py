@@ -127,7 +127,7 @@ def govern_mig(gateway: Gateway, demo: devcluster.DemoCluster) -> None:
         change = propose_mig_policy(
             actor=admin, cluster=cluster, governed=governed, grants=grants, reason="the test"
         )
-        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        approve_mig_policy_change(request_id=change.pk, approver=approver)
         report = apply_desired_state(gateway=gateway, full=True)
         assert not report.failed, report.failed
 

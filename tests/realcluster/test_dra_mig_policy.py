@@ -122,7 +122,7 @@ def test_a_governed_cluster_admits_only_the_granted_profiles(
             grants=[{"namespace": NAMESPACE, "profile": GRANTED, "devices": 1}],
             reason="3g.40gb for the team's training, nothing else",
         )
-        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        approve_mig_policy_change(request_id=change.pk, approver=approver)
         report = apply_desired_state(gateway=real_gateway)
         assert not report.failed and not report.conflicts, report
         (quota,) = [
@@ -202,14 +202,14 @@ def test_a_governed_cluster_admits_only_the_granted_profiles(
                 "allowed": 0,
             }
         ], cut.assessment
-        reject_mig_policy_change(change_id=cut.pk, approver=approver, comment="no")
+        reject_mig_policy_change(request_id=cut.pk, approver=approver, comment="no")
         free = propose_mig_policy(
             actor=platform_admin, cluster=cluster, governed=False, grants=[], reason="back"
         )
         assert [(w["pod"], w["template"]) for w in free.assessment["could_start"]] == [
             ("rc-policy-waits", "rc-generic-template")
         ], free.assessment
-        approve_mig_policy_change(change_id=free.pk, approver=approver)
+        approve_mig_policy_change(request_id=free.pk, approver=approver)
         report = apply_desired_state(gateway=real_gateway)
         assert not report.failed and not report.conflicts, report
         assert policy_quota_name(NAMESPACE) not in {

@@ -136,7 +136,7 @@ def test_an_approved_change_writes_the_policy_the_loop_renders(
     assert asked.actor_id == platform_admin.pk
     assert mig_policy_of(settings_cluster()) == (False, [])  # nothing until approved
 
-    approve_mig_policy_change(change_id=change.pk, approver=approver, comment="fine")
+    approve_mig_policy_change(request_id=change.pk, approver=approver, comment="fine")
     change.refresh_from_db()
     assert (change.state, change.decided_by_id) == ("approved", approver.pk)
     assert mig_policy_of(settings_cluster()) == (True, GRANT)
@@ -169,7 +169,7 @@ def test_an_approved_change_writes_the_policy_the_loop_renders(
 def test_nobody_approves_their_own_proposal(fleet: Any, platform_admin: Any) -> None:
     change = propose(platform_admin)
     with pytest.raises(DomainError) as refused:
-        approve_mig_policy_change(change_id=change.pk, approver=platform_admin)
+        approve_mig_policy_change(request_id=change.pk, approver=platform_admin)
     assert refused.value.code == "self_approval"
     assert not MigPolicy.objects.on_every_cluster().exists()
 
@@ -182,7 +182,7 @@ def test_an_approval_on_a_stale_assessment_is_refused_and_the_assessment_renewed
     claim_row("late-3g-a", THREE_G)
     claim_row("late-3g-b", THREE_G, allocated=False)
     with pytest.raises(DomainError) as refused:
-        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        approve_mig_policy_change(request_id=change.pk, approver=approver)
     assert refused.value.code == "stale_assessment"
     change.refresh_from_db()
     assert change.state == "pending"
@@ -196,15 +196,15 @@ def test_an_approval_on_a_stale_assessment_is_refused_and_the_assessment_renewed
         }
     ]
     assert AuditEvent.objects.filter(event="mig_policy_change.reassessed").count() == 1
-    approve_mig_policy_change(change_id=change.pk, approver=approver)
+    approve_mig_policy_change(request_id=change.pk, approver=approver)
     assert MigGrant.objects.count() == 1
 
 
 def test_a_rejection_says_why(fleet: Any, platform_admin: Any, approver: Any) -> None:
     change = propose(platform_admin)
     with pytest.raises(ValidationError):
-        reject_mig_policy_change(change_id=change.pk, approver=approver, comment="")
-    reject_mig_policy_change(change_id=change.pk, approver=approver, comment="not now")
+        reject_mig_policy_change(request_id=change.pk, approver=approver, comment="")
+    reject_mig_policy_change(request_id=change.pk, approver=approver, comment="not now")
     change.refresh_from_db()
     assert change.state == "rejected"
     assert not MigPolicy.objects.on_every_cluster().exists()
@@ -223,7 +223,7 @@ def test_leads_and_members_cannot_read_or_decide_a_change(
     other: Any = UserFactory(username="erin")
     for who in (team_a_admin, other):
         with pytest.raises(Http404):
-            approve_mig_policy_change(change_id=change.pk, approver=who)
+            approve_mig_policy_change(request_id=change.pk, approver=who)
 
 
 def test_the_impact_names_the_claims_cut_and_the_pods_that_could_start() -> None:
@@ -334,7 +334,7 @@ def test_the_policy_page_shows_the_mode_and_only_the_leads_team(
     text = page.content.decode()
     assert "Not governed" in text and "team-b-dra" in text
     assert f"mig-policy-change-{change.pk}-decide" in text
-    approve_mig_policy_change(change_id=change.pk, approver=approver)
+    approve_mig_policy_change(request_id=change.pk, approver=approver)
     client.force_login(team_a_admin)
     text = client.get("/changes/mig-policy/").content.decode()
     assert "Governed per claim" in text and "team-a-dra" in text
@@ -397,7 +397,7 @@ def test_the_proposer_is_told_of_the_decision_without_any_team_named(
     with django_capture_on_commit_callbacks(execute=True):
         change = propose(platform_admin)
     with django_capture_on_commit_callbacks(execute=True):
-        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        approve_mig_policy_change(request_id=change.pk, approver=approver)
     told = Notification.objects.get(event="mig_policy_change.approved")
     assert (told.user, told.kind, told.url) == (
         platform_admin,
@@ -411,7 +411,7 @@ def test_the_page_warns_when_kueue_maps_none_of_the_profile_classes(
     client: Client, fleet: Any, platform_admin: Any, approver: Any
 ) -> None:
     kueue_on_the_recorded_dra_cluster(CONFIG)
-    approve_mig_policy_change(change_id=propose(platform_admin).pk, approver=approver)
+    approve_mig_policy_change(request_id=propose(platform_admin).pk, approver=approver)
     client.force_login(approver)
     text = client.get("/changes/mig-policy/").content.decode()
     assert f"maps none of <code>{THREE_G}</code> to a resource" in text
@@ -426,7 +426,7 @@ def test_a_change_granting_a_namespace_deleted_since_is_not_approved(
     change = propose(platform_admin)
     fleet.delete()
     with pytest.raises(DomainError) as refused:
-        approve_mig_policy_change(change_id=change.pk, approver=approver)
+        approve_mig_policy_change(request_id=change.pk, approver=approver)
     assert refused.value.code == "target_deleted"
     assert not MigPolicy.objects.on_every_cluster().exists()
 
