@@ -23,6 +23,7 @@ from budgets.selectors import (
     budgets_for_user,
     get_budget_for_user,
     teams_for_budgets,
+    unit_words,
 )
 from portal.access.permissions import is_platform_admin
 from portal.vocabulary.errors import DomainError, user_message
@@ -128,7 +129,7 @@ def budget_delete(request: HttpRequest, pk: int) -> HttpResponse:
         services.delete_budget(actor=request.user, budget=budget, source="web", confirmed=True)
         messages.success(request, f"Budget of {budget.team.slug} removed.")
         return redirect("budgets")
-    unit = rows_of([budget])[0].standing.unit  # GPU-hours or the currency
+    unit = unit_words([budget])[budget.pk]  # GPU-hours or the currency
     context = {"budget": budget, "unit": unit, "effects": budget_deletion(budget)}
     return render(request, "budgets/budget_delete.html", context)
 
