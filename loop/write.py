@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 
 from cluster import decode
 from cluster.models import (
@@ -140,6 +140,29 @@ def _copy_upsert(
         )
         raw.execute("DROP TABLE _upsert")
     return count
+
+
+def _copy_in(model: Any, rows: Iterable[dict[str, Any]], **common: Any) -> None:
+    """Insert ``rows`` (field name -> value, each with ``common``) with one COPY. Django's
+    bulk_create sends a column's values as one array parameter: a JSON column's text then
+    has every quote escaped in Python as an array element, which was most of a first poll
+    at 10,000 ResourceClaims (4.1 of its 8 s). A field a row leaves out gets its default."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    json = {f.attname for f in fields if isinstance(f, models.JSONField)}
+    defaults = {f.attname: f.get_default() for f in fields}
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {model._meta.db_table} ({columns}) FROM STDIN") as copy,
+    ):
+        for values in rows:
+            row = {**defaults, **common, **values}
+            copy.write_row(
+                [
+                    orjson.dumps(row[name]).decode() if name in json else row[name]
+                    for name in defaults
+                ]
+            )
 
 
 def _row(values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
@@ -489,10 +512,7 @@ def _replace_in_bulk(
     gone = sum(1 for key in existing if key not in current)
     if stale:
         model.objects.filter(pk__in=stale).delete()
-    model.objects.bulk_create(
-        [model(cluster_id=cluster_id, last_changed=now, **values) for values in changed.values()],
-        batch_size=1000,
-    )
+    _copy_in(model, changed.values(), cluster_id=cluster_id, last_changed=now)
     return len(changed) + gone
 
 
@@ -568,10 +588,7 @@ def _replace_versioned(
         model.objects.filter(pk__in=stale).delete()
     if noted:
         model.objects.bulk_update(noted, ["decoded_from"], batch_size=1000)
-    model.objects.bulk_create(
-        [model(cluster_id=cluster_id, last_changed=now, **values) for values in changed.values()],
-        batch_size=1000,
-    )
+    _copy_in(model, changed.values(), cluster_id=cluster_id, last_changed=now)
     return len(changed) + sum(1 for key in existing if key not in seen)
 
 
