@@ -512,6 +512,7 @@ class Promise:
     promised: int  # what every queue would promise on (flavor, resource) with the edit
     raised: bool  # the edit raises this queue's quota
     ceiling: int | None  # the most the nodes behind the flavor could ever offer of it
+    unit: str = ""  # a DRA-mapped resource's: "devices", or the counter Kueue charges in
 
     @property
     def unbacked(self) -> bool:
@@ -530,11 +531,14 @@ def promises(
     behind: dict[tuple[str, str], int] | None,
     ceiling: dict[tuple[str, str], int] | None,
     devices: Mapping[str, int] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> dict[tuple[str, str], Promise]:
     """Per GPU (flavor, resource) of an edited queue: what it and the other queues would
     promise against what the nodes behind the flavor offer, and could ever offer.
-    ``devices``: resource -> the most DRA devices Kueue's mapping of it could be backed by
-    (the cluster's published devices, whatever the flavor): offered now and ever."""
+    ``devices``: resource -> the most Kueue's DRA mapping of it could be backed by (the
+    cluster's published devices, whatever the flavor, or for a counter source the counter
+    they share): offered now and ever, in ``units`` (resource -> ``devices`` or the
+    counter's name)."""
     out = {}
     devices = devices or {}
     for key, amount in new.items():
@@ -546,6 +550,7 @@ def promises(
                 promised=int(promised),
                 raised=amount > old.get(key, 0),
                 ceiling=devices[resource],
+                unit=(units or {}).get(resource, "devices"),
             )
             continue
         if not resource.startswith("nvidia.com/"):
