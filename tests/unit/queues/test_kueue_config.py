@@ -349,3 +349,36 @@ def test_a_quota_request_on_a_counter_is_weighed_against_its_ceiling(
         "devices of mig.nvidia.com could give 98 of it at once; queues would promise 84." in n
         for n in asked.assessment["notes"]
     ), asked.assessment
+
+
+@pytest.mark.django_db
+def test_a_quota_in_a_memory_counters_bytes_is_no_count_of_devices(platform_admin: User) -> None:
+    """A resource with a domain is counted in whole devices, below 2^31; one Kueue charges in
+    a memory counter is bytes (80Gi is 85899345920), held to the counter's ceiling instead."""
+    kueue_on_the_recorded_dra_cluster(CONFIG)
+    cq = dra_queue("dra.nvidia.com/mig-memory", "80Gi")
+    assert dra_ceilings(cq.cluster_id, ["dra.nvidia.com/mig-memory"]) == {
+        "dra.nvidia.com/mig-memory": Ceiling(80 * 1024**3, "memory", ("mig.nvidia.com",))
+    }
+    save_cluster_queue(actor=platform_admin, cluster_queue=cq, source="api")
+    cq.set_nominal_quota("dra-devices", "dra.nvidia.com/mig-memory", "120Gi")
+    with pytest.raises(ValidationError) as refused:
+        save_cluster_queue(actor=platform_admin, cluster_queue=cq, source="api")
+    assert (
+        "could give at most 80Gi of it at once" in refused.value.message_dict["override_reason"][0]
+    )
+    other = ClusterQueue(name="dra-typo", cluster_id=cq.cluster_id, namespace_selector={})
+    other.resource_groups = [
+        {
+            "coveredResources": ["dra.nvidia.com/typo"],
+            "flavors": [
+                {
+                    "name": "dra-devices",
+                    "resources": [{"name": "dra.nvidia.com/typo", "nominalQuota": "80Gi"}],
+                }
+            ],
+        }
+    ]
+    with pytest.raises(ValidationError) as counted:
+        other.full_clean()
+    assert "must be at most 2147483647" in str(counted.value)
