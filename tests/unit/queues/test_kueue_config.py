@@ -36,6 +36,7 @@ from tests.factories import (
     NamespaceFactory,
     ResourceFlavorFactory,
 )
+from tests.support import bearer
 from tests.unit.cluster.test_decode_dra import NOW, listing, write_dra
 
 CONFIG = """
@@ -382,3 +383,32 @@ def test_a_quota_in_a_memory_counters_bytes_is_no_count_of_devices(platform_admi
     with pytest.raises(ValidationError) as counted:
         other.full_clean()
     assert "must be at most 2147483647" in str(counted.value)
+
+
+@pytest.mark.django_db
+def test_the_apis_dry_run_shows_a_counter_quota_against_its_ceiling(
+    client: Client, platform_admin: User
+) -> None:
+    kueue_on_the_recorded_dra_cluster(COUNTERS)
+    dra_queue("dra.nvidia.com/mig-sm", "42")
+    read = client.get("/api/v1/cluster-queues/dra-gpus/", headers=bearer("padmin"))
+    groups = read.json()["resource_groups"]
+    groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "140"
+    dry = client.put(
+        "/api/v1/cluster-queues/dra-gpus/quotas/",
+        {"resource_groups": groups, "dry_run": True},
+        content_type="application/json",
+        headers=bearer("padmin"),
+    ).json()
+    (promise,) = dry["promises"]
+    assert (promise["offered"], promise["promised"], promise["ceiling"], promise["unit"]) == (
+        98,
+        140,
+        98,
+        "multiprocessors",
+    )
+    assert any("could give at most 98 of it at once" in m for m in dry["refused"]), dry
+    assert dry["kueue_notes"]["dra.nvidia.com/mig-sm"].endswith(
+        "the cluster's DRA devices of mig.nvidia.com could give at most 98 of it at once, the "
+        "most its quota can be backed by."
+    )
