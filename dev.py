@@ -133,12 +133,14 @@ def first_look(clusters: list[str]) -> list[list[str]]:
     """The commands that fill new demo clusters before the pages open: each cluster synced
     (a new demo cluster starts empty), then the usage history backfilled from what they all
     hold (charts on the Usage page at once: a cluster not yet polled would have no pool, so
-    no fleet history), the demo's budgets set from that history (team-a's nearly spent),
+    no fleet history; before it, the inference cluster's MIG policy, whose grants are checked
+    against the MIG profiles its poll read), the demo's budgets set from that history
+    (team-a's nearly spent),
     and last each cluster's GPU health read (the Fleet page's health at once): last, so the
     idle runs it starts go on into the worker's first readings (a reading further back than
     three collections starts a device's run again, and the backfill takes minutes)."""
     steps = [["sync_cluster", "--full", f"--cluster={name}"] for name in clusters]
-    steps += [["backfill_usage", "--days=14"], ["demo_budgets"]]
+    steps += [["demo_mig_policy"], ["backfill_usage", "--days=14"], ["demo_budgets"]]
     return [*steps, *(["collect_gpu_health", f"--cluster={name}"] for name in clusters)]
 
 

@@ -34,7 +34,8 @@ from portal.notifications.send import Audience, notify_event
 from portal.removal import Consequences
 from portal.vocabulary.errors import DomainError
 from portal.vocabulary.quantity import MAX_QUANTITY, QuantityError, format_quantity, parse_quantity
-from queues.dra import device_ceilings
+from queues.dra import Ceiling, dra_ceilings
+from queues.kueue_config import counter_text
 from queues.models import ClusterQueue
 from queues.rules import quota_entries
 from queues.services import save_cluster_queue
@@ -258,9 +259,9 @@ def _queue_capacity(
     ]
     if _amount(requested).denominator == 1:
         queues.append(QueueQuota(cq.name, flavor, resource, int(_amount(requested))))
-    devices = device_ceilings(cq.cluster_id, [resource]).get(resource)
-    if devices is not None:  # Kueue charges DRA devices in it: the cluster's, whatever flavor
-        fits, notes = _dra_capacity(cq, flavor, resource, _amount(requested), devices)
+    dra = dra_ceilings(cq.cluster_id, [resource]).get(resource)
+    if dra is not None:  # Kueue charges DRA devices in it: the cluster's, whatever flavor
+        fits, notes = _dra_capacity(cq, flavor, resource, _amount(requested), dra)
         return fits, notes + _cohort_notes(cq, flavor, resource, delta)
     after = dataclasses.replace(facts, queues=queues)  # the facts stay as read
     short = next(
@@ -278,11 +279,12 @@ def _queue_capacity(
 
 
 def _dra_capacity(
-    cq: ClusterQueue, flavor: str, resource: str, requested: Fraction, devices: int
+    cq: ClusterQueue, flavor: str, resource: str, requested: Fraction, dra: Ceiling
 ) -> tuple[bool, list[str]]:
     """Every queue's nominal quota of a resource Kueue charges DRA devices in (``cq``'s on
     ``flavor`` as requested), against the most devices of its classes the cluster's DRA
-    drivers publish at once, whatever the flavor."""
+    drivers publish at once (or, for a counter source, the most of the counter they share),
+    whatever the flavor."""
     promised = requested + sum(
         (
             amount
@@ -292,16 +294,24 @@ def _dra_capacity(
         ),
         Fraction(0),
     )
-    notes = [
-        f"Kueue charges DRA devices in {resource}: the cluster's drivers publish {devices} of "
-        f"its device classes at once; queues would promise {format_quantity(promised)}."
-    ]
-    if promised > devices:
+    if dra.counted:
+        notes = [
+            f"Kueue charges {resource} in the DRA counter {dra.unit}: the cluster's devices of "
+            f"{', '.join(dra.classes)} could give {counter_text(dra.amount)} of it at once; "
+            f"queues would promise {counter_text(int(promised))}."
+        ]
+    else:
+        notes = [
+            f"Kueue charges DRA devices in {resource}: the cluster's drivers publish "
+            f"{dra.amount} of its device classes at once; queues would promise "
+            f"{format_quantity(promised)}."
+        ]
+    if promised > dra.amount:
         notes.append(
             "Quotas would be oversubscribed: a quota is a ceiling, not a reservation, so "
             "teams may wait for each other."
         )
-    return promised <= devices, notes
+    return promised <= dra.amount, notes
 
 
 def _cohort_notes(cq: ClusterQueue, flavor: str, resource: str, delta: Fraction) -> list[str]:
@@ -546,32 +556,40 @@ def _value_errors(
     requested: str,
     override_reason: str,
     facts: Fleet,
-    devices: int | None = None,
+    dra: Ceiling | None = None,
 ) -> dict[str, list[str]]:
     """A value that changes nothing, that no Kubernetes quota holds, or that the fleet
     could never back (a platform admin may still ask for the last, with a reason).
-    ``devices``: for a queue resource Kueue charges DRA devices in, the most the cluster's
-    DRA drivers publish at once (the fleet's bound then)."""
+    ``dra``: for a queue resource Kueue charges DRA devices (or a DRA counter's units) in,
+    the most the cluster's DRA drivers publish at once (the fleet's bound then)."""
     amount = _amount(requested)
     if previous and _amount(previous) == amount:
         return {"requested": [f"The quota is already {previous}: there is nothing to change."]}
     beyond = {"requested": ["Far beyond any quota Kubernetes can hold."]}
     bare = resource.removeprefix("requests.").removeprefix("limits.")
-    if devices is None and (
+    if dra is None and (
         not bare.startswith("nvidia.com/")
         or not any(n.gpu_count or n.allocatable for n in facts.nodes)
     ):
         # not a GPU, or no GPU node observed yet: nothing to hold it against
         return beyond if amount > MAX_QUANTITY else {}
-    most = ceiling(facts, bare) if devices is None else devices
+    most = ceiling(facts, bare) if dra is None else dra.amount
     if amount <= most:
         return {}
+    if dra is not None and dra.counted:
+        bound = (
+            f"The cluster's DRA devices of {', '.join(dra.classes)} could never give more than "
+            f"{counter_text(most)} of the counter {dra.unit}, which Kueue charges {bare} in"
+        )
+        ask = counter_text(most)
+    else:
+        bound = f"The fleet could never offer more than {most} {bare}, in any MIG layout"
+        ask = str(most)
     if not is_platform_admin(actor):
         return {
             "requested": [
-                f"The fleet could never offer more than {most} {bare}, in any MIG layout: "
-                f"{format_quantity(amount)} can never be backed. Ask for at most {most}, or "
-                "ask a platform admin (who can override this with a reason)."
+                f"{bound}: {format_quantity(amount)} can never be backed. Ask for at most "
+                f"{ask}, or ask a platform admin (who can override this with a reason)."
             ]
         }
     if amount > MAX_QUANTITY:
@@ -579,8 +597,8 @@ def _value_errors(
     if not override_reason.strip():
         return {
             "override_reason": [
-                f"The fleet could never offer more than {most} {bare}: say why the quota "
-                f"should promise {format_quantity(amount)} (nodes on order, another cluster)."
+                f"{bound.split(', in any MIG layout')[0]}: say why the quota should promise "
+                f"{format_quantity(amount)} (nodes on order, another cluster)."
             ]
         }
     return {}
@@ -659,7 +677,7 @@ def request_quota_change(
         requested=requested,
         override_reason=override_reason,
         facts=facts,
-        devices=device_ceilings(cluster_queue.cluster_id, [resource]).get(resource)
+        dra=dra_ceilings(cluster_queue.cluster_id, [resource]).get(resource)
         if kind == Kind.QUEUE and cluster_queue is not None
         else None,
     ) or _open_request_error(kind, namespace, cluster_queue, flavor, resource)

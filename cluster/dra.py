@@ -13,6 +13,7 @@ the explainer count alike.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -327,6 +328,8 @@ def matches(device: Device, expression: str) -> bool | None:
     attributes = dict(device.attributes)
     for term in expression.split("&&"):
         text = term.strip()
+        if text.strip("() ") == "true":  # a selector that selects every device
+            continue
         driver = _DRIVER_TERM.match(text)
         if driver:
             if device.driver != (
@@ -542,3 +545,52 @@ def most_at_once(selectors: Sequence[str], gpus: Sequence[Gpu]) -> int | None:
                 for name, amount in device.consumes:
                     used[name] += amount
     return total
+
+
+def counter_at_once(
+    classes: Sequence[Sequence[str]],
+    counter: str,
+    driver: str,
+    scope: str,
+    gpus: Sequence[Gpu],
+) -> int | None:
+    """The most of the shared counter ``counter`` the fleet could give at once to devices of
+    ``driver`` that ``scope`` (a CEL selector, "" for every device) and one of ``classes``
+    (each a class's selectors) select: the counter's value in the shared counter set of each
+    GPU where such a device consumes it, summed (each value rounded up, as Kueue charges a
+    counter's value). A GPU sharing no counter set adds nothing. None when a selector is
+    not read here."""
+    total = 0
+    for gpu in gpus:
+        if gpu.driver != driver or counter not in gpu.counters:
+            continue
+        for device in gpu.devices:
+            if counter not in dict(device.consumes):
+                continue
+            chosen = _chosen(device, scope, classes)
+            if chosen is None:
+                return None
+            if chosen:
+                total += math.ceil(gpu.counters[counter][0])
+                break
+    return total
+
+
+def _chosen(device: Device, scope: str, classes: Sequence[Sequence[str]]) -> bool | None:
+    """Whether ``scope`` and one of ``classes`` select ``device`` (None: not read here)."""
+    scoped = matches(device, scope) if scope else True
+    if not scoped:
+        return scoped
+    for selectors in classes:
+        answer = _all(matches(device, s) for s in selectors)
+        if answer is not False:
+            return answer
+    return False
+
+
+def _all(answers: Iterable[bool | None]) -> bool | None:
+    """All true (True), one false (False), else not known (None)."""
+    seen = list(answers)
+    if False in seen:
+        return False
+    return None if None in seen else True

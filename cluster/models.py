@@ -216,7 +216,8 @@ class AppliedObject(models.Model):
 
 
 class ObservedObject(models.Model):
-    """A portal-managed object as the last poll saw it (spec and status)."""
+    """A portal-managed object as the last poll saw it (spec and status), and the few the
+    poll keeps beside them to read: Kueue's ConfigMap, the ResourceClaimTemplates."""
 
     cluster = cluster_key(related_name="observed_objects")
     api_version = models.CharField(max_length=100)

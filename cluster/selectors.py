@@ -4,7 +4,7 @@ not team data; team-scoped reads filter by namespace where they use it)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -393,6 +393,36 @@ def device_class_ceilings(cluster: Cluster | int, classes: Sequence[str]) -> dic
         most = dra.most_at_once(selectors[name], gpus) if name in selectors else 0
         if most is not None:
             out[name] = most
+    return out
+
+
+def counter_ceilings(
+    cluster: Cluster | int,
+    wanted: Mapping[str, tuple[Sequence[str], Sequence[tuple[str, str, str]]]],
+) -> dict[str, int | None]:
+    """Per key of ``wanted`` (DeviceClass names, and counters as ``(counter, driver,
+    selector)``): the most of those counters the cluster's DRA fleet could give at once to
+    the devices of those classes (``cluster.dra.counter_at_once``, summed over the
+    counters); a class the cluster lacks selects nothing; None where a selector is not read
+    here (two queries)."""
+    names = sorted({c for classes, _ in wanted.values() for c in classes})
+    selectors = dict(
+        ObservedDeviceClass.objects.on(cluster)
+        .filter(name__in=names)
+        .values_list("name", "selectors")
+    )
+    rows = ObservedResourceSlice.objects.on(cluster).values(
+        "node_name", "driver", "pool", "devices", "shared_counters"
+    )
+    gpus = dra.gpus_of(rows, set())
+    out: dict[str, int | None] = {}
+    for key, (classes, counters) in wanted.items():
+        chosen = [selectors[c] for c in classes if c in selectors]
+        amounts = [
+            dra.counter_at_once(chosen, counter, driver, scope, gpus) if chosen else 0
+            for counter, driver, scope in counters
+        ]
+        out[key] = None if None in amounts else sum(a or 0 for a in amounts)
     return out
 
 

@@ -335,6 +335,19 @@ INFERENCE_LOCAL_QUEUES = (
     ("online-infer", "team-infer", "cq-infer"),
     ("offline-batch", "team-infer", "cq-infer"),
 )
+# The inference cluster's MIG policy for the a100-dra pool, where the DRA driver carves MIG
+# devices per claim (changes/mig_policy.py): governed, each namespace granted the profiles
+# it serves with, proposed by the platform admin and approved by the approver.
+MIG_POLICY_GRANTS = (
+    {"namespace": "team-infer", "profile": "3g.40gb", "devices": 4},
+    {"namespace": "team-infer", "profile": "1g.10gb", "devices": 4},
+    {"namespace": "team-a-serve", "profile": "1g.10gb", "devices": 2},
+)
+MIG_POLICY_REASON = (
+    "Per-claim MIG on the A100s: team-infer serves 13B models on 3g.40gb and embeddings on "
+    "1g.10gb; team-a tries its model on 1g.10gb before it asks for more."
+)
+MIG_POLICY_COMMENT = "Fits the four A100s with room for the waiting pods."
 
 # Prices per GPU-hour (costs/): the demo's GPU models, from the first day of 2026; the
 # A100's 1g.10gb slice has a price of its own, its other profiles their share of the GPU's.

@@ -19,6 +19,8 @@ from django.db import transaction
 from budgets.models import Budget
 from budgets.selectors import standings
 from budgets.services import save_budget
+from changes.mig_policy import approve_mig_policy_change, offered_profiles, propose_mig_policy
+from changes.models import MigPolicyChange
 from cluster import credentials
 from cluster.models import Cluster
 from cluster.services import save_cluster, settings_cluster
@@ -34,7 +36,7 @@ from portal.models import AuditEvent, PlatformRole
 from portal.services import move_to_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.services import save_cluster_queue, save_cohort, save_local_queue, save_resource_flavor
-from tenants.models import Membership, Namespace, PriorityClass, Team
+from tenants.models import Membership, MigPolicy, Namespace, PriorityClass, Team
 from tenants.services import (
     save_membership,
     save_namespace,
@@ -291,3 +293,40 @@ def load_demo_budgets() -> None:
         if spent > 0:
             budget.amount = Decimal(math.ceil(spent / share))
         save_budget(actor=SYSTEM, budget=budget, source=SOURCE)
+
+
+def load_demo_mig_policy() -> str:
+    """The inference cluster's MIG policy (``data.MIG_POLICY_GRANTS``, governed) through the
+    one door of a policy change: the demo's platform admin proposes it and its approver
+    approves it on the assessment (the page and the audit name both). Once the cluster's
+    DRA GPUs are polled: the grants are checked against the profiles they publish, so
+    ``dev.py run`` calls it after the first sync. Left alone where there is no inference
+    cluster, no MIG device published yet, a policy already (the demo does not undo a
+    change made since) or a change of it waiting. Says what it did."""
+    cluster = Cluster.objects.filter(name=data.INFERENCE_CLUSTER[0]).first()
+    if cluster is None:
+        return "No inference cluster: no MIG policy to seed."
+    if (
+        MigPolicy.objects.on(cluster).exists()
+        or MigPolicyChange.objects.on(cluster).filter(state=MigPolicyChange.State.PENDING).exists()
+    ):
+        return "The inference cluster has a MIG policy (or a change of it waits): left alone."
+    offered = set(offered_profiles(cluster))
+    grants = [dict(g) for g in data.MIG_POLICY_GRANTS if g["profile"] in offered]
+    if not grants:
+        return "The inference cluster publishes no MIG device yet: no MIG policy seeded."
+    users = get_user_model().objects
+    admin = users.get(username=next(u.username for u in data.USERS if "admin" in u.roles))
+    approver = users.get(username=next(u.username for u in data.USERS if "approver" in u.roles))
+    change = propose_mig_policy(
+        actor=admin,
+        cluster=cluster,
+        governed=True,
+        grants=grants,
+        reason=data.MIG_POLICY_REASON,
+        source=SOURCE,
+    )
+    approve_mig_policy_change(
+        request_id=change.pk, approver=approver, comment=data.MIG_POLICY_COMMENT, source=SOURCE
+    )
+    return f"MIG policy #{change.pk} of the inference cluster proposed and approved."

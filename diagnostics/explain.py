@@ -1343,9 +1343,12 @@ def _policy_closes(
 ) -> Explanation:
     """A governed namespace (its cluster's MIG policy, ``tenants/mig_policy.py``): the
     claim its pod's template would make is refused, either of a class the policy closes or
-    of a granted one used up. The portal does not read templates, so it says both."""
+    of a granted one used up. Where the poll read the template (``verdict.what``: the
+    classes it asks for), the one that holds is said; else both."""
     granted = [c.rsplit("=", 1) for c in verdict.classes]
     full = [c for c, amounts in granted if int(amounts.split("/")[0]) >= int(amounts.split("/")[1])]
+    if verdict.what:
+        return _policy_refuses_template(namespace, template, verdict, granted, full, evidence)
     if not granted:
         cause = (
             f"Namespace {namespace}'s MIG policy on this cluster grants it no MIG devices: "
@@ -1369,6 +1372,52 @@ def _policy_closes(
     return Explanation(
         cause,
         f"To start it, {use}ask for the profile: a platform admin proposes it on the MIG "
+        "policy page and an approver decides.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
+
+
+def _policy_refuses_template(
+    namespace: str,
+    template: str,
+    verdict: dra.ClaimVerdict,
+    granted: list[list[str]],
+    full: list[str],
+    evidence: list[str],
+) -> Explanation:
+    """The policy's refusal of a claim whose template the poll read: the class it asks for
+    that the policy closes, else the granted class it asks for that is used up."""
+    asked = verdict.what.split(", ")
+    names = [c for c, _ in granted]
+    closed = [c for c in asked if c not in names]
+    policy = f"Namespace {namespace}'s MIG policy on this cluster"
+    if closed:
+        grants = f"it grants {verdict.device_class} only" if granted else "it grants no MIG device"
+        return Explanation(
+            f"{policy} closes device class {', '.join(closed)}, which the pod's template "
+            f"{template} asks for ({grants}): the API server refuses the claim.",
+            "To start it, "
+            + (
+                f"use a granted class ({verdict.device_class}) in the template, or "
+                if granted
+                else ""
+            )
+            + "ask for the profile: a platform admin proposes it on the MIG policy page and an "
+            "approver decides.",
+            None,
+            evidence,
+            topic="dra-claim",
+        )
+    used_up = [c for c in asked if c in full]
+    amounts = "; ".join(f"{c}: {a.replace('/', ' of ')} in use" for c, a in granted if c in used_up)
+    return Explanation(
+        f"{policy} grants the class the pod's template {template} asks for, and it is used up "
+        f"({amounts}): the API server refuses the claim until one of the namespace's claims of "
+        "it is released.",
+        f"It is made when a claim of namespace {namespace} on {', '.join(used_up)} is released; "
+        "to have more at once, ask for a larger grant: a platform admin proposes it on the MIG "
         "policy page and an approver decides.",
         None,
         evidence,

@@ -17,6 +17,7 @@ from django.db.models import Q
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
 from cluster import dra
+from cluster.decode import claim_requests
 from cluster.models import (
     Cluster,
     ObservedCreateFailure,
@@ -443,7 +444,9 @@ def _unmade_claims(
 ) -> dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]]:
     """Pods whose claim from a template is not made yet, in a namespace whose quota on a
     device class is used up (the API server refuses the claim the controller would make):
-    the class, used and hard, as the quota's status last said them."""
+    the class, used and hard, as the quota's status last said them; in a namespace its
+    cluster's MIG policy governs, the grants, and the classes the pod's template asks for
+    where the poll read it (``what``), so the one cause that holds is named."""
     unmade = [p for p in pods if any(c["template"] and not c["claim"] for c in p.resource_claims)]
     if not unmade:
         return {}
@@ -460,10 +463,14 @@ def _unmade_claims(
             used = _amount((status.get("used") or {}).get(resource, 0))
             if found and used >= _amount(hard):
                 full.setdefault(namespace, (found["device_class"], int(used), int(_amount(hard))))
+    asks = _templates_ask(
+        sorted({p.namespace for p in unmade if p.namespace in governed}), cluster_id
+    )
     out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
     for pod in unmade:
         template = next(c["template"] for c in pod.resource_claims if not c["claim"])
-        if pod.namespace in governed:
+        asked = asks.get((pod.namespace, template))
+        if pod.namespace in governed and _policy_refuses(governed[pod.namespace], asked):
             granted = governed[pod.namespace]
             out[(pod.namespace, pod.name)] = [
                 (
@@ -472,17 +479,48 @@ def _unmade_claims(
                         "",
                         dra.POLICY,
                         ", ".join(c for c, _, _ in granted),
+                        what=", ".join(asked or ()),
                         classes=tuple(f"{c}={used}/{hard}" for c, used, hard in granted),
                     ),
                 )
             ]
         elif pod.namespace in full:
             name, used, hard = full[pod.namespace]
-            template = next(c["template"] for c in pod.resource_claims if not c["claim"])
             out[(pod.namespace, pod.name)] = [
                 (template, dra.ClaimVerdict("", dra.QUOTA, name, wanted=hard, taken=used))
             ]
     return out
+
+
+def _templates_ask(namespaces: list[str], cluster_id: int) -> dict[tuple[str, str], list[str]]:
+    """(namespace, ResourceClaimTemplate) -> the device classes its claim asks for, as the
+    last poll of cluster ``cluster_id`` read the templates of ``namespaces`` (one query,
+    none without a governed namespace)."""
+    if not namespaces:
+        return {}
+    rows = (
+        ObservedObject.objects.on(cluster_id)
+        .filter(kind="ResourceClaimTemplate", namespace__in=namespaces)
+        .values_list("namespace", "name", "spec")
+    )
+    return {
+        (namespace, name): sorted(
+            mig_policy.claim_devices(
+                claim_requests(((spec or {}).get("spec") or {}).get("spec") or {})
+            )
+        )
+        for namespace, name, spec in rows
+    }
+
+
+def _policy_refuses(granted: list[tuple[str, int, int]], asked: list[str] | None) -> bool:
+    """Whether a governed namespace's MIG policy is what refuses a claim of the ``asked``
+    classes (None: its template was not read, so it may be): one the policy closes, or a
+    granted one used up."""
+    if asked is None:
+        return True
+    room = {c: used < hard for c, used, hard in granted}
+    return any(not room.get(c, False) for c in asked)
 
 
 def _granted(status: dict[str, Any]) -> list[tuple[str, int, int]]:

@@ -64,8 +64,8 @@ class Listing:
 def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     """From the ``cluster`` the gateway reaches: LIST nodes, non-terminal pods, the portal's
     objects, Kueue workloads (and their place in line), Volcano PodGroups, FailedCreate
-    events, DRA's DeviceClasses, ResourceSlices and ResourceClaims and the Events about
-    Kueue Workloads, in that order."""
+    events, DRA's DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates
+    and the Events about Kueue Workloads, in that order."""
     nodes = gateway.list("v1", "Node", page_size=PAGE_SIZE)
     pods = gateway.list(
         "v1",
@@ -86,6 +86,9 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     )
     dra = list_dra(gateway)
     if dra is not None:
+        # What a pod's claim from a template asks for, when the API server refused to make
+        # it (the explainer reads the class): kept with the observed objects, a few per team.
+        managed[(DRA, "ResourceClaimTemplate")] = claim_templates(gateway)
         # The DeviceClasses of a governed cluster's MIG policy are the portal's objects too:
         # taken from the list of every class (no second request), so drift sees them.
         managed[(DRA, "DeviceClass")] = [
@@ -184,6 +187,19 @@ def list_dra(gateway: Gateway) -> DraListing | None:
             exc.message,
         )
         return None
+
+
+def claim_templates(gateway: Gateway) -> Objects:
+    """The ResourceClaimTemplates of every namespace, or none where the portal's ClusterRole
+    does not grant their list yet (an upgrade whose ClusterRole was not applied: the
+    explainer then names every cause a template's claim could be refused for)."""
+    try:
+        return gateway.list(DRA, "ResourceClaimTemplate", page_size=PAGE_SIZE)
+    except KubeError as exc:
+        if exc.status != FORBIDDEN:
+            raise
+        log.info("ResourceClaimTemplates not read: %s", exc.message)
+        return []
 
 
 def discover(

@@ -1,17 +1,27 @@
 """ClusterQueue quotas on DRA devices: what Kueue's configuration on a cluster maps (read from
 the last poll's copy of its ConfigMap, ``queues.kueue_config``), the most devices each mapped
 resource could ever be backed by (the devices of its classes the cluster's DRA drivers publish,
-as many at once as a partitionable GPU's counters allow) and what the ClusterQueue page says of
-a quota Kueue would count nothing in."""
+as many at once as a partitionable GPU's counters allow; for a resource Kueue charges in a
+counter's units, the counter its partitionable GPUs share, summed) and what the ClusterQueue
+page says of a quota Kueue would count nothing in."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from cluster.models import ObservedDeviceClass, ObservedNode, ObservedObject
 from cluster.scope import cluster_id_of
+from cluster.selectors import counter_ceilings as cluster_counter_ceilings
 from cluster.selectors import device_class_ceilings
-from queues.kueue_config import CONFIGMAP, CONFIGMAP_KEY, KUEUE_NAMESPACE, KueueDra, parse
+from queues.kueue_config import (
+    CONFIGMAP,
+    CONFIGMAP_KEY,
+    KUEUE_NAMESPACE,
+    KueueDra,
+    counter_text,
+    parse,
+)
 from queues.kueue_config import quota_notes as notes_for
 
 
@@ -29,20 +39,70 @@ def kueue_dra(cluster: int | None) -> KueueDra:
     return parse(str(text) if text is not None else "")
 
 
-def device_ceilings(
+@dataclass(frozen=True)
+class Ceiling:
+    """The most a ClusterQueue quota of a DRA-mapped resource can be backed by: ``amount``
+    in ``unit`` (``devices``, or the counter a counter source names), of ``classes``."""
+
+    amount: int
+    unit: str
+    classes: tuple[str, ...]
+
+    @property
+    def counted(self) -> bool:
+        """Charged in a counter's units, not in devices."""
+        return self.unit != "devices"
+
+    def said(self) -> str:
+        """``3 devices``, ``160Gi of the DRA counter memory``."""
+        if not self.counted:
+            return f"{self.amount} devices"
+        return f"{counter_text(self.amount)} of the DRA counter {self.unit}"
+
+
+def dra_ceilings(
     cluster: int | None, resources: Iterable[str], config: KueueDra | None = None
-) -> dict[str, int]:
-    """Resource -> the most devices of the classes Kueue charges in it the cluster's DRA
-    fleet could give at once, for the ``resources`` Kueue counts in devices there (others are
-    left out). Classes that share GPUs (whole GPUs and their MIG devices) are each counted
-    alone: a sum of them is the most, never a layout."""
+) -> dict[str, Ceiling]:
+    """Resource -> the most the cluster's DRA fleet could give at once of what Kueue charges
+    in it, for the ``resources`` Kueue's mappings name there (others are left out): in
+    devices, the most devices of its classes (classes that share GPUs, whole GPUs and their
+    MIG devices, each counted alone: a sum of them is the most, never a layout); in a
+    counter's units (a counter source), the counter's value in the shared counter set of
+    every GPU whose devices of its classes consume it, summed (one not known here is left
+    out)."""
     cid = cluster_id_of(cluster)
     config = config if config is not None else kueue_dra(cid)
-    mapped = {r: c for r, c in config.devices.items() if r in set(resources)}
-    if not mapped:
+    wanted = set(resources)
+    out = {}
+    mapped = {r: c for r, c in config.devices.items() if r in wanted}
+    if mapped:
+        most = device_class_ceilings(
+            cid, sorted({c for classes in mapped.values() for c in classes})
+        )
+        for r, classes in mapped.items():
+            out[r] = Ceiling(sum(most.get(c, 0) for c in classes), "devices", classes)
+    for r, amount in counter_ceilings(cid, wanted, config).items():
+        if amount is not None:
+            out[r] = Ceiling(amount, config.unit(r), config.mapped.get(r, ()))
+    return out
+
+
+def counter_ceilings(
+    cluster: int | None, resources: Iterable[str], config: KueueDra
+) -> dict[str, int | None]:
+    """Resource -> the most of its counter the cluster's DRA fleet could give at once, for
+    the ``resources`` Kueue charges in a counter's units there (None: not known here)."""
+    if not config.enabled:
         return {}
-    most = device_class_ceilings(cid, sorted({c for classes in mapped.values() for c in classes}))
-    return {r: sum(most.get(c, 0) for c in classes) for r, classes in mapped.items()}
+    wanted = {
+        r: (
+            config.mapped.get(r, ()),
+            [(s.name, s.driver, s.selector) for s in config.counters[r]],
+        )
+        for r in set(resources)
+        if r in config.counters
+    }
+    return cluster_counter_ceilings(cluster_id_of(cluster), wanted) if wanted else {}
 
 
 def quota_notes(
@@ -63,4 +123,10 @@ def quota_notes(
         if name in resources
     }
     config = config if config is not None else kueue_dra(cid)
-    return notes_for(resources, config, device_classes=classes, offered=offered)
+    return notes_for(
+        resources,
+        config,
+        device_classes=classes,
+        offered=offered,
+        counter_ceilings=counter_ceilings(cid, resources, config),
+    )

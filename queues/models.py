@@ -15,6 +15,7 @@ from django.db import models
 
 from cluster.scope import ScopedManager, cluster_key, unique_per_cluster
 from queues import rules
+from queues.dra import kueue_dra
 from tenants.models import Namespace, validate_dns1123_label, validate_dns1123_subdomain
 
 
@@ -232,6 +233,7 @@ class ClusterQueue(models.Model):
                 known_flavors=ResourceFlavor.objects.on(self.cluster_id).values_list(
                     "name", flat=True
                 ),
+                in_counter_units=lambda name: name in kueue_dra(self.cluster_id).counted,
             ),
         ]
         if (

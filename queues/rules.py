@@ -8,7 +8,7 @@ where the user typed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -69,13 +69,16 @@ def check_resource_groups(
     owner: str,
     has_parent: bool,
     known_flavors: Iterable[str] | None = None,
+    in_counter_units: Callable[[str], bool] | None = None,
 ) -> list[Issue]:
     """Check ``resourceGroups`` of a ClusterQueue (``owner="ClusterQueue"``) or a Cohort.
 
     ``has_parent`` is whether the ClusterQueue has a cohort (or the Cohort a parent):
     borrowing and lending limits need one. ``known_flavors``, when given, are the flavor
     names the portal manages; referring to any other is refused (Kueue would accept it and
-    leave the queue inactive).
+    leave the queue inactive). ``in_counter_units``: whether Kueue charges a resource in a
+    DRA counter's units (asked only of a whole amount beyond a count of devices: a memory
+    counter's quota is bytes, ``160Gi``, kept within an int64 as any quantity).
     """
     if not isinstance(groups, list):
         return [Issue("resource_groups", "resourceGroups", "must be a list of resource groups")]
@@ -83,6 +86,7 @@ def check_resource_groups(
         owner=owner,
         has_parent=has_parent,
         known=set(known_flavors) if known_flavors is not None else None,
+        in_counter_units=in_counter_units or (lambda _: False),
     )
     if len(groups) > MAX_RESOURCE_GROUPS:
         check.add("resourceGroups", f"must have at most {MAX_RESOURCE_GROUPS} groups")
@@ -105,6 +109,7 @@ class _ResourceGroups:
     owner: str
     has_parent: bool
     known: set[str] | None
+    in_counter_units: Callable[[str], bool]
     issues: list[Issue] = field(default_factory=list)
     seen_resources: dict[str, int] = field(default_factory=dict)  # resource -> group
     seen_flavors: dict[str, int] = field(default_factory=dict)  # flavor -> group
@@ -192,6 +197,7 @@ class _ResourceGroups:
             self.issues.extend(
                 _check_flavor_quota(
                     quota,
+                    in_counter_units=self.in_counter_units,
                     path=f"{fpath}.resources[{ri}]",
                     expected=covered[ri] if ri < len(covered) else None,
                     owner=self.owner,
@@ -223,7 +229,13 @@ class _ResourceGroups:
 
 
 def _check_flavor_quota(
-    quota: Any, *, path: str, expected: str | None, owner: str, has_parent: bool
+    quota: Any,
+    *,
+    path: str,
+    expected: str | None,
+    owner: str,
+    has_parent: bool,
+    in_counter_units: Callable[[str], bool] = lambda _: False,
 ) -> list[Issue]:
     field = "resource_groups"
     issues: list[Issue] = []
@@ -258,6 +270,8 @@ def _check_flavor_quota(
                 Issue(field, f"{path}.{key}", f"must be a whole number of {name} (devices)")
             )
         too_large = bound_error(amount, whole=counted)
+        if too_large and counted and is_whole(amount) and in_counter_units(str(name)):
+            too_large = bound_error(amount, whole=False)
         if too_large:
             issues.append(Issue(field, f"{path}.{key}", too_large))
             continue
@@ -512,6 +526,7 @@ class Promise:
     promised: int  # what every queue would promise on (flavor, resource) with the edit
     raised: bool  # the edit raises this queue's quota
     ceiling: int | None  # the most the nodes behind the flavor could ever offer of it
+    unit: str = ""  # a DRA-mapped resource's: "devices", or the counter Kueue charges in
 
     @property
     def unbacked(self) -> bool:
@@ -530,11 +545,14 @@ def promises(
     behind: dict[tuple[str, str], int] | None,
     ceiling: dict[tuple[str, str], int] | None,
     devices: Mapping[str, int] | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> dict[tuple[str, str], Promise]:
     """Per GPU (flavor, resource) of an edited queue: what it and the other queues would
     promise against what the nodes behind the flavor offer, and could ever offer.
-    ``devices``: resource -> the most DRA devices Kueue's mapping of it could be backed by
-    (the cluster's published devices, whatever the flavor): offered now and ever."""
+    ``devices``: resource -> the most Kueue's DRA mapping of it could be backed by (the
+    cluster's published devices, whatever the flavor, or for a counter source the counter
+    they share): offered now and ever, in ``units`` (resource -> ``devices`` or the
+    counter's name)."""
     out = {}
     devices = devices or {}
     for key, amount in new.items():
@@ -546,6 +564,7 @@ def promises(
                 promised=int(promised),
                 raised=amount > old.get(key, 0),
                 ceiling=devices[resource],
+                unit=(units or {}).get(resource, "devices"),
             )
             continue
         if not resource.startswith("nvidia.com/"):

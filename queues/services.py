@@ -13,7 +13,8 @@ from fleet.capacity import fleet_capacity
 from portal.audit.record import Event, admin_event
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
-from queues.dra import device_ceilings
+from queues.dra import dra_ceilings
+from queues.kueue_config import counter_text
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import Promise, promises, quota_entries
 from tenants.rules import spelled_quantity
@@ -104,13 +105,15 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     capacity = fleet_capacity(
         {resource for _, resource in new}, edited.cluster_id, flavors={flavor for flavor, _ in new}
     )
+    dra = dra_ceilings(edited.cluster_id, {resource for _, resource in new})
     return promises(
         cq.quota(),
         new,
         others,
         capacity.behind if capacity.known else None,
         capacity.flavor_ceiling if capacity.known else None,
-        device_ceilings(edited.cluster_id, {resource for _, resource in new}),
+        {r: c.amount for r, c in dra.items()},
+        {r: c.unit for r, c in dra.items()},
     )
 
 
@@ -121,12 +124,23 @@ def promise_errors(
     more than the fleet offers needs a confirmation, more than it could ever offer a reason
     as well."""
     errors: dict[str, list[str]] = {}
-    if any(p.beyond_ceiling for p in shown.values()) and not override_reason.strip():
+    beyond = {key: p for key, p in shown.items() if p.beyond_ceiling}
+    if beyond and not override_reason.strip():
         errors["override_reason"] = [
-            "These quotas promise more than the nodes behind their flavor could ever offer, in "
-            "any MIG layout: give the reason to promise beyond the fleet (recorded with the "
-            "save), or lower them."
+            f"Queues would promise {counter_text(p.promised)} {resource}, which Kueue charges "
+            f"in the DRA counter {p.unit}, but the cluster's DRA devices could give at most "
+            f"{counter_text(p.ceiling or 0)} of it at once: give the reason to promise beyond "
+            "the fleet (recorded with the save), or lower it."
+            for (_, resource), p in sorted(beyond.items())
+            if p.unit not in ("", "devices")
         ]
+        if any(p.unit in ("", "devices") for p in beyond.values()):
+            errors["override_reason"].insert(
+                0,
+                "These quotas promise more than the nodes behind their flavor could ever "
+                "offer, in any MIG layout: give the reason to promise beyond the fleet "
+                "(recorded with the save), or lower them.",
+            )
     if any(p.unbacked for p in shown.values()) and not promise_more_than_exists:
         errors["promise_more_than_exists"] = [
             "Queues would promise more than the fleet offers behind these flavors: confirm "

@@ -24,6 +24,7 @@ from portal.access.permissions import is_platform_admin
 from queues import preview
 from queues.dra import kueue_dra
 from queues.dra import quota_notes as kueue_quota_notes
+from queues.kueue_config import counter_text
 from queues.merge import Merge, three_way
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
@@ -288,7 +289,16 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
         edited.cluster_id, {r["resource"] for r in context["rows"]}, config=config
     )
     for row in context["rows"]:
-        row["dra_classes"] = ", ".join(config.devices.get(row["resource"], ()))
+        row["dra_classes"] = ", ".join(
+            config.mapped.get(row["resource"], ()) if config.enabled else ()
+        )
+        promise = row["promise"]
+        if promise is not None and promise.unit not in ("", "devices"):
+            row["dra_counter"] = {
+                "unit": promise.unit,
+                "offered": counter_text(promise.offered or 0),
+                "promised": counter_text(promise.promised),
+            }
         row["kueue_note"] = notes.get(row["resource"], "")
     context["kueue_notes"] = sorted(set(notes.values()))
     context["unbacked"] = [r for r in context["rows"] if r["promise"] and r["promise"].unbacked]

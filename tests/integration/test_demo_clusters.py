@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 import dev
+from changes.models import MigPolicyChange
 from cluster.models import Cluster, ObservedNode, ObservedWorkload
 from cluster.services import settings_cluster
 from demo.data import Endpoint
-from demo.services import load_demo
+from demo.services import load_demo, load_demo_mig_policy
 from fleet.models import NodePool
 from kube import Gateway
 from loop.apply import apply_desired_state
@@ -217,3 +218,32 @@ def test_the_demo_applied_to_both_clusters_runs_each_clusters_own_queues(
     assert ObservedNode.objects.filter(cluster=training).count() == 5
     observed = ObservedWorkload.objects.filter(cluster=inference)
     assert sorted(observed.values_list("name", flat=True)) == ["job-batch-embed", "job-canary-8b"]
+
+
+def test_the_demo_seeds_the_inference_clusters_mig_policy_once_its_gpus_are_read(
+    inference_cluster: SecondCluster, demo_cluster: Any
+) -> None:
+    """As the run command does: the inference cluster synced, then its MIG policy seeded (the
+    grants checked against the profiles its DRA driver publishes), proposed by the platform
+    admin and approved by the approver; the loop applies one DeviceClass per granted profile
+    and each governed namespace's quota to the demo cluster."""
+    load_demo(Endpoint(inference_cluster.demo.url, inference_cluster.token))
+    inference, second = inference_cluster.row, inference_cluster.gateway
+    assert poll_cluster(gateway=second, cluster=inference).ok
+    assert load_demo_mig_policy().endswith("of the inference cluster proposed and approved.")
+    change = MigPolicyChange.objects.on(inference).get()
+    assert (change.requested_by.username, change.decided_by.username) == ("admin", "approver")
+    report = apply_desired_state(gateway=second, cluster=inference)
+    assert (report.failed, report.conflicts) == ([], []), report
+    classes = {c["metadata"]["name"] for c in second.list("resource.k8s.io/v1", "DeviceClass")}
+    assert {"mig-1g.10gb.quartermaster.io", "mig-3g.40gb.quartermaster.io"} <= classes
+    quota = next(
+        q
+        for q in second.list("v1", "ResourceQuota", namespace="team-a-serve")
+        if q["metadata"]["name"] == "team-a-serve-mig-policy"
+    )
+    assert (
+        quota["spec"]["hard"]["mig-1g.10gb.quartermaster.io.deviceclass.resource.k8s.io/devices"]
+        == "2"
+    )
+    assert load_demo_mig_policy().endswith("left alone.")

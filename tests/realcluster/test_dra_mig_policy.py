@@ -181,9 +181,11 @@ def test_a_governed_cluster_admits_only_the_granted_profiles(
         )
         waiting = ObservedPod.objects.on(cluster).get(namespace=NAMESPACE, name="rc-policy-waits")
         why = waiting.explained["why"]
-        assert why["cause"].startswith(
-            f"Namespace {NAMESPACE}'s MIG policy on this cluster allows claims of "
-            f"{profile_class(GRANTED)} only"
+        # the template the pod's claim comes from, as the poll read it: the one cause
+        assert why["cause"] == (
+            f"Namespace {NAMESPACE}'s MIG policy on this cluster closes device class "
+            "mig.nvidia.com, which the pod's template rc-generic-template asks for (it grants "
+            f"{profile_class(GRANTED)} only): the API server refuses the claim."
         ), why
         assert "ask for the profile" in why["next_step"], why
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 
 from cluster.models import ObservedWorkload
 from cluster.services import settings_cluster
 from kube import Gateway, ObjectRef
 from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
-from queues.dra import kueue_dra
+from queues.dra import dra_ceilings, kueue_dra
 from queues.kueue_config import CONFIGMAP, CONFIGMAP_KEY, KUEUE_NAMESPACE
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
 from queues.selectors import cluster_queue_what_if, with_nominal
@@ -49,6 +50,22 @@ MAPPINGS = f"""resources:
     deviceClassNames:
     - gpu.nvidia.com
 """
+# MIG devices charged in the multiprocessors their A100 shares (Kueue 0.19's counter source:
+# apis/config/v1beta2 DeviceClassCounterSource; the driver's counter, docs/reference/dra.md).
+COUNTED_RESOURCE = "dra.nvidia.com/mig-sm"
+COUNTED = f"""resources:
+  deviceClassMappings:
+  - name: {COUNTED_RESOURCE}
+    deviceClassNames:
+    - mig.nvidia.com
+    sources:
+    - counter:
+        name: multiprocessors
+        driver: {DRIVER}
+        deviceSelector:
+          cel:
+            expression: "device.driver == '{DRIVER}'"
+"""
 
 
 @pytest.fixture
@@ -56,7 +73,17 @@ def kueue_maps_dra(real_cluster: RealCluster) -> Iterator[str]:
     """Kueue restarted with the mapping, and its ConfigMap saying so (the kit runs Kueue from a
     file and keeps no ConfigMap: a Kueue install keeps its configuration in one); both as they
     were afterwards."""
-    real_cluster.restart_kueue(fair_sharing=False, added=MAPPINGS)
+    yield from configured(real_cluster, MAPPINGS)
+
+
+@pytest.fixture
+def kueue_counts_dra(real_cluster: RealCluster) -> Iterator[str]:
+    """Kueue restarted with a counter source (``COUNTED``), its ConfigMap saying so."""
+    yield from configured(real_cluster, COUNTED)
+
+
+def configured(real_cluster: RealCluster, added: str) -> Iterator[str]:
+    real_cluster.restart_kueue(fair_sharing=False, added=added)
     text = (real_cluster.root / "run" / "kueue-config.yaml").read_text()
     admin = hands(real_cluster, "kueue-install")
     config_map = {
@@ -126,7 +153,9 @@ def condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
-def portal_queue(platform_admin: User) -> ClusterQueue:
+def portal_queue(
+    platform_admin: User, resource: str = RESOURCE, nominal: str = "1"
+) -> ClusterQueue:
     """The team's namespace, a flavor and a ClusterQueue of one DRA GPU, saved through the
     queues' service (the ceiling read from the devices the DRA pool publishes)."""
     cluster = settings_cluster()
@@ -139,9 +168,9 @@ def portal_queue(platform_admin: User) -> ClusterQueue:
         namespace_selector={},
         resource_groups=[
             {
-                "coveredResources": [RESOURCE],
+                "coveredResources": [resource],
                 "flavors": [
-                    {"name": FLAVOR, "resources": [{"name": RESOURCE, "nominalQuota": "1"}]}
+                    {"name": FLAVOR, "resources": [{"name": resource, "nominalQuota": nominal}]}
                 ],
             }
         ],
@@ -222,6 +251,79 @@ def test_real_kueue_admits_and_holds_dra_workloads_as_the_what_if_says(
             real_cluster.kube(
                 "delete", kind, name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false"
             )
+        real_cluster.kube("delete", "clusterqueue", QUEUE, "--ignore-not-found", "--wait=false")
+        real_cluster.kube("delete", "resourceflavor", FLAVOR, "--ignore-not-found", "--wait=false")
+
+
+def test_real_kueue_charges_a_counter_within_the_ceiling_the_portal_rendered(
+    real_gateway: Gateway,
+    published: Gateway,
+    kueue_counts_dra: str,
+    real_cluster: RealCluster,
+    platform_admin: User,
+) -> None:
+    """The A100's counter set shares 98 multiprocessors, each 3g.40gb device consumes 42:
+    the portal holds a quota of the counter to 98 and saves it there; real Kueue charges
+    each 3g.40gb claim 42 of it, admits two and holds the third, and the portal's what-if,
+    on the poll of that, says the same."""
+    admin = hands(real_cluster, "kubectl-create")
+    poll_cluster(gateway=real_gateway)
+    cid = settings_cluster().pk
+    config = kueue_dra(cid)
+    assert config.counted == {COUNTED_RESOURCE} and config.unit(COUNTED_RESOURCE) == (
+        "multiprocessors"
+    ), config
+    ceiling = dra_ceilings(cid, [COUNTED_RESOURCE])[COUNTED_RESOURCE]
+    assert (ceiling.amount, ceiling.unit) == (98, "multiprocessors")
+    cq = portal_queue(platform_admin, COUNTED_RESOURCE, str(ceiling.amount))
+    cq.set_nominal_quota(FLAVOR, COUNTED_RESOURCE, "99")
+    with pytest.raises(ValidationError) as refused:
+        save_cluster_queue(actor=platform_admin, cluster_queue=cq, source="api")
+    assert "could give at most 98 of it at once" in str(refused.value.message_dict), refused
+    cq.refresh_from_db()
+    jobs = ("rc-sm-first", "rc-sm-second", "rc-sm-third")
+    try:
+        report = apply_desired_state(gateway=real_gateway)
+        assert not report.failed and not report.conflicts, report
+        admin.apply(template("rc-mig-3g", "mig.nvidia.com"))
+        for job in jobs[:2]:
+            admin.apply(dra_job(job, "rc-mig-3g"))
+            wait_for(
+                lambda job=job: (
+                    condition(workload_of(admin, job), "Admitted").get("status") == "True"
+                ),
+                30,
+                f"Kueue to admit {job}",
+            )
+        admin.apply(dra_job(jobs[2], "rc-mig-3g"))
+        wait_for(
+            lambda: (workload_of(admin, jobs[2]).get("status") or {}).get("resourceRequests"),
+            30,
+            "Kueue to hold the third for its quota",
+        )
+        poll_cluster(gateway=real_gateway)
+        rows = {
+            w.name.split("-")[3]: w
+            for w in ObservedWorkload.objects.on(settings_cluster()).filter(namespace=NAMESPACE)
+        }
+        assert rows["first"].admitted and rows["second"].admitted, rows
+        assert rows["first"].requests == {COUNTED_RESOURCE: 42}, rows["first"].requests
+        assert not rows["third"].admitted and rows["third"].requests == {COUNTED_RESOURCE: 42}
+
+        now = cluster_queue_what_if(
+            platform_admin, with_nominal(cq, FLAVOR, COUNTED_RESOURCE, "98")
+        )
+        assert not now["admitted"], now
+        raised = cluster_queue_what_if(
+            platform_admin, with_nominal(cq, FLAVOR, COUNTED_RESOURCE, "126")
+        )
+        assert [a["workload"] for a in raised["admitted"]] == [
+            f"{NAMESPACE}/{rows['third'].name}"
+        ], raised
+    finally:
+        for job in jobs:
+            real_cluster.remove_job(NAMESPACE, job)
+        real_cluster.kube("delete", "localqueue", LOCAL, "-n", NAMESPACE, "--ignore-not-found")
         real_cluster.kube("delete", "clusterqueue", QUEUE, "--ignore-not-found", "--wait=false")
         real_cluster.kube("delete", "resourceflavor", FLAVOR, "--ignore-not-found", "--wait=false")
 

@@ -95,6 +95,10 @@ def test_every_demo_cluster_is_synced_before_the_backfill_and_read_last() -> Non
     assert steps[backfill + 1] == ["demo_budgets"]  # set from the history backfilled
     for name in ("default", "inference"):
         assert steps.index(["sync_cluster", "--full", f"--cluster={name}"]) < backfill
+        # the MIG policy's grants are checked against the profiles the sync read
+        assert steps.index(["sync_cluster", "--full", f"--cluster={name}"]) < steps.index(
+            ["demo_mig_policy"]
+        )
     assert steps[-2:] == [
         ["collect_gpu_health", "--cluster=default"],
         ["collect_gpu_health", "--cluster=inference"],

@@ -29,9 +29,10 @@ from changes.mig_policy import (
 )
 from changes.models import MigPolicyChange
 from cluster import dra
-from cluster.models import ObservedResourceClaim
+from cluster.models import Cluster, ObservedObject, ObservedResourceClaim
 from cluster.services import settings_cluster
 from diagnostics.explain import explain_claims
+from diagnostics.explainer import claim_verdicts
 from loop.desired import collect_manifests
 from loop.fetch import DraListing
 from loop.write import write_dra
@@ -40,7 +41,7 @@ from portal.vocabulary.errors import DomainError
 from tenants.mig_policy import GENERIC_MIG_CLASS, devices_key, profile_class, selects_mig
 from tenants.models import MigGrant, MigPolicy
 from tenants.services import mig_policy_of
-from tests.factories import NamespaceFactory, UserFactory
+from tests.factories import NamespaceFactory, ObservedPodFactory, UserFactory
 from tests.support import bearer
 from tests.unit.queues.test_kueue_config import CONFIG, kueue_on_the_recorded_dra_cluster
 
@@ -445,3 +446,77 @@ def test_a_proposal_waits_in_the_approvers_workspace_and_navigation(
     client.force_login(platform_admin)
     own = client.get("/workspace/").content.decode()
     assert 'id="decisions-count">0<' in own and "1 request of yours waits" in own
+
+
+def _template(cluster: Any, name: str, device_class: str) -> None:
+    """A ResourceClaimTemplate of team-a-dra as the poll keeps it (its claim's spec)."""
+    claim = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
+    }
+    ObservedObject.objects.create(
+        cluster=cluster,
+        api_version="resource.k8s.io/v1",
+        kind="ResourceClaimTemplate",
+        namespace="team-a-dra",
+        name=name,
+        spec={"spec": {"spec": claim}, "metadata": {"labels": {}}},
+        last_seen=timezone.now(),
+    )
+
+
+def test_a_refused_templated_claim_is_told_the_one_cause_its_template_shows() -> None:
+    """The explainer reads the template the pod's claim comes from (on the pod's cluster):
+    a class the policy closes, or a granted class used up, whichever the template asks for;
+    a template not read names both causes; a granted class with room is not the policy."""
+    cluster = settings_cluster()
+    other = Cluster.objects.create(name="inference", display_name="Inference", connection="token")
+    policy_quota = ObservedObject.objects.create(
+        cluster=cluster,
+        api_version="v1",
+        kind="ResourceQuota",
+        namespace="team-a-dra",
+        name="team-a-dra-mig-policy",
+        status={
+            "hard": {devices_key(THREE_G): "1", devices_key(GENERIC_MIG_CLASS): "0"},
+            "used": {devices_key(THREE_G): "1"},
+        },
+        last_seen=timezone.now(),
+    )
+    _template(cluster, "generic", GENERIC_MIG_CLASS)
+    _template(cluster, "granted", THREE_G)
+    _template(other, "elsewhere", GENERIC_MIG_CLASS)  # another cluster's: not this pod's
+    pods = [
+        ObservedPodFactory(
+            namespace="team-a-dra",
+            name=f"serve-{template}",
+            phase="Pending",
+            resource_claims=[{"name": "gpu", "claim": "", "template": template}],
+        )
+        for template in ("generic", "granted", "elsewhere")
+    ]
+
+    def said(pod: Any) -> Any:
+        (verdict,) = claim_verdicts([pod], cluster.pk).get((pod.namespace, pod.name), [])
+        return explain_claims(pod.namespace, pod.name, [verdict], "", [])
+
+    closed, used_up, unread = (said(p) for p in pods)
+    assert (closed.cause, closed.next_step) == (
+        f"Namespace team-a-dra's MIG policy on this cluster closes device class "
+        f"{GENERIC_MIG_CLASS}, which the pod's template generic asks for (it grants {THREE_G} "
+        "only): the API server refuses the claim.",
+        f"To start it, use a granted class ({THREE_G}) in the template, or ask for the profile: "
+        "a platform admin proposes it on the MIG policy page and an approver decides.",
+    )
+    assert (used_up.cause, used_up.next_step) == (
+        "Namespace team-a-dra's MIG policy on this cluster grants the class the pod's template "
+        f"granted asks for, and it is used up ({THREE_G}: 1 of 1 in use): the API server "
+        "refuses the claim until one of the namespace's claims of it is released.",
+        f"It is made when a claim of namespace team-a-dra on {THREE_G} is released; to have "
+        "more at once, ask for a larger grant: a platform admin proposes it on the MIG policy "
+        "page and an approver decides.",
+    )
+    assert "or of a granted one used up" in unread.cause
+    # With room in the grant, the policy refuses nothing of the granted template.
+    policy_quota.status["used"] = {devices_key(THREE_G): "0"}
+    policy_quota.save()
+    assert (pods[1].namespace, pods[1].name) not in claim_verdicts([pods[1]], cluster.pk)

@@ -1,17 +1,27 @@
 """The demo scenario: the seed's values, loaded through the services, idempotently."""
 
+import datetime as dt
+import io
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
 
+from changes.models import MigPolicyChange
 from cluster import credentials
 from cluster.models import Cluster
-from demo.data import Endpoint
-from demo.services import load_demo
+from demo.data import MIG_POLICY_GRANTS, Endpoint
+from demo.services import load_demo, load_demo_mig_policy
+from devcluster import dra
+from devcluster.inference import A100_PRODUCT, DRA_GPUS, DRA_NODES
+from loop.fetch import DraListing
+from loop.write import write_dra
 from portal.models import AuditEvent
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from tenants.models import LimitRangeItem, Namespace, PriorityClass, QuotaItem, Team
+from tenants.services import mig_policy_of
 
 pytestmark = pytest.mark.django_db
 
@@ -135,3 +145,47 @@ def test_without_a_second_cluster_the_settings_cluster_is_left_as_it_is(demo: No
     load_demo()
     assert list(Cluster.objects.values_list("name", "display_name", "purpose")) == before
     assert not Cluster.objects.filter(name="inference").exists()
+
+
+def test_the_inference_clusters_mig_policy_is_proposed_and_approved_by_demo_users(
+    demo: None,
+) -> None:
+    """Once the inference cluster's DRA GPUs are polled, its MIG policy is seeded through the
+    one door: the platform admin proposes it, the approver approves it on its assessment,
+    and the audit names both; a second run leaves it alone."""
+    assert load_demo_mig_policy() == "No inference cluster: no MIG policy to seed."
+    load_demo(Endpoint("http://127.0.0.1:7001", "first-token"))
+    inference = Cluster.objects.get(name="inference")
+    assert load_demo_mig_policy().endswith("publishes no MIG device yet: no MIG policy seeded.")
+    slices = [s for node in DRA_NODES for s in dra.node_slices(node, A100_PRODUCT, DRA_GPUS)]
+    write_dra(
+        DraListing(dra.device_classes(), slices, []),
+        cluster_id=inference.pk,
+        now=dt.datetime(2026, 12, 6, 10, 0, tzinfo=dt.UTC),
+    )
+    assert load_demo_mig_policy().endswith("of the inference cluster proposed and approved.")
+    seeded = sorted(MIG_POLICY_GRANTS, key=lambda g: (str(g["namespace"]), str(g["profile"])))
+    assert mig_policy_of(inference) == (True, seeded)
+    change = MigPolicyChange.objects.on(inference).get()
+    assert (change.state, change.requested_by.username, change.decided_by.username) == (
+        "approved",
+        "admin",
+        "approver",
+    )
+    audited = AuditEvent.objects.filter(event__startswith="mig_policy_change.").order_by("id")
+    assert [(a.event, a.actor.username) for a in audited] == [
+        ("mig_policy_change.requested", "admin"),
+        ("mig_policy_change.approved", "approver"),
+    ]
+    said = io.StringIO()
+    call_command("demo_mig_policy", stdout=said)  # the run command's step
+    assert said.getvalue().strip().endswith("left alone.")
+    assert MigPolicyChange.objects.on(inference).count() == 1
+    # A new user finds it: the cluster governed, its grants, the decision in the history.
+    client = Client()
+    client.force_login(User.objects.get(username="lead-infer"))
+    page = client.get("/changes/mig-policy/").content.decode()
+    section = page[page.index(f'id="cluster-{inference.pk}-mig-policy"') :]
+    assert "governed per claim" in section[:600]
+    assert "<td><code>team-infer</code></td><td>3g.40gb</td>" in section
+    assert "team-a-serve" not in section  # another team's grant, not shown to this lead
