@@ -112,12 +112,24 @@ def _copy_upsert(
     conflict: Sequence[str],
     *,
     kept_when_same: Sequence[str] = (),
+    empty: bool = False,
 ) -> int:
     """COPY rows into a temporary table, then INSERT ... ON CONFLICT DO UPDATE (fast). The
     columns ``kept_when_same`` keep their value where the row's hash did not change (a row
-    written for its new source only)."""
+    written for its new source only). ``empty``: the cluster has no rows in ``table`` yet
+    (its first poll), so none can conflict: the rows are copied straight in (the temporary
+    table's second write of every row was a third of a first poll's writing)."""
     count = 0
     cols = ", ".join(columns)
+    if empty:
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({cols}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        return count
     updates = ", ".join(
         f"{c} = CASE WHEN {table}.row_hash = EXCLUDED.row_hash THEN {table}.{c} "
         f"ELSE EXCLUDED.{c} END"
@@ -204,7 +216,13 @@ def write_fleet(
         )
         node_out.append(_row(values, NODE_COLUMNS))
     written = (
-        _copy_upsert(ObservedNode._meta.db_table, NODE_COLUMNS, node_out, ("cluster_id", "name"))
+        _copy_upsert(
+            ObservedNode._meta.db_table,
+            NODE_COLUMNS,
+            node_out,
+            ("cluster_id", "name"),
+            empty=not existing_nodes,
+        )
         if node_out
         else 0
     )
@@ -232,6 +250,7 @@ def write_fleet(
             pod_out,
             ("cluster_id", "namespace", "name"),
             kept_when_same=("last_changed",),
+            empty=not existing_pods,
         )
         if pod_out
         else 0
