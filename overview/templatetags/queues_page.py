@@ -6,10 +6,13 @@ An open cohort draws a hundred entries, each a table of a few rows and up to
 Its HTML is kept in this process under every value the partial reads
 (``portal.infra.process_cache``: the quantities, links and words are pure functions of
 them; the time since a workload was queued is in the key as it is written, so an entry is
-drawn anew when it would read differently)."""
+drawn anew when it would read differently). When it is drawn, its quota rows and the
+workloads in line are written out here (``quota_table_rows``, ``in_line``): a template node
+per cell cost more than the cell."""
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from django import template
@@ -17,7 +20,8 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
 from portal.infra.process_cache import ProcessCache
-from portal.templatetags.qm import ago
+from portal.templatetags.links import link
+from portal.templatetags.qm import ago, quantity
 
 register = template.Library()
 
@@ -59,3 +63,70 @@ def queue_entry(context: template.Context, e: dict[str, Any]) -> SafeString:
     shown = {"e": e, "idp": idp, "section_cluster": cluster, "is_admin": is_admin}
     html = _DRAWN.get(key, lambda: render_to_string("overview/queues_entry.html", shown))
     return mark_safe(html)  # the template's own output, escaped as it was drawn
+
+
+_QUOTA_ROW = (
+    '<tr><td class="head">{}</td><td class="head"><code>{}</code></td>'
+    '<td data-label="Nominal">{}</td><td data-label="Borrow limit">{}</td>'
+    '<td data-label="Lend limit">{}</td><td data-label="In use">{}</td>'
+    '<td data-label="Reserved">{}</td><td data-label="Borrowed">{}</td>'
+    '<td data-label="Lent">{}</td></tr>'
+)
+
+
+def _text(value: Any) -> str:
+    """Text as the template escapes it (``django.utils.html.escape`` is this, behind a check
+    for lazy text that costs more than the escaping: these values are never lazy)."""
+    return html.escape(str(value))
+
+
+@register.simple_tag
+def quota_table_rows(rows: list[dict[str, Any]]) -> SafeString:
+    """The body rows of a queue's quota table (``queues.selectors.quota_rows`` with
+    ``lent``), written out: a cell each, no template node per cell."""
+    return mark_safe("".join(_quota_row(row) for row in rows))  # each value escaped
+
+
+def _quota_row(row: dict[str, Any]) -> str:
+    resource = row["resource"]
+
+    def amount(name: str) -> str:
+        return _text(quantity(row.get(name), resource))
+
+    borrowed = amount("borrowed")
+    if row["borrowed"] not in ("0", "—"):
+        borrowed = f'<span class="tag warn">{borrowed}</span>'
+    return _QUOTA_ROW.format(
+        _text(row["flavor"]),
+        _text(resource),
+        amount("nominal"),
+        amount("borrowing") if row["borrowing"] else "unlimited",
+        amount("lending") if row["lending"] else "all",
+        amount("used"),
+        amount("reserved"),
+        borrowed,
+        amount("lent"),
+    )
+
+
+@register.simple_tag
+def in_line(waiting: list[Any], cluster: Any) -> SafeString:
+    """The list items of the workloads first in a queue's line (``shown``: whether the
+    viewer may read its name), written out."""
+    return mark_safe("".join(_in_line(w, cluster) for w in waiting))  # each value escaped
+
+
+def _in_line(w: Any, cluster: Any) -> str:
+    shown = bool(getattr(w, "shown", False))
+    if shown:
+        path = link("workload", getattr(cluster, "name", ""), w.namespace, w.name)
+        who = f'<a href="{_text(path)}"><code>{_text(w.namespace)}/{_text(w.name)}</code></a>'
+    else:
+        who = '<span class="muted">another team\'s workload</span>'
+    asks = "".join(
+        f" · {_text(quantity(amount, resource))} <code>{_text(resource)}</code>"
+        for resource, amount in (w.requests or {}).items()
+    )
+    queued = f" · queued {_text(ago(w.queued_at))}" if w.queued_at else ""
+    said = f'<br><span class="muted">{_text(w.message)}</span>' if shown and w.message else ""
+    return f"<li>{who}{asks}{queued}{said}</li>"

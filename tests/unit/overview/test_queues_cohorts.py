@@ -19,7 +19,7 @@ from cluster.models import Cluster, ObservedWorkload
 from cluster.scope import settings_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from tenants.models import Namespace
-from tests.unit.overview.test_queues_page import observe, table_rows, waiting
+from tests.unit.overview.test_queues_page import observe, table_rows, usage, waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -260,3 +260,9 @@ def test_a_queue_drawn_before_is_drawn_anew_when_what_it_shows_moves(many: None)
     assert "Edit quotas" in title(get("admin", "/queues/?cohort=research"))
     lead = get("lead-a", "/queues/?cohort=research")  # the same queue, another team's workload
     assert "job-b-first" not in lead and "another team's workload" in lead
+    observe("ClusterQueue", "r-a", usage(10, borrowed=2))  # above its nominal 8
+    borrowing = get("approver", "/queues/?cohort=research")
+    assert '<td data-label="Borrowed"><span class="tag warn">2</span></td>' in borrowing
+    assert '<td data-label="Borrow limit">unlimited</td><td data-label="Lend limit">all</td>' in (
+        borrowing
+    )
