@@ -15,7 +15,7 @@ class ChangesConfig(AppConfig):
 
         portal_metrics.register(metrics.change_gauges)
         portal_metrics.register(metrics.mig_change_totals)
-        capacity.provide(facts.capacity_for)
+        capacity.provide(facts.capacity_read)
         removal.explains(quota.quota_history_about)
         removal.closes(quota.void_quota_requests_about)
         health.suggests(drain.suggest_drains)

@@ -13,12 +13,9 @@ name on another cluster is another node."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
-
-from django.db import connection
 
 from changes.impact import (
     Disruption,
@@ -39,7 +36,7 @@ from cluster.decode import pod_gpu_requests
 from cluster.models import Cluster, ObservedNode, ObservedPod
 from cluster.scope import cluster_id_of, settings_cluster_id
 from cluster.selectors import amount_sql
-from fleet.capacity import FleetCapacity
+from fleet.capacity import CapacityRead, FleetCapacity
 from fleet.models import MigConfig, NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, model_for_product, most_per_gpu
@@ -248,36 +245,11 @@ def shortfalls_now(
         return []  # no queue promises anything
     return flavor_shortfalls(
         Fleet(nodes=(), queues=queue_quotas(cid, [submitting, cluster_queues]), flavors=flavors),
-        capacity=_flavor_capacity_in_db(flavors, cid),
+        capacity={
+            (flavor, resource): int(total)
+            for flavor, resource, total in read_together(_flavor_capacity_read(cid, None))[0]
+        },
     )
-
-
-def _flavor_capacity_in_db(
-    flavors: dict[str, dict[str, str]], cluster_id: int
-) -> dict[tuple[str, str], int]:
-    """(flavor, resource) -> the GPU resources the live nodes a flavor's labels select offer,
-    as ``flavor_capacity`` counts them (a value that is not a whole number counts 0)."""
-    if not flavors:
-        return {}
-    names = list(flavors)
-    values = ", ".join("(%s, %s::jsonb)" for _ in names)
-    amount = amount_sql("e.value")
-    sql = f"""
-        SELECT f.flavor, e.key, sum({amount})
-        FROM {ObservedNode._meta.db_table} n
-        JOIN (VALUES {values}) AS f(flavor, labels) ON n.labels @> f.labels
-        CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
-        WHERE n.cluster_id = %s AND n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
-        GROUP BY 1, 2
-        HAVING sum({amount}) > 0
-    """
-    params: list[Any] = []
-    for name in names:
-        params += [name, json.dumps(flavors[name])]
-    params.append(cluster_id)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {(flavor, resource): int(total) for flavor, resource, total in cursor.fetchall()}
 
 
 def node_facts(cluster_id: int) -> list[NodeFacts]:
@@ -323,72 +295,122 @@ def capacity_for(
     cluster_id: int | None = None,
     *,
     flavors: Iterable[str] | None = None,
+    whole: bool = True,
 ) -> FleetCapacity:
+    """``capacity_read``'s answer, its reads sent alone (one round trip)."""
+    asked = capacity_read(resources, cluster_id, flavors=flavors, whole=whole)
+    return asked.answer(read_together(*asked.reads))
+
+
+def capacity_read(
+    resources: Iterable[str],
+    cluster_id: int | None = None,
+    *,
+    flavors: Iterable[str] | None = None,
+    whole: bool = True,
+) -> CapacityRead:
     """What the observed fleet offers behind each flavor now, and the most it could ever
     offer of each of ``resources`` (the fleet's capacity hook, fleet/capacity.py), on the
-    cluster (by default the settings' one). ``flavors``: only these flavors' rows (a
+    cluster (by default the settings' one), as reads a page may send with its own in one
+    round trip, and the answer from their rows. ``flavors``: only these flavors' rows (a
     queue's editor asks for its own; ``()`` for none: a namespace quota needs only the
-    whole fleet's ceilings); every flavor by default.
+    whole fleet's ceilings); every flavor by default. ``whole=False``: not the whole fleet's
+    ceiling (``ceiling`` left empty: a queue's editor shows its flavors' alone).
 
-    Summed in the database (at most four queries whatever the number of nodes: no node is
-    loaded), with the same answers as ``flavor_capacity``, ``ceiling`` and ``flavor_ceiling``
-    give over ``node_facts`` (tests/unit/changes/test_capacity.py holds them side by side)."""
+    Summed in the database (four statements whatever the number of nodes and flavors, the
+    flavors' labels joined there: no node is loaded), with the same answers as
+    ``flavor_capacity``, ``ceiling`` and ``flavor_ceiling`` give over ``node_facts``
+    (tests/unit/changes/test_capacity.py holds them side by side)."""
     cid = settings_cluster_id() if cluster_id is None else cluster_id  # the hook's None
-    known = ObservedNode.objects.on(cid).filter(gone_since__isnull=True).exists()
-    if not known:  # no node observed yet: nothing is known of the fleet
-        return FleetCapacity(known=False)
-    labels = _flavors(cid)
-    if flavors is not None:
-        asked = set(flavors)
-        labels = {name: of for name, of in labels.items() if name in asked}
+    names = None if flavors is None else sorted(set(flavors))
     resources = sorted(set(resources))
-    # A flavor's ceiling leaves its MIG layout label aside: a change can bring any node in.
-    fixed = {
-        name: {k: v for k, v in of.items() if k != gpu_labels.MIG_CONFIG}
-        for name, of in labels.items()
-    }
-    most = _most_in_db(fixed, resources, cid)
-    return FleetCapacity(
-        behind=_flavor_capacity_in_db(labels, cid),
-        ceiling={r: most.get((None, r), 0) for r in resources},
-        flavor_ceiling={(f, r): most.get((f, r), 0) for f in labels for r in resources},
-        known=True,
+    flavor_table = ResourceFlavor._meta.db_table
+    asked = "" if names is None else " AND name = ANY(%s::text[])"
+    asked_params: list[Any] = [] if names is None else [names]
+    reads = (
+        Read(
+            f"SELECT EXISTS (SELECT 1 FROM {ObservedNode._meta.db_table} "
+            "WHERE cluster_id = %s AND gone_since IS NULL)",
+            [cid],
+        ),
+        Read(f"SELECT name FROM {flavor_table} WHERE cluster_id = %s{asked}", [cid, *asked_params]),
+        _most_read(resources, cid, names, whole),
+        _flavor_capacity_read(cid, names),
     )
 
+    def answer(rows: Sequence[list[Any]]) -> FleetCapacity:
+        [(live,)], named, most_rows, behind_rows = rows
+        if not live:  # no node observed yet: nothing is known of the fleet
+            return FleetCapacity(known=False)
+        most = _most_from(most_rows)
+        return FleetCapacity(
+            behind={(flavor, resource): int(total) for flavor, resource, total in behind_rows},
+            ceiling={r: most.get((None, r), 0) for r in resources} if whole else {},
+            flavor_ceiling={(f, r): most.get((f, r), 0) for (f,) in named for r in resources},
+            known=True,
+        )
 
-def _most_in_db(
-    flavors: dict[str, dict[str, str]], resources: Sequence[str], cluster_id: int
-) -> dict[tuple[str | None, str], int]:
+    return CapacityRead(reads, answer)
+
+
+def _most_read(
+    resources: Sequence[str], cluster_id: int, flavors: Sequence[str] | None, whole: bool
+) -> Read:
     """(flavor, resource) -> the most of the resource the live nodes the flavor's labels
     select could ever offer, each in its best layout for it, as ``changes.impact``'s
-    ``_most`` counts a node; (None, resource): the whole fleet's. The database groups the
-    nodes by what decides that (GPU product, GPU count, what they offer of it now), so
-    that Python sees a handful of rows whatever the number of nodes."""
-    if not resources:
-        return {}
-    rows: list[tuple[str | None, str]] = [(None, "{}")]
-    rows += [(name, json.dumps(of)) for name, of in flavors.items()]
-    values = ", ".join("(%s, %s::jsonb)" for _ in rows)
+    ``_most`` counts a node; (None, resource): the whole fleet's (with ``whole``). A
+    flavor's labels leave its MIG layout label aside: a change can bring any node in. The
+    database groups the nodes by what decides that (GPU product, GPU count, what they offer
+    of it now), so that Python sees a handful of rows whatever the number of nodes
+    (``_most_from``)."""
+    asked = "" if flavors is None else " AND name = ANY(%s::text[])"
     amount = amount_sql("(n.allocatable -> r.resource)")
     sql = f"""
         SELECT f.flavor, r.resource, n.gpu_product, n.gpu_count, {amount}, count(*)
         FROM {ObservedNode._meta.db_table} n
-        JOIN (VALUES {values}) AS f(flavor, labels) ON n.labels @> f.labels
+        JOIN (
+            SELECT NULL::text AS flavor, '{{}}'::jsonb AS labels WHERE %s
+            UNION ALL SELECT name, node_labels - %s FROM {ResourceFlavor._meta.db_table}
+            WHERE cluster_id = %s{asked}
+        ) AS f ON n.labels @> f.labels
         CROSS JOIN unnest(%s::text[]) AS r(resource)
         WHERE n.cluster_id = %s AND n.gone_since IS NULL
         GROUP BY 1, 2, 3, 4, 5
     """
-    params: list[Any] = [value for row in rows for value in row]
-    params += [list(resources), cluster_id]
+    params: list[Any] = [whole, gpu_labels.MIG_CONFIG, cluster_id]
+    params += [] if flavors is None else [list(flavors)]
+    return Read(sql, [*params, list(resources), cluster_id])
+
+
+def _most_from(rows: Iterable[tuple[Any, ...]]) -> dict[tuple[str | None, str], int]:
+    """``_most_read``'s rows summed: each group of nodes counted in its best layout."""
     models: dict[str, str | None] = {}
     out: dict[tuple[str | None, str], int] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for flavor, resource, product, gpus, now, nodes in cursor.fetchall():
-            if product not in models:
-                models[product] = model_for_product(product) if product else None
-            if not resource.startswith(gpu_labels.GPU_RESOURCE_PREFIX):
-                now = 0  # a node's offer is its GPU resources alone (``gpu_offer``)
-            one = max(gpus * most_per_gpu(models[product], resource), now)
-            out[(flavor, resource)] = out.get((flavor, resource), 0) + one * nodes
+    for flavor, resource, product, gpus, now, nodes in rows:
+        if product not in models:
+            models[product] = model_for_product(product) if product else None
+        if not resource.startswith(gpu_labels.GPU_RESOURCE_PREFIX):
+            now = 0  # a node's offer is its GPU resources alone (``gpu_offer``)
+        one = max(gpus * most_per_gpu(models[product], resource), now)
+        out[(flavor, resource)] = out.get((flavor, resource), 0) + one * nodes
     return out
+
+
+def _flavor_capacity_read(cluster_id: int, flavors: Sequence[str] | None) -> Read:
+    """(flavor, resource, total): the GPU resources the live nodes a flavor's labels select
+    offer, as ``flavor_capacity`` counts them (a value that is not a whole number counts
+    0)."""
+    asked = "" if flavors is None else " AND f.name = ANY(%s::text[])"
+    amount = amount_sql("e.value")
+    sql = f"""
+        SELECT f.name, e.key, sum({amount})
+        FROM {ObservedNode._meta.db_table} n
+        JOIN {ResourceFlavor._meta.db_table} f
+            ON f.cluster_id = n.cluster_id AND n.labels @> f.node_labels
+        CROSS JOIN LATERAL jsonb_each(n.allocatable) AS e
+        WHERE n.cluster_id = %s AND n.gone_since IS NULL AND starts_with(e.key, 'nvidia.com/')
+            {asked}
+        GROUP BY 1, 2
+        HAVING sum({amount}) > 0
+    """
+    return Read(sql, [cluster_id, *([] if flavors is None else [list(flavors)])])

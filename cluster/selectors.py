@@ -4,7 +4,7 @@ not team data; team-scoped reads filter by namespace where they use it)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ from cluster.models import (
     Cluster,
     Drift,
     ObservedDeviceClass,
+    ObservedNode,
+    ObservedObject,
     ObservedResourceClaim,
     ObservedResourceSlice,
     SyncRun,
@@ -442,3 +444,28 @@ def mig_profiles_published(cluster: Cluster | int) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(_MIG_PROFILES_SQL, [cluster_id_of(cluster)])
         return [str(row[0]) for row in cursor.fetchall()]
+
+
+def kueue_config_read(cluster_id: int, namespace: str, name: str) -> Read:
+    """The last poll's copy of Kueue's ConfigMap on the cluster (its spec alone), written
+    out: the ORM took longer to build the statement than the database to answer it."""
+    return Read(
+        f"SELECT id, spec FROM {ObservedObject._meta.db_table} WHERE cluster_id = %s "
+        "AND kind = 'ConfigMap' AND namespace = %s AND name = %s LIMIT 1",
+        [cluster_id, namespace, name],
+        ObservedObject,
+    )
+
+
+def device_classes_read(cluster_id: int, resources: Iterable[str]) -> Read:
+    """The cluster's DRA device classes (name, extended resource, None) and, only when it
+    has any, which of ``resources`` a node of the cluster offers (None, None, resource):
+    what the queue editor's notes on Kueue's configuration read (``queues.dra``)."""
+    classes, nodes = ObservedDeviceClass._meta.db_table, ObservedNode._meta.db_table
+    sql = (
+        f"SELECT name, extended_resource, NULL FROM {classes} WHERE cluster_id = %s "
+        "UNION ALL SELECT NULL, NULL, r FROM unnest(%s::text[]) AS r "
+        f"WHERE EXISTS (SELECT 1 FROM {classes} WHERE cluster_id = %s) "
+        f"AND EXISTS (SELECT 1 FROM {nodes} n WHERE n.cluster_id = %s AND n.allocatable ? r)"
+    )
+    return Read(sql, [cluster_id, sorted(set(resources)), cluster_id, cluster_id])

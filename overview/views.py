@@ -56,7 +56,8 @@ from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from queues.observed import first_in_line
 from queues.selectors import quota_rows
-from tenants.models import Namespace, PriorityClass
+from tenants.models import Namespace
+from tenants.selectors import priority_classes_for
 
 NODES_PAGE = 50  # nodes on a page of a pool's list
 DRIFT_SHOWN = 20  # drift rows on the Fleet page (the rest: counted, and first in the lists)
@@ -346,7 +347,7 @@ def queues(request: HttpRequest) -> HttpResponse:
             "several": choice.several,
             "fair_sharing": any(s["fair_sharing"] for s in sections),
             "shown": PENDING_SHOWN,
-            "priority_classes": PriorityClass.objects.prefetch_related("teams").order_by("-value"),
+            "priority_classes": priority_classes_for(request.user),
             "is_admin": is_platform_admin(request.user),
             "sees_all": sees_every_team(request.user),
             "asked": asked,

@@ -7,13 +7,15 @@ page says of a quota Kueue would count nothing in."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from cluster.models import ObservedDeviceClass, ObservedNode, ObservedObject
+from cluster.models import ObservedObject
 from cluster.scope import cluster_id_of
 from cluster.selectors import counter_ceilings as cluster_counter_ceilings
-from cluster.selectors import device_class_ceilings
+from cluster.selectors import device_class_ceilings, device_classes_read, kueue_config_read
+from portal.infra.round_trips import Read, read_together
 from queues.kueue_config import (
     CONFIGMAP,
     CONFIGMAP_KEY,
@@ -27,12 +29,18 @@ from queues.kueue_config import quota_notes as notes_for
 
 def kueue_dra(cluster: int | None) -> KueueDra:
     """Kueue's DRA settings on ``cluster`` as its last poll read them (one query)."""
-    data = (
-        ObservedObject.objects.on(cluster_id_of(cluster))
-        .filter(kind="ConfigMap", namespace=KUEUE_NAMESPACE, name=CONFIGMAP)
-        .values_list("spec", flat=True)
-        .first()
-    )
+    return kueue_dra_from(read_together(kueue_dra_read(cluster))[0])
+
+
+def kueue_dra_read(cluster: int | None) -> Read:
+    """The read of ``kueue_dra``, for a page that sends it with others in one round trip
+    (``kueue_dra_from`` its rows)."""
+    return kueue_config_read(cluster_id_of(cluster), KUEUE_NAMESPACE, CONFIGMAP)
+
+
+def kueue_dra_from(rows: Sequence[ObservedObject]) -> KueueDra:
+    """Kueue's DRA settings from the rows of ``kueue_dra_read``."""
+    data = rows[0].spec if rows else None
     if data is None:
         return parse(None)
     text = ((data or {}).get("data") or {}).get(CONFIGMAP_KEY)
@@ -112,21 +120,31 @@ def quota_notes(
     devices), on a cluster whose poll saw DRA device classes; nothing on any other
     (``config``: Kueue's settings there, when the caller read them already)."""
     cid = cluster_id_of(cluster)
-    classes = dict(ObservedDeviceClass.objects.on(cid).values_list("name", "extended_resource"))
+    resources = list(resources)
+    rows = read_together(device_classes_read(cid, resources))[0]
+    return quota_notes_from(
+        cid, rows, resources, lambda: kueue_dra(cid) if config is None else config
+    )
+
+
+def quota_notes_from(
+    cluster: int | None,
+    rows: Sequence[tuple[Any, ...]],
+    resources: Iterable[str],
+    config: Callable[[], KueueDra],
+) -> dict[str, str]:
+    """``quota_notes`` from the rows of ``device_classes_read`` (``config``: Kueue's
+    settings on the cluster, asked only when it has DRA device classes)."""
+    classes = {name: extended for name, extended, _ in rows if name is not None}
     if not classes:
         return {}
     resources = list(resources)
-    offered = {
-        name
-        for allocatable in ObservedNode.objects.on(cid).values_list("allocatable", flat=True)
-        for name in (allocatable or {})
-        if name in resources
-    }
-    config = config if config is not None else kueue_dra(cid)
+    offered = {resource for name, _, resource in rows if name is None}
+    kueue = config()
     return notes_for(
         resources,
-        config,
+        kueue,
         device_classes=classes,
         offered=offered,
-        counter_ceilings=counter_ceilings(cid, resources, config),
+        counter_ceilings=counter_ceilings(cluster, resources, kueue),
     )

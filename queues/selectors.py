@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from cluster.models import Cluster
 from cluster.scope import cluster_id_of
 from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import Read, read_together
@@ -436,3 +438,74 @@ def _json(value: Any) -> list[Any]:
     if value is None:
         return []
     return json.loads(value) if isinstance(value, str) else list(value)
+
+
+# ----------------------------------------------------------------------------- the queue editor
+
+
+def editor_queue_reads(name: str) -> list[Read]:
+    """The ClusterQueues of ``name`` (one per cluster at most), by their cluster's name, and
+    their cohorts: for the editor's first round trip (``editor_queue_from``)."""
+    queues, cluster = _table(ClusterQueue), _table(Cluster)
+    return [
+        Read(
+            f"SELECT q.* FROM {queues} q JOIN {cluster} c ON c.id = q.cluster_id "
+            "WHERE q.name = %s ORDER BY c.name",
+            [name],
+            ClusterQueue,
+        ),
+        Read(
+            f"SELECT * FROM {_table(Cohort)} WHERE id IN "
+            f"(SELECT cohort_id FROM {queues} WHERE name = %s)",
+            [name],
+            Cohort,
+        ),
+    ]
+
+
+def editor_queue_from(rows: list[list[Any]], cluster_id: int | None) -> ClusterQueue | None:
+    """The queue of ``editor_queue_reads``' rows on the cluster ``cluster_id`` (the chosen
+    one), or on the first cluster by name that has one when none is chosen, with its
+    cohort."""
+    queues, cohorts = rows
+    found = [q for q in queues if cluster_id is None or q.cluster_id == cluster_id]
+    if not found:
+        return None
+    cq: ClusterQueue = found[0]
+    cohort = {c.pk: c for c in cohorts}.get(cq.cohort_id)
+    if cohort is not None:
+        cq.cohort = cohort
+    return cq
+
+
+def promised_by_others_read(cq: ClusterQueue, cluster_id: int, resources: Iterable[str]) -> Read:
+    """The nominal quotas of ``resources`` every other ClusterQueue of the cluster promises,
+    counted in the database by (flavor, resource, amount as written): a handful of rows
+    whatever the number of queues (``promised_by_others`` sums them)."""
+    sql = (
+        "SELECT f ->> 'name', r ->> 'name', jsonb_typeof(r -> 'nominalQuota'), "
+        f"r ->> 'nominalQuota', count(*) FROM {_table(ClusterQueue)} q "
+        "CROSS JOIN LATERAL jsonb_array_elements(q.resource_groups) AS g "
+        "CROSS JOIN LATERAL jsonb_array_elements(g -> 'flavors') AS f "
+        "CROSS JOIN LATERAL jsonb_array_elements(f -> 'resources') AS r "
+        "WHERE q.cluster_id = %s AND q.id IS DISTINCT FROM %s "
+        "AND jsonb_typeof(q.resource_groups) = 'array' AND r ->> 'name' = ANY(%s::text[]) "
+        "GROUP BY 1, 2, 3, 4"
+    )
+    return Read(sql, [cluster_id, cq.pk, sorted(set(resources))])
+
+
+def promised_by_others(rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], Fraction]:
+    """(flavor, resource) -> what the other queues promise, from ``promised_by_others_read``'s
+    rows: each amount parsed once (as ``ClusterQueue.quota`` parses it: text, or a whole
+    number) and counted."""
+    out: dict[tuple[str, str], Fraction] = {}
+    for flavor, resource, kind, text, queues in rows:
+        if kind == "string":
+            amount = parse_quantity(text)
+        elif kind == "number" and text.lstrip("-").isdigit():
+            amount = parse_quantity(int(text))
+        else:
+            raise QuantityError(f"{text!r} is not a quantity")
+        out[(flavor, resource)] = out.get((flavor, resource), 0) + amount * queues
+    return out

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
-from fleet.capacity import fleet_capacity
+from cluster.scope import cluster_id_of
+from fleet.capacity import fleet_capacity_read
 from portal.audit.record import Event, admin_event
+from portal.infra.round_trips import Read, read_together
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
-from queues.dra import dra_ceilings
-from queues.kueue_config import counter_text
+from queues.dra import dra_ceilings, kueue_dra_from, kueue_dra_read
+from queues.kueue_config import KueueDra, counter_text
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import Promise, promises, quota_entries
+from queues.selectors import promised_by_others, promised_by_others_read
 from tenants.rules import spelled_quantity
 
 
@@ -86,35 +90,57 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
     """Each GPU (flavor, resource) of an edited queue next to the fleet behind its flavor:
     what it offers, what every queue would promise with the edit, and whether the edit
     promises more than exists (or ever could). Raises ValueError on a value that is no
-    quantity (its field error says why)."""
-    others: dict[tuple[str, str], Any] = defaultdict(int)
+    quantity (its field error says why). One round trip (two where Kueue counts one of its
+    resources in DRA devices)."""
+    asked = promises_read(cq, edited)
+    return asked.answer(read_together(*asked.reads))[0]
+
+
+@dataclass(frozen=True)
+class PromisesRead:
+    """``promises_of``'s reads, for a page that sends them with its own in one round trip,
+    and ``answer``: from their rows, the promises and Kueue's DRA settings on the queue's
+    cluster (which the editor's notes read too)."""
+
+    reads: tuple[Read, ...]
+    answer: Callable[[Sequence[list[Any]]], tuple[dict[tuple[str, str], Promise], KueueDra]]
+
+
+def promises_read(cq: ClusterQueue, edited: ClusterQueue) -> PromisesRead:
+    """The reads of ``promises_of`` (raises ValueError as it does): what the other queues of
+    the cluster promise of the edited queue's resources, summed in the database (another
+    cluster's fleet backs its own queues), the fleet's capacity behind its flavors, and
+    Kueue's DRA settings there. Not the whole fleet's ceiling: a queue's promises are
+    weighed against its flavors' alone."""
     new = edited.quota()
-    # Queues of the same cluster only: another cluster's fleet backs its own queues. Only
-    # those with a quota of one of the edited queue's resources count (``promises`` reads
-    # no other), found by the database: not every queue of a large cluster is parsed.
-    sharing = models.Q()
-    for resource in sorted({resource for _, resource in new}):
-        quota = [{"flavors": [{"resources": [{"name": resource}]}]}]
-        sharing |= models.Q(resource_groups__contains=quota)
-    if sharing:
-        for other in ClusterQueue.objects.filter(sharing, cluster=edited.cluster_id).exclude(
-            pk=cq.pk
-        ):
-            for key, amount in other.quota().items():
-                others[key] += amount
-    capacity = fleet_capacity(
-        {resource for _, resource in new}, edited.cluster_id, flavors={flavor for flavor, _ in new}
+    resources = {resource for _, resource in new}
+    cluster_id = cluster_id_of(edited.cluster_id)
+    capacity = fleet_capacity_read(
+        resources, cluster_id, flavors={flavor for flavor, _ in new}, whole=False
     )
-    dra = dra_ceilings(edited.cluster_id, {resource for _, resource in new})
-    return promises(
-        cq.quota(),
-        new,
-        others,
-        capacity.behind if capacity.known else None,
-        capacity.flavor_ceiling if capacity.known else None,
-        {r: c.amount for r, c in dra.items()},
-        {r: c.unit for r, c in dra.items()},
+    reads = (
+        promised_by_others_read(cq, cluster_id, resources),
+        kueue_dra_read(cluster_id),
+        *capacity.reads,
     )
+
+    def answer(rows: Sequence[list[Any]]) -> tuple[dict[tuple[str, str], Promise], KueueDra]:
+        others, config_rows, *capacity_rows = rows
+        config = kueue_dra_from(config_rows)
+        fleet = capacity.answer(capacity_rows)
+        dra = dra_ceilings(cluster_id, resources, config)
+        shown = promises(
+            cq.quota(),
+            new,
+            promised_by_others(others),
+            fleet.behind if fleet.known else None,
+            fleet.flavor_ceiling if fleet.known else None,
+            {r: c.amount for r, c in dra.items()},
+            {r: c.unit for r, c in dra.items()},
+        )
+        return shown, config
+
+    return PromisesRead(reads, answer)
 
 
 def promise_errors(

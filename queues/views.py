@@ -19,17 +19,24 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from cluster.scope import chosen_cluster
+from cluster.scope import chosen_cluster, cluster_id_of
+from cluster.selectors import device_classes_read, first_reads
 from portal.access.permissions import is_platform_admin
+from portal.infra.round_trips import read_together
 from queues import preview
-from queues.dra import kueue_dra
-from queues.dra import quota_notes as kueue_quota_notes
+from queues.dra import quota_notes_from
 from queues.kueue_config import counter_text
 from queues.merge import Merge, three_way
 from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
-from queues.selectors import cluster_queue_what_if, quota_rows, simulates_kueue
-from queues.services import promises_of, respelled, save_cluster_queue
+from queues.selectors import (
+    cluster_queue_what_if,
+    editor_queue_from,
+    editor_queue_reads,
+    quota_rows,
+    simulates_kueue,
+)
+from queues.services import promises_read, respelled, save_cluster_queue
 from tenants.manifests import render_priority_class
 from tenants.models import PriorityClass
 from tenants.services import save_priority_class
@@ -221,12 +228,12 @@ def _preview_or_save(
 
 @login_required
 def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
+    # The first round trip: what every page shows, with the queues of this name (one per
+    # cluster at most: two clusters may each have one) and their cohorts.
+    queues = first_reads(request, *editor_queue_reads(name))
     _require_admin(request)
-    found = ClusterQueue.objects.select_related("cohort").filter(name=name)
-    chosen = chosen_cluster(request)  # two clusters may each have a queue of this name
-    if chosen is not None:
-        found = found.filter(cluster_id=chosen.pk)
-    cq = found.order_by("cluster__name").first()
+    chosen = chosen_cluster(request)
+    cq = editor_queue_from(queues, chosen.pk if chosen is not None else None)
     if cq is None:
         raise Http404("No ClusterQueue of that name.")
     context: dict[str, Any] = {
@@ -279,15 +286,17 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQueue) -> None:
-    """Each GPU row with the fleet behind its flavor (see ``promises_of``)."""
-    shown = promises_of(cq, edited)
+    """Each GPU row with the fleet behind its flavor (see ``promises_of``) and what Kueue's
+    configuration says of its resource: the second round trip."""
+    resources = {r["resource"] for r in context["rows"]}
+    asked = promises_read(cq, edited)
+    cluster_id = cluster_id_of(edited.cluster_id)
+    classes, *rows = read_together(device_classes_read(cluster_id, resources), *asked.reads)
+    shown, config = asked.answer(rows)
     context["promises"] = shown
     for row in context["rows"]:
         row["promise"] = shown.get((row["flavor"], row["resource"]))
-    config = kueue_dra(edited.cluster_id)
-    notes = kueue_quota_notes(
-        edited.cluster_id, {r["resource"] for r in context["rows"]}, config=config
-    )
+    notes = quota_notes_from(cluster_id, classes, resources, lambda: config)
     for row in context["rows"]:
         row["dra_classes"] = ", ".join(
             config.mapped.get(row["resource"], ()) if config.enabled else ()

@@ -1,6 +1,7 @@
 """The fleet's capacity hook (``changes.facts.capacity_for``) sums in the database what the
 pure functions of ``changes.impact`` sum over every node: the same answers, for every
-flavor or only the ones asked, in a fixed number of queries."""
+flavor or only the ones asked, in one round trip; and a queue's promises count what every
+other queue of its cluster promises, summed there too."""
 
 from __future__ import annotations
 
@@ -101,6 +102,10 @@ def test_the_capacity_summed_in_the_database_is_the_pure_functions_answer(seed: 
         }
         assert narrowed.ceiling == expected.ceiling
         assert narrowed.known
+        # Without the whole fleet's ceiling (a queue's editor): the flavors' rows alike.
+        alone = capacity_for(resources, cid, flavors=asked, whole=False)
+        assert (alone.behind, alone.flavor_ceiling) == (narrowed.behind, narrowed.flavor_ceiling)
+        assert alone.ceiling == {} and alone.known
 
 
 def test_no_live_node_is_nothing_known() -> None:
@@ -108,7 +113,7 @@ def test_no_live_node_is_nothing_known() -> None:
     assert not capacity_for({"nvidia.com/gpu"}, settings_cluster_id()).known
 
 
-def test_the_capacity_takes_the_same_queries_whatever_the_fleet(
+def test_the_capacity_takes_one_round_trip_whatever_the_fleet(
     django_assert_num_queries: Any,
 ) -> None:
     cid = settings_cluster_id()
@@ -116,7 +121,7 @@ def test_the_capacity_takes_the_same_queries_whatever_the_fleet(
     ResourceFlavorFactory(name="pool-b", node_labels={"pool": "b"})
     for size in (3, 60):
         _fleet(random.Random(size), cid, size)
-        with django_assert_num_queries(4):
+        with django_assert_num_queries(1):
             capacity_for({"nvidia.com/gpu", "nvidia.com/mig-3g.40gb"}, cid, flavors={"pool-a"})
 
 
@@ -150,3 +155,47 @@ def test_a_queues_promises_count_every_other_queue_of_its_resources_and_no_other
     assert list(shown) == [("pool-a", "nvidia.com/gpu")]
     promise = shown[("pool-a", "nvidia.com/gpu")]
     assert (promise.promised, promise.offered, promise.ceiling) == (5, 8, 8)
+
+
+SPELLINGS = ["1", "2", 3, "10", "500m", "1k", "2Ki", 0]  # as text and as JSON numbers
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_what_other_queues_promise_is_summed_in_the_database_as_each_queue_parses_it(
+    seed: int,
+) -> None:
+    """``queues.selectors.promised_by_others``: the database counts the other queues'
+    nominal quotas of the edited queue's resources by their spelling; the sums are those of
+    every other queue of the cluster parsed (``ClusterQueue.quota``), another cluster's
+    queues left out."""
+    from portal.infra.round_trips import read_together
+    from queues.models import ClusterQueue
+    from queues.selectors import promised_by_others, promised_by_others_read
+    from tests.factories import ClusterQueueFactory
+
+    rng = random.Random(seed)
+    cid = settings_cluster_id()
+    other = Cluster.objects.create(name="other", display_name="Other", connection="in_cluster")
+
+    def groups() -> list[dict[str, Any]]:
+        out = []
+        for flavor in rng.sample(["pool-a", "pool-b", "pool-c"], rng.randint(0, 3)):
+            resources = rng.sample(RESOURCES, rng.randint(1, 3))
+            quotas = [{"name": r, "nominalQuota": rng.choice(SPELLINGS)} for r in resources]
+            out.append(
+                {"coveredResources": resources, "flavors": [{"name": flavor, "resources": quotas}]}
+            )
+        return out
+
+    queues = [ClusterQueueFactory(resource_groups=groups()) for _ in range(30)]
+    ClusterQueueFactory(cluster=other, resource_groups=groups())
+    edited = rng.choice(queues)
+    resources = set(rng.sample(RESOURCES, 2))
+    expected: dict[tuple[str, str], Any] = {}
+    for queue in ClusterQueue.objects.filter(cluster_id=cid).exclude(pk=edited.pk):
+        for (flavor, resource), amount in queue.quota().items():
+            if resource in resources:
+                expected[(flavor, resource)] = expected.get((flavor, resource), 0) + amount
+    rows = read_together(promised_by_others_read(edited, cid, resources))[0]
+    assert promised_by_others(rows) == expected
+    assert len(rows) <= 3 * len(resources) * len(SPELLINGS)  # counted, not one row a queue

@@ -19,7 +19,7 @@ from cluster.models import Cluster, ObservedWorkload
 from cluster.scope import settings_cluster
 from queues.models import ClusterQueue, Cohort, LocalQueue
 from tenants.models import Namespace
-from tests.unit.overview.test_queues_page import observe, waiting
+from tests.unit.overview.test_queues_page import observe, table_rows, usage, waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -237,3 +237,32 @@ def test_with_every_cluster_shown_a_cohort_opens_in_the_clusters_that_have_it(
     chosen = settings_cluster().name
     one = get("approver", f"/queues/?cluster={chosen}&cohort=vision", 404)  # not on that one
     assert "on this cluster" in one
+
+
+def test_a_queue_drawn_before_is_drawn_anew_when_what_it_shows_moves(many: None) -> None:
+    """An open cohort's queues are kept drawn in the process between requests
+    (``overview/templatetags/queues_page.py``), under everything they show: a new status, a
+    workload in line, a viewer who edits queues each draw the queue anew."""
+
+    def title(page: str) -> str:
+        start = page.index('id="cluster-queue-r-a-title"')
+        return page[start : page.index("</h3>", start)]
+
+    before = get("approver", "/queues/?cohort=research")
+    assert "3 admitted, 2 pending" in title(before) and "Edit quotas" not in title(before)
+    assert "cluster-queue-r-a-waiting" not in before
+    observe("ClusterQueue", "r-a", status(4, 1, ("h100-80gb", GPU, 7)))
+    waiting("team-b", "job-b-first", "team-b-research", position=0, minutes=5)
+    after = get("approver", "/queues/?cohort=research")
+    assert "4 admitted, 1 pending" in title(after)
+    assert table_rows(after, "Quota of ClusterQueue r-a")[0][5] == "7"  # in use
+    assert "<code>team-b/job-b-first</code>" in after and "queued 5 min ago" in after
+    assert "Edit quotas" in title(get("admin", "/queues/?cohort=research"))
+    lead = get("lead-a", "/queues/?cohort=research")  # the same queue, another team's workload
+    assert "job-b-first" not in lead and "another team's workload" in lead
+    observe("ClusterQueue", "r-a", usage(10, borrowed=2))  # above its nominal 8
+    borrowing = get("approver", "/queues/?cohort=research")
+    assert '<td data-label="Borrowed"><span class="tag warn">2</span></td>' in borrowing
+    assert '<td data-label="Borrow limit">unlimited</td><td data-label="Lend limit">all</td>' in (
+        borrowing
+    )

@@ -240,3 +240,29 @@ def test_the_queues_page_says_kueues_words_not_its_codes(client: Client, demo: N
     assert '<td data-label="Stop policy">None</td>' not in page
     edit = client.get("/queues/cluster-queues/cq-train/edit/").content.decode()
     assert '<option value="None" selected>None (admitting)</option>' in edit
+
+
+def test_a_lead_reads_only_their_own_teams_among_those_a_priority_class_allows(
+    demo: None,
+) -> None:
+    """Another team's name never reaches a lead: the catalog says how many other teams a
+    class allows, not which; platform admins and approvers read every team."""
+    from tenants.models import PriorityClass, Team
+
+    pc = PriorityClass.objects.order_by("-value").first()
+    assert pc is not None
+    for slug in ("team-a", "team-b"):
+        Team.objects.get(slug=slug).allowed_priority_classes.add(pc)
+
+    def teams_cell(page: str) -> str:
+        catalog = page[page.index('id="pc-title"') :]
+        row = catalog[catalog.index(f"<code>{pc.name}</code>") :]
+        row = row[: row.index("</tr>")]  # from the name's cell on
+        return re.findall(r"<td[^>]*>(.*?)</td>", row)[2]
+
+    lead = teams_cell(page_of("lead-a"))
+    assert "team-a" in lead and "team-b" not in lead
+    others = pc.teams.exclude(slug="team-a").count()
+    assert f"and {others} other team" in lead
+    approver = teams_cell(page_of("approver"))
+    assert "team-a" in approver and "team-b" in approver and "other team" not in approver
