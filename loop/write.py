@@ -108,7 +108,7 @@ def _digest(values: Sequence[Any]) -> str:
 def _copy_upsert(
     table: str,
     columns: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    rows: Sequence[Sequence[Any]],
     conflict: Sequence[str],
     *,
     kept_when_same: Sequence[str] = (),
@@ -118,7 +118,10 @@ def _copy_upsert(
     columns ``kept_when_same`` keep their value where the row's hash did not change (a row
     written for its new source only). ``empty``: the cluster has no rows in ``table`` yet
     (its first poll), so none can conflict: the rows are copied straight in (the temporary
-    table's second write of every row was a third of a first poll's writing)."""
+    table's second write of every row was a third of a first poll's writing). No rows: no
+    statement."""
+    if not rows:
+        return 0
     count = 0
     cols = ", ".join(columns)
     if empty:
@@ -215,16 +218,12 @@ def write_fleet(
             row_hash=digest, first_seen=first_seen.get(name, now), last_changed=now, gone_since=None
         )
         node_out.append(_row(values, NODE_COLUMNS))
-    written = (
-        _copy_upsert(
-            ObservedNode._meta.db_table,
-            NODE_COLUMNS,
-            node_out,
-            ("cluster_id", "name"),
-            empty=not existing_nodes,
-        )
-        if node_out
-        else 0
+    written = _copy_upsert(
+        ObservedNode._meta.db_table,
+        NODE_COLUMNS,
+        node_out,
+        ("cluster_id", "name"),
+        empty=not existing_nodes,
     )
     vanished = [n for n in existing_nodes if n not in seen and n not in gone]
     if vanished:
@@ -243,17 +242,13 @@ def write_fleet(
             continue
         values.update(row_hash=digest, last_changed=now)
         pod_out.append(_row(values, POD_COLUMNS))
-    written += (
-        _copy_upsert(
-            ObservedPod._meta.db_table,
-            POD_COLUMNS,
-            pod_out,
-            ("cluster_id", "namespace", "name"),
-            kept_when_same=("last_changed",),
-            empty=not existing_pods,
-        )
-        if pod_out
-        else 0
+    written += _copy_upsert(
+        ObservedPod._meta.db_table,
+        POD_COLUMNS,
+        pod_out,
+        ("cluster_id", "namespace", "name"),
+        kept_when_same=("last_changed",),
+        empty=not existing_pods,
     )
     removed = [
         pk
