@@ -37,6 +37,7 @@ from portal.vocabulary.errors import DomainError
 from queues.dra import kueue_dra
 from tenants import mig_policy
 from tenants.models import MigGrant, MigPolicy, Namespace
+from tenants.selectors import claim_templates_ask
 from tenants.services import check_mig_grants, mig_policy_of, set_mig_policy
 
 User = AbstractBaseUser | AnonymousUser
@@ -88,12 +89,15 @@ def assess_policy(
     namespaces: Iterable[str],
     claims: Iterable[Claim],
     waiting: Iterable[tuple[str, str, str]],
+    asks: Mapping[tuple[str, str], list[str]] | None = None,
 ) -> PolicyImpact:
     """Pure: the impact of moving from policy ``before`` to ``after`` (governed, grants) on
     ``claims`` and on the pods ``waiting`` (namespace, pod, template) for a claim not made.
     A namespace's claims of a class are taken oldest first; those beyond the new hard are
-    no longer allowed. A waiting pod could start where a class has room under the new
-    policy that it had not under the old."""
+    no longer allowed. A waiting pod could start where every class its template asks for
+    (``asks``: (namespace, template) -> classes) has room under the new policy and one had
+    none under the old; where its template was not read, where any class of its namespace
+    has room that it had not."""
     profiles = set(profiles)
     impact = PolicyImpact()
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -122,11 +126,18 @@ def assess_policy(
             for c in {*old, *new}
             if _room(new, used[namespace], c) > 0 and _room(old, used[namespace], c) <= 0
         )
-        if opened:
-            impact.could_start.extend(
-                {"namespace": namespace, "pod": pod, "template": template, "classes": opened}
-                for ns, pod, template in sorted(waiting)
-                if ns == namespace
+        for ns, pod, template in sorted(waiting):
+            asked = (asks or {}).get((ns, template))
+            if ns != namespace or not opened:
+                continue
+            if asked is not None and not (
+                all(_room(new, used[namespace], c) > 0 for c in asked)
+                and any(c in opened for c in asked)
+            ):
+                continue
+            classes = opened if asked is None else [c for c in asked if c in opened]
+            impact.could_start.append(
+                {"namespace": namespace, "pod": pod, "template": template, "classes": classes}
             )
     impact.fingerprint = _fingerprint(before, after, impact)
     return impact
@@ -186,6 +197,7 @@ def assess(
         namespaces=namespaces,
         claims=claims,
         waiting=waiting,
+        asks=claim_templates_ask(cluster.pk, sorted({ns for ns, _, _ in waiting})),
     )
 
 

@@ -17,7 +17,6 @@ from django.db.models import Q
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
 from cluster import dra
-from cluster.decode import claim_requests
 from cluster.models import (
     Cluster,
     ObservedCreateFailure,
@@ -69,6 +68,7 @@ from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
 from tenants import mig_policy
 from tenants.rules import DEVICE_CLASS_QUOTA
+from tenants.selectors import claim_templates_ask
 from usage.runs import run_times
 
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
@@ -463,8 +463,8 @@ def _unmade_claims(
             used = _amount((status.get("used") or {}).get(resource, 0))
             if found and used >= _amount(hard):
                 full.setdefault(namespace, (found["device_class"], int(used), int(_amount(hard))))
-    asks = _templates_ask(
-        sorted({p.namespace for p in unmade if p.namespace in governed}), cluster_id
+    asks = claim_templates_ask(
+        cluster_id, sorted({p.namespace for p in unmade if p.namespace in governed})
     )
     out: dict[tuple[str, str], list[tuple[str, dra.ClaimVerdict]]] = {}
     for pod in unmade:
@@ -490,27 +490,6 @@ def _unmade_claims(
                 (template, dra.ClaimVerdict("", dra.QUOTA, name, wanted=hard, taken=used))
             ]
     return out
-
-
-def _templates_ask(namespaces: list[str], cluster_id: int) -> dict[tuple[str, str], list[str]]:
-    """(namespace, ResourceClaimTemplate) -> the device classes its claim asks for, as the
-    last poll of cluster ``cluster_id`` read the templates of ``namespaces`` (one query,
-    none without a governed namespace)."""
-    if not namespaces:
-        return {}
-    rows = (
-        ObservedObject.objects.on(cluster_id)
-        .filter(kind="ResourceClaimTemplate", namespace__in=namespaces)
-        .values_list("namespace", "name", "spec")
-    )
-    return {
-        (namespace, name): sorted(
-            mig_policy.claim_devices(
-                claim_requests(((spec or {}).get("spec") or {}).get("spec") or {})
-            )
-        )
-        for namespace, name, spec in rows
-    }
 
 
 def _policy_refuses(granted: list[tuple[str, int, int]], asked: list[str] | None) -> bool:

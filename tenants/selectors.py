@@ -8,9 +8,12 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Prefetch, QuerySet
 
+from cluster.decode import claim_requests
+from cluster.models import ObservedObject
 from portal import removal
 from portal.access.permissions import is_platform_admin, sees_every_team, user_id
 from portal.api.safety import etag_of
+from tenants import mig_policy
 from tenants.models import Membership, Namespace, PriorityClass, Team
 
 # What a namespace delete does, said the same way by the confirmation page and the API.
@@ -99,3 +102,24 @@ def priority_classes_for(user: AbstractBaseUser | AnonymousUser) -> list[Priorit
         pc.shown_teams = shown.get(pc.pk, [])
         pc.other_teams = pc.allowed - len(pc.shown_teams)
     return classes
+
+
+def claim_templates_ask(cluster_id: int, namespaces: list[str]) -> dict[tuple[str, str], list[str]]:
+    """(namespace, ResourceClaimTemplate) -> the device classes its claim asks for, as the
+    last poll of cluster ``cluster_id`` read the templates of ``namespaces`` (one query,
+    none without a namespace): what a pod waiting for a claim made from it waits for."""
+    if not namespaces:
+        return {}
+    rows = (
+        ObservedObject.objects.on(cluster_id)
+        .filter(kind="ResourceClaimTemplate", namespace__in=namespaces)
+        .values_list("namespace", "name", "spec")
+    )
+    return {
+        (namespace, name): sorted(
+            mig_policy.claim_devices(
+                claim_requests(((spec or {}).get("spec") or {}).get("spec") or {})
+            )
+        )
+        for namespace, name, spec in rows
+    }

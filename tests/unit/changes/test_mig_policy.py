@@ -270,6 +270,45 @@ def test_the_impact_names_the_claims_cut_and_the_pods_that_could_start() -> None
     assert impact.fingerprint != ungoverned.fingerprint
 
 
+def test_a_waiting_pod_could_start_only_when_the_class_its_template_asks_for_opens() -> None:
+    """Where the poll read the pod's ResourceClaimTemplate, the pod is listed only when every
+    class it asks for has room under the new policy and one had none under the old; one
+    whose template was not read is listed on its namespace's opened classes, as before."""
+    before = (True, [{"namespace": "ns", "profile": "3g.40gb", "devices": 1}])
+    after = (
+        True,
+        [
+            {"namespace": "ns", "profile": "3g.40gb", "devices": 1},
+            {"namespace": "ns", "profile": "1g.10gb", "devices": 2},
+        ],
+    )
+    one_g, three_g = profile_class("1g.10gb"), profile_class("3g.40gb")
+    impact = assess_policy(
+        before=before,
+        after=after,
+        profiles=["3g.40gb", "1g.10gb"],
+        namespaces=["ns"],
+        claims=[Claim("ns", "running-3g", True, {three_g: 1})],
+        waiting=[
+            ("ns", "embedder", "tpl-1g"),  # asks for 1g.10gb: opened
+            ("ns", "trainer", "tpl-3g"),  # asks for 3g.40gb: still full
+            ("ns", "both", "tpl-both"),  # 1g.10gb and 3g.40gb: one still full
+            ("ns", "generic", "tpl-generic"),  # the driver's own class: still closed
+            ("ns", "unread", "tpl-unread"),  # no template read: the namespace's rule
+        ],
+        asks={
+            ("ns", "tpl-1g"): [one_g],
+            ("ns", "tpl-3g"): [three_g],
+            ("ns", "tpl-both"): [one_g, three_g],
+            ("ns", "tpl-generic"): [GENERIC_MIG_CLASS],
+        },
+    )
+    assert [(c["pod"], c["classes"]) for c in impact.could_start] == [
+        ("embedder", [one_g]),
+        ("unread", [one_g]),
+    ]
+
+
 def test_a_class_selecting_mig_devices_is_closed_and_one_of_whole_gpus_is_not() -> None:
     mig = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
     gpu = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
