@@ -29,6 +29,7 @@ from changes.mig_policy import (
 )
 from changes.models import MigPolicyChange
 from cluster import dra
+from cluster.decode import claim_requests
 from cluster.models import Cluster, ObservedObject, ObservedResourceClaim
 from cluster.services import settings_cluster
 from diagnostics.explain import explain_claims
@@ -38,7 +39,13 @@ from loop.fetch import DraListing
 from loop.write import write_dra
 from portal.models import AuditEvent, Notification
 from portal.vocabulary.errors import DomainError
-from tenants.mig_policy import GENERIC_MIG_CLASS, devices_key, profile_class, selects_mig
+from tenants.mig_policy import (
+    GENERIC_MIG_CLASS,
+    claim_devices,
+    devices_key,
+    profile_class,
+    selects_mig,
+)
 from tenants.models import MigGrant, MigPolicy
 from tenants.services import mig_policy_of
 from tests.factories import NamespaceFactory, ObservedPodFactory, UserFactory
@@ -307,6 +314,24 @@ def test_a_waiting_pod_could_start_only_when_the_class_its_template_asks_for_ope
         ("embedder", [one_g]),
         ("unread", [one_g]),
     ]
+
+
+def test_a_first_available_claim_counts_as_the_real_quota_charges_it() -> None:
+    """The real API server charges a firstAvailable request, per class, the largest count
+    of its alternatives (recorded): the policy counts a claim's devices the same way."""
+    real = recorded("first-available-quota.json")
+    used = {
+        resource.removesuffix(".deviceclass.resource.k8s.io/devices"): int(amount)
+        for resource, amount in real["quota_used_after_c1"].items()
+    }
+    assert (
+        claim_devices(claim_requests(real["claim"]["spec"]))
+        == used
+        == {
+            "class-a": 3,
+            "class-b": 2,
+        }
+    )
 
 
 def test_a_class_selecting_mig_devices_is_closed_and_one_of_whole_gpus_is_not() -> None:
