@@ -39,7 +39,6 @@ from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import read_together
 from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
-from queues.rules import quota_entries
 from queues.selectors import quota_rows, teams_from, teams_read
 from tenants.models import Team
 
@@ -359,15 +358,18 @@ def _amount(text: Any) -> Fraction | None:
         return None
 
 
-def _lendable(groups: list[Any]) -> dict[tuple[str, str], Fraction]:
+def _lendable(
+    quotas: list[tuple[str, str, str | None, str | None, int]],
+) -> dict[tuple[str, str], Fraction]:
     """Per (flavor, resource): what the other queues and the cohorts of a queue's cohort
-    tree may lend at most (each one's nominal quota, or its lending limit when lower)."""
+    tree may lend at most (each one's nominal quota, or its lending limit when lower), from
+    their quotas counted by amount (``home_observed_from``)."""
     out: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-    for _, flavor, quota in quota_entries(groups):
-        nominal = _amount(quota.get("nominalQuota")) or Fraction(0)
-        limit = _amount(quota.get("lendingLimit"))
+    for flavor, resource, nominal_text, limit_text, count in quotas:
+        nominal = _amount(nominal_text) or Fraction(0)
+        limit = _amount(limit_text)
         lends = nominal if limit is None else min(nominal, limit)
-        out[(flavor, str(quota.get("name", "")))] += lends
+        out[(flavor, resource or "")] += lends * count
     return out
 
 

@@ -63,14 +63,24 @@ LENDERS_SQL = (
     f"WITH RECURSIVE tree(id, root) AS (SELECT id, id FROM {_COHORT} WHERE parent_id IS NULL "
     f"UNION ALL SELECT c.id, t.root FROM {_COHORT} c JOIN tree t ON c.parent_id = t.id), "
     f"mine AS (SELECT me.id, me.cluster_id, me.name, t.root FROM {_CQ} me "
-    f"JOIN tree t ON t.id = me.cohort_id WHERE (me.cluster_id, me.name) IN {PAIRS}) "
-    f"SELECT m.cluster_id, m.name, o.resource_groups FROM mine m JOIN tree t ON t.root = m.root "
-    f"JOIN {_CQ} o ON o.cohort_id = t.id AND o.id <> m.id "
+    f"JOIN tree t ON t.id = me.cohort_id WHERE (me.cluster_id, me.name) IN {PAIRS}), "
+    f"lending AS (SELECT m.cluster_id, m.name, o.resource_groups AS groups FROM mine m "
+    f"JOIN tree t ON t.root = m.root JOIN {_CQ} o ON o.cohort_id = t.id AND o.id <> m.id "
     f"UNION ALL SELECT m.cluster_id, m.name, c.resource_groups FROM mine m "
-    f"JOIN tree t ON t.root = m.root JOIN {_COHORT} c ON c.id = t.id"
+    f"JOIN tree t ON t.root = m.root JOIN {_COHORT} c ON c.id = t.id) "
+    # Each quota of the lenders' resource groups (quota_entries' walk), the same amounts
+    # written alike counted once: a tree of 500 queues repeats a few amounts.
+    "SELECT l.cluster_id, l.name, f.value->>'name', r.value->>'name', "
+    "r.value->>'nominalQuota', r.value->>'lendingLimit', count(*) FROM lending l "
+    "CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(l.groups) WHEN 'array' "
+    "THEN l.groups ELSE '[]' END) g "
+    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g.value->'flavors', '[]')) f "
+    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f.value->'resources', '[]')) r "
+    "GROUP BY 1, 2, 3, 4, 5, 6"
 )
-# (cluster id, queue name) -> the resource groups it could borrow from
-Lenders = dict[tuple[int, str], list[Any]]
+# (cluster id, queue name) -> what it could borrow from: (flavor, resource, nominal quota,
+# lending limit, how many quotas say so) of every other queue and cohort of its tree
+Lenders = dict[tuple[int, str], list[tuple[str, str, str | None, str | None, int]]]
 HIT_RECENTLY = dt.timedelta(days=3)  # a change that ran is told this long after
 # (cluster id, kind, namespace, name) -> status
 Statuses = dict[tuple[int, str, str, str], dict[str, Any]]
@@ -562,9 +572,10 @@ def home_observed_from(
         return {}, [], {}, WaitingRead([], [])
     statuses, pods, lending, *waiting = rows
     lenders: Lenders = {}
-    for cluster_id, name, groups in lending:
-        groups = json.loads(groups) if isinstance(groups, str) else groups
-        lenders.setdefault((cluster_id, name), []).extend(groups or [])
+    for cluster_id, name, flavor, resource, nominal, lending_limit, count in lending:
+        lenders.setdefault((cluster_id, name), []).append(
+            (flavor, resource, nominal, lending_limit, count)
+        )
     # jsonb comes as text to a plain cursor (Django leaves decoding to its JSONField)
     observed = {
         (cluster_id, kind, ns, name): (json.loads(status) if status else None) or {}

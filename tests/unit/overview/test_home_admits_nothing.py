@@ -123,3 +123,36 @@ def test_one_who_may_ask_gets_a_quota_request_for_the_queue(demo: None) -> None:
     cq = ClusterQueue.objects.get(name="cq-dev")
     assert f'<option value="{cq.pk}" selected>' in form
     assert '<option value="queue" selected>' in form
+
+
+def test_the_room_to_borrow_is_what_the_rest_of_the_cohort_lends(demo: None) -> None:
+    """With no borrowing limit, the room is every other queue's nominal quota of the
+    resource in the cohort, or its lending limit where lower (each counted as often as it
+    is written: the database counts equal amounts once)."""
+    set_cq_dev(h100_borrowing=None)
+    dev = ClusterQueue.objects.get(name="cq-dev")
+    lenders = list(ClusterQueue.objects.filter(cohort=dev.cohort).exclude(pk=dev.pk))
+    extra = ClusterQueue.objects.get(pk=lenders[-1].pk)  # a third lender like the second
+    extra.pk, extra.name = None, "cq-lends-too"
+    lenders.append(extra)
+    for index, lender in enumerate(lenders):  # equal amounts, and one lending limit below
+        for _, flavor, quota in quota_entries(lender.resource_groups):
+            if flavor == "h100-80gb" and quota["name"] == "nvidia.com/gpu":
+                quota["nominalQuota"] = "2"
+                if index == 0:
+                    quota["lendingLimit"] = "1"
+        save_cluster_queue(
+            actor=User.objects.get(username="admin"),
+            cluster_queue=lender,
+            source="ui",
+            override_reason="the test's cohort",
+        )
+    lends = 0
+    for queue in [ClusterQueue.objects.get(pk=q.pk) for q in lenders]:
+        for _, flavor, quota in quota_entries(queue.resource_groups):
+            if flavor == "h100-80gb" and quota["name"] == "nvidia.com/gpu":
+                nominal = int(quota["nominalQuota"])
+                limit = quota.get("lendingLimit")
+                lends += nominal if limit is None else min(nominal, int(limit))
+    assert len(lenders) >= 3 and lends == 1 + 2 * (len(lenders) - 1)
+    assert f"may borrow up to {lends} in all from its cohort" in home()
