@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from changes.impact import (
@@ -42,7 +43,9 @@ from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, model_for_product, most_per_gpu
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.infra.round_trips import Read, read_together
+from portal.vocabulary.quantity import parse_quantity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
+from queues.rules import quota_entries
 from tenants.models import Namespace, QuotaItem, Team
 
 log = logging.getLogger(__name__)
@@ -215,10 +218,17 @@ def queue_quotas(
     for queue, team in submitting:
         teams_of.setdefault(queue, set()).add(team)
     queues = []
+    parsed: dict[Any, Fraction] = {}  # a thousand queues repeat a few amounts: each parsed once
     for cq in cluster_queues:
         teams = tuple(sorted(teams_of.get(cq.name, ())))
-        for (flavor, resource), amount in cq.quota().items():
-            if resource.startswith("nvidia.com/") and amount.denominator == 1:
+        for _, flavor, quota in quota_entries(cq.resource_groups):
+            resource, text = quota["name"], quota["nominalQuota"]
+            if not resource.startswith("nvidia.com/"):
+                continue
+            amount = (
+                parsed[text] if text in parsed else parsed.setdefault(text, parse_quantity(text))
+            )
+            if amount.denominator == 1:
                 queues.append(QueueQuota(cq.name, flavor, resource, int(amount), teams))
     return queues
 
