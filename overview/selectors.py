@@ -36,6 +36,7 @@ from health.models import NodeHealth
 from overview.models import HomeVisit
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
 from queues.models import ClusterQueue, Cohort
+from queues.selectors import quota_entries_sql
 from tenants.models import Team
 
 # The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
@@ -70,12 +71,8 @@ LENDERS_SQL = (
     f"JOIN tree t ON t.root = m.root JOIN {_COHORT} c ON c.id = t.id) "
     # Each quota of the lenders' resource groups (quota_entries' walk), the same amounts
     # written alike counted once: a tree of 500 queues repeats a few amounts.
-    "SELECT l.cluster_id, l.name, f.value->>'name', r.value->>'name', "
-    "r.value->>'nominalQuota', r.value->>'lendingLimit', count(*) FROM lending l "
-    "CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(l.groups) WHEN 'array' "
-    "THEN l.groups ELSE '[]' END) g "
-    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g.value->'flavors', '[]')) f "
-    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f.value->'resources', '[]')) r "
+    "SELECT l.cluster_id, l.name, f ->> 'name', r ->> 'name', r ->> 'nominalQuota', "
+    f"r ->> 'lendingLimit', count(*) FROM lending l {quota_entries_sql('l.groups')}"
     "GROUP BY 1, 2, 3, 4, 5, 6"
 )
 # (cluster id, queue name) -> what it could borrow from: (flavor, resource, nominal quota,

@@ -478,6 +478,18 @@ def editor_queue_from(rows: list[list[Any]], cluster_id: int | None) -> ClusterQ
     return cq
 
 
+def quota_entries_sql(groups: str) -> str:
+    """``queues.rules.quota_entries`` in the database: lateral joins over the resource groups
+    in the JSON column ``groups``, giving each quota entry as ``r`` (``name``,
+    ``nominalQuota``, limits) with its flavor as ``f``; groups that are no array give none."""
+    return (
+        f"CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof({groups}) WHEN 'array' "
+        f"THEN {groups} ELSE '[]' END) AS g "
+        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g -> 'flavors', '[]')) AS f "
+        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f -> 'resources', '[]')) AS r "
+    )
+
+
 def promised_by_others_read(cq: ClusterQueue, cluster_id: int, resources: Iterable[str]) -> Read:
     """The nominal quotas of ``resources`` every other ClusterQueue of the cluster promises,
     counted in the database by (flavor, resource, amount as written): a handful of rows
@@ -485,12 +497,9 @@ def promised_by_others_read(cq: ClusterQueue, cluster_id: int, resources: Iterab
     sql = (
         "SELECT f ->> 'name', r ->> 'name', jsonb_typeof(r -> 'nominalQuota'), "
         f"r ->> 'nominalQuota', count(*) FROM {_table(ClusterQueue)} q "
-        "CROSS JOIN LATERAL jsonb_array_elements(q.resource_groups) AS g "
-        "CROSS JOIN LATERAL jsonb_array_elements(g -> 'flavors') AS f "
-        "CROSS JOIN LATERAL jsonb_array_elements(f -> 'resources') AS r "
-        "WHERE q.cluster_id = %s AND q.id IS DISTINCT FROM %s "
-        "AND jsonb_typeof(q.resource_groups) = 'array' AND r ->> 'name' = ANY(%s::text[]) "
-        "GROUP BY 1, 2, 3, 4"
+        + quota_entries_sql("q.resource_groups")
+        + "WHERE q.cluster_id = %s AND q.id IS DISTINCT FROM %s "
+        "AND r ->> 'name' = ANY(%s::text[]) GROUP BY 1, 2, 3, 4"
     )
     return Read(sql, [cluster_id, cq.pk, sorted(set(resources))])
 
