@@ -7,7 +7,7 @@ page says of a quota Kueue would count nothing in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,9 +132,12 @@ def quota_notes_from(
     rows: Sequence[tuple[Any, ...]],
     resources: Iterable[str],
     config: Callable[[], KueueDra],
+    counters: Mapping[str, int | None] | None = None,
 ) -> dict[str, str]:
     """``quota_notes`` from the rows of ``device_classes_read`` (``config``: Kueue's
-    settings on the cluster, asked only when it has DRA device classes)."""
+    settings on the cluster, asked only when it has DRA device classes; ``counters``: the
+    counter ceilings of ``resources`` when the caller summed them already, as
+    ``dra_ceilings`` does)."""
     classes = {name: extended for name, extended, _ in rows if name is not None}
     if not classes:
         return {}
@@ -146,5 +149,7 @@ def quota_notes_from(
         kueue,
         device_classes=classes,
         offered=offered,
-        counter_ceilings=counter_ceilings(cluster, resources, kueue),
+        counter_ceilings=(
+            counters if counters is not None else counter_ceilings(cluster, resources, kueue)
+        ),
     )

@@ -16,7 +16,7 @@ from portal.audit.record import Event, admin_event
 from portal.infra.round_trips import Read, read_together
 from portal.removal import delete_desired
 from portal.services import Actor, require_platform_admin, save_validated
-from queues.dra import dra_ceilings, kueue_dra_from, kueue_dra_read
+from queues.dra import Ceiling, dra_ceilings, kueue_dra_from, kueue_dra_read
 from queues.kueue_config import KueueDra, counter_text
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import Promise, promises, quota_entries
@@ -99,11 +99,14 @@ def promises_of(cq: ClusterQueue, edited: ClusterQueue) -> dict[tuple[str, str],
 @dataclass(frozen=True)
 class PromisesRead:
     """``promises_of``'s reads, for a page that sends them with its own in one round trip,
-    and ``answer``: from their rows, the promises and Kueue's DRA settings on the queue's
-    cluster (which the editor's notes read too)."""
+    and ``answer``: from their rows, the promises, Kueue's DRA settings on the queue's
+    cluster and the DRA ceilings of its resources (which the editor's notes read too)."""
 
     reads: tuple[Read, ...]
-    answer: Callable[[Sequence[list[Any]]], tuple[dict[tuple[str, str], Promise], KueueDra]]
+    answer: Callable[
+        [Sequence[list[Any]]],
+        tuple[dict[tuple[str, str], Promise], KueueDra, dict[str, Ceiling]],
+    ]
 
 
 def promises_read(cq: ClusterQueue, edited: ClusterQueue) -> PromisesRead:
@@ -124,7 +127,9 @@ def promises_read(cq: ClusterQueue, edited: ClusterQueue) -> PromisesRead:
         *capacity.reads,
     )
 
-    def answer(rows: Sequence[list[Any]]) -> tuple[dict[tuple[str, str], Promise], KueueDra]:
+    def answer(
+        rows: Sequence[list[Any]],
+    ) -> tuple[dict[tuple[str, str], Promise], KueueDra, dict[str, Ceiling]]:
         others, config_rows, *capacity_rows = rows
         config = kueue_dra_from(config_rows)
         fleet = capacity.answer(capacity_rows)
@@ -138,7 +143,7 @@ def promises_read(cq: ClusterQueue, edited: ClusterQueue) -> PromisesRead:
             {r: c.amount for r, c in dra.items()},
             {r: c.unit for r, c in dra.items()},
         )
-        return shown, config
+        return shown, config, dra
 
     return PromisesRead(reads, answer)
 

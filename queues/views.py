@@ -292,11 +292,12 @@ def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQue
     asked = promises_read(cq, edited)
     cluster_id = cluster_id_of(edited.cluster_id)
     classes, *rows = read_together(device_classes_read(cluster_id, resources), *asked.reads)
-    shown, config = asked.answer(rows)
+    shown, config, dra = asked.answer(rows)
     context["promises"] = shown
     for row in context["rows"]:
         row["promise"] = shown.get((row["flavor"], row["resource"]))
-    notes = quota_notes_from(cluster_id, classes, resources, lambda: config)
+    counted = {r: c.amount for r, c in dra.items() if c.counted}  # summed once, above
+    notes = quota_notes_from(cluster_id, classes, resources, lambda: config, counted)
     for row in context["rows"]:
         row["dra_classes"] = ", ".join(
             config.mapped.get(row["resource"], ()) if config.enabled else ()

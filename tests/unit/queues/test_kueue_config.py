@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from changes.quota import request_quota_change
 from cluster.decode import charged_requests
@@ -300,7 +302,10 @@ def test_a_counter_quota_beyond_the_fleets_counter_is_refused_with_its_ceiling(
         promise_more_than_exists=True,
     )
     client.force_login(platform_admin)
-    page = client.get("/queues/cluster-queues/dra-gpus/edit/").content.decode()
+    with CaptureQueriesContext(connection) as asked:
+        page = client.get("/queues/cluster-queues/dra-gpus/edit/").content.decode()
+    slices = [q for q in asked.captured_queries if "observedresourceslice" in q["sql"]]
+    assert len(slices) == 1  # the counter's ceiling summed once, for the promise and the note
     cell = page[page.index("_capacity") : page.index("_capacity") + 600]
     assert (
         "DRA: 98 of the counter multiprocessors at once on the GPUs of mig.nvidia.com "
