@@ -104,6 +104,9 @@ def assess_policy(
     by_namespace: dict[str, list[Claim]] = defaultdict(list)
     for claim in claims:
         by_namespace[claim.namespace].append(claim)
+    waiting_in: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for namespace, pod, template in sorted(waiting):
+        waiting_in[namespace].append((pod, template))
     for namespace in sorted(set(namespaces)):
         old = _hard(*before, namespace, profiles)
         new = _hard(*after, namespace, profiles)
@@ -126,19 +129,20 @@ def assess_policy(
             for c in {*old, *new}
             if _room(new, used[namespace], c) > 0 and _room(old, used[namespace], c) <= 0
         )
-        for ns, pod, template in sorted(waiting):
-            asked = (asks or {}).get((ns, template))
-            if ns != namespace or not opened:
+        if not opened:
+            continue
+        for pod, template in waiting_in.get(namespace, []):
+            asked = (asks or {}).get((namespace, template))
+            if asked is None:  # its template not read: the namespace's opened classes
+                classes = opened
+            elif all(_room(new, used[namespace], c) > 0 for c in asked):
+                classes = [c for c in asked if c in opened]
+            else:
                 continue
-            if asked is not None and not (
-                all(_room(new, used[namespace], c) > 0 for c in asked)
-                and any(c in opened for c in asked)
-            ):
-                continue
-            classes = opened if asked is None else [c for c in asked if c in opened]
-            impact.could_start.append(
-                {"namespace": namespace, "pod": pod, "template": template, "classes": classes}
-            )
+            if classes:
+                impact.could_start.append(
+                    {"namespace": namespace, "pod": pod, "template": template, "classes": classes}
+                )
     impact.fingerprint = _fingerprint(before, after, impact)
     return impact
 
