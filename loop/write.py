@@ -609,17 +609,21 @@ def _replace_versioned(
 def write_managed(
     managed: dict[tuple[str, str], list[dict[str, Any]]], *, cluster_id: int, now: dt.datetime
 ) -> None:
-    """Replace the observed copies of the portal's objects (a few per team: small)."""
+    """Replace the observed copies of the portal's objects and of what the loop keeps beside
+    them (Kueue's queues, its ConfigMap, the ResourceClaimTemplates: thousands on a large
+    cluster), copied in as the DRA rows are."""
     ObservedObject.objects.filter(cluster_id=cluster_id).delete()
-    rows = [
-        ObservedObject(
-            cluster_id=cluster_id,
-            api_version=api_version,
-            kind=kind,
-            last_seen=now,
-            **decode.observed_object_values(item, field_manager=settings.QM_FIELD_MANAGER),
-        )
-        for (api_version, kind), items in managed.items()
-        for item in items
-    ]
-    ObservedObject.objects.bulk_create(rows, batch_size=1000)
+    _copy_in(
+        ObservedObject,
+        (
+            {
+                "api_version": api_version,
+                "kind": kind,
+                **decode.observed_object_values(item, field_manager=settings.QM_FIELD_MANAGER),
+            }
+            for (api_version, kind), items in managed.items()
+            for item in items
+        ),
+        cluster_id=cluster_id,
+        last_seen=now,
+    )
