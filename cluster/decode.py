@@ -695,10 +695,43 @@ def device_class_values(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _device_taints(taints: Sequence[Any] | None) -> dict[str, Any]:
+    """A device's taints (KEP-5055: the driver's health check sets them, e.g.
+    ``gpu.nvidia.com/xid``), as ``{"taints": [...]}``, or nothing for the usual untainted
+    device (the rows stay as small as they were)."""
+    kept = [
+        {
+            "key": str(t.get("key", "")),
+            "value": str(t.get("value") or ""),
+            "effect": str(t.get("effect", "")),
+            "timeAdded": str(t.get("timeAdded") or ""),
+        }
+        for t in taints or ()
+        if isinstance(t, dict)
+    ]
+    return {"taints": kept} if kept else {}
+
+
+def _tolerations(tolerations: Sequence[Any] | None) -> dict[str, Any]:
+    """A request's device tolerations as ``{"tolerations": [...]}`` (nothing when none)."""
+    kept = [
+        {
+            "key": str(t.get("key") or ""),
+            "operator": str(t.get("operator") or "Equal"),
+            "value": str(t.get("value") or ""),
+            "effect": str(t.get("effect") or ""),
+        }
+        for t in tolerations or ()
+        if isinstance(t, dict)
+    ]
+    return {"tolerations": kept} if kept else {}
+
+
 def resource_slice_values(item: dict[str, Any]) -> dict[str, Any]:
     """A ResourceSlice: the node, driver and pool it publishes for, its devices (name,
-    attributes, capacity, the counters each consumes) and the counter sets it shares
-    (KEP-4815 partitionable devices: a MIG-capable GPU's slices count against them)."""
+    attributes, capacity, the counters each consumes, the taints a tainted one carries) and
+    the counter sets it shares (KEP-4815 partitionable devices: a MIG-capable GPU's slices
+    count against them)."""
     spec = item.get("spec") or {}
     pool = spec.get("pool") or {}
     devices = [
@@ -713,6 +746,7 @@ def resource_slice_values(item: dict[str, Any]) -> dict[str, Any]:
                 }
                 for use in device.get("consumesCounters") or ()
             ],
+            **_device_taints(device.get("taints")),
         }
         for device in spec.get("devices") or ()
     ]
@@ -732,13 +766,15 @@ def resource_slice_values(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _device_request(request: Mapping[str, Any]) -> dict[str, Any]:
-    """One request (``exactly``) or sub-request of a claim: class, mode, count, selectors."""
+    """One request (``exactly``) or sub-request of a claim: class, mode, count, selectors
+    and the device taints it tolerates."""
     mode = request.get("allocationMode") or "ExactCount"
     return {
         "device_class": request.get("deviceClassName", ""),
         "mode": mode,
         "count": as_int(request.get("count") or 1) if mode == "ExactCount" else None,
         "selectors": _cel_expressions(request.get("selectors")),
+        **_tolerations(request.get("tolerations")),
     }
 
 

@@ -31,6 +31,42 @@ MEMORY_SLICE = "memory-slice-"
 DeviceKey = tuple[str, str, str]
 
 
+# A device taint's effects that keep a claim that does not tolerate it off the device
+# (KEP-5055); "None", and any effect not known here, only inform (as the API says to treat
+# an unknown effect).
+SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True)
+class Taint:
+    """One taint of a device (the NVIDIA driver's health check: ``gpu.nvidia.com/xid`` with
+    the XID as its value, ``gpu.nvidia.com/gpu-lost``; or an admin's DeviceTaintRule)."""
+
+    key: str
+    value: str
+    effect: str
+
+    @property
+    def text(self) -> str:
+        """As kubectl writes a taint: ``key=value:Effect``."""
+        return (
+            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        )
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    """Whether one of a request's tolerations tolerates ``taint``: as a pod's toleration of
+    a node's taint (an empty effect matches every effect; ``Exists`` with no key every
+    key; ``Equal``, the default, the key and the value)."""
+    effect = str(toleration.get("effect") or "")
+    if effect and effect != taint.effect:
+        return False
+    key = str(toleration.get("key") or "")
+    if str(toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.key
+    return key == taint.key and str(toleration.get("value") or "") == taint.value
+
+
 def _amount(text: Any) -> Fraction:
     try:
         return parse_quantity(str(text))
@@ -54,6 +90,17 @@ class Device:
     counter_set: str = ""
     consumes: tuple[tuple[str, Fraction], ...] = ()
     attributes: tuple[tuple[str, Any], ...] = ()
+    taints: tuple[Taint, ...] = ()
+
+    def blocking(self, tolerations: Sequence[Mapping[str, Any]] = ()) -> Taint | None:
+        """The first taint that keeps a claim with ``tolerations`` off this device (None:
+        the scheduler may allocate it, as far as taints go)."""
+        for taint in self.taints:
+            if taint.effect in SCHEDULING_EFFECTS and not any(
+                tolerates(t, taint) for t in tolerations
+            ):
+                return taint
+        return None
 
     @property
     def key(self) -> DeviceKey:
@@ -96,9 +143,10 @@ class Gpu:
         return bool(self.counters)
 
     def available(self, device: Device) -> bool:
-        """Whether the scheduler could allocate ``device`` now: not taken, and every counter
-        it consumes has room left beside what the taken devices consume."""
-        if device in self.taken:
+        """Whether the scheduler could allocate ``device`` now to a claim that tolerates no
+        taint: not taken, not tainted so, and every counter it consumes has room left
+        beside what the taken devices consume."""
+        if device in self.taken or device.blocking():
             return False
         for name, amount in device.consumes:
             total, used = self.counters.get(name, (Fraction(0), Fraction(0)))
@@ -149,6 +197,10 @@ def devices_of(row: Mapping[str, Any]) -> list[Device]:
                 counter_set=counter_set,
                 consumes=consumes,
                 attributes=tuple(sorted(attributes.items())),
+                taints=tuple(
+                    Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+                    for t in device.get("taints") or ()
+                ),
             )
         )
     return out
@@ -241,7 +293,8 @@ def _width(model: str | None, profile: str, total: int) -> int:
 def strip(gpu: Gpu, index: int) -> GpuStrip:
     """One GPU drawn as the node pages draw MIG: its allocated devices in use; what is left
     free, by its counters for a partitionable GPU (one free part, ``N of M memory slices
-    left``), else its devices."""
+    left``), else its devices; a device tainted against scheduling (or a GPU all of whose
+    free devices are) drawn as not free, its label naming the taint."""
     model = gpu.model()
     total = int(catalog.gpu_models()[model].get("compute_slices") or 7) if model else 7
     out = GpuStrip(index, total, name=f"{gpu.key} (by DRA)")
@@ -254,27 +307,38 @@ def strip(gpu: Gpu, index: int) -> GpuStrip:
     used = sum(s.width for s in out.slices)
     if gpu.partitionable:
         left, slices = gpu.memory_slices()
+        free = [d for d in gpu.devices if d not in gpu.taken]
+        taints = [d.blocking() for d in free]
         if total > used:
             note = f"counters left: {left} of {slices} memory slices" if slices else "counters left"
-            out.slices.append(Slice("", total - used, False, note=note))
+            blocked = bool(free) and all(taints)
+            if blocked and taints[0] is not None:
+                note = f"tainted {taints[0].text}: none of its devices can be had"
+            out.slices.append(Slice("", total - used, None if blocked else False, note=note))
         return out
     for device in gpu.devices:
         if device in gpu.taken:
             continue
-        out.slices.append(Slice(device.profile, _width(model, device.profile, total), False))
+        taint = device.blocking()  # drawn apart (not free): no claim without a toleration gets it
+        note = f"{device.what} (tainted {taint.text})" if taint else ""
+        width = _width(model, device.profile, total)
+        out.slices.append(Slice(device.profile, width, None if taint else False, note=note))
     return out
 
 
 @dataclass
 class Offer:
     """What a set of GPUs offers through DRA of one kind of device (a whole GPU, a MIG
-    profile): how many are published, how many are allocated, how many could be had now."""
+    profile): how many are published, how many are allocated, how many could be had now,
+    and how many are not allocated but tainted so that no claim without a toleration gets
+    them (the driver's health check, an admin's rule)."""
 
     what: str
     product: str
     devices: int = 0
     taken: int = 0
     available: int = 0
+    tainted: int = 0
 
     @property
     def fill(self) -> int:
@@ -293,8 +357,10 @@ def offers(gpus: Iterable[Gpu]) -> list[Offer]:
                 Offer(device.what, device.product or gpu.product),
             )
             offer.devices += 1
-            offer.taken += device in gpu.taken
+            taken = device in gpu.taken
+            offer.taken += taken
             offer.available += gpu.available(device)
+            offer.tainted += not taken and device.blocking() is not None
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1] != "whole GPU", k[1]))]
 
 
@@ -315,6 +381,7 @@ CLASS_UNKNOWN = "class-unknown"
 NO_MATCH = "no-match"
 ALL_TAKEN = "all-taken"
 COUNTERS = "counters"
+TAINTED = "tainted"  # devices would be free for it but for taints it does not tolerate
 TOO_FEW = "too-few"  # fewer devices match on any one node than it asks for, taken or not
 APART = "apart"  # each of a pod's claims could be had, but on no one node all of them
 QUOTA = "quota"  # its claim cannot be made: the namespace's quota on a class is used up
@@ -372,6 +439,8 @@ class ClaimVerdict:
     on_a_node: int = 0  # the most devices matching on one node
     free_on_a_node: int = 0  # the most of them one node could give at once now
     never: bool = False  # APART: no node could serve them all even with nothing allocated
+    # TAINTED: each free matching device kept off (``<device> on <node>``) with its taint
+    taints: tuple[tuple[str, Taint], ...] = ()
 
 
 def _candidates(selectors: Sequence[str], gpus: Sequence[Gpu]) -> list[tuple[Device, Gpu]] | None:
@@ -390,17 +459,21 @@ def _at_once(
     found: Sequence[tuple[Device, Gpu]],
     held: dict[int, dict[str, Fraction]],
     limit: int | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = (),
 ) -> int:
     """How many of ``found`` (devices of one node) could be had together now (up to
-    ``limit``): not taken, the smallest first while their GPU's counters have room beside
-    what is taken and what ``held`` (per GPU, by ``id``) already counts; ``held`` is added
-    to."""
+    ``limit``) by a request with ``tolerations`` (None: as if no device were tainted): not
+    taken, not tainted against it, the smallest first while their GPU's counters have room
+    beside what is taken and what ``held`` (per GPU, by ``id``) already counts; ``held`` is
+    added to."""
     count = 0
     for device, gpu in sorted(found, key=lambda f: (sum(a for _, a in f[0].consumes), f[0].name)):
         if count == limit:
             break
         used = held.setdefault(id(gpu), defaultdict(Fraction))
         if device in gpu.taken or used["device:" + device.name]:
+            continue
+        if tolerations is not None and device.blocking(tolerations):
             continue
         if not gpu.partitionable:
             used["device:" + device.name] += 1
@@ -446,19 +519,49 @@ def claim_verdict(
     wanted = on_a_node if request.get("mode") == "All" else int(request.get("count") or 1)
     what = ", ".join(sorted({d.what for d, _ in found}))
     taken = sum(1 for d, g in found if d in g.taken)
+    tolerations = request.get("tolerations") or ()
     untaken = max((sum(d not in g.taken for d, g in f) for f in nodes.values()), default=0)
-    free = max((_at_once(f, {}) for f in nodes.values()), default=0)
-    if request.get("mode") == "All":
-        free = max((len(f) for f in nodes.values() if _at_once(f, {}) == len(f)), default=0)
+    free = _free_on_a_node(nodes, request.get("mode") == "All", tolerations)
     facts = (wanted, len(found), taken, what)
     if not found:
         return ClaimVerdict(name, NO_MATCH, device_class, *facts)
     if on_a_node < wanted:
         return ClaimVerdict(name, TOO_FEW, device_class, *facts, on_a_node=on_a_node)
+    if free < wanted and _free_on_a_node(nodes, request.get("mode") == "All", None) >= wanted:
+        kept_off = tuple(
+            (f"{d.name} on {d.node}", taint)
+            for d, g in found
+            if d not in g.taken and (taint := d.blocking(tolerations)) is not None
+        )
+        return ClaimVerdict(
+            name,
+            TAINTED,
+            device_class,
+            *facts,
+            on_a_node=on_a_node,
+            free_on_a_node=free,
+            taints=kept_off,
+        )
     reason = FITS if free >= wanted else COUNTERS if untaken >= wanted else ALL_TAKEN
     return ClaimVerdict(
         name, reason, device_class, *facts, on_a_node=on_a_node, free_on_a_node=free
     )
+
+
+def _free_on_a_node(
+    nodes: Mapping[str, Sequence[tuple[Device, Gpu]]],
+    every: bool,
+    tolerations: Sequence[Mapping[str, Any]] | None,
+) -> int:
+    """The most matching devices one node could give at once (``every``, allocation mode
+    All: the most on a node that can give every one of its own), to ``tolerations`` (None:
+    taints aside)."""
+    if every:
+        return max(
+            (len(f) for f in nodes.values() if _at_once(f, {}, None, tolerations) == len(f)),
+            default=0,
+        )
+    return max((_at_once(f, {}, None, tolerations) for f in nodes.values()), default=0)
 
 
 def together(
@@ -478,11 +581,16 @@ def together(
         found = _candidates([*classes[device_class], *(request.get("selectors") or ())], gpus)
         if found is None:
             return None
-        wanted.append((_by_node(found), int(request.get("count") or 1)))
-    nodes = {node for by_node, _ in wanted for node in by_node}
+        wanted.append(
+            (_by_node(found), int(request.get("count") or 1), request.get("tolerations") or ())
+        )
+    nodes = {node for by_node, _, _ in wanted for node in by_node}
     for node in nodes:
         held: dict[int, dict[str, Fraction]] = {}
-        if all(_at_once_among(by_node.get(node, []), count, held) for by_node, count in wanted):
+        if all(
+            _at_once_among(by_node.get(node, []), count, held, tolerations)
+            for by_node, count, tolerations in wanted
+        ):
             return True
     return False
 
@@ -510,12 +618,15 @@ def apart(
 
 
 def _at_once_among(
-    found: Sequence[tuple[Device, Gpu]], count: int, held: dict[int, dict[str, Fraction]]
+    found: Sequence[tuple[Device, Gpu]],
+    count: int,
+    held: dict[int, dict[str, Fraction]],
+    tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> bool:
     """Whether ``count`` of ``found`` can be had beside what ``held`` counts (then added
-    to it)."""
+    to it), by a request with ``tolerations``."""
     trial: dict[int, dict[str, Fraction]] = {k: defaultdict(Fraction, v) for k, v in held.items()}
-    if _at_once(found, trial, count) < count:
+    if _at_once(found, trial, count, tolerations) < count:
         return False
     held.update(trial)
     return True

@@ -685,7 +685,8 @@ class ObservedResourceSlice(models.Model):
     devices = models.JSONField(
         default=list,
         help_text="Each device: name, attributes (name -> value), capacity (name -> quantity), "
-        "consumesCounters (counterSet, counters).",
+        "consumesCounters (counterSet, counters), and a tainted device's taints (key, value, "
+        "effect, timeAdded).",
     )
     shared_counters = models.JSONField(
         default=list, help_text="The counter sets it shares: name, counters (name -> quantity)."

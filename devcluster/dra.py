@@ -283,6 +283,8 @@ class Allocator:
                 key = (driver, pool, device["name"])
                 if key in picked or not all(matches(driver, device, s) for s in selectors):
                     continue
+                if kept_off(device, request.get("tolerations") or ()):
+                    continue
                 if not self._fits(driver, pool, device, extra):
                     continue
                 picked.add(key)
@@ -306,6 +308,27 @@ class Allocator:
     def allocate(self, results: list[Obj]) -> None:
         for result in results:
             self._take(result["driver"], result["pool"], result["device"])
+
+
+def _tolerated(toleration: Obj, taint: Obj) -> bool:
+    """A node taint's toleration rules, as the scheduler applies them to a device's taint."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def kept_off(device: Obj, tolerations: Iterable[Obj]) -> bool:
+    """Whether a taint the request does not tolerate keeps it off ``device`` (KEP-5055: the
+    scheduler ignores such devices; ``None`` and unknown effects only inform)."""
+    tolerations = list(tolerations)
+    return any(
+        taint.get("effect") in ("NoSchedule", "NoExecute")
+        and not any(_tolerated(t, taint) for t in tolerations)
+        for taint in device.get("taints") or ()
+    )
 
 
 def _requests(claim: Obj) -> list[Obj]:

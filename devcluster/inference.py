@@ -20,7 +20,7 @@ team-infer wait for the portal's queues (``online-infer``, ``offline-batch``).
 from __future__ import annotations
 
 from devcluster import dra, gpu
-from devcluster.cluster import Cluster, Obj
+from devcluster.cluster import Cluster, Obj, now
 from devcluster.controllers import Controllers
 from devcluster.scenario import (
     A100,
@@ -174,6 +174,10 @@ def serving_pods() -> list[Obj]:
 
 DRA_NODES = ("infer-a100-01", "infer-a100-02")
 DRA_GPUS = 2  # per node
+# One GPU of the DRA pool reported a fatal XID error: the driver's health check tainted its
+# devices (docs/reference/dra.md), so the scheduler allocates none of them to a claim that
+# does not tolerate the taint.
+XID_TAINTED = ("infer-a100-02", "gpu-1")
 A100_PRODUCT = "NVIDIA A100-SXM4-80GB"  # as NVML names it (the driver's productName)
 PROFILE = "device.attributes['gpu.nvidia.com'].profile"
 
@@ -224,6 +228,15 @@ def _claiming(name: str, claim: Obj) -> Obj:
     return item
 
 
+def _health_taints(item: Obj, gpu_name: str) -> None:
+    """The taint the driver's health check puts on a GPU's devices after XID 79 (the GPU
+    fell off the bus), stamped as the API server stamps it."""
+    taint = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+    for device in item["spec"].get("devices") or ():
+        if device["name"] == gpu_name or device["name"].startswith(f"{gpu_name}-"):
+            device["taints"] = [{**taint, "timeAdded": now()}]
+
+
 def load_dra(cluster: Cluster) -> None:
     """The DRA driver's classes and slices, team-infer's template and claims, and its pods
     (placed by the scheduler, which allocates their claims)."""
@@ -231,6 +244,8 @@ def load_dra(cluster: Cluster) -> None:
         cluster.create(dra.CLASSES, "", item, manager="helm")
     for node in DRA_NODES:
         for item in dra.node_slices(node, A100_PRODUCT, DRA_GPUS):
+            if node == XID_TAINTED[0]:
+                _health_taints(item, XID_TAINTED[1])
             cluster.create(dra.SLICES, "", item, manager="gpu-kubelet-plugin")
     product = f"device.attributes['gpu.nvidia.com'].productName == '{A100_PRODUCT}'"
     for name, device_class, selector in (

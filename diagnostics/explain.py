@@ -1233,6 +1233,8 @@ def explain_claims(
         return _too_few(asks, what, fix, verdict, evidence)
     if verdict.reason == dra.APART:
         return _apart(namespace, claim, verdict, evidence)
+    if verdict.reason == dra.TAINTED:
+        return _tainted(asks, what, verdict, evidence)
     if verdict.reason == dra.COUNTERS:
         return Explanation(
             f"The {what} that {asks} matches {'is' if verdict.matching == 1 else 'are'} free "
@@ -1245,6 +1247,35 @@ def explain_claims(
             topic="dra-claim",
         )
     return _all_taken(asks, what, verdict, evidence)
+
+
+def _taint_source(taint: dra.Taint) -> str:
+    """Who sets a device taint, by its key (the NVIDIA DRA driver's health check,
+    ``docs/reference/dra.md``)."""
+    if taint.key == "gpu.nvidia.com/xid":
+        return f"the GPU driver's health check set it: the GPU reported the fatal XID error {taint.value}"
+    if taint.key == "gpu.nvidia.com/gpu-lost":
+        return "the GPU driver's health check set it: the driver lost the GPU"
+    return "the device's driver or a platform admin's DeviceTaintRule set it"
+
+
+def _tainted(asks: str, what: str, verdict: dra.ClaimVerdict, evidence: list[str]) -> Explanation:
+    """Matching devices would serve the claim but for taints it does not tolerate: the
+    scheduler leaves such devices out (KEP-5055) and says only that it cannot allocate."""
+    where, taint = verdict.taints[0]
+    more = len(verdict.taints) - 1
+    others = f", and {more} more {_plural(more, 'device', 'devices')} so" if more > 0 else ""
+    return Explanation(
+        f"{_cap(asks)} would get a free {what}, but the free ones are tainted and the claim "
+        f"does not tolerate the taint: {where} has {taint.text}{others} ({_taint_source(taint)}).",
+        "It starts when a platform admin clears the taint once the GPU is sound again (the "
+        "driver checks its GPUs anew when its kubelet plugin restarts), or when a matching "
+        "device that is not tainted is released; tolerate the taint in the claim only to run "
+        "on the device as it is.",
+        None,
+        evidence,
+        topic="dra-claim",
+    )
 
 
 def _all_taken(asks: str, what: str, verdict: dra.ClaimVerdict, evidence: list[str]) -> Explanation:

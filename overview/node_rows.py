@@ -124,7 +124,9 @@ class RowDra:
             tuple(
                 (s.label, s.lost, tuple((x.busy, x.width) for x in s.slices)) for s in self.strips
             ),
-            tuple((o.what, o.product, o.devices, o.taken, o.available) for o in self.offers),
+            tuple(
+                (o.what, o.product, o.devices, o.taken, o.available, o.tainted) for o in self.offers
+            ),
             self.left,
             self.slices,
         )

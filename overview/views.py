@@ -302,6 +302,8 @@ def _dra_context(by_dra: Any, names: PodNames, cluster_id: int | None) -> dict[s
             if holder is not None:
                 shown = holder if names.named(cluster_id, holder[0]) else None
                 state = "in use"
+            elif (taint := device.blocking()) is not None:
+                shown, state = None, f"tainted {taint.text}"
             else:
                 shown, state = None, "free" if gpu.available(device) else "blocked by counters"
             devices.append({"gpu": gpu, "device": device, "state": state, "holder": shown})

@@ -90,21 +90,28 @@ def dra_bars(row: Any) -> SafeString:
     """A node's devices by DRA as bars (``node_rows.RowDra``), allocated of published per
     kind of device, and what its partitionable GPUs' counters have left."""
     return _dra_bars(
-        tuple((o.what, o.product, o.taken, o.devices, o.available, o.fill) for o in row.offers),
+        tuple(
+            (o.what, o.product, o.taken, o.devices, o.available, o.fill, _tainted(o.tainted))
+            for o in row.offers
+        ),
         row.left,
         row.slices,
     )
 
 
+def _tainted(count: int) -> str:
+    return f", {count:,} tainted" if count else ""
+
+
 @kept("DRA bars", 2048)
 def _dra_bars(
-    offers: tuple[tuple[str, str, int, int, int, int], ...], left: int, slices: int
+    offers: tuple[tuple[str, str, int, int, int, int, str], ...], left: int, slices: int
 ) -> SafeString:
     bars = format_html_join(
         "",
         '<div class="bar" role="img" aria-label="{0} of {1} by DRA: {2} of {3} allocated, '
-        '{4} could be had now"><span class="bar-label"><code>{0}</code> {2} / {3} '
-        '<span class="muted">by DRA</span></span>'
+        '{4} could be had now{6}"><span class="bar-label"><code>{0}</code> {2} / {3} '
+        '<span class="muted">by DRA{6}</span></span>'
         '<span class="bar-track"><span class="bar-fill fill-{5}"></span></span></div>',
         offers,
     )

@@ -5,6 +5,7 @@ running pods that fit their nodes, and its MIG Manager re-slicing an H100."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 import yaml
 
 import devcluster
+from devcluster import dra
+from devcluster.dra import allocated_node
 from kube import Gateway, ObjectRef, PermanentKubeError, connect
 from tests.support import wait_for
 
@@ -286,6 +289,21 @@ def test_the_dra_pool_allocates_claims_as_the_real_scheduler_and_one_waits_in_it
         counted.update({k: 1 for k in use["counters"] if k.startswith("memory-slice-")})
         assert claim["status"]["reservedFor"][0]["resource"] == "pods"
     assert all(count == 1 for counted in held.values() for count in counted.values())
+    # The GPU the driver's health check tainted (XID 79, NoSchedule) serves no claim.
+    taints = {
+        (s["spec"]["nodeName"], d["name"]): d.get("taints") or []
+        for s in slices
+        for d in s["spec"].get("devices") or ()
+    }
+    tainted = {key for key, found in taints.items() if found}
+    assert len(tainted) == 1 + 7 + 2  # infer-a100-02's gpu-1: itself, its 1g and 3g devices
+    assert all(t["timeAdded"] for found in taints.values() for t in found)
+    given = {
+        (allocated_node(c), result["device"])
+        for c in claims
+        for result in c["status"]["allocation"]["devices"]["results"]
+    }
+    assert given and not given & tainted, given
     pods = {p["metadata"]["name"]: p for p in api.list("v1", "Pod", namespace="team-infer")}
     assert pods["embed-dra-0"]["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
     waiting = pods["summarize-4g-0"]
@@ -294,3 +312,25 @@ def test_the_dra_pool_allocates_claims_as_the_real_scheduler_and_one_waits_in_it
     assert (
         "7 cannot allocate all claims. still not schedulable, preemption:" in scheduled["message"]
     )
+
+
+def test_the_demo_scheduler_keeps_claims_off_a_tainted_device_as_the_real_one_did() -> None:
+    """tests/data/dra/tainted.json, from a real 1.36 scheduler: gpu-0 tainted
+    ``gpu.nvidia.com/xid=79:NoSchedule`` and gpu-1 ``…=13:None``; the first H100 claim got
+    gpu-1, the second waited, and a claim tolerating the XID taint got gpu-0."""
+    recorded = Path(__file__).resolve().parents[1] / "data" / "dra"
+    tainted = json.loads((recorded / "tainted.json").read_text())
+    classes = json.loads((recorded / "deviceclasses.json").read_text())
+    claims = {c["metadata"]["name"]: c for c in tainted["claims"]}
+    node = tainted["slice"]["spec"]["nodeName"]
+    view = dra.Allocator([tainted["slice"]], classes, [])
+    first = view.on_node(claims["rc-taint-first"], node)
+    assert first == claims["rc-taint-first"]["status"]["allocation"]["devices"]["results"]
+    assert first is not None
+    view.allocate(first)
+    assert view.on_node(claims["rc-taint-wait"], node) is None
+    tolerant = json.loads(json.dumps(claims["rc-taint-wait"]))
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "gpu.nvidia.com/xid", "operator": "Exists"}
+    ]
+    assert [r["device"] for r in view.on_node(tolerant, node) or []] == ["gpu-0"]
