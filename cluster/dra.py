@@ -154,6 +154,12 @@ class Gpu:
                 return False
         return True
 
+    def kept_off(self) -> Taint | None:
+        """The taint that keeps every one of the GPU's free devices from a claim with no
+        toleration (the driver taints a GPU's devices after a fatal XID), None otherwise."""
+        taints = [d.blocking() for d in self.devices if d not in self.taken]
+        return taints[0] if taints and all(taints) else None
+
     def memory_slices(self) -> tuple[int, int]:
         """(left, total) of the GPU's memory-slice counters (0, 0 when it shares none)."""
         names = [n for n in self.counters if n.startswith(MEMORY_SLICE)]
@@ -307,14 +313,12 @@ def strip(gpu: Gpu, index: int) -> GpuStrip:
     used = sum(s.width for s in out.slices)
     if gpu.partitionable:
         left, slices = gpu.memory_slices()
-        free = [d for d in gpu.devices if d not in gpu.taken]
-        taints = [d.blocking() for d in free]
+        taint = gpu.kept_off()
         if total > used:
             note = f"counters left: {left} of {slices} memory slices" if slices else "counters left"
-            blocked = bool(free) and all(taints)
-            if blocked and taints[0] is not None:
-                note = f"tainted {taints[0].text}: none of its devices can be had"
-            out.slices.append(Slice("", total - used, None if blocked else False, note=note))
+            if taint is not None:
+                note = f"tainted {taint.text}: none of its devices can be had"
+            out.slices.append(Slice("", total - used, None if taint else False, note=note))
         return out
     for device in gpu.devices:
         if device in gpu.taken:

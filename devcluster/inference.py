@@ -258,17 +258,21 @@ def load_dra(cluster: Cluster) -> None:
             "spec": {"spec": _claim_spec(device_class, selector)},
         }
         cluster.create(dra.TEMPLATES, "team-infer", template, manager="kubectl")
-    cluster.create(
-        dra.CLAIMS,
-        "team-infer",
-        {"metadata": {"name": "llm-13b-gpu"}, "spec": _claim_spec("gpu.nvidia.com", product)},
-        manager="kubectl",
-    )
+    for claim in ("llm-13b-gpu", "llm-34b-gpu"):
+        cluster.create(
+            dra.CLAIMS,
+            "team-infer",
+            {"metadata": {"name": claim}, "spec": _claim_spec("gpu.nvidia.com", product)},
+            manager="kubectl",
+        )
     pods = [_claiming("llm-13b-0", {"resourceClaimName": "llm-13b-gpu"})]
     pods += [_claiming(f"embed-dra-{i}", {"resourceClaimTemplateName": "mig-3g"}) for i in range(3)]
     pods += [_claiming(f"tiny-dra-{i}", {"resourceClaimTemplateName": "mig-1g"}) for i in range(2)]
     # 4g.40gb is not among the profiles the driver publishes here: it waits, explained.
     pods.append(_claiming("summarize-4g-0", {"resourceClaimTemplateName": "mig-4g"}))
+    # A second whole A100: the only GPU left whole is the one tainted after XID 79, so it
+    # waits, explained by the taint.
+    pods.append(_claiming("llm-34b-0", {"resourceClaimName": "llm-34b-gpu"}))
     for item in pods:
         cluster.create(dra.PODS, "team-infer", item, manager="kubectl")
 

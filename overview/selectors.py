@@ -241,6 +241,7 @@ class PoolSummary:
     layouts: list[Layout] = field(default_factory=list)
     dra: list[dra.Offer] = field(default_factory=list)  # devices by DRA, per product and kind
     dra_gpus: int = 0  # physical GPUs published through DRA
+    dra_tainted: int = 0  # of them, those with a device tainted against scheduling
 
     @property
     def key(self) -> str:
@@ -444,6 +445,7 @@ def _dra(pools: Pools, summaries: dict[int, PoolSummary]) -> None:
         if summary is not None:
             gpus = dra.gpus_of(rows, taken)
             summary.dra, summary.dra_gpus = dra.offers(gpus), len(gpus)
+            summary.dra_tainted = sum(1 for g in gpus if any(d.blocking() for d in g.devices))
 
 
 def fleet_nodes(

@@ -308,7 +308,12 @@ def _dra_context(by_dra: Any, names: PodNames, cluster_id: int | None) -> dict[s
                 shown, state = None, "free" if gpu.available(device) else "blocked by counters"
             devices.append({"gpu": gpu, "device": device, "state": state, "holder": shown})
     counters = [
-        {"gpu": gpu, "left": gpu.memory_slices()[0], "total": gpu.memory_slices()[1]}
+        {
+            "gpu": gpu,
+            "left": gpu.memory_slices()[0],
+            "total": gpu.memory_slices()[1],
+            "taint": gpu.kept_off(),
+        }
         for gpu in by_dra.gpus
         if gpu.partitionable
     ]
@@ -318,7 +323,8 @@ def _dra_context(by_dra: Any, names: PodNames, cluster_id: int | None) -> dict[s
         "strips": [dra.strip(gpu, i) for i, gpu in enumerate(by_dra.gpus)],
         "devices": devices,
         "counters": counters,
-        "offers": dra.offers(by_dra.gpus),
+        "offers": (offers := dra.offers(by_dra.gpus)),
+        "tainted": any(o.tainted for o in offers),
     }
 
 

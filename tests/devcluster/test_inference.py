@@ -268,7 +268,7 @@ def test_the_dra_pool_allocates_claims_as_the_real_scheduler_and_one_waits_in_it
                 for c in api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")
                 if (c.get("status") or {}).get("allocation")
             ]
-            if len(api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")) == 7
+            if len(api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")) == 8
             and sum(
                 1
                 for c in api.list("resource.k8s.io/v1", "ResourceClaim", namespace="team-infer")
@@ -312,6 +312,11 @@ def test_the_dra_pool_allocates_claims_as_the_real_scheduler_and_one_waits_in_it
     assert (
         "7 cannot allocate all claims. still not schedulable, preemption:" in scheduled["message"]
     )
+    # The second whole A100 waits: the one GPU left whole is tainted (the same words).
+    (scheduled,) = [
+        c for c in pods["llm-34b-0"]["status"]["conditions"] if c["type"] == "PodScheduled"
+    ]
+    assert "7 cannot allocate all claims." in scheduled["message"], scheduled
 
 
 def test_the_demo_scheduler_keeps_claims_off_a_tainted_device_as_the_real_one_did() -> None:

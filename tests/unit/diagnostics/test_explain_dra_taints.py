@@ -121,3 +121,23 @@ def test_the_pages_count_a_tainted_device_apart_and_draw_it_not_free() -> None:
         (None, "whole GPU (tainted gpu.nvidia.com/xid=79:NoSchedule)")
     ]
     assert [s.busy for s in dra.strip(by_device["GPU-h100-01-1"], 1).slices] == [True]
+
+
+def test_a_partitionable_gpu_whose_free_devices_are_all_tainted_offers_nothing() -> None:
+    """The recorded A100 (tests/data/dra/resourceslices.json), every device tainted as the
+    driver taints a GPU's devices after a fatal XID: its counters are all left, yet none of
+    its devices can be had, and its strip says so."""
+    published = json.loads((RECORDED / "resourceslices.json").read_text())
+    rows = []
+    for item in published:
+        item = copy.deepcopy(item)
+        for device in item["spec"].get("devices") or ():
+            device["taints"] = [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+        rows.append(resource_slice_values(item))
+    (a100,) = [g for g in dra.gpus_of(rows, set()) if g.partitionable]
+    assert a100.memory_slices() == (8, 8)
+    assert a100.kept_off() == dra.Taint("gpu.nvidia.com/gpu-lost", "", "NoSchedule")
+    assert [(s.busy, s.label) for s in dra.strip(a100, 0).slices] == [
+        (None, "tainted gpu.nvidia.com/gpu-lost:NoSchedule: none of its devices can be had")
+    ]
+    assert all(o.available == 0 and o.tainted == o.devices for o in dra.offers([a100]))

@@ -191,3 +191,35 @@ def test_a_mig_change_on_a_node_served_by_dra_is_refused_with_why(
         "gpu-a100-01 serves its GPUs through DRA: MIG devices there are the DRA driver's, "
         "carved per claim, and a MIG config does not change them. Leave them out of the change."
     ]
+
+
+def test_a_gpu_tainted_for_health_needs_attention_and_is_not_free(
+    client: Client, team_a: Any, team_a_member: Any
+) -> None:
+    """tests/data/dra/tainted.json (a real 1.36 API server's): gpu-0 of the H100 node tainted
+    ``gpu.nvidia.com/xid=79:NoSchedule`` by the driver's health check, gpu-1 allocated."""
+    cluster = settings_cluster_id()
+    NamespaceFactory(name="rc-dra", team=team_a)
+    NodePool.objects.create(name="dra", node_selector={"pool": "dra"})
+    tainted = recorded("tainted.json")
+    listing = DraListing(recorded("deviceclasses.json"), [tainted["slice"]], tainted["claims"])
+    write_dra(listing, cluster_id=cluster, now=NOW)
+    node = {
+        "metadata": {"name": "gpu-h100-01", "labels": {"pool": "dra"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    write_fleet([node], [], cluster_id=cluster, now=NOW)
+    pools = selectors.Pools.load(cluster)
+    (summary,) = [s for s in selectors.sum_pools(pools) if s.name == "dra"]
+    assert [(o.devices, o.taken, o.available, o.tainted) for o in summary.dra] == [(2, 1, 0, 1)]
+    assert (summary.dra_gpus, summary.dra_tainted) == (2, 1)
+
+    client.force_login(team_a_member)
+    fleet = client.get("/fleet/").content.decode()
+    assert '<span class="tag warn">1 GPU tainted</span>' in fleet
+    assert "DRA taint</span> 1 GPU with devices kept from claims" in fleet
+    assert "(0 free now, 1 tainted, NVIDIA H100 80GB HBM3)" in fleet
+    page = client.get("/fleet/nodes/gpu-h100-01/").content.decode()
+    assert "GPU-h100-01-0 (by DRA): whole GPU (tainted gpu.nvidia.com/xid=79:NoSchedule)" in page
+    assert '<span class="tag warn">tainted gpu.nvidia.com/xid=79:NoSchedule</span>' in page
+    assert '0 could be had now, <span class="tag warn">1 tainted</span>' in page
