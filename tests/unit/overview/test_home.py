@@ -288,6 +288,8 @@ def grow(size: int, start: int) -> None:
             owner_name=f"job-{i}",
             pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
         )
+        waiting_workload(f"waits-{i}")
+        pending(f"sweep-{i}", gpu_requests={"nvidia.com/gpu": 1})
 
 
 def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
@@ -302,9 +304,11 @@ def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
         return len(captured)
 
     grow(1, 0)
+    written()
     queries()  # the explainer builds its view of the fleet once, then checks it is current
     small = queries()
     grow(40, 1)
+    written()
     large = queries()
     assert large == small <= 10, (small, large)
     assert client.get("/").content.decode().count("Running GPU work") == 1
