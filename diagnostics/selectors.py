@@ -59,11 +59,15 @@ class WaitingRead:
         )
 
 
-def waiting_reads(pairs: Sequence[tuple[int, str]], now: dt.datetime) -> list[Read]:
-    """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order."""
+def waiting_reads(
+    pairs: Sequence[tuple[int, str]], now: dt.datetime, workload_columns: str = "*"
+) -> list[Read]:
+    """The reads of ``WaitingRead`` for these (cluster id, namespace) pairs, in its order
+    (``workload_columns``: the workloads' columns a caller shows, the others deferred)."""
     of = pairs_params(pairs)
+    workloads = _WORKLOADS_SQL.replace("SELECT *", f"SELECT {workload_columns}", 1)
     return [
-        Read(_WORKLOADS_SQL, of, ObservedWorkload),
+        Read(workloads, of, ObservedWorkload),
         Read(_FAILURES_SQL, [*of, now - REFUSALS_KEPT], ObservedCreateFailure),
     ]
 

@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from changes.facts import fleet_facts, shortfalls_now
-from changes.impact import flavor_shortfalls
+from changes.facts import fleet_facts, queue_quotas, shortfalls_now
+from changes.impact import QueueQuota, flavor_shortfalls
 from cluster.decode import gpu_offer
 from cluster.models import Drift, ObservedNode
 from cluster.scope import settings_cluster, settings_cluster_id
@@ -227,6 +227,59 @@ def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_py
     found = shortfalls_now(settings_cluster_id())
     assert found == flavor_shortfalls(fleet_facts(cluster=settings_cluster()))
     assert [s.flavor for s in found] == ["h100-a"]
+
+
+def test_the_queues_gpu_quotas_are_walked_in_the_database_as_quota_entries_walks_them() -> None:
+    """Every GPU quota entry of every queue, in the order of the queues' names and of the
+    groups, flavors and resources as written; other resources, amounts that are no whole
+    number and queues without groups are left out."""
+    from queues.models import ClusterQueue
+    from queues.rules import quota_entries
+
+    def quota(name: str, amount: Any) -> dict[str, Any]:
+        return {"name": name, "nominalQuota": amount}
+
+    ClusterQueueFactory(
+        name="b-queue",
+        resource_groups=[
+            {
+                "coveredResources": ["nvidia.com/gpu", "cpu"],
+                "flavors": [
+                    {
+                        "name": "h100",
+                        "resources": [quota("nvidia.com/gpu", "8"), quota("cpu", "64")],
+                    },
+                    {"name": "a100", "resources": [quota("nvidia.com/gpu", 4)]},
+                ],
+            },
+            {
+                "coveredResources": ["nvidia.com/mig-1g.10gb"],
+                "flavors": [{"name": "mig", "resources": [quota("nvidia.com/mig-1g.10gb", "14")]}],
+            },
+        ],
+    )
+    ClusterQueueFactory(
+        name="a-queue",
+        resource_groups=[
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "h100", "resources": [quota("nvidia.com/gpu", "1500m")]}],
+            }
+        ],
+    )
+    ClusterQueueFactory(name="c-queue", resource_groups=[])
+    expected = [
+        QueueQuota(cq.name, flavor, entry["name"], int(entry["nominalQuota"]))
+        for cq in ClusterQueue.objects.order_by("name")
+        for _, flavor, entry in quota_entries(cq.resource_groups)
+        if entry["name"].startswith("nvidia.com/") and entry["nominalQuota"] != "1500m"
+    ]
+    assert queue_quotas(settings_cluster_id()) == expected
+    assert [(q.cluster_queue, q.flavor) for q in expected] == [
+        ("b-queue", "h100"),
+        ("b-queue", "a100"),
+        ("b-queue", "mig"),
+    ]
 
 
 def test_nodes_are_found_by_name_words_and_labels(

@@ -288,6 +288,8 @@ def grow(size: int, start: int) -> None:
             owner_name=f"job-{i}",
             pending_message="0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
         )
+        waiting_workload(f"waits-{i}")
+        pending(f"sweep-{i}", gpu_requests={"nvidia.com/gpu": 1})
 
 
 def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
@@ -302,9 +304,11 @@ def test_the_homes_query_count_does_not_grow_with_running_and_waiting_work(
         return len(captured)
 
     grow(1, 0)
+    written()
     queries()  # the explainer builds its view of the fleet once, then checks it is current
     small = queries()
     grow(40, 1)
+    written()
     large = queries()
     assert large == small <= 10, (small, large)
     assert client.get("/").content.decode().count("Running GPU work") == 1
@@ -489,3 +493,60 @@ def test_each_team_shows_its_priority_classes_highest_first_drawn_again_when_one
     PriorityClass.objects.filter(pk=low.pk).update(value=2000)  # the same order, a new value
     page = text(client.get("/").content.decode())
     assert "Priority classes allowed: train-high (100,000), batch-low (2,000)" in page
+
+
+def test_the_running_work_and_the_waiting_workloads_are_drawn_again_when_they_move(
+    client: Client, lead: Any
+) -> None:
+    """Both lists are kept per process under what they show: work that starts, an older
+    start, and another workload waiting are on the next page."""
+    from cluster.models import ObservedPod
+
+    running("notebook", "gpu-a100-03", {"nvidia.com/gpu": 1}, dt.timedelta(minutes=12))
+    waiting_workload("job-a")
+    written()
+    page = text(client.get("/").content.decode())
+    assert "(12 min ago) on gpu-a100-03" in page and "job-a" in page
+    ObservedPod.objects.filter(name="notebook").update(
+        started_at=timezone.now() - dt.timedelta(minutes=30)
+    )
+    running("sweep", "gpu-a100-04", {"nvidia.com/gpu": 2}, dt.timedelta(minutes=3))
+    waiting_workload("job-b")
+    written()
+    page = text(client.get("/").content.decode())
+    assert "(30 min ago) on gpu-a100-03" in page and "12 min ago" not in page
+    assert "Pod sweep : 2 GPUs" in page and "job-a" in page and "job-b" in page
+
+
+def waiting_workload(name: str, message: str = "") -> None:
+    """A workload of team-a that waits in the queue team-a-train (evicted once)."""
+    now = timezone.now()
+    ObservedWorkload.objects.create(
+        namespace="team-a",
+        name=name,
+        queue_name="team-a-train",
+        message=message,
+        evictions=1,
+        evicted_reason="PodsReadyTimeout",
+        evicted_at=now - dt.timedelta(seconds=20),
+        created_at=now - dt.timedelta(hours=1),
+        last_changed=now,
+    )
+
+
+def test_a_waiting_workloads_card_drawn_for_who_sees_every_team_is_not_shown_to_a_lead(
+    client: Client, lead: Any, platform_admin: Any
+) -> None:
+    """The cards are kept under what they say as redacted for the viewer: a platform admin of
+    the same team reads another team's pod named, its lead on the next request does not."""
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(user=platform_admin, team=lead.memberships.get().team, role="member")
+    waiting_workload("job-a", "Exceeded the PodsReady timeout team-b/job-of-b")
+    written()
+    admin = Client()
+    admin.force_login(platform_admin)
+    assert "team-b/job-of-b" in admin.get("/").content.decode()
+    page = client.get("/").content.decode()
+    assert "job-a" in page and "job-of-b" not in page
+    assert "another team&#x27;s pod" in page
