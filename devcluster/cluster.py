@@ -120,6 +120,20 @@ class Cluster:
         # and with (resource, old, new) on update (webhooks that refuse a change).
         self.admission: list[Callable[[Resource, Obj], None]] = []
         self.update_admission: list[Callable[[Resource, Obj, Obj], None]] = []
+        # What a reader derived from the whole store, by name, with the ``rv`` it was derived
+        # at (any write moves ``rv``, so a value is good while ``rv`` has not moved).
+        self.derived: dict[str, tuple[int, Any]] = {}
+
+    def derive(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per state of the store (a thousand reads of one state, such as
+        a poll's questions to every ClusterQueue, derive it once)."""
+        with self.lock:
+            kept = self.derived.get(name)
+            if kept is not None and kept[0] == self.rv:
+                return kept[1]
+            value = compute()
+            self.derived[name] = (self.rv, value)
+            return value
 
     # ------------------------------------------------------------------ helpers
 

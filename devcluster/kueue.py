@@ -280,20 +280,8 @@ def pending_workloads(
     """Kueue's visibility API (PendingWorkloadsSummary): a ClusterQueue's pending workloads
     in admission order, with their 0-based positions in it and in their LocalQueue; for a
     LocalQueue (``local_queue`` = namespace, name) only its own, positions unchanged."""
-    lqs = {
-        (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue", "")
-        for q in cluster.all(LQS)
-    }
-    waiting = sorted(
-        (
-            w
-            for w in cluster.all(WORKLOADS)
-            if not is_finished(w)
-            and not admitted_to(w)
-            and lqs.get((w["metadata"]["namespace"], (w.get("spec") or {}).get("queueName", "")))
-            == cluster_queue
-        ),
-        key=_waiting_order,
+    waiting = cluster.derive("pending lines", lambda: _pending_lines(cluster)).get(
+        cluster_queue, []
     )
     per_lq: dict[tuple[str, str], int] = defaultdict(int)
     items = []
@@ -322,6 +310,25 @@ def pending_workloads(
         "metadata": {},
         "items": items,
     }
+
+
+def _pending_lines(cluster: Cluster) -> dict[str, list[Obj]]:
+    """Every ClusterQueue's pending workloads in admission order (one pass over the
+    workloads, not one per question)."""
+    lqs = {
+        (q["metadata"]["namespace"], q["metadata"]["name"]): q["spec"].get("clusterQueue", "")
+        for q in cluster.all(LQS)
+    }
+    lines: dict[str, list[Obj]] = defaultdict(list)
+    for w in cluster.all(WORKLOADS):
+        if is_finished(w) or admitted_to(w):
+            continue
+        cq = lqs.get((w["metadata"]["namespace"], (w.get("spec") or {}).get("queueName", "")))
+        if cq:
+            lines[cq].append(w)
+    for line in lines.values():
+        line.sort(key=_waiting_order)
+    return dict(lines)
 
 
 def _owners(meta: Obj) -> dict[str, Any]:
