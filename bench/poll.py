@@ -22,6 +22,15 @@ are other processes').
 
 With ``--clusters N`` (N > 1): N demo clusters, each registered as a cluster of the portal
 (``bench/poll_clusters.py``); the last line is ``ratio=… unreachable_ratio=…``.
+
+With ``--scenario``: the demo cluster serves the scale scenario's own objects
+(``bench/scale_cluster.py``: its 5,000 nodes in 20 pools, 2,000 namespaces, the cohort tree
+of 1,000 ClusterQueues and 2,000 LocalQueues, 50,000 workloads and their pods; no DRA), and the
+portal knows the scenario's teams and queues, so the poll also lists the workloads and the
+portal's objects and asks Kueue's visibility API for every ClusterQueue's line; the floor
+makes the same requests (every list, every ClusterQueue's pending workloads) and decodes them.
+It changes 1% of the nodes, pods and workloads between the two polls; with
+``QM_PROFILE=<file>`` it writes a cProfile of the steady poll there.
 """
 
 from __future__ import annotations
@@ -68,6 +77,98 @@ def floor(url: str, *, dra: bool) -> float:
         finally:
             gc.enable()
     return time.perf_counter() - started
+
+
+def scenario_floor(url: str, queues: list[str]) -> float:
+    """The floor of a poll of the served scenario: the same LISTs as the poll's (nodes,
+    non-terminal pods, the portal's objects by label, workloads, the two kinds of Events)
+    and one visibility request per ClusterQueue, each decoded with orjson."""
+    import orjson
+    import urllib3
+
+    managed = "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dquartermaster"
+    kueue = "/apis/kueue.x-k8s.io/v1beta2"
+    visibility = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues"
+    paths = [
+        "/api/v1/nodes",
+        "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+        *(f"/api/v1/{kind}?{managed}" for kind in ("namespaces", "resourcequotas", "limitranges")),
+        f"/apis/scheduling.k8s.io/v1/priorityclasses?{managed}",
+        *(
+            f"{kueue}/{kind}?{managed}"
+            for kind in ("resourceflavors", "cohorts", "clusterqueues", "localqueues")
+        ),
+        f"{kueue}/workloads",
+        "/api/v1/events?fieldSelector=reason%3DFailedCreate",
+        "/api/v1/events?fieldSelector=involvedObject.kind%3DWorkload",
+        *(f"{visibility}/{name}/pendingworkloads" for name in queues),
+    ]
+    http = urllib3.PoolManager()
+    started = time.perf_counter()
+    for path in paths:
+        response = http.request("GET", url + path, preload_content=True)
+        gc.disable()
+        try:
+            orjson.loads(response.data)
+        finally:
+            gc.enable()
+    return time.perf_counter() - started
+
+
+def start_scenario(*, smoke: bool) -> subprocess.Popen[str]:
+    """The demo cluster serving the scale scenario (``bench/scale_cluster.py``)."""
+    return subprocess.Popen(
+        [sys.executable, "bench/scale_cluster.py", "--port", "0", *(["--small"] if smoke else [])],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def change_scenario(url: str, *, share: float) -> tuple[int, int, int]:
+    """Relabel share x nodes, replace share x the GPU pods (delete + create on the same
+    node) and relabel share x workloads, picked evenly from what the cluster lists."""
+    import orjson
+    import urllib3
+
+    http = urllib3.PoolManager(maxsize=4)
+    merge = {"Content-Type": "application/merge-patch+json"}
+    label = orjson.dumps({"metadata": {"labels": {"bench.quartermaster.io/changed": "yes"}}})
+
+    def some(path: str) -> list[dict[str, Any]]:
+        items = orjson.loads(http.request("GET", url + path).data)["items"]
+        count = max(1, int(len(items) * share))
+        return items[:: max(1, len(items) // count)][:count]
+
+    nodes = some("/api/v1/nodes")
+    for node in nodes:
+        name = node["metadata"]["name"]
+        http.request("PATCH", f"{url}/api/v1/nodes/{name}", body=label, headers=merge)
+    gpu_pods = [
+        p
+        for p in orjson.loads(http.request("GET", url + "/api/v1/pods").data)["items"]
+        if p["spec"]["containers"][0]["resources"].get("requests")
+    ]
+    pods = gpu_pods[:: max(1, int(1 / share))]
+    for pod in pods:
+        meta = pod["metadata"]
+        base = f"{url}/api/v1/namespaces/{meta['namespace']}/pods"
+        http.request(
+            "DELETE", f"{base}/{meta['name']}", body=orjson.dumps({"gracePeriodSeconds": 0})
+        )
+        new = {"metadata": {"name": f"{meta['name']}-b", "namespace": meta["namespace"]}}
+        new["spec"] = {"nodeName": pod["spec"]["nodeName"], "containers": pod["spec"]["containers"]}
+        http.request(
+            "POST", base, body=orjson.dumps(new), headers={"Content-Type": "application/json"}
+        )
+    workloads = some("/apis/kueue.x-k8s.io/v1beta2/workloads")
+    for w in workloads:
+        meta = w["metadata"]
+        path = (
+            f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{meta['namespace']}/workloads/{meta['name']}"
+        )
+        http.request("PATCH", url + path, body=label, headers=merge)
+    return len(nodes), len(pods), len(workloads)
 
 
 def start_demo(*, nodes: int, pods: int, claims: int = 0) -> subprocess.Popen[str]:
@@ -189,11 +290,16 @@ def main() -> int:
     parser.add_argument("--claims", type=int, default=scale.FULL.claims)
     parser.add_argument("--changed", type=float, default=0.01)
     parser.add_argument("--clusters", type=int, default=1)
+    parser.add_argument(
+        "--scenario", action="store_true", help="poll the scale scenario's own objects"
+    )
     args = parse(parser, {"nodes": 40, "pods": 200, "claims": 80})
     if args.clusters > 1:
         from poll_clusters import main as several  # lazy: a run of one needs none of it
 
         return several(args)
+    if args.scenario:
+        return scenario_main(args)
 
     demo = start_demo(nodes=args.nodes, pods=args.pods, claims=args.claims)
     try:
@@ -253,6 +359,69 @@ def main() -> int:
         )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory: {peak_mb:.0f} MB ({before_mb:.0f} MB after the floor's reads)")
+        print(
+            f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
+            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
+            f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
+            f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
+        )
+    finally:
+        demo.terminate()
+        demo.wait()
+    return 0
+
+
+def scenario_main(args: argparse.Namespace) -> int:
+    """The poll of the scale scenario the demo cluster serves, beside its floor."""
+    demo = start_scenario(smoke=args.smoke)
+    try:
+        url = demo_url(demo)
+        import django
+
+        django.setup()
+        import scale_db
+        from django.core.management import call_command
+        from django.utils import timezone
+
+        s = scale.build(scale.SMOKE if args.smoke else scale.FULL)
+        call_command("migrate", verbosity=0)
+        call_command("flush", interactive=False, verbosity=0)
+        scale_db._teams(s)  # the portal's teams, namespaces and queues: what it rendered
+        scale_db._queues(s, timezone.now())
+        from cluster.models import ObservedObject
+        from kube import connect
+        from loop.poll import poll_cluster
+
+        ObservedObject.objects.all().delete()  # the first poll finds nothing observed
+        gateway = connect(url=url)
+        queues = [q.name for q in s.cluster_queues]
+        floors = []
+        for _ in range(2):
+            cpu = time.process_time()
+            floors.append((scenario_floor(url, queues), time.process_time() - cpu))
+        floor_s, floor_cpu = min(floors)
+        started = time.perf_counter()
+        first = poll_cluster(gateway=gateway)
+        first_s = time.perf_counter() - started
+        assert first.ok, first.error
+        print(f"first poll (empty tables): {first_s:.2f} s, {first.changed} rows written")
+        changed = change_scenario(url, share=args.changed)
+        started, cpu = time.perf_counter(), time.process_time()
+        if os.environ.get("QM_PROFILE"):
+            import cProfile
+
+            profile = cProfile.Profile()
+            steady = profile.runcall(poll_cluster, gateway=gateway)
+            profile.dump_stats(os.environ["QM_PROFILE"])
+        else:
+            steady = poll_cluster(gateway=gateway)
+        poll_s, poll_cpu = time.perf_counter() - started, time.process_time() - cpu
+        assert steady.ok, steady.error
+        print(
+            "changed in the cluster: {} nodes, {} pods, {} workloads; steady poll wrote {} "
+            "rows".format(*changed, steady.changed)
+        )
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
             f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
             f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
