@@ -192,11 +192,14 @@ def _unit(item: Any) -> Any:
     """What is dealt as one: the real-control-plane tier (one real cluster per machine: its
     tests share the process that starts it), the tests of a module that share a module-scoped
     fixture (the image test's built venv: dealt apart, three processes would wait for the one
-    building it), else the test alone."""
+    building it), the migration tests (``past_schema``: one migration makes all their
+    starting schemas), else the test alone."""
     path = Path(str(getattr(item, "fspath", "")))
     if (path.relative_to(TESTS) if path.is_absolute() else path).parts[:1] == ("realcluster",):
         return "realcluster"
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if "past_schema" in definitions:
+        return "past_schema"  # the migration tests: one migration of their past schemas
     shared = any(d.scope in {"module", "package"} for ds in definitions.values() for d in ds)
     return str(item.fspath) if shared else id(item)
 

@@ -64,20 +64,26 @@ def leaves_fitting(executor: MigrationExecutor, pinned: dict[str, str]) -> list[
 
 @contextmanager
 def scratch_database(
-    alias: str, targets: Callable[[MigrationExecutor], list[tuple[str, str]]]
+    alias: str,
+    targets: Callable[[MigrationExecutor], list[tuple[str, str]]] | None = None,
+    *,
+    template: str = "",
 ) -> Iterator[MigrationExecutor]:
-    """A database of its own next to the test database, reachable as ``alias`` and
-    migrated to ``targets(executor)``; dropped afterwards. (Open it inside
+    """A database of its own next to the test database, reachable as ``alias``: a copy of
+    ``template`` (a database nothing is connected to), or empty; then migrated to
+    ``targets(executor)`` when given. Dropped afterwards. (Open it inside
     ``django_db_blocker.unblock()``.)"""
     default = connections["default"]
     name = f"{default.settings_dict['NAME']}_{alias}"
+    copied = f' TEMPLATE "{template}"' if template else ""
     with default.cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        cursor.execute(f'CREATE DATABASE "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"{copied}')
     connections.databases[alias] = {**default.settings_dict, "NAME": name}
     try:
         executor = MigrationExecutor(connections[alias])
-        executor.migrate(targets(executor))
+        if targets is not None:
+            executor.migrate(targets(executor))
         yield executor
     finally:
         connections[alias].close()
@@ -85,6 +91,37 @@ def scratch_database(
         del connections.databases[alias]
         with default.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def past_schemas(
+    steps: list[tuple[str, Callable[[MigrationExecutor], list[tuple[str, str]]], dict[str, Any]]],
+) -> Iterator[dict[str, str]]:
+    """Databases at past schemas, made by one migration that goes on from each to the next
+    (each step's targets ahead of the one before; its settings overridden while it runs):
+    step name -> the database to copy (``scratch_database(template=...)``). Each migration
+    test had migrated its own from nothing, rendering the same early states again."""
+    from django.test import override_settings
+
+    default = connections["default"]
+    made: dict[str, str] = {}
+    try:
+        with scratch_database("past_schemas") as executor:
+            for name, targets, overrides in steps:
+                executor.loader.build_graph()
+                with override_settings(**overrides):
+                    executor.migrate(targets(executor))
+                connections["past_schemas"].close()  # a template has no one connected
+                made[name] = f"{default.settings_dict['NAME']}_past_{name}"
+                source = connections.databases["past_schemas"]["NAME"]
+                with default.cursor() as cursor:
+                    cursor.execute(f'DROP DATABASE IF EXISTS "{made[name]}"')
+                    cursor.execute(f'CREATE DATABASE "{made[name]}" TEMPLATE "{source}"')
+        yield made
+    finally:
+        with default.cursor() as cursor:
+            for copy in made.values():
+                cursor.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
 
 
 def maintenance_connection() -> psycopg.Connection[Any]:

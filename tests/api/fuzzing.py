@@ -20,6 +20,9 @@ from typing import Any
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 PHASES = "examples,coverage,fuzzing,stateful"
 NO_UNEXPECTED_METHODS = "\n[phases.coverage]\nunexpected-methods = []\n"
+# The coverage phase's valid boundaries alone (its negative cases, three in four of its
+# cases, are the long run's: bench/fuzz.py).
+VALID_BOUNDARIES = '\n[phases.coverage.generation]\nmode = "positive"\n'
 SCHEMA_SECONDS = 300
 
 
@@ -77,12 +80,15 @@ def fuzz(
     phases: str = PHASES,
     operations: tuple[str, ...] = (),
     unexpected_methods: bool = True,
+    invalid_boundaries: bool = True,
 ) -> FuzzRun:
     """Run schemathesis against ``base_url`` with ``token``; never raises on failures.
 
         ``operations``: schemathesis's filter options (``--include-method GET``), to test a part
         of the operations. ``unexpected_methods``: whether the coverage phase also sends each
     operation the methods its path does not take (a 405 whoever asks: one user's run is enough).
+    ``invalid_boundaries``: whether the coverage phase also sends the values just outside
+    each boundary the schema states (its negative cases); without, only those on and inside.
     One worker by default: schemathesis's worker threads can crash CPython 3.11's parser
         (``SystemError: AST constructor recursion depth mismatch``, hypothesis describing a
         lambda in two threads at once)."""
@@ -91,9 +97,11 @@ def fuzz(
         schema = Path(scratch) / "schema.yaml"  # YAML as served (JSON would read as YAML too)
         schema.write_bytes(served_schema(base_url, token))
         config = CONFIG
-        if not unexpected_methods:
+        extra = "" if unexpected_methods else NO_UNEXPECTED_METHODS
+        extra += "" if invalid_boundaries else VALID_BOUNDARIES
+        if extra:
             config = Path(scratch) / CONFIG.name
-            config.write_text(CONFIG.read_text() + NO_UNEXPECTED_METHODS)
+            config.write_text(CONFIG.read_text() + extra)
         command = [
             str(Path(sys.executable).with_name("schemathesis")),
             "--config-file",

@@ -22,6 +22,7 @@ from kube import Gateway
 from portal.access.tokens import create_token
 from portal.audit.record import SYSTEM
 from tests.conftest import FAST
+from tests.support import past_schemas
 
 INFERENCE_TOKEN = "inference-cluster-token"
 
@@ -80,3 +81,23 @@ def inference_cluster(db: Any) -> Iterator[SecondCluster]:
     save_cluster(actor=SYSTEM, cluster=row, credential=INFERENCE_TOKEN, source="cli")
     yield SecondCluster(demo, row, INFERENCE_TOKEN)
     demo.stop()
+
+
+@pytest.fixture(scope="session")
+def past_schema(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, str]]:
+    """The schemas the migration tests start from, by test module: the previous release's
+    (test_upgrade), before clusters were objects (test_cluster_migration), before rows named
+    their cluster (test_cluster_rows_migration, its one cluster named ``gpu-main``), made by
+    one migration in that order (each ahead of the one before), each test a copy of its own.
+    The three are dealt to one test process together (tests/conftest.py's ``_unit``)."""
+    from tests.integration import test_cluster_migration as clusters
+    from tests.integration import test_cluster_rows_migration as rows
+    from tests.integration import test_upgrade as upgrade
+
+    steps = [
+        ("upgrade", upgrade.old_release, {}),
+        ("clusters", lambda executor: clusters.targets(executor, clusters.BEFORE), {}),
+        ("cluster_rows", rows.targets, {"QM_CLUSTER_NAME": "gpu-main"}),
+    ]
+    with django_db_blocker.unblock(), past_schemas(steps) as made:
+        yield made

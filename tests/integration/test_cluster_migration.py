@@ -39,12 +39,11 @@ TABLES = [
 
 
 @pytest.fixture
-def database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[MigrationExecutor]:
-    """A database of its own next to the test database, migrated to just before clusters."""
-    with (
-        django_db_blocker.unblock(),
-        scratch_database(ALIAS, lambda executor: targets(executor, BEFORE)) as executor,
-    ):
+def database(past_schema: dict[str, str], django_db_blocker: Any) -> Iterator[MigrationExecutor]:
+    """A database of its own next to the test database, just before clusters (``BEFORE``:
+    a copy of the one the conftest's ``past_schema`` migrated)."""
+    template = past_schema["clusters"]
+    with django_db_blocker.unblock(), scratch_database(ALIAS, template=template) as executor:
         yield executor
 
 

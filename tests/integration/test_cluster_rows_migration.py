@@ -64,11 +64,13 @@ def targets(executor: MigrationExecutor) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def database(
-    django_db_setup: Any, django_db_blocker: Any, settings: Any
+    past_schema: dict[str, str], django_db_blocker: Any, settings: Any
 ) -> Iterator[MigrationExecutor]:
-    """The scratch database at BEFORE: its one cluster (0010's) named from QM_CLUSTER_NAME."""
+    """The scratch database at BEFORE: its one cluster (0010's) named from QM_CLUSTER_NAME
+    (a copy of the one the conftest's ``past_schema`` migrated with that name)."""
     settings.QM_CLUSTER_NAME = "gpu-main"
-    with django_db_blocker.unblock(), scratch_database(ALIAS, targets) as executor:
+    template = past_schema["cluster_rows"]
+    with django_db_blocker.unblock(), scratch_database(ALIAS, template=template) as executor:
         yield executor
 
 

@@ -36,10 +36,13 @@ CONTRIB = {"admin", "auth", "contenttypes", "sessions"}
 
 
 @pytest.fixture
-def old_database(django_db_setup: Any, django_db_blocker: Any) -> Iterator[MigrationExecutor]:
-    """A database of its own (next to the test database), migrated to the previous
-    release's schema."""
-    with django_db_blocker.unblock(), scratch_database(ALIAS, old_release) as executor:
+def old_database(
+    past_schema: dict[str, str], django_db_blocker: Any
+) -> Iterator[MigrationExecutor]:
+    """A database of its own (next to the test database) at the previous release's schema
+    (``old_release``: a copy of the one the conftest's ``past_schema`` migrated)."""
+    template = past_schema["upgrade"]
+    with django_db_blocker.unblock(), scratch_database(ALIAS, template=template) as executor:
         yield executor
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 import tomllib
 from collections.abc import Iterator
@@ -98,8 +99,8 @@ def test_imports_inside_functions_are_in_the_graph(graph: grimp.ImportGraph) -> 
         importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         if importer not in graph.modules:
             continue  # dev.py, manage.py
-        for function in functions(ast.parse(path.read_text())):
-            for node in ast.walk(function):
+        for function in parsed(path)[1]:
+            for node in imports_in(function):
                 if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     for alias in node.names:
                         module = f"{node.module}.{alias.name}"
@@ -184,26 +185,42 @@ def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]
             yield node
 
 
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@functools.cache
+def parsed(path: Path) -> tuple[str, list[Function]]:
+    """A product file's source and its functions (nested ones too): parsed once for the
+    module's three tests that read them (each had parsed every file again)."""
+    source = path.read_text()
+    return source, list(functions(ast.parse(source)))
+
+
+@functools.cache
+def imports_in(function: Function) -> list[ast.Import | ast.ImportFrom]:
+    """The imports written inside ``function`` (those of functions nested in it too)."""
+    return [n for n in ast.walk(function) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
 def test_imports_sit_at_the_top_unless_a_comment_says_why() -> None:
     """An import inside a function hides a dependency (and once hid three import cycles):
     allowed only after a ``# lazy: <why>`` comment in that function."""
     hidden = []
     for path in product_files():
-        source = path.read_text()
+        source, found = parsed(path)
         lines = source.splitlines()
-        for function in functions(ast.parse(source)):
-            for node in ast.walk(function):
-                if isinstance(node, ast.Import | ast.ImportFrom):
-                    before = lines[function.lineno - 1 : node.lineno]
-                    if not any("# lazy:" in line for line in before):
-                        hidden.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        for function in found:
+            for node in imports_in(function):
+                before = lines[function.lineno - 1 : node.lineno]
+                if not any("# lazy:" in line for line in before):
+                    hidden.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert hidden == []
 
 
 def test_no_function_is_longer_than_a_screen() -> None:
     long = []
     for path in product_files():
-        for function in functions(ast.parse(path.read_text())):
+        for function in parsed(path)[1]:
             length = (function.end_lineno or function.lineno) - function.lineno + 1
             if length > LONGEST:
                 long.append(f"{path.relative_to(ROOT)}:{function.name} ({length} lines)")

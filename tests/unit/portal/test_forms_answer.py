@@ -25,11 +25,14 @@ from django.urls import get_resolver
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from portal.access.tokens import create_token
 from portal.models import ApiToken, AuditEvent
-from tests.unit.portal.test_page_permissions import _routes, objects
+from tests.unit.portal.test_page_permissions import _routes, objects, objects_snapshot
 
 pytestmark = pytest.mark.django_db
 
-__all__ = ["objects"]  # the permission matrix's objects (a MIG change, a drain, a quota request)
+__all__ = [
+    "objects",
+    "objects_snapshot",
+]  # the permission matrix's objects (a MIG change, a drain, a quota request)
 
 # Pages whose URL takes arguments: the page to walk for each (filled from ``objects``).
 PAGES_WITH_ARGUMENTS = {

@@ -26,13 +26,16 @@ from django.utils import timezone
 from cluster.services import settings_cluster
 from portal.audit.events import Event
 from tests.unit.portal.test_forms_answer import walked_pages
-from tests.unit.portal.test_page_permissions import objects
+from tests.unit.portal.test_page_permissions import objects, objects_snapshot
 from usage import reports
 from usage.models import Rollup, Sample, WorkloadRecord
 
 pytestmark = pytest.mark.django_db
 
-__all__ = ["objects"]  # the permission matrix's objects (a MIG change, a drain, a quota request)
+__all__ = [
+    "objects",
+    "objects_snapshot",
+]  # the permission matrix's objects (a MIG change, a drain, a quota request)
 
 WALKERS = ("lead-a", "approver", "admin")
 HIDDEN_TEXT = {"script", "style", "code", "pre", "kbd", "samp", "textarea", "template"}
