@@ -10,7 +10,6 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from django.db.models import Q
@@ -125,15 +124,35 @@ def to_json(item: ObservedWorkload | ObservedPod | ObservedCreateFailure) -> dic
     why = getattr(item, "why", None)
     estimate = getattr(item, "estimate", None)
     return {
-        "why": None if why is None else asdict(why),
-        "estimate": None
-        if estimate is None
-        else {
-            **asdict(estimate),
-            "earliest": _iso(estimate.earliest),
-            "latest": _iso(estimate.latest),
-        },
+        "why": None if why is None else why_json(why),
+        "estimate": None if estimate is None else estimate_json(estimate),
         **({"cluster_queue": item.cluster_queue} if isinstance(item, ObservedWorkload) else {}),
+    }
+
+
+def why_json(why: Explanation) -> dict[str, Any]:
+    """``dataclasses.asdict`` of an explanation, written out: 50,000 of them per poll at the
+    scale scenario took it 2 s (it copies every value deeply, by reflection)."""
+    return {
+        "cause": why.cause,
+        "next_step": why.next_step,
+        "action": None if why.action is None else dict(why.action),
+        "evidence": list(why.evidence),
+        "topic": why.topic,
+        "belongs_to": why.belongs_to,
+        "never": why.never,
+    }
+
+
+def estimate_json(estimate: Estimate) -> dict[str, Any]:
+    """An estimate as stored, its moments as ISO text (``dataclasses.asdict``, written out)."""
+    return {
+        "summary": estimate.summary,
+        "basis": estimate.basis,
+        "low_s": estimate.low_s,
+        "high_s": estimate.high_s,
+        "earliest": _iso(estimate.earliest),
+        "latest": _iso(estimate.latest),
     }
 
 
