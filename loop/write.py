@@ -293,8 +293,10 @@ def _replace_rows(
 ) -> int:
     """Make the cluster's rows of ``model`` equal ``current`` (key -> values): write those
     that differ (with ``stamp``), delete those gone (and, through ``gone_too``, what hangs
-    on their keys); the number of rows written or deleted."""
-    rows = model.objects.filter(cluster_id=cluster_id)
+    on their keys); the number of rows written or deleted. Only the columns compared are
+    read (not, of a workload, the explanation the poll stored with it)."""
+    compared = {column for values in current.values() for column in values}
+    rows = model.objects.filter(cluster_id=cluster_id).only(*keys, *compared)
     existing = {tuple(getattr(r, k) for k in keys): r for r in rows}
     written = 0
     for key, values in current.items():
