@@ -10,7 +10,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Q
 
@@ -679,7 +679,7 @@ def _quotas(cq: ClusterQueue) -> tuple[dict[str, float], dict[str, float], dict[
     return nominal, lend, {r: n for r, n in borrow.items() if r not in unlimited}
 
 
-def _used(held: list[ObservedWorkload]) -> dict[str, float]:
+def _used(held: list[InLine]) -> dict[str, float]:
     used: dict[str, float] = {}
     for workload in held:
         for resource, amount in (workload.requests or {}).items():
@@ -702,7 +702,7 @@ def _root(cohort_id: int | None, cohorts: dict[int, Cohort]) -> int | None:
 def _capacity(
     cq: ClusterQueue,
     queues: dict[str, ClusterQueue],
-    admitted: dict[str, list[ObservedWorkload]],
+    admitted: dict[str, list[InLine]],
     cohorts: dict[int, Cohort],
     pools: dict[int, tuple[dict[str, float], dict[str, float]]] | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
@@ -737,7 +737,7 @@ def _capacity(
 def _tree_pool(
     root: int,
     queues: dict[str, ClusterQueue],
-    admitted: dict[str, list[ObservedWorkload]],
+    admitted: dict[str, list[InLine]],
     cohorts: dict[int, Cohort],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """A cohort tree's pool of lendable quota (its members' and its cohorts' own) and what
@@ -822,19 +822,24 @@ def _node_changes(
     return out
 
 
-LINE_FIELDS = [  # what a line needs of every workload in it (not Kueue's long messages)
-    "namespace",
-    "name",
-    "queue_name",
-    "cluster_queue",
-    "admitted",
-    "requests",
-    "priority",
-    "position",
-    "created_at",
-    "queued_at",
-    "admitted_at",
-]
+class InLine(NamedTuple):
+    """What a line needs of every workload in it (not Kueue's long messages), read as plain
+    values, not models: the lines of the scale scenario hold all its 50,000 workloads."""
+
+    namespace: str
+    name: str
+    queue_name: str
+    cluster_queue: str
+    admitted: bool
+    requests: dict[str, Any]
+    priority: int
+    position: int | None
+    created_at: dt.datetime | None
+    queued_at: dt.datetime | None
+    admitted_at: dt.datetime | None
+
+
+LINE_FIELDS = list(InLine._fields)
 
 
 class _Queues:
@@ -861,16 +866,17 @@ class _Queues:
         self.lines: dict[str, Line] = {}
         self.pools: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
         self.order: dict[str, dict[tuple[str, str], int]] = {}
-        self.admitted: dict[str, list[ObservedWorkload]] = {}
-        self.in_line: dict[str, list[ObservedWorkload]] = {}
-        for other in (
+        self.admitted: dict[str, list[InLine]] = {}
+        self.in_line: dict[str, list[InLine]] = {}
+        for other in map(
+            InLine._make,
             ObservedWorkload.objects.on(cluster_id)
             .filter(finished=False)
             .filter(
                 Q(cluster_queue__in=self.names)
                 | Q(queue_name__in={lq for _, lq in self.local}, admitted=False)
             )
-            .only(*LINE_FIELDS)
+            .values_list(*LINE_FIELDS),
         ):
             queue = (
                 other.cluster_queue or self.local.get((other.namespace, other.queue_name), ("",))[0]
@@ -915,7 +921,7 @@ class _Queues:
         )
 
 
-def _order(workload: ObservedWorkload) -> tuple[int, int, dt.datetime, str]:
+def _order(workload: InLine) -> tuple[int, int, dt.datetime, str]:
     """The order of a ClusterQueue's line: Kueue's (its visibility API), and for those it
     gives no place, Kueue's rule after them: priority, then age."""
     since = workload.queued_at or workload.created_at or dt.datetime.max.replace(tzinfo=dt.UTC)
