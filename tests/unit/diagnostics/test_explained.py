@@ -6,6 +6,7 @@ not explained yet, and never name another team's pods to a lead."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from django.utils import timezone
 
 from cluster.models import ObservedPod, ObservedWorkload
 from cluster.scope import settings_cluster_id
-from diagnostics.explainer import explain_cluster
+from diagnostics.estimate import Estimate
+from diagnostics.explain import Explanation
+from diagnostics.explainer import estimate_json, explain_cluster, from_json, why_json
 from diagnostics.selectors import NOT_YET, explain_waiting
 from loop import written as loop_written
 from portal.vocabulary.names import PodNames
@@ -94,3 +97,21 @@ def test_the_schedulers_counts_are_not_taken_for_pods() -> None:
     assert lead.redact(said, 1) == (
         "0/5000 nodes are available: 5000 Insufficient nvidia.com/gpu; another team's pod waits."
     )
+
+
+def test_what_is_stored_of_an_explanation_is_all_of_it() -> None:
+    """The stored words are written out field by field (not by reflection): every field of an
+    explanation and an estimate is there, as ``asdict`` gives it, and reads back the same."""
+    why = Explanation(
+        "cause", "next", {"label": "Ask", "url": "/x"}, ["one", "two"], "topic", "W", "never"
+    )
+    moment = dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.UTC)
+    estimate = Estimate("soon", "basis", 60, 120, moment, moment + dt.timedelta(minutes=5))
+    assert why_json(why) == asdict(why)
+    stored = estimate_json(estimate)
+    assert stored == {
+        **asdict(estimate),
+        "earliest": moment.isoformat(),
+        "latest": stored["latest"],
+    }
+    assert from_json({"why": why_json(why), "estimate": stored}) == (why, estimate)
