@@ -359,16 +359,24 @@ def main() -> int:
         )
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"peak memory: {peak_mb:.0f} MB ({before_mb:.0f} MB after the floor's reads)")
-        print(
-            f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
-            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
-            f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
-            f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
-        )
+        print(last_line(poll_s, floor_s, first_s, poll_cpu, floor_cpu))
     finally:
         demo.terminate()
         demo.wait()
     return 0
+
+
+def last_line(
+    poll_s: float, floor_s: float, first_s: float, poll_cpu: float, floor_cpu: float
+) -> str:
+    """The run's machine-readable last line (the peak memory read now)."""
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (
+        f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
+        f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
+        f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
+        f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
+    )
 
 
 def scenario_main(args: argparse.Namespace) -> int:
@@ -421,13 +429,7 @@ def scenario_main(args: argparse.Namespace) -> int:
             "changed in the cluster: {} nodes, {} pods, {} workloads; steady poll wrote {} "
             "rows".format(*changed, steady.changed)
         )
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"poll_s={poll_s:.2f} floor_s={floor_s:.2f} ratio={poll_s / floor_s:.2f} "
-            f"first_ratio={first_s / floor_s:.2f} peak_mb={peak_mb:.0f} "
-            f"poll_cpu_s={poll_cpu:.2f} floor_cpu_s={floor_cpu:.2f} "
-            f"cpu_ratio={poll_cpu / floor_cpu:.2f}"
-        )
+        print(last_line(poll_s, floor_s, first_s, poll_cpu, floor_cpu))
     finally:
         demo.terminate()
         demo.wait()

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale
+import scale_db
 
 from devcluster import DemoCluster, Served
 from devcluster.cluster import Cluster
@@ -120,23 +121,8 @@ def _queues(cluster: Cluster, s: scale.Scenario, stamp: str) -> None:
 
 
 def _cluster_queue(s: scale.Scenario, q: scale.ClusterQueue) -> dict[str, Any]:
-    used = dict.fromkeys(q.flavors, 0)
-    pending = admitted = 0
-    for w in s.by_queue[q.name]:
-        if w.flavor:
-            used[w.flavor] += w.amount
-            admitted += 1
-        else:
-            pending += 1
-    usage = [
-        {
-            "name": f,
-            "resources": [
-                {"name": q.resource, "total": str(n), "borrowed": str(max(0, n - q.nominal))}
-            ],
-        }
-        for f, n in used.items()
-    ]
+    """A ClusterQueue as the portal renders it, with the status Kueue reports of it (the
+    same the bench databases hold: ``scale_db.cluster_queue_status``)."""
     never = "Never"
     return {
         "metadata": {"name": q.name, "labels": dict(MANAGED)},
@@ -164,11 +150,7 @@ def _cluster_queue(s: scale.Scenario, q: scale.ClusterQueue) -> dict[str, Any]:
             ],
         },
         "status": {
-            "flavorsUsage": usage,
-            "flavorsReservation": usage,
-            "pendingWorkloads": pending,
-            "reservingWorkloads": admitted,
-            "admittedWorkloads": admitted,
+            **scale_db.cluster_queue_status(s, q),
             "conditions": [
                 {
                     "type": "Active",

@@ -176,7 +176,7 @@ def _queues(s: Scenario, now: dt.datetime) -> None:
                 api_version="kueue.x-k8s.io/v1beta2",
                 kind="ClusterQueue",
                 name=q.name,
-                status=_status(s, q),
+                status=cluster_queue_status(s, q),
                 last_seen=now,
             )
             for q in s.cluster_queues
@@ -185,7 +185,7 @@ def _queues(s: Scenario, now: dt.datetime) -> None:
     )
 
 
-def _status(s: Scenario, q: Any) -> dict[str, Any]:
+def cluster_queue_status(s: Scenario, q: Any) -> dict[str, Any]:
     """Kueue's status of a ClusterQueue: per flavor what its admitted workloads use and what
     of it is borrowed (above its nominal quota), its pending and admitted counts."""
     used: dict[str, int] = defaultdict(int)
