@@ -59,17 +59,21 @@ DRA_LISTS = tuple(
 )
 
 
+PODS_LIST = "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+
+
 def floor(url: str, *, dra: bool) -> float:
+    return read_all(url, ["/api/v1/nodes", PODS_LIST, *(DRA_LISTS if dra else ())])
+
+
+def read_all(url: str, paths: list[str]) -> float:
+    """GET each of ``paths`` and decode it with orjson, one after the other: seconds."""
     import orjson
     import urllib3
 
     http = urllib3.PoolManager()
     started = time.perf_counter()
-    for path in (
-        "/api/v1/nodes",
-        "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
-        *(DRA_LISTS if dra else ()),
-    ):
+    for path in paths:
         response = http.request("GET", url + path, preload_content=True)
         gc.disable()
         try:
@@ -83,15 +87,12 @@ def scenario_floor(url: str, queues: list[str]) -> float:
     """The floor of a poll of the served scenario: the same LISTs as the poll's (nodes,
     non-terminal pods, the portal's objects by label, workloads, the two kinds of Events)
     and one visibility request per ClusterQueue, each decoded with orjson."""
-    import orjson
-    import urllib3
-
     managed = "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dquartermaster"
     kueue = "/apis/kueue.x-k8s.io/v1beta2"
     visibility = "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues"
     paths = [
         "/api/v1/nodes",
-        "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+        PODS_LIST,
         *(f"/api/v1/{kind}?{managed}" for kind in ("namespaces", "resourcequotas", "limitranges")),
         f"/apis/scheduling.k8s.io/v1/priorityclasses?{managed}",
         *(
@@ -103,16 +104,7 @@ def scenario_floor(url: str, queues: list[str]) -> float:
         "/api/v1/events?fieldSelector=involvedObject.kind%3DWorkload",
         *(f"{visibility}/{name}/pendingworkloads" for name in queues),
     ]
-    http = urllib3.PoolManager()
-    started = time.perf_counter()
-    for path in paths:
-        response = http.request("GET", url + path, preload_content=True)
-        gc.disable()
-        try:
-            orjson.loads(response.data)
-        finally:
-            gc.enable()
-    return time.perf_counter() - started
+    return read_all(url, paths)
 
 
 def start_scenario(*, smoke: bool) -> subprocess.Popen[str]:
