@@ -45,6 +45,7 @@ from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.infra.round_trips import Read, read_together
 from portal.vocabulary.quantity import parse_quantity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
+from queues.selectors import gpu_quota_entries_read
 from tenants.models import Namespace, QuotaItem, Team
 
 log = logging.getLogger(__name__)
@@ -189,23 +190,6 @@ def _job(gateway: Gateway, namespace: str, name: str, *, kueue_pod: bool) -> dis
     return disruption.job_owner(job, kueue_pod=kueue_pod)
 
 
-# Each GPU quota entry of a cluster's ClusterQueues, walked in the database in the order
-# ``queues.rules.quota_entries`` walks them in Python (queue by name, then group, flavor and
-# resource as written): (queue, flavor, resource, nominal quota as written).
-_GPU_QUOTAS_SQL = (
-    f"SELECT q.name, f.doc ->> 'name', r.doc ->> 'name', r.doc ->> 'nominalQuota' "
-    f"FROM {ClusterQueue._meta.db_table} q "
-    "CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(q.resource_groups) "
-    "WHEN 'array' THEN q.resource_groups ELSE '[]' END) WITH ORDINALITY AS g(doc, gi) "
-    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g.doc -> 'flavors', '[]')) "
-    "WITH ORDINALITY AS f(doc, fi) "
-    "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f.doc -> 'resources', '[]')) "
-    "WITH ORDINALITY AS r(doc, ri) "
-    "WHERE q.cluster_id = %s AND starts_with(r.doc ->> 'name', 'nvidia.com/') "
-    "ORDER BY q.name, g.gi, f.fi, r.ri"
-)
-
-
 def queue_quotas_reads(cluster_id: int) -> list[Read]:
     """What ``queue_quotas`` reads: each LocalQueue's ClusterQueue and team, and the
     ClusterQueues' GPU quota entries (for a page that reads them with others in one round
@@ -220,7 +204,7 @@ def queue_quotas_reads(cluster_id: int) -> list[Read]:
             "WHERE n.cluster_id = %s",
             [cluster_id],
         ),
-        Read(_GPU_QUOTAS_SQL, [cluster_id]),
+        gpu_quota_entries_read(cluster_id),
     ]
 
 

@@ -481,12 +481,30 @@ def editor_queue_from(rows: list[list[Any]], cluster_id: int | None) -> ClusterQ
 def quota_entries_sql(groups: str) -> str:
     """``queues.rules.quota_entries`` in the database: lateral joins over the resource groups
     in the JSON column ``groups``, giving each quota entry as ``r`` (``name``,
-    ``nominalQuota``, limits) with its flavor as ``f``; groups that are no array give none."""
+    ``nominalQuota``, limits) with its flavor as ``f``; groups that are no array give none.
+    ``g.gi``, ``f.fi`` and ``r.ri`` number them as written (``ORDER BY`` them for
+    ``quota_entries``' order)."""
     return (
         f"CROSS JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof({groups}) WHEN 'array' "
-        f"THEN {groups} ELSE '[]' END) AS g "
-        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g -> 'flavors', '[]')) AS f "
-        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f -> 'resources', '[]')) AS r "
+        f"THEN {groups} ELSE '[]' END) WITH ORDINALITY AS g(g, gi) "
+        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(g -> 'flavors', '[]')) "
+        "WITH ORDINALITY AS f(f, fi) "
+        "CROSS JOIN LATERAL jsonb_array_elements(COALESCE(f -> 'resources', '[]')) "
+        "WITH ORDINALITY AS r(r, ri) "
+    )
+
+
+def gpu_quota_entries_read(cluster_id: int) -> Read:
+    """Each GPU quota entry of the cluster's ClusterQueues in ``quota_entries``' order (queue
+    by name, then group, flavor and resource as written): (queue, flavor, resource, nominal
+    quota as written)."""
+    return Read(
+        f"SELECT q.name, f ->> 'name', r ->> 'name', r ->> 'nominalQuota' "
+        f"FROM {_table(ClusterQueue)} q "
+        + quota_entries_sql("q.resource_groups")
+        + "WHERE q.cluster_id = %s AND starts_with(r ->> 'name', 'nvidia.com/') "
+        "ORDER BY q.name, g.gi, f.fi, r.ri",
+        [cluster_id],
     )
 
 
