@@ -23,7 +23,7 @@ from devcluster import dcgm, dra, gpu, jobs, kueue, kueuejob, limitranger, quant
 from devcluster.cluster import Cluster, Obj, now, now_micro
 from devcluster.errors import APIError
 from devcluster.resources import Resource, find
-from devcluster.selectors import selector_matches
+from devcluster.selectors import selector_matches, tolerates_taint
 
 PODS = find("", "v1", "pods")
 NODES = find("", "v1", "nodes")
@@ -67,14 +67,7 @@ def is_active(pod: Obj) -> bool:
 def tolerates(pod: Obj, taint: dict[str, Any]) -> bool:
     if taint.get("effect") == "PreferNoSchedule":
         return True
-    for tol in pod["spec"].get("tolerations", []) or []:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            continue
-        if tol.get("operator") == "Exists" and (not tol.get("key") or tol["key"] == taint["key"]):
-            return True
-        if tol.get("key") == taint["key"] and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+    return any(tolerates_taint(t, taint) for t in pod["spec"].get("tolerations") or [])
 
 
 def node_matches(pod: Obj, node: Obj) -> bool:

@@ -24,6 +24,7 @@ from typing import Any
 from devcluster import gpu
 from devcluster.cluster import Cluster, now
 from devcluster.resources import Resource, find
+from devcluster.selectors import tolerates_taint
 
 Obj = dict[str, Any]
 API = "resource.k8s.io/v1"
@@ -310,23 +311,13 @@ class Allocator:
             self._take(result["driver"], result["pool"], result["device"])
 
 
-def _tolerated(toleration: Obj, taint: Obj) -> bool:
-    """A node taint's toleration rules, as the scheduler applies them to a device's taint."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if (toleration.get("operator") or "Equal") == "Exists":
-        return not key or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
 def kept_off(device: Obj, tolerations: Iterable[Obj]) -> bool:
     """Whether a taint the request does not tolerate keeps it off ``device`` (KEP-5055: the
     scheduler ignores such devices; ``None`` and unknown effects only inform)."""
     tolerations = list(tolerations)
     return any(
         taint.get("effect") in ("NoSchedule", "NoExecute")
-        and not any(_tolerated(t, taint) for t in tolerations)
+        and not any(tolerates_taint(t, taint) for t in tolerations)
         for taint in device.get("taints") or ()
     )
 

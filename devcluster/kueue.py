@@ -23,7 +23,7 @@ import yaml
 from devcluster import quantity, recorder
 from devcluster.cluster import Cluster, Obj, now
 from devcluster.resources import Resource, find
-from devcluster.selectors import selector_matches
+from devcluster.selectors import selector_matches, tolerates_taint
 
 WORKLOADS = find("kueue.x-k8s.io", "v1beta2", "workloads")
 CQS = find("kueue.x-k8s.io", "v1beta2", "clusterqueues")
@@ -640,21 +640,10 @@ def _flavor_mismatch(flavor: Obj | None, name: str, pod_spec: Obj) -> str | None
     for taint in spec.get("nodeTaints") or []:
         if taint.get("effect") == "PreferNoSchedule":
             continue
-        if not any(_tolerates(t, taint) for t in tolerations):
+        if not any(tolerates_taint(t, taint) for t in tolerations):
             value = f"={taint['value']}" if taint.get("value") else ""
             return f"untolerated taint {taint['key']}{value}:{taint['effect']} in flavor {name}"
     return None
-
-
-def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("operator") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint["key"]
-    return bool(
-        toleration.get("key") == taint["key"]
-        and toleration.get("value", "") == taint.get("value", "")
-    )
 
 
 def _assign(

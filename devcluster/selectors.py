@@ -148,3 +148,18 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
         if not Requirement(expr["key"], op, tuple(expr.get("values") or ())).matches(labels):
             return False
     return True
+
+
+def tolerates_taint(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Whether one toleration tolerates ``taint``, as the scheduler matches them (a node's
+    taint and a pod's toleration, or a DRA device's taint and a claim request's): an empty
+    effect matches every effect, ``Exists`` with no key every key, ``Equal`` the key and
+    the value."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint["key"]
+    return bool(
+        toleration.get("key") == taint["key"]
+        and (toleration.get("value") or "") == (taint.get("value") or "")
+    )
