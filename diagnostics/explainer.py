@@ -704,7 +704,7 @@ def _capacity(
     queues: dict[str, ClusterQueue],
     admitted: dict[str, list[InLine]],
     cohorts: dict[int, Cohort],
-    pools: dict[int, tuple[dict[str, float], dict[str, float]]] | None = None,
+    pools: dict[int, tuple[dict[str, float], dict[str, float]]],
 ) -> tuple[dict[str, float], dict[str, float]]:
     """What ``cq`` can hold now and at the most, as Kueue counts it: what it uses, what is
     left of its own guaranteed part (nominal minus what it lends), and what is left of its
@@ -717,7 +717,6 @@ def _capacity(
     root = _root(cq.cohort_id, cohorts)
     if root is None:
         return nominal, nominal
-    pools = {} if pools is None else pools
     if root not in pools:
         pools[root] = _tree_pool(root, queues, admitted, cohorts)
     pool, pool_used = pools[root]
