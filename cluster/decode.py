@@ -635,6 +635,32 @@ POD_DECODER = _fingerprint(
     _LIMIT_RANGER_PART.pattern,
 )
 
+WORKLOAD_DECODER = _fingerprint(
+    workload_values,
+    kept_conditions,
+    CONDITION_KEYS,
+    admitted_flavors,
+    charged_requests,
+    workload_requests,
+    asked,
+    eviction_values,
+    parse_time,
+    as_int,
+    parse_quantity,
+)
+
+
+def workload_source(item: Mapping[str, Any]) -> str:
+    """What a Workload row is decoded from: the decoder's fingerprint, the API version it
+    was listed at, the Workload's uid and its resourceVersion, as :func:`pod_source` ("" when
+    it has no resourceVersion: it is then always decoded). Its place in line is not in it:
+    the visibility API says that apart."""
+    meta = item.get("metadata") or {}
+    version = meta.get("resourceVersion")
+    if not version:
+        return ""
+    return f"{WORKLOAD_DECODER}:{item.get('apiVersion', '')}:{meta.get('uid', '')}:{version}"
+
 
 # ---------------------------------------------------------------- Dynamic Resource Allocation
 # resource.k8s.io/v1 as the API server returns it: a device attribute is one of

@@ -468,6 +468,13 @@ class ObservedWorkload(models.Model):
         "one per type, the latest transition of each, as the workload's story is told.",
     )
     last_changed = models.DateTimeField()
+    decoded_from = models.CharField(
+        max_length=160,
+        blank=True,
+        help_text="The decoder's fingerprint, the API version, the Workload's uid and "
+        "resourceVersion this row was decoded from: listed again at the same version and "
+        "place in line, it is not decoded again.",
+    )
     explained = explained_field()
 
     objects = ScopedManager["ObservedWorkload"]()
