@@ -12,7 +12,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from django.db.models import Q
+from django.db.models import (
+    BooleanField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    JSONField,
+    OuterRef,
+    Q,
+    Value,
+)
+from django.db.models.functions import JSONObject
 
 from changes.facts import custom_configs
 from changes.models import MigChangeRequest
@@ -88,9 +98,20 @@ def explain_cluster(cluster_id: int, now: dt.datetime) -> int:
     right after the poll wrote the cluster's rows (``loop.written``), and stored with them
     (``explained``), as Kueue writes its reason into a Workload's status. A row that no
     longer waits loses its explanation. Returns how many rows were written."""
+    settled = _settled(cluster_id)
+    admitted = [
+        Admitted(*row)
+        for row in ObservedWorkload.objects.on(cluster_id)
+        .filter(admitted=True, finished=False)
+        .annotate(settled=ExpressionWrapper(settled, output_field=BooleanField()))
+        .values_list("namespace", "name", "requests", "pk", "settled")
+    ]
+    held = _undercharged(admitted, cluster_id)
+    charged_less = {(h.namespace, h.name) for h in held}
+    again = [w.pk for w in admitted if w.settled and (w.namespace, w.name) in charged_less]
     workloads = list(
         ObservedWorkload.objects.on(cluster_id)
-        .filter(finished=False)
+        .filter(~settled | Q(pk__in=again), finished=False)
         .defer(*UNREAD_OF_WORKLOADS)
         .order_by("admitted", "namespace", "created_at")
     )
@@ -105,12 +126,42 @@ def explain_cluster(cluster_id: int, now: dt.datetime) -> int:
         .filter(last_seen__gte=now - REFUSALS_KEPT)
         .order_by("namespace", "kind", "name")
     )
-    explain(workloads, pods, failures, cluster_id=cluster_id, now=now)
+    explain(workloads, pods, failures, cluster_id=cluster_id, now=now, held=held)
     return (
         _store(ObservedWorkload, workloads, Q(finished=True), cluster_id)
         + _store(ObservedPod, pods, ~Q(phase="Pending"), cluster_id)
         + _store(ObservedCreateFailure, failures, Q(last_seen__lt=now - REFUSALS_KEPT), cluster_id)
     )
+
+
+class Admitted(NamedTuple):
+    """What the undercharge check reads of an admitted workload (as plain values), and
+    whether its explanation is settled (:func:`_settled`)."""
+
+    namespace: str
+    name: str
+    requests: dict[str, Any]
+    pk: int
+    settled: bool | None
+    admitted: bool = True
+
+
+def _settled(cluster_id: int) -> Q:
+    """The admitted workloads whose stored explanation explaining them again could only
+    repeat, so they are not read as models nor explained: their pods are ready and none of
+    them is Pending, and nothing in their way is stored (their ClusterQueue the only word).
+    What the explanation of such a workload reads is that alone (not the clock, which counts
+    only while its pods are not ready, nor its queues), and whether Kueue charges it less
+    than its pods ask, which the caller reads for every admitted workload."""
+    stuck = ObservedPod.objects.on(cluster_id).filter(
+        phase="Pending", namespace=OuterRef("namespace"), workload_name=OuterRef("name")
+    )
+    nothing = JSONObject(
+        why=Value(None, output_field=JSONField()),
+        estimate=Value(None, output_field=JSONField()),
+        cluster_queue=F("cluster_queue"),
+    )
+    return Q(~Exists(stuck), admitted=True, pods_ready=True, explained=nothing)
 
 
 def _store(model: Any, rows: Sequence[Any], done: Q, cluster_id: int) -> int:
@@ -330,7 +381,9 @@ def _pinned(
     return pinned, nodes
 
 
-def _undercharged(workloads: list[ObservedWorkload], cluster_id: int) -> list[Undercharged]:
+def _undercharged(
+    workloads: Sequence[ObservedWorkload | Admitted], cluster_id: int
+) -> list[Undercharged]:
     """The admitted workloads of cluster ``cluster_id`` Kueue charges less of a GPU resource
     than their pods ask for (what Kueue charged, from the Workload's podSets, against the
     pods that carry its name): one query, only when a workload is admitted."""
@@ -550,6 +603,7 @@ def explain(
     *,
     cluster_id: int,
     now: dt.datetime,
+    held: list[Undercharged],
 ) -> None:
     """Each of these rows of cluster ``cluster_id`` (its workloads not finished, its Pending
     pods ordered by namespace and name, its recent refused creations) with ``.why`` (an
@@ -557,7 +611,9 @@ def explain(
     ``.estimate`` (an ``Estimate``; None for an admitted workload), as of ``now``. An
     admitted workload whose pod is stuck gets the pod's explanation (Kueue names the
     workload on its pods). Everything the explanations and estimates count is read on that
-    cluster: its fleet (built once), gangs, queues, quotas, run times and changes."""
+    cluster: its fleet (built once), gangs, queues, quotas, run times and changes; ``held``
+    are the admitted workloads Kueue charges less than their pods ask, of all the cluster's
+    (:func:`_undercharged`: the settled ones too, which are not among these rows)."""
     cq_of: dict[tuple[str, str], str] = {}
     if any(not w.cluster_queue for w in workloads):
         cq_of = {
@@ -567,7 +623,6 @@ def explain(
                 namespace__cluster_id=cluster_id,
             ).values_list("namespace__name", "name", "cluster_queue__name")
         }
-    held = _undercharged(workloads, cluster_id)
     if pods:
         _explain_pods(pods, cluster_id, workloads, held)
     stuck = {(p.namespace, p.workload_name): p for p in pods if p.workload_name}
