@@ -184,6 +184,35 @@ def _copy_in(model: Any, rows: Iterable[dict[str, Any]], **common: Any) -> None:
             )
 
 
+def write_column(model: Any, name: str, values: Mapping[int, Any]) -> None:
+    """Set field ``name`` of many rows of ``model`` (id -> value) in four statements: the
+    values copied into a temporary table, then one UPDATE joined on the id. Django's
+    ``bulk_update`` writes a CASE over every row's id per batch, built as expressions in
+    Python (a first poll stores 75,000 explanations). A JSON value of None is SQL's NULL,
+    as the ORM writes it. No values: no statement."""
+    if not values:
+        return
+    field = model._meta.get_field(name)
+    json = isinstance(field, models.JSONField)
+    table, column = model._meta.db_table, connection.ops.quote_name(field.column)
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        raw.execute(
+            f"CREATE TEMP TABLE _column (id bigint, value {field.db_type(connection)}) "
+            "ON COMMIT DROP"
+        )
+        with raw.copy("COPY _column (id, value) FROM STDIN") as copy:
+            for pk, value in values.items():
+                if json and value is not None:
+                    value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+                copy.write_row((pk, value))
+        raw.execute(
+            f"UPDATE {table} SET {column} = _column.value FROM _column "
+            f"WHERE {table}.id = _column.id"
+        )
+        raw.execute("DROP TABLE _column")
+
+
 def _row(values: dict[str, Any], columns: Sequence[str]) -> list[Any]:
     return [orjson.dumps(values[c]).decode() if c in _JSON_COLUMNS else values[c] for c in columns]
 
