@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 
 from cluster import decode
 from cluster.models import (
@@ -189,13 +189,14 @@ def write_column(model: Any, name: str, values: Mapping[int, Any]) -> None:
     values copied into a temporary table, then one UPDATE joined on the id. Django's
     ``bulk_update`` writes a CASE over every row's id per batch, built as expressions in
     Python (a first poll of the scale scenario stores 50,000 explanations). A JSON value of
-    None is SQL's NULL, as the ORM writes it. No values: no statement."""
+    None is SQL's NULL, as the ORM writes it. No values: no statement. Called outside a
+    transaction, it makes its own (the temporary table lasts until the commit)."""
     if not values:
         return
     field = model._meta.get_field(name)
     json = isinstance(field, models.JSONField)
     table, column = model._meta.db_table, connection.ops.quote_name(field.column)
-    with connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         raw = cursor.cursor
         raw.execute(
             f"CREATE TEMP TABLE _column (id bigint, value {field.db_type(connection)}) "

@@ -13,7 +13,7 @@ import pytest
 from cluster import decode
 from cluster.models import ObservedCreateFailure, ObservedPodGroup, ObservedWorkload
 from cluster.services import settings_cluster
-from loop.write import write_create_failures, write_podgroups, write_workloads
+from loop.write import write_column, write_create_failures, write_podgroups, write_workloads
 from tests.generated import NOW, kueue_workloads, rows_of, stamp
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +84,16 @@ def test_a_first_poll_writes_the_gangs_and_refusals_the_orm_wrote_one_by_one() -
     assert len(refusals) == failures
     _one_by_one(ObservedCreateFailure, refusals, ("namespace", "kind", "name"), {}, cluster)
     assert (rows_of(ObservedPodGroup), rows_of(ObservedCreateFailure)) == copied
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_column_is_written_outside_a_transaction_too() -> None:
+    """``write_column`` makes its own transaction where none is open (a bench explains what
+    waits outside a poll): its temporary table lasts until its UPDATE is done."""
+    cluster = settings_cluster().pk
+    workloads, positions = kueue_workloads(seed=7, count=20)
+    write_workloads(workloads, positions=positions, cluster_id=cluster, now=NOW)
+    ids = sorted(ObservedWorkload.objects.values_list("pk", flat=True))
+    write_column(ObservedWorkload, "explained", {pk: {"why": None, "row": pk} for pk in ids[:10]})
+    stored = dict(ObservedWorkload.objects.values_list("pk", "explained"))
+    assert stored == {pk: {"why": None, "row": pk} if pk in ids[:10] else None for pk in ids}
