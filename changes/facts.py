@@ -13,6 +13,7 @@ name on another cluster is another node."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
@@ -42,6 +43,7 @@ from fleet.models import MigConfig, NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, model_for_product, most_per_gpu
 from kube import Gateway, KubeError, NotFound, ObjectRef
+from portal.infra.process_cache import ProcessCache
 from portal.infra.round_trips import Read, read_together
 from portal.vocabulary.quantity import parse_quantity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
@@ -237,13 +239,27 @@ def shortfalls_reads(cluster_id: int) -> list[Read]:
     return [*queue_quotas_reads(cluster_id), _flavors_read(cluster_id)]
 
 
+# this process's capacity behind each flavor, under the cluster, what its nodes were last
+# stamped with and the flavors' labels (``shortfalls_now``)
+_BEHIND: ProcessCache[tuple[Any, ...], dict[tuple[str, str], int]] = ProcessCache(
+    "capacity behind flavors", 64
+)
+
+
 def shortfalls_now(
-    cluster: Cluster | int, read: Sequence[list[Any]] | None = None
+    cluster: Cluster | int,
+    read: Sequence[list[Any]] | None = None,
+    *,
+    stamps: tuple[Any, ...] | None = None,
 ) -> list[Shortfall]:
     """The (flavor, resource) pairs whose queues promise more than the nodes behind the
     flavor offer now on ``cluster``, with the capacity summed
     in the database (one query for the whole fleet: no node and no pod is loaded; ``read``:
-    the rows of ``shortfalls_reads``, when the page read them with its own)."""
+    the rows of ``shortfalls_reads``, when the page read them with its own). ``stamps``:
+    what the cluster's nodes were last stamped with (a row of
+    ``overview.selectors.stamps_read``, which every poll that changes a node moves): the
+    capacity is then kept in the process under it and the flavors' labels, and summed
+    again only when either moved."""
     cid = cluster_id_of(cluster)
     submitting, entries, flavor_rows = (
         read_together(*shortfalls_reads(cid)) if read is None else read
@@ -251,12 +267,21 @@ def shortfalls_now(
     flavors = _flavor_labels(flavor_rows)
     if not entries:
         return []  # no queue promises any GPU
-    return flavor_shortfalls(
-        Fleet(nodes=(), queues=queue_quotas(cid, [submitting, entries]), flavors=flavors),
-        capacity={
+
+    def behind() -> dict[tuple[str, str], int]:
+        return {
             (flavor, resource): int(total)
             for flavor, resource, total in read_together(_flavor_capacity_read(cid, None))[0]
-        },
+        }
+
+    if stamps is None:
+        capacity = behind()
+    else:
+        labels = tuple((name, json.dumps(of, sort_keys=True)) for name, of in flavors.items())
+        capacity = _BEHIND.get((cid, stamps, labels), behind)
+    return flavor_shortfalls(
+        Fleet(nodes=(), queues=queue_quotas(cid, [submitting, entries]), flavors=flavors),
+        capacity=capacity,
     )
 
 
