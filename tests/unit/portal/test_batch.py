@@ -190,3 +190,12 @@ def test_a_read_of_joined_rows_is_refused_not_built_from_the_wrong_columns() -> 
     sql = f"SELECT c.*, t.* FROM {MigChangeRequest._meta.db_table} c JOIN tenants_team t ON t.id = c.team_id"
     with pytest.raises(ValueError, match="same name"):
         read_together(Read(sql, [], MigChangeRequest))
+
+
+def test_the_portals_connections_ask_for_no_jit_compilation() -> None:
+    """A read over JSON arrays is estimated at a hundred elements an array, and passed the
+    cost above which a server with JIT compiles it (0.1-2.7 s for a statement of
+    milliseconds): the portal's connections turn it off (``DATABASE_JIT``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("off",)
