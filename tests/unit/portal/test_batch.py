@@ -190,4 +190,3 @@ def test_a_read_of_joined_rows_is_refused_not_built_from_the_wrong_columns() -> 
     sql = f"SELECT c.*, t.* FROM {MigChangeRequest._meta.db_table} c JOIN tenants_team t ON t.id = c.team_id"
     with pytest.raises(ValueError, match="same name"):
         read_together(Read(sql, [], MigChangeRequest))
-
