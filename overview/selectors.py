@@ -35,6 +35,7 @@ from fleet.models import NodePool
 from health.models import NodeHealth
 from overview.models import HomeVisit
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from portal.models import PlatformRole
 from queues.models import ClusterQueue, Cohort
 from queues.selectors import quota_entries_sql
 from tenants.models import Team
@@ -594,18 +595,35 @@ def home_observed_from(
     return observed, pods, lenders, WaitingRead(*waiting)
 
 
-def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
+def pending_counts_read(user_id: int, *, deciders_only: bool = False) -> Read:
     """Per kind of request ("mig", "quota", "policy": a cluster's MIG policy), the pending
-    ones of others and the user's own: one query for every kind (the navigation asks it on
-    every page a decider opens)."""
+    ones of others and the user's own: one statement for every kind (the navigation asks it
+    on every page a decider opens). ``deciders_only``: counted only when the user holds a
+    platform role (approver or admin: both decide), all 0 otherwise, for a read sent before
+    the user's roles are known."""
     kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest, "policy": MigPolicyChange}
+    decides = (
+        f" AND EXISTS (SELECT 1 FROM {PlatformRole._meta.db_table} "
+        "WHERE user_id = %s AND role = ANY(%s))"
+        if deciders_only
+        else ""
+    )
+    roles = [PlatformRole.Role.APPROVER.value, PlatformRole.Role.ADMIN.value]
     sql = " UNION ALL ".join(
         "SELECT %s, count(*) FILTER (WHERE requested_by_id IS DISTINCT FROM %s), "
         f'count(*) FILTER (WHERE requested_by_id = %s) FROM "{model._meta.db_table}" '
-        "WHERE state = 'pending'"
+        f"WHERE state = 'pending'{decides}"
         for model in kinds.values()
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value for kind in kinds for value in (kind, user_id, user_id)])
-        rows = cursor.fetchall()
+    also = [user_id, roles] if deciders_only else []
+    return Read(sql, [value for kind in kinds for value in (kind, user_id, user_id, *also)])
+
+
+def pending_counts_from(rows: list[Any]) -> dict[str, dict[str, int]]:
+    """The counts of ``pending_counts_read``'s rows."""
     return {kind: {"others": others, "own": own} for kind, others, own in rows}
+
+
+def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
+    """``pending_counts_read``, asked on its own."""
+    return pending_counts_from(read_together(pending_counts_read(user_id))[0])
