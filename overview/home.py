@@ -33,9 +33,12 @@ from overview.selectors import (
     Statuses,
     home_observed_from,
     home_observed_reads,
+    home_queues,
     home_visit_read,
+    trees_read,
 )
 from portal.access.permissions import sees_every_team, user_id
+from portal.infra.process_cache import ProcessCache
 from portal.infra.round_trips import read_together
 from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
@@ -101,6 +104,13 @@ def _alike(pods: list[ObservedPod]) -> list[PodsAlike]:
     return list(groups.values())
 
 
+# what each ClusterQueue's cohort tree lends (``Lenders``' values), under the version of
+# the trees read in the page's first round trip (``trees_read``) and the queue
+_LENDERS: ProcessCache[
+    tuple[tuple[Any, ...], tuple[int, str]], list[tuple[str, str, str | None, str | None, int]]
+] = ProcessCache("cohort trees' lenders", 1024)
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why, each
@@ -108,18 +118,23 @@ def home(request: HttpRequest) -> HttpResponse:
     session's: what the user is set up with (teams, clusters, their polls), then what was
     observed of it, with the visit recorded."""
     mine = teams_read(request.user)
-    team_rows = first_reads(request, *([mine] if mine is not None else []))
+    team_rows = first_reads(request, *([mine, trees_read()] if mine is not None else []))
     teams = teams_from(team_rows[0]) if team_rows else []
     clusters = {c.pk: c for c in cluster_choice(request).clusters}
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
+    trees = tuple(team_rows[1][0]) if team_rows else ()
+    kept = _LENDERS.found((trees, queue) for queue in home_queues(namespaces))
+    missing = [queue for queue in home_queues(namespaces) if (trees, queue) not in kept]
     visit, budgets_of_teams, *observed = read_together(
         home_visit_read(user_id(request.user), api, teams),
         budgets_read(teams),
-        *home_observed_reads(namespaces),
+        *home_observed_reads(namespaces, missing),
     )
     last_visit, any_grant, any_hit = visit[0]
     statuses, pods, lenders, waiting = home_observed_from(observed)
+    _LENDERS.keep({(trees, queue): lenders.get(queue, []) for queue in missing})
+    lenders.update({queue: lent for (_, queue), lent in kept.items()})
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
