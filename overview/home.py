@@ -29,7 +29,6 @@ from diagnostics.selectors import WaitingRead, explain_waiting
 from overview.freshness import settings_api_status
 from overview.selectors import (
     HIT_RECENTLY,
-    Lenders,
     Statuses,
     home_observed_from,
     home_observed_reads,
@@ -104,11 +103,13 @@ def _alike(pods: list[ObservedPod]) -> list[PodsAlike]:
     return list(groups.values())
 
 
-# what each ClusterQueue's cohort tree lends (``Lenders``' values), under the version of
-# the trees read in the page's first round trip (``trees_read``) and the queue
-_LENDERS: ProcessCache[
-    tuple[tuple[Any, ...], tuple[int, str]], list[tuple[str, str, str | None, str | None, int]]
-] = ProcessCache("cohort trees' lenders", 1024)
+# (flavor, resource) -> what the rest of a queue's cohort tree lends at most (``_lendable``)
+Lendable = dict[tuple[str, str], Fraction]
+# each ClusterQueue's, under the version of the cohort trees read in the page's first round
+# trip (``trees_read``) and the queue
+_LENDABLE: ProcessCache[tuple[tuple[Any, ...], tuple[int, str]], Lendable] = ProcessCache(
+    "what cohort trees lend", 1024
+)
 
 
 @login_required
@@ -124,7 +125,7 @@ def home(request: HttpRequest) -> HttpResponse:
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     trees = tuple(team_rows[1][0]) if team_rows else ()
-    kept = _LENDERS.found((trees, queue) for queue in home_queues(namespaces))
+    kept = _LENDABLE.found((trees, queue) for queue in home_queues(namespaces))
     missing = [queue for queue in home_queues(namespaces) if (trees, queue) not in kept]
     visit, budgets_of_teams, *observed = read_together(
         home_visit_read(user_id(request.user), api, teams),
@@ -133,8 +134,9 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     last_visit, any_grant, any_hit = visit[0]
     statuses, pods, lenders, waiting = home_observed_from(observed)
-    _LENDERS.keep({(trees, queue): lenders.get(queue, []) for queue in missing})
-    lenders.update({queue: lent for (_, queue), lent in kept.items()})
+    lendable = {queue: _lendable(lenders.get(queue, [])) for queue in missing}
+    _LENDABLE.keep({(trees, queue): lent for queue, lent in lendable.items()})
+    lendable.update({queue: lent for (_, queue), lent in kept.items()})
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
@@ -153,7 +155,7 @@ def home(request: HttpRequest) -> HttpResponse:
     for team in teams:
         team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
-    _queue_use(namespaces, statuses, lenders)
+    _queue_use(namespaces, statuses, lendable)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     budgets = budget_rows_of_teams(teams, budgets_of_teams)
@@ -343,7 +345,9 @@ def _other_value(enforced: str | None, wanted: str) -> str:
         return "" if enforced == wanted else enforced
 
 
-def _queue_use(namespaces: list[Any], statuses: Statuses, lenders: Lenders) -> None:
+def _queue_use(
+    namespaces: list[Any], statuses: Statuses, lendable: dict[tuple[int, str], Lendable]
+) -> None:
     """Each LocalQueue's admitted and pending workloads (``lq.seen`` None until polled) and
     its ClusterQueue's use of each nominal quota, with what it borrows from its cohort and
     what it could borrow at most (``row["may_borrow"]``; ``row["admits_none"]``: a nominal
@@ -355,7 +359,7 @@ def _queue_use(namespaces: list[Any], statuses: Statuses, lenders: Lenders) -> N
             lq.seen = statuses.get((ns.cluster_id, "LocalQueue", ns.name, lq.name))
             cq_status = statuses.get((ns.cluster_id, "ClusterQueue", "", cq.name), {})
             lq.cq_rows = quota_rows(cq, cq_status)
-            lending = _lendable(lenders.get((ns.cluster_id, cq.name), []))
+            lending = lendable.get((ns.cluster_id, cq.name), {})
             for row in lq.cq_rows:
                 seen = row["used"] != "—"
                 row["fill"], row["over"] = _share(row["used"], row["nominal"]) if seen else (0, 0)
@@ -373,9 +377,7 @@ def _amount(text: Any) -> Fraction | None:
         return None
 
 
-def _lendable(
-    quotas: list[tuple[str, str, str | None, str | None, int]],
-) -> dict[tuple[str, str], Fraction]:
+def _lendable(quotas: list[tuple[str, str, str | None, str | None, int]]) -> Lendable:
     """Per (flavor, resource): what the other queues and the cohorts of a queue's cohort
     tree may lend at most (each one's nominal quota, or its lending limit when lower), from
     their quotas counted by amount (``home_observed_from``)."""
@@ -385,7 +387,7 @@ def _lendable(
         limit = _amount(limit_text)
         lends = nominal if limit is None else min(nominal, limit)
         out[(flavor, resource or "")] += lends * count
-    return out
+    return dict(out)  # kept and shared: a plain dict, which a lookup never grows
 
 
 def _room(row: dict[str, Any], lendable: Fraction | None) -> tuple[Fraction, Fraction]:
