@@ -87,6 +87,14 @@ LENDERS_SQL = (
     f"r ->> 'lendingLimit', count(*) FROM lending l {quota_entries_sql('l.groups')}"
     "GROUP BY 1, 2, 3, 4, 5, 6"
 )
+# What the cohort trees are as stored: every ClusterQueue and cohort row's version (the
+# transaction that wrote it, which PostgreSQL sets on each insert and update), hashed with
+# the row, and the rows counted; any row written, added or removed moves it. What a queue's
+# tree lends (LENDERS_SQL) is kept in the process under it.
+TREES_SQL = (
+    "SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)) FROM "
+    f"(SELECT 'q' AS t, id, xmin FROM {_CQ} UNION ALL SELECT 'c', id, xmin FROM {_COHORT}) v"
+)
 # (cluster id, queue name) -> what it could borrow from: (flavor, resource, nominal quota,
 # lending limit, how many quotas say so) of every other queue and cohort of its tree
 Lenders = dict[tuple[int, str], list[tuple[str, str, str | None, str | None, int]]]
@@ -551,25 +559,41 @@ def home_visit_read(user_pk: int, api: ApiStatus, teams: Sequence[Team]) -> Read
     )
 
 
-def home_observed_reads(namespaces: list[Any]) -> list[Read]:
-    """What the page shows of the namespaces as last polled, each on its own cluster, read
-    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
-    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; and
-    what ``explain_waiting`` reads of them. Nothing without a namespace."""
-    if not namespaces:
-        return []
-    queues = sorted(
+def home_queues(namespaces: list[Any]) -> list[tuple[int, str]]:
+    """The (cluster id, name) pairs of the ClusterQueues the namespaces' LocalQueues point
+    at, in order."""
+    return sorted(
         {
             (ns.cluster_id, lq.cluster_queue.name)
             for ns in namespaces
             for lq in ns.local_queues.all()
         }
     )
+
+
+def trees_read() -> Read:
+    """One row: the version of the cohort trees (``TREES_SQL``), what a page keeps what
+    they lend under."""
+    return Read(TREES_SQL, [])
+
+
+def home_observed_reads(
+    namespaces: list[Any], lenders_of: Sequence[tuple[int, str]] | None = None
+) -> list[Read]:
+    """What the page shows of the namespaces as last polled, each on its own cluster, read
+    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
+    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; what
+    the ClusterQueues ``lenders_of`` could borrow (None: every one of the namespaces'; the
+    read is sent either way, for none when every one is kept); and what
+    ``explain_waiting`` reads of them. Nothing without a namespace."""
+    if not namespaces:
+        return []
+    queues = home_queues(namespaces)
     pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
     return [
         Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
         Read(PODS_SQL, pairs_params(pairs), ObservedPod),
-        Read(LENDERS_SQL, pairs_params(queues)),
+        Read(LENDERS_SQL, pairs_params(queues if lenders_of is None else lenders_of)),
         *waiting_reads(pairs, timezone.now(), WORKLOADS_SHOWN),
     ]
 
