@@ -13,9 +13,9 @@ name on another cluster is another node."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
-from fractions import Fraction
 from typing import Any
 
 from changes.impact import (
@@ -27,7 +27,7 @@ from changes.impact import (
     PoolFacts,
     QueueQuota,
     Shortfall,
-    flavor_shortfalls,
+    shortfalls_of,
 )
 from changes.models import OPEN_STATES, MigChangeRequest
 from cluster import disruption
@@ -42,6 +42,7 @@ from fleet.models import MigConfig, NodePool
 from gpus import labels as gpu_labels
 from gpus.catalog import CustomConfigs, model_for_product, most_per_gpu
 from kube import Gateway, KubeError, NotFound, ObjectRef
+from portal.infra.process_cache import ProcessCache
 from portal.infra.round_trips import Read, read_together
 from portal.vocabulary.quantity import parse_quantity
 from queues.models import ClusterQueue, LocalQueue, ResourceFlavor
@@ -219,45 +220,74 @@ def queue_quotas(
     teams_of: dict[str, set[str]] = {}
     for queue, team in submitting:
         teams_of.setdefault(queue, set()).add(team)
-    queues = []
-    parsed: dict[Any, Fraction] = {}  # a thousand queues repeat a few amounts: each parsed once
+    return [
+        QueueQuota(name, flavor, resource, amount, tuple(sorted(teams_of.get(name, ()))))
+        for name, flavor, resource, amount in _whole_quotas(entries)
+    ]
+
+
+def _whole_quotas(entries: Iterable[Sequence[Any]]) -> list[tuple[str, str, str, int]]:
+    """The rows of ``gpu_quota_entries_read`` with a nominal quota of a whole number, as
+    (queue, flavor, resource, amount): each distinct amount parsed once (a thousand queues
+    repeat a few)."""
+    whole: dict[Any, int | None] = {}
+    out = []
     for name, flavor, resource, text in entries:
         if text is None:  # no nominal quota written: nothing promised
             continue
-        amount = parsed[text] if text in parsed else parsed.setdefault(text, parse_quantity(text))
-        if amount.denominator == 1:
-            teams = tuple(sorted(teams_of.get(name, ())))
-            queues.append(QueueQuota(name, flavor, resource, int(amount), teams))
-    return queues
+        if text not in whole:
+            amount = parse_quantity(text)
+            whole[text] = int(amount) if amount.denominator == 1 else None
+        if (amount_of := whole[text]) is not None:
+            out.append((name, flavor, resource, amount_of))
+    return out
 
 
 def shortfalls_reads(cluster_id: int) -> list[Read]:
-    """What ``shortfalls_now`` reads before it sums the capacity: the queues' quotas and the
-    flavors (for a page that reads them with others in one round trip)."""
-    return [*queue_quotas_reads(cluster_id), _flavors_read(cluster_id)]
+    """What ``shortfalls_now`` reads before it sums the capacity: the queues' GPU quotas and
+    the flavors (for a page that reads them with others in one round trip)."""
+    return [gpu_quota_entries_read(cluster_id), _flavors_read(cluster_id)]
+
+
+# this process's capacity behind each flavor, under the cluster, what its nodes were last
+# stamped with and the flavors' labels (``shortfalls_now``)
+_BEHIND: ProcessCache[tuple[Any, ...], dict[tuple[str, str], int]] = ProcessCache(
+    "capacity behind flavors", 64
+)
 
 
 def shortfalls_now(
-    cluster: Cluster | int, read: Sequence[list[Any]] | None = None
+    cluster: Cluster | int,
+    read: Sequence[list[Any]] | None = None,
+    *,
+    stamps: tuple[Any, ...] | None = None,
 ) -> list[Shortfall]:
     """The (flavor, resource) pairs whose queues promise more than the nodes behind the
     flavor offer now on ``cluster``, with the capacity summed
     in the database (one query for the whole fleet: no node and no pod is loaded; ``read``:
-    the rows of ``shortfalls_reads``, when the page read them with its own)."""
+    the rows of ``shortfalls_reads``, when the page read them with its own). ``stamps``:
+    what the cluster's nodes were last stamped with (a row of
+    ``overview.selectors.stamps_read``, which every poll that changes a node moves): the
+    capacity is then kept in the process under it and the flavors' labels, and summed
+    again only when either moved."""
     cid = cluster_id_of(cluster)
-    submitting, entries, flavor_rows = (
-        read_together(*shortfalls_reads(cid)) if read is None else read
-    )
+    entries, flavor_rows = read_together(*shortfalls_reads(cid)) if read is None else read
     flavors = _flavor_labels(flavor_rows)
     if not entries:
         return []  # no queue promises any GPU
-    return flavor_shortfalls(
-        Fleet(nodes=(), queues=queue_quotas(cid, [submitting, entries]), flavors=flavors),
-        capacity={
+
+    def behind() -> dict[tuple[str, str], int]:
+        return {
             (flavor, resource): int(total)
             for flavor, resource, total in read_together(_flavor_capacity_read(cid, None))[0]
-        },
-    )
+        }
+
+    if stamps is None:
+        capacity = behind()
+    else:
+        labels = tuple((name, json.dumps(of, sort_keys=True)) for name, of in flavors.items())
+        capacity = _BEHIND.get((cid, stamps, labels), behind)
+    return shortfalls_of(_whole_quotas(entries), capacity)
 
 
 def node_facts(cluster_id: int) -> list[NodeFacts]:

@@ -904,16 +904,30 @@ def flavor_shortfalls(
     summed over ``fleet.nodes``."""
     if capacity is None:
         capacity = flavor_capacity(fleet.flavors, [n for n in fleet.nodes if not n.gone])
+    return shortfalls_of(
+        [(q.cluster_queue, q.flavor, q.resource, q.nominal) for q in fleet.queues], capacity
+    )
+
+
+def shortfalls_of(
+    quotas: Sequence[tuple[str, str, str, int]], capacity: Mapping[tuple[str, str], int]
+) -> list[Shortfall]:
+    """``flavor_shortfalls`` of the queues' nominal quotas as (queue, flavor, resource,
+    amount) and the capacity behind each flavor: summed first, the queues named only where
+    their flavor falls short (a thousand queues promise, few of them too much)."""
     nominal: dict[tuple[str, str], int] = defaultdict(int)
-    owners: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for quota in fleet.queues:
-        nominal[(quota.flavor, quota.resource)] += quota.nominal
-        owners[(quota.flavor, quota.resource)].append(f"{quota.cluster_queue} ({quota.nominal})")
+    for _, flavor, resource, amount in quotas:
+        nominal[(flavor, resource)] += amount
+    short = sorted(key for key, total in nominal.items() if total > capacity.get(key, 0))
+    owners: dict[tuple[str, str], list[str]] = {key: [] for key in short}
+    if owners:
+        for queue, flavor, resource, amount in quotas:
+            if (flavor, resource) in owners:
+                owners[(flavor, resource)].append(f"{queue} ({amount})")
     return [
-        Shortfall(flavor, resource, total, capacity.get((flavor, resource), 0), owners[key])
-        for key, total in sorted(nominal.items())
+        Shortfall(flavor, resource, nominal[key], capacity.get(key, 0), owners[key])
+        for key in short
         for flavor, resource in [key]
-        if total > capacity.get(key, 0)
     ]
 
 

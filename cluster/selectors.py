@@ -4,7 +4,7 @@ not team data; team-scoped reads filter by namespace where they use it)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,20 +231,45 @@ def statuses_of(request: HttpRequest, read: Sequence[SyncRun] | None = None) -> 
     return list(found)
 
 
+@dataclass(frozen=True)
+class FirstRead:
+    """A read an app above this one sends with every page's first round trip: ``read``
+    gives it for a request (None: nothing to read for this one), ``keep`` keeps its rows
+    for the rest of the request."""
+
+    read: Callable[[HttpRequest], Read | None]
+    keep: Callable[[HttpRequest, list[Any]], None]
+
+
+_also_first: list[FirstRead] = []
+
+
+def sends_first(first: FirstRead) -> None:
+    """Send ``first`` with every page's first round trip (``first_reads``): what the layout
+    shows of an app above this one (the navigation's count of the decisions waiting) then
+    waits for the database with the page's own reads, not after them."""
+    if first not in _also_first:
+        _also_first.append(first)
+
+
 def first_reads(request: HttpRequest, *also: Read) -> list[list[Any]]:
     """A page's first round trip: what every page shows (the clusters the user may see for
     the switcher's choice, their polls for the header's freshness, the user's roles and
-    unread count), kept for the rest of the request, with the reads ``also``; returns their
-    rows."""
+    unread count, and what the apps above send first: ``sends_first``), kept for the rest
+    of the request, with the reads ``also``; returns their rows."""
     facts = request_facts_read(request.user)
+    firsts = [(first, read) for first in _also_first if (read := first.read(request)) is not None]
     cluster_rows, runs, *more = read_together(
         clusters_read(request.user),
         recent_runs_read(),
         *also,
+        *(read for _, read in firsts),
         *([facts] if facts is not None else []),
     )
     if facts is not None:
         request_facts_from(request.user, more.pop())
+    for first, _ in reversed(firsts):
+        first.keep(request, more.pop())
     cluster_choice(request, cluster_rows)
     statuses_of(request, runs)
     return more

@@ -40,6 +40,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import NamedTuple
 
 from costs.pricing import PriceBook
@@ -51,8 +52,10 @@ HOUR = Decimal(3600)
 ZERO = Decimal(0)
 
 
+@lru_cache(maxsize=1 << 16, typed=True)
 def dec(value: float) -> Decimal:
-    """A float of the rollups as the decimal it prints as (no binary tail)."""
+    """A float of the rollups as the decimal it prints as (no binary tail). The last 65,536
+    are kept: a month's rows repeat few (whole hours of whole devices), each made once."""
     return Decimal(repr(value)) if value else ZERO
 
 
@@ -337,13 +340,25 @@ def _weight(row: TeamRow, sharing: str) -> float:
     return 0.0
 
 
-def _weights(inputs: Inputs, sharing: str) -> dict[Key, Decimal]:
+def _priced(
+    inputs: Inputs, rate: Mapping[Key, Decimal], dra: Dra, sharing: str
+) -> tuple[list[Key], list[Decimal], dict[Key, Decimal], dict[Key, Decimal]]:
+    """One pass over the team rows, in their order: each row's key and allocated cost; per
+    key, the teams' allocated cost and the weight its idle capacity is shared by."""
+    keys: list[Key] = []
+    costs: list[Decimal] = []
+    allocated: dict[Key, Decimal] = defaultdict(lambda: ZERO)
     totals: dict[Key, float] = defaultdict(float)
     for row in inputs.teams:
+        key = key_of(row)
+        cost = _allocated(row, rate, dra)
+        keys.append(key)
+        costs.append(cost)
+        allocated[key] += cost
         weight = _weight(row, sharing)
         if weight > 0:
-            totals[key_of(row)] += weight
-    return {key: dec(total) for key, total in totals.items()}
+            totals[key] += weight
+    return keys, costs, allocated, {key: dec(total) for key, total in totals.items()}
 
 
 def _allocated(row: TeamRow, rate: Mapping[Key, Decimal], dra: Dra) -> Decimal:
@@ -370,23 +385,18 @@ def compute(
     all the same (idle shares and the platform's line are the fleet's, whoever looks)."""
     fleet_cost, rate, pools, unpriced = _fleet(inputs, book)
     dra = _dra_fleet(inputs, book, fleet_cost)
-    costs = [_allocated(row, rate, dra) for row in inputs.teams]
-    allocated: dict[Key, Decimal] = defaultdict(lambda: ZERO)
-    for row, cost in zip(inputs.teams, costs, strict=True):
-        allocated[key_of(row)] += cost
+    keys, costs, allocated, weights = _priced(inputs, rate, dra, sharing)
     idle = {key: fleet_cost[key] - allocated.get(key, ZERO) for key in fleet_cost}
     unpriced = sorted(unpriced + _said(dra.unpriced)) + _unpooled(
         inputs, rate, dra, inputs.clusters
     )
-    weights = _weights(inputs, sharing)
     # what one second of quota (or of use) of a key takes of its idle capacity
     idle_rate = {k: idle[k] / w for k, w in weights.items() if w and idle.get(k, ZERO) > 0}
     kept = None if teams is None else set(teams)
     bills: dict[str, TeamBill] = {}
     every_team: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    for row, line_cost in zip(inputs.teams, costs, strict=True):
+    for row, key, line_cost in zip(inputs.teams, keys, costs, strict=True):
         share = ZERO
-        key = key_of(row)
         if key in idle_rate:
             weight = _weight(row, sharing)
             if weight > 0:
@@ -419,10 +429,12 @@ def _add(
     allocated, share = cost
     cluster = inputs.clusters.get(row.cluster_id, "")
     busy = None
-    read = (row.cluster_id, row.day, row.namespace, row.resource)
-    if inputs.busy is not None and read not in bill.busy_counted:
-        busy = inputs.busy.get(read)
-        bill.busy_counted.add(read)
+    if inputs.busy:
+        read = (row.cluster_id, row.day, row.namespace, row.resource)
+        if read not in bill.busy_counted:
+            busy = inputs.busy.get(read)
+            if busy is not None:
+                bill.busy_counted.add(read)
     where = (cluster, row.namespace, row.resource, row.device_class)
     line = bill.lines.get(where)
     if line is None:

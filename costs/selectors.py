@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Min, Q, Sum
-from django.db.models.functions import TruncDate
+from django.db import connection
+from django.db.models import Min
 from django.http import Http404
 
 from cluster.models import Cluster, ObservedNode
@@ -25,6 +25,7 @@ from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product, resource_name
 from portal.access.permissions import sees_every_team
+from portal.infra.collector import no_cyclic_gc
 from tenants.models import Team
 from tenants.selectors import list_teams_for_user
 from usage.models import Rollup, Sample, SamplingState
@@ -83,25 +84,32 @@ def first_month() -> dt.date | None:
     return min(found).astimezone(dt.UTC).date().replace(day=1) if found else None
 
 
-def _rollups(start: dt.date, end: dt.date, upto: dt.datetime | None) -> Any:
-    """Every rollup of [start, end) summed per cluster, day and series: the daily rollups up
-    to the last whole day rolled up, the hourly ones after it (today so far)."""
+_SERIES = "cluster_id, (start AT TIME ZONE 'UTC')::date, kind, owner, scope, flavor, resource"
+_ROLLUPS_SQL = (
+    f"SELECT {_SERIES}, used_seconds, gpu_seconds, capacity_seconds FROM {{table}} "
+    "WHERE period = %s AND start >= %s AND start < %s UNION ALL "
+    f"SELECT {_SERIES}, SUM(used_seconds), SUM(gpu_seconds), SUM(capacity_seconds) "
+    "FROM {table} WHERE period = %s AND start >= %s AND start < %s GROUP BY 1, 2, 3, 4, 5, 6, 7"
+).format(table=Rollup._meta.db_table)
+
+
+def _rollups(start: dt.date, end: dt.date, upto: dt.datetime | None) -> list[tuple[Any, ...]]:
+    """Every rollup of [start, end) per cluster, day and series: the daily rollups up to the
+    last whole day rolled up, as they are (one a series and day, at its midnight UTC), and
+    the hourly ones after it (today so far) summed per day. Written out: grouping the daily
+    rows too (a no-op) spilled the database's hash to disk, and the ORM's conversion of each
+    of the month's 60,000 rows took longer than the database did."""
     lo, hi = _midnight(start), _midnight(end)
     partial = lo
     if upto is not None:
         partial = min(
             max(upto.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0), lo), hi
         )
-    rows = Rollup.objects.on_every_cluster().filter(
-        Q(period=Rollup.Period.DAY, start__gte=lo, start__lt=partial)
-        | Q(period=Rollup.Period.HOUR, start__gte=partial, start__lt=hi)
-    )
-    return (
-        rows.annotate(day=TruncDate("start", tzinfo=dt.UTC))
-        .values_list("cluster_id", "day", "kind", "owner", "scope", "flavor", "resource")
-        .annotate(Sum("used_seconds"), Sum("gpu_seconds"), Sum("capacity_seconds"))
-        .order_by()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ROLLUPS_SQL, [Rollup.Period.DAY, lo, partial, Rollup.Period.HOUR, partial, hi]
+        )
+        return cursor.fetchall()
 
 
 def model_of(product: str) -> str:
@@ -160,17 +168,20 @@ def inputs(start: dt.date, end: dt.date) -> Inputs:
 
 
 def chargeback(start: dt.date, end: dt.date, teams: list[str] | None = None) -> Chargeback:
-    """The chargeback of [start, end), every team's bill or those of ``teams``."""
+    """The chargeback of [start, end), every team's bill or those of ``teams``. A month of
+    1,000 teams is 60,000 rows priced one by one, without the cyclic collector
+    (``no_cyclic_gc``: it took a third of the time)."""
     rules = policy()
-    return compute(
-        inputs(start, end),
-        price_book(),
-        sharing=rules.idle_sharing,
-        currency=rules.currency,
-        start=start,
-        end=end,
-        teams=teams,
-    )
+    with no_cyclic_gc():
+        return compute(
+            inputs(start, end),
+            price_book(),
+            sharing=rules.idle_sharing,
+            currency=rules.currency,
+            start=start,
+            end=end,
+            teams=teams,
+        )
 
 
 def team_cost(team: str, start: dt.date, end: dt.date) -> Decimal:

@@ -73,6 +73,7 @@ from diagnostics.explain import (
 from fleet.membership import pool_of
 from fleet.models import NodePool
 from gpus.catalog import model_for_product, promised_resources
+from loop.write import write_column
 from portal.vocabulary.quantity import QuantityError, parse_quantity
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from queues.rules import quota_entries
@@ -165,15 +166,16 @@ def _settled(cluster_id: int) -> Q:
 
 
 def _store(model: Any, rows: Sequence[Any], done: Q, cluster_id: int) -> int:
-    """Each explained row's ``explained``, written where it changed (one statement per 500),
-    and the explanation of the cluster's rows that no longer wait (``done``) dropped."""
+    """Each explained row's ``explained``, written where it changed (``write_column``: a
+    fixed number of statements), and the explanation of the cluster's rows that no longer
+    wait (``done``) dropped."""
     changed = []
     for row in rows:
         stored = to_json(row)
         if stored != row.explained:
             row.explained = stored
             changed.append(row)
-    model.objects.bulk_update(changed, ["explained"], batch_size=500)
+    write_column(model, "explained", {row.pk: row.explained for row in changed})
     gone = model.objects.on(cluster_id).filter(done, explained__isnull=False)
     return len(changed) + int(gone.update(explained=None))
 

@@ -29,13 +29,15 @@ from diagnostics.selectors import WaitingRead, explain_waiting
 from overview.freshness import settings_api_status
 from overview.selectors import (
     HIT_RECENTLY,
-    Lenders,
     Statuses,
     home_observed_from,
     home_observed_reads,
+    home_queues,
     home_visit_read,
+    trees_read,
 )
 from portal.access.permissions import sees_every_team, user_id
+from portal.infra.process_cache import ProcessCache
 from portal.infra.round_trips import read_together
 from portal.vocabulary.names import PodNames
 from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
@@ -101,6 +103,15 @@ def _alike(pods: list[ObservedPod]) -> list[PodsAlike]:
     return list(groups.values())
 
 
+# (flavor, resource) -> what the rest of a queue's cohort tree lends at most (``_lendable``)
+Lendable = dict[tuple[str, str], Fraction]
+# each ClusterQueue's, under the version of the cohort trees read in the page's first round
+# trip (``trees_read``) and the queue
+_LENDABLE: ProcessCache[tuple[tuple[Any, ...], tuple[int, str]], Lendable] = ProcessCache(
+    "what cohort trees lend", 1024
+)
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's teams: what they use, what runs, and what waits and why, each
@@ -108,18 +119,24 @@ def home(request: HttpRequest) -> HttpResponse:
     session's: what the user is set up with (teams, clusters, their polls), then what was
     observed of it, with the visit recorded."""
     mine = teams_read(request.user)
-    team_rows = first_reads(request, *([mine] if mine is not None else []))
+    team_rows = first_reads(request, *([mine, trees_read()] if mine is not None else []))
     teams = teams_from(team_rows[0]) if team_rows else []
     clusters = {c.pk: c for c in cluster_choice(request).clusters}
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
+    trees = tuple(team_rows[1][0]) if team_rows else ()
+    kept = _LENDABLE.found((trees, queue) for queue in home_queues(namespaces))
+    missing = [queue for queue in home_queues(namespaces) if (trees, queue) not in kept]
     visit, budgets_of_teams, *observed = read_together(
         home_visit_read(user_id(request.user), api, teams),
         budgets_read(teams),
-        *home_observed_reads(namespaces),
+        *home_observed_reads(namespaces, missing),
     )
     last_visit, any_grant, any_hit = visit[0]
     statuses, pods, lenders, waiting = home_observed_from(observed)
+    lendable = {queue: _lendable(lenders.get(queue, [])) for queue in missing}
+    _LENDABLE.keep({(trees, queue): lent for queue, lent in lendable.items()})
+    lendable.update({queue: lent for (_, queue), lent in kept.items()})
     on_cluster: dict[int, list[Any]] = defaultdict(list)
     for ns in namespaces:
         on_cluster[cluster_id_of(ns.cluster_id)].append(ns)
@@ -138,7 +155,7 @@ def home(request: HttpRequest) -> HttpResponse:
     for team in teams:
         team.by_cluster = _by_cluster(team, clusters)  # type: ignore[attr-defined]
     _quota_use(namespaces, statuses)
-    _queue_use(namespaces, statuses, lenders)
+    _queue_use(namespaces, statuses, lendable)
     grants = _grants(teams) if any_grant else defaultdict(list)
     hits = _changes_hitting(teams) if any_hit else defaultdict(list)
     budgets = budget_rows_of_teams(teams, budgets_of_teams)
@@ -328,7 +345,9 @@ def _other_value(enforced: str | None, wanted: str) -> str:
         return "" if enforced == wanted else enforced
 
 
-def _queue_use(namespaces: list[Any], statuses: Statuses, lenders: Lenders) -> None:
+def _queue_use(
+    namespaces: list[Any], statuses: Statuses, lendable: dict[tuple[int, str], Lendable]
+) -> None:
     """Each LocalQueue's admitted and pending workloads (``lq.seen`` None until polled) and
     its ClusterQueue's use of each nominal quota, with what it borrows from its cohort and
     what it could borrow at most (``row["may_borrow"]``; ``row["admits_none"]``: a nominal
@@ -340,7 +359,7 @@ def _queue_use(namespaces: list[Any], statuses: Statuses, lenders: Lenders) -> N
             lq.seen = statuses.get((ns.cluster_id, "LocalQueue", ns.name, lq.name))
             cq_status = statuses.get((ns.cluster_id, "ClusterQueue", "", cq.name), {})
             lq.cq_rows = quota_rows(cq, cq_status)
-            lending = _lendable(lenders.get((ns.cluster_id, cq.name), []))
+            lending = lendable.get((ns.cluster_id, cq.name), {})
             for row in lq.cq_rows:
                 seen = row["used"] != "—"
                 row["fill"], row["over"] = _share(row["used"], row["nominal"]) if seen else (0, 0)
@@ -358,9 +377,7 @@ def _amount(text: Any) -> Fraction | None:
         return None
 
 
-def _lendable(
-    quotas: list[tuple[str, str, str | None, str | None, int]],
-) -> dict[tuple[str, str], Fraction]:
+def _lendable(quotas: list[tuple[str, str, str | None, str | None, int]]) -> Lendable:
     """Per (flavor, resource): what the other queues and the cohorts of a queue's cohort
     tree may lend at most (each one's nominal quota, or its lending limit when lower), from
     their quotas counted by amount (``home_observed_from``)."""
@@ -370,7 +387,7 @@ def _lendable(
         limit = _amount(limit_text)
         lends = nominal if limit is None else min(nominal, limit)
         out[(flavor, resource or "")] += lends * count
-    return out
+    return dict(out)  # kept and shared: a plain dict, which a lookup never grows
 
 
 def _room(row: dict[str, Any], lendable: Fraction | None) -> tuple[Fraction, Fraction]:

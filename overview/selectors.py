@@ -35,6 +35,7 @@ from fleet.models import NodePool
 from health.models import NodeHealth
 from overview.models import HomeVisit
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
+from portal.models import PlatformRole
 from queues.models import ClusterQueue, Cohort
 from queues.selectors import quota_entries_sql
 from tenants.models import Team
@@ -85,6 +86,14 @@ LENDERS_SQL = (
     "SELECT l.cluster_id, l.name, f ->> 'name', r ->> 'name', r ->> 'nominalQuota', "
     f"r ->> 'lendingLimit', count(*) FROM lending l {quota_entries_sql('l.groups')}"
     "GROUP BY 1, 2, 3, 4, 5, 6"
+)
+# What the cohort trees are as stored: every ClusterQueue and cohort row's version (the
+# transaction that wrote it, which PostgreSQL sets on each insert and update), hashed with
+# the row, and the rows counted; any row written, added or removed moves it. What a queue's
+# tree lends (LENDERS_SQL) is kept in the process under it.
+TREES_SQL = (
+    "SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)) FROM "
+    f"(SELECT 'q' AS t, id, xmin FROM {_CQ} UNION ALL SELECT 'c', id, xmin FROM {_COHORT}) v"
 )
 # (cluster id, queue name) -> what it could borrow from: (flavor, resource, nominal quota,
 # lending limit, how many quotas say so) of every other queue and cohort of its tree
@@ -550,25 +559,41 @@ def home_visit_read(user_pk: int, api: ApiStatus, teams: Sequence[Team]) -> Read
     )
 
 
-def home_observed_reads(namespaces: list[Any]) -> list[Read]:
-    """What the page shows of the namespaces as last polled, each on its own cluster, read
-    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
-    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; and
-    what ``explain_waiting`` reads of them. Nothing without a namespace."""
-    if not namespaces:
-        return []
-    queues = sorted(
+def home_queues(namespaces: list[Any]) -> list[tuple[int, str]]:
+    """The (cluster id, name) pairs of the ClusterQueues the namespaces' LocalQueues point
+    at, in order."""
+    return sorted(
         {
             (ns.cluster_id, lq.cluster_queue.name)
             for ns in namespaces
             for lq in ns.local_queues.all()
         }
     )
+
+
+def trees_read() -> Read:
+    """One row: the version of the cohort trees (``TREES_SQL``), what a page keeps what
+    they lend under."""
+    return Read(TREES_SQL, [])
+
+
+def home_observed_reads(
+    namespaces: list[Any], lenders_of: Sequence[tuple[int, str]] | None = None
+) -> list[Read]:
+    """What the page shows of the namespaces as last polled, each on its own cluster, read
+    together (so all of its numbers are one poll's): the status of each one's ResourceQuota
+    and LocalQueues and of their ClusterQueues; their Pending pods and running GPU pods; what
+    the ClusterQueues ``lenders_of`` could borrow (None: every one of the namespaces'; the
+    read is sent either way, for none when every one is kept); and what
+    ``explain_waiting`` reads of them. Nothing without a namespace."""
+    if not namespaces:
+        return []
+    queues = home_queues(namespaces)
     pairs = [(ns.cluster_id, ns.name) for ns in namespaces]
     return [
         Read(STATUSES_SQL, [*pairs_params(pairs), *pairs_params(queues)]),
         Read(PODS_SQL, pairs_params(pairs), ObservedPod),
-        Read(LENDERS_SQL, pairs_params(queues)),
+        Read(LENDERS_SQL, pairs_params(queues if lenders_of is None else lenders_of)),
         *waiting_reads(pairs, timezone.now(), WORKLOADS_SHOWN),
     ]
 
@@ -594,18 +619,35 @@ def home_observed_from(
     return observed, pods, lenders, WaitingRead(*waiting)
 
 
-def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
+def pending_counts_read(user_id: int, *, deciders_only: bool = False) -> Read:
     """Per kind of request ("mig", "quota", "policy": a cluster's MIG policy), the pending
-    ones of others and the user's own: one query for every kind (the navigation asks it on
-    every page a decider opens)."""
+    ones of others and the user's own: one statement for every kind (the navigation asks it
+    on every page a decider opens). ``deciders_only``: counted only when the user holds a
+    platform role (approver or admin: both decide), all 0 otherwise, for a read sent before
+    the user's roles are known."""
     kinds = {"mig": MigChangeRequest, "quota": QuotaChangeRequest, "policy": MigPolicyChange}
+    decides = (
+        f" AND EXISTS (SELECT 1 FROM {PlatformRole._meta.db_table} "
+        "WHERE user_id = %s AND role = ANY(%s))"
+        if deciders_only
+        else ""
+    )
+    roles = [PlatformRole.Role.APPROVER.value, PlatformRole.Role.ADMIN.value]
     sql = " UNION ALL ".join(
         "SELECT %s, count(*) FILTER (WHERE requested_by_id IS DISTINCT FROM %s), "
         f'count(*) FILTER (WHERE requested_by_id = %s) FROM "{model._meta.db_table}" '
-        "WHERE state = 'pending'"
+        f"WHERE state = 'pending'{decides}"
         for model in kinds.values()
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value for kind in kinds for value in (kind, user_id, user_id)])
-        rows = cursor.fetchall()
+    also = [user_id, roles] if deciders_only else []
+    return Read(sql, [value for kind in kinds for value in (kind, user_id, user_id, *also)])
+
+
+def pending_counts_from(rows: list[Any]) -> dict[str, dict[str, int]]:
+    """The counts of ``pending_counts_read``'s rows."""
     return {kind: {"others": others, "own": own} for kind, others, own in rows}
+
+
+def pending_counts(user_id: int) -> dict[str, dict[str, int]]:
+    """``pending_counts_read``, asked on its own."""
+    return pending_counts_from(read_together(pending_counts_read(user_id))[0])

@@ -154,7 +154,7 @@ def _fleet_section(
         "others_problems": others_problems,
         "warned": warned,
         "others_warned": others_warned,
-        "shortfalls": shortfalls_now(cluster, shortfall_rows),
+        "shortfalls": shortfalls_now(cluster, shortfall_rows, stamps=tuple(stamps[0])),
     }
 
 

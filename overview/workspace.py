@@ -25,11 +25,12 @@ from django.utils import timezone
 from changes.approval import User, may_decide
 from changes.models import MigChangeRequest, MigChangeStep, QuotaChangeRequest
 from cluster.models import Drift
-from cluster.selectors import cluster_statuses, open_drift
+from cluster.selectors import FirstRead, cluster_statuses, open_drift
 from health.models import NodeHealth
-from overview.selectors import pending_counts
+from overview.selectors import pending_counts, pending_counts_from, pending_counts_read
 from portal.access.permissions import user_id
 from portal.audit.events import Event
+from portal.infra.round_trips import Read
 from portal.models import AuditEvent
 from tenants.models import Membership
 
@@ -51,10 +52,12 @@ def pending_quota_requests() -> QuerySet[QuotaChangeRequest]:
 class NavCounts:
     """What the navigation counts for the signed-in user, read only when a page shows it
     (an htmx fragment never does): the pending requests a decider decides (others') and
-    their own (another approver decides those). One query per kind of request."""
+    their own (another approver decides those). One statement for every kind of request,
+    sent with the page's first reads where the page makes them (``counts_first``)."""
 
-    def __init__(self, user: User) -> None:
+    def __init__(self, user: User, request: HttpRequest | None = None) -> None:
         self.user = user
+        self.request = request
 
     @cached_property
     def decider(self) -> bool:
@@ -63,10 +66,12 @@ class NavCounts:
     @cached_property
     def pending(self) -> dict[str, dict[str, int]]:
         """Per kind of request, the pending ones of others and the user's own: one query
-        for both kinds (the navigation asks this on every page a decider opens)."""
+        for both kinds (the navigation asks this on every page a decider opens), none when
+        the page's first round trip brought them."""
         if not self.decider:
             return {kind: {"others": 0, "own": 0} for kind in ("mig", "quota", "policy")}
-        return pending_counts(user_id(self.user))
+        kept = getattr(self.request, "_qm_pending", None)
+        return kept if kept is not None else pending_counts(user_id(self.user))
 
     @property
     def waiting(self) -> int:
@@ -79,7 +84,26 @@ class NavCounts:
 
 def nav_counts(request: HttpRequest) -> dict[str, Any]:
     """Context processor: ``nav_counts`` for the base template."""
-    return {"nav_counts": NavCounts(request.user)}
+    return {"nav_counts": NavCounts(request.user, request)}
+
+
+def _counts_read(request: HttpRequest) -> Read | None:
+    """The navigation's counts, for a page's first round trip: for a signed-in user on a
+    whole page (an htmx fragment draws no navigation), counted only if they decide (their
+    roles come in the same round trip)."""
+    user = request.user
+    if not user.is_authenticated:
+        return None
+    if request.headers.get("HX-Request") and not request.headers.get("HX-Boosted"):
+        return None
+    return pending_counts_read(user_id(user), deciders_only=not user.is_superuser)
+
+
+def _keep_counts(request: HttpRequest, rows: list[Any]) -> None:
+    request._qm_pending = pending_counts_from(rows)  # type: ignore[attr-defined]
+
+
+counts_first = FirstRead(_counts_read, _keep_counts)
 
 
 def lands_on_workspace(user: User) -> bool:
@@ -249,7 +273,7 @@ def workspace(request: HttpRequest) -> HttpResponse:
     """The workspace page (approvers and platform admins)."""
     if not may_decide(request.user):
         raise PermissionDenied("The workspace is for approvers and platform admins.")
-    counts = NavCounts(request.user)  # the page's and the navigation's numbers, read once
+    counts = NavCounts(request.user, request)  # the page's and the navigation's numbers, read once
     statuses = cluster_statuses()  # the clusters the page names and the freshness shows
     ws = workspace_for(request.user)
     several = name_clusters(ws, [s.cluster for s in statuses])

@@ -40,7 +40,12 @@ from tenants import services as tenant_services
 from tenants.filters import MembershipFilter, NamespaceFilter
 from tenants.models import Membership, Namespace, PriorityClass, Team
 from tenants.rules import LIMIT_TYPES, LimitSpec
-from tenants.selectors import list_teams_for_user, namespace_deletion, namespace_etag
+from tenants.selectors import (
+    list_teams_for_user,
+    namespace_deletion,
+    namespace_etag,
+    with_items,
+)
 
 
 class TeamSerializer(serializers.ModelSerializer[Team]):
@@ -200,10 +205,18 @@ class NamespaceSerializer(serializers.ModelSerializer[Namespace]):
         model = Namespace
         fields = ["name", "cluster", "team", "description", "quota", "limits"]
 
+    # Items read with the namespace (``tenants.selectors.with_items``), else its prefetched
+    # or related items.
     def get_quota(self, ns: Namespace) -> dict[str, str]:
+        rows = getattr(ns, "quota_rows", None)
+        if rows is not None:
+            return {row["resource"]: row["hard"] for row in rows}
         return {i.resource: i.hard for i in ns.quota_items.all()}
 
     def get_limits(self, ns: Namespace) -> list[dict[str, str]]:
+        rows = getattr(ns, "limit_rows", None)
+        if rows is not None:
+            return [LimitSpec(**row).__dict__ for row in rows]
         return [i.spec().__dict__ for i in ns.limit_items.all()]
 
 
@@ -415,10 +428,8 @@ class NamespaceViewSet(
 
     def get_queryset(self) -> Any:
         teams = list_teams_for_user(self.request.user)
-        return (
-            Namespace.objects.filter(team__in=teams)
-            .select_related("team", "cluster")
-            .prefetch_related("quota_items", "limit_items")
+        return with_items(
+            Namespace.objects.filter(team__in=teams).select_related("team", "cluster")
         )
 
 

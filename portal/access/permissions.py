@@ -70,6 +70,18 @@ def request_facts_from(user: User, rows: list[tuple[Any, ...]]) -> set[str]:
     return roles
 
 
+def roles_of(user: Any) -> Any:
+    """The platform roles of ``user`` (an id, or ``OuterRef`` to one), a query of role names
+    to read with another (``keep_roles``)."""
+    return PlatformRole.objects.filter(user_id=user).values("role")
+
+
+def keep_roles(user: User, roles: list[str]) -> None:
+    """The user's platform roles, read with what authenticated the request (an API token's
+    row), kept for the rest of it as a page request keeps them (``_load_request_facts``)."""
+    setattr(user, "_qm_roles", set(roles))  # noqa: B010 - the request's cache, on its user
+
+
 def unread_notifications(user: User) -> int:
     """How many of the user's notifications are unread: within a page request from the
     query that read their roles, otherwise asked."""

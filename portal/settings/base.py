@@ -175,6 +175,17 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # before 1.21, or max_prepared_statements = 0): the reads are then sent as one statement.
 if env_bool("DATABASE_PREPARED_STATEMENTS", True):
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
+# PostgreSQL compiles a statement whose estimated cost is above ``jit_above_cost`` with LLVM
+# (on by default where the server has it, as the postgres images do). The pages' reads over
+# JSON arrays are estimated at a hundred elements an array (a few are there), so several
+# passed the threshold and spent 0.1-2.7 s compiling a statement that runs in milliseconds
+# (a ClusterQueue's editor at the scale scenario: 700 ms, against 13 ms without). Every
+# connection of the portal asks for it off; DATABASE_JIT=true leaves the server's setting
+# (behind a pooler that refuses the ``options`` startup parameter: turn it off on the
+# role instead, ``ALTER ROLE ... SET jit = off``).
+if not env_bool("DATABASE_JIT", False):
+    _OPTIONS = DATABASES["default"].setdefault("OPTIONS", {})
+    _OPTIONS["options"] = " ".join(filter(None, [_OPTIONS.get("options", ""), "-c jit=off"]))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis and Celery: REDIS_URL, or the embedded server ----------------------------------

@@ -30,7 +30,7 @@ from tests.api.fuzzing import fuzz
 
 # A few cases per operation and phase find each class of contract gap this test was built
 # on; the coverage phase adds its own (every boundary the schema states) whatever this is.
-EXAMPLES = int(os.environ.get("QM_FUZZ_EXAMPLES", "5"))
+EXAMPLES = int(os.environ.get("QM_FUZZ_EXAMPLES", "3"))
 ADMIN = ("admin",)
 BOTH = ("admin", "lead-a")
 

@@ -4,6 +4,7 @@ PostgreSQL connection, against the real Redis the cache uses."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -54,23 +55,30 @@ def hammer(headers: dict[str, str], threads: int, each: int) -> Counter[int]:
     return answers
 
 
+def at_most(started: float) -> float:
+    """What a sliding window of a minute may let through in the seconds since ``started``:
+    the limit, and, should the requests cross a minute's boundary, what the previous
+    minute's weight gives back meanwhile (it shrinks by a sixtieth each second, of at most
+    the limit's requests): within 5 % on a quiet machine, more on one that slows the requests
+    down."""
+    return LIMIT * max(1.05, 1 + (time.monotonic() - started) / 60)
+
+
 def test_concurrent_requests_against_the_limit_hold_it(demo: None, limit_of: None) -> None:
+    started = time.monotonic()
     answers = hammer(bearer("lead-a"), threads=16, each=2 * LIMIT // 16)
     assert set(answers) == {200, 429}
-    # A sliding window: within one test (seconds, the window is a minute) at most the limit
-    # plus what the previous window's weight lets through, well within 5 %.
-    assert LIMIT * 0.95 <= answers[200] <= LIMIT * 1.05, answers
+    assert LIMIT * 0.95 <= answers[200] <= at_most(started), answers
 
 
 def test_the_refusal_says_when_to_come_back(demo: None, limit_of: None) -> None:
     headers = bearer("lead-a")
     client = Client()
     answered = 0
-    # A sliding window: should the requests cross a minute boundary, the previous minute's
-    # weight shrinks meanwhile and lets a few more through, within 5 %.
+    started = time.monotonic()
     while (refused := client.get("/api/v1/teams/", headers=headers)).status_code == 200:
         answered += 1
-        assert answered <= LIMIT * 1.05
+        assert answered <= at_most(started)
     assert answered >= LIMIT
     assert refused.status_code == 429
     assert refused.json()["code"] == "throttled"

@@ -22,6 +22,7 @@ and the savepoint never commits.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -599,6 +600,11 @@ class QuotaDecisions(RuleBasedStateMachine):
         assert len([r for r in rows if r[0] not in DECISION_EVENTS]) == self.changes
 
 
+# Random sequences of up to 30 steps: 20 in the suite (the same 20 on every run:
+# derandomized), QM_STATEFUL_EXAMPLES=200 for a long run with more of them.
+EXAMPLES = int(os.environ.get("QM_STATEFUL_EXAMPLES", "20"))
+
+
 def test_quota_decisions_keep_desired_state_and_audit_in_step(demo: None) -> None:
     demo_fleet_nodes()
     AutoApprovalRule.objects.create(
@@ -612,7 +618,7 @@ def test_quota_decisions_keep_desired_state_and_audit_in_step(demo: None) -> Non
     run_state_machine_as_test(
         QuotaDecisions,
         settings=settings(
-            max_examples=40,
+            max_examples=EXAMPLES,
             stateful_step_count=30,
             deadline=None,
             derandomize=True,

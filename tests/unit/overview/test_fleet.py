@@ -229,6 +229,48 @@ def test_queues_promising_more_than_the_fleet_are_found_in_the_database_as_in_py
     assert [s.flavor for s in found] == ["h100-a"]
 
 
+def test_the_capacity_behind_the_flavors_is_kept_until_the_nodes_or_flavors_change(
+    client: Client, team_a_member: Any, team_a_on_the_cluster: Any
+) -> None:
+    """The Fleet page keeps what the nodes behind each flavor offer under the nodes' stamps
+    and the flavors' labels: a node the poll changes, or a flavor's new labels, count on the
+    next view."""
+    node = ObservedNodeFactory(
+        name="n1", labels={"gpu": "h100"}, allocatable={"nvidia.com/gpu": "8"}
+    )
+    flavor = ResourceFlavorFactory(name="h100", node_labels={"gpu": "h100"})
+    ClusterQueueFactory(
+        resource_groups=[
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [
+                    {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "6"}]}
+                ],
+            }
+        ]
+    )
+    client.force_login(team_a_member)
+
+    def promised_more() -> bool:
+        return (
+            "Queues promise capacity the fleet does not have"
+            in client.get("/fleet/").content.decode()
+        )
+
+    assert not promised_more()
+    # The poll stamps the rows it changes.
+    ObservedNode.objects.filter(pk=node.pk).update(
+        allocatable={"nvidia.com/gpu": "4"}, last_changed=timezone.now() + dt.timedelta(seconds=1)
+    )
+    assert promised_more()
+    flavor.node_labels = {}
+    flavor.save()
+    ObservedNodeFactory(name="n2", labels={}, allocatable={"nvidia.com/gpu": "4"})
+    assert not promised_more()  # both nodes behind the flavor now
+    type(flavor).objects.filter(pk=flavor.pk).update(node_labels={"gpu": "h100"})
+    assert promised_more()
+
+
 def test_the_queues_gpu_quotas_are_walked_in_the_database_as_quota_entries_walks_them() -> None:
     """Every GPU quota entry of every queue, in the order of the queues' names and of the
     groups, flavors and resources as written; other resources, amounts that are no whole

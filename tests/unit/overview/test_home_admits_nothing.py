@@ -38,14 +38,15 @@ def set_cq_dev(*, h100_borrowing: str | None = "10", cohort: bool = True, **more
     save_cluster_queue(actor=User.objects.get(username="admin"), cluster_queue=cq, source="ui")
 
 
-def home(status: dict[str, Any] | None = None) -> str:
-    ObservedObject.objects.create(
-        api_version="kueue.x-k8s.io/v1beta2",
-        kind="ClusterQueue",
-        name="cq-dev",
-        status=status or {"flavorsUsage": []},
-        last_seen=timezone.now(),
-    )
+def home(status: dict[str, Any] | None = None, *, observe: bool = True) -> str:
+    if observe:
+        ObservedObject.objects.create(
+            api_version="kueue.x-k8s.io/v1beta2",
+            kind="ClusterQueue",
+            name="cq-dev",
+            status=status or {"flavorsUsage": []},
+            last_seen=timezone.now(),
+        )
     client = Client()
     client.force_login(User.objects.get(username="viewer-dev"))
     response = client.get("/")
@@ -156,3 +157,37 @@ def test_the_room_to_borrow_is_what_the_rest_of_the_cohort_lends(demo: None) -> 
                 lends += nominal if limit is None else min(nominal, int(limit))
     assert len(lenders) >= 3 and lends == 1 + 2 * (len(lenders) - 1)
     assert f"may borrow up to {lends} in all from its cohort" in home()
+
+
+def h100_lent(dev: ClusterQueue) -> int:
+    """The H100 GPUs the other queues of cq-dev's cohort lend (none has a lending limit)."""
+    return sum(
+        int(quota["nominalQuota"])
+        for queue in ClusterQueue.objects.filter(cohort=dev.cohort).exclude(pk=dev.pk)
+        for _, flavor, quota in quota_entries(queue.resource_groups)
+        if flavor == "h100-80gb" and quota["name"] == "nvidia.com/gpu"
+    )
+
+
+def test_the_room_to_borrow_follows_a_lender_changed_between_visits(demo: None) -> None:
+    """What the cohort lends is kept in the process between visits under the version of
+    the cohort trees: a lender's quota changed since shows on the next visit."""
+    set_cq_dev(h100_borrowing=None)
+    dev = ClusterQueue.objects.get(name="cq-dev")
+    before = h100_lent(dev)
+    assert f"may borrow up to {before} in all from its cohort" in home()
+    lender = ClusterQueue.objects.filter(cohort=dev.cohort).exclude(pk=dev.pk).first()
+    assert lender is not None
+    for _, flavor, quota in quota_entries(lender.resource_groups):
+        if flavor == "h100-80gb" and quota["name"] == "nvidia.com/gpu":
+            quota["nominalQuota"] = str(int(quota["nominalQuota"]) + 37)
+    save_cluster_queue(
+        actor=User.objects.get(username="admin"),
+        cluster_queue=lender,
+        source="ui",
+        override_reason="the test's cohort",
+    )
+    assert h100_lent(dev) == before + 37
+    page = home(observe=False)
+    assert f"may borrow up to {before + 37} in all from its cohort" in page
+    assert f"may borrow up to {before} in all" not in page

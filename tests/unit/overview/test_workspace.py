@@ -20,7 +20,12 @@ from cluster.services import settings_cluster
 from health.models import NodeHealth
 from portal.audit.events import Event
 from portal.audit.record import record_audit
-from tests.factories import MembershipFactory, MigChangeRequestFactory, NamespaceFactory
+from tests.factories import (
+    ClusterQueueFactory,
+    MembershipFactory,
+    MigChangeRequestFactory,
+    NamespaceFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -72,6 +77,43 @@ def test_the_count_is_in_the_navigation_of_every_page(
     assert nav_badge(client.get("/changes/").content.decode()) == "Workspace 1 waiting"
     QuotaChangeRequest.objects.update(state="rejected")
     assert nav_badge(client.get("/changes/").content.decode()) == "Workspace"
+
+
+@pytest.mark.parametrize("path", ["/", "/fleet/", "/queues/cluster-queues/cq-0/edit/"])
+def test_the_count_comes_with_the_first_reads_of_a_page_that_makes_them(
+    client: Client, platform_admin: Any, team_a: Any, team_a_admin: Any, path: str
+) -> None:
+    """A page that makes its first reads (``cluster.selectors.first_reads``) brings the
+    navigation's count with them: no query of its own; the decider's own request is not
+    counted."""
+    ClusterQueueFactory(name="cq-0")
+    quota_request(team_a, team_a_admin)
+    MigChangeRequestFactory(team=team_a, requested_by=platform_admin, nodes=["gpu-8"])
+    client.force_login(platform_admin)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(path)
+    assert page.status_code == 200
+    assert nav_badge(page.content.decode()) == "Workspace 1 waiting"
+    asked = [
+        q["sql"] for q in queries.captured_queries if "FILTER (WHERE requested_by_id" in q["sql"]
+    ]
+    assert len(asked) == 1 and not asked[0].startswith("SELECT 'mig'")  # in the first reads
+    QuotaChangeRequest.objects.update(state="rejected")
+    assert nav_badge(client.get(path).content.decode()) == "Workspace"
+
+
+def test_what_a_lead_reads_first_counts_nothing(
+    client: Client, team_a: Any, team_a_admin: Any, approver: Any
+) -> None:
+    """The count sent before the user's roles are known counts nothing for one who decides
+    nothing."""
+    quota_request(team_a, approver)
+    client.force_login(team_a_admin)
+    answer = client.get("/")
+    assert answer.wsgi_request._qm_pending == {  # type: ignore[attr-defined]
+        kind: {"others": 0, "own": 0} for kind in ("mig", "quota", "policy")
+    }
+    assert 'href="/workspace/"' not in answer.content.decode()
 
 
 def test_a_team_lead_has_no_workspace(client: Client, team_a_admin: Any) -> None:

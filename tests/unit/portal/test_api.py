@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from changes.models import MigChangeRequest
 from portal.access.tokens import create_token, revoke_token
-from portal.models import ApiToken
+from portal.models import ApiToken, PlatformRole
 from tests.support import bearer
 
 pytestmark = pytest.mark.django_db
@@ -136,6 +138,25 @@ def test_every_list_needs_authentication_and_is_scoped(
     ):
         seen = str(client.get(path, headers=bearer("viewer-dev")).json())
         assert "team-a" not in seen and "team-b" not in seen
+
+
+def test_a_token_brings_its_users_roles_and_the_request_asks_them_no_more(
+    client: Client, fleet: None
+) -> None:
+    """The token's row carries its user's platform roles: the permission check and the
+    list's scopes (its teams, its clusters) ask none of their own, and a role taken away
+    counts from the next request."""
+    ops = User.objects.create_user("ops")  # a platform admin, not a superuser, of no team
+    PlatformRole.objects.create(user=ops, role=PlatformRole.Role.ADMIN)
+    admin = bearer("ops")
+    client.get("/api/v1/teams/", headers=admin)  # the token's first use is recorded once
+    with CaptureQueriesContext(connection) as captured:
+        seen = client.get("/api/v1/namespaces/", headers=admin).json()["results"]
+    roles = [q["sql"] for q in captured if PlatformRole._meta.db_table in q["sql"]]
+    assert len(roles) == 1 and ApiToken._meta.db_table in roles[0]
+    assert {ns["team"] for ns in seen} >= {"team-a", "team-b"}
+    PlatformRole.objects.filter(user=ops).delete()
+    assert client.get("/api/v1/namespaces/", headers=admin).json()["results"] == []
 
 
 def test_rate_limit_is_per_token(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import Client
 
+from tenants.api import NamespaceSerializer
+from tenants.models import LimitRangeItem, Namespace, QuotaItem
 from tests.support import bearer
 
 pytestmark = pytest.mark.django_db
@@ -251,3 +255,33 @@ def test_a_teams_priority_classes_changed_over_the_api_are_audited(
         ).count()
         == 2
     )
+
+
+def test_the_namespaces_list_shows_each_ones_items_in_order_as_its_related_rows_say(
+    client: Client, fleet: None
+) -> None:
+    """A page of namespaces reads their quota and limit items in its one statement: each
+    namespace shows them as the serializer shows its related rows, in the models' order."""
+    ns = Namespace.objects.get(name="team-a")
+    QuotaItem.objects.filter(namespace=ns).delete()
+    LimitRangeItem.objects.filter(namespace=ns).delete()
+    for resource, hard in (("requests.nvidia.com/gpu", "8"), ("pods", "40"), ("limits.cpu", "9")):
+        QuotaItem.objects.create(namespace=ns, resource=resource, hard=hard)
+    for limit_type, resource in (("Pod", "cpu"), ("Container", "memory"), ("Container", "cpu")):
+        LimitRangeItem.objects.create(
+            namespace=ns, limit_type=limit_type, resource=resource, max="4", min="1"
+        )
+    listed = client.get("/api/v1/namespaces/", headers=bearer("admin")).json()["results"]
+    assert [n["name"] for n in listed] == [n.name for n in Namespace.objects.order_by("name")]
+    for shown in listed:
+        related = NamespaceSerializer(
+            Namespace.objects.get(name=shown["name"], cluster__name=shown["cluster"])
+        ).data
+        assert json.dumps(shown) == json.dumps(related)
+    team_a = next(n for n in listed if n["name"] == "team-a")
+    assert list(team_a["quota"]) == ["limits.cpu", "pods", "requests.nvidia.com/gpu"]
+    assert [(i["limit_type"], i["resource"]) for i in team_a["limits"]] == [
+        ("Container", "cpu"),
+        ("Container", "memory"),
+        ("Pod", "cpu"),
+    ]

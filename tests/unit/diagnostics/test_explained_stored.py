@@ -1,0 +1,97 @@
+"""The explanations a poll stores are written in a fixed number of statements
+(``loop.write.write_column``): on a generated world, what is stored is what Django's
+``bulk_update`` stored, and a second explanation at the same moment writes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.db.models import Q
+
+from cluster.models import ObservedCreateFailure, ObservedPod, ObservedWorkload
+from cluster.scope import settings_cluster_id
+from diagnostics.explainer import (
+    REFUSALS_KEPT,
+    UNREAD_OF_PODS,
+    UNREAD_OF_WORKLOADS,
+    explain,
+    explain_cluster,
+    to_json,
+)
+from loop.write import write_create_failures, write_workloads
+from tests.factories import ObservedNodeFactory, ObservedPodFactory
+from tests.generated import NOW, kueue_workloads, rows_of
+
+pytestmark = pytest.mark.django_db
+GPU = "nvidia.com/gpu"
+
+
+def _world(cluster_id: int) -> None:
+    """300 workloads, nodes half full, Pending pods (some a workload's, some too big for
+    any node) and refused creations."""
+    workloads, positions = kueue_workloads(seed=25)
+    write_workloads(workloads, positions=positions, cluster_id=cluster_id, now=NOW)
+    for index in range(4):
+        ObservedNodeFactory(allocatable={GPU: "8"}, allocated={GPU: 2 * index})
+    for index in range(60):
+        ObservedPodFactory(
+            namespace=f"team-{index % 7}",
+            phase="Pending",
+            gpu_requests={GPU: 1 + index % 12},
+            pending_message=f"0/4 nodes are available: {index % 4} Insufficient {GPU}.",
+            workload_name=f"job-{index:04d}" if index % 3 else "",
+            queue_name=f"lq-{index % 3}",
+        )
+    events = [
+        {"metadata": {"namespace": f"team-{i % 7}"}, "reason": "FailedCreate",
+         "involvedObject": {"kind": "Job", "name": f"batch-{i}"},
+         "message": f'pods "p-{i}" is forbidden: exceeded quota: q-{i % 2}, requested: gpu=1',
+         "lastTimestamp": (NOW - dt.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for i in range(30)
+    ]  # fmt: skip
+    write_create_failures(events, cluster_id=cluster_id, now=NOW)
+
+
+def _stored_as_before(cluster_id: int, now: dt.datetime) -> None:
+    """The explainer's store as it was: each changed row by ``bulk_update``, 500 a batch."""
+    workloads = list(
+        ObservedWorkload.objects.on(cluster_id).filter(finished=False).defer(*UNREAD_OF_WORKLOADS)
+        .order_by("admitted", "namespace", "created_at")
+    )  # fmt: skip
+    pods = list(
+        ObservedPod.objects.on(cluster_id).filter(phase="Pending").defer(*UNREAD_OF_PODS)
+        .order_by("namespace", "name")
+    )  # fmt: skip
+    failures = list(
+        ObservedCreateFailure.objects.on(cluster_id).filter(last_seen__gte=now - REFUSALS_KEPT)
+        .order_by("namespace", "kind", "name")
+    )  # fmt: skip
+    explain(workloads, pods, failures, cluster_id=cluster_id, now=now)
+    for model, rows in ((ObservedWorkload, workloads), (ObservedPod, pods),
+                        (ObservedCreateFailure, failures)):  # fmt: skip
+        changed = []
+        for row in rows:
+            stored: Any = to_json(row)
+            if stored != row.explained:
+                row.explained = stored
+                changed.append(row)
+        model.objects.bulk_update(changed, ["explained"], batch_size=500)
+
+
+def test_the_explanations_stored_are_the_ones_bulk_update_stored() -> None:
+    cluster = settings_cluster_id()
+    _world(cluster)
+    now = NOW + dt.timedelta(seconds=30)
+    assert explain_cluster(cluster, now) > 300
+    stored = [rows_of(m) for m in (ObservedWorkload, ObservedPod, ObservedCreateFailure)]
+    assert explain_cluster(cluster, now) == 0
+    assert ObservedWorkload.objects.filter(finished=True, explained__isnull=False).count() == 0
+    # the refusals of the last 15 minutes are explained, the older ones are history
+    assert ObservedCreateFailure.objects.filter(~Q(explained=None)).count() == 15
+
+    for model in (ObservedWorkload, ObservedPod, ObservedCreateFailure):
+        model.objects.update(explained=None)
+    _stored_as_before(cluster, now)
+    assert [rows_of(m) for m in (ObservedWorkload, ObservedPod, ObservedCreateFailure)] == stored
