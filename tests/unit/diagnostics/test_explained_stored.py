@@ -16,6 +16,7 @@ from diagnostics.explainer import (
     REFUSALS_KEPT,
     UNREAD_OF_PODS,
     UNREAD_OF_WORKLOADS,
+    _undercharged,
     explain,
     explain_cluster,
     to_json,
@@ -68,7 +69,8 @@ def _stored_as_before(cluster_id: int, now: dt.datetime) -> None:
         ObservedCreateFailure.objects.on(cluster_id).filter(last_seen__gte=now - REFUSALS_KEPT)
         .order_by("namespace", "kind", "name")
     )  # fmt: skip
-    explain(workloads, pods, failures, cluster_id=cluster_id, now=now)
+    held = _undercharged([w for w in workloads if w.admitted], cluster_id)
+    explain(workloads, pods, failures, cluster_id=cluster_id, now=now, held=held)
     for model, rows in ((ObservedWorkload, workloads), (ObservedPod, pods),
                         (ObservedCreateFailure, failures)):  # fmt: skip
         changed = []

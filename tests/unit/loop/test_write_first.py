@@ -44,6 +44,7 @@ def test_a_first_poll_writes_the_workloads_the_orm_wrote_one_by_one() -> None:
         values = decode.workload_values(item)
         key = (values["namespace"], values["name"])
         values["position"], values["position_in_local_queue"] = positions.get(key, (None, None))
+        values["decoded_from"] = decode.workload_source(item)
         current[key] = values
     _one_by_one(ObservedWorkload, current, ("namespace", "name"), {"last_changed": NOW}, cluster)
     assert rows_of(ObservedWorkload) == copied
