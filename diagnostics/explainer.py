@@ -244,11 +244,32 @@ def _moment(text: str | None) -> dt.datetime | None:
     return None if text is None else dt.datetime.fromisoformat(text)
 
 
+class _ViewNode(NamedTuple):
+    """The columns of an ObservedNode the explainer's fleet view reads (its capacity and
+    the rest are not decoded)."""
+
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, Any]
+    allocated: dict[str, Any]
+    taints: list[dict[str, Any]]
+    gpu_product: str
+    gpu_count: int
+    mig_config: str
+    mig_config_by: str
+    unschedulable: bool
+
+
 def explainer_view(cluster_id: int) -> FleetView:
     """Cluster ``cluster_id``'s fleet as the explainer sees it: its nodes, pools, open drift
     and changes under way (another cluster's node of the same name is another node), built
     once per explanation of the cluster."""
-    nodes = list(ObservedNode.objects.on(cluster_id).filter(gone_since__isnull=True))
+    nodes = [
+        _ViewNode(*row)
+        for row in ObservedNode.objects.on(cluster_id)
+        .filter(gone_since__isnull=True)
+        .values_list(*_ViewNode._fields)
+    ]
     pools = list(NodePool.objects.on(cluster_id))
     custom = custom_configs()
     cache: dict[tuple[str, str | None, int], dict[str, int] | None] = {}
