@@ -576,7 +576,8 @@ def _replace_workloads(
             "pk", *compared
         ):
             rows[row["namespace"], row["name"]] = row
-    written, noted, new = 0, [], []
+    written, new = 0, []
+    noted: dict[int, str] = {}  # id -> what its row was decoded from
     for key, values in decoded.items():
         if key not in stored:
             new.append({"namespace": key[0], "name": key[1], **values, "last_changed": now})
@@ -584,7 +585,7 @@ def _replace_workloads(
         row = rows.get(key)
         if row is not None and all(row[c] == values[c] for c in compared):
             if stored[key][1] != values["decoded_from"]:
-                noted.append(ObservedWorkload(pk=row["pk"], decoded_from=values["decoded_from"]))
+                noted[row["pk"]] = values["decoded_from"]
             continue
         ObservedWorkload.objects.update_or_create(
             cluster_id=cluster_id,
@@ -596,7 +597,7 @@ def _replace_workloads(
     if new:  # rows the table had not (a first poll's all), in one statement
         _copy_in(ObservedWorkload, new, cluster_id=cluster_id)
         written += len(new)
-    ObservedWorkload.objects.bulk_update(noted, ["decoded_from"], batch_size=1000)
+    write_column(ObservedWorkload, "decoded_from", noted)
     return written
 
 
@@ -680,7 +681,7 @@ def _replace_versioned(
         )
     }
     changed: dict[tuple[Any, ...], dict[str, Any]] = {}
-    noted: list[Any] = []
+    noted: dict[int, str] = {}
     seen = set()
     for item in items:
         meta = item.get("metadata") or {}
@@ -693,14 +694,13 @@ def _replace_versioned(
         values = decoded(item)
         digest = _digest(list(values.values()))
         if old is not None and old[2] == digest:
-            noted.append(model(pk=old[0], decoded_from=source))
+            noted[old[0]] = source
             continue
         changed[key] = {**values, "decoded_from": source, "row_hash": digest}
     stale = [pk for key, (pk, _, _) in existing.items() if key not in seen or key in changed]
     if stale:
         model.objects.filter(pk__in=stale).delete()
-    if noted:
-        model.objects.bulk_update(noted, ["decoded_from"], batch_size=1000)
+    write_column(model, "decoded_from", noted)
     _copy_in(model, changed.values(), cluster_id=cluster_id, last_changed=now)
     return len(changed) + sum(1 for key in existing if key not in seen)
 
