@@ -125,8 +125,9 @@ def home(request: HttpRequest) -> HttpResponse:
     api = settings_api_status(request)
     namespaces = [ns for team in teams for ns in team.namespaces.all()]
     trees = tuple(team_rows[1][0]) if team_rows else ()
-    kept = _LENDABLE.found((trees, queue) for queue in home_queues(namespaces))
-    missing = [queue for queue in home_queues(namespaces) if (trees, queue) not in kept]
+    queues = home_queues(namespaces)
+    kept = _LENDABLE.found((trees, queue) for queue in queues)
+    missing = [queue for queue in queues if (trees, queue) not in kept]
     visit, budgets_of_teams, *observed = read_together(
         home_visit_read(user_id(request.user), api, teams),
         budgets_read(teams),

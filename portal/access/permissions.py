@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -64,9 +65,8 @@ def request_facts_from(user: User, rows: list[tuple[Any, ...]]) -> set[str]:
     """The user's roles (and unread count) of ``request_facts_read``'s rows, kept for the
     rest of the request."""
     row = rows[0] if rows else None
-    roles = set(row[0] or []) if row else set()
-    setattr(user, "_qm_roles", roles)  # noqa: B010 - the request's cache, on its user
-    setattr(user, "_qm_unread", int(row[1] or 0) if row else 0)  # noqa: B010 - the same
+    roles = keep_roles(user, (row[0] or []) if row else [])
+    setattr(user, "_qm_unread", int(row[1] or 0) if row else 0)  # noqa: B010 - the same cache
     return roles
 
 
@@ -76,10 +76,12 @@ def roles_of(user: Any) -> Any:
     return PlatformRole.objects.filter(user_id=user).values("role")
 
 
-def keep_roles(user: User, roles: list[str]) -> None:
-    """The user's platform roles, read with what authenticated the request (an API token's
-    row), kept for the rest of it as a page request keeps them (``_load_request_facts``)."""
-    setattr(user, "_qm_roles", set(roles))  # noqa: B010 - the request's cache, on its user
+def keep_roles(user: User, roles: Iterable[str]) -> set[str]:
+    """The user's platform roles, read with what began the request (a page's first question,
+    an API token's row), kept for the rest of it; returns them."""
+    kept = set(roles)
+    setattr(user, "_qm_roles", kept)  # noqa: B010 - the request's cache, on its user
+    return kept
 
 
 def unread_notifications(user: User) -> int:
