@@ -193,3 +193,76 @@ def test_the_connection_test_finds_the_shipped_role_complete_on_a_real_api_serve
     any_configmap = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
     (check,) = compare_rules(any_configmap, review)
     assert check.missing == ("get",)
+
+
+def _polled_again(gateway: Gateway) -> dict[str, tuple[str, Any, bool]]:
+    """The rows of the test's Workloads after a poll: their Job's name -> (what the row was
+    decoded from, when it last changed, admitted)."""
+    run = poll_cluster(gateway=gateway)
+    assert run.ok, run.error
+    return {
+        _job_of(w.name): (w.decoded_from, w.last_changed, w.admitted)
+        for w in ObservedWorkload.objects.on_every_cluster().filter(name__startswith=AGAIN)
+    }
+
+
+def _listed(gateway: Gateway) -> dict[str, tuple[str, bool]]:
+    """The test's Workloads as real Kueue has them: their Job's name -> (resourceVersion,
+    admitted)."""
+    return {
+        _job_of(w["metadata"]["name"]): (
+            w["metadata"]["resourceVersion"],
+            any(
+                c["type"] == "Admitted" and c["status"] == "True"
+                for c in (w.get("status") or {}).get("conditions") or []
+            ),
+        )
+        for w in gateway.list("kueue.x-k8s.io/v1beta2", "Workload", namespace="team-a")
+        if w["metadata"]["name"].startswith(AGAIN)
+    }
+
+
+def _job_of(workload: str) -> str:
+    return workload.removeprefix("job-").rsplit("-", 1)[0]
+
+
+AGAIN = "job-rc-again-"
+
+
+def test_a_second_poll_decodes_again_only_the_workloads_kueue_changed(
+    real_portal: Gateway, real_cluster: RealCluster, kubelet: Kubelet
+) -> None:
+    """Real Kueue admits the waiting Job once a running one is gone: the poll after decodes
+    that Workload again (admitted, its new version noted), drops the gone one, and leaves
+    the row of a Workload real Kueue did not touch as it was (its version, its time)."""
+    admin = hands(real_cluster, "kubectl-create")
+    names = ("rc-again-a", "rc-again-b", "rc-again-c")
+    for name in names:
+        admin.apply(job(name, "team-a", "team-a-train", 8))
+    try:
+        wait_for(  # cq-train has 16 H100 GPUs: two of the 8-GPU Jobs are admitted
+            lambda: sorted(a for _, a in _listed(real_portal).values()) == [False, True, True],
+            timeout=60,
+            what="Kueue to admit two of the three Jobs",
+        )
+        before, first = _listed(real_portal), _polled_again(real_portal)
+        (waiting,) = [name for name, (_, admitted) in before.items() if not admitted]
+        gone, kept = sorted(name for name in names if name != waiting)
+        real_cluster.remove_job("team-a", gone)
+        wait_for(
+            lambda: (
+                {n: a for n, (_, a) in _listed(real_portal).items()} == {waiting: True, kept: True}
+            ),
+            timeout=60,
+            what="the gone Job's Workload deleted and the waiting one admitted",
+        )
+        now, after = _listed(real_portal), _polled_again(real_portal)
+        assert sorted(after) == sorted([waiting, kept])
+        assert after[waiting][2] is True
+        assert after[waiting][0] != first[waiting][0]
+        assert after[waiting][0].endswith(f":{now[waiting][0]}")
+        assert now[kept] == before[kept]  # real Kueue left it alone ...
+        assert after[kept] == first[kept]  # ... and so did the poll
+    finally:
+        for name in names:
+            real_cluster.remove_job("team-a", name)
