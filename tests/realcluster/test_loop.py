@@ -234,7 +234,8 @@ def test_a_second_poll_decodes_again_only_the_workloads_kueue_changed(
 ) -> None:
     """Real Kueue admits the waiting Job once a running one is gone: the poll after decodes
     that Workload again (admitted, its new version noted), drops the gone one, and leaves
-    the row of a Workload real Kueue did not touch as it was (its version, its time)."""
+    the row of a Workload real Kueue did not touch as it was (its version, its time). Real
+    Kueue may write the running one's status meanwhile (its new version is then noted)."""
     admin = hands(real_cluster, "kubectl-create")
     names = ("rc-again-a", "rc-again-b", "rc-again-c")
     for name in names:
@@ -261,8 +262,11 @@ def test_a_second_poll_decodes_again_only_the_workloads_kueue_changed(
         assert after[waiting][2] is True
         assert after[waiting][0] != first[waiting][0]
         assert after[waiting][0].endswith(f":{now[waiting][0]}")
-        assert now[kept] == before[kept]  # real Kueue left it alone ...
-        assert after[kept] == first[kept]  # ... and so did the poll
+        if now[kept] == before[kept]:  # real Kueue left it alone, and so did the poll
+            assert after[kept] == first[kept]
+        else:  # real Kueue wrote it meanwhile (seen: once in several runs): decoded again
+            assert after[kept][0].endswith(f":{now[kept][0]}")
+            assert after[kept][2] is True
     finally:
         for name in names:
             real_cluster.remove_job("team-a", name)
