@@ -7,6 +7,7 @@ demo cluster, subprocesses) and ``e2e`` (a real browser); the fast loop is
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -322,6 +323,7 @@ def restore_demo(snapshot: Snapshot) -> None:
                 )
 
 
+@functools.cache  # the test database's tables do not change during a run
 def _has_column(table: str, column: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
