@@ -63,12 +63,20 @@ def approve(request: MigChangeRequest, capture: Any) -> None:
 
 def send_the_mail(settings: Any, outbox: Path) -> list[str]:
     """The mail tasks the outbox holds, run here (eagerly) with the run command's file
-    backend: each message the files hold."""
+    backend: each message the files hold. Two sends in one second may share a file (the
+    backend names it by the second and its own id, which a collected backend's successor
+    may take again): the messages are told apart by the line the backend ends each with."""
     settings.EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     settings.EMAIL_FILE_PATH = str(outbox)
     for row in OutboxMessage.objects.filter(task="portal.notify.mail_task").order_by("pk"):
         current_app.tasks[row.task].apply(args=row.args).get()
-    return [path.read_text() for path in sorted(outbox.glob("*.log"))]
+    end = "\n" + "-" * 79 + "\n"
+    return [
+        message
+        for path in sorted(outbox.glob("*.log"))
+        for message in path.read_text().split(end)
+        if message.strip()
+    ]
 
 
 def settle(request: MigChangeRequest, gateway: Gateway) -> str:
