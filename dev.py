@@ -65,12 +65,16 @@ def ensure_environment() -> None:
 
 
 def ensure_test_tools() -> None:
-    """Tools the tests drive, from Debian's packages when missing (as root, apt): Chromium for
-    the browser tests, docker-compose to validate the compose files. kubectl (for
-    `kubectl kustomize`) is not packaged by Debian: install it from your distribution."""
-    wanted = {"chromium": "chromium", "docker-compose": "docker-compose"}
+    """Tools the tests drive, from Debian's packages when missing (as root, apt): Chromium's
+    headless shell for the browser tests (a quarter of the full browser's CPU), docker-compose
+    to validate the compose files. kubectl (for `kubectl kustomize`) is not packaged by
+    Debian: install it from your distribution."""
+    wanted = {
+        "chromium-headless-shell": "chromium-headless-shell",
+        "docker-compose": "docker-compose",
+    }
     if os.environ.get("QM_CHROMIUM"):
-        wanted.pop("chromium")
+        wanted.pop("chromium-headless-shell")
     missing = [package for tool, package in wanted.items() if not shutil.which(tool)]
     if not missing:
         return
