@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 
+from cluster.scope import settings_cluster_id
 from costs import selectors
 from costs.chargeback import Chargeback, Line, TeamBill, to_cent
 from costs.models import BusyDay, CostPolicy
@@ -25,9 +26,10 @@ SHARE = {GPU: 1.0, MIG_3G: 0.5, MIG_1G: 1 / 7}
 ROLLED_UP_TO = midnight(dt.date(2026, 11, 28)) + dt.timedelta(hours=14)
 
 
-def series(start: dt.datetime, seconds: float, step: int) -> list[Rollup]:
+def series(start: dt.datetime, seconds: float, step: int, cluster_id: int) -> list[Rollup]:
     """Every series' rollup of ``seconds`` from ``start`` (period by length), uses moved by
-    ``step`` (a day's number, or an hour's)."""
+    ``step`` (a day's number, or an hour's), on the cluster given (a row built without one
+    asks the database for the settings' cluster: a query for each of some 3,300 rows)."""
     period = "day" if seconds == 86400 else "hour"
     rows = []
     for t, team in enumerate(TEAMS):
@@ -38,6 +40,7 @@ def series(start: dt.datetime, seconds: float, step: int) -> list[Rollup]:
                 kept = dict(owner=team, scope=namespace, resource=resource)
                 rows.append(
                     Rollup(
+                        cluster_id=cluster_id,
                         period=period,
                         start=start,
                         kind="team",
@@ -52,6 +55,7 @@ def series(start: dt.datetime, seconds: float, step: int) -> list[Rollup]:
         used = cap * ((step % 4) + 1) / 5
         rows.append(
             Rollup(
+                cluster_id=cluster_id,
                 period=period,
                 start=start,
                 kind="pool",
@@ -71,14 +75,17 @@ def world() -> None:
     rolled up; busy hours read in the first namespace of every other team on even days."""
     prices()
     pools()
+    cluster = settings_cluster_id()
     rows = []
     for day in range(1, 28):
-        rows += series(midnight(dt.date(2026, 11, day)), 86400, day)
+        rows += series(midnight(dt.date(2026, 11, day)), 86400, day, cluster)
     for hour in range(24 + 14):
-        rows += series(midnight(dt.date(2026, 11, 27)) + dt.timedelta(hours=hour), 3600, hour)
+        start = midnight(dt.date(2026, 11, 27)) + dt.timedelta(hours=hour)
+        rows += series(start, 3600, hour, cluster)
     Rollup.objects.bulk_create(rows)
     BusyDay.objects.bulk_create(
         BusyDay(
+            cluster_id=cluster,
             day=dt.date(2026, 11, day),
             namespace=f"{team}-train",
             resource=GPU,
