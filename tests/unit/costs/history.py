@@ -5,8 +5,10 @@ on the 16th; and, with ``dra()``, a third pool of two A100-80GBs published throu
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from decimal import Decimal
 
+from cluster.scope import settings_cluster_id
 from costs.models import Price
 from fleet.models import NodePool
 from usage.models import DRA_GPUS, Rollup, SamplingState
@@ -50,8 +52,12 @@ def rollup(
     scope: str = "",
     weight: float = 1.0,
     flavor: str = "",
+    *,
+    cluster_id: int | None = None,
 ) -> Rollup:
+    """A day's rollup, on the cluster given (else the settings', asked for this row)."""
     return Rollup(
+        **({"cluster_id": cluster_id} if cluster_id is not None else {}),
         period="day",
         start=midnight(day),
         kind=kind,
@@ -71,20 +77,21 @@ def usage(teams: int = 0) -> None:
     team-b 1 H100 (no quota) and 4 3g.40gb slices (quota 8) in team-b-work; ``teams`` more
     teams each with one 1g.10gb slice for the first hour of each day; the pools offer 4 H100s,
     8 3g.40gb and 14 1g.10gb slices."""
+    row = functools.partial(rollup, cluster_id=settings_cluster_id())  # asked once
     rows = []
     for day in DAYS:
         rows += [
-            rollup(day, "team", "team-a", GPU, 2, 4, "team-a-work"),
-            rollup(day, "team", "team-a", MIG_1G, 3, 7, "team-a-work", 1 / 7),
-            rollup(day, "team", "team-b", GPU, 1, 0, "team-b-work"),
-            rollup(day, "team", "team-b", MIG_3G, 4, 8, "team-b-work", 0.5),
-            rollup(day, "pool", "h100", GPU, 3, 4),
-            rollup(day, "pool", "a100", MIG_3G, 4, 8, weight=0.5),
-            rollup(day, "pool", "a100", MIG_1G, 3, 14, weight=1 / 7),
-            rollup(day, "queue", "cq-train", GPU, 3, 4),
+            row(day, "team", "team-a", GPU, 2, 4, "team-a-work"),
+            row(day, "team", "team-a", MIG_1G, 3, 7, "team-a-work", 1 / 7),
+            row(day, "team", "team-b", GPU, 1, 0, "team-b-work"),
+            row(day, "team", "team-b", MIG_3G, 4, 8, "team-b-work", 0.5),
+            row(day, "pool", "h100", GPU, 3, 4),
+            row(day, "pool", "a100", MIG_3G, 4, 8, weight=0.5),
+            row(day, "pool", "a100", MIG_1G, 3, 14, weight=1 / 7),
+            row(day, "queue", "cq-train", GPU, 3, 4),
         ]
         rows += [
-            rollup(day, "team", f"extra-{i:03d}", MIG_1G, 1 / 24, 0, f"extra-{i:03d}", 1 / 7)
+            row(day, "team", f"extra-{i:03d}", MIG_1G, 1 / 24, 0, f"extra-{i:03d}", 1 / 7)
             for i in range(teams)
         ]
     Rollup.objects.bulk_create(rows)
@@ -113,13 +120,14 @@ def dra() -> None:
         per_hour=Decimal("0.50"),
         effective_from=dt.date(2026, 11, 16),
     )
+    row = functools.partial(rollup, cluster_id=settings_cluster_id())  # asked once
     rows = []
     for day in DAYS:
         rows += [
-            rollup(day, "pool", "a100-dra", GPU, 0, 2, flavor=DRA_GPUS),
-            rollup(day, "pool", "a100-dra", GPU, 1, 0, flavor="gpu.nvidia.com"),
-            rollup(day, "pool", "a100-dra", MIG_3G, 2, 0, weight=0.5, flavor="mig.nvidia.com"),
-            rollup(day, "team", "team-a", GPU, 1, 0, "team-a-work", flavor="gpu.nvidia.com"),
-            rollup(day, "team", "team-b", MIG_3G, 2, 0, "team-b-work", 0.5, "mig.nvidia.com"),
+            row(day, "pool", "a100-dra", GPU, 0, 2, flavor=DRA_GPUS),
+            row(day, "pool", "a100-dra", GPU, 1, 0, flavor="gpu.nvidia.com"),
+            row(day, "pool", "a100-dra", MIG_3G, 2, 0, weight=0.5, flavor="mig.nvidia.com"),
+            row(day, "team", "team-a", GPU, 1, 0, "team-a-work", flavor="gpu.nvidia.com"),
+            row(day, "team", "team-b", MIG_3G, 2, 0, "team-b-work", 0.5, "mig.nvidia.com"),
         ]
     Rollup.objects.bulk_create(rows)

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from cluster.scope import settings_cluster_id
 from tenants.models import Membership, Namespace, Team
 from tests.unit.portal.test_page_queries import count
 from usage.models import Rollup, SamplingState, WorkloadRecord
@@ -28,14 +29,18 @@ PAGES = [
 ]
 
 
-def rollups(kind: str, owner: str, resource: str, today: dt.datetime, **extra: str) -> list[Rollup]:
-    """Two weeks of days and this morning's hours, 4 of 8 in use."""
+def rollups(
+    kind: str, owner: str, resource: str, today: dt.datetime, cluster_id: int, **extra: str
+) -> list[Rollup]:
+    """Two weeks of days and this morning's hours, 4 of 8 in use, on the cluster given (a
+    row built without one asks the database for the settings' cluster)."""
     rows = []
     starts = [("day", today - dt.timedelta(days=d), 86400) for d in range(1, 15)]
     starts += [("hour", today + dt.timedelta(hours=h), 3600) for h in range(3)]
     for period, start, seconds in starts:
         rows.append(
             Rollup(
+                cluster_id=cluster_id,
                 period=period,
                 start=start,
                 kind=kind,
@@ -55,6 +60,7 @@ def grow(size: int, start: int) -> None:
     """``size`` more teams (lead-a leads each) with their usage history."""
     today = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     lead = User.objects.get(username="lead-a")
+    cluster = settings_cluster_id()
     rows: list[Rollup] = []
     for index in range(start, start + size):
         name = f"grown-{index}"
@@ -62,9 +68,9 @@ def grow(size: int, start: int) -> None:
         Membership.objects.create(user=lead, team=team, role="lead")
         Namespace.objects.create(name=name, team=team)
         for resource in ("nvidia.com/gpu", "nvidia.com/mig-3g.40gb"):
-            rows += rollups("team", name, resource, today, scope=name)
-        rows += rollups("queue", f"cq-{name}", "nvidia.com/gpu", today, flavor="h100")
-        rows += rollups("pool", f"pool-{name}", "nvidia.com/mig-3g.40gb", today)
+            rows += rollups("team", name, resource, today, cluster, scope=name)
+        rows += rollups("queue", f"cq-{name}", "nvidia.com/gpu", today, cluster, flavor="h100")
+        rows += rollups("pool", f"pool-{name}", "nvidia.com/mig-3g.40gb", today, cluster)
         created = today - dt.timedelta(days=2)
         WorkloadRecord.objects.create(
             namespace=name,

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 
+from cluster.scope import settings_cluster_id
 from tests.conftest import Snapshot, restore_demo, take_snapshot
 from tests.factories import ObservedNodeFactory
 from usage import reports
@@ -46,11 +47,13 @@ def write_history() -> None:
     # Three whole days, up to last midnight (reports cover whole days).
     now = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
     start = now - dt.timedelta(days=3)
+    cluster = settings_cluster_id()  # asked once, not by each of 1,152 rows built without it
     rows = []
     for minute in range(0, 3 * 24 * 60, 15):
         time = start + dt.timedelta(minutes=minute)
         rows += [
             Sample(
+                cluster_id=cluster,
                 time=time,
                 kind="team",
                 owner="team-a",
@@ -61,6 +64,7 @@ def write_history() -> None:
                 capacity=16,
             ),
             Sample(
+                cluster_id=cluster,
                 time=time,
                 kind="team",
                 owner="team-b",
@@ -71,6 +75,7 @@ def write_history() -> None:
                 capacity=8,
             ),
             Sample(
+                cluster_id=cluster,
                 time=time,
                 kind="pool",
                 owner="train",
@@ -80,6 +85,7 @@ def write_history() -> None:
                 gpu_share=4,
             ),
             Sample(
+                cluster_id=cluster,
                 time=time,
                 kind="queue",
                 owner="cq-train",
