@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,52 +348,27 @@ def list_podgroups(gateway: Gateway) -> Objects | None:
         return None
 
 
-POSITION_READS = 8  # ClusterQueues whose places in line are asked for at once
-
-
 def queue_positions(
     gateway: Gateway, cluster: Cluster | int
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
     visibility API, asked about the ClusterQueues of ``cluster`` (the one the gateway
-    reaches) only; empty where the API is not served or not allowed (one refusal ends it).
-    One request per ClusterQueue, ``POSITION_READS`` at a time once the first has answered
-    (a thousand queues asked one after another waited a thousand round trips: 1.4 s of the
-    scale scenario's steady poll); the answers are read in the queues' order, so what one
-    refusal ends is what it ended when they were asked in turn."""
+    reaches) only; empty where the API is not served or not allowed (one refusal ends it)."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    names = list(ClusterQueue.objects.on(cluster).values_list("name", flat=True))
-    answers = [_pending(gateway, name) for name in names[:1]]
-    if answers and (not isinstance(answers[0], KubeError) or _not_there(answers[0], names[0])):
-        with ThreadPoolExecutor(max_workers=POSITION_READS) as pool:
-            answers += pool.map(lambda name: _pending(gateway, name), names[1:])
-    for name, answer in zip(names, answers, strict=False):
-        if isinstance(answer, NotFound):
-            if _not_there(answer, name):
+    for name in ClusterQueue.objects.on(cluster).values_list("name", flat=True):
+        try:
+            items = gateway.pending_workloads(name)
+        except NotFound as exc:
+            if "clusterqueues" in exc.message and name in exc.message:
                 continue  # that queue is not in the cluster (yet)
             return out  # the API is not served
-        if isinstance(answer, KubeError):
-            log.info("no queue positions: %s", answer.message)
+        except KubeError as exc:
+            log.info("no queue positions: %s", exc.message)
             return out
-        for item in answer:
+        for item in items:
             meta = item.get("metadata") or {}
             out[(meta.get("namespace", ""), meta.get("name", ""))] = (
                 as_int(item.get("positionInClusterQueue")),
                 as_int(item.get("positionInLocalQueue")),
             )
     return out
-
-
-def _pending(gateway: Gateway, name: str) -> list[dict[str, Any]] | KubeError:
-    """A ClusterQueue's pending workloads, or the error its request met."""
-    try:
-        return gateway.pending_workloads(name)
-    except KubeError as exc:
-        return exc
-
-
-def _not_there(error: KubeError, name: str) -> bool:
-    """Whether ``error`` says only that the ClusterQueue ``name`` is not in the cluster."""
-    return (
-        isinstance(error, NotFound) and "clusterqueues" in error.message and name in error.message
-    )

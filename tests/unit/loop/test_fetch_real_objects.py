@@ -68,57 +68,6 @@ def test_the_visibility_api_is_asked_about_the_polled_clusters_queues_only() -> 
     assert gateway.asked == ["rc-cq-only-there"]
 
 
-class Lines:
-    """A visibility API with a line in each of ``queues`` ClusterQueues (one not there yet,
-    one the answer ``refused`` for); every name asked, from whichever thread."""
-
-    def __init__(self, queues: int, refused: dict[str, Exception] | None = None) -> None:
-        self.queues = queues
-        self.refused = refused or {}
-        self.asked: list[str] = []
-
-    def pending_workloads(self, name: str) -> list[dict[str, Any]]:
-        self.asked.append(name)
-        if name in self.refused:
-            raise self.refused[name]
-        if name == "cq-005":
-            raise NotFound(f'clusterqueues.kueue.x-k8s.io "{name}" not found', status=404)
-        return [
-            {
-                "metadata": {"namespace": f"ns-{name}", "name": f"wl-{i}"},
-                "positionInClusterQueue": i,
-                "positionInLocalQueue": i // 2,
-            }
-            for i in range(3)
-        ]
-
-
-def expected(queues: range) -> dict[tuple[str, str], tuple[int, int]]:
-    return {(f"ns-cq-{q:03d}", f"wl-{i}"): (i, i // 2) for q in queues if q != 5 for i in range(3)}
-
-
-@pytest.mark.django_db
-def test_many_queues_are_asked_at_once_and_read_in_their_order() -> None:
-    """Forty ClusterQueues: every one asked (several at a time), the places of all but the
-    one not there yet; a refusal ends the read where asking in turn ended it (the queues
-    before it kept), and an API not served at all is asked once, not forty times."""
-    for q in range(40):
-        ClusterQueueFactory(name=f"cq-{q:03d}")
-    here = settings_cluster()
-    gateway = Lines(40)
-    assert queue_positions(gateway, here) == expected(range(40))  # type: ignore[arg-type]
-    assert sorted(gateway.asked) == [f"cq-{q:03d}" for q in range(40)]
-
-    forbidden = PermanentKubeError("visibility: forbidden", status=403)
-    gateway = Lines(40, refused={"cq-020": forbidden})
-    assert queue_positions(gateway, here) == expected(range(20))  # type: ignore[arg-type]
-
-    not_served = NotFound("the server could not find the requested resource", status=404)
-    gateway = Lines(40, refused={"cq-000": not_served})
-    assert queue_positions(gateway, here) == {}  # type: ignore[arg-type]
-    assert gateway.asked == ["cq-000"]
-
-
 def failed_create(name: str, uid: str, kind: str = "Job") -> dict[str, Any]:
     """A FailedCreate event as the Job controller writes it (the refusal: f3's words)."""
     return {
