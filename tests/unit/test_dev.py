@@ -10,6 +10,9 @@ import secrets
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 import dev
 from demo.data import DEMO_PASSWORD, USERS
@@ -206,3 +209,31 @@ def test_the_real_control_plane_tier_goes_to_one_test_process() -> None:
     assert sum(1 for run in runs if any(item in run for item in tier)) == 1
     (holding,) = [run for run in runs if any(item in run for item in tier)]
     assert holding[: len(tier)] == tier  # the tier first: its start is the longest wait
+
+
+def test_the_browser_tests_fall_back_to_chromium_where_the_shell_cannot_be_installed(
+    monkeypatch: Any, capsys: Any
+) -> None:
+    """As root on Debian with chromium there, an apt that cannot install the headless shell
+    (no network, an older release) leaves the tests on chromium; with no chromium either,
+    the failed install is an error. (apt is the edge here: its answers are given.)"""
+    import subprocess
+
+    asked: list[list[str]] = []
+
+    def apt_fails(command: list[str], **_: Any) -> subprocess.CompletedProcess[bytes]:
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 100, b"", b"E: Unable to locate package")
+
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(dev.subprocess, "run", apt_fails)
+    monkeypatch.delenv("QM_CHROMIUM", raising=False)
+    on_path = {"apt-get", "chromium", "docker-compose"}
+    monkeypatch.setattr(dev.shutil, "which", lambda tool: tool if tool in on_path else None)
+    dev.ensure_test_tools()
+    assert [c[-1] for c in asked] == ["chromium-headless-shell", "-q", "chromium-headless-shell"]
+    assert "the browser tests use chromium" in capsys.readouterr().out
+
+    on_path.discard("chromium")
+    with pytest.raises(subprocess.CalledProcessError):
+        dev.ensure_test_tools()
