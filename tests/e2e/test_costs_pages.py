@@ -5,12 +5,14 @@ off, no other team named."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from cluster.scope import settings_cluster_id
 from tenants.models import Namespace
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_mig_change_flow import sign_in
@@ -34,14 +36,15 @@ def this_month(today: dt.date) -> None:
     team_a = Namespace.objects.filter(team__slug="team-a").order_by("name").first()
     team_b = Namespace.objects.filter(team__slug="team-b").order_by("name").first()
     assert team_a is not None and team_b is not None
+    row = functools.partial(rollup, cluster_id=settings_cluster_id())
 
     def of_day(day: dt.date) -> list[Rollup]:
         return [
-            rollup(day, "team", "team-a", GPU, 4, 8, team_a.name),
-            rollup(day, "team", "team-a", MIG_3G, 6, 8, team_a.name, 0.5),
-            rollup(day, "team", "team-b", GPU, 2, 8, team_b.name),
-            rollup(day, "pool", "h100", GPU, 6, 16),
-            rollup(day, "pool", "train", MIG_3G, 6, 16, weight=0.5),
+            row(day, "team", "team-a", GPU, 4, 8, team_a.name),
+            row(day, "team", "team-a", MIG_3G, 6, 8, team_a.name, 0.5),
+            row(day, "team", "team-b", GPU, 2, 8, team_b.name),
+            row(day, "pool", "h100", GPU, 6, 16),
+            row(day, "pool", "train", MIG_3G, 6, 16, weight=0.5),
         ]
 
     rows = [row for d in range(1, today.day) for row in of_day(today.replace(day=d))]

@@ -53,11 +53,12 @@ def rollup(
     weight: float = 1.0,
     flavor: str = "",
     *,
-    cluster_id: int | None = None,
+    cluster_id: int,
 ) -> Rollup:
-    """A day's rollup, on the cluster given (else the settings', asked for this row)."""
+    """A day's rollup on cluster ``cluster_id`` (asked once by the caller: a row built
+    without a cluster asks the database for the settings' one)."""
     return Rollup(
-        **({"cluster_id": cluster_id} if cluster_id is not None else {}),
+        cluster_id=cluster_id,
         period="day",
         start=midnight(day),
         kind=kind,

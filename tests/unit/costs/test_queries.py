@@ -3,6 +3,7 @@ the amount of history: counted with a few teams and pools, then with many more."
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from cluster.scope import settings_cluster_id
 from fleet.models import NodePool
 from tenants.models import Membership, Team
 from tests.unit.costs.history import A100, DAYS, MIG_1G, dra, made, rollup
@@ -32,6 +34,7 @@ PAGES = [
 def grow(start: int, size: int) -> None:
     """``size`` more teams (alice leads each) using slices of as many more pools each day."""
     lead = User.objects.get(username="alice")
+    row = functools.partial(rollup, cluster_id=settings_cluster_id())
     rows = []
     for index in range(start, start + size):
         name = f"grown-{index}"
@@ -42,9 +45,9 @@ def grow(start: int, size: int) -> None:
             name=f"pool-{index}", node_selector={"nvidia.com/gpu.product": A100}
         )
         for day in DAYS:
-            rows.append(rollup(day, "team", name, MIG_1G, 2, 7, name, 1 / 7))
-            rows.append(rollup(day, "pool", f"pool-{index}", MIG_1G, 2, 7, weight=1 / 7))
-            rows.append(rollup(day, "queue", f"cq-{index}", MIG_1G, 2, 7))
+            rows.append(row(day, "team", name, MIG_1G, 2, 7, name, 1 / 7))
+            rows.append(row(day, "pool", f"pool-{index}", MIG_1G, 2, 7, weight=1 / 7))
+            rows.append(row(day, "queue", f"cq-{index}", MIG_1G, 2, 7))
     Rollup.objects.bulk_create(rows)
 
 
