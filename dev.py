@@ -82,7 +82,8 @@ def ensure_test_tools() -> None:
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        say(f"the tests need Debian's {', '.join(missing)}: apt-get install {' '.join(missing)}")
+        need = "would take a quarter of chromium's CPU" if set(missing) <= optional else "need"
+        say(f"the tests {need} Debian's {', '.join(missing)}: apt-get install {' '.join(missing)}")
         return
     say(f"installing {', '.join(missing)} for the tests")
     apt = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import secrets
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -212,13 +213,11 @@ def test_the_real_control_plane_tier_goes_to_one_test_process() -> None:
 
 
 def test_the_browser_tests_fall_back_to_chromium_where_the_shell_cannot_be_installed(
-    monkeypatch: Any, capsys: Any
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """As root on Debian with chromium there, an apt that cannot install the headless shell
     (no network, an older release) leaves the tests on chromium; with no chromium either,
     the failed install is an error. (apt is the edge here: its answers are given.)"""
-    import subprocess
-
     asked: list[list[str]] = []
 
     def apt_fails(command: list[str], **_: Any) -> subprocess.CompletedProcess[bytes]:
