@@ -6,6 +6,7 @@ talks to it over HTTP exactly as to a real API server.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,19 @@ class DemoCluster:
     def stop(self) -> None:
         self.controllers.stop()
         self.server.close()
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until the controllers have caught up with every write so far: a pass of
+        theirs began after this call and found nothing new to act on (what each write set
+        off, and what that set off, is in the state). A client's LISTs then read one state,
+        not a queue's status from before a workload that another LIST already shows.
+        (Timers go on: a retry or a kubelet's delay may write later.)"""
+        asked = self.controllers.ticks
+        deadline = time.monotonic() + timeout
+        while self.controllers.quiet_tick < asked:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the demo cluster did not settle within {timeout} s")
+            time.sleep(self.controllers.options.tick / 2)
 
     def pause(self) -> None:
         """An outage: the API stops answering (state and controllers keep going)."""

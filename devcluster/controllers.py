@@ -129,6 +129,8 @@ class Controllers:
     stop_at: dict[tuple[str, str], float] = field(default_factory=dict)
     dirty: bool = True
     kueue_dirty: bool = True
+    ticks: int = 0  # passes run so far
+    quiet_tick: int = -1  # the last pass that found nothing written since the one before
     last_schedule: float = 0.0
     last_kueue: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -801,6 +803,9 @@ class Controllers:
 
     def tick(self) -> None:
         """One pass of every controller; idle passes cost next to nothing."""
+        if not (self.pending_mig or self.dirty or self.kueue_dirty):
+            self.quiet_tick = self.ticks
+        self.ticks += 1
         if self.pending_mig:
             self._run_mig()
         clock = time.monotonic()
