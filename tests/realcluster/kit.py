@@ -113,10 +113,10 @@ class RealCluster:
     def environment(self) -> dict[str, str]:
         return {
             # Go's collector at a quarter of its pace (it runs when the heap has grown by
-            # 400 % instead of 100 %; a few hundred MB more of the machine's memory): over
-            # the loop's and the scenarios' tests, the API server's CPU went from 16.2-17.8
-            # to 12.0-13.6 s, etcd's and Kueue's by a tenth, and the tests' waits on them
-            # shortened (92-96 -> 70 s). A GOGC of the caller's own is kept.
+            # 400 % instead of 100 %; the API server then holds about 1 GB): over the
+            # loop's and the scenarios' tests, the API server's CPU went from 16.2-17.8 to
+            # 12.0-13.6 s, etcd's and Kueue's by a tenth, and the tests' waits on them
+            # shortened (92-96 -> 62-70 s). A GOGC of the caller's own is kept.
             "GOGC": "400",
             **os.environ,
             **PORTS,
