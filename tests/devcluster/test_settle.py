@@ -23,7 +23,9 @@ def call(cluster: devcluster.DemoCluster, method: str, target: str, body: Any = 
 
 
 def test_settle_returns_once_the_controllers_acted_on_every_write() -> None:
-    # A slow pass (0.2 s), so that nothing a write sets off is there at once.
+    # A slow pass (0.2 s): what the writes set off takes two or three of them, so without
+    # the wait the workload or its count is missing (not asserted before the wait: a pass
+    # may fall between the last write and a read, more likely on a loaded machine).
     cluster = devcluster.start(scenario="empty", options=Options(tick=0.2, retry_seconds=60))
     try:
         call(cluster, "POST", "/api/v1/namespaces", {"metadata": {"name": "team-a"}})
@@ -39,7 +41,6 @@ def test_settle_returns_once_the_controllers_acted_on_every_write() -> None:
             "/apis/batch/v1/namespaces/team-a/jobs",
             job_body("rc-train-8gpu", "lq-a"),
         )
-        assert call(cluster, "GET", f"{KUEUE}/namespaces/team-a/workloads")["items"] == []
 
         cluster.settle()
 
