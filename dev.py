@@ -82,8 +82,11 @@ def ensure_test_tools() -> None:
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        need = "would take a quarter of chromium's CPU" if set(missing) <= optional else "need"
-        say(f"the tests {need} Debian's {', '.join(missing)}: apt-get install {' '.join(missing)}")
+        command = f"apt-get install {' '.join(missing)}"
+        if set(missing) <= optional:
+            say(f"the browser tests run on chromium (a quarter of its CPU with: {command})")
+        else:
+            say(f"the tests need Debian's {', '.join(missing)}: {command}")
         return
     say(f"installing {', '.join(missing)} for the tests")
     apt = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
