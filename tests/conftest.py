@@ -453,10 +453,13 @@ def portal_cluster(
     settings: Any, demo: None, demo_cluster: devcluster.DemoCluster, gateway: Gateway
 ) -> Gateway:
     """The demo scenario applied to the demo cluster and polled once: portal and cluster in
-    step, as after ``dev.py run``."""
+    step, as after ``dev.py run``. The poll waits for the demo cluster to catch up with the
+    apply (``settle``): polled at once, a queue's status could be read from before a
+    workload that the list of workloads, read after, already had."""
     settings.KUBE_URL = demo_cluster.url
     settings.QM_MIG_POLL_SECONDS = 0
     apply_desired_state(gateway=gateway)
+    demo_cluster.settle()
     poll_cluster(gateway=gateway)
     return gateway
 

@@ -14,7 +14,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from changes.models import MigChangeRequest
 from cluster.services import settings_cluster
 from health.services import collect_gpu_health
-from loop.poll import poll_cluster
 from tests.factories import MigChangeRequestFactory, ObservedNodeFactory
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -35,13 +34,8 @@ def of(samples: Samples, name: str, **labels: str) -> float:
 
 
 def test_fleet_queue_wait_change_and_health_gauges_of_the_demo(
-    client: Client, portal_cluster: Any, demo_cluster: Any, settings: Any
+    client: Client, portal_cluster: Any, settings: Any
 ) -> None:
-    # Polled again once the demo cluster has caught up with the apply: polled at once, its
-    # queue could be read before the team-b Job's workload counted in it while the list of
-    # workloads, read after, had it (a pending count of 0 beside one waiting workload).
-    demo_cluster.settle()
-    poll_cluster(gateway=portal_cluster)
     settings.QM_METRICS_PUBLIC = True
     settings.QM_DCGM_SOURCE = "proxy"
     collect_gpu_health(portal_cluster)  # the demo's Xid 79 node: critical, a drain suggested
