@@ -19,14 +19,15 @@ from django.db import models
 
 from cluster.decode import gpu_offer
 from cluster.discovery import Discovered
+from cluster.fields import ObservedJSONField
 from cluster.scope import ScopedManager, cluster_key
 from portal.vocabulary.validators import validate_dns1123_label
 
 
-def explained_field() -> models.JSONField:  # type: ignore[type-arg]
+def explained_field() -> ObservedJSONField:  # type: ignore[type-arg]
     """Why a row waits and when it could start, as the poll that wrote it explained it (one
     definition for the three observed tables that wait: pods, workloads, refused creations)."""
-    return models.JSONField(
+    return ObservedJSONField(
         null=True,
         blank=True,
         help_text="Why it waits and when it could start, as the poll that wrote it explained "
@@ -96,7 +97,7 @@ class Cluster(models.Model):
     credential_set_at = models.DateTimeField(null=True, blank=True, editable=False)
     # What the last poll discovered (never set by hand).
     kubernetes_version = models.CharField(max_length=64, blank=True, editable=False)
-    kueue_versions = models.JSONField(
+    kueue_versions = ObservedJSONField(
         default=list,
         blank=True,
         editable=False,
@@ -187,7 +188,7 @@ class AppliedObject(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
-    warnings = models.JSONField(
+    warnings = ObservedJSONField(
         default=list,
         blank=True,
         help_text="The API server's Warning headers on the last apply (a deprecated API "
@@ -224,10 +225,10 @@ class ObservedObject(models.Model):
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
     name = models.CharField(max_length=253)
-    spec = models.JSONField(default=dict)
-    status = models.JSONField(default=dict)
+    spec = ObservedJSONField(default=dict)
+    status = ObservedJSONField(default=dict)
     resource_version = models.CharField(max_length=32, blank=True)
-    changed_by = models.JSONField(
+    changed_by = ObservedJSONField(
         default=list, help_text="Other writers from managedFields: manager, operation, time."
     )
     last_seen = models.DateTimeField()
@@ -300,13 +301,13 @@ class ObservedNode(models.Model):
         help_text="Who last set nvidia.com/mig.config (managedFields): manager and time.",
     )
     pool_label = models.CharField(max_length=63, blank=True)
-    capacity = models.JSONField(default=dict)
-    allocatable = models.JSONField(default=dict)
-    allocated = models.JSONField(
+    capacity = ObservedJSONField(default=dict)
+    allocatable = ObservedJSONField(default=dict)
+    allocated = ObservedJSONField(
         default=dict, help_text="GPU resources requested by pods on the node."
     )
-    labels = models.JSONField(default=dict)
-    taints = models.JSONField(default=list)
+    labels = ObservedJSONField(default=dict)
+    taints = ObservedJSONField(default=list)
     unschedulable = models.BooleanField(default=False)
     ready = models.BooleanField(default=False)
     resource_version = models.CharField(max_length=32, blank=True)
@@ -359,8 +360,8 @@ class ObservedPod(models.Model):
     uid = models.CharField(max_length=64, blank=True)
     node_name = models.CharField(max_length=253, blank=True)
     phase = models.CharField(max_length=16, blank=True)
-    gpu_requests = models.JSONField(default=dict)
-    limit_defaulted = models.JSONField(
+    gpu_requests = ObservedJSONField(default=dict)
+    limit_defaulted = ObservedJSONField(
         default=list,
         blank=True,
         help_text="GPU resources the namespace's LimitRange set on the pod (it did not ask).",
@@ -385,7 +386,7 @@ class ObservedPod(models.Model):
         max_length=63, blank=True, help_text="Its controller's kind (Job, ReplicaSet), if any."
     )
     owner_name = models.CharField(max_length=253, blank=True)
-    resource_claims = models.JSONField(
+    resource_claims = ObservedJSONField(
         default=list,
         blank=True,
         help_text="Its DRA claims (spec.resourceClaims): name, claim (the ResourceClaim it "
@@ -429,8 +430,8 @@ class ObservedWorkload(models.Model):
     finished = models.BooleanField(default=False)
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
-    requests = models.JSONField(default=dict)
-    flavors = models.JSONField(
+    requests = ObservedJSONField(default=dict)
+    flavors = ObservedJSONField(
         default=dict, blank=True, help_text="The flavor Kueue assigned each resource (admitted)."
     )
     priority = models.IntegerField(default=0)
@@ -461,7 +462,7 @@ class ObservedWorkload(models.Model):
         null=True, blank=True, help_text="0-based place in its ClusterQueue (visibility API)."
     )
     position_in_local_queue = models.IntegerField(null=True, blank=True)
-    conditions = models.JSONField(
+    conditions = ObservedJSONField(
         default=list,
         blank=True,
         help_text="Kueue's conditions (type, status, reason, message, lastTransitionTime): "
@@ -510,7 +511,7 @@ class ObservedPodGroup(models.Model):
     name = models.CharField(max_length=253)
     queue = models.CharField(max_length=253, blank=True)
     min_member = models.PositiveIntegerField(default=0)
-    min_resources = models.JSONField(default=dict)
+    min_resources = ObservedJSONField(default=dict)
     phase = models.CharField(max_length=16, blank=True)
     running = models.PositiveIntegerField(default=0)
     reason = models.CharField(max_length=64, blank=True)
@@ -656,7 +657,7 @@ class ObservedDeviceClass(models.Model):
     driver = models.CharField(
         max_length=253, blank=True, help_text="The driver its selectors name, if one does."
     )
-    selectors = models.JSONField(default=list, help_text="Its CEL expressions.")
+    selectors = ObservedJSONField(default=list, help_text="Its CEL expressions.")
     extended_resource = models.CharField(
         max_length=253,
         blank=True,
@@ -689,13 +690,13 @@ class ObservedResourceSlice(models.Model):
     slice_count = models.PositiveIntegerField(
         default=1, help_text="How many slices make up the pool (resourceSliceCount)."
     )
-    devices = models.JSONField(
+    devices = ObservedJSONField(
         default=list,
         help_text="Each device: name, attributes (name -> value), capacity (name -> quantity), "
         "consumesCounters (counterSet, counters), and a tainted device's taints (key, value, "
         "effect, timeAdded).",
     )
-    shared_counters = models.JSONField(
+    shared_counters = ObservedJSONField(
         default=list, help_text="The counter sets it shares: name, counters (name -> quantity)."
     )
     row_hash = models.CharField(max_length=32, blank=True)
@@ -734,18 +735,18 @@ class ObservedResourceClaim(models.Model):
     namespace = models.CharField(max_length=63)
     name = models.CharField(max_length=253)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    requests = models.JSONField(
+    requests = ObservedJSONField(
         default=list,
         help_text="Each request: name, device_class, mode, count, selectors (or first_available: "
         "its alternatives, in order).",
     )
-    allocated = models.JSONField(
+    allocated = ObservedJSONField(
         default=list, help_text="The allocated devices: request, driver, pool, device."
     )
     node_name = models.CharField(
         max_length=253, blank=True, help_text="The node its allocation is bound to, if one."
     )
-    reserved_for = models.JSONField(
+    reserved_for = ObservedJSONField(
         default=list, help_text="Who may use it (status.reservedFor): resource, name."
     )
     owner_kind = models.CharField(max_length=63, blank=True)
