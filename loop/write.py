@@ -185,33 +185,48 @@ def _copy_in(model: Any, rows: Iterable[dict[str, Any]], **common: Any) -> None:
 
 
 def write_column(model: Any, name: str, values: Mapping[int, Any]) -> None:
-    """Set field ``name`` of many rows of ``model`` (id -> value) in four statements: the
-    values copied into a temporary table, then one UPDATE joined on the id. Django's
-    ``bulk_update`` writes a CASE over every row's id per batch, built as expressions in
-    Python (a first poll of the scale scenario stores 50,000 explanations). A JSON value of
-    None is SQL's NULL, as the ORM writes it. No values: no statement. Called outside a
-    transaction, it makes its own (the temporary table lasts until the commit)."""
+    """Set field ``name`` of many rows of ``model`` (id -> value): :func:`write_columns`
+    with one column."""
+    write_columns(model, [name], {pk: (value,) for pk, value in values.items()})
+
+
+def write_columns(model: Any, names: Sequence[str], values: Mapping[int, Sequence[Any]]) -> None:
+    """Set fields ``names`` of many rows of ``model`` (id -> their values, in that order)
+    in four statements: the values copied into a temporary table, then one UPDATE joined on
+    the id. Django's ``bulk_update`` writes a CASE over every row's id per batch, built as
+    expressions in Python (a first poll of the scale scenario stores 50,000 explanations).
+    A JSON value of None is SQL's NULL, as the ORM writes it. No values: no statement.
+    Called outside a transaction, it makes its own (the temporary table lasts until the
+    commit)."""
     if not values:
         return
-    field = model._meta.get_field(name)
-    json = isinstance(field, models.JSONField)
-    table, column = model._meta.db_table, connection.ops.quote_name(field.column)
+    fields = [model._meta.get_field(name) for name in names]
+    json = [isinstance(field, models.JSONField) for field in fields]
+    table = model._meta.db_table
+    columns = [connection.ops.quote_name(field.column) for field in fields]
+    temporary = ", ".join(
+        f"value_{i} {field.db_type(connection)}" for i, field in enumerate(fields)
+    )
+    copied = ", ".join(f"value_{i}" for i in range(len(fields)))
+    sets = ", ".join(f"{column} = _columns.value_{i}" for i, column in enumerate(columns))
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         raw = cursor.cursor
-        raw.execute(
-            f"CREATE TEMP TABLE _column (id bigint, value {field.db_type(connection)}) "
-            "ON COMMIT DROP"
-        )
-        with raw.copy("COPY _column (id, value) FROM STDIN") as copy:
-            for pk, value in values.items():
-                if json and value is not None:
-                    value = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-                copy.write_row((pk, value))
-        raw.execute(
-            f"UPDATE {table} SET {column} = _column.value FROM _column "
-            f"WHERE {table}.id = _column.id"
-        )
-        raw.execute("DROP TABLE _column")
+        raw.execute(f"CREATE TEMP TABLE _columns (id bigint, {temporary}) ON COMMIT DROP")
+        with raw.copy(f"COPY _columns (id, {copied}) FROM STDIN") as copy:
+            for pk, row in values.items():
+                copy.write_row(
+                    (
+                        pk,
+                        *(
+                            orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+                            if is_json and value is not None
+                            else value
+                            for value, is_json in zip(row, json, strict=True)
+                        ),
+                    )
+                )
+        raw.execute(f"UPDATE {table} SET {sets} FROM _columns WHERE {table}.id = _columns.id")
+        raw.execute("DROP TABLE _columns")
 
 
 def _row(values: dict[str, Any], columns: Sequence[str]) -> list[Any]:

@@ -142,7 +142,8 @@ def fill(executor: MigrationExecutor) -> None:
 
 # Columns later migrations add (not this one's business).
 LATER_COLUMNS = {
-    *("decoded_from", "explained", "queue_name", "finished_at", "end_held", "end_note"),
+    *("decoded_from", "explained", "explained_digest", "queue_name", "finished_at"),
+    *("end_held", "end_note"),
     *("conditions", "resource_claims", "idle_period_minutes", "idle_threshold_percent"),
     "budget_hold",
 }

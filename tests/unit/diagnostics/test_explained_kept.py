@@ -79,8 +79,8 @@ def _stored() -> dict[tuple[str, str], Any]:
 
 def _as_explained_anew(now: dt.datetime) -> dict[tuple[str, str], Any]:
     """Every row explained again from nothing at ``now`` (nothing settled)."""
-    ObservedWorkload.objects.update(explained=None)
-    ObservedPod.objects.update(explained=None)
+    ObservedWorkload.objects.update(explained=None, explained_digest=None)
+    ObservedPod.objects.update(explained=None, explained_digest=None)
     explain_cluster(settings_cluster_id(), now)
     return _stored()
 

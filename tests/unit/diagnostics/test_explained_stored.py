@@ -17,8 +17,10 @@ from diagnostics.explainer import (
     UNREAD_OF_PODS,
     UNREAD_OF_WORKLOADS,
     _undercharged,
+    admitted_of,
     explain,
     explain_cluster,
+    json_digest,
     to_json,
 )
 from loop.write import write_create_failures, write_workloads
@@ -70,7 +72,8 @@ def _stored_as_before(cluster_id: int, now: dt.datetime) -> None:
         .order_by("namespace", "kind", "name")
     )  # fmt: skip
     held = _undercharged([w for w in workloads if w.admitted], cluster_id)
-    explain(workloads, pods, failures, cluster_id=cluster_id, now=now, held=held)
+    admitted = admitted_of(cluster_id)
+    explain(workloads, pods, failures, cluster_id=cluster_id, now=now, held=held, admitted=admitted)
     for model, rows in ((ObservedWorkload, workloads), (ObservedPod, pods),
                         (ObservedCreateFailure, failures)):  # fmt: skip
         changed = []
@@ -97,3 +100,26 @@ def test_the_explanations_stored_are_the_ones_bulk_update_stored() -> None:
         model.objects.update(explained=None)
     _stored_as_before(cluster, now)
     assert [rows_of(m) for m in (ObservedWorkload, ObservedPod, ObservedCreateFailure)] == stored
+
+
+def test_each_stored_explanation_carries_its_digest_which_decides_what_is_written() -> None:
+    cluster = settings_cluster_id()
+    _world(cluster)
+    now = NOW + dt.timedelta(seconds=30)
+    explain_cluster(cluster, now)
+    for model in (ObservedWorkload, ObservedPod, ObservedCreateFailure):
+        pairs = list(model.objects.values_list("explained", "explained_digest"))
+        assert any(explained is not None for explained, _ in pairs)
+        for explained, digest in pairs:
+            assert digest == (None if explained is None else json_digest(explained))
+    # the digest is the value's, whatever order its dicts were built in
+    assert json_digest({"a": 1, "b": [1, {"c": None, "d": "2"}]}) == json_digest(
+        {"b": [1, {"d": "2", "c": None}], "a": 1}
+    )
+    assert json_digest({"a": 1}) != json_digest({"a": "1"})
+    # a row stored before digests (none): written again once, then kept
+    waiting = ObservedWorkload.objects.filter(admitted=False, explained__isnull=False)
+    assert waiting[:3].count() == 3
+    ObservedWorkload.objects.filter(pk__in=waiting.values("pk")[:3]).update(explained_digest=None)
+    assert explain_cluster(cluster, now) == 3
+    assert explain_cluster(cluster, now) == 0

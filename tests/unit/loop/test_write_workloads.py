@@ -23,7 +23,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "data" / "kueue-samples"
 NOW = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(minutes=1)
 LATEST = NOW + dt.timedelta(minutes=2)
-KEPT = ("decoded_from", "last_changed", "explained")
+KEPT = ("decoded_from", "last_changed", "explained", "explained_digest")
 
 
 def _recorded(name: str) -> dict[str, Any]:
