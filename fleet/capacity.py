@@ -80,7 +80,8 @@ def fleet_capacity_read(
     """``fleet_capacity``'s reads, for a page that sends them with its own, and its answer
     from their rows. ``whole=False``: not the whole fleet's ceiling (``ceiling`` is left
     empty), for a caller that reads its flavors' rows alone: it is the one figure that
-    weighs every node."""
+    weighs every node. The reads read the observed nodes and the ResourceFlavors alone (a
+    page may keep their rows under those rows' version)."""
     if not _provider:
         return CapacityRead((), lambda rows: FleetCapacity(known=False))
     return _provider[0](resources, cluster_id, flavors=flavors, whole=whole)

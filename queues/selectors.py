@@ -16,14 +16,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from cluster.models import Cluster
+from cluster.models import Cluster, ObservedNode
 from cluster.scope import cluster_id_of
 from portal.access.permissions import sees_every_team, user_id
 from portal.infra.round_trips import Read, read_together
 from portal.models import PlatformRole
 from portal.vocabulary.quantity import QuantityError, format_quantity, parse_quantity
 from queues import whatif
-from queues.models import ClusterQueue, Cohort, LocalQueue, StopPolicy
+from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, StopPolicy
 from queues.observed import ObservedKueue, observed_kueue
 from queues.rules import quota_entries
 from tenants.models import LimitRangeItem, Membership, Namespace, PriorityClass, QuotaItem, Team
@@ -461,6 +461,27 @@ def editor_queue_reads(name: str) -> list[Read]:
             Cohort,
         ),
     ]
+
+
+def editor_kept_under_read() -> Read:
+    """One row: the version of what the editor's reads of every other queue and of every
+    node read (``read_kept`` keeps their rows under it): every ClusterQueue, cohort and
+    ResourceFlavor row's version (the transaction that wrote it, which PostgreSQL sets on
+    each insert and update, hashed with the row) and their count; then each cluster's
+    newest node stamp (the poll stamps every node it changes, finds gone or finds again:
+    ``last_changed``; read from its index) and the newest node id (a node row written
+    anew). A node row is never deleted but with its cluster (the poll marks it gone)."""
+    queues = " UNION ALL ".join(
+        f"SELECT '{kind}' AS t, id, xmin FROM {_table(model)}"
+        for kind, model in (("q", ClusterQueue), ("c", Cohort), ("f", ResourceFlavor))
+    )
+    nodes = _table(ObservedNode)
+    return Read(
+        "SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)), "
+        f"(SELECT array_agg((SELECT max(n.last_changed) FROM {nodes} n "
+        f"WHERE n.cluster_id = c.id) ORDER BY c.id) FROM {_table(Cluster)} c), "
+        f"(SELECT max(id) FROM {nodes}) FROM ({queues}) v"
+    )
 
 
 def editor_queue_from(rows: list[list[Any]], cluster_id: int | None) -> ClusterQueue | None:

@@ -103,6 +103,9 @@ class PromisesRead:
     cluster and the DRA ceilings of its resources (which the editor's notes read too)."""
 
     reads: tuple[Read, ...]
+    # Per read: whether it reads queues, flavors and nodes alone (a page may keep its rows
+    # under their version: ``queues.selectors.editor_kept_under_read``)
+    kept: tuple[bool, ...]
     answer: Callable[
         [Sequence[list[Any]]],
         tuple[dict[tuple[str, str], Promise], KueueDra, dict[str, Ceiling]],
@@ -145,7 +148,10 @@ def promises_read(cq: ClusterQueue, edited: ClusterQueue) -> PromisesRead:
         )
         return shown, config, dra
 
-    return PromisesRead(reads, answer)
+    # the other queues' promises and the fleet's capacity (nodes and flavors alone, as the
+    # capacity hook says), not Kueue's configuration (an observed ConfigMap)
+    kept = (True, False, *(True for _ in capacity.reads))
+    return PromisesRead(reads, kept, answer)
 
 
 def promise_errors(

@@ -22,7 +22,8 @@ from django.urls import reverse
 from cluster.scope import chosen_cluster, cluster_id_of
 from cluster.selectors import device_classes_read, first_reads
 from portal.access.permissions import is_platform_admin
-from portal.infra.round_trips import read_together
+from portal.infra.process_cache import ProcessCache
+from portal.infra.round_trips import read_kept
 from queues import preview
 from queues.dra import quota_notes_from
 from queues.kueue_config import counter_text
@@ -31,6 +32,7 @@ from queues.models import ClusterQueue, StopPolicy
 from queues.rules import quota_entries, quota_key
 from queues.selectors import (
     cluster_queue_what_if,
+    editor_kept_under_read,
     editor_queue_from,
     editor_queue_reads,
     quota_rows,
@@ -230,7 +232,8 @@ def _preview_or_save(
 def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     # The first round trip: what every page shows, with the queues of this name (one per
     # cluster at most: two clusters may each have one) and their cohorts.
-    queues = first_reads(request, *editor_queue_reads(name))
+    *queues, (version,) = first_reads(request, *editor_queue_reads(name), editor_kept_under_read())
+    under = tuple(tuple(v) if isinstance(v, list) else v for v in version)
     _require_admin(request)
     chosen = chosen_cluster(request)
     cq = editor_queue_from(queues, chosen.pk if chosen is not None else None)
@@ -246,7 +249,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     if request.method != "POST":
         context.update(weight=cq.fair_sharing_weight, stop_policy=cq.stop_policy)
         context["base"] = signing.dumps(form_values(cq), salt=BASE_SALT)
-        _with_capacity(context, cq, cq)
+        _with_capacity(context, cq, cq, under)
         return render(request, "queues/cluster_queue_edit.html", context)
     values, merge = _merged(cq, request.POST)
     # The form now stands on the stored queue: a merge is shown, and saved on the next post.
@@ -261,7 +264,7 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         override_reason=request.POST.get("override_reason", "").strip(),
     )
     with contextlib.suppress(ValidationError, ValueError):  # no quantity: its field error
-        _with_capacity(context, cq, edited)  # says so below
+        _with_capacity(context, cq, edited, under)  # says so below
     return _preview_or_save(
         request,
         context,
@@ -285,13 +288,23 @@ def cluster_queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def _with_capacity(context: dict[str, Any], cq: ClusterQueue, edited: ClusterQueue) -> None:
+# The rows of the editor's reads of every other queue and of every node (what they promise,
+# what the fleet offers behind each flavor), under the version of what they read
+# (``editor_kept_under_read``, in the page's first round trip)
+_KEPT: ProcessCache[tuple[Any, ...], tuple[Any, ...]] = ProcessCache("the editor's reads", 512)
+
+
+def _with_capacity(
+    context: dict[str, Any], cq: ClusterQueue, edited: ClusterQueue, under: tuple[Any, ...]
+) -> None:
     """Each GPU row with the fleet behind its flavor (see ``promises_of``) and what Kueue's
-    configuration says of its resource: the second round trip."""
+    configuration says of its resource: the second round trip, without the reads kept
+    under ``under`` (``_KEPT``)."""
     resources = {r["resource"] for r in context["rows"]}
     asked = promises_read(cq, edited)
     cluster_id = cluster_id_of(edited.cluster_id)
-    classes, *rows = read_together(device_classes_read(cluster_id, resources), *asked.reads)
+    reads = (device_classes_read(cluster_id, resources), *asked.reads)
+    classes, *rows = read_kept(_KEPT, under, reads, (False, *asked.kept))
     shown, config, dra = asked.answer(rows)
     context["promises"] = shown
     for row in context["rows"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from django.core.exceptions import EmptyResultSet
@@ -20,6 +20,9 @@ from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.db.models.base import DEFERRED
+
+if TYPE_CHECKING:
+    from portal.infra.process_cache import ProcessCache
 
 # (cluster id, name) pairs as a relation: ``(cluster_id, namespace) IN {PAIRS}``, its two
 # parameters from ``pairs_params``. Each name on its own cluster: another cluster may have a
@@ -224,3 +227,33 @@ def page_together(
     else:
         shown.object_list = read_of(shown.object_list)  # type: ignore[arg-type]
     return shown
+
+
+def read_kept(
+    cache: ProcessCache[tuple[Any, ...], tuple[Any, ...]],
+    under: tuple[Any, ...],
+    reads: Sequence[Read],
+    keep: Sequence[bool],
+) -> list[list[Any]]:
+    """Each read's rows, as :func:`read_together` gives them, those of the reads marked in
+    ``keep`` kept in ``cache`` under ``under`` (a version of everything they read, which
+    the page read in its first round trip: ``portal.infra.process_cache``'s convention),
+    their SQL and their parameters: only the reads not kept go to the database, in one
+    round trip. A kept read returns plain rows (no model instances, which a request may
+    change)."""
+    keys: list[tuple[Any, ...] | None] = []
+    for read, kept in zip(reads, keep, strict=True):
+        if kept and read.model is not None:
+            raise ValueError("a kept read returns plain rows, not model instances")
+        keys.append((under, read.sql, repr(read.params)) if kept else None)
+    found = cache.found(key for key in keys if key is not None)
+    fresh = iter(read_together(*(r for r, k in zip(reads, keys, strict=True) if k not in found)))
+    rows = [list(found[key]) if key in found else next(fresh) for key in keys]
+    cache.keep(
+        {
+            k: tuple(row)
+            for k, row in zip(keys, rows, strict=True)
+            if k is not None and k not in found
+        }
+    )
+    return rows

@@ -389,3 +389,46 @@ def test_a_field_both_admins_changed_is_flagged_with_the_stored_value(
     assert "12 → 16 (you changed it too: yours is in the form)" in body
     assert 'name="g0f0r0_nominal" value="14"' in body
     assert ClusterQueue.objects.get(name="cq-train").quota()[("h100-80gb", "nvidia.com/gpu")] == 16
+
+
+def test_the_editors_kept_reads_follow_the_queues_and_nodes_they_read(
+    client: Client, demo: None
+) -> None:
+    """The editor keeps what the other queues promise and what the nodes offer behind each
+    flavor in the process (``queues.views._KEPT``), under the version of what they read:
+    another queue's quota written, a node the poll finds, a node gone, and the page says
+    the new figures at once."""
+    from django.utils import timezone
+
+    from cluster.models import ObservedNode
+    from tests.factories import ObservedNodeFactory
+
+    demo_fleet_nodes()
+    login(client, "admin")
+    url = "/queues/cluster-queues/cq-train/edit/"
+
+    def said() -> str:
+        page = client.get(url).content.decode()
+        return (
+            page[page.index("offers ") :].split(" behind h100-80gb")[0]
+            + page[page.index("queues would promise ") :].split("<")[0]
+        )
+
+    assert said() == "offers 16queues would promise 16"
+    assert said() == "offers 16queues would promise 16"  # kept: the same figures
+    infer = ClusterQueue.objects.get(name="cq-infer")
+    groups = infer.resource_groups
+    groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = "6"
+    ClusterQueue.objects.filter(pk=infer.pk).update(resource_groups=groups)
+    assert said() == "offers 16queues would promise 18"
+    ObservedNodeFactory(
+        name="gpu-h100-03",
+        gpu_product="NVIDIA-H100-80GB-HBM3",
+        mig_config="all-disabled",
+        allocatable={"nvidia.com/gpu": "8"},
+    )
+    assert said() == "offers 24queues would promise 18"
+    ObservedNode.objects.filter(name="gpu-h100-01").update(
+        gone_since=timezone.now(), last_changed=timezone.now()
+    )
+    assert said() == "offers 16queues would promise 18"
