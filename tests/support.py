@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -158,6 +159,19 @@ def database_url(name: str | None = None) -> str:
     return f"postgres://{auth}@{host}{port}/{name or db['NAME']}"
 
 
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def die_with_the_tests() -> None:
+    """In a child the tests start, before it runs (``preexec_fn``): SIGTERM when the test
+    process that started it dies. A test run stopped from outside (a timeout, an interrupt)
+    otherwise leaves its Celery workers running in their own sessions, taking the next
+    run's tasks from the shared broker into a database that is gone."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class Worker:
     """A `celery worker` process with the test database, test broker and demo cluster."""
 
@@ -203,6 +217,7 @@ class Worker:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=die_with_the_tests,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
