@@ -88,10 +88,8 @@ from usage.runs import run_times
 _QUOTA_NAMED = re.compile(r"exceeded quota: ([^,]+),")
 CHANGING = ["approved", "running", "scheduled"]  # requests that are reconfiguring nodes
 REFUSALS_KEPT = dt.timedelta(minutes=15)  # a refused creation older than this is history
-# What the explanations never read of the rows they explain, left in the database (each
-# poll reads every waiting workload and Pending pod: 50,000 and more at the scale scenario).
-UNREAD_OF_WORKLOADS = ["conditions", "finished_at", "position_in_local_queue", "last_changed"]
-UNREAD_OF_WORKLOADS += ["decoded_from"]
+# What the explanations never read of the Pending pods they explain, left in the database
+# (the workloads are read as the columns of ``WorkloadRow`` alone).
 UNREAD_OF_PODS = ["uid", "started_at", "owner_kind", "owner_name", "row_hash", "decoded_from"]
 UNREAD_OF_PODS += ["last_changed"]
 

@@ -15,7 +15,6 @@ from cluster.scope import settings_cluster_id
 from diagnostics.explainer import (
     REFUSALS_KEPT,
     UNREAD_OF_PODS,
-    UNREAD_OF_WORKLOADS,
     _undercharged,
     admitted_of,
     explain,
@@ -60,7 +59,7 @@ def _world(cluster_id: int) -> None:
 def _stored_as_before(cluster_id: int, now: dt.datetime) -> None:
     """The explainer's store as it was: each changed row by ``bulk_update``, 500 a batch."""
     workloads = list(
-        ObservedWorkload.objects.on(cluster_id).filter(finished=False).defer(*UNREAD_OF_WORKLOADS)
+        ObservedWorkload.objects.on(cluster_id).filter(finished=False)
         .order_by("admitted", "namespace", "created_at")
     )  # fmt: skip
     pods = list(
