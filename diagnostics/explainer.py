@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -985,6 +986,7 @@ class InLine(NamedTuple):
 
 
 LINE_FIELDS = list(InLine._fields)
+_LINE_OF = operator.attrgetter(*LINE_FIELDS)  # a row's InLine fields, in order
 
 
 class _Queues:
@@ -1072,19 +1074,7 @@ class _Queues:
 
 
 def _in_line(workload: Admitted | WorkloadRow) -> InLine:
-    return InLine(
-        workload.namespace,
-        workload.name,
-        workload.queue_name,
-        workload.cluster_queue,
-        workload.admitted,
-        workload.requests,
-        workload.priority,
-        workload.position,
-        workload.created_at,
-        workload.queued_at,
-        workload.admitted_at,
-    )
+    return InLine._make(_LINE_OF(workload))
 
 
 def _order(workload: InLine) -> tuple[int, int, dt.datetime, str]:

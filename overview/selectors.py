@@ -37,7 +37,7 @@ from overview.models import HomeVisit
 from portal.infra.round_trips import PAIRS, Read, pairs_params, read_together
 from portal.models import PlatformRole
 from queues.models import ClusterQueue, Cohort
-from queues.selectors import quota_entries_sql
+from queues.selectors import quota_entries_sql, rows_version_sql
 from tenants.models import Team
 
 # The home's reads of the namespaces as last polled. The namespaces' Pending pods and running
@@ -87,14 +87,10 @@ LENDERS_SQL = (
     f"r ->> 'lendingLimit', count(*) FROM lending l {quota_entries_sql('l.groups')}"
     "GROUP BY 1, 2, 3, 4, 5, 6"
 )
-# What the cohort trees are as stored: every ClusterQueue and cohort row's version (the
-# transaction that wrote it, which PostgreSQL sets on each insert and update), hashed with
-# the row, and the rows counted; any row written, added or removed moves it. What a queue's
-# tree lends (LENDERS_SQL) is kept in the process under it.
-TREES_SQL = (
-    "SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)) FROM "
-    f"(SELECT 'q' AS t, id, xmin FROM {_CQ} UNION ALL SELECT 'c', id, xmin FROM {_COHORT}) v"
-)
+# What the cohort trees are as stored: every ClusterQueue and cohort row's version
+# (``rows_version_sql``). What a queue's tree lends (LENDERS_SQL) is kept in the process
+# under it.
+TREES_SQL = rows_version_sql(("q", ClusterQueue), ("c", Cohort))
 # (cluster id, queue name) -> what it could borrow from: (flavor, resource, nominal quota,
 # lending limit, how many quotas say so) of every other queue and cohort of its tree
 Lenders = dict[tuple[int, str], list[tuple[str, str, str | None, str | None, int]]]

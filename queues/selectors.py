@@ -463,24 +463,30 @@ def editor_queue_reads(name: str) -> list[Read]:
     ]
 
 
+def rows_version_sql(*tables: tuple[str, Any]) -> str:
+    """One row: how many rows these (tag, model) tables hold and their version, every row's
+    ``xmin`` (the transaction that wrote it, which PostgreSQL sets on each insert and
+    update) hashed with its table's tag and its id: any row written, added or removed moves
+    it. What a page keeps in the process is kept under it."""
+    rows = " UNION ALL ".join(
+        f"SELECT '{tag}' AS t, id, xmin FROM {_table(model)}" for tag, model in tables
+    )
+    return f"SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)) FROM ({rows}) v"
+
+
 def editor_kept_under_read() -> Read:
     """One row: the version of what the editor's reads of every other queue and of every
     node read (``read_kept`` keeps their rows under it): every ClusterQueue, cohort and
-    ResourceFlavor row's version (the transaction that wrote it, which PostgreSQL sets on
-    each insert and update, hashed with the row) and their count; then each cluster's
-    newest node stamp (the poll stamps every node it changes, finds gone or finds again:
-    ``last_changed``; read from its index) and the newest node id (a node row written
-    anew). A node row is never deleted but with its cluster (the poll marks it gone)."""
-    queues = " UNION ALL ".join(
-        f"SELECT '{kind}' AS t, id, xmin FROM {_table(model)}"
-        for kind, model in (("q", ClusterQueue), ("c", Cohort), ("f", ResourceFlavor))
-    )
+    ResourceFlavor row's (``rows_version_sql``); then each cluster's newest node stamp (the
+    poll stamps every node it changes, finds gone or finds again: ``last_changed``; read
+    from its index) and the newest node id (a node row written anew). A node row is never
+    deleted but with its cluster (the poll marks it gone)."""
+    queues = rows_version_sql(("q", ClusterQueue), ("c", Cohort), ("f", ResourceFlavor))
     nodes = _table(ObservedNode)
     return Read(
-        "SELECT count(*), sum(hashtextextended(concat_ws(':', t, id, xmin), 0)), "
-        f"(SELECT array_agg((SELECT max(n.last_changed) FROM {nodes} n "
+        f"SELECT q.*, (SELECT array_agg((SELECT max(n.last_changed) FROM {nodes} n "
         f"WHERE n.cluster_id = c.id) ORDER BY c.id) FROM {_table(Cluster)} c), "
-        f"(SELECT max(id) FROM {nodes}) FROM ({queues}) v"
+        f"(SELECT max(id) FROM {nodes}) FROM ({queues}) q"
     )
 
 
