@@ -7,6 +7,7 @@ import datetime as dt
 import psycopg
 import pytest
 from django.db import ProgrammingError, connection
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -81,6 +82,43 @@ def test_a_column_the_read_leaves_out_is_deferred_and_read_when_asked() -> None:
     assert pods[0].name == "x"
     assert "pending_message" in pods[0].get_deferred_fields()
     assert pods[0].pending_message == "why"
+
+
+def test_a_read_builds_each_row_as_the_models_from_db_builds_it() -> None:
+    """Without Django's ``__init__`` (the faster way): the same attributes and state, and the
+    row saved back is an update of the same row, not a new one."""
+    pod = ObservedPodFactory(name="x", gpu_requests={"nvidia.com/gpu": 1})
+    sql = f"SELECT * FROM {ObservedPod._meta.db_table} WHERE id = %s"
+    (built,) = read_together(Read(sql, [pod.pk], ObservedPod))[0]
+    (theirs,) = ObservedPod.objects.raw(sql, [pod.pk])
+    mine = {k: v for k, v in vars(built).items() if k != "_state"}
+    assert mine == {k: v for k, v in vars(theirs).items() if k != "_state"}
+    assert (built._state.adding, built._state.db) == (False, "default")
+    assert built.cluster.pk == pod.cluster_id  # its foreign key read as the ORM reads it
+    built.phase = "Running"
+    with CaptureQueriesContext(connection) as captured:
+        built.save(update_fields=["phase"])
+    assert captured[0]["sql"].startswith("UPDATE")
+    assert ObservedPod.objects.on_every_cluster().get().phase == "Running"
+
+
+def test_a_model_whose_instances_are_listened_to_is_built_by_its_init() -> None:
+    """Where something listens to a model's ``post_init`` (a field that sets itself up, a
+    receiver of ours one day), each row read still sends it."""
+    ObservedPodFactory(name="x")
+    ObservedPodFactory(name="y")
+    heard: list[str] = []
+
+    def listen(sender: type, instance: ObservedPod, **_: object) -> None:
+        heard.append(instance.name)
+
+    post_init.connect(listen, sender=ObservedPod)
+    try:
+        sql = f"SELECT * FROM {ObservedPod._meta.db_table} ORDER BY name"
+        (pods,) = read_together(Read(sql, [], ObservedPod))
+    finally:
+        post_init.disconnect(listen, sender=ObservedPod)
+    assert heard == ["x", "y"] == [p.name for p in pods]
 
 
 def test_no_read_costs_no_query_and_a_read_is_one_statement() -> None:
