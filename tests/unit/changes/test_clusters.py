@@ -438,3 +438,33 @@ def test_a_pools_suggestion_takes_the_pool_of_the_remembered_cluster(
         page = client.get("/changes/new/?pool=train").content.decode()
         assert f'<option value="{shown.name}" selected>' in page
         assert theirs in page and not_theirs not in page
+
+
+def test_the_clusters_a_user_sees_follow_their_namespaces_and_roles_read_after_read(
+    two_clusters: tuple[Cluster, Cluster],
+) -> None:
+    """Each user's read of the clusters they may see is compiled once in the process
+    (``cluster.scope.clusters_read``): what it answers still follows the user's teams'
+    namespaces and roles, and another user's read is their own."""
+    from cluster.scope import clusters_read
+    from portal.infra.round_trips import read_together
+    from portal.models import PlatformRole
+
+    a, b = two_clusters
+    lead = User.objects.get(username="lead-a")
+
+    def seen(user: User) -> list[str]:
+        fresh = User.objects.get(pk=user.pk)  # a request's user: its roles not known yet
+        return [c.name for c in read_together(clusters_read(fresh))[0]]
+
+    assert seen(lead) == seen(lead) == [a.name]
+    Namespace.objects.create(name="team-a-b", team=Team.objects.get(slug="team-a"), cluster=b)
+    assert seen(lead) == sorted([a.name, b.name])
+    outsider = User.objects.create(username="outsider")
+    assert seen(outsider) == []
+    PlatformRole.objects.create(user=outsider, role="approver")
+    assert seen(outsider) == sorted([a.name, b.name])
+    outsider._qm_roles = {"approver"}  # type: ignore[attr-defined]  # a page that read them
+    assert [c.name for c in read_together(clusters_read(outsider))[0]] == sorted([a.name, b.name])
+    outsider._qm_roles = set()  # type: ignore[attr-defined]
+    assert [c.name for c in read_together(clusters_read(outsider))[0]] == []
