@@ -6,13 +6,13 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import path
 
 from changes.models import MigChangeRequest
-from cluster.models import ObservedNode, ObservedObject, ObservedWorkload
+from cluster.models import ObservedNode, ObservedObject, ObservedPod, ObservedWorkload
 from portal.urls import urlpatterns as portal_urlpatterns
 from queues.models import ClusterQueue
 from tenants.models import Namespace
@@ -21,7 +21,12 @@ DJANGO = engines["django"]
 HOME = DJANGO.from_string(
     "<html><body>{% for ns in namespaces %}<h2>{{ ns.team.slug }} {{ ns.name }}</h2><table>"
     "{% for q in ns.quota_items.all %}<tr><td>{{ q.resource }}</td><td>{{ q.hard }}</td></tr>"
-    "{% endfor %}</table>{% endfor %}</body></html>"
+    "{% endfor %}</table>{% endfor %}<table>{% for p in pods %}<tr><td>{{ p.namespace }}/"
+    "{{ p.name }}</td><td>{{ p.phase }}</td><td>{{ p.node_name }}</td><td>{{ p.gpu_requests }}"
+    "</td><td>{{ p.explained.why.cause }}</td></tr>{% endfor %}</table><table>"
+    "{% for w in workloads %}<tr><td>{{ w.namespace }}/{{ w.name }}</td><td>{{ w.queue_name }}"
+    "</td><td>{{ w.admitted }}</td><td>{{ w.requests }}</td><td>{{ w.explained.why.cause }}"
+    "</td><td>{{ w.explained.estimate.summary }}</td></tr>{% endfor %}</table></body></html>"
 )
 FLEET = DJANGO.from_string(
     "<html><body><table>{% for pool, resource, nodes, allocatable, allocated in rows %}<tr>"
@@ -66,12 +71,32 @@ INBOX = DJANGO.from_string(
 
 @login_required
 def baseline_home(request: HttpRequest) -> HttpResponse:
-    namespaces = (
+    """The user's teams' namespaces with their quota items, and the rows of them the home
+    draws: their Pending and running GPU pods and their unfinished workloads, each with the
+    words the poll explained it with."""
+    namespaces = list(
         Namespace.objects.filter(team__memberships__user=request.user)
         .select_related("team")
         .prefetch_related("quota_items")
     )
-    return HttpResponse(HOME.render({"namespaces": namespaces}))
+    mine = Q(pk__in=[])
+    for ns in namespaces:
+        mine |= Q(cluster_id=ns.cluster_id, namespace=ns.name)
+    pods = (
+        ObservedPod.objects.on_every_cluster()
+        .filter(mine)
+        .filter(
+            Q(phase="Pending") | Q(phase="Running") & (~Q(gpu_requests={}) | ~Q(resource_claims=[]))
+        )
+        .order_by("namespace", "name")
+    )
+    workloads = (
+        ObservedWorkload.objects.on_every_cluster()
+        .filter(mine, finished=False)
+        .order_by("admitted", "namespace", "created_at")
+    )
+    context = {"namespaces": namespaces, "pods": pods, "workloads": workloads}
+    return HttpResponse(HOME.render(context))
 
 
 @login_required
