@@ -510,7 +510,15 @@ class ObservedWorkload(models.Model):
                 models.F("id").desc(),
                 include=["cluster_id"],
                 name="observed_workload_newest",
-            )
+            ),
+            # The workloads a ClusterQueue holds quota for and has not admitted yet (the
+            # Queues page's lines, ``queues.observed.first_in_line``): few at any time, so
+            # the index is small and the poll's writes seldom touch it.
+            models.Index(
+                fields=["cluster", "cluster_queue"],
+                condition=models.Q(admitted=False, finished=False) & ~models.Q(cluster_queue=""),
+                name="observed_workload_reserved",
+            ),
         ]
 
     def __str__(self) -> str:

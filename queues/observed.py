@@ -8,16 +8,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery, Value, Window
+from django.db.models import Count, F, OuterRef, Subquery, Value, Window
 from django.db.models.expressions import OrderBy
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from cluster.decode import quota_refusal
 from cluster.models import ObservedCreateFailure, ObservedObject, ObservedWorkload
 from cluster.scope import cluster_id_of
+from portal.infra.round_trips import Read, read_together
 from portal.vocabulary.quantity import QuantityError, parse_quantity
-from queues.models import LocalQueue
+from queues.models import ClusterQueue, LocalQueue
 from queues.whatif import Refusal, Workload
+from tenants.models import Namespace
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,41 @@ def waiting_cluster_queue(*otherwise: Any) -> Coalesce:
     return Coalesce(NullIf("cluster_queue", Value("")), Subquery(via_local_queue), *otherwise)
 
 
+# ``first_in_line`` of some ClusterQueues: their waiting workloads, found through the
+# LocalQueues pointing at them (a waiting workload names no ClusterQueue yet: its namespace's
+# and queue name's rows, along the workloads' unique index) and those that name one of them
+# (a quota reservation not admitted yet: the partial index ``observed_workload_reserved``),
+# ranked in each queue. Written out: the ORM's form of the same read scanned every workload
+# of the cluster and looked up each waiting one's LocalQueue (46 ms of PostgreSQL at 50,000
+# workloads for the Queues page's cohort of 100 queues, against about 5).
+_LINE_SQL = f"""
+WITH local AS (
+    SELECT ns.name AS namespace, lq.name AS queue_name, cq.name AS queue
+    FROM {LocalQueue._meta.db_table} lq
+    JOIN {Namespace._meta.db_table} ns ON ns.id = lq.namespace_id
+    JOIN {ClusterQueue._meta.db_table} cq ON cq.id = lq.cluster_queue_id
+    WHERE ns.cluster_id = %s AND cq.name = ANY(%s)
+), waiting AS (
+    SELECT w.*, local.queue FROM local
+    JOIN {ObservedWorkload._meta.db_table} w
+        ON w.cluster_id = %s AND w.namespace = local.namespace
+        AND w.queue_name = local.queue_name
+    WHERE w.cluster_queue = '' AND NOT w.admitted AND NOT w.finished
+    UNION ALL
+    SELECT w.*, w.cluster_queue FROM {ObservedWorkload._meta.db_table} w
+    WHERE w.cluster_id = %s AND w.cluster_queue = ANY(%s)
+        AND NOT w.admitted AND NOT w.finished
+), ranked AS (
+    SELECT *,
+        row_number() OVER (PARTITION BY queue
+            ORDER BY position ASC NULLS LAST, queued_at, created_at, name) AS place,
+        count(*) OVER (PARTITION BY queue) AS waiting_in_queue
+    FROM waiting
+)
+SELECT * FROM ranked WHERE place <= %s ORDER BY queue, place
+"""
+
+
 def first_in_line(
     per_queue: int = 3, *, cluster_id: int, queues: Iterable[str] | None = None
 ) -> dict[str, list[ObservedWorkload]]:
@@ -55,27 +92,20 @@ def first_in_line(
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
     ``cluster_id``: the cluster whose queues these are; ``queues``: only these
     ClusterQueues' (by name; every one's by default)."""
+    if queues is not None:
+        names = sorted(queues)
+        params = [cluster_id, names, cluster_id, cluster_id, names, per_queue]
+        (rows,) = read_together(Read(_LINE_SQL, params, ObservedWorkload))
+        out: dict[str, list[ObservedWorkload]] = {}
+        for workload in rows:
+            out.setdefault(workload.queue, []).append(workload)
+        return out
     waiting = (
         ObservedWorkload.objects.on(cluster_id)
         .filter(admitted=False, finished=False)
         .annotate(queue=waiting_cluster_queue())
+        .exclude(queue=None)
     )
-    if queues is None:
-        waiting = waiting.exclude(queue=None)
-    else:
-        names = sorted(queues)
-        # The rows in them exactly: their own ClusterQueue, or (none named yet) a LocalQueue
-        # pointing at one of them, a join the database plans once; the LocalQueue of every
-        # other waiting workload is not looked up one row at a time.
-        through_local_queue = LocalQueue.objects.filter(
-            namespace__cluster_id=OuterRef("cluster_id"),
-            namespace__name=OuterRef("namespace"),
-            name=OuterRef("queue_name"),
-            cluster_queue__name__in=names,
-        )
-        waiting = waiting.filter(
-            Q(cluster_queue__in=names) | Q(cluster_queue="") & Exists(through_local_queue)
-        )
     order: list[OrderBy | str] = [
         F("position").asc(nulls_last=True),
         "queued_at",
@@ -86,7 +116,7 @@ def first_in_line(
         place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
         waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
     ).filter(place__lte=per_queue)
-    out: dict[str, list[ObservedWorkload]] = {}
+    out = {}
     for workload in ranked.order_by("queue", "place"):
         out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
     return out

@@ -233,6 +233,8 @@ SQL_KEPT = {
     "loop/write.py": "the loop's writer: COPY and one upsert per poll",
     "changes/facts.py": "the changes' selector of an assessment's facts (reads only)",
     "usage/reports.py": "the usage app's reports: its selectors, named for what they read",
+    "queues/observed.py": "the queues' reads of what the cluster shows of Kueue (the what-if's "
+    "and the Queues page's selectors, beneath queues/selectors.py, which imports them)",
     "portal/access/permissions.py": "a request's first question (roles, unread count), which "
     "the permission checks themselves ask: the access selectors import them",
     "portal/infra/round_trips.py": "the machinery that sends the selectors' reads together",
