@@ -50,7 +50,7 @@ from portal.access.permissions import is_platform_admin, sees_every_team, user_i
 from portal.access.selectors import pod_names_for
 from portal.infra.htmx import HtmxHttpRequest
 from portal.infra.process_cache import ProcessCache
-from portal.infra.round_trips import Read, page_together, read_together
+from portal.infra.round_trips import Read, page_together, queryset_read, read_together
 from portal.vocabulary.names import PodNames
 from queues import fairness
 from queues.models import ClusterQueue, Cohort, LocalQueue
@@ -376,20 +376,24 @@ def _queues_of(
 ) -> dict[str, Any]:
     """One cluster's cohorts, ClusterQueues and LocalQueues with what its last poll saw:
     every queue, or (``folded``) a line per cohort and the queues of the one ``asked``."""
-    statuses: dict[tuple[str, str], Any] = {
-        (o.kind, o.name): o.status
-        for o in ObservedObject.objects.on(cluster)
-        .filter(kind__in=["ClusterQueue", "Cohort"])
-        .only("kind", "name", "status")
-    }
-    cohorts: dict[int | None, Cohort] = {c.pk: c for c in Cohort.objects.filter(cluster=cluster)}
-    # Every queue of the cluster (its cohorts' lines need them all), without what the page
-    # never reads (a thousand namespace selectors decoded for nothing).
-    cqs = list(
-        ClusterQueue.objects.filter(cluster=cluster)
-        .defer("namespace_selector", "description")
-        .order_by("name")
+    # In one round trip: the statuses the poll saw, the cohorts, and every queue of the
+    # cluster (its cohorts' lines need them all), without what the page never reads (a
+    # thousand namespace selectors decoded for nothing).
+    observed, cohort_rows, cqs = read_together(
+        queryset_read(
+            ObservedObject.objects.on(cluster)
+            .filter(kind__in=["ClusterQueue", "Cohort"])
+            .only("kind", "name", "status")
+        ),
+        queryset_read(Cohort.objects.filter(cluster=cluster)),
+        queryset_read(
+            ClusterQueue.objects.filter(cluster=cluster)
+            .defer("namespace_selector", "description")
+            .order_by("name")
+        ),
     )
+    statuses: dict[tuple[str, str], Any] = {(o.kind, o.name): o.status for o in observed}
+    cohorts: dict[int | None, Cohort] = {c.pk: c for c in cohort_rows}
     facts = [_facts(cq, cohorts.get(cq.cohort_id), statuses) for cq in cqs]
     lent = {f.name: fairness.queue_rows(f) for f in facts}
     roots = fairness.cohort_tree(
