@@ -17,6 +17,7 @@ from loop.apply import apply_desired_state
 from loop.desired import collect_manifests
 from loop.poll import poll_cluster
 from queues.models import ClusterQueue
+from queues.observed import first_in_line
 from tests.realcluster.kit import RealCluster, need_kit
 from tests.realcluster.player import Kubelet
 from tests.support import wait_for
@@ -149,6 +150,17 @@ def test_the_poll_reads_nodes_queues_workloads_and_positions(
         ), states
         assert pending.position == 0
         assert ClusterQueue.objects.filter(name="cq-train").exists()
+        # The Queues page's line of cq-train with its cohort open (its queues named): real
+        # Kueue names no ClusterQueue on a Workload it has not reserved quota for, so the
+        # line finds it through the LocalQueue it names, as every queue's line does
+        assert pending.cluster_queue == ""
+        cluster_id = pending.cluster_id
+        some = first_in_line(3, cluster_id=cluster_id, queues={"cq-train"})
+        every = first_in_line(3, cluster_id=cluster_id)
+        assert some["cq-train"][0].pk == pending.pk
+        assert [(w.pk, w.waiting_in_queue) for w in some["cq-train"]] == [
+            (w.pk, w.waiting_in_queue) for w in every["cq-train"]
+        ]
     finally:
         for name in ("rc-poll-run", "rc-poll-wait-1", "rc-poll-wait-2"):
             real_cluster.remove_job("team-a", name)
