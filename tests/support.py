@@ -167,7 +167,9 @@ def die_with_the_tests() -> None:
     """In a child the tests start, before it runs (``preexec_fn``): SIGTERM when the test
     process that started it dies. A test run stopped from outside (a timeout, an interrupt)
     otherwise leaves its Celery workers running in their own sessions, taking the next
-    run's tasks from the shared broker into a database that is gone."""
+    run's tasks from the shared broker into a database that is gone. Linux sends it when
+    the *thread* that started the child ends: start such children from the test's own
+    thread (as the fixtures do), not from a helper thread that may end first."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
