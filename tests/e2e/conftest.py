@@ -16,9 +16,12 @@ import pytest
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 ROOT = Path(__file__).resolve().parents[2]
-# Screenshots of the main pages; the README's come from
-# `QM_SCREENSHOTS=docs/screenshots python3 dev.py test tests/e2e`.
+# Screenshots of the main pages, for a person to look at after a run; the README's come from
+# `QM_SCREENSHOTS=docs/screenshots python3 dev.py test tests/e2e`. A CI run (CI set) takes
+# none unless QM_SCREENSHOTS asks: its clean clone is thrown away with them, and the 61
+# full-page PNGs cost Chromium and Playwright's driver about 10 CPU-seconds of the run.
 SCREENSHOTS = ROOT / os.environ.get("QM_SCREENSHOTS", ".data/screenshots")
+TAKE_SCREENSHOTS = bool(os.environ.get("QM_SCREENSHOTS") or not os.environ.get("CI"))
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -88,5 +91,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str) -> None:
+    if not TAKE_SCREENSHOTS:
+        return
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
