@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import requests
-from mcp import Client, StdioServerParameters
 
 from changes.models import MigChangeRequest, QuotaChangeRequest
 from cli.client import describe
@@ -33,6 +32,11 @@ TOOLS = {
 def session(url: str, key: str, calls: list[tuple[str, dict[str, Any]]], home: Path) -> Any:
     """``qm-mcp`` as a subprocess with only ``QM_URL``/``QM_TOKEN``: its tools as listed,
     and each call's result (``is_error``, the text the model reads, the structured content)."""
+    # lazy: the SDK's import builds some 550 pydantic models (0.5-1.1 s); at the top of the
+    # module every test process of a run paid it while collecting, not only the one that runs
+    # these tests
+    from mcp import Client, StdioServerParameters
+
     server = StdioServerParameters(
         command=str(QM_MCP),
         env={"QM_URL": url, "QM_TOKEN": key, "HOME": str(home), "PATH": os.environ["PATH"]},
