@@ -37,7 +37,7 @@ LISTS = {
 }
 PAGE_SIZE = 50
 
-from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
+from loadkit import compare, fill, free_port, serve, too_few, wait_until_serving  # noqa: E402
 from smoke import parse  # noqa: E402
 
 
@@ -50,6 +50,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=600)
     args = parse(parser, {"nodes": 60, "teams": 12, "clients": 2, "requests": 4})
+    if (refused := too_few(args.requests, args.clients)) is not None:
+        parser.error(refused)
 
     import django
 

@@ -270,6 +270,18 @@ def wait_until_serving(base: str, path: str, server: subprocess.Popen[bytes]) ->
             time.sleep(0.2)
 
 
+def too_few(requests: int, clients: int) -> str | None:
+    """Why ``compare`` cannot measure ``requests`` per page and side over ``clients``
+    (each of its two rounds sends ``requests // 2``, split evenly among the clients), or
+    None: for a bench to say before it fills its database."""
+    if requests // 2 >= clients:
+        return None
+    return (
+        f"--requests {requests} over {clients} clients leaves a client of a round without a "
+        f"request: give at least {2 * clients}"
+    )
+
+
 def compare(
     base: str,
     server: subprocess.Popen[bytes],
@@ -285,6 +297,8 @@ def compare(
     measured), then two rounds with the sides' order swapped. Prints a line per target
     (p50 and p99 of each side, and the p99 ratio against the target's own baseline) and,
     last, ``p99_ms=… baseline_p99_ms=… ratio=…`` over all. Returns each target's p99 ratio."""
+    if (refused := too_few(requests, clients)) is not None:
+        raise SystemExit(refused)
     everything: dict[str, list[float]] = {"portal": [], "baseline": []}
     ratios: dict[str, float] = {}
     connections = spread(base, server, clients)

@@ -58,7 +58,7 @@ os.environ.setdefault("QM_EMBEDDED_DB_NAME", "quartermaster_bench")
 
 import scale  # noqa: E402
 import scale_db  # noqa: E402
-from loadkit import compare, fill, free_port, serve, wait_until_serving  # noqa: E402
+from loadkit import compare, fill, free_port, serve, too_few, wait_until_serving  # noqa: E402
 from smoke import parse  # noqa: E402
 
 POOLS = 10
@@ -422,6 +422,8 @@ def main() -> int:
         parser,
         {"nodes": 60, "teams": 12, "changes": 6, "workloads": 120, "clients": 2, "requests": 4},
     )
+    if (refused := too_few(args.requests, args.clients)) is not None:
+        parser.error(refused)
     shown = SCALE_PAGES if args.scale else PAGES
     only = [name for name in args.only.split(",") if name] or list(shown)
     if set(only) - set(shown):

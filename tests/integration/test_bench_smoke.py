@@ -90,3 +90,25 @@ def test_the_benchmark_runs_at_its_smoke_size(bench: str, request: pytest.Fixtur
     assert run.returncode == 0, output[-4000:]
     last = run.stdout.strip().splitlines()[-1]
     assert LAST_LINE.fullmatch(last), output[-4000:]
+
+
+@pytest.mark.parametrize("bench", ["api", "pages"])
+def test_a_size_the_bench_cannot_measure_is_refused_before_it_fills_anything(bench: str) -> None:
+    """Each of ``compare``'s two rounds sends ``--requests // 2`` split among the clients:
+    fewer than two per client leaves a side without latencies, which the bench found out
+    only after filling its database (a percentile of nothing). It says so at once."""
+    run = subprocess.run(
+        [sys.executable, *BENCHES[bench], "--smoke", "--requests", "3", "--clients", "2"],
+        cwd=ROOT,
+        # a database nothing answers at: a bench that went on would fail there, writing nothing
+        env={
+            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+            "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--requests 3 over 2 clients" in run.stderr and "give at least 4" in run.stderr
+    assert run.stdout == ""  # nothing filled, nothing measured
