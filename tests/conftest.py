@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.apps import apps as django_apps
 from django.conf import settings
 from django.core.servers import basehttp
 from django.db import connection, transaction
@@ -32,6 +33,7 @@ from loop.poll import poll_cluster
 from portal.models import PlatformRole
 from tests.factories import MembershipFactory, NamespaceFactory, TeamFactory, UserFactory
 from tests.support import Worker, database_url, maintenance_connection
+from tests.template import kept_template, template_digest, template_name
 
 TESTS = Path(__file__).resolve().parent
 MARKS = {
@@ -90,10 +92,11 @@ def quick_gc(argv: list[str]) -> list[str]:
 
 # ------------------------------------------------------------------ the migrated template
 
-# One migration per run: the first process (pytest-xdist's controller, or the only one)
-# migrates a template database, and every test process's database is a copy of it (Django's
-# TEST["TEMPLATE"]), whose migrate then has nothing to do: four processes had each migrated
-# from scratch (about 6 CPU-seconds and as many of the server's, each).
+# One migration, kept between runs: the first process (pytest-xdist's controller, or the only
+# one) finds or migrates a template database (``tests/template.py``: kept on the server under
+# a digest of what the migrations make), and every test process's database is a copy of it
+# (Django's TEST["TEMPLATE"]), whose migrate then has nothing to do: four processes had each
+# migrated from scratch (about 6 CPU-seconds and as many of the server's, each).
 TEMPLATE_KEY = "qm_template_database"
 
 
@@ -104,10 +107,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     parallel = (config.getoption("numprocesses", None) or 0) > 1
     warming = warm_imports(config.args) if parallel else None
-    name = f"test_{settings.DATABASES['default']['NAME']}_template_{os.getpid()}"
+    apps = [Path(app.path) for app in django_apps.get_app_configs()]
+    digest = template_digest(TESTS.parent, apps, cluster_name=settings.QM_CLUSTER_NAME)
+    name = template_name(settings.DATABASES["default"]["NAME"], digest)
     with maintenance_connection() as server:
-        server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        server.execute(f'CREATE DATABASE "{name}"')
+        config.stash[TEMPLATE] = kept_template(server, name, migrate_template)
+    if warming is not None:
+        warming.wait(timeout=600)
+
+
+def migrate_template(name: str) -> None:
+    """The migrations applied to the empty database ``name``, as the run command applies them."""
     migrated = subprocess.run(
         quick_gc(["manage.py", "migrate", "--no-input", "-v", "0"]),
         cwd=TESTS.parent,
@@ -118,9 +128,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     )
     if migrated.returncode:
         raise pytest.UsageError(f"the template database did not migrate:\n{migrated.stderr}")
-    config.stash[TEMPLATE] = name
-    if warming is not None:
-        warming.wait(timeout=600)
 
 
 def warm_imports(args: list[str]) -> subprocess.Popen[bytes]:
@@ -143,14 +150,6 @@ def warm_imports(args: list[str]) -> subprocess.Popen[bytes]:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: each test process is told the template's name."""
     node.workerinput[TEMPLATE_KEY] = node.config.stash.get(TEMPLATE, "")
-
-
-@pytest.hookimpl(trylast=True)  # after the test processes (and their databases) are gone
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    name = session.config.stash.get(TEMPLATE, "")
-    if name:
-        with maintenance_connection() as server:
-            server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
