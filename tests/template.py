@@ -98,6 +98,7 @@ def kept_template(
         server.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
         try:
             migrate(building)
+            _stamp(server, building, now)  # never a kept template without its stamp
             server.execute(
                 sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                     sql.Identifier(building), sql.Identifier(name)
@@ -109,12 +110,17 @@ def kept_template(
             server.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building))
             )
+    _stamp(server, name, now)
+    return name
+
+
+def _stamp(server: Any, name: str, now: dt.datetime) -> None:
+    """When the template was last used, in its comment (``drop_stale`` reads it)."""
     server.execute(
         sql.SQL("COMMENT ON DATABASE {} IS {}").format(
             sql.Identifier(name), sql.Literal(f"used {now.isoformat()}")
         )
     )
-    return name
 
 
 def drop_stale(server: Any, *, now: dt.datetime, keep: str, among: str = "") -> list[str]:

@@ -79,6 +79,11 @@ def test_a_template_is_migrated_once_reused_and_dropped_when_stale() -> None:
             assert kept_template(server, name, migrate, now=now) == name
             assert len(migrated) == 1 and migrated[0].startswith(f"{name}{BUILDING}")
             assert _tables(name) == ["made"]
+            stamp = server.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+                [name],
+            ).fetchone()
+            assert stamp == (f"used {now.isoformat()}",)
             # a half-built template of a process that is gone, and one another run is
             # migrating now (this process stands for it): only the first is dropped
             left = f"{name}{BUILDING}999999999"
