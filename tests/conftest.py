@@ -22,6 +22,7 @@ from django.apps import apps as django_apps
 from django.conf import settings
 from django.core.servers import basehttp
 from django.db import connection, transaction
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
 
 import devcluster
 from cluster.scope import settings_cluster_id
@@ -235,8 +236,13 @@ def _unit(item: Any) -> Any:
 @pytest.fixture(scope="session", autouse=True)
 def _close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any:
     """Live-server threads and killed workers can leave sessions on the test database; end
-    them before it is dropped (torn down before ``django_db_setup``, which it depends on)."""
+    them before it is dropped (torn down before ``django_db_setup``, which it depends on).
+    Only a test database: when no test of the run asked for one, pytest-django sets none up
+    and the connection is the developer's own database, whose sessions (the portal running
+    beside, another test process) are not this run's to end."""
     yield
+    if not connection.settings_dict["NAME"].startswith(TEST_DATABASE_PREFIX):
+        return
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

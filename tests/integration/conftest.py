@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import redis
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
 
 import devcluster
 from cluster.connection import gateway_for
@@ -89,7 +91,10 @@ def past_schema(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[s
     (test_upgrade), before clusters were objects (test_cluster_migration), before rows named
     their cluster (test_cluster_rows_migration, its one cluster named ``gpu-main``), made by
     one migration in that order (each ahead of the one before), each test a copy of its own.
-    The three are dealt to one test process together (tests/conftest.py's ``_unit``)."""
+    The three are dealt to one test process together (tests/conftest.py's ``_unit``), each
+    marked to use the test database: their scratch databases are made next to it."""
+    name = connection.settings_dict["NAME"]
+    assert name.startswith(TEST_DATABASE_PREFIX), f"not a test database: {name} (mark the test)"
     from tests.integration import test_cluster_migration as clusters
     from tests.integration import test_cluster_rows_migration as rows
     from tests.integration import test_upgrade as upgrade

@@ -14,6 +14,10 @@ from django.db.migrations.executor import MigrationExecutor
 
 from tests.support import leaves_fitting, scratch_database
 
+# The test database (its scratch databases are made beside it; no transaction around the test:
+# CREATE DATABASE cannot run in one).
+pytestmark = pytest.mark.django_db(transaction=True)
+
 ALIAS = "before_clusters"
 BEFORE = ("cluster", "0008_observed_node_labels_index")
 SCHEMA = ("cluster", "0009_cluster")

@@ -20,6 +20,10 @@ from cluster.models import AppliedObject, Drift, ObservedNode, ObservedPod, Sync
 from health.models import NodeHealth
 from tests.support import scratch_database
 
+# The test database (its scratch databases are made beside it; no transaction around the test:
+# CREATE DATABASE cannot run in one).
+pytestmark = pytest.mark.django_db(transaction=True)
+
 ALIAS = "upgrade"
 # Each app's last migration in that release; ``cluster.0001_initial`` replaces the sync
 # app's two migrations and builds the same tables.
