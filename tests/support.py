@@ -163,6 +163,16 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent die
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 
 
+def alive(pid: int) -> bool:
+    """Whether the process ``pid`` runs (one that ended but is not reaped yet counts as
+    ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def die_with_the_tests() -> None:
     """In a child the tests start, before it runs (``preexec_fn``): SIGTERM when the test
     process that started it dies. A test run stopped from outside (a timeout, an interrupt)

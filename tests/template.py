@@ -27,6 +27,8 @@ from typing import Any
 import django
 from psycopg import errors, sql
 
+from tests.support import alive
+
 KEPT_DAYS = 7
 MARK = "_tpl_"  # in every kept template's name, and only there
 BUILDING = "_b"  # a template being built: "<its name>_b<pid>", renamed once migrated
@@ -138,7 +140,7 @@ def drop_stale(server: Any, *, now: dt.datetime, keep: str, among: str = "") -> 
             continue
         head, _, pid = name.rpartition(BUILDING)
         if MARK in head and pid.isdigit():
-            if not _alive(int(pid)):
+            if not alive(int(pid)):
                 stale.append(name)
             continue
         used = _used(comment)
@@ -160,13 +162,3 @@ def _used(comment: str | None) -> dt.datetime | None:
 
 def _exists(server: Any, name: str) -> bool:
     return bool(server.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone())
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -26,6 +26,8 @@ from typing import IO
 
 import pytest
 
+from tests.support import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 KIT_VARIABLE = "QM_REALCLUSTER"
 HOW_TO_GET_IT = (
@@ -180,7 +182,7 @@ class RealCluster:
         if _ours(old, self.root):
             os.kill(old, signal.SIGTERM)
             deadline = time.monotonic() + 15
-            while _alive(old) and time.monotonic() < deadline:
+            while alive(old) and time.monotonic() < deadline:
                 time.sleep(0.2)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(old, signal.SIGKILL)
@@ -279,7 +281,7 @@ class RealCluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 3
-        while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in started) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
@@ -300,15 +302,6 @@ def _users(root: Path) -> Path:
     folder = root / "users"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _alive(pid: int) -> bool:
-    """The process runs (an ended one not yet reaped counts as ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _take_lock(run_id: str) -> IO[str] | None:
@@ -386,7 +379,7 @@ def _wait_for_others(root: Path) -> None:
     when all of them have; waiting costs the run nothing)."""
     deadline = time.monotonic() + 3600
     while time.monotonic() < deadline:
-        others = [p for p in _users(root).iterdir() if _alive(int(p.name))]
+        others = [p for p in _users(root).iterdir() if alive(int(p.name))]
         if not others:
             return
         time.sleep(1)

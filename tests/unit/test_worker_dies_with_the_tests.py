@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 # A stand-in for a test process: it starts a long child in its own session, as the tests
 # start a worker, says its pid, then waits to be killed.
@@ -29,14 +31,6 @@ time.sleep(60)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="prctl(2) is Linux's")
 def test_a_child_of_a_killed_test_process_ends_with_it() -> None:
     parent = subprocess.Popen(
@@ -48,10 +42,10 @@ def test_a_child_of_a_killed_test_process_ends_with_it() -> None:
     )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
-    assert _alive(child)
+    assert alive(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the child outlived the test process that started it"
+    assert not alive(child), "the child outlived the test process that started it"
