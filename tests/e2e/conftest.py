@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Screenshots of the main pages, for a person to look at after a run; the README's come from
 # `QM_SCREENSHOTS=docs/screenshots python3 dev.py test tests/e2e`. A CI run (CI set) takes
 # none unless QM_SCREENSHOTS asks: its clean clone is thrown away with them, and the 61
-# full-page PNGs cost Chromium and Playwright's driver about 10 CPU-seconds of the run.
+# full-page PNGs cost Chromium and Playwright's driver 11-22 CPU-seconds of the run (measured).
 SCREENSHOTS = ROOT / os.environ.get("QM_SCREENSHOTS", ".data/screenshots")
 TAKE_SCREENSHOTS = bool(os.environ.get("QM_SCREENSHOTS") or not os.environ.get("CI"))
 CHROMIUM_ARGS = [
