@@ -93,33 +93,35 @@ def first_in_line(
     LocalQueue says which. Each carries ``waiting_in_queue``: how many wait there in all.
     ``cluster_id``: the cluster whose queues these are; ``queues``: only these
     ClusterQueues' (by name; every one's by default)."""
+    rows: Iterable[Any]
     if queues is not None:
         names = sorted(queues)
         params = [cluster_id, names, cluster_id, cluster_id, names, per_queue]
         (rows,) = read_together(Read(_LINE_SQL, params, ObservedWorkload))
-        out: dict[str, list[ObservedWorkload]] = {}
-        for workload in rows:
-            out.setdefault(workload.queue, []).append(workload)
-        return out
-    waiting = (
-        ObservedWorkload.objects.on(cluster_id)
-        .filter(admitted=False, finished=False)
-        .annotate(queue=waiting_cluster_queue())
-        .exclude(queue=None)
-    )
-    order: list[OrderBy | str] = [
-        F("position").asc(nulls_last=True),
-        "queued_at",
-        "created_at",
-        "name",
-    ]
-    ranked = waiting.annotate(
-        place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
-        waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
-    ).filter(place__lte=per_queue)
-    out = {}
-    for workload in ranked.order_by("queue", "place"):
-        out.setdefault(workload.queue, []).append(workload)  # type: ignore[attr-defined]
+    else:
+        waiting = (
+            ObservedWorkload.objects.on(cluster_id)
+            .filter(admitted=False, finished=False)
+            .annotate(queue=waiting_cluster_queue())
+            .exclude(queue=None)
+        )
+        order: list[OrderBy | str] = [
+            F("position").asc(nulls_last=True),
+            "queued_at",
+            "created_at",
+            "name",
+        ]
+        rows = (
+            waiting.annotate(
+                place=Window(RowNumber(), partition_by=[F("queue")], order_by=order),
+                waiting_in_queue=Window(Count("pk"), partition_by=[F("queue")]),
+            )
+            .filter(place__lte=per_queue)
+            .order_by("queue", "place")
+        )
+    out: dict[str, list[ObservedWorkload]] = {}
+    for workload in rows:  # in order: by queue, then place
+        out.setdefault(workload.queue, []).append(workload)
     return out
 
 
