@@ -21,7 +21,14 @@ from queues import manifests as queue_manifests
 from queues.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from tenants import manifests as tenant_manifests
 from tenants import mig_policy
-from tenants.models import MigGrant, MigPolicy, Namespace, PriorityClass
+from tenants.models import (
+    LimitRangeItem,
+    MigGrant,
+    MigPolicy,
+    Namespace,
+    PriorityClass,
+    QuotaItem,
+)
 
 Manifest = dict[str, Any]
 
@@ -41,21 +48,17 @@ def collect_manifests(
     if backend is None or version is None:
         found_backend, found_version = rendering_for(cluster)
         backend, version = backend or found_backend, version or found_version
-    namespaces = list(
-        Namespace.objects.filter(cluster=cluster)
-        .select_related("team")
-        .prefetch_related("quota_items", "limit_items")
-    )
-    local_queues = list(
-        LocalQueue.objects.filter(namespace__cluster=cluster).select_related(
-            "namespace__team", "cluster_queue"
-        )
-    )
+    # Each table read once, its rows grouped here: a prefetch (or a join per LocalQueue)
+    # built a queryset per namespace and the same namespace, team and ClusterQueue again
+    # for each of its queues, most of what this read cost at a few thousand namespaces.
+    namespaces = list(Namespace.objects.filter(cluster=cluster).select_related("team"))
+    local_queues = list(LocalQueue.objects.filter(namespace__cluster=cluster))
+    named = _Named(cluster, namespaces, local_queues)
     if team_slug is not None:
         namespaces = [ns for ns in namespaces if ns.team.slug == team_slug]
-        local_queues = [lq for lq in local_queues if lq.namespace.team.slug == team_slug]
+        local_queues = [lq for lq in local_queues if named.team(lq) == team_slug]
     everything = team_slug is None
-    out = _tenant_objects(namespaces, local_queues, backend=backend, everything=everything)
+    out = _tenant_objects(namespaces, local_queues, named, backend=backend, everything=everything)
     policy = MigPolicy.objects.on(cluster).filter(governed=True).first()
     if policy is not None:
         device_classes, quotas = _mig_policy_objects(policy, namespaces)
@@ -80,13 +83,13 @@ def collect_manifests(
             )
         return out
     if everything:
-        out.extend(_kueue_cluster_objects(cluster, version))
+        out.extend(_kueue_cluster_objects(cluster, named, version))
     out.extend(
         queue_manifests.render_local_queue(
             lq,
-            namespace=lq.namespace.name,
-            team_slug=lq.namespace.team.slug,
-            cluster_queue_name=lq.cluster_queue.name,
+            namespace=named.namespaces[lq.namespace_id].name,
+            team_slug=named.team(lq),
+            cluster_queue_name=named.cluster_queues[lq.cluster_queue_id],
             version=version,
         )
         for lq in local_queues
@@ -94,8 +97,41 @@ def collect_manifests(
     return out
 
 
+class _Named:
+    """What the renderers name beside a row, read once for the cluster: each namespace
+    (with its team), each LocalQueue's ClusterQueue's name, each namespace's quota and
+    LimitRange items, and which namespaces each ClusterQueue's LocalQueues are in."""
+
+    def __init__(
+        self, cluster: Cluster, namespaces: list[Namespace], local_queues: list[LocalQueue]
+    ) -> None:
+        self.namespaces = {ns.pk: ns for ns in namespaces}
+        self.cluster_queues: dict[int, str] = dict(
+            ClusterQueue.objects.filter(
+                pk__in={lq.cluster_queue_id for lq in local_queues}
+            ).values_list("pk", "name")
+        )
+        self.quota_items: dict[int, list[QuotaItem]] = defaultdict(list)
+        for quota_item in QuotaItem.objects.filter(namespace__cluster=cluster):
+            self.quota_items[quota_item.namespace_id].append(quota_item)
+        self.limit_items: dict[int, list[LimitRangeItem]] = defaultdict(list)
+        for limit_item in LimitRangeItem.objects.filter(namespace__cluster=cluster):
+            self.limit_items[limit_item.namespace_id].append(limit_item)
+        self.namespaces_of: dict[int, list[str]] = defaultdict(list)
+        for lq in local_queues:
+            self.namespaces_of[lq.cluster_queue_id].append(self.namespaces[lq.namespace_id].name)
+
+    def team(self, lq: LocalQueue) -> str:
+        return str(self.namespaces[lq.namespace_id].team.slug)
+
+
 def _tenant_objects(
-    namespaces: list[Namespace], local_queues: list[LocalQueue], *, backend: str, everything: bool
+    namespaces: list[Namespace],
+    local_queues: list[LocalQueue],
+    named: _Named,
+    *,
+    backend: str,
+    everything: bool,
 ) -> list[Manifest]:
     """Namespaces, then ResourceQuotas, then LimitRanges (the caller puts the
     PriorityClasses after the Namespaces). With Volcano, a namespace with one LocalQueue
@@ -107,18 +143,18 @@ def _tenant_objects(
     for ns in namespaces:
         volcano_queue = ""
         if backend == "volcano" and len(queues_by_namespace[ns.pk]) == 1:
-            volcano_queue = queues_by_namespace[ns.pk][0].cluster_queue.name
+            volcano_queue = named.cluster_queues[queues_by_namespace[ns.pk][0].cluster_queue_id]
         out.append(
             tenant_manifests.render_namespace(
                 ns, team_slug=ns.team.slug, volcano_queue=volcano_queue
             )
         )
     quotas = [
-        tenant_manifests.render_resource_quota(ns, ns.quota_items.all(), team_slug=ns.team.slug)
+        tenant_manifests.render_resource_quota(ns, named.quota_items[ns.pk], team_slug=ns.team.slug)
         for ns in namespaces
     ]
     limits = [
-        tenant_manifests.render_limit_range(ns, ns.limit_items.all(), team_slug=ns.team.slug)
+        tenant_manifests.render_limit_range(ns, named.limit_items[ns.pk], team_slug=ns.team.slug)
         for ns in namespaces
     ]
     return out + [q for q in quotas if q] + [lr for lr in limits if lr]
@@ -156,7 +192,7 @@ def _mig_policy_objects(
     return classes, quotas
 
 
-def _kueue_cluster_objects(cluster: Cluster, version: str) -> list[Manifest]:
+def _kueue_cluster_objects(cluster: Cluster, named: _Named, version: str) -> list[Manifest]:
     """The cluster's ResourceFlavors, Cohorts (parents first), ClusterQueues (each
     admitting the namespaces of its LocalQueues unless the admin set a selector)."""
     out = [
@@ -167,19 +203,12 @@ def _kueue_cluster_objects(cluster: Cluster, version: str) -> list[Manifest]:
     for cohort in _parents_first(cohorts):
         parent = cohorts[cohort.parent_id].name if cohort.parent_id else None
         out.append(queue_manifests.render_cohort(cohort, parent_name=parent, version=version))
-    namespaces_by_cq: dict[int, list[str]] = defaultdict(list)
-    for lq in (
-        LocalQueue.objects.filter(namespace__cluster=cluster)
-        .select_related("namespace")
-        .only("cluster_queue_id", "namespace__name")
-    ):
-        namespaces_by_cq[lq.cluster_queue_id].append(lq.namespace.name)
     for cq in ClusterQueue.objects.filter(cluster=cluster):
         out.append(
             queue_manifests.render_cluster_queue(
                 cq,
                 cohort_name=cohorts[cq.cohort_id].name if cq.cohort_id else None,
-                namespaces=namespaces_by_cq[cq.pk],
+                namespaces=named.namespaces_of[cq.pk],
                 version=version,
             )
         )

@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 import yaml
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from cluster.models import Cluster
+from cluster.services import settings_cluster
 from loop.desired import collect_manifests
-from queues.models import ClusterQueue
+from queues.models import ClusterQueue, LocalQueue
+from tenants.models import LimitRangeItem, Namespace, QuotaItem, Team
 from tests.schemas import schema_errors
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +334,55 @@ def test_collecting_manifests_takes_a_fixed_number_of_queries(
 ) -> None:
     with django_assert_max_num_queries(12):
         collect_manifests()
+
+
+def _more_namespaces(cluster: Cluster, count: int, *, hard: str) -> None:
+    """``count`` namespaces of team-a on ``cluster``, each with a quota item, a LimitRange
+    item and a LocalQueue on the cluster's ClusterQueue cq-train (made when missing)."""
+    team = Team.objects.get(slug="team-a")
+    queue, _ = ClusterQueue.objects.get_or_create(cluster=cluster, name="cq-train")
+    for i in range(count):
+        ns = Namespace.objects.create(cluster=cluster, name=f"team-a-more-{i}", team=team)
+        QuotaItem.objects.create(namespace=ns, resource="requests.nvidia.com/gpu", hard=hard)
+        LimitRangeItem.objects.create(
+            namespace=ns, limit_type="Container", resource="nvidia.com/gpu", default="1"
+        )
+        LocalQueue.objects.create(name="more", namespace=ns, cluster_queue=queue)
+
+
+def test_manifests_take_the_same_queries_at_twice_the_namespaces_and_stay_on_their_cluster(
+    demo: None,
+) -> None:
+    """The queries do not grow with the namespaces, their items and queues; a namespace of
+    the same name, with its items and queue, on another cluster adds nothing here."""
+    here = settings_cluster()
+    with CaptureQueriesContext(connection) as small:
+        collect_manifests(cluster=here)
+    _more_namespaces(here, 6, hard="4")
+    other = Cluster.objects.create(name="other", display_name="Other", connection="token")
+    _more_namespaces(other, 8, hard="99")
+    with CaptureQueriesContext(connection) as large:
+        manifests = collect_manifests(cluster=here)
+    assert len(large.captured_queries) == len(small.captured_queries)
+    for i in range(6):
+        assert find(manifests, "ResourceQuota", f"team-a-more-{i}-gpu-quota")["spec"] == {
+            "hard": {"requests.nvidia.com/gpu": "4"}
+        }
+        assert find(manifests, "LimitRange", f"team-a-more-{i}-gpu-defaults")["spec"] == {
+            "limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1"}}]
+        }
+        queue = next(
+            m
+            for m in manifests
+            if m["kind"] == "LocalQueue" and m["metadata"]["namespace"] == f"team-a-more-{i}"
+        )
+        assert queue["spec"]["clusterQueue"] == "cq-train"
+    names = [m["metadata"]["name"] for m in manifests]
+    assert "team-a-more-6" not in names and "team-a-more-7" not in names
+    selected = find(manifests, "ClusterQueue", "cq-train")["spec"]["namespaceSelector"]
+    assert {f"team-a-more-{i}" for i in range(6)} <= set(selected["matchExpressions"][0]["values"])
+    assert "team-a-more-7" not in selected["matchExpressions"][0]["values"]
+    theirs = collect_manifests(cluster=other)
+    assert find(theirs, "ResourceQuota", "team-a-more-0-gpu-quota")["spec"] == {
+        "hard": {"requests.nvidia.com/gpu": "99"}
+    }
