@@ -25,7 +25,11 @@ from queues.models import ClusterQueue
 log = logging.getLogger(__name__)
 FORBIDDEN = 403
 Objects = list[dict[str, Any]]
-PAGE_SIZE = 500
+# Objects per LIST page. 150,000 pods are 75 pages at 2,000 (300 at kubectl's 500): each page
+# is a round trip through the API server's authentication and the client's TLS and decoding,
+# and the poll holds every page's objects anyway. At the scale scenario (about 450 -> 120
+# list requests with the workloads and events) the steady poll's fetch took 2.36 s, not 2.54.
+PAGE_SIZE = 2000
 
 
 DRA = "resource.k8s.io/v1"
