@@ -97,7 +97,10 @@ def first_in_line(
     if queues is not None:
         names = sorted(queues)
         params = [cluster_id, names, cluster_id, cluster_id, names, per_queue]
-        (rows,) = read_together(Read(_LINE_SQL, params, ObservedWorkload))
+        # Never prepared: the generic plan PostgreSQL keeps for a prepared statement, not
+        # knowing which queues, scans every workload for the reserved ones (a parallel
+        # sequential scan: 31 ms against 11 at the scale scenario's 50,000 workloads).
+        (rows,) = read_together(Read(_LINE_SQL, params, ObservedWorkload, prepared=False))
     else:
         waiting = (
             ObservedWorkload.objects.on(cluster_id)

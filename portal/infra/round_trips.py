@@ -38,9 +38,16 @@ def pairs_params(pairs: Sequence[tuple[int | None, str]]) -> list[list[Any]]:
 
 @dataclass(frozen=True)
 class Read:
+    """``prepared``: whether it may be prepared once sent a few times (below). False for a
+    read whose best plan depends on its parameters' values: after five runs of a prepared
+    statement PostgreSQL may keep one generic plan, made without knowing them, and for
+    some reads that plan is much worse (a sequential scan of a large table where the
+    values would have used an index): such a read is planned anew each time."""
+
     sql: str
     params: Sequence[Any] = ()
     model: type[Model] | None = None
+    prepared: bool = True
 
 
 def read_together(*reads: Read) -> list[list[Any]]:
@@ -146,7 +153,7 @@ class _Pipelined(_Sender):
                 for read in self.reads:
                     cursor = psycopg.Cursor(self.raw)
                     cursors.append(cursor)
-                    cursor.execute(read.sql, read.params)
+                    cursor.execute(read.sql, read.params, prepare=None if read.prepared else False)
             for read, cursor in zip(self.reads, cursors, strict=True):
                 self._keep(read, cursor)
         finally:

@@ -138,6 +138,19 @@ def test_in_autocommit_a_read_sent_a_few_times_is_prepared_and_answers_the_same(
     assert any("WHERE namespace = $1" in statement for statement in prepared_statements())
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_read_that_must_not_be_prepared_is_planned_anew_each_time() -> None:
+    """``prepared=False``: sent as often as a prepared one would be prepared, never is."""
+    ObservedPodFactory(name="a", namespace="team-a")
+    sql = f"SELECT name FROM {ObservedPod._meta.db_table} WHERE namespace = %s"
+    answers = [
+        read_together(Read(sql, [namespace], prepared=False))[0]
+        for namespace in ["team-a", "x"] * 4
+    ]
+    assert answers == [[("a",)], []] * 4
+    assert not any("WHERE namespace = $1" in statement for statement in prepared_statements())
+
+
 def test_in_a_transaction_nothing_is_prepared() -> None:
     sql = f"SELECT name FROM {ObservedPod._meta.db_table} WHERE namespace = %s"
     for _ in range(8):

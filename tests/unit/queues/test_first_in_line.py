@@ -85,3 +85,21 @@ def test_some_queues_lines_are_every_queues_lines_for_them() -> None:
     assert first_in_line(3, cluster_id=here.pk, queues={"cq-none"}) == {}
     theirs = line(first_in_line(2, cluster_id=there.pk, queues={"cq-train", "cq-dev"}))
     assert [n for _, n in theirs["cq-train"]] == [3, 3] and [n for _, n in theirs["cq-dev"]] == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lines_of_some_queues_are_never_a_prepared_statement() -> None:
+    """Its generic plan (which PostgreSQL may keep for a statement prepared after five runs)
+    scans every workload for the reserved ones: the read is planned for its queues each
+    time, however often a process sends it."""
+    from django.db import connection
+
+    cluster = Cluster.objects.get(pk=settings_cluster_id())
+    world(cluster)
+    waiting = workload(cluster, "team-a", "train")
+    answers = [first_in_line(3, cluster_id=cluster.pk, queues=["cq-train"]) for _ in range(8)]
+    assert [line(answer) for answer in answers] == [{"cq-train": [(waiting, 1)]}] * 8
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert not any("row_number() OVER (PARTITION BY queue" in text for text in prepared)
