@@ -124,3 +124,28 @@ def test_an_unobserved_subtree_has_quota_and_no_use() -> None:
     )
     assert by_resource(roots[0].totals)["nvidia.com/gpu"] == (Fraction(4), None, None, None)
     assert not roots[0].observed
+
+
+def test_part_amounts_add_up_exactly_with_whole_ones_in_a_cohorts_totals() -> None:
+    """One queue's 1.5 CPUs (0.25 in use) beside another's 2.5 (all in use): the cohort's
+    totals are exact (4 cores nominal, 2.75 in use, 1.25 lent: no float on the way), and
+    the whole GPU amounts beside them stay whole numbers."""
+    lender = copy.deepcopy(kueue("clusterqueue-lender.json"))
+    cpu = lender["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert cpu["name"] == "cpu"
+    cpu["nominalQuota"] = "1500m"
+    lender["status"]["flavorsUsage"][0]["resources"][0]["total"] = "250m"
+    other = copy.deepcopy(lender)
+    other["metadata"]["name"] = "other"
+    other["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "2500m"
+    other["status"]["flavorsUsage"][0]["resources"][0]["total"] = "2500m"
+    queues = [facts(lender), facts(other)]
+    rows = {q.name: queue_rows(q) for q in queues}
+    lent = by_resource(rows[queues[0].name])["cpu"][3]
+    assert lent == Fraction(5, 4) and isinstance(lent, Fraction)
+    (root,) = cohort_tree([], queues, rows)
+    nominal, used, _, lent = by_resource(root.totals)["cpu"]
+    assert (nominal, used, lent) == (4, Fraction(11, 4), Fraction(5, 4))
+    assert isinstance(used, Fraction) and isinstance(lent, Fraction)
+    gpus = by_resource(root.totals)["nvidia.com/gpu"]
+    assert gpus == (8, 0, 0, 8) and all(type(v) is int for v in gpus)
