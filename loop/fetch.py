@@ -237,17 +237,23 @@ def discover(
 
 def device_plugin_nodes(pods: Objects) -> int:
     """The nodes a running device plugin pod of the GPU Operator is on (its namespace's pods
-    with the operand's app label), as the GPU Operator check counts them."""
-    return len(
-        {
-            (pod.get("spec") or {}).get("nodeName")
-            for pod in pods
-            if (pod.get("metadata") or {}).get("namespace") == settings.QM_GPU_OPERATOR_NAMESPACE
-            and ((pod.get("metadata") or {}).get("labels") or {}).get("app") == DEVICE_PLUGIN_APP
+    with the operand's app label), as the GPU Operator check counts them. The namespace is
+    read from the settings once: each read goes through Django's lazy settings object, and
+    this runs over every pod of every poll."""
+    namespace = settings.QM_GPU_OPERATOR_NAMESPACE
+    nodes = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("namespace") != namespace:
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        if (
+            node
+            and (meta.get("labels") or {}).get("app") == DEVICE_PLUGIN_APP
             and (pod.get("status") or {}).get("phase") == "Running"
-            and (pod.get("spec") or {}).get("nodeName")
-        }
-    )
+        ):
+            nodes.add(node)
+    return len(nodes)
 
 
 MAX_JOB_CHECKS = 100  # GETs per poll: FailedCreate events name a few Jobs, not thousands

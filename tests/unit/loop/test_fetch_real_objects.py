@@ -10,8 +10,9 @@ import pytest
 
 from cluster.models import Cluster
 from cluster.scope import settings_cluster
+from gpus.labels import DEVICE_PLUGIN_APP
 from kube import NotFound, ObjectRef, PermanentKubeError
-from loop.fetch import live_failures, queue_positions
+from loop.fetch import device_plugin_nodes, live_failures, queue_positions
 from tests.factories import ClusterQueueFactory
 from tests.unit.diagnostics.recorded import k8s, kueue
 
@@ -105,3 +106,37 @@ def test_without_leave_to_read_jobs_every_failure_is_kept() -> None:
     events = [failed_create("a", "u"), failed_create("b", "u")]
     assert live_failures(gateway, events) == events  # type: ignore[arg-type]
     assert gateway.asked == ["Job team-a/a"]  # one refusal ends the checks
+
+
+def test_the_device_plugin_nodes_are_those_its_running_pods_are_on(settings: Any) -> None:
+    """The GPU Operator's device plugin pods (its namespace, the operand's app label) that
+    run, counted by node: two pods on one node count once; a pending one, one in another
+    namespace, one with another label and one on no node do not count."""
+    settings.QM_GPU_OPERATOR_NAMESPACE = "gpu-operator"
+
+    def pod(
+        node: str,
+        *,
+        namespace: str = "gpu-operator",
+        app: str = DEVICE_PLUGIN_APP,
+        phase: str = "Running",
+    ) -> dict[str, Any]:
+        return {
+            "metadata": {"namespace": namespace, "labels": {"app": app}},
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase},
+        }
+
+    pods = [
+        pod("gpu-1"),
+        pod("gpu-1"),
+        pod("gpu-2"),
+        pod("gpu-3", phase="Pending"),
+        pod("gpu-4", namespace="kube-system"),
+        pod("gpu-5", app="nvidia-dcgm-exporter"),
+        pod(""),
+        {"metadata": {}},
+    ]
+    assert device_plugin_nodes(pods) == 2
+    settings.QM_GPU_OPERATOR_NAMESPACE = "kube-system"
+    assert device_plugin_nodes(pods) == 1
