@@ -4,13 +4,14 @@ what the migrations make (``kept_template``).
 
 Migrating an empty database took about 9 s of every run's start (7.5 CPU-seconds of Django
 rendering model states, the test processes waiting for it): a developer's run of one test
-file took 16.8 s, 5.7 s with the template kept. What a migration makes depends only on the migration files, the
-project modules they import (operations, defaults, validators), every other installed app's
-migrations (Django's own and third parties': ``migration_sources``), and the one setting a data migration reads (``QM_CLUSTER_NAME``): while none of those change,
-the database the last run migrated is the same one (a fresh clone's first run, on a server
-of its own, migrates once). Nothing
-ever connects to a template (a copy could not be made while anything did); a template unused
-for a week is dropped, as is one a killed run left half-built.
+file took 16.8 s, 5.7 s with the template kept. What a migration makes depends only on the
+migration files, the project modules they import (operations, defaults, validators), every
+other installed app's migrations (Django's own and third parties': ``migration_sources``),
+and the one setting a data migration reads (``QM_CLUSTER_NAME``): while none of those
+change, the database the last run migrated is the same one (a fresh clone's first run, on a
+server of its own, migrates once). Nothing ever connects to a template (a copy could not be
+made while anything did); a template unused for a week is dropped, as is one a killed run
+left half-built.
 """
 
 from __future__ import annotations
@@ -94,9 +95,7 @@ def kept_template(
     drop_stale(server, now=now, keep=name)
     if not _exists(server, name):
         building = f"{name}{BUILDING}{os.getpid()}"
-        server.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building))
-        )
+        _drop(server, building)
         server.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(building)))
         try:
             migrate(building)
@@ -109,9 +108,7 @@ def kept_template(
         except errors.DuplicateDatabase:
             pass  # another run kept the same template meanwhile: it is the same database
         finally:
-            server.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(building))
-            )
+            _drop(server, building)
     _stamp(server, name, now)
     return name
 
@@ -147,10 +144,12 @@ def drop_stale(server: Any, *, now: dt.datetime, keep: str, among: str = "") -> 
         if used is None or now - used > dt.timedelta(days=KEPT_DAYS):
             stale.append(name)
     for name in stale:
-        server.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        _drop(server, name)
     return stale
+
+
+def _drop(server: Any, name: str) -> None:
+    server.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _used(comment: str | None) -> dt.datetime | None:
