@@ -329,9 +329,21 @@ def _take_lock(run_id: str) -> IO[str] | None:
     return handle
 
 
-def _wait_started(cluster: RealCluster) -> None:
+def _joined(cluster: RealCluster, me: Path, run_id: str) -> bool:
+    """Registered (``me``) as a user of the cluster another process of this run started,
+    once it is up; False when that process is stopping it (its mark of ownership gone): the
+    lock is then taken anew and the cluster started again. Registered before looking, so
+    that a starter which stops it (``started`` removed first, then its users waited for)
+    either waits for this process or is seen stopping."""
+    owner = LOCK.with_suffix(".owner")
     deadline = time.monotonic() + START_SECONDS
-    while not (cluster.root / "run" / "started").exists():
+    while True:
+        me.touch()
+        if (cluster.root / "run" / "started").exists():
+            return True
+        me.unlink(missing_ok=True)
+        if not owner.exists() or owner.read_text().strip() != run_id:
+            return False
         if time.monotonic() > deadline:
             raise RuntimeError("the real cluster another test process starts did not come up")
         time.sleep(1)
@@ -341,13 +353,14 @@ def _wait_started(cluster: RealCluster) -> None:
 def running(kit: Path, root: Path, run_id: str) -> Iterator[RealCluster]:
     """The real cluster, started for this test run (or shared with the process of this run
     that started it), stopped by PID when the last process using it is done, also when a
-    test or the start failed."""
+    test or the start failed. A process may leave it before its run ends (when its tests of
+    the tier are done) and come back: if it was stopped meanwhile, it is started again."""
     cluster = RealCluster(kit=kit, root=root)
-    lock = _take_lock(run_id)
     me = _users(root) / str(os.getpid())
-    if lock is None:
-        _wait_started(cluster)
-        me.touch()
+    while (lock := _take_lock(run_id)) is None:
+        if not _joined(cluster, me, run_id):
+            time.sleep(1)  # the process that started it is stopping it
+            continue
         try:
             yield cluster
         finally:
@@ -364,9 +377,9 @@ def running(kit: Path, root: Path, run_id: str) -> Iterator[RealCluster]:
             (root / "run" / "started").touch()
             yield cluster
         finally:
+            (root / "run" / "started").unlink(missing_ok=True)  # no process joins from now
             me.unlink(missing_ok=True)
             _wait_for_others(root)
-            (root / "run" / "started").unlink(missing_ok=True)
             cluster.stop()
     finally:
         LOCK.with_suffix(".owner").unlink(missing_ok=True)
