@@ -8,27 +8,44 @@ import asyncio
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from mcp import Client as McpClient
 
 from assist.main import main as console_script
-from assist.server import Tools, build, main
 from cli.client import Client
 from cli.config import Target
 from cli.main import parser
 
-TOOLS = Tools(Client(Target(url="http://127.0.0.1:1", token="qm_unused", cluster="training")))
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    """``assist.server``, imported by the tests that use it: the MCP SDK it imports (some 550
+    pydantic models, about half a second) is not paid by every process collecting the suite."""
+    import assist.server
+
+    return assist.server
 
 
-def test_each_tool_is_read_only_and_says_what_it_returns_and_to_whom() -> None:
+@pytest.fixture(scope="module")
+def tools(server: Any) -> Any:
+    return server.Tools(
+        Client(Target(url="http://127.0.0.1:1", token="qm_unused", cluster="training"))
+    )
+
+
+def test_each_tool_is_read_only_and_says_what_it_returns_and_to_whom(
+    server: Any, tools: Any
+) -> None:
+    from mcp import Client as McpClient
+
     async def listed() -> list[object]:
-        async with McpClient(build(TOOLS.api)) as client:
+        async with McpClient(server.build(tools.api)) as client:
             return list((await client.list_tools()).tools)
 
-    tools: list[object] = asyncio.run(listed())
-    assert len(tools) == len(TOOLS.each()) == 9
-    for tool in tools:
+    offered: list[object] = asyncio.run(listed())
+    assert len(offered) == len(tools.each()) == 9
+    for tool in offered:
         text = str(tool.description)  # type: ignore[attr-defined]
         assert tool.annotations.read_only_hint, tool  # type: ignore[attr-defined]
         assert "Returns" in text and ("Scope" in text or "nothing is sent" in text), text
@@ -41,8 +58,8 @@ def parsed(command: str) -> dict[str, object]:
     return vars(parser().parse_args(words[1:]))
 
 
-def test_a_quota_request_draft_is_the_command_that_submits_its_body() -> None:
-    drafted = TOOLS.draft_quota_request(
+def test_a_quota_request_draft_is_the_command_that_submits_its_body(tools: Any) -> None:
+    drafted = tools.draft_quota_request(
         team="team-a",
         kind="queue",
         resource="nvidia.com/gpu",
@@ -69,8 +86,8 @@ def test_a_quota_request_draft_is_the_command_that_submits_its_body() -> None:
     assert {k: args[k] for k in drafted["body"]} == drafted["body"]
 
 
-def test_a_mig_change_draft_is_the_command_that_submits_its_body() -> None:
-    drafted = TOOLS.draft_mig_change(
+def test_a_mig_change_draft_is_the_command_that_submits_its_body(tools: Any) -> None:
+    drafted = tools.draft_mig_change(
         team="team-a",
         nodes=["gpu-a100-03", "gpu-a100-04"],
         target_config="all-3g.40gb",
@@ -91,12 +108,15 @@ def test_a_mig_change_draft_is_the_command_that_submits_its_body() -> None:
 
 
 def test_without_a_portal_configured_it_says_how_and_does_not_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     for name in ("QM_URL", "QM_TOKEN", "QM_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("QM_CONFIG", str(tmp_path / "absent.yaml"))
-    assert main([]) == 2
+    assert server.main([]) == 2
     assert "qm-mcp: no portal configured: set QM_URL and QM_TOKEN" in capsys.readouterr().err
 
 
@@ -105,6 +125,6 @@ def test_without_the_sdk_it_says_how_to_install_it(
 ) -> None:
     for name in ("mcp", "mcp.server"):  # as if the mcp extra were not installed
         monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.delitem(sys.modules, "assist.server")
+    monkeypatch.delitem(sys.modules, "assist.server", raising=False)
     assert console_script() == 2
     assert "pip install 'quartermaster[mcp]'" in capsys.readouterr().err
