@@ -54,21 +54,59 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One Chromium for the tests of a module (each test has a context of its own: cookies,
-    storage and cache apart, ``page``): a launch is about a CPU-second of Playwright's
-    driver and Chromium, which every test had paid. Not one for the session: Playwright's
-    event loop stays in the thread while it runs, and the next module of the process may
-    not be a browser's."""
-    from playwright.sync_api import sync_playwright
+class _Browser:
+    """One Chromium for the browser tests a process runs one after the other (each test has
+    a context of its own: cookies, storage and cache apart, ``page``): a launch is 0.6-0.8
+    CPU-seconds of Playwright's driver and Chromium, which every module had paid (16 a
+    run). Closed after the last of them (``pytest_runtest_teardown``), not kept for the
+    session: Playwright's event loop stays in the thread while it runs, and the next test of
+    the process may not be a browser's (``asyncio.run`` refuses to start inside it)."""
 
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True
-        )
-        yield chromium
-        chromium.close()
+    def __init__(self) -> None:
+        self._playwright: Any = None
+        self._chromium: Any = None
+
+    def chromium(self) -> Any:
+        if self._chromium is None:
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            self._chromium = self._playwright.chromium.launch(
+                executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True
+            )
+        return self._chromium
+
+    def close(self) -> None:
+        chromium, playwright = self._chromium, self._playwright
+        self._chromium = self._playwright = None
+        if chromium is not None:
+            chromium.close()
+        if playwright is not None:
+            playwright.stop()
+
+
+_BROWSER = _Browser()
+
+
+@pytest.fixture(scope="session")
+def _browsers() -> Iterator[_Browser]:
+    """Closed at the latest when the run ends."""
+    yield _BROWSER
+    _BROWSER.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a browser test (this conftest's hooks see only those) whose next test in this
+    process is not one: the browser is closed."""
+    yield
+    if nextitem is None or not nextitem.path.is_relative_to(Path(__file__).parent):
+        _BROWSER.close()
+
+
+@pytest.fixture
+def browser(_browsers: _Browser) -> Any:
+    return _browsers.chromium()
 
 
 @pytest.fixture
