@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+import pytest
 from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
@@ -161,6 +162,24 @@ def database_url(name: str | None = None) -> str:
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def release_after_the_last_test_in(
+    folder: Path, release: Callable[[], object]
+) -> Callable[[pytest.Item, pytest.Item | None], Iterator[None]]:
+    """The ``pytest_runtest_teardown`` hook of ``folder``'s conftest (whose hooks see only
+    its tests) for a thing its tests share and hold only while a process runs them one
+    after the other (a browser, the real cluster): ``release()`` after a test whose next
+    test in this process is not one of the folder's, once that test's fixtures are torn
+    down. Their next test takes it again."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        yield
+        if nextitem is None or not nextitem.path.is_relative_to(folder):
+            release()
+
+    return pytest_runtest_teardown
 
 
 def alive(pid: int) -> bool:

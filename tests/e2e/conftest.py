@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import release_after_the_last_test_in
+
 # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
 # between page actions are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -95,13 +97,7 @@ def _browsers() -> Iterator[_Browser]:
     _BROWSER.close()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After a browser test (this conftest's hooks see only those) whose next test in this
-    process is not one: the browser is closed."""
-    yield
-    if nextitem is None or not nextitem.path.is_relative_to(Path(__file__).parent):
-        _BROWSER.close()
+pytest_runtest_teardown = release_after_the_last_test_in(Path(__file__).parent, _BROWSER.close)
 
 
 @pytest.fixture

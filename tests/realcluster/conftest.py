@@ -19,6 +19,7 @@ from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
 from tests.realcluster.kit import LOCK, ROOT, RealCluster, kit_folder, running
 from tests.realcluster.player import Kubelet, MigManager, admin_api
+from tests.support import release_after_the_last_test_in
 
 RBAC = ROOT / "deploy" / "base" / "rbac.yaml"
 PORTAL_NAMESPACE = "quartermaster"
@@ -77,14 +78,7 @@ def _tier() -> Iterator[_Tier]:
     _TIER.leave()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After a test of the tier (this conftest's hooks see only those) whose next test in
-    this process is not one: the cluster is left (and stopped, when no other process of the
-    run still uses it)."""
-    yield
-    if nextitem is None or nextitem.path.parent != Path(__file__).parent:
-        _TIER.leave()
+pytest_runtest_teardown = release_after_the_last_test_in(Path(__file__).parent, _TIER.leave)
 
 
 @pytest.fixture
