@@ -11,9 +11,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import psycopg
@@ -31,6 +31,7 @@ from portal.access.tokens import create_token
 from portal.vocabulary.names import PodNames
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 EVERY_NAME = PodNames(True, frozenset())  # whose pods a viewer who sees every team may name
 
 
@@ -164,22 +165,53 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent die
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
 
 
-def release_after_the_last_test_in(
-    folder: Path, release: Callable[[], object]
-) -> Callable[[pytest.Item, pytest.Item | None], Iterator[None]]:
-    """The ``pytest_runtest_teardown`` hook of ``folder``'s conftest (whose hooks see only
-    its tests) for a thing its tests share and hold only while a process runs them one
-    after the other (a browser, the real cluster): ``release()`` after a test whose next
-    test in this process is not one of the folder's, once that test's fixtures are torn
-    down. Their next test takes it again."""
+class HeldByAFolder(Generic[T]):
+    """A thing the tests of one folder share (a browser, the real cluster), entered when the
+    first of them asks for it (``enter``: a context manager) and left after the last of them
+    a process runs one after the other (its next test is not one of the folder's), once that
+    test's fixtures are torn down, or when the run ends; their next test enters it again.
+    The folder's conftest (whose hooks see only its tests) takes its teardown hook and
+    session fixture, and its fixtures ask that fixture for it."""
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-        yield
-        if nextitem is None or not nextitem.path.is_relative_to(folder):
-            release()
+    def __init__(self, folder: Path, enter: Callable[[], AbstractContextManager[T]]) -> None:
+        self._folder, self._enter = folder, enter
+        self._held: tuple[ExitStack, T] | None = None
 
-    return pytest_runtest_teardown
+    def get(self) -> T:
+        if self._held is None:
+            stack = ExitStack()
+            self._held = (stack, stack.enter_context(self._enter()))
+        return self._held[1]
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held[0].close()
+
+    def teardown_hook(self) -> Callable[..., Iterator[None]]:
+        """The folder's ``pytest_runtest_teardown``."""
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_teardown(
+            item: pytest.Item, nextitem: pytest.Item | None
+        ) -> Iterator[None]:
+            yield
+            if nextitem is None or not nextitem.path.is_relative_to(self._folder):
+                self.release()
+
+        return pytest_runtest_teardown
+
+    def session_fixture(self, name: str) -> Any:
+        """A session fixture ``name`` giving this, released when the run's fixtures are torn
+        down (before the live server and the test database they may hold on to), also
+        when the run stopped before the folder's last test."""
+
+        @pytest.fixture(scope="session", name=name)
+        def held() -> Iterator[HeldByAFolder[T]]:
+            yield self
+            self.release()
+
+        return held
 
 
 def alive(pid: int) -> bool:

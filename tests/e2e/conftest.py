@@ -3,6 +3,7 @@ the Celery worker and the demo cluster come from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import release_after_the_last_test_in
+from tests.support import HeldByAFolder
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
 # between page actions are still synchronous.
@@ -56,53 +57,32 @@ def chromium_path() -> str:
     return path
 
 
-class _Browser:
-    """One Chromium for the browser tests a process runs one after the other (each test has
-    a context of its own: cookies, storage and cache apart, ``page``): a launch is 0.6-0.8
-    CPU-seconds of Playwright's driver and Chromium, which every module had paid (16 a
-    run). Closed after the last of them (``pytest_runtest_teardown``), not kept for the
-    session: Playwright's event loop stays in the thread while it runs, and the next test of
-    the process may not be a browser's (``asyncio.run`` refuses to start inside it)."""
+@contextlib.contextmanager
+def _chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
 
-    def __init__(self) -> None:
-        self._playwright: Any = None
-        self._chromium: Any = None
-
-    def chromium(self) -> Any:
-        if self._chromium is None:
-            from playwright.sync_api import sync_playwright
-
-            self._playwright = sync_playwright().start()
-            self._chromium = self._playwright.chromium.launch(
-                executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True
-            )
-        return self._chromium
-
-    def close(self) -> None:
-        chromium, playwright = self._chromium, self._playwright
-        self._chromium = self._playwright = None
-        if chromium is not None:
-            chromium.close()
-        if playwright is not None:
-            playwright.stop()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
 
 
-_BROWSER = _Browser()
-
-
-@pytest.fixture(scope="session")
-def _browsers() -> Iterator[_Browser]:
-    """Closed at the latest when the run ends."""
-    yield _BROWSER
-    _BROWSER.close()
-
-
-pytest_runtest_teardown = release_after_the_last_test_in(Path(__file__).parent, _BROWSER.close)
+# One Chromium for the browser tests a process runs one after the other (each test has a
+# context of its own: cookies, storage and cache apart, ``page``): a launch is 0.6-0.8
+# CPU-seconds of Playwright's driver and Chromium, which every module had paid (16 a run).
+# Closed after the last of them, not kept for the session: Playwright's event loop stays in
+# the thread while it runs, and the next test of the process may not be a browser's
+# (``asyncio.run`` refuses to start inside it).
+_BROWSER = HeldByAFolder(Path(__file__).parent, _chromium)
+pytest_runtest_teardown = _BROWSER.teardown_hook()
+_browsers = _BROWSER.session_fixture("_browsers")
 
 
 @pytest.fixture
-def browser(_browsers: _Browser) -> Any:
-    return _browsers.chromium()
+def browser(_browsers: HeldByAFolder[Any]) -> Any:
+    return _browsers.get()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from loop.apply import apply_desired_state
 from loop.poll import poll_cluster
 from tests.realcluster.kit import LOCK, ROOT, RealCluster, kit_folder, running
 from tests.realcluster.player import Kubelet, MigManager, admin_api
-from tests.support import release_after_the_last_test_in
+from tests.support import HeldByAFolder
 
 RBAC = ROOT / "deploy" / "base" / "rbac.yaml"
 PORTAL_NAMESPACE = "quartermaster"
@@ -27,63 +27,36 @@ KIT = kit_folder()
 SERIAL = LOCK.with_suffix(".test")
 
 
-class _Tier:
-    """The real cluster while this process runs the tier's tests: joined (started, or shared
-    with the process of this run that started it) by the first of them, left after the last
-    (``pytest_runtest_teardown``) instead of when the run ends, so that it does not idle
-    (about 2.8 CPU-seconds a minute) beside the rest of the suite. The tier is dealt to one
-    process as one run (tests/conftest.py's ``_unit``), so it is joined once; a test of it
-    that work-stealing hands over later joins again, starting it again if it was stopped."""
-
-    def __init__(self) -> None:
-        self._held: contextlib.ExitStack | None = None
-        self._cluster: RealCluster | None = None
-        self._token = ""
-
-    def cluster(self) -> RealCluster:
-        if self._cluster is None:
-            assert KIT is not None
-            run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
-            held = contextlib.ExitStack()
-            self._cluster = held.enter_context(running(KIT, ROOT / ".data" / "realcluster", run_id))
-            self._held = held
-        return self._cluster
-
-    def token(self) -> str:
-        """A token of the portal's ServiceAccount, bound to the ClusterRole it ships and
-        nothing else (made once per start: a cluster started again has its own)."""
-        if not self._token:
-            cluster = self.cluster()
-            namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {PORTAL_NAMESPACE}\n"
-            cluster.kube("apply", "-f", "-", stdin=namespace)
-            cluster.kube("apply", "-n", PORTAL_NAMESPACE, "-f", str(RBAC))
-            self._token = cluster.kube(
-                "create", "token", "quartermaster", "-n", PORTAL_NAMESPACE, "--duration=2h"
-            ).strip()
-        return self._token
-
-    def leave(self) -> None:
-        held, self._held, self._cluster, self._token = self._held, None, None, ""
-        if held is not None:
-            held.close()
+@contextlib.contextmanager
+def _started() -> Iterator[tuple[RealCluster, str]]:
+    """The real cluster (started, or shared with the process of this run that started it),
+    and a token of the portal's ServiceAccount on it, bound to the ClusterRole it ships and
+    nothing else (made once per start: a cluster started again has its own)."""
+    assert KIT is not None
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+    with running(KIT, ROOT / ".data" / "realcluster", run_id) as cluster:
+        namespace = f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {PORTAL_NAMESPACE}\n"
+        cluster.kube("apply", "-f", "-", stdin=namespace)
+        cluster.kube("apply", "-n", PORTAL_NAMESPACE, "-f", str(RBAC))
+        token = cluster.kube(
+            "create", "token", "quartermaster", "-n", PORTAL_NAMESPACE, "--duration=2h"
+        ).strip()
+        yield cluster, token
 
 
-_TIER = _Tier()
-
-
-@pytest.fixture(scope="session")
-def _tier() -> Iterator[_Tier]:
-    """Left at the latest when the run ends (also when a test of the tier was its last)."""
-    yield _TIER
-    _TIER.leave()
-
-
-pytest_runtest_teardown = release_after_the_last_test_in(Path(__file__).parent, _TIER.leave)
+# The real cluster while this process runs the tier's tests: joined by the first of them,
+# left after the last instead of when the run ends, so that it does not idle (about 2.8
+# CPU-seconds a minute) beside the rest of the suite. The tier is dealt to one process as
+# one run (tests/conftest.py's ``_unit``), so it is joined once; a test of it that
+# work-stealing hands over later joins again, starting it again if it was stopped.
+_TIER = HeldByAFolder(Path(__file__).parent, _started)
+pytest_runtest_teardown = _TIER.teardown_hook()
+_tier = _TIER.session_fixture("_tier")
 
 
 @pytest.fixture
-def real_cluster(_tier: _Tier) -> RealCluster:
-    return _tier.cluster()
+def real_cluster(_tier: HeldByAFolder[tuple[RealCluster, str]]) -> RealCluster:
+    return _tier.get()[0]
 
 
 @pytest.fixture(autouse=True)
@@ -100,8 +73,8 @@ def _one_test_at_a_time(real_cluster: RealCluster) -> Iterator[None]:
 
 
 @pytest.fixture
-def portal_token(_tier: _Tier, real_cluster: RealCluster) -> str:
-    return _tier.token()
+def portal_token(_tier: HeldByAFolder[tuple[RealCluster, str]], real_cluster: RealCluster) -> str:
+    return _tier.get()[1]
 
 
 @pytest.fixture
