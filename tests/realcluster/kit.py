@@ -342,7 +342,11 @@ def _joined(cluster: RealCluster, me: Path, run_id: str) -> bool:
         if (cluster.root / "run" / "started").exists():
             return True
         me.unlink(missing_ok=True)
-        if not owner.exists() or owner.read_text().strip() != run_id:
+        try:
+            ours = owner.read_text().strip() == run_id
+        except FileNotFoundError:  # removed between two looks as well
+            ours = False
+        if not ours:
             return False
         if time.monotonic() > deadline:
             raise RuntimeError("the real cluster another test process starts did not come up")
