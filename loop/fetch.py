@@ -20,7 +20,7 @@ from gpus.labels import DEVICE_PLUGIN_APP
 from kube import Gateway, KubeError, NotFound, ObjectRef
 from portal.vocabulary.labels import MANAGED_BY_KEY, MANAGED_BY_VALUE
 from queues.kueue_config import CONFIGMAP, KUEUE_NAMESPACE
-from queues.models import ClusterQueue
+from queues.models import ClusterQueue, LocalQueue
 
 log = logging.getLogger(__name__)
 FORBIDDEN = 403
@@ -82,7 +82,7 @@ def fetch(gateway: Gateway, cluster: Cluster) -> Listing:
     if backend == "kueue":
         managed[("v1", "ConfigMap")] = kueue_configuration(gateway)
     workloads = list_workloads(gateway, backend=backend, version=version)
-    positions = queue_positions(gateway, cluster) if workloads else {}
+    positions = queue_positions(gateway, cluster, workloads) if workloads else {}
     podgroups = list_podgroups(gateway)
     failures = live_failures(
         gateway,
@@ -349,6 +349,41 @@ def list_workloads(gateway: Gateway, *, backend: str, version: str) -> Objects |
         return None
 
 
+def maybe_waiting_in(cluster: Cluster | int, workloads: Objects | None) -> list[str]:
+    """The names of ``cluster``'s ClusterQueues (by name) that may hold a pending workload:
+    each one a LocalQueue of a workload in ``workloads`` points at, where that workload
+    holds no quota (no ``status.admission``) and has not finished. Every ClusterQueue when
+    no list is given, or when such a workload names a LocalQueue the portal does not know
+    (it may point at any of them): never one fewer than Kueue's lines fill. A workload
+    made after the LIST is read at the next poll."""
+    names = list(ClusterQueue.objects.on(cluster).order_by("name").values_list("name", flat=True))
+    if workloads is None:
+        return names
+    queue_of = {
+        (namespace, local_queue): cluster_queue
+        for namespace, local_queue, cluster_queue in LocalQueue.objects.filter(
+            cluster_queue__in=ClusterQueue.objects.on(cluster)
+        ).values_list("namespace__name", "name", "cluster_queue__name")
+    }
+    asked: set[str] = set()
+    for workload in workloads:
+        status = workload.get("status") or {}
+        finished = any(
+            c.get("type") == "Finished" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        if status.get("admission") or finished:
+            continue
+        key = (
+            (workload.get("metadata") or {}).get("namespace", ""),
+            (workload.get("spec") or {}).get("queueName", ""),
+        )
+        if key not in queue_of:
+            return names
+        asked.add(queue_of[key])
+    return [name for name in names if name in asked]
+
+
 def list_podgroups(gateway: Gateway) -> Objects | None:
     """Volcano PodGroups (gangs), or None without the Volcano CRDs (read whatever the
     queue backend: a Kueue cluster may run Volcano for gang jobs too)."""
@@ -359,13 +394,17 @@ def list_podgroups(gateway: Gateway) -> Objects | None:
 
 
 def queue_positions(
-    gateway: Gateway, cluster: Cluster | int
+    gateway: Gateway, cluster: Cluster | int, workloads: Objects | None = None
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """(namespace, workload) -> positions in its ClusterQueue and LocalQueue, from Kueue's
     visibility API, asked about the ClusterQueues of ``cluster`` (the one the gateway
-    reaches) only; empty where the API is not served or not allowed (one refusal ends it)."""
+    reaches) only, and of those only the ones a workload of ``workloads`` (the poll's LIST
+    of them, when given) may wait in (:func:`maybe_waiting_in`): a queue nothing waits in
+    has no line to read, and a poll of a thousand queues asked each of them, one request
+    after the other. Empty where the API is not served or not allowed (one refusal ends
+    it)."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for name in ClusterQueue.objects.on(cluster).values_list("name", flat=True):
+    for name in maybe_waiting_in(cluster, workloads):
         try:
             items = gateway.pending_workloads(name)
         except NotFound as exc:

@@ -13,7 +13,7 @@ from cluster.scope import settings_cluster
 from gpus.labels import DEVICE_PLUGIN_APP
 from kube import NotFound, ObjectRef, PermanentKubeError
 from loop.fetch import device_plugin_nodes, live_failures, queue_positions
-from tests.factories import ClusterQueueFactory
+from tests.factories import ClusterQueueFactory, LocalQueueFactory, NamespaceFactory
 from tests.unit.diagnostics.recorded import k8s, kueue
 
 
@@ -67,6 +67,48 @@ def test_the_visibility_api_is_asked_about_the_polled_clusters_queues_only() -> 
     gateway = Recorded()
     assert queue_positions(gateway, there) == {}  # type: ignore[arg-type]
     assert gateway.asked == ["rc-cq-only-there"]
+
+
+@pytest.mark.django_db
+def test_only_the_queues_a_listed_workload_waits_in_are_asked_about() -> None:
+    """Kueue's own Workloads (recorded): the pending one's LocalQueue points at
+    ``rc-cq-team-a``, which is asked; a queue whose workloads all hold quota, or have
+    finished, or that nothing names, is not; a waiting workload naming a LocalQueue the
+    portal does not know has every queue asked (it may wait in any)."""
+    here = settings_cluster()
+    team_a = NamespaceFactory(name="rc-team-a", cluster=here)
+    team_b = NamespaceFactory(name="rc-team-b", cluster=here)
+    LocalQueueFactory(
+        name="rc-team-a-queue",
+        namespace=team_a,
+        cluster_queue=ClusterQueueFactory(name="rc-cq-team-a"),
+    )
+    busy = ClusterQueueFactory(name="rc-cq-all-admitted")
+    LocalQueueFactory(name="rc-team-b-queue", namespace=team_b, cluster_queue=busy)
+    ClusterQueueFactory(name="rc-cq-idle")
+    pending = kueue("workload-pending.json")
+    admitted_elsewhere = kueue("workload-admitted.json")
+    admitted_elsewhere["metadata"]["namespace"] = "rc-team-b"
+    admitted_elsewhere["spec"]["queueName"] = "rc-team-b-queue"
+    finished = kueue("workload-pending.json")
+    finished["metadata"] |= {"namespace": "rc-team-b", "name": "done"}
+    finished["spec"]["queueName"] = "rc-team-b-queue"
+    finished["status"]["conditions"].append({"type": "Finished", "status": "True"})
+
+    gateway = Recorded()
+    positions = queue_positions(gateway, here, [pending, admitted_elsewhere, finished])  # type: ignore[arg-type]
+    assert positions == {("rc-team-a", "job-rc-train-8gpu-a148b"): (0, 0)}
+    assert gateway.asked == ["rc-cq-team-a"]
+
+    gateway = Recorded()
+    assert queue_positions(gateway, here, [admitted_elsewhere, finished]) == {}  # type: ignore[arg-type]
+    assert gateway.asked == []
+
+    stranger = kueue("workload-pending.json")
+    stranger["spec"]["queueName"] = "made-by-hand"
+    gateway = Recorded()
+    queue_positions(gateway, here, [stranger])  # type: ignore[arg-type]
+    assert gateway.asked == ["rc-cq-all-admitted", "rc-cq-idle", "rc-cq-team-a"]
 
 
 def failed_create(name: str, uid: str, kind: str = "Job") -> dict[str, Any]:
