@@ -57,7 +57,11 @@ def served(
 
 # The examples and coverage phases test each operation on its own, so they run in two
 # shards (the reads, the writes) that other test processes take at once; the fuzzing and
-# stateful phases follow links from one operation to the next and take every operation.
+# stateful phases take every operation in one run. (The stateful phase is meant to follow
+# links from one operation to the next, but with a few cases it follows almost none: of the
+# 327 links schemathesis infers, 0 were covered with 3 cases an operation and 1 with 20,
+# since a drawn creation is nearly always refused (a team, cluster or node must exist). Its
+# cases are the fuzzing phase's in effect; the line each run prints says how many it took.)
 # The coverage phase (every valid boundary of every parameter the schema states) runs as
 # the admin, who reaches every view: the portal checks
 # input the same whoever sends it, and what a lead may not do is answered before the input
