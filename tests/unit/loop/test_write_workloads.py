@@ -138,3 +138,42 @@ def test_rows_written_before_sources_were_kept_get_theirs_without_a_change() -> 
     assert write_workloads(_listing(), cluster_id=cluster, now=LATER) == 0
     rows = _rows().values()
     assert all(r["decoded_from"] and r["last_changed"] == NOW for r in rows)
+
+
+def _many(count: int) -> list[dict[str, Any]]:
+    """``count`` copies of the recorded pending Workload, each its own."""
+    out = []
+    for i in range(count):
+        item = _recorded("workload-pending.json")
+        item["metadata"]["name"] = f"job-{i}"
+        item["metadata"]["uid"] = f"uid-{i}"
+        out.append(item)
+    return out
+
+
+def _admitted(listing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each of ``listing`` at its next version, admitted as the recorded admitted one is."""
+    status = _recorded("workload-admitted.json")["status"]
+    out = copy.deepcopy(listing)
+    for item in out:
+        item["metadata"]["resourceVersion"] = str(int(item["metadata"]["resourceVersion"]) + 1)
+        item["status"] = copy.deepcopy(status)
+    return out
+
+
+@pytest.mark.parametrize("count", [3, 40])
+def test_workloads_admitted_at_once_are_written_in_as_many_statements_as_one(
+    count: int, django_assert_max_num_queries: Any
+) -> None:
+    """A poll in which many workloads were admitted writes their rows together: as many
+    statements for 40 as for 3 (one by one, each had a SELECT, a savepoint and an UPDATE),
+    and every row ends as a full decoding of the listing gives it, stamped as of now."""
+    cluster = settings_cluster().pk
+    write_workloads(_many(count), cluster_id=cluster, now=NOW)
+    admitted = _admitted(_many(count))
+    with django_assert_max_num_queries(4):
+        assert write_workloads(admitted, cluster_id=cluster, now=LATER) == count
+    rows = _rows()
+    assert _decoded_part(rows) == _as_decoded(admitted, {})
+    assert {r["last_changed"] for r in rows.values()} == {LATER}
+    assert all(r["admitted"] for r in rows.values())
