@@ -51,9 +51,7 @@ def test_a_first_poll_writes_the_workloads_the_orm_wrote_one_by_one() -> None:
     assert ObservedWorkload.objects.filter(explained__isnull=True).count() == 300
 
 
-def test_a_first_poll_writes_the_gangs_and_refusals_the_orm_wrote_one_by_one() -> None:
-    cluster = settings_cluster().pk
-    r = random.Random(6)
+def _gangs_and_refusals(r: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     groups = [
         {"metadata": {"namespace": f"team-{i % 4}", "name": f"gang-{i}"},
          "spec": {"queue": "q", "minMember": r.randrange(1, 9),
@@ -68,6 +66,12 @@ def test_a_first_poll_writes_the_gangs_and_refusals_the_orm_wrote_one_by_one() -
          "count": r.randrange(1, 5), "lastTimestamp": stamp(r)}
         for i in range(60)
     ]  # fmt: skip
+    return groups, events
+
+
+def test_a_first_poll_writes_the_gangs_and_refusals_the_orm_wrote_one_by_one() -> None:
+    cluster = settings_cluster().pk
+    groups, events = _gangs_and_refusals(random.Random(6))
     assert write_podgroups(groups, cluster_id=cluster, now=NOW) == 40
     failures = write_create_failures(events, cluster_id=cluster, now=NOW)
     copied = rows_of(ObservedPodGroup), rows_of(ObservedCreateFailure)
@@ -85,6 +89,45 @@ def test_a_first_poll_writes_the_gangs_and_refusals_the_orm_wrote_one_by_one() -
     assert len(refusals) == failures
     _one_by_one(ObservedCreateFailure, refusals, ("namespace", "kind", "name"), {}, cluster)
     assert (rows_of(ObservedPodGroup), rows_of(ObservedCreateFailure)) == copied
+
+
+def test_a_later_poll_writes_the_changed_gangs_and_refusals_as_the_orm_did_in_a_few_statements(
+    django_assert_max_num_queries: Any,
+) -> None:
+    """Every gang and refusal changed since the last poll (another phase, more running,
+    another count and message): the rows end as ``update_or_create`` one by one left them,
+    written in as many statements as for a few (one by one: a locking read, a savepoint and
+    an UPDATE each)."""
+    cluster = settings_cluster().pk
+    groups, events = _gangs_and_refusals(random.Random(6))
+    later_groups, later_events = _gangs_and_refusals(random.Random(6))
+    for group in later_groups:
+        group["status"] |= {"phase": "Running", "running": group["status"]["running"] + 1}
+    for event in later_events:
+        event["count"] += 10
+        event["message"] = event["message"].replace("requested", "asked")
+    write_podgroups(groups, cluster_id=cluster, now=NOW)
+    write_create_failures(events, cluster_id=cluster, now=NOW)
+    with django_assert_max_num_queries(4):
+        assert write_podgroups(later_groups, cluster_id=cluster, now=LATER) == 40
+    with django_assert_max_num_queries(4):
+        assert write_create_failures(later_events, cluster_id=cluster, now=LATER) > 25
+    written = rows_of(ObservedPodGroup), rows_of(ObservedCreateFailure)
+
+    ObservedPodGroup.objects.all().delete()
+    ObservedCreateFailure.objects.all().delete()
+    for listing, now in ((groups, NOW), (later_groups, LATER)):
+        current = {}
+        for item in listing:
+            values = decode.podgroup_values(item)
+            current[(values["namespace"], values["name"])] = values
+        _one_by_one(
+            ObservedPodGroup, current, ("namespace", "name"), {"last_changed": now}, cluster
+        )
+    for listing, now in ((events, NOW), (later_events, LATER)):
+        refusals = decode.create_failure_values(listing, now=now)
+        _one_by_one(ObservedCreateFailure, refusals, ("namespace", "kind", "name"), {}, cluster)
+    assert (rows_of(ObservedPodGroup), rows_of(ObservedCreateFailure)) == written
 
 
 @pytest.mark.django_db(transaction=True)
