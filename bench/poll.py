@@ -28,7 +28,8 @@ With ``--scenario``: the demo cluster serves the scale scenario's own objects
 of 1,000 ClusterQueues and 2,000 LocalQueues, 50,000 workloads and their pods; no DRA), and the
 portal knows the scenario's teams and queues, so the poll also lists the workloads and the
 portal's objects and asks Kueue's visibility API for every ClusterQueue's line; the floor
-makes the same requests (every list, every ClusterQueue's pending workloads) and decodes them.
+makes the same requests the same way (every list one after the other, every ClusterQueue's
+pending workloads as many at once as the poll asks them) and decodes them.
 It changes 1% of the nodes, pods and workloads between the two polls; with
 ``QM_PROFILE=<file>`` it writes a cProfile of the steady poll there, with
 ``QM_PROFILE_FIRST=<file>`` one of the first poll.
@@ -103,9 +104,30 @@ def scenario_floor(url: str, queues: list[str]) -> float:
         f"{kueue}/workloads",
         "/api/v1/events?fieldSelector=reason%3DFailedCreate",
         "/api/v1/events?fieldSelector=involvedObject.kind%3DWorkload",
-        *(f"{visibility}/{name}/pendingworkloads" for name in queues),
     ]
-    return read_all(url, paths)
+    lines = [f"{visibility}/{name}/pendingworkloads" for name in queues]
+    return read_all(url, paths) + read_together(url, lines)
+
+
+def read_together(url: str, paths: list[str]) -> float:
+    """GET each of ``paths`` and decode it with orjson, as many at once as the poll asks
+    Kueue's visibility API (``loop.fetch.VISIBILITY_AT_ONCE``): seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import orjson
+    import urllib3
+
+    from loop.fetch import VISIBILITY_AT_ONCE
+
+    http = urllib3.PoolManager(maxsize=VISIBILITY_AT_ONCE)
+
+    def read(path: str) -> None:
+        orjson.loads(http.request("GET", url + path, preload_content=True).data)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=VISIBILITY_AT_ONCE) as pool:
+        list(pool.map(read, paths))
+    return time.perf_counter() - started
 
 
 def start_scenario(*, smoke: bool) -> subprocess.Popen[str]:

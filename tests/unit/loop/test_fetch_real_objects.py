@@ -4,6 +4,8 @@ kept (the explanation goes with the Job)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from cluster.models import Cluster
 from cluster.scope import settings_cluster
 from gpus.labels import DEVICE_PLUGIN_APP
 from kube import NotFound, ObjectRef, PermanentKubeError
-from loop.fetch import device_plugin_nodes, live_failures, queue_positions
+from loop.fetch import VISIBILITY_AT_ONCE, device_plugin_nodes, live_failures, queue_positions
 from tests.factories import ClusterQueueFactory, LocalQueueFactory, NamespaceFactory
 from tests.unit.diagnostics.recorded import k8s, kueue
 
@@ -108,7 +110,53 @@ def test_only_the_queues_a_listed_workload_waits_in_are_asked_about() -> None:
     stranger["spec"]["queueName"] = "made-by-hand"
     gateway = Recorded()
     queue_positions(gateway, here, [stranger])  # type: ignore[arg-type]
-    assert gateway.asked == ["rc-cq-all-admitted", "rc-cq-idle", "rc-cq-team-a"]
+    assert sorted(gateway.asked) == ["rc-cq-all-admitted", "rc-cq-idle", "rc-cq-team-a"]
+
+
+class Slow(Recorded):
+    """Kueue's visibility API answered a little later each time, as a real API server
+    does (its aggregation layer asks Kueue); optionally not served at all."""
+
+    def __init__(self, served: bool = True) -> None:
+        super().__init__()
+        self.served = served
+        self.in_flight = self.most_in_flight = 0
+        self.lock = threading.Lock()
+
+    def pending_workloads(self, name: str) -> list[dict[str, Any]]:
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(0.05)
+            if not self.served:
+                self.asked.append(name)
+                raise NotFound("the server could not find the requested resource", status=404)
+            return super().pending_workloads(name)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+@pytest.mark.django_db
+def test_the_queues_are_asked_a_few_at_a_time_and_answer_in_their_order() -> None:
+    """Forty queues with waiting work: asked VISIBILITY_AT_ONCE at a time (never more), the
+    places read as when asked one by one; where the API is not served, the first answer
+    ends it and the requests not yet sent are dropped."""
+    here = settings_cluster()
+    names = ["rc-cq-team-a", *(f"rc-cq-{i:02}" for i in range(39))]
+    for name in names:
+        ClusterQueueFactory(name=name)
+    gateway = Slow()
+    assert queue_positions(gateway, here) == {  # type: ignore[arg-type]
+        ("rc-team-a", "job-rc-train-8gpu-a148b"): (0, 0)
+    }
+    assert sorted(gateway.asked) == sorted(names)
+    assert gateway.most_in_flight == VISIBILITY_AT_ONCE
+
+    gateway = Slow(served=False)
+    assert queue_positions(gateway, here) == {}  # type: ignore[arg-type]
+    assert len(gateway.asked) < len(names) / 2, gateway.asked
 
 
 def failed_create(name: str, uid: str, kind: str = "Job") -> dict[str, Any]:
