@@ -173,6 +173,7 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
 
     load_demo()
     wait_for(all_applied, what="every object applied")
+    demo_cluster.settle()  # polled at once, Kueue's words could be from before the apply
     poll_cluster(gateway=gateway)
     demo_cluster.controllers.options.mig_delay_seconds = 3  # the worker waits in the "wait" step
     request = changes.request_mig_change(
@@ -220,7 +221,7 @@ def test_a_worker_killed_during_a_mig_change_resumes_it(
 
 
 def test_a_rolled_back_change_gives_the_queues_back_what_it_took(
-    worker: Worker, gateway: Gateway
+    worker: Worker, gateway: Gateway, demo_cluster: devcluster.DemoCluster
 ) -> None:
     """The seed incident's change lowers cq-dev's slices to 0 (the new layout has none);
     rolling it back brings the slices back, and with them the quota: team-dev's workload,
@@ -257,6 +258,7 @@ def test_a_rolled_back_change_gives_the_queues_back_what_it_took(
 
     load_demo()
     wait_for(all_applied, what="every object applied")
+    demo_cluster.settle()  # polled at once, Kueue's words could be from before the apply
     poll_cluster(gateway=gateway)
     assert dev_slices() == ["16", "8", "8"]
     request = changes.request_mig_change(
