@@ -348,6 +348,23 @@ def podgroup_values(group: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def waiting_in(workload: Mapping[str, Any]) -> Key | None:
+    """The (namespace, LocalQueue) a Workload may wait in a line of: one that holds no
+    quota (no ``status.admission``) and has not finished; None for any other (Kueue's
+    visibility API lists only the workloads waiting in a ClusterQueue's line)."""
+    status = workload.get("status") or {}
+    finished = any(
+        c.get("type") == "Finished" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    if status.get("admission") or finished:
+        return None
+    return (
+        (workload.get("metadata") or {}).get("namespace", ""),
+        (workload.get("spec") or {}).get("queueName", ""),
+    )
+
+
 def workload_values(workload: dict[str, Any]) -> dict[str, Any]:
     """Queue, admission, the reason a workload waits, and its evictions.
 

@@ -14,7 +14,13 @@ from typing import Any
 
 from django.conf import settings
 
-from cluster.decode import QUEUE_OF_INVOLVED, as_int, pod_queue, workload_event_values
+from cluster.decode import (
+    QUEUE_OF_INVOLVED,
+    as_int,
+    pod_queue,
+    waiting_in,
+    workload_event_values,
+)
 from cluster.discovery import GPU_OPERATOR_GROUP, Discovered, decode_discovery, served_versions
 from cluster.models import Cluster, ObservedEvent
 from cluster.selectors import rendering_for
@@ -366,9 +372,6 @@ def asked_together(gateway: Gateway, names: list[str]) -> Iterator[tuple[str, Ob
         except KubeError as exc:
             return exc
 
-    if len(names) < 2:
-        yield from ((name, ask(name)) for name in names)
-        return
     pool = ThreadPoolExecutor(max_workers=VISIBILITY_AT_ONCE, thread_name_prefix="visibility")
     try:
         answers = [pool.submit(ask, name) for name in names]
@@ -381,7 +384,7 @@ def asked_together(gateway: Gateway, names: list[str]) -> Iterator[tuple[str, Ob
 def maybe_waiting_in(cluster: Cluster | int, workloads: Objects | None) -> list[str]:
     """The names of ``cluster``'s ClusterQueues (by name) that may hold a pending workload:
     each one a LocalQueue of a workload in ``workloads`` points at, where that workload
-    holds no quota (no ``status.admission``) and has not finished. Every ClusterQueue when
+    may wait in a line (``cluster.decode.waiting_in``). Every ClusterQueue when
     no list is given, or when such a workload names a LocalQueue the portal does not know
     (it may point at any of them): never one fewer than Kueue's lines fill. A workload
     made after the LIST is read at the next poll."""
@@ -396,20 +399,12 @@ def maybe_waiting_in(cluster: Cluster | int, workloads: Objects | None) -> list[
     }
     asked: set[str] = set()
     for workload in workloads:
-        status = workload.get("status") or {}
-        finished = any(
-            c.get("type") == "Finished" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )
-        if status.get("admission") or finished:
+        line = waiting_in(workload)
+        if line is None:
             continue
-        key = (
-            (workload.get("metadata") or {}).get("namespace", ""),
-            (workload.get("spec") or {}).get("queueName", ""),
-        )
-        if key not in queue_of:
+        if line not in queue_of:
             return names
-        asked.add(queue_of[key])
+        asked.add(queue_of[line])
     return [name for name in names if name in asked]
 
 

@@ -350,7 +350,7 @@ def _replace_rows(
     existing = {tuple(r[k] for k in keys): r for r in rows}
     new = []
     written_columns = sorted(compared - set(keys))
-    changed: dict[int, list[Any]] = {}  # id -> its new values (``columns``), written together
+    changed: dict[int, list[Any]] = {}  # id -> its new values (``written_columns``, stamp)
     for key, values in current.items():
         row = existing.get(key)
         if row is None:
@@ -595,7 +595,7 @@ def _replace_workloads(
     columns = [*compared, "decoded_from", "last_changed"]
     for key, values in decoded.items():
         row = rows.get(key)
-        if row is None:  # new to the table (or its row was removed meanwhile)
+        if row is None:  # new to the table
             new.append({"namespace": key[0], "name": key[1], **values, "last_changed": now})
             continue
         if all(row[c] == values[c] for c in compared):
@@ -605,7 +605,7 @@ def _replace_workloads(
         # Its row changed (admitted, finished, evicted...): written with the others in a
         # few statements (one by one, a poll in which a thousand workloads were admitted
         # sent a SELECT, a savepoint and an UPDATE for each).
-        changed[stored[key][0]] = [*(values[c] for c in compared), values["decoded_from"], now]
+        changed[row["pk"]] = [*(values[c] for c in compared), values["decoded_from"], now]
     if new:  # rows the table had not (a first poll's all), in one statement
         _copy_in(ObservedWorkload, new, cluster_id=cluster_id)
     write_columns(ObservedWorkload, columns, changed)

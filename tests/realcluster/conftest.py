@@ -73,7 +73,7 @@ def _one_test_at_a_time(real_cluster: RealCluster) -> Iterator[None]:
 
 
 @pytest.fixture
-def portal_token(_tier: HeldByAFolder[tuple[RealCluster, str]], real_cluster: RealCluster) -> str:
+def portal_token(_tier: HeldByAFolder[tuple[RealCluster, str]]) -> str:
     return _tier.get()[1]
 
 
