@@ -4,7 +4,8 @@ The suite's time on two cores is CPU-bound from its first test to its tail, so t
 durations pytest lists (``--durations``) say more about what ran beside a test than about
 the test. This plugin adds, after them, the tests and the folders that cost the most CPU:
 the test process's own (its threads too: the live server answering the test's requests) and
-its children's (a schemathesis run, a benchmark, a worker), from setup to teardown.
+its children's (a schemathesis run, a benchmark, a worker), from setup to teardown; and when
+each test process ran out of tests (the run's tail, where fewer than all of them work).
 
 What it cannot see: a child counts only once it has ended and been waited for (a browser or
 a demo cluster kept for a session counts in the test that ends it), and the servers' own
@@ -51,6 +52,17 @@ class Tally:
 
     def __init__(self) -> None:
         self.tests: dict[str, tuple[float, float]] = {}
+        self.started = time.monotonic()
+        self.done: dict[str, float] = {}  # each test process, when it ran out of tests
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.started = time.monotonic()  # as pytest's "passed in" counts
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a test process ended (it had no more tests to take)."""
+        self.done[str(getattr(node, "gateway", node).id)] = time.monotonic() - self.started
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -80,6 +92,13 @@ class Tally:
         own = sum(o for o, _ in self.tests.values())
         children = sum(c for _, c in self.tests.values())
         write(f"{own + children:7.1f}s {own:7.1f}s {children:7.1f}s  all {len(self.tests)} tests")
+        if len(self.done) > 1:
+            ends = sorted(self.done.values())
+            write(
+                "test processes done at "
+                + ", ".join(f"{end:.1f}" for end in ends)
+                + f" s: the last {ends[-1] - ends[0]:.1f} s with fewer than {len(ends)} at work"
+            )
 
 
 def pytest_configure(config: pytest.Config) -> None:

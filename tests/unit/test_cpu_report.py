@@ -58,3 +58,4 @@ def test_each_tests_own_and_childrens_cpu_is_listed_across_test_processes(tmp_pa
     assert max(figures["test_idle"]) < 0.3
     assert list(figures)[-1] == "test_idle"  # listed most first
     assert re.search(r"^\s*[\d.]+s .* all 3 tests$", run.stdout, re.M), run.stdout
+    assert re.search(r"^test processes done at [\d.]+, [\d.]+ s: the last ", run.stdout, re.M)
