@@ -36,7 +36,10 @@ def test_each_tests_own_and_childrens_cpu_is_listed_across_test_processes(tmp_pa
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the project's settings
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     env["PYTHONPATH"] = str(ROOT)
-    plugins = ["-p", "tests.cpu_report", "-p", "no:cacheprovider", "-p", "no:django"]
+    # Only the plugins this needs: each of the three processes would import every installed
+    # one (hypothesis, schemathesis, playwright...), seconds of CPU for nothing here.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    plugins = ["-p", "xdist.plugin", "-p", "tests.cpu_report", "-p", "no:cacheprovider"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *plugins, "-n", "2", "-q", "-c", "pytest.ini", "."],
         cwd=tmp_path,
